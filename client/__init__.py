@@ -1,0 +1,1 @@
+"""Client side: DynoClient (one host), Cluster (many), dyno-cli, the trainer agent."""

@@ -1,0 +1,1 @@
+"""Samplers: one module per source behind the Sampler protocol of dyno.daemon.samplers.base."""

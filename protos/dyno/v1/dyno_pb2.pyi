@@ -1,0 +1,339 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Protocol(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROTOCOL_UNSPECIFIED: _ClassVar[Protocol]
+    PROTOCOL_AGENT: _ClassVar[Protocol]
+    PROTOCOL_KINETO: _ClassVar[Protocol]
+
+class TraceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRACE_STATE_UNSPECIFIED: _ClassVar[TraceState]
+    TRACE_STATE_PENDING: _ClassVar[TraceState]
+    TRACE_STATE_DELIVERED: _ClassVar[TraceState]
+    TRACE_STATE_RUNNING: _ClassVar[TraceState]
+    TRACE_STATE_DONE: _ClassVar[TraceState]
+    TRACE_STATE_FAILED: _ClassVar[TraceState]
+    TRACE_STATE_TIMED_OUT: _ClassVar[TraceState]
+    TRACE_STATE_CANCELLED: _ClassVar[TraceState]
+PROTOCOL_UNSPECIFIED: Protocol
+PROTOCOL_AGENT: Protocol
+PROTOCOL_KINETO: Protocol
+TRACE_STATE_UNSPECIFIED: TraceState
+TRACE_STATE_PENDING: TraceState
+TRACE_STATE_DELIVERED: TraceState
+TRACE_STATE_RUNNING: TraceState
+TRACE_STATE_DONE: TraceState
+TRACE_STATE_FAILED: TraceState
+TRACE_STATE_TIMED_OUT: TraceState
+TRACE_STATE_CANCELLED: TraceState
+
+class GetStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SamplerState(_message.Message):
+    __slots__ = ("name", "ok", "reason", "simulated", "backend")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SIMULATED_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    ok: bool
+    reason: str
+    simulated: bool
+    backend: str
+    def __init__(self, name: _Optional[str] = ..., ok: _Optional[bool] = ..., reason: _Optional[str] = ..., simulated: _Optional[bool] = ..., backend: _Optional[str] = ...) -> None: ...
+
+class GpuInfo(_message.Message):
+    __slots__ = ("index", "name", "uuid", "memory_total_bytes", "simulated", "pci_bus_id")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SIMULATED_FIELD_NUMBER: _ClassVar[int]
+    PCI_BUS_ID_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    name: str
+    uuid: str
+    memory_total_bytes: int
+    simulated: bool
+    pci_bus_id: str
+    def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., uuid: _Optional[str] = ..., memory_total_bytes: _Optional[int] = ..., simulated: _Optional[bool] = ..., pci_bus_id: _Optional[str] = ...) -> None: ...
+
+class Status(_message.Message):
+    __slots__ = ("hostname", "version", "uptime_s", "samplers", "gpus", "registered_processes", "trace_dir", "trace_dir_bytes", "interval_s", "history_s", "samples_in_history", "pid", "agent_socket", "kineto_endpoint", "active_traces")
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    SAMPLERS_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    TRACE_DIR_FIELD_NUMBER: _ClassVar[int]
+    TRACE_DIR_BYTES_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_S_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_IN_HISTORY_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_SOCKET_FIELD_NUMBER: _ClassVar[int]
+    KINETO_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_TRACES_FIELD_NUMBER: _ClassVar[int]
+    hostname: str
+    version: str
+    uptime_s: float
+    samplers: _containers.RepeatedCompositeFieldContainer[SamplerState]
+    gpus: _containers.RepeatedCompositeFieldContainer[GpuInfo]
+    registered_processes: int
+    trace_dir: str
+    trace_dir_bytes: int
+    interval_s: float
+    history_s: float
+    samples_in_history: int
+    pid: int
+    agent_socket: str
+    kineto_endpoint: str
+    active_traces: int
+    def __init__(self, hostname: _Optional[str] = ..., version: _Optional[str] = ..., uptime_s: _Optional[float] = ..., samplers: _Optional[_Iterable[_Union[SamplerState, _Mapping]]] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., registered_processes: _Optional[int] = ..., trace_dir: _Optional[str] = ..., trace_dir_bytes: _Optional[int] = ..., interval_s: _Optional[float] = ..., history_s: _Optional[float] = ..., samples_in_history: _Optional[int] = ..., pid: _Optional[int] = ..., agent_socket: _Optional[str] = ..., kineto_endpoint: _Optional[str] = ..., active_traces: _Optional[int] = ...) -> None: ...
+
+class GetVersionRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class VersionInfo(_message.Message):
+    __slots__ = ("version", "api", "python", "grpc")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    API_FIELD_NUMBER: _ClassVar[int]
+    PYTHON_FIELD_NUMBER: _ClassVar[int]
+    GRPC_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    api: str
+    python: str
+    grpc: str
+    def __init__(self, version: _Optional[str] = ..., api: _Optional[str] = ..., python: _Optional[str] = ..., grpc: _Optional[str] = ...) -> None: ...
+
+class Metric(_message.Message):
+    __slots__ = ("name", "labels", "value")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    labels: _containers.ScalarMap[str, str]
+    value: float
+    def __init__(self, name: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., value: _Optional[float] = ...) -> None: ...
+
+class Sample(_message.Message):
+    __slots__ = ("timestamp_ms", "metrics")
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    timestamp_ms: int
+    metrics: _containers.RepeatedCompositeFieldContainer[Metric]
+    def __init__(self, timestamp_ms: _Optional[int] = ..., metrics: _Optional[_Iterable[_Union[Metric, _Mapping]]] = ...) -> None: ...
+
+class GetMetricsRequest(_message.Message):
+    __slots__ = ("names", "since_ms", "limit")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    since_ms: int
+    limit: int
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., since_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class GetMetricsResponse(_message.Message):
+    __slots__ = ("samples", "hostname")
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    samples: _containers.RepeatedCompositeFieldContainer[Sample]
+    hostname: str
+    def __init__(self, samples: _Optional[_Iterable[_Union[Sample, _Mapping]]] = ..., hostname: _Optional[str] = ...) -> None: ...
+
+class StreamMetricsRequest(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ProcessInfo(_message.Message):
+    __slots__ = ("pid", "ancestry", "job_id", "rank", "local_rank", "world_size", "gpu", "protocol", "registered_ms", "last_seen_ms", "busy", "current_trace_id", "cmdline", "hostname")
+    PID_FIELD_NUMBER: _ClassVar[int]
+    ANCESTRY_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_RANK_FIELD_NUMBER: _ClassVar[int]
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
+    BUSY_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    CMDLINE_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    pid: int
+    ancestry: _containers.RepeatedScalarFieldContainer[int]
+    job_id: str
+    rank: int
+    local_rank: int
+    world_size: int
+    gpu: int
+    protocol: Protocol
+    registered_ms: int
+    last_seen_ms: int
+    busy: bool
+    current_trace_id: str
+    cmdline: str
+    hostname: str
+    def __init__(self, pid: _Optional[int] = ..., ancestry: _Optional[_Iterable[int]] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., gpu: _Optional[int] = ..., protocol: _Optional[_Union[Protocol, str]] = ..., registered_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., busy: _Optional[bool] = ..., current_trace_id: _Optional[str] = ..., cmdline: _Optional[str] = ..., hostname: _Optional[str] = ...) -> None: ...
+
+class ListProcessesRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class ListProcessesResponse(_message.Message):
+    __slots__ = ("processes", "hostname")
+    PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    processes: _containers.RepeatedCompositeFieldContainer[ProcessInfo]
+    hostname: str
+    def __init__(self, processes: _Optional[_Iterable[_Union[ProcessInfo, _Mapping]]] = ..., hostname: _Optional[str] = ...) -> None: ...
+
+class TraceRequest(_message.Message):
+    __slots__ = ("job_id", "pids", "process_limit", "duration_ms", "iterations", "start_time_ms", "start_iteration_roundup", "record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules", "trace_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    START_ITERATION_ROUNDUP_FIELD_NUMBER: _ClassVar[int]
+    RECORD_SHAPES_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    WITH_STACK_FIELD_NUMBER: _ClassVar[int]
+    WITH_FLOPS_FIELD_NUMBER: _ClassVar[int]
+    WITH_MODULES_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    pids: _containers.RepeatedScalarFieldContainer[int]
+    process_limit: int
+    duration_ms: int
+    iterations: int
+    start_time_ms: int
+    start_iteration_roundup: int
+    record_shapes: bool
+    profile_memory: bool
+    with_stack: bool
+    with_flops: bool
+    with_modules: bool
+    trace_id: str
+    def __init__(self, job_id: _Optional[str] = ..., pids: _Optional[_Iterable[int]] = ..., process_limit: _Optional[int] = ..., duration_ms: _Optional[int] = ..., iterations: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., start_iteration_roundup: _Optional[int] = ..., record_shapes: _Optional[bool] = ..., profile_memory: _Optional[bool] = ..., with_stack: _Optional[bool] = ..., with_flops: _Optional[bool] = ..., with_modules: _Optional[bool] = ..., trace_id: _Optional[str] = ...) -> None: ...
+
+class ProcessTrace(_message.Message):
+    __slots__ = ("pid", "job_id", "rank", "protocol", "state", "path", "size_bytes", "error", "updated_ms")
+    PID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_MS_FIELD_NUMBER: _ClassVar[int]
+    pid: int
+    job_id: str
+    rank: int
+    protocol: Protocol
+    state: TraceState
+    path: str
+    size_bytes: int
+    error: str
+    updated_ms: int
+    def __init__(self, pid: _Optional[int] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., protocol: _Optional[_Union[Protocol, str]] = ..., state: _Optional[_Union[TraceState, str]] = ..., path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., error: _Optional[str] = ..., updated_ms: _Optional[int] = ...) -> None: ...
+
+class StartTraceResponse(_message.Message):
+    __slots__ = ("trace_id", "matched_pids", "triggered", "busy_pids", "message", "registered_jobs", "hostname")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_PIDS_FIELD_NUMBER: _ClassVar[int]
+    TRIGGERED_FIELD_NUMBER: _ClassVar[int]
+    BUSY_PIDS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_JOBS_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    matched_pids: _containers.RepeatedScalarFieldContainer[int]
+    triggered: _containers.RepeatedCompositeFieldContainer[ProcessTrace]
+    busy_pids: _containers.RepeatedScalarFieldContainer[int]
+    message: str
+    registered_jobs: _containers.RepeatedScalarFieldContainer[str]
+    hostname: str
+    def __init__(self, trace_id: _Optional[str] = ..., matched_pids: _Optional[_Iterable[int]] = ..., triggered: _Optional[_Iterable[_Union[ProcessTrace, _Mapping]]] = ..., busy_pids: _Optional[_Iterable[int]] = ..., message: _Optional[str] = ..., registered_jobs: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ...) -> None: ...
+
+class GetTraceRequest(_message.Message):
+    __slots__ = ("trace_id",)
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
+
+class CancelTraceRequest(_message.Message):
+    __slots__ = ("trace_id",)
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
+
+class TraceStatus(_message.Message):
+    __slots__ = ("trace_id", "request", "processes", "finished", "created_ms", "hostname")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    request: TraceRequest
+    processes: _containers.RepeatedCompositeFieldContainer[ProcessTrace]
+    finished: bool
+    created_ms: int
+    hostname: str
+    def __init__(self, trace_id: _Optional[str] = ..., request: _Optional[_Union[TraceRequest, _Mapping]] = ..., processes: _Optional[_Iterable[_Union[ProcessTrace, _Mapping]]] = ..., finished: _Optional[bool] = ..., created_ms: _Optional[int] = ..., hostname: _Optional[str] = ...) -> None: ...
+
+class FetchTraceFileRequest(_message.Message):
+    __slots__ = ("trace_id", "pid", "chunk_size")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_SIZE_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    pid: int
+    chunk_size: int
+    def __init__(self, trace_id: _Optional[str] = ..., pid: _Optional[int] = ..., chunk_size: _Optional[int] = ...) -> None: ...
+
+class FileChunk(_message.Message):
+    __slots__ = ("data", "offset", "last", "sha256", "total_size", "filename")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    offset: int
+    last: bool
+    sha256: str
+    total_size: int
+    filename: str
+    def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., last: _Optional[bool] = ..., sha256: _Optional[str] = ..., total_size: _Optional[int] = ..., filename: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,1 @@
+"""trace_analysis: load PyTorch/Kineto traces, compute breakdowns, detect antipatterns, report."""
