@@ -1,0 +1,199 @@
+"""The Agent gRPC service (Register, Watch, ReportTrace), served only on a local Unix domain socket.
+
+An open Watch stream is the agent's liveness signal: when it ends, the process is gone for us (a running trace
+fails with "process exited or disconnected mid-trace"); the agent reconnects and registers again by itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import socket
+import stat
+import threading
+import uuid
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+
+import dyno
+import grpc
+from dyno.daemon import proto_convert as pc
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.trace_manager import (
+    AgentCancelCommand,
+    AgentTraceCommand,
+    TraceManager,
+    TraceRequestError,
+    TraceState,
+    UnknownTraceError,
+)
+from dyno.v1 import agent_pb2, agent_pb2_grpc
+
+__all__ = ["AgentServicer", "AgentServer", "SocketInUseError", "GONE_REASON"]
+
+log = logging.getLogger(__name__)
+
+GONE_REASON = "process exited or disconnected"
+_MAX_TEXT = 4096
+_MAX_ANCESTRY = 64
+
+
+class SocketInUseError(OSError):
+    """Another live daemon serves this agent socket."""
+
+
+class AgentServicer(agent_pb2_grpc.AgentServicer):
+    def __init__(self, manager: TraceManager, registry: ProcessRegistry, *, keepalive_ms: int = 5000) -> None:
+        self._tm = manager
+        self._registry = registry
+        self._keepalive_s = keepalive_ms / 1000
+        self._keepalive_ms = keepalive_ms
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._queues: set[queue.Queue] = set()
+
+    def shutdown(self) -> None:
+        """Ends every Watch stream promptly (server stop)."""
+        self._stopping.set()
+        with self._lock:
+            for q in self._queues:
+                q.put(None)
+
+    def Register(self, request: agent_pb2.RegisterRequest, context: grpc.ServicerContext) -> agent_pb2.RegisterResponse:
+        if request.pid <= 0:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "pid: required (> 0)")
+        if len(request.ancestry) > _MAX_ANCESTRY:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"ancestry: at most {_MAX_ANCESTRY} pids")
+        if len(request.job_id) > 128 or len(request.cmdline) > _MAX_TEXT or len(request.hostname) > 256:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "job_id/cmdline/hostname: too long")
+        session = uuid.uuid4().hex
+        self._registry.register(
+            ProcessRecord(
+                pid=request.pid,
+                job_id=request.job_id,
+                protocol=PROTOCOL_AGENT,
+                ancestry=tuple(request.ancestry),
+                rank=request.rank if request.HasField("rank") else None,
+                local_rank=request.local_rank if request.HasField("local_rank") else None,
+                world_size=request.world_size if request.HasField("world_size") else None,
+                gpu=request.gpu,
+                cmdline=request.cmdline,
+                hostname=request.hostname,
+                session_id=session,
+            )
+        )
+        return agent_pb2.RegisterResponse(
+            session_id=session, keepalive_ms=self._keepalive_ms, daemon_version=dyno.__version__
+        )
+
+    def Watch(self, request: agent_pb2.WatchRequest, context: grpc.ServicerContext) -> Iterator[agent_pb2.AgentCommand]:
+        pid, session = request.pid, request.session_id
+        rec = self._registry.get(pid)
+        if rec is None or rec.session_id != session or not session:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"pid {pid} is not registered with this session: Register first")
+        q = self._tm.agent_attach(pid, session)
+        self._registry.set_connected(pid, session, True)
+        # Wake the loop at once when the client goes away or the server stops (not at the next keepalive).
+        context.add_callback(lambda: q.put(None))
+        with self._lock:
+            self._queues.add(q)
+        try:
+            yield agent_pb2.AgentCommand(keepalive=True)  # tells the agent the stream is up
+            while context.is_active() and not self._stopping.is_set():
+                try:
+                    cmd = q.get(timeout=self._keepalive_s)
+                except queue.Empty:
+                    self._registry.touch(pid)
+                    yield agent_pb2.AgentCommand(keepalive=True)
+                    continue
+                if cmd is None:
+                    break
+                if isinstance(cmd, AgentTraceCommand):
+                    yield agent_pb2.AgentCommand(
+                        trace=pc.trace_config_pb(cmd.trace_id, cmd.spec, str(cmd.output_path), cmd.deadline_ms)
+                    )
+                    self._tm.agent_delivered(pid, cmd.trace_id)
+                elif isinstance(cmd, AgentCancelCommand):
+                    yield agent_pb2.AgentCommand(cancel_trace_id=cmd.trace_id)
+        finally:
+            with self._lock:
+                self._queues.discard(q)
+            self._tm.agent_detach(pid, session)
+            if not self._stopping.is_set():
+                self._registry.remove(pid, GONE_REASON, session_id=session)
+
+    def ReportTrace(
+        self, request: agent_pb2.ReportTraceRequest, context: grpc.ServicerContext
+    ) -> agent_pb2.ReportTraceResponse:
+        state = pc.STATE_FROM_PB.get(request.state)
+        if state not in (TraceState.RUNNING, TraceState.DONE, TraceState.FAILED):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "state: must be RUNNING, DONE or FAILED")
+        try:
+            self._tm.agent_report(request.pid, request.trace_id, state, request.error[:_MAX_TEXT])
+        except UnknownTraceError as e:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+        except TraceRequestError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        self._registry.touch(request.pid)
+        return agent_pb2.ReportTraceResponse()
+
+
+def prepare_socket_path(path: Path) -> None:
+    """Create the parent dir; remove a stale socket file; refuse when another daemon answers on it."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise OSError(17, f"agent socket path {path} exists and is not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(str(path))
+    except OSError:
+        path.unlink(missing_ok=True)  # nobody listens: stale from a crashed daemon
+        return
+    finally:
+        probe.close()
+    raise SocketInUseError(98, f"agent socket {path} is in use by another live daemon")
+
+
+class AgentServer:
+    """A gRPC server of its own on `unix:<path>`; each Watch stream holds one worker thread."""
+
+    def __init__(self, servicer: AgentServicer, path: Path, *, max_streams: int = 256, mode: int = 0o660) -> None:
+        self._servicer = servicer
+        self._path = path
+        self._max_streams = max_streams
+        self._mode = mode
+        self._server: grpc.Server | None = None
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def start(self) -> None:
+        prepare_socket_path(self._path)
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self._max_streams + 8, thread_name_prefix="agent-rpc"),
+            maximum_concurrent_rpcs=self._max_streams + 8,
+        )
+        agent_pb2_grpc.add_AgentServicer_to_server(self._servicer, server)
+        server.add_insecure_port(f"unix:{self._path}")
+        server.start()
+        os.chmod(self._path, self._mode)  # local trainers only; group access for shared-group setups
+        self._server = server
+        log.info("agent service listening on unix:%s", self._path)
+
+    def stop(self, grace_s: float = 1.0) -> None:
+        self._servicer.shutdown()
+        if self._server is not None:
+            self._server.stop(grace_s).wait(grace_s + 1)
+            self._server = None
+        try:
+            self._path.unlink()
+        except OSError:
+            pass

@@ -1,0 +1,350 @@
+"""libkineto's daemon protocol (what unmodified PyTorch with KINETO_USE_DAEMON=1 speaks), byte-exact.
+
+See /work/shared/KINETO_IPC.md: AF_UNIX SOCK_DGRAM, one message per datagram, a 40-byte header
+(`uint64 size`, `char type[32]`) then the payload. The daemon answers each `req` poll from the datagram's source
+address within the client's ~90 ms receive window, with a config string or an empty (size 0) message.
+The kernel-reported sender pid (SO_PASSCRED / SCM_CREDENTIALS) is the one registered; a payload claiming
+another pid is rejected.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import stat
+import struct
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+__all__ = [
+    "HEADER_SIZE",
+    "ACTIVITY_PROFILER",
+    "FramingError",
+    "ConfigValueError",
+    "KinetoPoll",
+    "KinetoHandler",
+    "KinetoEndpoint",
+    "encode_message",
+    "decode_message",
+    "parse_req",
+    "parse_ctxt",
+    "encode_req",
+    "build_config",
+    "trace_config",
+]
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct("<Q32s")
+HEADER_SIZE = _HEADER.size  # 40
+_REQ_HEAD = struct.Struct("<iiq")  # type bitmask, n pids, job id
+_CTXT = struct.Struct("<iiq")  # gpu, pid, job id
+_UCRED = struct.Struct("<iII")  # pid_t, uid_t, gid_t
+ACTIVITY_PROFILER = 2  # `type & 2`: the client accepts an activity (trace) config
+MAX_PIDS = 64  # kineto sends own pid + up to 10 ancestors
+MAX_DATAGRAM = 64 * 1024
+DAEMON_SOCKET_NAME = "dynolog"  # libkineto's hard-coded destination in filesystem mode
+
+
+class FramingError(ValueError):
+    """A datagram that is not a well-formed libkineto message."""
+
+
+class ConfigValueError(ValueError):
+    """A key or value that would make a malformed libkineto config line."""
+
+
+def encode_message(kind: str, payload: bytes) -> bytes:
+    raw = kind.encode("ascii")
+    if len(raw) >= 32:
+        raise FramingError(f"message type too long: {kind!r}")
+    return _HEADER.pack(len(payload), raw) + payload
+
+
+def decode_message(data: bytes) -> tuple[str, bytes]:
+    if len(data) < HEADER_SIZE:
+        raise FramingError(f"datagram of {len(data)} bytes is shorter than the {HEADER_SIZE}-byte header")
+    size, raw_type = _HEADER.unpack_from(data)
+    payload = data[HEADER_SIZE:]
+    if size != len(payload):
+        raise FramingError(f"header says {size} payload bytes, datagram carries {len(payload)}")
+    kind = raw_type.split(b"\0", 1)[0].decode("ascii", "replace")
+    return kind, payload
+
+
+@dataclass(frozen=True)
+class KinetoPoll:
+    """One `req` poll, with the kernel's word on who sent it."""
+
+    pid: int
+    ancestry: tuple[int, ...]
+    job_id: str  # decimal string of kineto's int64 job id
+    type_mask: int
+    uid: int = -1
+
+    @property
+    def wants_activities(self) -> bool:
+        return bool(self.type_mask & ACTIVITY_PROFILER)
+
+
+def parse_req(payload: bytes) -> tuple[int, list[int], int]:
+    """-> (type bitmask, pids (own first), job id)."""
+    if len(payload) < _REQ_HEAD.size:
+        raise FramingError(f"req payload of {len(payload)} bytes, need at least {_REQ_HEAD.size}")
+    type_mask, n, job_id = _REQ_HEAD.unpack_from(payload)
+    if not 1 <= n <= MAX_PIDS:
+        raise FramingError(f"req carries {n} pids")
+    if len(payload) != _REQ_HEAD.size + 4 * n:
+        raise FramingError(f"req with {n} pids must be {_REQ_HEAD.size + 4 * n} bytes, not {len(payload)}")
+    pids = list(struct.unpack_from(f"<{n}i", payload, _REQ_HEAD.size))
+    return type_mask, pids, job_id
+
+
+def encode_req(type_mask: int, pids: list[int], job_id: int) -> bytes:
+    """The client side of `req` (tests and the benchmark speak it like libkineto does)."""
+    payload = _REQ_HEAD.pack(type_mask, len(pids), job_id) + struct.pack(f"<{len(pids)}i", *pids)
+    return encode_message("req", payload)
+
+
+def parse_ctxt(payload: bytes) -> tuple[int, int, int]:
+    """-> (gpu, pid, job id)."""
+    if len(payload) != _CTXT.size:
+        raise FramingError(f"ctxt payload must be {_CTXT.size} bytes, not {len(payload)}")
+    return _CTXT.unpack(payload)
+
+
+# -- config strings -------------------------------------------------------------------------------------------
+
+_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_INT32_MAX = 2**31 - 1
+
+
+def _format_value(key: str, value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        if not 0 <= value <= 2**63 - 1:
+            raise ConfigValueError(f"{key}: integer {value} out of range")
+        return str(value)
+    if isinstance(value, (str, Path)):
+        text = str(value)
+        # One '=' per line, '#' starts a comment, a newline splits the line: any of them corrupts the parse.
+        bad = sorted({c for c in text if c in "=#\n\r\0"})
+        if bad:
+            raise ConfigValueError(f"{key}: value {text!r} contains {bad!r}")
+        if text != text.strip() or not text:
+            raise ConfigValueError(f"{key}: empty value or surrounding whitespace in {text!r}")
+        return text
+    raise ConfigValueError(f"{key}: unsupported value type {type(value).__name__}")
+
+
+def build_config(settings: Mapping[str, object]) -> str:
+    """KEY=VALUE lines; raises ConfigValueError rather than ever emitting a line libkineto would reject."""
+    lines = []
+    for key, value in settings.items():
+        if not _KEY_RE.match(key):
+            raise ConfigValueError(f"invalid config key {key!r}")
+        lines.append(f"{key}={_format_value(key, value)}")
+    return "\n".join(lines)
+
+
+def trace_config(
+    *,
+    trace_id: str,
+    log_file: Path,
+    duration_ms: int | None = None,
+    iterations: int | None = None,
+    start_time_ms: int | None = None,
+    start_iteration_roundup: int | None = None,
+    record_shapes: bool = False,
+    profile_memory: bool = False,
+    with_stack: bool = False,
+    with_flops: bool = False,
+    with_modules: bool = False,
+) -> str:
+    """The on-demand activity config for one trace. libkineto inserts `_<pid>` before `.pt.trace.json`."""
+    if (duration_ms is None) == (iterations is None):
+        raise ConfigValueError("exactly one of duration_ms and iterations")
+    s: dict[str, object] = {"ACTIVITIES_LOG_FILE": log_file}
+    if iterations is not None:
+        if not 1 <= iterations <= _INT32_MAX:
+            raise ConfigValueError(f"iterations out of range: {iterations}")
+        s["PROFILE_START_ITERATION"] = 0
+        s["PROFILE_START_ITERATION_ROUNDUP"] = max(1, start_iteration_roundup or 1)
+        s["ACTIVITIES_ITERATIONS"] = iterations
+    else:
+        assert duration_ms is not None
+        if not 1 <= duration_ms <= _INT32_MAX:
+            raise ConfigValueError(f"duration_ms out of range: {duration_ms}")
+        s["ACTIVITIES_DURATION_MSECS"] = duration_ms
+        if start_time_ms:
+            s["PROFILE_START_TIME"] = start_time_ms
+    # Without a start time libkineto waits ACTIVITIES_WARMUP_PERIOD_SECS (default 5 s) first.
+    s["ACTIVITIES_WARMUP_PERIOD_SECS"] = 0
+    s["REQUEST_TRACE_ID"] = trace_id
+    s["PROFILE_REPORT_INPUT_SHAPES"] = record_shapes
+    s["PROFILE_PROFILE_MEMORY"] = profile_memory
+    s["PROFILE_WITH_STACK"] = with_stack
+    s["PROFILE_WITH_FLOPS"] = with_flops
+    s["PROFILE_WITH_MODULES"] = with_modules
+    return build_config(s)
+
+
+# -- the endpoint ---------------------------------------------------------------------------------------------
+
+
+class KinetoHandler(Protocol):
+    def kineto_poll(self, poll: KinetoPoll) -> str | None:
+        """Register/refresh the sender; return the config to hand over, or None. Must be fast (90 ms window)."""
+
+    def kineto_context_count(self, gpu: int, pid: int, job_id: str) -> int: ...
+
+
+class KinetoEndpoint:
+    """Serves libkineto's datagrams on a background thread.
+
+    name: abstract socket name (`b"\\0<name>\\0"`); socket_dir: filesystem mode (`<dir>/dynolog`) instead.
+    """
+
+    def __init__(self, handler: KinetoHandler, *, name: str = "dynolog", socket_dir: Path | None = None) -> None:
+        self._handler = handler
+        self._name = name
+        self._socket_dir = socket_dir
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.rejected = 0  # datagrams dropped (malformed or pid mismatch), for tests and status
+
+    @property
+    def address(self) -> str | bytes:
+        if self._socket_dir is not None:
+            return str(self._socket_dir / DAEMON_SOCKET_NAME)
+        return b"\0" + self._name.encode() + b"\0"
+
+    def describe(self) -> str:
+        return str(self.address) if self._socket_dir is not None else f"@{self._name} (abstract)"
+
+    def start(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+            if self._socket_dir is not None:
+                self._socket_dir.mkdir(parents=True, exist_ok=True)
+                path = Path(str(self.address))
+                _remove_stale_socket(path)
+                sock.bind(str(path))
+                # Senders need write permission on the file; who they are is proven by SCM_CREDENTIALS anyway,
+                # exactly as in the abstract namespace (which has no permissions at all).
+                os.chmod(path, 0o666)
+            else:
+                sock.bind(self.address)
+        except OSError as e:
+            sock.close()
+            raise OSError(e.errno, f"cannot bind kineto endpoint {self.describe()}: {e.strerror}") from None
+        sock.settimeout(0.25)  # lets the loop see stop() promptly
+        self._sock = sock
+        self._thread = threading.Thread(target=self._serve, name="kineto-ipc", daemon=True)
+        self._thread.start()
+        log.info("kineto endpoint listening on %s", self.describe())
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._socket_dir is not None:
+            try:
+                os.unlink(str(self.address))
+            except OSError:
+                pass
+
+    def _serve(self) -> None:
+        assert self._sock is not None
+        sock = self._sock
+        cmsg_space = socket.CMSG_SPACE(_UCRED.size)
+        while not self._stop.is_set():
+            try:
+                data, ancdata, _flags, addr = sock.recvmsg(MAX_DATAGRAM, cmsg_space)
+            except TimeoutError:
+                continue
+            except OSError as e:
+                if self._stop.is_set():
+                    return
+                log.warning("kineto endpoint receive failed: %s", e)
+                continue
+            try:
+                reply = self._handle(data, ancdata)
+            except FramingError as e:
+                self.rejected += 1
+                log.warning("kineto endpoint: dropped malformed datagram: %s", e)
+                continue
+            except Exception:
+                log.exception("kineto endpoint: handler failed")
+                continue
+            if reply is None:
+                continue
+            if not addr:
+                log.debug("kineto endpoint: unbound sender, cannot reply")
+                continue
+            try:
+                sock.sendto(reply, addr)
+            except OSError as e:  # the client went away between its send and our reply
+                log.debug("kineto endpoint: reply to %r failed: %s", addr, e)
+
+    def _handle(self, data: bytes, ancdata: list[tuple[int, int, bytes]]) -> bytes | None:
+        kind, payload = decode_message(data)
+        cred = _credentials(ancdata)
+        if kind == "req":
+            type_mask, pids, job_id = parse_req(payload)
+            if cred is None or cred[0] != pids[0]:
+                self.rejected += 1
+                log.warning(
+                    "kineto endpoint: rejected req claiming pid %d from kernel pid %s (pid namespaces differ or "
+                    "a spoofed sender)",
+                    pids[0],
+                    cred[0] if cred else "unknown",
+                )
+                return None
+            poll = KinetoPoll(
+                pid=cred[0], ancestry=tuple(pids[1:]), job_id=str(job_id), type_mask=type_mask, uid=cred[1]
+            )
+            config = self._handler.kineto_poll(poll) or ""
+            return encode_message("req", config.encode())
+        if kind == "ctxt":
+            gpu, pid, job_id = parse_ctxt(payload)
+            if cred is None or cred[0] != pid:
+                self.rejected += 1
+                log.warning(
+                    "kineto endpoint: rejected ctxt claiming pid %d from kernel pid %s",
+                    pid,
+                    cred[0] if cred else "unknown",
+                )
+                return None
+            count = self._handler.kineto_context_count(gpu, pid, str(job_id))
+            return encode_message("ctxt", struct.pack("<i", count))
+        raise FramingError(f"unknown message type {kind!r}")
+
+
+def _credentials(ancdata: list[tuple[int, int, bytes]]) -> tuple[int, int, int] | None:
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(data) >= _UCRED.size:
+            pid, uid, gid = _UCRED.unpack_from(data)
+            return pid, uid, gid
+    return None
+
+
+def _remove_stale_socket(path: Path) -> None:
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise OSError(17, f"{path} exists and is not a socket")
+    path.unlink()

@@ -1,0 +1,126 @@
+"""proto <-> domain conversions of the tracing subsystem (shared by the Dyno RPCs and the Agent service)."""
+
+from __future__ import annotations
+
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord
+from dyno.daemon.trace_manager import ProcessTraceView, TraceSpec, TraceState, TraceView
+from dyno.v1 import agent_pb2, dyno_pb2
+
+__all__ = [
+    "PROTOCOL_TO_PB",
+    "STATE_TO_PB",
+    "STATE_FROM_PB",
+    "process_to_pb",
+    "process_trace_to_pb",
+    "spec_from_pb",
+    "spec_to_pb",
+    "trace_view_to_pb",
+    "trace_config_pb",
+]
+
+PROTOCOL_TO_PB = {PROTOCOL_AGENT: dyno_pb2.PROTOCOL_AGENT, PROTOCOL_KINETO: dyno_pb2.PROTOCOL_KINETO}
+STATE_TO_PB = {
+    TraceState.PENDING: dyno_pb2.TRACE_STATE_PENDING,
+    TraceState.DELIVERED: dyno_pb2.TRACE_STATE_DELIVERED,
+    TraceState.RUNNING: dyno_pb2.TRACE_STATE_RUNNING,
+    TraceState.DONE: dyno_pb2.TRACE_STATE_DONE,
+    TraceState.FAILED: dyno_pb2.TRACE_STATE_FAILED,
+    TraceState.TIMED_OUT: dyno_pb2.TRACE_STATE_TIMED_OUT,
+    TraceState.CANCELLED: dyno_pb2.TRACE_STATE_CANCELLED,
+}
+STATE_FROM_PB = {v: k for k, v in STATE_TO_PB.items()}
+
+
+def process_to_pb(p: ProcessRecord) -> dyno_pb2.ProcessInfo:
+    msg = dyno_pb2.ProcessInfo(
+        pid=p.pid,
+        ancestry=list(p.ancestry),
+        job_id=p.job_id,
+        gpu=p.gpu,
+        protocol=PROTOCOL_TO_PB.get(p.protocol, dyno_pb2.PROTOCOL_UNSPECIFIED),
+        registered_ms=p.registered_ms,
+        last_seen_ms=p.last_seen_ms,
+        busy=p.busy,
+        current_trace_id=p.current_trace_id,
+        cmdline=p.cmdline,
+        hostname=p.hostname,
+    )
+    for name in ("rank", "local_rank", "world_size"):
+        value = getattr(p, name)
+        if value is not None:
+            setattr(msg, name, value)
+    return msg
+
+
+def process_trace_to_pb(v: ProcessTraceView) -> dyno_pb2.ProcessTrace:
+    msg = dyno_pb2.ProcessTrace(
+        pid=v.pid,
+        job_id=v.job_id,
+        protocol=PROTOCOL_TO_PB.get(v.protocol, dyno_pb2.PROTOCOL_UNSPECIFIED),
+        state=STATE_TO_PB[v.state],
+        path=v.path,
+        size_bytes=v.size_bytes,
+        error=v.error,
+        updated_ms=v.updated_ms,
+    )
+    if v.rank is not None:
+        msg.rank = v.rank
+    return msg
+
+
+def spec_from_pb(r: dyno_pb2.TraceRequest) -> TraceSpec:
+    window = r.WhichOneof("window")
+    start = r.WhichOneof("start")
+    return TraceSpec(
+        job_id=r.job_id,
+        pids=tuple(r.pids),
+        process_limit=r.process_limit,
+        duration_ms=r.duration_ms if window == "duration_ms" else None,
+        iterations=r.iterations if window == "iterations" else None,
+        start_time_ms=r.start_time_ms if start == "start_time_ms" else None,
+        start_iteration_roundup=r.start_iteration_roundup if start == "start_iteration_roundup" else None,
+        record_shapes=r.record_shapes,
+        profile_memory=r.profile_memory,
+        with_stack=r.with_stack,
+        with_flops=r.with_flops,
+        with_modules=r.with_modules,
+        trace_id=r.trace_id,
+    )
+
+
+def _spec_fields(s: TraceSpec) -> dict[str, object]:
+    out: dict[str, object] = dict(
+        record_shapes=s.record_shapes,
+        profile_memory=s.profile_memory,
+        with_stack=s.with_stack,
+        with_flops=s.with_flops,
+        with_modules=s.with_modules,
+    )
+    for name in ("duration_ms", "iterations", "start_time_ms", "start_iteration_roundup"):
+        value = getattr(s, name)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def spec_to_pb(s: TraceSpec) -> dyno_pb2.TraceRequest:
+    return dyno_pb2.TraceRequest(
+        job_id=s.job_id, pids=list(s.pids), process_limit=s.process_limit, trace_id=s.trace_id, **_spec_fields(s)
+    )
+
+
+def trace_view_to_pb(v: TraceView, hostname: str) -> dyno_pb2.TraceStatus:
+    return dyno_pb2.TraceStatus(
+        trace_id=v.trace_id,
+        request=spec_to_pb(v.spec),
+        processes=[process_trace_to_pb(p) for p in v.processes],
+        finished=v.finished,
+        created_ms=v.created_ms,
+        hostname=hostname,
+    )
+
+
+def trace_config_pb(trace_id: str, spec: TraceSpec, output_path: str, deadline_ms: int) -> agent_pb2.TraceConfig:
+    return agent_pb2.TraceConfig(
+        trace_id=trace_id, output_path=output_path, deadline_ms=deadline_ms, **_spec_fields(spec)
+    )

@@ -1,0 +1,187 @@
+"""Where trace files live under the daemon's trace dir, how they are streamed out, and how long they stay.
+
+Every path is derived here from the daemon's trace dir, a validated trace id, the host name and a pid: a remote
+request never names a path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import secrets
+import shutil
+import time
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "MAX_CHUNK",
+    "Chunk",
+    "RetentionResult",
+    "validate_trace_id",
+    "new_trace_id",
+    "safe_host",
+    "kineto_log_file",
+    "kineto_output",
+    "agent_output",
+    "make_trace_dir",
+    "find_trace_file",
+    "iter_chunks",
+    "tree_size",
+    "enforce_retention",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_CHUNK = 1024 * 1024
+_TRACE_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_HOST_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+KINETO_SUFFIX = ".pt.trace.json"
+AGENT_SUFFIX = ".pt.trace.json.gz"
+
+
+def validate_trace_id(trace_id: str) -> str:
+    """Raises ValueError unless trace_id is [A-Za-z0-9_.-]{1,64} and not a relative path component."""
+    if not _TRACE_ID_RE.match(trace_id) or set(trace_id) == {"."}:
+        raise ValueError("trace_id must match [A-Za-z0-9_.-]{1,64} and not be only dots")
+    return trace_id
+
+
+def new_trace_id(now_s: float | None = None) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() if now_s is None else now_s))
+    return f"{stamp}-{secrets.token_hex(4)}"
+
+
+def safe_host(hostname: str) -> str:
+    return _HOST_UNSAFE.sub("_", hostname) or "host"
+
+
+def kineto_log_file(trace_dir: Path, trace_id: str, hostname: str) -> Path:
+    """What ACTIVITIES_LOG_FILE says; libkineto writes it with `_<pid>` inserted before `.pt.trace.json`."""
+    return trace_dir / trace_id / f"{safe_host(hostname)}{KINETO_SUFFIX}"
+
+
+def kineto_output(trace_dir: Path, trace_id: str, hostname: str, pid: int) -> Path:
+    return trace_dir / trace_id / f"{safe_host(hostname)}_{pid}{KINETO_SUFFIX}"
+
+
+def agent_output(trace_dir: Path, trace_id: str, hostname: str, pid: int) -> Path:
+    return trace_dir / trace_id / f"{safe_host(hostname)}_{pid}{AGENT_SUFFIX}"
+
+
+def make_trace_dir(trace_dir: Path, trace_id: str) -> Path:
+    """<trace-dir>/<trace_id>, writable by trainers of any user (sticky and not listable, like a drop box)."""
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    path = trace_dir / validate_trace_id(trace_id)
+    path.mkdir(exist_ok=True)
+    os.chmod(path, 0o1733)
+    return path
+
+
+def find_trace_file(trace_dir: Path, trace_id: str, hostname: str, pid: int) -> Path | None:
+    """The completed file of (trace_id, pid) on disk, agent or kineto naming; None if there is none."""
+    validate_trace_id(trace_id)
+    for path in (agent_output(trace_dir, trace_id, hostname, pid), kineto_output(trace_dir, trace_id, hostname, pid)):
+        if path.is_file():
+            return path
+    return None
+
+
+@dataclass(frozen=True)
+class Chunk:
+    data: bytes
+    offset: int
+    last: bool
+    sha256: str = ""  # hex, on the last chunk
+    total_size: int = 0  # on the first chunk
+    filename: str = ""  # base name, on the first chunk
+
+
+def iter_chunks(path: Path, chunk_size: int = MAX_CHUNK) -> Iterator[Chunk]:
+    """Stream a file in chunks of at most chunk_size (capped at 1 MiB), one chunk of look-ahead in memory."""
+    chunk_size = max(1, min(chunk_size or MAX_CHUNK, MAX_CHUNK))
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        total = os.fstat(f.fileno()).st_size
+        offset = 0
+        cur = f.read(chunk_size)
+        first = True
+        while True:
+            nxt = f.read(chunk_size) if cur else b""
+            digest.update(cur)
+            last = not nxt
+            yield Chunk(
+                data=cur,
+                offset=offset,
+                last=last,
+                sha256=digest.hexdigest() if last else "",
+                total_size=total if first else 0,
+                filename=path.name if first else "",
+            )
+            if last:
+                return
+            offset += len(cur)
+            cur, first = nxt, False
+
+
+def tree_size(path: Path) -> int:
+    total = 0
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                total += tree_size(Path(entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
+    return total
+
+
+@dataclass(frozen=True)
+class RetentionResult:
+    removed: tuple[str, ...]
+    total_bytes: int  # what the trace dir holds afterwards
+
+
+def enforce_retention(
+    trace_dir: Path, *, max_bytes: int, max_age_s: float, keep: Collection[str] = (), now_s: float | None = None
+) -> RetentionResult:
+    """Delete whole trace directories, oldest first, past max_age_s or while the total exceeds max_bytes.
+
+    Only directories named like trace ids are touched; `keep` (active traces) never is.
+    """
+    now = time.time() if now_s is None else now_s
+    dirs: list[tuple[float, str, int]] = []
+    total = 0
+    try:
+        entries = list(os.scandir(trace_dir))
+    except OSError:
+        return RetentionResult((), 0)
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False) and _TRACE_ID_RE.match(entry.name) and set(entry.name) != {"."}:
+                size = tree_size(Path(entry.path))
+                dirs.append((entry.stat(follow_symlinks=False).st_mtime, entry.name, size))
+                total += size
+            elif entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
+    removed: list[str] = []
+    for mtime, name, size in sorted(dirs):
+        if name in keep:
+            continue
+        if now - mtime > max_age_s or total > max_bytes:
+            shutil.rmtree(trace_dir / name, ignore_errors=True)
+            removed.append(name)
+            total -= size
+    if removed:
+        log.info("trace retention removed %d trace dir(s): %s", len(removed), ", ".join(removed[:10]))
+    return RetentionResult(tuple(removed), total)

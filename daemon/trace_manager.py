@@ -1,0 +1,572 @@
+"""Trace lifecycle: match a request to registered processes, hand configs over, track per-process state.
+
+Per process: pending -> delivered -> running -> done | failed | timed_out | cancelled, always with a reason when
+it did not end in done. Plain Python (no gRPC): the agent service, the kineto endpoint and the Dyno RPCs call in.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from pathlib import Path
+
+from dyno.daemon import trace_files as tf
+from dyno.daemon.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry, now_ms
+
+__all__ = [
+    "TraceState",
+    "FINAL_STATES",
+    "TraceSpec",
+    "TraceRequestError",
+    "UnknownTraceError",
+    "TraceLimitError",
+    "ProcessTraceView",
+    "TraceView",
+    "StartResult",
+    "AgentTraceCommand",
+    "AgentCancelCommand",
+    "TraceManager",
+    "order_for_limit",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_DURATION_MS = 10 * 60 * 1000
+MAX_ITERATIONS = 100_000
+MAX_PIDS = 1024
+MAX_JOB_ID = 128
+MAX_PAST_START_MS = 10_000  # libkineto rejects PROFILE_START_TIME more than 10 s in the past
+MAX_FUTURE_START_MS = 3600 * 1000
+
+
+class TraceState(str, Enum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+
+FINAL_STATES = frozenset({TraceState.DONE, TraceState.FAILED, TraceState.TIMED_OUT, TraceState.CANCELLED})
+
+
+class TraceRequestError(ValueError):
+    """A bad request; `field` names the offending TraceRequest field."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+
+
+class UnknownTraceError(LookupError):
+    """No such trace id (or no such pid in it)."""
+
+
+class TraceLimitError(RuntimeError):
+    """Too many traces at once."""
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    job_id: str
+    pids: tuple[int, ...] = ()
+    process_limit: int = 0
+    duration_ms: int | None = None
+    iterations: int | None = None
+    start_time_ms: int | None = None
+    start_iteration_roundup: int | None = None
+    record_shapes: bool = False
+    profile_memory: bool = False
+    with_stack: bool = False
+    with_flops: bool = False
+    with_modules: bool = False
+    trace_id: str = ""
+
+
+@dataclass(frozen=True)
+class ProcessTraceView:
+    pid: int
+    job_id: str
+    rank: int | None
+    protocol: str
+    state: TraceState
+    path: str
+    size_bytes: int = 0
+    error: str = ""
+    updated_ms: int = 0
+
+
+@dataclass(frozen=True)
+class TraceView:
+    trace_id: str
+    spec: TraceSpec
+    processes: tuple[ProcessTraceView, ...]
+    finished: bool
+    created_ms: int
+
+
+@dataclass(frozen=True)
+class StartResult:
+    trace_id: str
+    matched_pids: tuple[int, ...]
+    triggered: tuple[ProcessTraceView, ...]
+    busy_pids: tuple[int, ...]
+    message: str
+    registered_jobs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AgentTraceCommand:
+    trace_id: str
+    spec: TraceSpec
+    output_path: Path
+    deadline_ms: int
+
+
+@dataclass(frozen=True)
+class AgentCancelCommand:
+    trace_id: str
+
+
+AgentCommand = AgentTraceCommand | AgentCancelCommand
+
+
+@dataclass
+class _ProcTrace:
+    view: ProcessTraceView
+    created_ms: int
+    delivered_ms: int = 0
+    deadline_ms: int = 0  # completion deadline once delivered
+    kineto_config: str = ""
+
+
+@dataclass
+class _Trace:
+    trace_id: str
+    spec: TraceSpec
+    created_ms: int
+    procs: dict[int, _ProcTrace] = field(default_factory=dict)
+
+    def finished(self) -> bool:
+        return all(p.view.state in FINAL_STATES for p in self.procs.values())
+
+
+def order_for_limit(procs: list[ProcessRecord]) -> list[ProcessRecord]:
+    """Leaf workers first: a process whose pid is in another matched process's ancestry is a launcher."""
+    ancestors = {a for p in procs for a in p.ancestry}
+    return sorted(procs, key=lambda p: (p.pid in ancestors, p.rank if p.rank is not None else 1 << 30, p.pid))
+
+
+class TraceManager:
+    def __init__(
+        self,
+        registry: ProcessRegistry,
+        trace_dir: Path,
+        hostname: str,
+        *,
+        delivery_timeout_s: float = 30.0,
+        completion_slack_s: float = 30.0,
+        iteration_timeout_s: float = 600.0,
+        max_active_traces: int = 32,
+        max_kept_traces: int = 1000,
+        clock_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        self._registry = registry
+        self._trace_dir = trace_dir
+        self._hostname = hostname
+        self._delivery_timeout_ms = int(delivery_timeout_s * 1000)
+        self._slack_ms = int(completion_slack_s * 1000)
+        self._iteration_timeout_ms = int(iteration_timeout_s * 1000)
+        self._max_active = max_active_traces
+        self._max_kept = max_kept_traces
+        self._clock_ms = clock_ms
+        self._lock = threading.Lock()
+        self._traces: OrderedDict[str, _Trace] = OrderedDict()
+        self._agent_queues: dict[int, tuple[str, queue.Queue[AgentCommand]]] = {}
+        registry.add_removal_listener(self._on_process_removed)
+
+    @property
+    def trace_dir(self) -> Path:
+        return self._trace_dir
+
+    # -- requests ---------------------------------------------------------------------------------------------
+
+    def validate(self, spec: TraceSpec) -> TraceSpec:
+        """Raises TraceRequestError naming the field; returns the spec with a trace id."""
+        job = spec.job_id.strip()
+        if not job:
+            raise TraceRequestError("job_id", "required")
+        if len(job) > MAX_JOB_ID or not job.isprintable():
+            raise TraceRequestError("job_id", f"at most {MAX_JOB_ID} printable characters")
+        if len(spec.pids) > MAX_PIDS or any(p <= 0 for p in spec.pids):
+            raise TraceRequestError("pids", f"at most {MAX_PIDS} positive pids")
+        if spec.process_limit < 0:
+            raise TraceRequestError("process_limit", "must be >= 0 (0: no limit)")
+        if (spec.duration_ms is None) == (spec.iterations is None):
+            raise TraceRequestError("duration_ms", "exactly one of duration_ms and iterations is required")
+        if spec.duration_ms is not None and not 1 <= spec.duration_ms <= MAX_DURATION_MS:
+            raise TraceRequestError("duration_ms", f"must be 1..{MAX_DURATION_MS}")
+        if spec.iterations is not None and not 1 <= spec.iterations <= MAX_ITERATIONS:
+            raise TraceRequestError("iterations", f"must be 1..{MAX_ITERATIONS}")
+        if spec.start_time_ms is not None:
+            if spec.duration_ms is None:
+                raise TraceRequestError("start_time_ms", "only with duration_ms (use start_iteration_roundup)")
+            now = self._clock_ms()
+            if not now - MAX_PAST_START_MS <= spec.start_time_ms <= now + MAX_FUTURE_START_MS:
+                raise TraceRequestError("start_time_ms", "must be within 10 s in the past .. 1 h in the future")
+        if spec.start_iteration_roundup is not None:
+            if spec.iterations is None:
+                raise TraceRequestError("start_iteration_roundup", "only with iterations")
+            if not 1 <= spec.start_iteration_roundup <= MAX_ITERATIONS:
+                raise TraceRequestError("start_iteration_roundup", f"must be 1..{MAX_ITERATIONS}")
+        trace_id = spec.trace_id or tf.new_trace_id(self._clock_ms() / 1000)
+        try:
+            tf.validate_trace_id(trace_id)
+        except ValueError as e:
+            raise TraceRequestError("trace_id", str(e)) from None
+        return replace(spec, job_id=job, trace_id=trace_id)
+
+    def start(self, spec: TraceSpec) -> StartResult:
+        spec = self.validate(spec)
+        trace_id = spec.trace_id
+        procs = self._registry.list(spec.job_id)
+        wanted = set(spec.pids)
+        matched = [p for p in procs if not wanted or wanted & ({p.pid} | set(p.ancestry))]
+        jobs = tuple(self._registry.jobs())
+        if not matched:
+            return StartResult(trace_id, (), (), (), self._why_nothing(spec, procs, jobs), jobs)
+        chosen = order_for_limit(matched)
+        if spec.process_limit:
+            chosen = chosen[: spec.process_limit]
+        now = self._clock_ms()
+        with self._lock:
+            if trace_id in self._traces:
+                raise TraceRequestError("trace_id", f"{trace_id!r} is already in use on this host")
+            if sum(not t.finished() for t in self._traces.values()) >= self._max_active:
+                raise TraceLimitError(f"{self._max_active} traces are already active on this host")
+            busy = [p for p in chosen if self._active_for(p.pid) is not None]
+            todo = [p for p in chosen if p not in busy]
+            if not todo:
+                return StartResult(
+                    trace_id,
+                    tuple(p.pid for p in matched),
+                    (),
+                    tuple(p.pid for p in busy),
+                    "every matched process is already tracing",
+                    jobs,
+                )
+            tf.make_trace_dir(self._trace_dir, trace_id)
+            trace = _Trace(trace_id, spec, now)
+            for p in todo:
+                trace.procs[p.pid] = self._new_proc_trace(trace, p, now)
+            self._traces[trace_id] = trace
+            self._evict_old()
+            for p in todo:
+                if p.protocol == PROTOCOL_AGENT:
+                    self._send_agent(p.pid, self._agent_command(trace, trace.procs[p.pid]))
+            triggered = tuple(pt.view for pt in trace.procs.values())
+        for p in todo:
+            self._registry.set_busy(p.pid, trace_id)
+        msg = f"triggered {len(todo)} of {len(matched)} matched process(es)"
+        if busy:
+            msg += f"; {len(busy)} busy with another trace"
+        log.info("trace %s (job %r): %s", trace_id, spec.job_id, msg)
+        return StartResult(trace_id, tuple(p.pid for p in matched), triggered, tuple(p.pid for p in busy), msg, jobs)
+
+    def _why_nothing(self, spec: TraceSpec, procs: list[ProcessRecord], jobs: tuple[str, ...]) -> str:
+        where = f"on host {self._hostname}"
+        if not procs:
+            if not jobs:
+                return f"no process of job {spec.job_id!r} is registered {where}: no processes are registered at all"
+            return f"no process of job {spec.job_id!r} is registered {where}; registered jobs: " + ", ".join(
+                repr(j) for j in jobs
+            )
+        return (
+            f"{len(procs)} process(es) of job {spec.job_id!r} registered {where}, none with pid(s) "
+            f"{', '.join(map(str, spec.pids))} in its ancestry (pids: {', '.join(str(p.pid) for p in procs)})"
+        )
+
+    def _new_proc_trace(self, trace: _Trace, p: ProcessRecord, now: int) -> _ProcTrace:
+        spec = trace.spec
+        if p.protocol == PROTOCOL_KINETO:
+            path = tf.kineto_output(self._trace_dir, trace.trace_id, self._hostname, p.pid)
+            try:
+                config = trace_config(
+                    trace_id=trace.trace_id,
+                    log_file=tf.kineto_log_file(self._trace_dir, trace.trace_id, self._hostname),
+                    duration_ms=spec.duration_ms,
+                    iterations=spec.iterations,
+                    start_time_ms=spec.start_time_ms,
+                    start_iteration_roundup=spec.start_iteration_roundup,
+                    record_shapes=spec.record_shapes,
+                    profile_memory=spec.profile_memory,
+                    with_stack=spec.with_stack,
+                    with_flops=spec.with_flops,
+                    with_modules=spec.with_modules,
+                )
+            except ConfigValueError as e:  # e.g. a trace dir path containing '=': never send a broken line
+                raise TraceRequestError("trace_id", f"cannot express this trace for libkineto: {e}") from None
+        else:
+            path = tf.agent_output(self._trace_dir, trace.trace_id, self._hostname, p.pid)
+            config = ""
+        view = ProcessTraceView(p.pid, p.job_id, p.rank, p.protocol, TraceState.PENDING, str(path), updated_ms=now)
+        return _ProcTrace(view, created_ms=now, kineto_config=config)
+
+    def _completion_deadline(self, spec: TraceSpec, delivered_ms: int) -> int:
+        if spec.duration_ms is not None:
+            return max(delivered_ms, spec.start_time_ms or 0) + spec.duration_ms + self._slack_ms
+        return delivered_ms + self._iteration_timeout_ms
+
+    def _agent_command(self, trace: _Trace, pt: _ProcTrace) -> AgentTraceCommand:
+        deadline = self._completion_deadline(trace.spec, pt.created_ms + self._delivery_timeout_ms)
+        return AgentTraceCommand(trace.trace_id, trace.spec, Path(pt.view.path), deadline)
+
+    def _evict_old(self) -> None:
+        while len(self._traces) > self._max_kept:
+            victim = next((tid for tid, t in self._traces.items() if t.finished()), None)
+            if victim is None:
+                return
+            del self._traces[victim]
+
+    def _active_for(self, pid: int) -> tuple[_Trace, _ProcTrace] | None:
+        for trace in reversed(self._traces.values()):
+            pt = trace.procs.get(pid)
+            if pt is not None and pt.view.state not in FINAL_STATES:
+                return trace, pt
+        return None
+
+    def _set(self, trace: _Trace, pt: _ProcTrace, state: TraceState, error: str = "", size: int | None = None) -> None:
+        """State change under self._lock; clears the busy flag outside of it via the caller's list."""
+        if pt.view.state in FINAL_STATES:
+            return
+        pt.view = replace(
+            pt.view,
+            state=state,
+            error=error,
+            updated_ms=self._clock_ms(),
+            size_bytes=pt.view.size_bytes if size is None else size,
+        )
+        log.info("trace %s pid %d: %s%s", trace.trace_id, pt.view.pid, state.value, f" ({error})" if error else "")
+        if state in FINAL_STATES:
+            self._registry.set_busy(pt.view.pid, "")
+
+    # -- queries ----------------------------------------------------------------------------------------------
+
+    def get(self, trace_id: str) -> TraceView:
+        with self._lock:
+            trace = self._traces.get(trace_id)
+            if trace is None:
+                raise UnknownTraceError(f"no trace {trace_id!r} on host {self._hostname}")
+            return TraceView(
+                trace.trace_id,
+                trace.spec,
+                tuple(p.view for p in trace.procs.values()),
+                trace.finished(),
+                trace.created_ms,
+            )
+
+    def active_traces(self) -> int:
+        with self._lock:
+            return sum(not t.finished() for t in self._traces.values())
+
+    def active_trace_ids(self) -> set[str]:
+        with self._lock:
+            return {tid for tid, t in self._traces.items() if not t.finished()}
+
+    def cancel(self, trace_id: str) -> TraceView:
+        with self._lock:
+            trace = self._traces.get(trace_id)
+            if trace is None:
+                raise UnknownTraceError(f"no trace {trace_id!r} on host {self._hostname}")
+            for pt in trace.procs.values():
+                if pt.view.state in FINAL_STATES:
+                    continue
+                if pt.view.protocol == PROTOCOL_AGENT:
+                    self._send_agent(pt.view.pid, AgentCancelCommand(trace_id))
+                    note = "cancelled by request"
+                else:
+                    note = (
+                        "cancelled by request"
+                        if pt.view.state == TraceState.PENDING
+                        else "cancelled by request (libkineto may still write its file; it is ignored)"
+                    )
+                self._set(trace, pt, TraceState.CANCELLED, note)
+        return self.get(trace_id)
+
+    def trace_file(self, trace_id: str, pid: int) -> Path:
+        """The completed file of one process; UnknownTraceError if there is none (yet)."""
+        try:
+            tf.validate_trace_id(trace_id)
+        except ValueError as e:
+            raise TraceRequestError("trace_id", str(e)) from None
+        with self._lock:
+            trace = self._traces.get(trace_id)
+            pt = trace.procs.get(pid) if trace is not None else None
+            if trace is not None and pt is None:
+                raise UnknownTraceError(f"pid {pid} is not part of trace {trace_id!r}")
+            if pt is not None and pt.view.state != TraceState.DONE:
+                raise UnknownTraceError(
+                    f"trace {trace_id!r} pid {pid} has no file: {pt.view.state.value}"
+                    + (f" ({pt.view.error})" if pt.view.error else "")
+                )
+        path = tf.find_trace_file(self._trace_dir, trace_id, self._hostname, pid)
+        if path is None:
+            raise UnknownTraceError(f"no file for trace {trace_id!r} pid {pid} on host {self._hostname}")
+        return path
+
+    # -- libkineto --------------------------------------------------------------------------------------------
+
+    def kineto_poll(self, poll: KinetoPoll) -> str | None:
+        self._registry.register(
+            ProcessRecord(
+                pid=poll.pid, job_id=poll.job_id, protocol=PROTOCOL_KINETO, ancestry=poll.ancestry, uid=poll.uid
+            )
+        )
+        now = self._clock_ms()
+        with self._lock:
+            found = self._active_for(poll.pid)
+            if found is None:
+                return None
+            trace, pt = found
+            if pt.view.protocol != PROTOCOL_KINETO:
+                return None
+            if pt.view.state == TraceState.PENDING and poll.wants_activities:
+                pt.delivered_ms = now
+                pt.deadline_ms = self._completion_deadline(trace.spec, now)
+                self._set(trace, pt, TraceState.DELIVERED)
+                return pt.kineto_config
+            if pt.view.state == TraceState.DELIVERED and not poll.wants_activities:
+                # libkineto stops asking for activity configs while one is pending or running.
+                self._set(trace, pt, TraceState.RUNNING)
+        return None
+
+    def kineto_context_count(self, gpu: int, pid: int, job_id: str) -> int:
+        return sum(1 for p in self._registry.list(job_id) if p.protocol == PROTOCOL_KINETO and p.gpu == gpu) or 1
+
+    # -- agent ------------------------------------------------------------------------------------------------
+
+    def agent_attach(self, pid: int, session_id: str) -> queue.Queue[AgentCommand]:
+        """A Watch stream opened: its queue, preloaded with this pid's undelivered trace, if any."""
+        q: queue.Queue[AgentCommand] = queue.Queue()
+        with self._lock:
+            self._agent_queues[pid] = (session_id, q)
+            found = self._active_for(pid)
+            if found is not None and found[1].view.state == TraceState.PENDING:
+                q.put(self._agent_command(*found))
+        return q
+
+    def agent_detach(self, pid: int, session_id: str) -> None:
+        with self._lock:
+            cur = self._agent_queues.get(pid)
+            if cur is not None and cur[0] == session_id:
+                del self._agent_queues[pid]
+
+    def _send_agent(self, pid: int, command: AgentCommand) -> None:
+        entry = self._agent_queues.get(pid)
+        if entry is not None:
+            entry[1].put(command)
+
+    def agent_delivered(self, pid: int, trace_id: str) -> None:
+        with self._lock:
+            trace = self._traces.get(trace_id)
+            pt = trace.procs.get(pid) if trace else None
+            if trace is None or pt is None or pt.view.state != TraceState.PENDING:
+                return
+            now = self._clock_ms()
+            pt.delivered_ms = now
+            pt.deadline_ms = self._completion_deadline(trace.spec, now)
+            self._set(trace, pt, TraceState.DELIVERED)
+
+    def agent_report(self, pid: int, trace_id: str, state: TraceState, error: str = "") -> None:
+        """RUNNING, DONE or FAILED from the agent; DONE is believed only when the assigned file is there."""
+        with self._lock:
+            trace = self._traces.get(trace_id)
+            pt = trace.procs.get(pid) if trace else None
+            if trace is None or pt is None:
+                raise UnknownTraceError(f"no trace {trace_id!r} for pid {pid}")
+            if state == TraceState.RUNNING:
+                if pt.view.state in (TraceState.PENDING, TraceState.DELIVERED):
+                    self._set(trace, pt, TraceState.RUNNING)
+            elif state == TraceState.DONE:
+                try:
+                    size = Path(pt.view.path).stat().st_size
+                except OSError:
+                    self._set(trace, pt, TraceState.FAILED, f"agent reported done but {pt.view.path} is missing")
+                else:
+                    self._set(trace, pt, TraceState.DONE, size=size)
+            elif state == TraceState.FAILED:
+                self._set(trace, pt, TraceState.FAILED, error or "agent reported failure without a reason")
+            else:
+                raise TraceRequestError("state", f"an agent reports running, done or failed, not {state.value}")
+
+    # -- housekeeping -----------------------------------------------------------------------------------------
+
+    def housekeeping(self) -> None:
+        """Completion of kineto files, timeouts, then registry garbage collection. Call every ~0.5 s."""
+        self._check_files_and_timeouts()
+        self._registry.collect_garbage()
+
+    def _check_files_and_timeouts(self) -> None:
+        now = self._clock_ms()
+        with self._lock:
+            for trace in self._traces.values():
+                if trace.finished():
+                    continue
+                for pt in trace.procs.values():
+                    state = pt.view.state
+                    if state in FINAL_STATES:
+                        continue
+                    if pt.view.protocol == PROTOCOL_KINETO and state != TraceState.PENDING:
+                        if self._kineto_file_check(trace, pt):
+                            continue
+                    if state == TraceState.PENDING and now - pt.created_ms > self._delivery_timeout_ms:
+                        how = (
+                            "libkineto polls every ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS, default 5 s"
+                            if pt.view.protocol == PROTOCOL_KINETO
+                            else "no Watch stream from the agent"
+                        )
+                        self._set(
+                            trace,
+                            pt,
+                            TraceState.TIMED_OUT,
+                            f"not picked up within {self._delivery_timeout_ms / 1000:.0f} s ({how})",
+                        )
+                    elif state != TraceState.PENDING and pt.deadline_ms and now > pt.deadline_ms:
+                        hint = (
+                            " (iteration trace: does the program call optimizer.step()?)"
+                            if trace.spec.iterations is not None
+                            else ""
+                        )
+                        self._set(trace, pt, TraceState.TIMED_OUT, f"no complete trace file by the deadline{hint}")
+
+    def _kineto_file_check(self, trace: _Trace, pt: _ProcTrace) -> bool:
+        """Under self._lock: True when the kineto file is complete (state set to done)."""
+        path = Path(pt.view.path)
+        try:
+            size = path.stat().st_size
+        except OSError:
+            if pt.view.state == TraceState.DELIVERED and Path(str(path) + ".tmp").exists():
+                self._set(trace, pt, TraceState.RUNNING)
+            return False
+        self._set(trace, pt, TraceState.DONE, size=size)
+        return True
+
+    def _on_process_removed(self, rec: ProcessRecord, reason: str) -> None:
+        with self._lock:
+            found = self._active_for(rec.pid)
+            if found is None:
+                return
+            trace, pt = found
+            if pt.view.protocol == PROTOCOL_KINETO and pt.view.state != TraceState.PENDING:
+                if self._kineto_file_check(trace, pt):  # it finished its file and exited right after
+                    return
+            when = "before picking up the trace" if pt.view.state == TraceState.PENDING else "mid-trace"
+            self._set(trace, pt, TraceState.FAILED, f"{reason} {when}")

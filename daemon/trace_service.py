@@ -1,0 +1,104 @@
+"""The five tracing RPCs of the Dyno service, as a plain object the DynoServicer delegates to.
+
+Converts proto <-> domain and maps errors: INVALID_ARGUMENT naming the field, NOT_FOUND for unknown trace ids
+and pids, RESOURCE_EXHAUSTED for limits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import grpc
+from dyno.daemon import proto_convert as pc
+from dyno.daemon.registry import ProcessRegistry
+from dyno.daemon.trace_files import MAX_CHUNK, iter_chunks
+from dyno.daemon.trace_manager import TraceLimitError, TraceManager, TraceRequestError, UnknownTraceError
+from dyno.v1 import dyno_pb2
+
+__all__ = ["TraceRpcs"]
+
+log = logging.getLogger(__name__)
+
+
+class TraceRpcs:
+    def __init__(self, manager: TraceManager, registry: ProcessRegistry, hostname: str) -> None:
+        self._tm = manager
+        self._registry = registry
+        self._hostname = hostname
+
+    def ListProcesses(
+        self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext
+    ) -> dyno_pb2.ListProcessesResponse:
+        procs = self._registry.list(request.job_id)
+        return dyno_pb2.ListProcessesResponse(processes=[pc.process_to_pb(p) for p in procs], hostname=self._hostname)
+
+    def StartTrace(self, request: dyno_pb2.TraceRequest, context: grpc.ServicerContext) -> dyno_pb2.StartTraceResponse:
+        try:
+            result = self._tm.start(pc.spec_from_pb(request))
+        except TraceRequestError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        except TraceLimitError as e:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
+        except OSError as e:
+            log.error("StartTrace: cannot prepare the trace dir: %s", e)
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"cannot prepare the trace dir on this host: {e}")
+        return dyno_pb2.StartTraceResponse(
+            trace_id=result.trace_id,
+            matched_pids=list(result.matched_pids),
+            triggered=[pc.process_trace_to_pb(v) for v in result.triggered],
+            busy_pids=list(result.busy_pids),
+            message=result.message,
+            registered_jobs=list(result.registered_jobs),
+            hostname=self._hostname,
+        )
+
+    def GetTrace(self, request: dyno_pb2.GetTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
+        _require_id(request.trace_id, context)
+        try:
+            return pc.trace_view_to_pb(self._tm.get(request.trace_id), self._hostname)
+        except UnknownTraceError as e:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+
+    def CancelTrace(self, request: dyno_pb2.CancelTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
+        _require_id(request.trace_id, context)
+        try:
+            return pc.trace_view_to_pb(self._tm.cancel(request.trace_id), self._hostname)
+        except UnknownTraceError as e:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+
+    def FetchTraceFile(
+        self, request: dyno_pb2.FetchTraceFileRequest, context: grpc.ServicerContext
+    ) -> Iterator[dyno_pb2.FileChunk]:
+        _require_id(request.trace_id, context)
+        if request.pid <= 0:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "pid: required (> 0)")
+        if request.chunk_size > MAX_CHUNK:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"chunk_size: at most {MAX_CHUNK}")
+        try:
+            path = self._tm.trace_file(request.trace_id, request.pid)
+        except TraceRequestError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        except UnknownTraceError as e:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+        return self._stream(path, request.chunk_size, context)
+
+    @staticmethod
+    def _stream(path, chunk_size: int, context: grpc.ServicerContext) -> Iterator[dyno_pb2.FileChunk]:  # type: ignore[no-untyped-def]
+        try:
+            for c in iter_chunks(path, chunk_size or MAX_CHUNK):
+                yield dyno_pb2.FileChunk(
+                    data=c.data,
+                    offset=c.offset,
+                    last=c.last,
+                    sha256=c.sha256,
+                    total_size=c.total_size,
+                    filename=c.filename,
+                )
+        except OSError as e:  # removed by retention mid-stream, or unreadable
+            context.abort(grpc.StatusCode.NOT_FOUND, f"trace file unreadable: {e.strerror or e}")
+
+
+def _require_id(trace_id: str, context: grpc.ServicerContext) -> None:
+    if not trace_id:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "trace_id: required")

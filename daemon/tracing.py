@@ -1,0 +1,103 @@
+"""The tracing subsystem of dynod, assembled: registry, trace manager, kineto endpoint, Agent UDS server,
+housekeeping (timeouts, garbage collection, retention) and the Dyno tracing RPCs (`rpcs`)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from dyno.daemon.agent_service import AgentServer, AgentServicer
+from dyno.daemon.config import DaemonConfig
+from dyno.daemon.kineto_ipc import KinetoEndpoint
+from dyno.daemon.registry import ProcessRegistry
+from dyno.daemon.trace_files import enforce_retention
+from dyno.daemon.trace_manager import TraceManager
+from dyno.daemon.trace_service import TraceRpcs
+
+__all__ = ["Tracing"]
+
+log = logging.getLogger(__name__)
+
+
+class Tracing:
+    def __init__(
+        self,
+        config: DaemonConfig,
+        hostname: str,
+        *,
+        housekeeping_s: float = 0.5,
+        retention_every_s: float = 30.0,
+        silent_timeout_s: float = 30.0,
+        delivery_timeout_s: float = 30.0,
+    ) -> None:
+        self.config = config
+        self.hostname = hostname
+        self.registry = ProcessRegistry(silent_timeout_s=silent_timeout_s)
+        self.manager = TraceManager(self.registry, config.trace_dir, hostname, delivery_timeout_s=delivery_timeout_s)
+        self.rpcs = TraceRpcs(self.manager, self.registry, hostname)
+        self.agent_servicer = AgentServicer(self.manager, self.registry)
+        self.agent_server = AgentServer(self.agent_servicer, config.agent_socket_path)
+        self.kineto: KinetoEndpoint | None = None
+        if config.kineto_socket_dir is not None:
+            self.kineto = KinetoEndpoint(self.manager, socket_dir=config.kineto_socket_dir)
+        elif config.kineto_endpoint != "off":
+            self.kineto = KinetoEndpoint(self.manager, name=config.kineto_endpoint)
+        self._housekeeping_s = housekeeping_s
+        self._retention_every_s = retention_every_s
+        self._trace_dir_bytes = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Raises OSError when the kineto endpoint or the agent socket cannot be bound."""
+        self.config.trace_dir.mkdir(parents=True, exist_ok=True)
+        self._retention()
+        if self.kineto is not None:
+            self.kineto.start()
+        try:
+            self.agent_server.start()
+        except Exception:
+            if self.kineto is not None:
+                self.kineto.stop()
+            raise
+        self._thread = threading.Thread(target=self._housekeeping, name="trace-housekeeping", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.agent_server.stop()
+        if self.kineto is not None:
+            self.kineto.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def process_count(self) -> int:
+        return len(self.registry)
+
+    def active_traces(self) -> int:
+        return self.manager.active_traces()
+
+    def trace_dir_bytes(self) -> int:
+        """As of the last retention pass (every retention_every_s); cheap to call."""
+        return self._trace_dir_bytes
+
+    def _retention(self) -> None:
+        result = enforce_retention(
+            self.config.trace_dir,
+            max_bytes=self.config.trace_retention_bytes,
+            max_age_s=self.config.trace_retention_s,
+            keep=self.manager.active_trace_ids(),
+        )
+        self._trace_dir_bytes = result.total_bytes
+
+    def _housekeeping(self) -> None:
+        next_retention = time.monotonic() + self._retention_every_s
+        while not self._stop.wait(self._housekeeping_s):
+            try:
+                self.manager.housekeeping()
+                if time.monotonic() >= next_retention:
+                    next_retention = time.monotonic() + self._retention_every_s
+                    self._retention()
+            except Exception:  # housekeeping must survive a bad file or a bug in one pass
+                log.exception("trace housekeeping failed")
