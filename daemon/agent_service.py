@@ -190,9 +190,10 @@ class AgentServer:
 
     def stop(self, grace_s: float = 1.0) -> None:
         self._servicer.shutdown()
-        if self._server is not None:
-            self._server.stop(grace_s).wait(grace_s + 1)
-            self._server = None
+        if self._server is None:
+            return  # never started: the socket file (if any) belongs to someone else
+        self._server.stop(grace_s).wait(grace_s + 1)
+        self._server = None
         try:
             self._path.unlink()
         except OSError:

@@ -8,7 +8,6 @@ import socket
 import threading
 import time
 from concurrent import futures
-from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -24,6 +23,7 @@ from dyno.daemon.samplers.base import Sampler
 from dyno.daemon.samplers.gpu import make_gpu_sampler
 from dyno.daemon.samplers.host import HostSampler
 from dyno.daemon.server import DynoServicer
+from dyno.daemon.tracing import Tracing
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 __all__ = ["Daemon", "StartupError", "DYNO_SERVICE"]
@@ -44,17 +44,6 @@ def _grpc_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
-def _dir_bytes(path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(root, f)).st_size
-            except OSError:
-                pass
-    return total
-
-
 class Daemon:
     def __init__(self, config: DaemonConfig, samplers: list[Sampler] | None = None) -> None:
         self.config = config
@@ -67,6 +56,7 @@ class Daemon:
         self.gpu_sampler = next((s for s in samplers if s.name == "gpu"), None)
         self.loop = SamplingLoop(samplers, self.history, config.interval_s)
         self.health = health.HealthServicer(experimental_non_blocking=True)
+        self.tracing = Tracing(config, self.hostname)
         self.server: grpc.Server | None = None
         self.metrics_server = None
         self.port = 0
@@ -85,13 +75,15 @@ class Daemon:
             samplers=[sampler_state_to_proto(s.state()) for s in self.samplers],
             gpus=[gpu_to_proto(g) for g in gpus],
             trace_dir=str(cfg.trace_dir),
-            trace_dir_bytes=_dir_bytes(cfg.trace_dir) if cfg.trace_dir.is_dir() else 0,
+            trace_dir_bytes=self.tracing.trace_dir_bytes(),
+            registered_processes=self.tracing.process_count(),
+            active_traces=self.tracing.active_traces(),
             interval_s=cfg.interval_s,
             history_s=cfg.history_s,
             samples_in_history=len(self.history),
             pid=os.getpid(),
             agent_socket=str(cfg.agent_socket_path),
-            kineto_endpoint=cfg.kineto_endpoint,
+            kineto_endpoint=self.tracing.kineto.describe() if self.tracing.kineto is not None else "off",
         )
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -113,7 +105,7 @@ class Daemon:
             maximum_concurrent_rpcs=256,
         )
         dyno_pb2_grpc.add_DynoServicer_to_server(
-            DynoServicer(self.status, self.history, self.hostname), server
+            DynoServicer(self.status, self.history, self.hostname, trace_rpcs=self.tracing.rpcs), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
@@ -159,6 +151,10 @@ class Daemon:
         self.loop.tick()  # primes rate counters and gives the first queries data at once
         self.loop.start()
         try:
+            try:
+                self.tracing.start()
+            except OSError as e:
+                raise StartupError(str(e)) from None
             self._start_grpc()
             self._start_metrics()
         except StartupError:
@@ -178,6 +174,7 @@ class Daemon:
         if self.metrics_server is not None:
             self.metrics_server.shutdown()
             self.metrics_server.server_close()
+        self.tracing.stop()
         self.loop.stop()
         for s in self.samplers:
             try:

@@ -227,7 +227,7 @@ class KinetoEndpoint:
         return b"\0" + self._name.encode() + b"\0"
 
     def describe(self) -> str:
-        return str(self.address) if self._socket_dir is not None else f"@{self._name} (abstract)"
+        return str(self.address) if self._socket_dir is not None else self._name
 
     def start(self) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -256,9 +256,10 @@ class KinetoEndpoint:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        if self._sock is None:
+            return  # never bound: the socket file (if any) is not ours
+        self._sock.close()
+        self._sock = None
         if self._socket_dir is not None:
             try:
                 os.unlink(str(self.address))

@@ -11,7 +11,7 @@ from dyno.daemon.agent_service import AgentServer, AgentServicer
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.kineto_ipc import KinetoEndpoint
 from dyno.daemon.registry import ProcessRegistry
-from dyno.daemon.trace_files import enforce_retention
+from dyno.daemon.trace_files import enforce_retention, tree_size
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_service import TraceRpcs
 
@@ -45,7 +45,6 @@ class Tracing:
             self.kineto = KinetoEndpoint(self.manager, name=config.kineto_endpoint)
         self._housekeeping_s = housekeeping_s
         self._retention_every_s = retention_every_s
-        self._trace_dir_bytes = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -79,17 +78,15 @@ class Tracing:
         return self.manager.active_traces()
 
     def trace_dir_bytes(self) -> int:
-        """As of the last retention pass (every retention_every_s); cheap to call."""
-        return self._trace_dir_bytes
+        return tree_size(self.config.trace_dir)
 
     def _retention(self) -> None:
-        result = enforce_retention(
+        enforce_retention(
             self.config.trace_dir,
             max_bytes=self.config.trace_retention_bytes,
             max_age_s=self.config.trace_retention_s,
             keep=self.manager.active_trace_ids(),
         )
-        self._trace_dir_bytes = result.total_bytes
 
     def _housekeeping(self) -> None:
         next_retention = time.monotonic() + self._retention_every_s
