@@ -1,0 +1,389 @@
+"""The dyno trainer agent: registers this process with the local dynod and takes torch.profiler traces on request.
+
+    from dyno.client import agent
+    agent.start()                      # job id etc. from the environment; returns at once
+
+or, with no code change, `dyno-run -- python train.py` (see dyno.client.run). The agent connects to the daemon's
+Agent service on a Unix socket (DYNO_AGENT_SOCKET, else the daemon's default path), registers, and keeps a Watch
+stream open through which trace requests arrive as they are made. Everything runs in two daemon threads: one
+holds the connection (reconnecting with backoff and registering again after a daemon restart), one runs traces.
+No exception ever reaches the trainer; a missing daemon is logged once as a warning, then at debug level.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import queue
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from dyno.client.agent_env import AgentIdentity, resolve_identity, resolve_socket_path
+from dyno.client.agent_trace import StepCounter, TraceFailed, TraceSpec, run_trace
+
+__all__ = ["Agent", "start", "stop", "current"]
+
+log = logging.getLogger(__name__)
+
+_REGISTER_TIMEOUT_S = 3.0
+_REPORT_TIMEOUT_S = 3.0
+_WARN_EVERY_S = 600.0  # the same warning at most this often; debug in between
+_IDLE_TICK_S = 1.0
+
+
+class _RateLimitedLog:
+    def __init__(self, every_s: float = _WARN_EVERY_S) -> None:
+        self._every_s = every_s
+        self._last: dict[str, float] = {}
+
+    def warning(self, key: str, msg: str, *args: Any) -> None:
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is None or now - last >= self._every_s:
+            self._last[key] = now
+            log.warning(msg, *args)
+        else:
+            log.debug(msg, *args)
+
+
+def _torch_loaded() -> bool:
+    # Fully imported, not just begun: importing grpc here while the main thread is inside torch's import is
+    # avoidable risk.
+    torch = sys.modules.get("torch")
+    return torch is not None and not getattr(getattr(torch, "__spec__", None), "_initializing", False)
+
+
+def _spec_from_pb(cfg: Any) -> TraceSpec:
+    window, start = cfg.WhichOneof("window"), cfg.WhichOneof("start")
+    return TraceSpec(
+        trace_id=cfg.trace_id,
+        output_path=Path(cfg.output_path),
+        duration_ms=cfg.duration_ms if window == "duration_ms" else None,
+        iterations=cfg.iterations if window == "iterations" else None,
+        start_time_ms=cfg.start_time_ms if start == "start_time_ms" else None,
+        start_iteration_roundup=cfg.start_iteration_roundup if start == "start_iteration_roundup" else None,
+        record_shapes=cfg.record_shapes,
+        profile_memory=cfg.profile_memory,
+        with_stack=cfg.with_stack,
+        with_flops=cfg.with_flops,
+        with_modules=cfg.with_modules,
+        deadline_ms=cfg.deadline_ms,
+    )
+
+
+class Agent:
+    """One per process (use the module-level `start()`). Threads are started by `start()`."""
+
+    def __init__(
+        self,
+        job_id: str | None = None,
+        socket_path: str | os.PathLike[str] | None = None,
+        *,
+        rank: int | None = None,
+        local_rank: int | None = None,
+        world_size: int | None = None,
+        wait_for_torch: bool = False,
+        min_backoff_s: float = 0.2,
+        max_backoff_s: float = 5.0,
+    ) -> None:
+        self._job_id, self._rank, self._local_rank, self._world_size = job_id, rank, local_rank, world_size
+        self.socket_path: Path = resolve_socket_path(socket_path)
+        self.identity: AgentIdentity = resolve_identity(job_id, rank=rank, local_rank=local_rank, world_size=world_size)
+        self._wait_for_torch = wait_for_torch
+        self._min_backoff_s, self._max_backoff_s = min_backoff_s, max_backoff_s
+        self._pid = os.getpid()
+        self._stopping = threading.Event()
+        self._registered = threading.Event()
+        self._lock = threading.Lock()
+        self._warn = _RateLimitedLog()
+        self.steps = StepCounter()
+        self.session_id = ""
+        self.registrations = 0  # successful Register calls (> 1 after a daemon restart)
+        self._stub: Any = None
+        self._stream: Any = None
+        self._keepalive_s = 5.0
+        self._last_message = time.monotonic()
+        self._queue: queue.Queue[TraceSpec] = queue.Queue()
+        self._current: tuple[str, threading.Event] | None = None
+        self._threads: list[threading.Thread] = []
+
+    # --- public ---------------------------------------------------------------------------------------------
+
+    @property
+    def registered(self) -> bool:
+        """True while registered with a daemon and watching for requests."""
+        return self._registered.is_set()
+
+    def wait_registered(self, timeout_s: float | None = None) -> bool:
+        return self._registered.wait(timeout_s)
+
+    def start(self) -> Agent:
+        # The optimizer hook goes in on this (the trainer's) thread, or on the thread importing torch.optim.
+        try:
+            self.steps.install()
+        except Exception:
+            log.debug("dyno agent: cannot install the optimizer step hook", exc_info=True)
+        for target, name in ((self._connection_loop, "dyno-agent"), (self._trace_loop, "dyno-agent-trace")):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop both threads; a running trace is cancelled (no file). Safe to call twice and from atexit."""
+        if os.getpid() != self._pid:  # a forked child inherited this object but none of its threads
+            return
+        self._stopping.set()
+        with self._lock:
+            current, stream = self._current, self._stream
+        if current is not None:
+            current[1].set()
+        if stream is not None:
+            stream.cancel()
+        deadline = time.monotonic() + timeout_s
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(max(0.0, deadline - time.monotonic()))
+
+    # --- connection -----------------------------------------------------------------------------------------
+
+    def _connection_loop(self) -> None:
+        backoff = self._min_backoff_s
+        while not self._stopping.is_set():
+            if self._wait_for_torch and not _torch_loaded():
+                self._stopping.wait(0.5)  # auto-started: only processes that use torch register
+                continue
+            try:
+                if self._session():
+                    backoff = self._min_backoff_s
+            except Exception as e:  # noqa: BLE001 - nothing may escape into the trainer
+                self._connection_failed(e)
+            finally:
+                self._registered.clear()
+            if self._stopping.is_set():
+                break
+            self._stopping.wait(backoff * random.uniform(0.8, 1.2))
+            backoff = min(backoff * 2, self._max_backoff_s)
+
+    def _connection_failed(self, e: Exception) -> None:
+        code = getattr(e, "code", None)
+        reason = code().name if callable(code) else f"{type(e).__name__}: {e}"
+        if self.registrations:
+            self._warn.warning(
+                "lost",
+                "dyno agent: lost the daemon at unix:%s (%s); reconnecting in the background",
+                self.socket_path,
+                reason,
+            )
+        else:
+            self._warn.warning(
+                "absent",
+                "dyno agent: no dyno daemon at unix:%s (%s); tracing is unavailable until "
+                "it starts, retrying in the background",
+                self.socket_path,
+                reason,
+            )
+
+    def _session(self) -> bool:
+        """One connection: register, then watch until the stream ends. True when registration succeeded."""
+        import grpc
+        from dyno import __version__
+        from dyno.v1 import agent_pb2, agent_pb2_grpc
+
+        # A fresh channel per attempt: a channel that saw the daemon down backs off its own reconnects for up to
+        # minutes, which would delay re-registration after a restart.
+        channel = grpc.insecure_channel(f"unix:{self.socket_path}", options=[("grpc.enable_http_proxy", 0)])
+        try:
+            stub = agent_pb2_grpc.AgentStub(channel)
+            ident = resolve_identity(
+                self._job_id, rank=self._rank, local_rank=self._local_rank, world_size=self._world_size
+            )
+            self.identity = ident
+            resp = stub.Register(
+                agent_pb2.RegisterRequest(
+                    pid=ident.pid,
+                    ancestry=list(ident.ancestry),
+                    job_id=ident.job_id,
+                    rank=ident.rank,
+                    local_rank=ident.local_rank,
+                    world_size=ident.world_size,
+                    gpu=ident.gpu,
+                    hostname=ident.hostname,
+                    cmdline=ident.cmdline,
+                    agent_version=__version__,
+                ),
+                timeout=_REGISTER_TIMEOUT_S,
+            )
+            stream = stub.Watch(agent_pb2.WatchRequest(pid=ident.pid, session_id=resp.session_id))
+            with self._lock:
+                if self._stopping.is_set():
+                    stream.cancel()
+                self._stub, self._stream, self.session_id = stub, stream, resp.session_id
+                self._keepalive_s = max(resp.keepalive_ms, 100) / 1000.0 if resp.keepalive_ms else 5.0
+                self._last_message = time.monotonic()
+            self.registrations += 1
+            log.info(
+                "dyno agent: registered pid %d (job %r) with dynod at unix:%s",
+                ident.pid,
+                ident.job_id,
+                self.socket_path,
+            )
+            self._registered.set()
+            try:
+                for command in stream:
+                    self._last_message = time.monotonic()
+                    self._dispatch(command)
+            except grpc.RpcError as e:
+                if self._stopping.is_set() or e.code() == grpc.StatusCode.CANCELLED:
+                    return True
+                self._connection_failed(e)
+                return True
+            self._warn.warning("lost", "dyno agent: the daemon closed the stream; reconnecting in the background")
+            return True
+        finally:
+            with self._lock:
+                self._stream = None
+            channel.close()
+
+    def _dispatch(self, command: Any) -> None:
+        kind = command.WhichOneof("kind")
+        if kind == "trace":
+            self._submit(_spec_from_pb(command.trace))
+        elif kind == "cancel_trace_id":
+            with self._lock:
+                current = self._current
+            if current is not None and current[0] == command.cancel_trace_id:
+                current[1].set()
+
+    # --- traces -----------------------------------------------------------------------------------------------
+
+    def _submit(self, spec: TraceSpec) -> None:
+        with self._lock:
+            busy = self._current
+            if busy is None:
+                self._current = (spec.trace_id, threading.Event())
+        if busy is not None:
+            self._report(spec.trace_id, "FAILED", error=f"busy: trace {busy[0]} is still running in this process")
+            return
+        self._queue.put(spec)
+
+    def _trace_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                spec = self._queue.get(timeout=_IDLE_TICK_S)
+            except queue.Empty:
+                self._check_keepalive()
+                continue
+            self._run_one(spec)
+
+    def _check_keepalive(self) -> None:
+        # A daemon that hangs without closing the socket: the keepalives stop, we reconnect.
+        with self._lock:
+            stream = self._stream
+            silent_s = time.monotonic() - self._last_message
+        if stream is not None and silent_s > 3 * self._keepalive_s + 1.0:
+            log.debug("dyno agent: no keepalive for %.1f s; reconnecting", silent_s)
+            stream.cancel()
+
+    def _run_one(self, spec: TraceSpec) -> None:
+        with self._lock:
+            cancel = self._current[1] if self._current is not None else threading.Event()
+        try:
+            result = run_trace(spec, self.steps, cancel, lambda: self._report(spec.trace_id, "RUNNING"))
+            self._report(spec.trace_id, "DONE", path=str(result.path), size_bytes=result.size_bytes)
+            log.info("dyno agent: trace %s written to %s (%d bytes)", spec.trace_id, result.path, result.size_bytes)
+        except TraceFailed as e:
+            log.info("dyno agent: trace %s failed: %s", spec.trace_id, e)
+            self._report(spec.trace_id, "FAILED", error=str(e))
+        except Exception as e:  # noqa: BLE001
+            log.warning("dyno agent: trace %s failed unexpectedly", spec.trace_id, exc_info=True)
+            self._report(spec.trace_id, "FAILED", error=f"agent error: {type(e).__name__}: {e}")
+        finally:
+            with self._lock:
+                self._current = None
+
+    def _report(self, trace_id: str, state: str, *, path: str = "", size_bytes: int = 0, error: str = "") -> None:
+        try:
+            from dyno.v1 import agent_pb2, dyno_pb2
+
+            stub = self._stub
+            if stub is None:
+                raise ConnectionError("not connected")
+            stub.ReportTrace(
+                agent_pb2.ReportTraceRequest(
+                    pid=self._pid,
+                    trace_id=trace_id,
+                    state=dyno_pb2.TraceState.Value(f"TRACE_STATE_{state}"),
+                    path=path,
+                    size_bytes=size_bytes,
+                    error=error[:4096],
+                ),
+                timeout=_REPORT_TIMEOUT_S,
+            )
+        except Exception as e:  # noqa: BLE001 - the daemon may be gone; its own timeouts cover a lost report
+            log.debug("dyno agent: cannot report %s for trace %s: %s", state, trace_id, e)
+
+
+_agent: Agent | None = None
+_agent_lock = threading.Lock()
+
+
+def _forget_in_child() -> None:
+    # fork() copies this module's state but not the agent's threads: the child starts without an agent.
+    global _agent
+    _agent = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def start(
+    job_id: str | None = None,
+    socket_path: str | os.PathLike[str] | None = None,
+    *,
+    rank: int | None = None,
+    local_rank: int | None = None,
+    world_size: int | None = None,
+    wait_for_torch: bool = False,
+    max_backoff_s: float = 5.0,
+) -> Agent:
+    """Start this process's agent (idempotent: a running agent is returned as is). Returns at once; connecting
+    and registering happen in the background. job_id defaults to DYNO_JOB_ID / SLURM ids / TORCHELASTIC_RUN_ID,
+    rank info to RANK / LOCAL_RANK / WORLD_SIZE, socket_path to DYNO_AGENT_SOCKET or the daemon's default.
+    wait_for_torch: register only once the process has imported torch (used by dyno-run's bootstrap)."""
+    global _agent
+    with _agent_lock:
+        if _agent is not None:
+            return _agent
+        agent = Agent(
+            job_id,
+            socket_path,
+            rank=rank,
+            local_rank=local_rank,
+            world_size=world_size,
+            wait_for_torch=wait_for_torch,
+            max_backoff_s=max_backoff_s,
+        )
+        _agent = agent.start()
+        atexit.register(agent.stop, 1.0)
+        return agent
+
+
+def stop(timeout_s: float = 2.0) -> None:
+    """Stop this process's agent, if any."""
+    global _agent
+    with _agent_lock:
+        agent, _agent = _agent, None
+    if agent is not None:
+        agent.stop(timeout_s)
+
+
+def current() -> Agent | None:
+    """This process's running agent, or None."""
+    return _agent

@@ -1,0 +1,126 @@
+"""Who this trainer process is, from its environment: job id, rank info, GPU, ancestry, and where its daemon is.
+
+Pure functions over an injected environment mapping, so tests need neither torch nor a daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "ENV_SOCKET",
+    "ENV_JOB_ID",
+    "AgentIdentity",
+    "resolve_job_id",
+    "resolve_socket_path",
+    "resolve_identity",
+    "ancestry",
+]
+
+ENV_SOCKET = "DYNO_AGENT_SOCKET"
+ENV_JOB_ID = "DYNO_JOB_ID"
+_MAX_CMDLINE = 1024
+# torchrun's default rendezvous id when none is given: it names no job.
+_MEANINGLESS_RUN_IDS = {"", "none"}
+
+
+@dataclass(frozen=True)
+class AgentIdentity:
+    """What the agent registers with: everything the daemon matches trace requests against."""
+
+    pid: int
+    ancestry: tuple[int, ...]
+    job_id: str
+    rank: int | None
+    local_rank: int | None
+    world_size: int | None
+    gpu: int  # -1 when unknown
+    hostname: str
+    cmdline: str
+
+
+def _env_int(env: Mapping[str, str], name: str) -> int | None:
+    text = env.get(name, "").strip()
+    try:
+        return int(text) if text else None
+    except ValueError:
+        return None
+
+
+def resolve_job_id(explicit: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    """The argument, else DYNO_JOB_ID, else the Slurm job (array jobs as "<array job>_<task>", the id users see
+    in squeue), else TORCHELASTIC_RUN_ID (unless torchrun's default "none"); "" when none is known."""
+    env = os.environ if env is None else env
+    if explicit:
+        return str(explicit)
+    if env.get(ENV_JOB_ID, "").strip():
+        return env[ENV_JOB_ID].strip()
+    array_job, array_task = env.get("SLURM_ARRAY_JOB_ID", "").strip(), env.get("SLURM_ARRAY_TASK_ID", "").strip()
+    if array_job and array_task:
+        return f"{array_job}_{array_task}"
+    if env.get("SLURM_JOB_ID", "").strip():
+        return env["SLURM_JOB_ID"].strip()
+    run_id = env.get("TORCHELASTIC_RUN_ID", "").strip()
+    return "" if run_id.lower() in _MEANINGLESS_RUN_IDS else run_id
+
+
+def resolve_socket_path(explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
+    """The argument, else DYNO_AGENT_SOCKET, else the daemon's own default (DaemonConfig.agent_socket_path), so
+    agent and daemon cannot disagree about it."""
+    env = os.environ if env is None else env
+    if explicit:
+        return Path(explicit)
+    if env.get(ENV_SOCKET, "").strip():
+        return Path(env[ENV_SOCKET].strip())
+    from dyno.daemon.config import DaemonConfig  # light: stdlib only; shared so the default lives in one place
+
+    return DaemonConfig().agent_socket_path
+
+
+def _gpu(env: Mapping[str, str]) -> int:
+    # Only an unambiguous answer: exactly one visible device named by index. Asking torch.cuda from the agent
+    # thread could initialise CUDA in a process that never meant to.
+    visible = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if len(visible) == 1 and visible[0].isdigit():
+        return int(visible[0])
+    return -1
+
+
+def ancestry(pid: int | None = None) -> tuple[int, ...]:
+    """Parent pids from the direct parent up to (not including) pid 0; empty when unreadable."""
+    try:
+        import psutil
+
+        return tuple(p.pid for p in psutil.Process(pid).parents())
+    except Exception:  # psutil missing or the process gone: ancestry is a hint, never a reason to fail
+        return (os.getppid(),) if pid is None else ()
+
+
+def resolve_identity(
+    job_id: str | None = None,
+    *,
+    rank: int | None = None,
+    local_rank: int | None = None,
+    world_size: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> AgentIdentity:
+    """This process's identity: explicit arguments over the torch.distributed variables RANK / LOCAL_RANK /
+    WORLD_SIZE over unknown."""
+    env = os.environ if env is None else env
+    argv = getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]
+    return AgentIdentity(
+        pid=os.getpid(),
+        ancestry=ancestry(),
+        job_id=resolve_job_id(job_id, env),
+        rank=rank if rank is not None else _env_int(env, "RANK"),
+        local_rank=local_rank if local_rank is not None else _env_int(env, "LOCAL_RANK"),
+        world_size=world_size if world_size is not None else _env_int(env, "WORLD_SIZE"),
+        gpu=_gpu(env),
+        hostname=socket.gethostname(),
+        cmdline=" ".join(argv)[:_MAX_CMDLINE],
+    )

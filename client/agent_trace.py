@@ -1,0 +1,397 @@
+"""Running one torch.profiler trace for the agent, and writing its file.
+
+Duration traces run on the agent's worker thread (`profile_all_threads=True`, without which a profiler started
+off the training thread records nothing of it). Iteration traces start and stop inside the global optimizer step
+post-hook, i.e. on the training thread, so they capture exactly N steps. torch is imported lazily: this module is
+importable (and `write_trace_file` usable) without it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.abc
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TraceSpec", "TraceResult", "TraceFailed", "StepCounter", "run_trace", "write_trace_file"]
+
+log = logging.getLogger(__name__)
+
+_OPTIMIZER_MODULE = "torch.optim.optimizer"
+_DEFAULT_ITERATION_DEADLINE_S = 600.0  # when the daemon sets none: never wait forever for optimizer steps
+_HEAD_BYTES = 64 * 1024  # kineto writes its metadata (incl. "trace_id") in the first few hundred bytes
+_TRACE_ID_KEY = re.compile(rb'"trace_id"\s*:\s*"(?:[^"\\]|\\.)*"')
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    """One trace request as the agent runs it (converted from the proto TraceConfig)."""
+
+    trace_id: str
+    output_path: Path
+    duration_ms: int | None = None
+    iterations: int | None = None
+    start_time_ms: int | None = None  # absolute unix ms
+    start_iteration_roundup: int | None = None
+    record_shapes: bool = False
+    profile_memory: bool = False
+    with_stack: bool = False
+    with_flops: bool = False
+    with_modules: bool = False
+    deadline_ms: int = 0  # unix ms; 0: none given
+
+
+@dataclass(frozen=True)
+class TraceResult:
+    path: Path
+    size_bytes: int
+
+
+class TraceFailed(Exception):
+    """The trace could not be taken or written; str() is the reason reported to the daemon."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# --- writing ---------------------------------------------------------------------------------------------------
+
+
+def _with_trace_id(head: bytes, trace_id: str) -> bytes:
+    """The JSON head with its top-level "trace_id" set to trace_id (replaced if kineto wrote one, else inserted
+    after the opening brace)."""
+    value = b'"trace_id": "' + trace_id.encode().replace(b"\\", b"\\\\").replace(b'"', b'\\"') + b'"'
+    events_at = head.find(b'"traceEvents"')
+    header = head if events_at < 0 else head[:events_at]
+    match = _TRACE_ID_KEY.search(header)
+    if match:
+        return head[: match.start()] + value + head[match.end() :]
+    brace = head.find(b"{")
+    if brace < 0:
+        raise TraceFailed("profiler export is not a JSON object")
+    rest = head[brace + 1 :]
+    sep = b"" if rest.lstrip().startswith(b"}") else b", "
+    return head[: brace + 1] + value + sep + rest
+
+
+def write_trace_file(raw_json: Path, output: Path, trace_id: str) -> int:
+    """Copy the profiler's JSON export to `output` with trace_id embedded, gzip-compressed when `output` ends in
+    .gz, atomically (`<output>.tmp`, then rename), streaming. Returns the final size in bytes."""
+    tmp = output.with_name(output.name + ".tmp")
+    try:
+        with open(raw_json, "rb") as src:
+            head = _with_trace_id(src.read(_HEAD_BYTES), trace_id)
+            opener = gzip.open if output.name.endswith(".gz") else open
+            with opener(tmp, "wb") as dst:  # type: ignore[operator]
+                dst.write(head)
+                shutil.copyfileobj(src, dst, 1024 * 1024)
+        os.replace(tmp, output)
+    except OSError as e:
+        _unlink_quietly(tmp)
+        raise TraceFailed(f"cannot write {output}: {e.strerror or e}") from e
+    return output.stat().st_size
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
+def _check_output_dir(output: Path) -> None:
+    # Fail before profiling: a trace that cannot be written is not worth slowing the trainer for.
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TraceFailed(f"output directory {output.parent} cannot be created: {e.strerror or e}") from e
+    if not os.access(output.parent, os.W_OK | os.X_OK):
+        raise TraceFailed(f"output directory {output.parent} is not writable by uid {os.geteuid()}")
+
+
+# --- the optimizer step hook --------------------------------------------------------------------------------------
+
+
+class _IterationPlan:
+    """An iteration trace in progress; driven by StepCounter on the training thread."""
+
+    def __init__(self, spec: TraceSpec, make_profiler: Callable[[], Any]) -> None:
+        self.spec = spec
+        self.make_profiler = make_profiler
+        self.roundup = max(1, spec.start_iteration_roundup or 1)
+        self.started = threading.Event()
+        self.finished = threading.Event()
+        self.cancelled = False
+        self.profiler: Any = None
+        self.first_step = 0
+        self.stop_step = 0
+        self.steps_seen = 0
+        self.error: str | None = None
+
+    def on_step(self, step: int) -> bool:
+        """Called after optimizer step number `step`; True when the plan is over."""
+        if self.cancelled:
+            if self.profiler is not None:
+                self.profiler.stop()  # stop what we started; the result is discarded
+            return True
+        if self.profiler is None:
+            if self.spec.start_time_ms and _now_ms() < self.spec.start_time_ms:
+                return False
+            if step % self.roundup:
+                return False
+            self.profiler = self.make_profiler()
+            self.profiler.start()
+            self.first_step, self.stop_step = step, step + (self.spec.iterations or 1)
+            self.started.set()
+            return False
+        self.steps_seen = step - self.first_step
+        if step >= self.stop_step:
+            self.profiler.stop()
+            return True
+        return False
+
+
+class StepCounter:
+    """Counts optimizer steps process-wide through torch's global optimizer step post-hook and runs the current
+    iteration plan. The hook is registered on the thread that imports torch.optim (or that calls install), never
+    from the agent thread: the optimizer iterates the global hook dict while stepping."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self._plan: _IterationPlan | None = None
+        self._installed = False
+        self._lock = threading.Lock()
+
+    @property
+    def installed(self) -> bool:
+        return self._installed
+
+    def install(self) -> None:
+        """Register the hook now if torch.optim is loaded, else as soon as it finishes loading."""
+        module = sys.modules.get(_OPTIMIZER_MODULE)
+        if module is not None and hasattr(module, "register_optimizer_step_post_hook"):
+            self._register(module)
+        elif not any(isinstance(f, _ImportWatcher) for f in sys.meta_path):
+            sys.meta_path.insert(0, _ImportWatcher(_OPTIMIZER_MODULE, self._register))
+
+    def _register(self, module: Any) -> None:
+        with self._lock:
+            if self._installed:
+                return
+            module.register_optimizer_step_post_hook(self._hook)
+            self._installed = True
+        log.debug("dyno agent: optimizer step hook installed")
+
+    def _hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        # The training thread's hot path: one increment and one attribute read when no trace is running.
+        self.steps += 1
+        plan = self._plan
+        if plan is None:
+            return
+        try:
+            done = plan.on_step(self.steps)
+        except Exception as e:  # never let tracing break a training step
+            plan.error = f"profiler failed on the training thread: {type(e).__name__}: {e}"
+            done = True
+        if done:
+            self._plan = None
+            plan.finished.set()
+
+    def set_plan(self, plan: _IterationPlan) -> None:
+        self._plan = plan
+
+
+class _ImportWatcher(importlib.abc.MetaPathFinder):
+    """Calls `callback(module)` right after module `name` is executed, on the importing thread; then removes
+    itself."""
+
+    def __init__(self, name: str, callback: Callable[[Any], None]) -> None:
+        self.name = name
+        self.callback = callback
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        spec = None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find else None
+            if spec is not None:
+                break
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original = loader.exec_module
+        callback = self.callback
+
+        def exec_module(module: Any) -> None:
+            original(module)
+            try:
+                callback(module)
+            except Exception:
+                log.debug("dyno agent: optimizer hook installation failed", exc_info=True)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+# --- running ------------------------------------------------------------------------------------------------------
+
+
+class _Profiler:
+    """torch.autograd.profiler.profile driven by hand. Not torch.profiler.profile: its start() evaluates
+    `hasattr(torch, "_inductor")`, a lazy import of inductor that, run on the agent thread while the trainer is
+    still importing torch._dynamo (its first optimizer), broke the trainer's import in our tests."""
+
+    def __init__(self, torch: Any, spec: TraceSpec, all_threads: bool) -> None:
+        self._torch = torch
+        kwargs: dict[str, Any] = dict(
+            use_cpu=True,
+            use_kineto=True,
+            record_shapes=spec.record_shapes,
+            profile_memory=spec.profile_memory,
+            with_stack=spec.with_stack,
+            with_flops=spec.with_flops,
+            with_modules=spec.with_modules,
+            custom_trace_id_callback=lambda: spec.trace_id,
+        )
+        try:
+            if torch.cuda.is_available():
+                kwargs["use_device"] = "cuda"
+        except Exception:
+            pass
+        if all_threads:
+            try:
+                kwargs["experimental_config"] = torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
+            except (AttributeError, TypeError):
+                log.warning("dyno agent: this torch cannot profile all threads; a duration trace may miss the trainer")
+        self._kwargs = kwargs
+        self._prof: Any = None
+
+    def start(self) -> None:
+        self._prof = self._torch.autograd.profiler.profile(**self._kwargs)
+        self._prof.__enter__()
+        self._add_distributed_info()
+
+    def stop(self) -> None:
+        self._prof.__exit__(None, None, None)
+
+    def export_chrome_trace(self, path: str) -> None:
+        self._prof.export_chrome_trace(path)
+
+    def _add_distributed_info(self) -> None:
+        # What torch.profiler.profile records too: multi-rank analysis reads the rank from it.
+        dist = sys.modules.get("torch.distributed")
+        try:
+            if dist is None or not dist.is_available() or not dist.is_initialized():
+                return
+            info = {"backend": str(dist.get_backend()), "rank": dist.get_rank(), "world_size": dist.get_world_size()}
+            self._torch.autograd._add_metadata_json("distributedInfo", json.dumps(info))
+        except Exception:
+            log.debug("dyno agent: no distributedInfo", exc_info=True)
+
+
+def _profiler_factory(spec: TraceSpec, all_threads: bool) -> Callable[[], Any]:
+    torch = sys.modules.get("torch")
+    if torch is None or getattr(torch.__spec__, "_initializing", False) or not hasattr(torch, "autograd"):
+        raise TraceFailed("torch is not loaded in this process")
+    if spec.with_stack and "torch.profiler.python_tracer" not in sys.modules:
+        import torch.profiler.python_tracer  # noqa: F401 - a leaf module the profiler's stop would import
+    return lambda: _Profiler(torch, spec, all_threads)
+
+
+def _sleep_until(when_ms: int, cancel: threading.Event) -> None:
+    while not cancel.is_set():
+        left = (when_ms - _now_ms()) / 1000.0
+        if left <= 0:
+            return
+        cancel.wait(min(left, 1.0))
+
+
+def _export(profiler: Any, spec: TraceSpec) -> TraceResult:
+    raw = spec.output_path.with_name(spec.output_path.name + ".raw.tmp")
+    try:
+        profiler.export_chrome_trace(str(raw))
+        size = write_trace_file(raw, spec.output_path, spec.trace_id)
+    except TraceFailed:
+        raise
+    except Exception as e:
+        raise TraceFailed(f"exporting the trace failed: {type(e).__name__}: {e}") from e
+    finally:
+        _unlink_quietly(raw)
+    return TraceResult(spec.output_path, size)
+
+
+def _deadline_ms(spec: TraceSpec) -> int:
+    return spec.deadline_ms or _now_ms() + int(_DEFAULT_ITERATION_DEADLINE_S * 1000)
+
+
+def run_trace(
+    spec: TraceSpec, steps: StepCounter, cancel: threading.Event, on_running: Callable[[], None]
+) -> TraceResult:
+    """Take the trace described by spec and write its file. Blocks the calling (agent) thread, not the trainer.
+    Raises TraceFailed with the reason; returns early with TraceFailed("cancelled") when `cancel` is set."""
+    _check_output_dir(spec.output_path)
+    if spec.iterations:
+        return _run_iterations(spec, steps, cancel, on_running)
+    if not spec.duration_ms or spec.duration_ms <= 0:
+        raise TraceFailed("the request has neither a duration nor an iteration count")
+    make = _profiler_factory(spec, all_threads=True)
+    if spec.start_time_ms:
+        _sleep_until(spec.start_time_ms, cancel)
+    if cancel.is_set():
+        raise TraceFailed("cancelled")
+    profiler = make()
+    profiler.start()
+    on_running()
+    stop_at = time.monotonic() + spec.duration_ms / 1000.0
+    while not cancel.is_set() and time.monotonic() < stop_at:
+        cancel.wait(min(stop_at - time.monotonic(), 1.0))
+    profiler.stop()
+    if cancel.is_set():
+        raise TraceFailed("cancelled")
+    return _export(profiler, spec)
+
+
+def _run_iterations(
+    spec: TraceSpec, steps: StepCounter, cancel: threading.Event, on_running: Callable[[], None]
+) -> TraceResult:
+    if not steps.installed:
+        raise TraceFailed("no optimizer step hook: torch.optim is not loaded in this process")
+    plan = _IterationPlan(spec, _profiler_factory(spec, all_threads=False))
+    steps.set_plan(plan)
+    deadline = _deadline_ms(spec)
+
+    def wait(event: threading.Event) -> bool:
+        while not event.is_set() and not cancel.is_set() and _now_ms() < deadline:
+            event.wait(min(max(deadline - _now_ms(), 1) / 1000.0, 0.5))
+        return event.is_set()
+
+    if wait(plan.started):
+        on_running()
+        wait(plan.finished)
+    if not plan.finished.is_set():
+        plan.cancelled = True  # the hook stops the profiler at the next step, on the training thread
+        if cancel.is_set():
+            raise TraceFailed("cancelled")
+        if not plan.started.is_set():
+            raise TraceFailed("no optimizer step started the trace before the deadline (is the trainer stepping?)")
+        raise TraceFailed(f"only {plan.steps_seen} of {spec.iterations} optimizer steps before the deadline")
+    if plan.error:
+        raise TraceFailed(plan.error)
+    return _export(plan.profiler, spec)

@@ -1,0 +1,49 @@
+"""dyno-run's bootstrap: starts the dyno agent in every Python process launched under `dyno-run`.
+
+This directory is put first on PYTHONPATH (with DYNO_AGENT=1) by dyno-run; Python imports `sitecustomize` at
+start-up. The agent registers only once the process imports torch, and never in multiprocessing helper children
+(DataLoader spawn workers and the like). A `sitecustomize` that this one shadows still runs afterwards.
+"""
+
+import os
+import sys
+
+_HELPER_PREFIXES = ("from multiprocessing.", "torch._inductor.compile_worker")
+
+
+def _start_dyno_agent() -> None:
+    if os.environ.get("DYNO_AGENT", "") in ("", "0"):
+        return
+    argv = getattr(sys, "orig_argv", None) or sys.argv
+    # Helpers, not trainers: multiprocessing spawn/forkserver/resource-tracker children, inductor compile workers.
+    if "--multiprocessing-fork" in argv or any(a.startswith(_HELPER_PREFIXES) for a in argv):
+        return
+    try:
+        from dyno.client import agent
+
+        agent.start(wait_for_torch=True)
+    except Exception as e:  # never keep the program from starting
+        sys.stderr.write(f"dyno agent: not started: {type(e).__name__}: {e}\n")
+
+
+def _chain_shadowed_sitecustomize() -> None:
+    # We shadow any other sitecustomize on the path (e.g. a distribution's): load the next one too.
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for entry in sys.path:
+        if not entry or os.path.abspath(entry) == here:
+            continue
+        candidate = os.path.join(entry, "sitecustomize.py")
+        if os.path.isfile(candidate):
+            spec = importlib.util.spec_from_file_location("_dyno_shadowed_sitecustomize", candidate)
+            if spec is not None and spec.loader is not None:
+                try:
+                    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+                except Exception as e:
+                    sys.stderr.write(f"dyno agent: error in {candidate}: {type(e).__name__}: {e}\n")
+            return
+
+
+_start_dyno_agent()
+_chain_shadowed_sitecustomize()

@@ -1,0 +1,47 @@
+"""A tiny CPU training loop for the agent tests.
+
+Usage: agent_trainer.py [--explicit] [--steps N | --seconds S] [--ready-file F] [--stop-file F]
+  --explicit     call dyno.client.agent.start() itself (otherwise it relies on dyno-run's bootstrap, if any)
+  --steps N      run N optimizer steps (default: until --stop-file exists or --seconds pass)
+Prints "step <n>" every 50 steps and "finished <n>" at the end.
+"""
+
+import argparse
+import os
+import time
+
+import torch
+
+p = argparse.ArgumentParser()
+p.add_argument("--explicit", action="store_true")
+p.add_argument("--steps", type=int, default=0)
+p.add_argument("--seconds", type=float, default=120.0)
+p.add_argument("--stop-file", default="")
+p.add_argument("--step-sleep", type=float, default=0.002)
+args = p.parse_args()
+
+if args.explicit:
+    from dyno.client import agent
+
+    agent.start()
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(16, 32), torch.randn(16, 8)
+deadline = time.monotonic() + args.seconds
+step = 0
+while True:
+    if args.steps and step >= args.steps:
+        break
+    if not args.steps and (time.monotonic() > deadline or (args.stop_file and os.path.exists(args.stop_file))):
+        break
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    step += 1
+    if step % 50 == 0:
+        print(f"step {step}", flush=True)
+    time.sleep(args.step_sleep)
+print(f"finished {step}", flush=True)
