@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -11,10 +15,17 @@ import grpc
 from dyno.client.errors import DynoError, Unavailable, translate
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
-__all__ = ["DynoClient", "DEFAULT_PORT", "format_target"]
+__all__ = ["DynoClient", "DEFAULT_PORT", "FetchedFile", "format_target"]
 
 DEFAULT_PORT = 1778
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FetchedFile:
+    path: Path
+    size_bytes: int
+    sha256: str
 
 
 def format_target(host: str, port: int) -> str:
@@ -98,6 +109,55 @@ class DynoClient:
         stub = health_pb2_grpc.HealthStub(self._channel)
         resp = self.call(stub.Check, health_pb2.HealthCheckRequest(service=service))
         return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+
+    # -- tracing (processes, StartTrace / GetTrace / CancelTrace, FetchTraceFile) -----------------------------
+    def list_processes(self, job_id: str = "") -> dyno_pb2.ListProcessesResponse:
+        return self.call(self.stub.ListProcesses, dyno_pb2.ListProcessesRequest(job_id=job_id))
+
+    def start_trace(self, request: dyno_pb2.TraceRequest) -> dyno_pb2.StartTraceResponse:
+        # Not retried: a retry after a lost reply would start a second trace.
+        return self.call(self.stub.StartTrace, request, retry=False)
+
+    def get_trace(self, trace_id: str) -> dyno_pb2.TraceStatus:
+        return self.call(self.stub.GetTrace, dyno_pb2.GetTraceRequest(trace_id=trace_id))
+
+    def cancel_trace(self, trace_id: str) -> dyno_pb2.TraceStatus:
+        return self.call(self.stub.CancelTrace, dyno_pb2.CancelTraceRequest(trace_id=trace_id))
+
+    def fetch_trace_file(self, trace_id: str, pid: int, dest_dir: str | os.PathLike[str], *,
+                         timeout_s: float = 600.0) -> FetchedFile:
+        """Stream one trace file into dest_dir (temp name, then rename), verifying offsets, size and sha256."""
+        dest = Path(dest_dir)
+        dest.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        tmp = dest / f".{trace_id}.{pid}.{os.getpid()}.part"
+        name, total, written, sha = "", -1, 0, ""
+        req = dyno_pb2.FetchTraceFileRequest(trace_id=trace_id, pid=pid)
+        try:
+            with open(tmp, "wb") as f:
+                for chunk in self.stream(self.stub.FetchTraceFile, req, timeout_s=timeout_s):
+                    if chunk.offset != written:
+                        raise DynoError(f"trace file stream out of order: offset {chunk.offset}, expected {written}",
+                                        self.target)
+                    if written == 0 and chunk.filename:
+                        name, total = chunk.filename, chunk.total_size
+                    f.write(chunk.data)
+                    digest.update(chunk.data)
+                    written += len(chunk.data)
+                    if chunk.last:
+                        sha = chunk.sha256
+                        break
+            if not sha:
+                raise DynoError(f"trace file stream of pid {pid} ended without its final chunk", self.target)
+            if sha != digest.hexdigest() or (total >= 0 and written != total):
+                raise DynoError(f"trace file of pid {pid} is corrupt: sha256/size mismatch "
+                                f"({written} of {total} bytes)", self.target)
+            base = Path(name).name or f"{trace_id}_{pid}.pt.trace.json"
+            path = dest / base
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return FetchedFile(path=path, size_bytes=written, sha256=sha)
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     def close(self) -> None:
