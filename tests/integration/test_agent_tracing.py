@@ -1,0 +1,208 @@
+"""The dyno agent end to end: real CPU torch trainers (tests/integration/trainers/agent_trainer.py) registered
+with a real dynod over its Agent Unix socket, traced through the Dyno gRPC API."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import grpc
+import pytest
+from conftest import Dynod, short_tmpdir, wait_for
+from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+
+pytestmark = pytest.mark.integration
+pytest.importorskip("torch")
+
+TRAINER = Path(__file__).resolve().parent / "trainers" / "agent_trainer.py"
+DONE = dyno_pb2.TRACE_STATE_DONE
+FAILED = dyno_pb2.TRACE_STATE_FAILED
+
+
+class Trainer:
+    """One trainer process; stdout and stderr are collected by threads (a full pipe would stall it)."""
+
+    def __init__(self, args: list[str], env: dict[str, str], *, dyno_run: list[str] | None = None) -> None:
+        cmd = [sys.executable, str(TRAINER), *args]
+        if dyno_run is not None:
+            cmd = [sys.executable, "-m", "dyno.client.run", *dyno_run, "--", *cmd]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+        )
+        self.out: list[str] = []
+        self.err: list[str] = []
+        for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
+            threading.Thread(target=self._pump, args=(stream, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(stream, sink: list[str]) -> None:
+        for line in stream:
+            sink.append(line)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stepping(self) -> bool:
+        return any(line.startswith("step ") for line in self.out)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def trainers():
+    started: list[Trainer] = []
+
+    def make(*args, **kw) -> Trainer:
+        t = Trainer(*args, **kw)
+        started.append(t)
+        return t
+
+    yield make
+    for t in started:
+        t.stop()
+
+
+def _stub(d: Dynod) -> dyno_pb2_grpc.DynoStub:
+    return dyno_pb2_grpc.DynoStub(grpc.insecure_channel(d.target))
+
+
+def _registered(d: Dynod, job_id: str) -> list:
+    return list(_stub(d).ListProcesses(dyno_pb2.ListProcessesRequest(job_id=job_id), timeout=5).processes)
+
+
+def _wait_registered(d: Dynod, job_id: str, pid: int, timeout_s: float = 60.0):
+    return wait_for(lambda: next((p for p in _registered(d, job_id) if p.pid == pid), None), timeout_s, 0.2)
+
+
+def _trace(d: Dynod, timeout_s: float = 60.0, **request) -> dyno_pb2.ProcessTrace:
+    stub = _stub(d)
+    started = stub.StartTrace(dyno_pb2.TraceRequest(**request), timeout=5)
+    assert len(started.triggered) == 1, started.message
+    status = wait_for(
+        lambda: (s := stub.GetTrace(dyno_pb2.GetTraceRequest(trace_id=started.trace_id), timeout=5)).finished and s,
+        timeout_s,
+        0.1,
+    )
+    (proc,) = status.processes
+    return proc
+
+
+def _load(path: str) -> dict:
+    raw = Path(path).read_bytes()
+    assert raw[:2] == b"\x1f\x8b", "trace file is not gzip-compressed"
+    return json.loads(gzip.decompress(raw))
+
+
+def _job() -> str:
+    return f"agent-{uuid.uuid4().hex[:8]}"
+
+
+def test_explicit_agent_traced_by_duration_and_by_iterations(dynod_factory, trainers) -> None:
+    d = dynod_factory()
+    job = _job()
+    t = trainers(
+        ["--explicit", "--seconds", "120", "--step-sleep", "0.005"],
+        {"DYNO_AGENT_SOCKET": str(d.agent_socket), "DYNO_JOB_ID": job, "RANK": "0", "WORLD_SIZE": "1"},
+    )
+    info = _wait_registered(d, job, t.pid)
+    assert info.protocol == dyno_pb2.PROTOCOL_AGENT and info.rank == 0 and info.world_size == 1
+    wait_for(t.stepping, 60)
+
+    proc = _trace(d, job_id=job, duration_ms=300, record_shapes=True, with_stack=True)
+    assert proc.state == DONE, proc.error
+    assert proc.path.startswith(str(d.trace_dir)) and Path(proc.path).stat().st_size == proc.size_bytes > 0
+    doc = _load(proc.path)
+    trace_id = Path(proc.path).parent.name
+    assert doc["trace_id"] == trace_id
+    events = doc["traceEvents"]
+    names = {e.get("name") for e in events}
+    assert {"aten::addmm", "aten::mm"} & names, "the training thread's ops are missing"
+    assert any("Input Dims" in e.get("args", {}) for e in events if e.get("cat") == "cpu_op")
+    assert any(e.get("cat") == "python_function" for e in events), "no Python stack events with with_stack"
+    assert not list(Path(proc.path).parent.glob("*.tmp"))
+
+    proc = _trace(d, job_id=job, iterations=3, start_iteration_roundup=2, record_shapes=True)
+    assert proc.state == DONE, proc.error
+    doc = _load(proc.path)
+    assert doc["trace_id"] == Path(proc.path).parent.name
+    steps = [e for e in doc["traceEvents"] if str(e.get("name", "")).startswith("Optimizer.step#SGD.step")]
+    assert len(steps) == 3, "an iteration trace must hold exactly the requested optimizer steps"
+    assert any(e.get("name") == "aten::addmm" and "Input Dims" in e.get("args", {}) for e in doc["traceEvents"])
+    assert t.proc.poll() is None, "tracing must not disturb the trainer"
+
+
+def test_dyno_run_starts_agent_without_code_change(dynod_factory, trainers) -> None:
+    d = dynod_factory()
+    job = _job()
+    t = trainers(["--seconds", "120"], {}, dyno_run=["--job-id", job, "--socket", str(d.agent_socket)])
+    info = _wait_registered(d, job, t.pid)  # dyno-run execs: the trainer keeps the pid we started
+    assert "agent_trainer.py" in info.cmdline
+    wait_for(t.stepping, 60)
+    proc = _trace(d, job_id=job, iterations=2, with_flops=True, with_modules=True)
+    assert proc.state == DONE, proc.error
+    assert _load(proc.path)["trace_id"] == Path(proc.path).parent.name
+    t.proc.send_signal(signal.SIGTERM)  # signals reach the trainer itself; its exit status is dyno-run's
+    assert t.proc.wait(15) == -signal.SIGTERM
+
+
+def test_agent_reregisters_after_daemon_restart(dynod_factory, trainers) -> None:
+    d = dynod_factory()
+    job = _job()
+    t = trainers(["--explicit", "--seconds", "120"], {"DYNO_AGENT_SOCKET": str(d.agent_socket), "DYNO_JOB_ID": job})
+    first = _wait_registered(d, job, t.pid)
+    wait_for(t.stepping, 60)
+    d.stop()
+    d._ready.clear()
+    d.start()
+    again = _wait_registered(d, job, t.pid, timeout_s=30)
+    assert again.registered_ms > first.registered_ms
+    proc = _trace(d, job_id=job, iterations=2)
+    assert proc.state == DONE, proc.error
+    assert t.proc.poll() is None
+
+
+def test_trainer_without_daemon_runs_to_completion(trainers) -> None:
+    missing = short_tmpdir() / "no-daemon.sock"
+    t = trainers(["--explicit", "--steps", "150", "--step-sleep", "0"], {"DYNO_AGENT_SOCKET": str(missing)})
+    assert t.proc.wait(120) == 0, "".join(t.err)
+    wait_for(lambda: any(line.startswith("finished 150") for line in t.out), 5)
+    assert "no dyno daemon" in "".join(t.err)
+
+
+def test_iteration_trace_without_steps_fails_with_reason(tmp_path: Path) -> None:
+    # In-process: the agent's trace runner against a process that never steps its optimizer.
+    import torch  # noqa: F401
+    from dyno.client.agent_trace import StepCounter, TraceFailed, TraceSpec, run_trace
+
+    steps = StepCounter()
+    steps.install()
+    assert steps.installed
+    spec = TraceSpec(
+        trace_id="t1",
+        output_path=tmp_path / "x.pt.trace.json.gz",
+        iterations=2,
+        deadline_ms=int(time.time() * 1000) + 300,
+    )
+    with pytest.raises(TraceFailed, match="no optimizer step"):
+        run_trace(spec, steps, threading.Event(), lambda: None)
+    unwritable = TraceSpec(trace_id="t2", output_path=Path("/dev/null/sub/x.gz"), duration_ms=10)
+    with pytest.raises(TraceFailed, match="cannot be created"):
+        run_trace(unwritable, steps, threading.Event(), lambda: None)
+    assert not list(tmp_path.iterdir())
