@@ -111,10 +111,12 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
                 if cmd is None:
                     break
                 if isinstance(cmd, AgentTraceCommand):
-                    yield agent_pb2.AgentCommand(
+                    msg = agent_pb2.AgentCommand(
                         trace=pc.trace_config_pb(cmd.trace_id, cmd.spec, str(cmd.output_path), cmd.deadline_ms)
                     )
+                    # Delivered = handed to the stream; if the send fails the stream ends and the trace fails.
                     self._tm.agent_delivered(pid, cmd.trace_id)
+                    yield msg
                 elif isinstance(cmd, AgentCancelCommand):
                     yield agent_pb2.AgentCommand(cancel_trace_id=cmd.trace_id)
         finally:
