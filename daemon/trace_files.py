@@ -12,7 +12,9 @@ import os
 import re
 import secrets
 import shutil
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ from pathlib import Path
 __all__ = [
     "MAX_CHUNK",
     "Chunk",
+    "ChecksumCache",
     "RetentionResult",
     "validate_trace_id",
     "new_trace_id",
@@ -100,24 +103,58 @@ class Chunk:
     filename: str = ""  # base name, on the first chunk
 
 
-def iter_chunks(path: Path, chunk_size: int = MAX_CHUNK) -> Iterator[Chunk]:
+class ChecksumCache:
+    """sha256 of complete (immutable) trace files, keyed by inode, size and mtime so a changed file misses.
+
+    The first stream of a file hashes as it reads; later streams of the same file skip the hashing.
+    """
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[int, int, int, int], str] = OrderedDict()
+        self._max = max_entries
+
+    @staticmethod
+    def key(st: os.stat_result) -> tuple[int, int, int, int]:
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def get(self, st: os.stat_result) -> str:
+        with self._lock:
+            return self._entries.get(self.key(st), "")
+
+    def put(self, st: os.stat_result, sha256: str) -> None:
+        with self._lock:
+            self._entries[self.key(st)] = sha256
+            while len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+
+
+def iter_chunks(path: Path, chunk_size: int = MAX_CHUNK, cache: ChecksumCache | None = None) -> Iterator[Chunk]:
     """Stream a file in chunks of at most chunk_size (capped at 1 MiB), one chunk of look-ahead in memory."""
     chunk_size = max(1, min(chunk_size or MAX_CHUNK, MAX_CHUNK))
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        total = os.fstat(f.fileno()).st_size
+        st = os.fstat(f.fileno())
+        known = cache.get(st) if cache is not None else ""
+        digest = None if known else hashlib.sha256()
+        total = st.st_size
         offset = 0
         cur = f.read(chunk_size)
         first = True
         while True:
             nxt = f.read(chunk_size) if cur else b""
-            digest.update(cur)
+            if digest is not None:
+                digest.update(cur)
             last = not nxt
+            sha = ""
+            if last:
+                sha = known or digest.hexdigest()  # type: ignore[union-attr]
+                if cache is not None and not known and offset + len(cur) == total:
+                    cache.put(st, sha)
             yield Chunk(
                 data=cur,
                 offset=offset,
                 last=last,
-                sha256=digest.hexdigest() if last else "",
+                sha256=sha,
                 total_size=total if first else 0,
                 filename=path.name if first else "",
             )

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.registry import ProcessRegistry
-from dyno.daemon.trace_files import MAX_CHUNK, iter_chunks
+from dyno.daemon.trace_files import MAX_CHUNK, ChecksumCache, iter_chunks
 from dyno.daemon.trace_manager import TraceLimitError, TraceManager, TraceRequestError, UnknownTraceError
 from dyno.v1 import dyno_pb2
 
@@ -26,6 +27,7 @@ class TraceRpcs:
         self._tm = manager
         self._registry = registry
         self._hostname = hostname
+        self._checksums = ChecksumCache()
 
     def ListProcesses(
         self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext
@@ -83,10 +85,9 @@ class TraceRpcs:
             context.abort(grpc.StatusCode.NOT_FOUND, str(e))
         return self._stream(path, request.chunk_size, context)
 
-    @staticmethod
-    def _stream(path, chunk_size: int, context: grpc.ServicerContext) -> Iterator[dyno_pb2.FileChunk]:  # type: ignore[no-untyped-def]
+    def _stream(self, path: Path, chunk_size: int, context: grpc.ServicerContext) -> Iterator[dyno_pb2.FileChunk]:
         try:
-            for c in iter_chunks(path, chunk_size or MAX_CHUNK):
+            for c in iter_chunks(path, chunk_size or MAX_CHUNK, self._checksums):
                 yield dyno_pb2.FileChunk(
                     data=c.data,
                     offset=c.offset,

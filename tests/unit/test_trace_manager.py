@@ -345,3 +345,15 @@ def test_trace_ids_and_paths() -> None:
             tf.validate_trace_id(bad)
     tf.validate_trace_id(tf.new_trace_id())
     assert tf.safe_host("node 1/x") == "node_1_x"
+
+
+def test_checksum_cache_skips_rehash_and_misses_on_change(tmp_path: Path) -> None:
+    path = tmp_path / "t.bin"
+    path.write_bytes(b"a" * 3000)
+    cache = tf.ChecksumCache()
+    first = list(tf.iter_chunks(path, 1024, cache))
+    assert cache.get(path.stat()) == first[-1].sha256 == hashlib.sha256(b"a" * 3000).hexdigest()
+    assert list(tf.iter_chunks(path, 1024, cache))[-1].sha256 == first[-1].sha256
+    path.write_bytes(b"b" * 3000)
+    os.utime(path, ns=(1, 1))
+    assert list(tf.iter_chunks(path, 1024, cache))[-1].sha256 == hashlib.sha256(b"b" * 3000).hexdigest()
