@@ -58,6 +58,23 @@ def _torch_loaded() -> bool:
     return torch is not None and not getattr(getattr(torch, "__spec__", None), "_initializing", False)
 
 
+def _import_grpc() -> Any:
+    """grpc, imported without its fork handlers unless the program asked for them: with our Watch call always in
+    flight, every fork() of the trainer (DataLoader workers) would otherwise log "Other threads are currently
+    calling into gRPC, skipping fork() handlers"; the forked children never use our channel."""
+    if "grpc" in sys.modules:
+        return sys.modules["grpc"]
+    added = "GRPC_ENABLE_FORK_SUPPORT" not in os.environ
+    if added:
+        os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
+    try:
+        import grpc
+    finally:
+        if added:
+            os.environ.pop("GRPC_ENABLE_FORK_SUPPORT", None)  # leave the trainer's children as they were
+    return grpc
+
+
 def _spec_from_pb(cfg: Any) -> TraceSpec:
     window, start = cfg.WhichOneof("window"), cfg.WhichOneof("start")
     return TraceSpec(
@@ -108,8 +125,9 @@ class Agent:
         self._stream: Any = None
         self._keepalive_s = 5.0
         self._last_message = time.monotonic()
-        self._queue: queue.Queue[TraceSpec] = queue.Queue()
-        self._current: tuple[str, threading.Event] | None = None
+        self._queue: queue.Queue[TraceSpec | None] = queue.Queue()
+        # trace id -> its cancel event, for the running trace and those queued behind a cancelled one
+        self._traces: dict[str, threading.Event] = {}
         self._threads: list[threading.Thread] = []
 
     # --- public ---------------------------------------------------------------------------------------------
@@ -140,11 +158,12 @@ class Agent:
             return
         self._stopping.set()
         with self._lock:
-            current, stream = self._current, self._stream
-        if current is not None:
-            current[1].set()
+            cancels, stream = list(self._traces.values()), self._stream
+        for cancel in cancels:
+            cancel.set()
         if stream is not None:
             stream.cancel()
+        self._queue.put(None)  # wakes the trace thread
         deadline = time.monotonic() + timeout_s
         for t in self._threads:
             if t is not threading.current_thread():
@@ -191,10 +210,10 @@ class Agent:
 
     def _session(self) -> bool:
         """One connection: register, then watch until the stream ends. True when registration succeeded."""
-        import grpc
         from dyno import __version__
         from dyno.v1 import agent_pb2, agent_pb2_grpc
 
+        grpc = _import_grpc()
         # A fresh channel per attempt: a channel that saw the daemon down backs off its own reconnects for up to
         # minutes, which would delay re-registration after a restart.
         channel = grpc.insecure_channel(f"unix:{self.socket_path}", options=[("grpc.enable_http_proxy", 0)])
@@ -256,19 +275,20 @@ class Agent:
             self._submit(_spec_from_pb(command.trace))
         elif kind == "cancel_trace_id":
             with self._lock:
-                current = self._current
-            if current is not None and current[0] == command.cancel_trace_id:
-                current[1].set()
+                cancel = self._traces.get(command.cancel_trace_id)
+            if cancel is not None:
+                cancel.set()
 
     # --- traces -----------------------------------------------------------------------------------------------
 
     def _submit(self, spec: TraceSpec) -> None:
+        # One trace at a time; a cancelled one still winding down (profiler stop) does not make us busy.
         with self._lock:
-            busy = self._current
+            busy = next((tid for tid, cancel in self._traces.items() if not cancel.is_set()), None)
             if busy is None:
-                self._current = (spec.trace_id, threading.Event())
+                self._traces[spec.trace_id] = threading.Event()
         if busy is not None:
-            self._report(spec.trace_id, "FAILED", error=f"busy: trace {busy[0]} is still running in this process")
+            self._report(spec.trace_id, "FAILED", error=f"busy: trace {busy} is still running in this process")
             return
         self._queue.put(spec)
 
@@ -279,7 +299,8 @@ class Agent:
             except queue.Empty:
                 self._check_keepalive()
                 continue
-            self._run_one(spec)
+            if spec is not None:
+                self._run_one(spec)
 
     def _check_keepalive(self) -> None:
         # A daemon that hangs without closing the socket: the keepalives stop, we reconnect.
@@ -292,7 +313,11 @@ class Agent:
 
     def _run_one(self, spec: TraceSpec) -> None:
         with self._lock:
-            cancel = self._current[1] if self._current is not None else threading.Event()
+            cancel = self._traces.setdefault(spec.trace_id, threading.Event())
+        if cancel.is_set():  # cancelled while queued: the daemon already knows
+            with self._lock:
+                self._traces.pop(spec.trace_id, None)
+            return
         try:
             result = run_trace(spec, self.steps, cancel, lambda: self._report(spec.trace_id, "RUNNING"))
             self._report(spec.trace_id, "DONE", path=str(result.path), size_bytes=result.size_bytes)
@@ -305,7 +330,7 @@ class Agent:
             self._report(spec.trace_id, "FAILED", error=f"agent error: {type(e).__name__}: {e}")
         finally:
             with self._lock:
-                self._current = None
+                self._traces.pop(spec.trace_id, None)
 
     def _report(self, trace_id: str, state: str, *, path: str = "", size_bytes: int = 0, error: str = "") -> None:
         try:

@@ -211,6 +211,16 @@ class StepCounter:
     def set_plan(self, plan: _IterationPlan) -> None:
         self._plan = plan
 
+    def wait_idle(self, cancel: threading.Event, deadline_ms: int) -> None:
+        """Wait for a cancelled iteration plan to be wound down by the training thread (its profiler stopped):
+        two profilers cannot run at once."""
+        plan = self._plan
+        while plan is not None and not cancel.is_set() and _now_ms() < deadline_ms:
+            plan.finished.wait(0.05)
+            plan = self._plan
+        if plan is not None:
+            raise TraceFailed("cancelled" if cancel.is_set() else "a previous trace is still winding down")
+
 
 class _ImportWatcher(importlib.abc.MetaPathFinder):
     """Calls `callback(module)` right after module `name` is executed, on the importing thread; then removes
@@ -347,6 +357,7 @@ def run_trace(
     """Take the trace described by spec and write its file. Blocks the calling (agent) thread, not the trainer.
     Raises TraceFailed with the reason; returns early with TraceFailed("cancelled") when `cancel` is set."""
     _check_output_dir(spec.output_path)
+    steps.wait_idle(cancel, _deadline_ms(spec))
     if spec.iterations:
         return _run_iterations(spec, steps, cancel, on_running)
     if not spec.duration_ms or spec.duration_ms <= 0:

@@ -18,12 +18,20 @@ def _start_dyno_agent() -> None:
     # Helpers, not trainers: multiprocessing spawn/forkserver/resource-tracker children, inductor compile workers.
     if "--multiprocessing-fork" in argv or any(a.startswith(_HELPER_PREFIXES) for a in argv):
         return
+    # grpc's fork handlers off unless asked for (they must be chosen before grpc is imported): the agent's Watch
+    # call is always in flight, so each fork() (DataLoader workers) would log "skipping fork() handlers".
+    added = "GRPC_ENABLE_FORK_SUPPORT" not in os.environ
+    if added:
+        os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
     try:
         from dyno.client import agent
 
         agent.start(wait_for_torch=True)
     except Exception as e:  # never keep the program from starting
         sys.stderr.write(f"dyno agent: not started: {type(e).__name__}: {e}\n")
+    finally:
+        if added:
+            os.environ.pop("GRPC_ENABLE_FORK_SUPPORT", None)  # the program's children see the environment as given
 
 
 def _chain_shadowed_sitecustomize() -> None:

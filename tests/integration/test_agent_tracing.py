@@ -145,6 +145,22 @@ def test_explicit_agent_traced_by_duration_and_by_iterations(dynod_factory, trai
     steps = [e for e in doc["traceEvents"] if str(e.get("name", "")).startswith("Optimizer.step#SGD.step")]
     assert len(steps) == 3, "an iteration trace must hold exactly the requested optimizer steps"
     assert any(e.get("name") == "aten::addmm" and "Input Dims" in e.get("args", {}) for e in doc["traceEvents"])
+
+    # Cancelled mid-trace: the agent stops at once, writes nothing, and takes the next request.
+    stub = _stub(d)
+    long = stub.StartTrace(dyno_pb2.TraceRequest(job_id=job, duration_ms=60_000), timeout=5)
+    running = dyno_pb2.TRACE_STATE_RUNNING
+    wait_for(
+        lambda: (
+            stub.GetTrace(dyno_pb2.GetTraceRequest(trace_id=long.trace_id), timeout=5).processes[0].state == running
+        ),
+        30,
+        0.1,
+    )
+    stub.CancelTrace(dyno_pb2.CancelTraceRequest(trace_id=long.trace_id), timeout=5)
+    proc = _trace(d, job_id=job, iterations=1)
+    assert proc.state == DONE, proc.error
+    assert not Path(long.triggered[0].path).exists()
     assert t.proc.poll() is None, "tracing must not disturb the trainer"
 
 
