@@ -12,12 +12,25 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from pathlib import Path
 
 from dyno.daemon import trace_files as tf
 from dyno.daemon.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry, now_ms
+from dyno.daemon.trace_types import (
+    FINAL_STATES,
+    AgentCancelCommand,
+    AgentCommand,
+    AgentTraceCommand,
+    ProcessTraceView,
+    StartResult,
+    TraceLimitError,
+    TraceRequestError,
+    TraceSpec,
+    TraceState,
+    TraceView,
+    UnknownTraceError,
+)
 
 __all__ = [
     "TraceState",
@@ -45,100 +58,6 @@ MAX_PAST_START_MS = 10_000  # libkineto rejects PROFILE_START_TIME more than 10 
 MAX_FUTURE_START_MS = 3600 * 1000
 
 
-class TraceState(str, Enum):
-    PENDING = "pending"
-    DELIVERED = "delivered"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    TIMED_OUT = "timed_out"
-    CANCELLED = "cancelled"
-
-
-FINAL_STATES = frozenset({TraceState.DONE, TraceState.FAILED, TraceState.TIMED_OUT, TraceState.CANCELLED})
-
-
-class TraceRequestError(ValueError):
-    """A bad request; `field` names the offending TraceRequest field."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        super().__init__(f"{field_name}: {message}")
-        self.field = field_name
-
-
-class UnknownTraceError(LookupError):
-    """No such trace id (or no such pid in it)."""
-
-
-class TraceLimitError(RuntimeError):
-    """Too many traces at once."""
-
-
-@dataclass(frozen=True)
-class TraceSpec:
-    job_id: str
-    pids: tuple[int, ...] = ()
-    process_limit: int = 0
-    duration_ms: int | None = None
-    iterations: int | None = None
-    start_time_ms: int | None = None
-    start_iteration_roundup: int | None = None
-    record_shapes: bool = False
-    profile_memory: bool = False
-    with_stack: bool = False
-    with_flops: bool = False
-    with_modules: bool = False
-    trace_id: str = ""
-
-
-@dataclass(frozen=True)
-class ProcessTraceView:
-    pid: int
-    job_id: str
-    rank: int | None
-    protocol: str
-    state: TraceState
-    path: str
-    size_bytes: int = 0
-    error: str = ""
-    updated_ms: int = 0
-
-
-@dataclass(frozen=True)
-class TraceView:
-    trace_id: str
-    spec: TraceSpec
-    processes: tuple[ProcessTraceView, ...]
-    finished: bool
-    created_ms: int
-
-
-@dataclass(frozen=True)
-class StartResult:
-    trace_id: str
-    matched_pids: tuple[int, ...]
-    triggered: tuple[ProcessTraceView, ...]
-    busy_pids: tuple[int, ...]
-    message: str
-    registered_jobs: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class AgentTraceCommand:
-    trace_id: str
-    spec: TraceSpec
-    output_path: Path
-    deadline_ms: int
-
-
-@dataclass(frozen=True)
-class AgentCancelCommand:
-    trace_id: str
-
-
-AgentCommand = AgentTraceCommand | AgentCancelCommand
-
-
 @dataclass
 class _ProcTrace:
     view: ProcessTraceView
@@ -157,6 +76,15 @@ class _Trace:
 
     def finished(self) -> bool:
         return all(p.view.state in FINAL_STATES for p in self.procs.values())
+
+
+def _read_cmdline(pid: int) -> str:
+    """The kernel's view of a local process's command line (libkineto does not send one)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read(4096).replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
 
 
 def order_for_limit(procs: list[ProcessRecord]) -> list[ProcessRecord]:
@@ -425,9 +353,17 @@ class TraceManager:
     # -- libkineto --------------------------------------------------------------------------------------------
 
     def kineto_poll(self, poll: KinetoPoll) -> str | None:
+        known = self._registry.get(poll.pid)
+        cmdline = known.cmdline if known is not None else _read_cmdline(poll.pid)
         self._registry.register(
             ProcessRecord(
-                pid=poll.pid, job_id=poll.job_id, protocol=PROTOCOL_KINETO, ancestry=poll.ancestry, uid=poll.uid
+                pid=poll.pid,
+                job_id=poll.job_id,
+                protocol=PROTOCOL_KINETO,
+                ancestry=poll.ancestry,
+                uid=poll.uid,
+                cmdline=cmdline,
+                hostname=self._hostname,
             )
         )
         now = self._clock_ms()

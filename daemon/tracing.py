@@ -51,6 +51,12 @@ class Tracing:
     def start(self) -> None:
         """Raises OSError when the kineto endpoint or the agent socket cannot be bound."""
         self.config.trace_dir.mkdir(parents=True, exist_ok=True)
+        if any(c in str(self.config.trace_dir) for c in "=#\n"):
+            log.warning(
+                "trace dir %s contains '=', '#' or a newline: libkineto processes cannot be traced (their config "
+                "format cannot express it); agent processes can",
+                self.config.trace_dir,
+            )
         self._retention()
         if self.kineto is not None:
             self.kineto.start()

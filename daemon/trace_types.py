@@ -1,0 +1,116 @@
+"""Values passed between the tracing modules: states, requests, per-process views, agent commands, errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+__all__ = [
+    "TraceState",
+    "FINAL_STATES",
+    "TraceSpec",
+    "TraceRequestError",
+    "UnknownTraceError",
+    "TraceLimitError",
+    "ProcessTraceView",
+    "TraceView",
+    "StartResult",
+    "AgentTraceCommand",
+    "AgentCancelCommand",
+    "AgentCommand",
+]
+
+
+class TraceState(str, Enum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+
+FINAL_STATES = frozenset({TraceState.DONE, TraceState.FAILED, TraceState.TIMED_OUT, TraceState.CANCELLED})
+
+
+class TraceRequestError(ValueError):
+    """A bad request; `field` names the offending TraceRequest field."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+
+
+class UnknownTraceError(LookupError):
+    """No such trace id (or no such pid in it)."""
+
+
+class TraceLimitError(RuntimeError):
+    """Too many traces at once."""
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    job_id: str
+    pids: tuple[int, ...] = ()
+    process_limit: int = 0
+    duration_ms: int | None = None
+    iterations: int | None = None
+    start_time_ms: int | None = None
+    start_iteration_roundup: int | None = None
+    record_shapes: bool = False
+    profile_memory: bool = False
+    with_stack: bool = False
+    with_flops: bool = False
+    with_modules: bool = False
+    trace_id: str = ""
+
+
+@dataclass(frozen=True)
+class ProcessTraceView:
+    pid: int
+    job_id: str
+    rank: int | None
+    protocol: str
+    state: TraceState
+    path: str
+    size_bytes: int = 0
+    error: str = ""
+    updated_ms: int = 0
+
+
+@dataclass(frozen=True)
+class TraceView:
+    trace_id: str
+    spec: TraceSpec
+    processes: tuple[ProcessTraceView, ...]
+    finished: bool
+    created_ms: int
+
+
+@dataclass(frozen=True)
+class StartResult:
+    trace_id: str
+    matched_pids: tuple[int, ...]
+    triggered: tuple[ProcessTraceView, ...]
+    busy_pids: tuple[int, ...]
+    message: str
+    registered_jobs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AgentTraceCommand:
+    trace_id: str
+    spec: TraceSpec
+    output_path: Path
+    deadline_ms: int
+
+
+@dataclass(frozen=True)
+class AgentCancelCommand:
+    trace_id: str
+
+
+AgentCommand = AgentTraceCommand | AgentCancelCommand
