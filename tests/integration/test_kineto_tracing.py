@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,10 +53,16 @@ class Trainers:
         proc = subprocess.Popen(
             [sys.executable, str(TRAINER), *extra],
             env=env,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
+        # Wait for the training loop (a worker prints "ready"): a trace taken during start-up has no ops in it.
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.strip() == b"ready":
+                break
+        threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep draining
         self.procs.append(proc)
         return proc
 
