@@ -403,7 +403,13 @@ class Nvml:
             if metric.nvmlReturn == ok:
                 v[name] = float(metric.value) * scale
             else:
-                miss[f"gpm:{name}"] = f"NVML return code {metric.nvmlReturn}"
+                miss[f"gpm:{name}"] = self._error_text(metric.nvmlReturn)
+
+    def _error_text(self, code: int) -> str:
+        try:
+            return f"{type(self._m.NVMLError(code)).__name__}: {self._m.NVMLError(code)}"
+        except Exception:  # an unknown code whose string NVML cannot give
+            return f"NVML error {code}"
 
     def _processes(self, dev: _Device, miss: dict[str, str]) -> tuple[GpuProcess, ...] | None:
         found: dict[int, int] = {}

@@ -368,6 +368,7 @@ def test_gpm_partial_metrics_and_pcie_fallback() -> None:
     got = by_key(sampler.sample())
     assert got[(gm.SM_ACTIVE, g0)] == 12.0
     assert (gm.TENSOR_ACTIVE, g0) not in got
+    assert "NotSupported" in sampler.last_device_samples()[0].unavailable[f"gpm:{gm.TENSOR_ACTIVE}"]
     assert got[(gm.PCIE_RX, g0)] == 2000.0 * 1024  # GPM lacked PCIe on this device
 
 
