@@ -1,0 +1,231 @@
+"""dynod configuration: flags over an optional TOML file over defaults, resolved once into a frozen dataclass."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+__all__ = ["DaemonConfig", "ConfigError", "GPU_BACKENDS", "DEFAULT_CONFIG_PATH", "build_parser", "resolve_config"]
+
+DEFAULT_CONFIG_PATH = Path("/etc/dyno/dynod.toml")
+GPU_BACKENDS = ("auto", "nvml", "sim", "none")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class ConfigError(Exception):
+    """A user mistake in flags or the config file; the entry point prints it as one line and exits 2."""
+
+
+def _default_state_dir() -> Path:
+    # Root gets the FHS location; a normal user a directory it can write without set-up.
+    if os.geteuid() == 0:
+        return Path("/var/lib/dyno")
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "dyno"
+
+
+def _default_runtime_dir() -> Path:
+    if os.geteuid() == 0:
+        return Path("/run/dyno")
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(xdg) / "dyno" if xdg else _default_state_dir() / "run"
+
+
+def _default_trace_dir() -> Path:
+    # Under /tmp: newer libkineto only writes on-demand traces below KINETO_ONDEMAND_TRACE_DIR (default /tmp/).
+    return Path("/tmp") / ("dyno-traces" if os.geteuid() == 0 else f"dyno-traces-{os.geteuid()}")
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    listen: str = "127.0.0.1"
+    port: int = 1778
+    metrics_port: int = 9778  # 0 disables the Prometheus endpoint
+    metrics_listen: str = ""  # empty: same as listen
+    gpu_backend: str = "auto"
+    sim_gpus: int = 8
+    interval_s: float = 1.0
+    history_s: float = 3600.0
+    state_dir: Path = _default_state_dir()
+    trace_dir: Path = _default_trace_dir()
+    agent_socket: Path | None = None  # None: <runtime dir>/agent.sock
+    kineto_endpoint: str = "dynolog"  # abstract socket name; "off" disables
+    kineto_socket_dir: Path | None = None  # filesystem-socket mode (KINETO_IPC_SOCKET_DIR)
+    trace_retention_bytes: int = 10 * 1024**3
+    trace_retention_s: float = 7 * 24 * 3600.0
+    auth_token_file: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = None
+    log_level: str = "info"
+    config_path: Path | None = None  # the file that was read, if any
+
+    @property
+    def agent_socket_path(self) -> Path:
+        return self.agent_socket if self.agent_socket is not None else _default_runtime_dir() / "agent.sock"
+
+    @property
+    def history_len(self) -> int:
+        """Ring capacity in samples."""
+        return max(1, int(round(self.history_s / self.interval_s)))
+
+
+_PATH_KEYS = {"state_dir", "trace_dir", "agent_socket", "kineto_socket_dir", "auth_token_file", "tls_cert", "tls_key",
+              "tls_ca"}
+_FILE_KEYS = {f.name for f in fields(DaemonConfig)} - {"config_path"}
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port out of range 0-65535: {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"must be 1-64: {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dynod",
+        description="dyno per-host daemon: samples GPU and host counters, keeps recent history, serves the "
+        "dyno.v1 gRPC API and Prometheus metrics, and hands on-demand trace requests to registered "
+        "PyTorch processes.",
+        epilog=f"Settings come from flags, then the TOML file (--config, default {DEFAULT_CONFIG_PATH} if present; "
+        "keys are the flag names with '_' for '-'), then defaults.",
+    )
+    # Every default is None so that only flags the user gave override the file.
+    a = p.add_argument
+    a("--config", type=Path, help=f"TOML config file (default: {DEFAULT_CONFIG_PATH} if it exists)")
+    a("--listen", help="address of the gRPC and metrics servers (default 127.0.0.1; other addresses need "
+      "--auth-token-file or TLS, else a warning)")
+    a("--port", type=_port, help="gRPC port (default 1778; 0 picks a free one and logs it)")
+    a("--metrics-port", type=_port, help="Prometheus /metrics HTTP port (default 9778; 0 disables)")
+    a("--gpu-backend", choices=GPU_BACKENDS, help="auto: NVML if a driver is present, else the GPU sampler "
+      "reports unavailable; sim: N simulated GPUs (labelled simulated) for machines without GPUs; none: no GPU "
+      "sampling (default auto)")
+    a("--sim-gpus", type=_count, help="number of simulated GPUs with --gpu-backend sim (default 8)")
+    a("--interval-s", type=_positive_float, help="sampling interval in seconds (default 1)")
+    a("--history-s", type=_positive_float, help="how much sample history to keep in memory (default 3600)")
+    a("--state-dir", type=Path, help="state directory (default /var/lib/dyno as root, else ~/.local/state/dyno)")
+    a("--trace-dir", type=Path, help="where trace files are written (default /tmp/dyno-traces[-UID])")
+    a("--agent-socket", type=Path, help="Unix socket of the local Agent service (default /run/dyno/agent.sock "
+      "as root, else $XDG_RUNTIME_DIR/dyno/agent.sock)")
+    a("--kineto-endpoint", help="abstract socket name for libkineto's daemon protocol (default dynolog; off "
+      "disables)")
+    a("--kineto-socket-dir", type=Path, help="serve libkineto in filesystem-socket mode in DIR (trainers set "
+      "KINETO_IPC_SOCKET_DIR=DIR)")
+    a("--auth-token-file", type=Path, help="file holding a shared bearer token required by StartTrace, "
+      "CancelTrace and FetchTraceFile")
+    a("--tls-cert", type=Path, help="server certificate (PEM) for TLS")
+    a("--tls-key", type=Path, help="server private key (PEM) for TLS")
+    a("--tls-ca", type=Path, help="CA bundle (PEM): with it, clients must present certificates (mTLS)")
+    a("--log-level", choices=LOG_LEVELS, help="log verbosity (default info)")
+    return p
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+    unknown = sorted(set(data) - _FILE_KEYS)
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown key(s) {', '.join(unknown)}")
+    return data
+
+
+def _coerce(key: str, value: Any, source: str) -> Any:
+    default = getattr(DaemonConfig, key, None)
+    if key in _PATH_KEYS:
+        if not isinstance(value, (str, Path)) or not str(value):
+            raise ConfigError(f"{source}: {key} must be a non-empty path")
+        return Path(value)
+    if isinstance(default, bool) or isinstance(default, str):
+        if not isinstance(value, str):
+            raise ConfigError(f"{source}: {key} must be a string")
+        return value
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{source}: {key} must be an integer")
+        return value
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{source}: {key} must be a number")
+        return float(value)
+    return value
+
+
+def _validate(cfg: DaemonConfig) -> None:
+    where = str(cfg.config_path) if cfg.config_path else "flags"
+    if cfg.gpu_backend not in GPU_BACKENDS:
+        raise ConfigError(f"{where}: gpu_backend must be one of {', '.join(GPU_BACKENDS)}, not {cfg.gpu_backend!r}")
+    if cfg.log_level not in LOG_LEVELS:
+        raise ConfigError(f"{where}: log_level must be one of {', '.join(LOG_LEVELS)}")
+    for key in ("port", "metrics_port"):
+        if not 0 <= getattr(cfg, key) <= 65535:
+            raise ConfigError(f"{where}: {key} out of range 0-65535")
+    if not 1 <= cfg.sim_gpus <= 64:
+        raise ConfigError(f"{where}: sim_gpus must be 1-64")
+    if not cfg.interval_s > 0 or not cfg.history_s > 0:
+        raise ConfigError(f"{where}: interval_s and history_s must be > 0")
+    if cfg.history_s < cfg.interval_s:
+        raise ConfigError(f"{where}: history_s ({cfg.history_s}) is shorter than interval_s ({cfg.interval_s})")
+    if cfg.history_len > 1_000_000:
+        raise ConfigError(f"{where}: history_s / interval_s = {cfg.history_len} samples; at most 1000000")
+    if bool(cfg.tls_cert) != bool(cfg.tls_key):
+        raise ConfigError(f"{where}: tls_cert and tls_key must be given together")
+    if cfg.tls_ca and not cfg.tls_cert:
+        raise ConfigError(f"{where}: tls_ca needs tls_cert and tls_key")
+    if not cfg.kineto_endpoint or "\0" in cfg.kineto_endpoint or "/" in cfg.kineto_endpoint:
+        raise ConfigError(f"{where}: kineto_endpoint must be a plain name (or 'off')")
+
+
+def resolve_config(args: argparse.Namespace, default_path: Path = DEFAULT_CONFIG_PATH) -> DaemonConfig:
+    """Flags over file over defaults. Raises ConfigError for anything the user must fix."""
+    values: dict[str, Any] = {}
+    path: Path | None = args.config
+    if path is None and default_path.exists():
+        path = default_path
+    if path is not None:
+        for key, value in _read_file(path).items():
+            values[key] = _coerce(key, value, str(path))
+    for f in fields(DaemonConfig):
+        flag_value = getattr(args, f.name, None)
+        if f.name != "config_path" and flag_value is not None:
+            values[f.name] = flag_value
+    cfg = DaemonConfig(**values, config_path=path)
+    _validate(cfg)
+    return cfg
