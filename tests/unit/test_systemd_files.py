@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import configparser
+import re
 import shutil
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from dyno.daemon.config import DaemonConfig, build_parser, resolve_config
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -18,21 +21,6 @@ else:  # pragma: no cover
 pytestmark = pytest.mark.unit
 
 SYSTEMD = Path(__file__).resolve().parents[2] / "systemd"
-CONFIG_KEYS = {
-    "listen",
-    "port",
-    "metrics_port",
-    "gpu_backend",
-    "sim_gpus",
-    "interval_s",
-    "history_s",
-    "state_dir",
-    "trace_dir",
-    "agent_socket",
-    "kineto_endpoint",
-    "kineto_socket_dir",
-    "log_level",
-}
 
 
 def unit() -> configparser.ConfigParser:
@@ -42,14 +30,22 @@ def unit() -> configparser.ConfigParser:
     return parser
 
 
-def test_example_config_documents_every_key() -> None:
+def test_example_config_documents_every_key_and_is_accepted() -> None:
     text = (SYSTEMD / "dynod.toml.example").read_text()
     config = tomllib.loads(text)
-    assert set(config) == CONFIG_KEYS
-    assert config["gpu_backend"] == "auto" and config["port"] == 1778 and config["metrics_port"] == 9778
-    for key in CONFIG_KEYS:  # each key has a comment right above it
-        before = text.split(f"\n{key} = ", 1)[0]
+    commented = set(re.findall(r"^# (\w+) = ", text, flags=re.M))
+    daemon_keys = {f.name for f in fields(DaemonConfig)} - {"config_path"}
+    assert set(config) | commented == daemon_keys  # every key of the daemon's config, and no other
+    for key in daemon_keys:  # each key is explained by the comment lines right above it
+        before = re.split(rf"^(?:# )?{key} = ", text, maxsplit=1, flags=re.M)[0]
         assert before.rstrip().splitlines()[-1].startswith("#"), key
+    # the daemon's own resolver accepts the file as shipped, and it matches the built-in defaults where it should
+    cfg = resolve_config(build_parser().parse_args(["--config", str(SYSTEMD / "dynod.toml.example")]))
+    assert cfg.gpu_backend == "auto" and cfg.port == 1778 and cfg.metrics_port == 9778
+    defaults = DaemonConfig()
+    for key in ("listen", "interval_s", "history_s", "kineto_endpoint", "trace_retention_bytes", "log_level"):
+        assert getattr(cfg, key) == getattr(defaults, key), key
+    assert cfg.kineto_socket_dir is None and cfg.auth_token_file is None
 
 
 def test_unit_settings() -> None:
