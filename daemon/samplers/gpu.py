@@ -127,6 +127,6 @@ def make_gpu_sampler(
     try:
         nvml.start()
     except NvmlUnavailable as exc:
-        log.warning("GPU sampler unavailable: %s", exc.reason)
+        log.info("NVML unavailable: %s", exc.reason)  # the daemon reports the sampler state itself
         return NullGpuSampler(exc.reason, backend)
     return GpuSampler(nvml, backend)
