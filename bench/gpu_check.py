@@ -116,16 +116,16 @@ def check_daemon(timeout_s: float = 30.0) -> int:
         try:
             deadline = time.monotonic() + timeout_s
             while True:
-                status = subprocess.run([cli, *target, "status"], capture_output=True, text=True, timeout=30)
+                status = subprocess.run([cli, "status", *target], capture_output=True, text=True, timeout=30)
                 if status.returncode == 0:
                     break
-                if daemon.poll() is not None or time.monotonic() > deadline:
+                if status.returncode == 2 or daemon.poll() is not None or time.monotonic() > deadline:
                     print(f"dynod did not become ready: {status.stdout}{status.stderr}", file=sys.stderr)
                     return 1
                 time.sleep(0.5)
             time.sleep(2.5)  # a few ticks, so rates and GPM values exist
             print(status.stdout)
-            metrics = subprocess.run([cli, *target, "metrics"], capture_output=True, text=True, timeout=30)
+            metrics = subprocess.run([cli, "metrics", *target], capture_output=True, text=True, timeout=30)
             print(metrics.stdout or metrics.stderr)
             return 0 if metrics.returncode == 0 else 1
         finally:

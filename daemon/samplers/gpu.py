@@ -71,9 +71,8 @@ class GpuSampler:
 
     def processes(self) -> list[GpuProcess]:
         """Processes holding GPU memory as of the last `sample()` (pid, GPU index, bytes); a process using
-        several GPUs appears once per GPU."""
-        if self._processes is None and not self._closed:
-            self.sample()
+        several GPUs appears once per GPU. Empty before the first sample: NVML is only driven from the
+        sampling thread, so this may be called from any thread."""
         return list(self._processes or [])
 
     def last_device_samples(self) -> list[NvmlDeviceSample]:
@@ -128,6 +127,6 @@ def make_gpu_sampler(
     try:
         nvml.start()
     except NvmlUnavailable as exc:
-        log.warning("GPU sampler unavailable: %s", exc.reason)
+        log.info("NVML unavailable: %s", exc.reason)  # the daemon reports the sampler state itself
         return NullGpuSampler(exc.reason, backend)
     return GpuSampler(nvml, backend)

@@ -294,6 +294,7 @@ def test_transient_error_is_retried_next_tick() -> None:
     fake = FakePynvml([FakeDevice(fail_once={"nvmlDeviceGetTemperature": pynvml.NVML_ERROR_GPU_IS_LOST})])
     sampler = make_gpu_sampler("nvml", pynvml_module=fake)
     g0 = lab(0, FakeDevice().uuid)
+    assert sampler.processes() == []  # nothing before the first sample (and no NVML call off the sampling thread)
     first = by_key(sampler.sample())
     assert (gm.TEMPERATURE, g0) not in first and (gm.UTILIZATION, g0) in first
     assert "GpuIsLost" in sampler.last_device_samples()[0].unavailable["temperature"]
