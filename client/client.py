@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from dyno.client.errors import Unavailable, translate
+from dyno.client.errors import DynoError, Unavailable, translate
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 __all__ = ["DynoClient", "DEFAULT_PORT", "format_target"]
@@ -50,7 +50,8 @@ class DynoClient:
         self.stub = dyno_pb2_grpc.DynoStub(self._channel)
 
     # -- plumbing ---------------------------------------------------------------------------------------------
-    def call(self, method: Callable[..., T], request: Any, *, timeout_s: float | None = None, retry: bool = True) -> T:
+    def call(self, method: Callable[..., T], request: Any, *, timeout_s: float | None = None,
+             retry: bool = True) -> T:
         """Unary call with deadline, retries on UNAVAILABLE and error translation."""
         timeout = timeout_s if timeout_s is not None else self.timeout_s
         deadline = time.monotonic() + timeout
@@ -62,12 +63,8 @@ class DynoClient:
                 err = translate(e, self.target)
                 attempt += 1
                 backoff = 0.1 * 2 ** (attempt - 1)
-                if not (
-                    retry
-                    and isinstance(err, Unavailable)
-                    and attempt <= self.retries
-                    and time.monotonic() + backoff < deadline
-                ):
+                if not (retry and isinstance(err, Unavailable) and attempt <= self.retries
+                        and time.monotonic() + backoff < deadline):
                     raise err from None
                 time.sleep(backoff)
 
@@ -88,9 +85,8 @@ class DynoClient:
         return self.call(self.stub.GetVersion, dyno_pb2.GetVersionRequest())
 
     def metrics(self, names: Sequence[str] = (), since_ms: int = 0, limit: int = 0) -> dyno_pb2.GetMetricsResponse:
-        return self.call(
-            self.stub.GetMetrics, dyno_pb2.GetMetricsRequest(names=list(names), since_ms=since_ms, limit=limit)
-        )
+        return self.call(self.stub.GetMetrics, dyno_pb2.GetMetricsRequest(names=list(names), since_ms=since_ms,
+                                                                          limit=limit))
 
     def stream_metrics(self, names: Sequence[str] = ()) -> Iterator[dyno_pb2.Sample]:
         return self.stream(self.stub.StreamMetrics, dyno_pb2.StreamMetricsRequest(names=list(names)))
@@ -112,3 +108,4 @@ class DynoClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+

@@ -62,29 +62,10 @@ class Demo:
 
     def start_daemon(self) -> None:
         args = [
-            sys.executable,
-            "-m",
-            "dyno.daemon",
-            "--listen",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--metrics-port",
-            str(self.metrics_port),
-            "--gpu-backend",
-            self.gpu_backend,
-            "--sim-gpus",
-            "2",
-            "--state-dir",
-            str(self.workdir / "state"),
-            "--trace-dir",
-            str(self.trace_dir),
-            "--agent-socket",
-            str(self.agent_socket),
-            "--kineto-endpoint",
-            self.endpoint,
-            "--interval-s",
-            "0.5",
+            sys.executable, "-m", "dyno.daemon", "--listen", "127.0.0.1", "--port", str(self.port),
+            "--metrics-port", str(self.metrics_port), "--gpu-backend", self.gpu_backend, "--sim-gpus", "2",
+            "--state-dir", str(self.workdir / "state"), "--trace-dir", str(self.trace_dir),
+            "--agent-socket", str(self.agent_socket), "--kineto-endpoint", self.endpoint, "--interval-s", "0.5",
         ]
         print("$ dynod " + " ".join(args[3:]), flush=True)
         proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -138,15 +119,10 @@ class Demo:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="dyno-demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument(
-        "--gpu-backend",
-        choices=("auto", "nvml", "sim"),
-        default="auto",
-        help="auto: nvml when an NVIDIA driver is present, else sim (default)",
-    )
+    p = argparse.ArgumentParser(prog="dyno-demo", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--gpu-backend", choices=("auto", "nvml", "sim"), default="auto",
+                   help="auto: nvml when an NVIDIA driver is present, else sim (default)")
     p.add_argument("--keep", action="store_true", help="keep the work directory (traces, logs)")
     args = p.parse_args(argv)
     backend = args.gpu_backend

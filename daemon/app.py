@@ -76,11 +76,8 @@ class Daemon:
     # -- status -----------------------------------------------------------------------------------------------
     def status(self) -> dyno_pb2.Status:
         cfg = self.config
-        gpus = (
-            self.gpu_sampler.inventory()
-            if self.gpu_sampler is not None and hasattr(self.gpu_sampler, "inventory")
-            else []
-        )
+        gpus = self.gpu_sampler.inventory() if self.gpu_sampler is not None and hasattr(self.gpu_sampler,
+                                                                                         "inventory") else []
         return dyno_pb2.Status(
             hostname=self.hostname,
             version=dyno.__version__,
@@ -115,7 +112,9 @@ class Daemon:
             options=[("grpc.so_reuseport", 0)],
             maximum_concurrent_rpcs=256,
         )
-        dyno_pb2_grpc.add_DynoServicer_to_server(DynoServicer(self.status, self.history, self.hostname), server)
+        dyno_pb2_grpc.add_DynoServicer_to_server(
+            DynoServicer(self.status, self.history, self.hostname), server
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (DYNO_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),

@@ -26,15 +26,10 @@ def _positive(text: str) -> float:
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("daemon")
-    g.add_argument(
-        "--host", default=os.environ.get("DYNO_HOST", "localhost"), help="daemon host (default $DYNO_HOST or localhost)"
-    )
-    g.add_argument(
-        "--port",
-        type=int,
-        default=int(os.environ.get("DYNO_PORT", DEFAULT_PORT)),
-        help=f"daemon gRPC port (default $DYNO_PORT or {DEFAULT_PORT})",
-    )
+    g.add_argument("--host", default=os.environ.get("DYNO_HOST", "localhost"),
+                   help="daemon host (default $DYNO_HOST or localhost)")
+    g.add_argument("--port", type=int, default=int(os.environ.get("DYNO_PORT", DEFAULT_PORT)),
+                   help=f"daemon gRPC port (default $DYNO_PORT or {DEFAULT_PORT})")
     g.add_argument("--timeout-s", type=_positive, default=5.0, help="deadline of each call (default 5)")
 
 

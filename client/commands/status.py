@@ -10,12 +10,9 @@ from dyno.v1 import dyno_pb2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "status",
-        help="daemon status: samplers, GPUs, registered processes",
-        description="Show a daemon's status: version, uptime, each sampler (ok or unavailable with "
-        "the reason), the GPU inventory, registered trainer processes and trace-dir usage.",
-    )
+    p = sub.add_parser("status", help="daemon status: samplers, GPUs, registered processes",
+                       description="Show a daemon's status: version, uptime, each sampler (ok or unavailable with "
+                       "the reason), the GPU inventory, registered trainer processes and trace-dir usage.")
     add_target_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run)
@@ -37,20 +34,11 @@ def render(s: dyno_pb2.Status, target: str) -> str:
     lines.append(table(["SAMPLER", "BACKEND", "STATE"], rows))
     if s.gpus:
         lines.append("")
-        lines.append(
-            table(
-                ["GPU", "NAME", "UUID", "MEMORY"],
-                [
-                    [
-                        g.index,
-                        g.name + (" (SIMULATED)" if g.simulated else ""),
-                        g.uuid,
-                        human_bytes(g.memory_total_bytes),
-                    ]
-                    for g in s.gpus
-                ],
-            )
-        )
+        lines.append(table(
+            ["GPU", "NAME", "UUID", "MEMORY"],
+            [[g.index, g.name + (" (SIMULATED)" if g.simulated else ""), g.uuid, human_bytes(g.memory_total_bytes)]
+             for g in s.gpus],
+        ))
     return "\n".join(lines)
 
 

@@ -9,11 +9,8 @@ from dyno.client.commands._common import add_target_arguments, client_from_args,
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "version",
-        help="daemon and client versions",
-        description="Show the versions of dyno-cli and of the daemon it talks to.",
-    )
+    p = sub.add_parser("version", help="daemon and client versions",
+                       description="Show the versions of dyno-cli and of the daemon it talks to.")
     add_target_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run)
@@ -25,7 +22,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"client": dyno.__version__, "daemon": proto_to_dict(v)})
     else:
-        print(
-            f"dyno-cli {dyno.__version__}\ndynod {v.version} ({v.api}) on {c.target}, python {v.python}, grpc {v.grpc}"
-        )
+        print(f"dyno-cli {dyno.__version__}\ndynod {v.version} ({v.api}) on {c.target}, python {v.python}, "
+              f"grpc {v.grpc}")
     return 0
