@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
 
-import dyno
 import grpc
+
+import dyno
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
 from dyno.daemon.trace_manager import (

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.trace_files import MAX_CHUNK, ChecksumCache, iter_chunks

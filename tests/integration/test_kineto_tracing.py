@@ -18,9 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Dynod, run_cli, short_tmpdir, wait_for
+
 from dyno.client.client import DynoClient
 from dyno.v1 import dyno_pb2
+
+from conftest import Dynod, run_cli, short_tmpdir, wait_for
 
 pytest.importorskip("torch")
 pytestmark = [pytest.mark.integration, pytest.mark.torch]

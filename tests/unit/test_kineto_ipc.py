@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from dyno.daemon.kineto_ipc import (
     HEADER_SIZE,
     ConfigValueError,

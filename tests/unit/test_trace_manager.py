@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from dyno.daemon import trace_files as tf
 from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry

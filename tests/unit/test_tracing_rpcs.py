@@ -13,7 +13,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import short_tmpdir, wait_for
+
 from dyno.client.client import DynoClient
 from dyno.client.errors import InvalidArgument, NotFound
 from dyno.daemon.agent_service import SocketInUseError, prepare_socket_path
@@ -22,6 +22,8 @@ from dyno.daemon.history import History
 from dyno.daemon.server import DynoServicer
 from dyno.daemon.tracing import Tracing
 from dyno.v1 import agent_pb2, agent_pb2_grpc, dyno_pb2, dyno_pb2_grpc
+
+from conftest import short_tmpdir, wait_for
 
 pytestmark = pytest.mark.unit
 
