@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 _OPTIMIZER_MODULE = "torch.optim.optimizer"
 _DEFAULT_ITERATION_DEADLINE_S = 600.0  # when the daemon sets none: never wait forever for optimizer steps
+_WIND_DOWN_S = 5.0  # how long a new trace waits for an abandoned iteration trace's profiler to stop
 _HEAD_BYTES = 64 * 1024  # kineto writes its metadata (incl. "trace_id") in the first few hundred bytes
 _TRACE_ID_KEY = re.compile(rb'"trace_id"\s*:\s*"(?:[^"\\]|\\.)*"')
 
@@ -133,6 +134,7 @@ class _IterationPlan:
         self.started = threading.Event()
         self.finished = threading.Event()
         self.cancelled = False
+        self.completed = False
         self.profiler: Any = None
         self.first_step = 0
         self.stop_step = 0
@@ -158,6 +160,7 @@ class _IterationPlan:
         self.steps_seen = step - self.first_step
         if step >= self.stop_step:
             self.profiler.stop()
+            self.completed = True
             return True
         return False
 
@@ -172,6 +175,7 @@ class StepCounter:
         self._plan: _IterationPlan | None = None
         self._installed = False
         self._lock = threading.Lock()
+        self._plan_lock = threading.Lock()
 
     @property
     def installed(self) -> bool:
@@ -196,30 +200,47 @@ class StepCounter:
     def _hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         # The training thread's hot path: one increment and one attribute read when no trace is running.
         self.steps += 1
-        plan = self._plan
-        if plan is None:
+        if self._plan is None:
             return
-        try:
-            done = plan.on_step(self.steps)
-        except Exception as e:  # never let tracing break a training step
-            plan.error = f"profiler failed on the training thread: {type(e).__name__}: {e}"
-            done = True
-        if done:
-            self._plan = None
-            plan.finished.set()
+        with self._plan_lock:  # against abandon() from the agent thread
+            plan = self._plan
+            if plan is None:
+                return
+            try:
+                done = plan.on_step(self.steps)
+            except Exception as e:  # never let tracing break a training step
+                plan.error = f"profiler failed on the training thread: {type(e).__name__}: {e}"
+                done = True
+            if done:
+                self._plan = None
+                plan.finished.set()
 
     def set_plan(self, plan: _IterationPlan) -> None:
         self._plan = plan
 
-    def wait_idle(self, cancel: threading.Event, deadline_ms: int) -> None:
-        """Wait for a cancelled iteration plan to be wound down by the training thread (its profiler stopped):
-        two profilers cannot run at once."""
-        plan = self._plan
-        while plan is not None and not cancel.is_set() and _now_ms() < deadline_ms:
+    def abandon(self, plan: _IterationPlan) -> None:
+        """Give up on plan (cancelled or past its deadline). Never started: dropped now. Started: the training
+        thread stops its profiler at the next step."""
+        with self._plan_lock:
+            plan.cancelled = True
+            if plan.profiler is None and self._plan is plan:
+                self._plan = None
+                plan.finished.set()
+
+    def wait_idle(self, cancel: threading.Event, timeout_s: float = _WIND_DOWN_S) -> None:
+        """Wait for an abandoned plan whose profiler runs to be stopped by the training thread: two profilers
+        cannot run at once."""
+        plan, until = self._plan, time.monotonic() + timeout_s
+        while plan is not None and not cancel.is_set() and time.monotonic() < until:
             plan.finished.wait(0.05)
             plan = self._plan
         if plan is not None:
-            raise TraceFailed("cancelled" if cancel.is_set() else "a previous trace is still winding down")
+            raise TraceFailed(
+                "cancelled"
+                if cancel.is_set()
+                else "a previous trace's profiler is still running: the trainer has "
+                "not stepped its optimizer since it was cancelled"
+            )
 
 
 class _ImportWatcher(importlib.abc.MetaPathFinder):
@@ -357,7 +378,7 @@ def run_trace(
     """Take the trace described by spec and write its file. Blocks the calling (agent) thread, not the trainer.
     Raises TraceFailed with the reason; returns early with TraceFailed("cancelled") when `cancel` is set."""
     _check_output_dir(spec.output_path)
-    steps.wait_idle(cancel, _deadline_ms(spec))
+    steps.wait_idle(cancel)
     if spec.iterations:
         return _run_iterations(spec, steps, cancel, on_running)
     if not spec.duration_ms or spec.duration_ms <= 0:
@@ -397,12 +418,13 @@ def _run_iterations(
         on_running()
         wait(plan.finished)
     if not plan.finished.is_set():
-        plan.cancelled = True  # the hook stops the profiler at the next step, on the training thread
+        steps.abandon(plan)
+    if plan.error:
+        raise TraceFailed(plan.error)
+    if not plan.completed:
         if cancel.is_set():
             raise TraceFailed("cancelled")
         if not plan.started.is_set():
             raise TraceFailed("no optimizer step started the trace before the deadline (is the trainer stepping?)")
         raise TraceFailed(f"only {plan.steps_seen} of {spec.iterations} optimizer steps before the deadline")
-    if plan.error:
-        raise TraceFailed(plan.error)
     return _export(plan.profiler, spec)

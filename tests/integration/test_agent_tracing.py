@@ -16,7 +16,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import Dynod, short_tmpdir, wait_for
+from conftest import Dynod, run_cli, short_tmpdir, wait_for
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 pytestmark = pytest.mark.integration
@@ -164,16 +164,38 @@ def test_explicit_agent_traced_by_duration_and_by_iterations(dynod_factory, trai
     assert t.proc.poll() is None, "tracing must not disturb the trainer"
 
 
-def test_dyno_run_starts_agent_without_code_change(dynod_factory, trainers) -> None:
+def test_dyno_run_starts_agent_without_code_change(dynod_factory, trainers, tmp_path: Path) -> None:
     d = dynod_factory()
     job = _job()
     t = trainers(["--seconds", "120"], {}, dyno_run=["--job-id", job, "--socket", str(d.agent_socket)])
     info = _wait_registered(d, job, t.pid)  # dyno-run execs: the trainer keeps the pid we started
     assert "agent_trainer.py" in info.cmdline
     wait_for(t.stepping, 60)
-    proc = _trace(d, job_id=job, iterations=2, with_flops=True, with_modules=True)
-    assert proc.state == DONE, proc.error
-    assert _load(proc.path)["trace_id"] == Path(proc.path).parent.name
+    # The whole user path: dyno-cli trace asks the daemon, the agent traces, the CLI fetches the file.
+    res = run_cli(
+        "trace",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(d.port),
+        "--job-id",
+        job,
+        "--iterations",
+        "2",
+        "--with-flops",
+        "--with-modules",
+        "--output-dir",
+        str(tmp_path),
+        "--json",
+        "--timeout-s",
+        "30",
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    result = json.loads(res.stdout)
+    (proc,) = result["processes"]
+    assert proc["pid"] == t.pid and proc["state"] == "done"
+    assert Path(proc["path"]).parent == tmp_path
+    assert _load(proc["path"])["trace_id"] == result["trace_id"]
     t.proc.send_signal(signal.SIGTERM)  # signals reach the trainer itself; its exit status is dyno-run's
     assert t.proc.wait(15) == -signal.SIGTERM
 
@@ -202,7 +224,7 @@ def test_trainer_without_daemon_runs_to_completion(trainers) -> None:
     assert "no dyno daemon" in "".join(t.err)
 
 
-def test_iteration_trace_without_steps_fails_with_reason(tmp_path: Path) -> None:
+def test_trace_runner_reasons_and_start_time(tmp_path: Path) -> None:
     # In-process: the agent's trace runner against a process that never steps its optimizer.
     import torch  # noqa: F401
     from dyno.client.agent_trace import StepCounter, TraceFailed, TraceSpec, run_trace
@@ -222,3 +244,11 @@ def test_iteration_trace_without_steps_fails_with_reason(tmp_path: Path) -> None
     with pytest.raises(TraceFailed, match="cannot be created"):
         run_trace(unwritable, steps, threading.Event(), lambda: None)
     assert not list(tmp_path.iterdir())
+
+    # start_time_ms is honoured: the profiler runs no earlier than asked.
+    start_ms = int(time.time() * 1000) + 300
+    running_at: list[int] = []
+    spec = TraceSpec(trace_id="t3", output_path=tmp_path / "y.pt.trace.json.gz", duration_ms=50, start_time_ms=start_ms)
+    result = run_trace(spec, steps, threading.Event(), lambda: running_at.append(int(time.time() * 1000)))
+    assert running_at and running_at[0] >= start_ms
+    assert _load(str(result.path))["trace_id"] == "t3" and result.size_bytes == result.path.stat().st_size
