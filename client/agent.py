@@ -266,7 +266,7 @@ class Agent:
             return True
         finally:
             with self._lock:
-                self._stream = None
+                self._stream, self._stub = None, None
             channel.close()
 
     def _dispatch(self, command: Any) -> None:
