@@ -7,6 +7,7 @@ hostnames` is preferred when present because it knows every Slurm syntax extensi
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import logging
 import os
@@ -100,8 +101,13 @@ def _split_port(spec: str, default_port: int) -> tuple[str, int]:
 
 
 def _check_ipv6(text: str, spec: str) -> str:
-    if not re.fullmatch(r"[0-9A-Fa-f:.]+(%[A-Za-z0-9_.-]+)?", text) or text.count(":") < 2:
-        raise HostSpecError(f"bad IPv6 address {text!r} in {spec!r}")
+    address, _, zone = text.partition("%")
+    try:
+        ipaddress.IPv6Address(address)
+    except ValueError:
+        raise HostSpecError(f"bad IPv6 address {text!r} in {spec!r}") from None
+    if "%" in text and not re.fullmatch(r"[A-Za-z0-9_.-]+", zone):
+        raise HostSpecError(f"bad IPv6 zone in {spec!r}")
     return text
 
 
