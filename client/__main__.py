@@ -1,0 +1,5 @@
+import sys
+
+from dyno.client.cli import main
+
+sys.exit(main())

@@ -1,0 +1,59 @@
+"""`dyno-cli`: talk to one dynod (or many: see --hosts in the commands that support it).
+
+Each subcommand lives in dyno.client.commands.<name> and exposes `register(subparsers)`; its parser sets
+`func(args) -> int`. Errors from daemons become one line on stderr and exit code 1; usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+import dyno
+from dyno.client import commands
+from dyno.client.errors import DynoError
+
+__all__ = ["main", "build_parser"]
+
+# Order in --help; modules not listed follow alphabetically.
+_ORDER = ["status", "version", "metrics", "ps", "trace", "fetch", "analyze"]
+
+
+def _command_modules() -> list[str]:
+    names = [m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")]
+    return sorted(names, key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dyno-cli",
+        description="dyno command-line client: daemon status and metrics, registered PyTorch processes, "
+        "on-demand tracing, and trace analysis.",
+        epilog="Run `dyno-cli COMMAND --help` for a command's options. Exit codes: 0 ok, 1 failure, 2 usage.",
+    )
+    parser.add_argument("--version", action="version", version=f"dyno-cli {dyno.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in _command_modules():
+        importlib.import_module(f"{commands.__name__}.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except DynoError as e:
+        print(f"dyno-cli: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `dyno-cli metrics | head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

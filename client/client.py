@@ -1,0 +1,111 @@
+"""DynoClient: a typed, thin wrapper over the dyno.v1 stub for one daemon, with deadlines on every call."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import grpc
+
+from dyno.client.errors import DynoError, Unavailable, translate
+from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+
+__all__ = ["DynoClient", "DEFAULT_PORT", "format_target"]
+
+DEFAULT_PORT = 1778
+T = TypeVar("T")
+
+
+def format_target(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+class DynoClient:
+    """Calls one dynod. Every call has a deadline (`timeout_s`); UNAVAILABLE is retried `retries` times with a
+    short backoff (a daemon restarting). Failures raise dyno.client.errors.DynoError subclasses.
+
+    `channel_credentials` (TLS) and `metadata` (e.g. a bearer token) come from dyno.client.auth when auth is on.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout_s: float = 5.0,
+        retries: int = 2,
+        channel_credentials: grpc.ChannelCredentials | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self.target = target
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self._metadata = tuple(metadata)
+        opts = [("grpc.max_receive_message_length", 64 * 1024 * 1024), *options]
+        if channel_credentials is not None:
+            self._channel = grpc.secure_channel(target, channel_credentials, options=opts)
+        else:
+            self._channel = grpc.insecure_channel(target, options=opts)
+        self.stub = dyno_pb2_grpc.DynoStub(self._channel)
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+    def call(self, method: Callable[..., T], request: Any, *, timeout_s: float | None = None,
+             retry: bool = True) -> T:
+        """Unary call with deadline, retries on UNAVAILABLE and error translation."""
+        timeout = timeout_s if timeout_s is not None else self.timeout_s
+        deadline = time.monotonic() + timeout
+        attempt = 0
+        while True:
+            try:
+                return method(request, timeout=max(0.05, deadline - time.monotonic()), metadata=self._metadata)
+            except grpc.RpcError as e:
+                err = translate(e, self.target)
+                attempt += 1
+                backoff = 0.1 * 2 ** (attempt - 1)
+                if not (retry and isinstance(err, Unavailable) and attempt <= self.retries
+                        and time.monotonic() + backoff < deadline):
+                    raise err from None
+                time.sleep(backoff)
+
+    def stream(self, method: Callable[..., Any], request: Any, *, timeout_s: float | None = None) -> Iterator[Any]:
+        """Server-streaming call; `timeout_s` None means no deadline (live views until cancelled)."""
+        try:
+            yield from method(request, timeout=timeout_s, metadata=self._metadata)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.CANCELLED:
+                return
+            raise translate(e, self.target) from None
+
+    # -- Dyno service -----------------------------------------------------------------------------------------
+    def status(self) -> dyno_pb2.Status:
+        return self.call(self.stub.GetStatus, dyno_pb2.GetStatusRequest())
+
+    def version(self) -> dyno_pb2.VersionInfo:
+        return self.call(self.stub.GetVersion, dyno_pb2.GetVersionRequest())
+
+    def metrics(self, names: Sequence[str] = (), since_ms: int = 0, limit: int = 0) -> dyno_pb2.GetMetricsResponse:
+        return self.call(self.stub.GetMetrics, dyno_pb2.GetMetricsRequest(names=list(names), since_ms=since_ms,
+                                                                          limit=limit))
+
+    def stream_metrics(self, names: Sequence[str] = ()) -> Iterator[dyno_pb2.Sample]:
+        return self.stream(self.stub.StreamMetrics, dyno_pb2.StreamMetricsRequest(names=list(names)))
+
+    def health(self, service: str = "") -> str:
+        """SERVING / NOT_SERVING / ... from grpc.health.v1."""
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        stub = health_pb2_grpc.HealthStub(self._channel)
+        resp = self.call(stub.Check, health_pb2.HealthCheckRequest(service=service))
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> DynoClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

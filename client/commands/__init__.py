@@ -1,0 +1,1 @@
+"""dyno-cli subcommands, one module each (modules starting with '_' are helpers)."""

@@ -1,0 +1,86 @@
+"""dyno-cli metrics: the newest sample as tables, a live view (--watch), or JSON history."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from datetime import datetime
+
+from dyno.client.commands._common import add_target_arguments, client_from_args, print_json, proto_to_dict
+from dyno.client.format import format_labels, format_value, table
+from dyno.v1 import dyno_pb2
+
+_CLEAR = "\x1b[H\x1b[2J"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "metrics", help="GPU and host metrics (tables, --watch live, --json)",
+        description="Show the newest sample of a daemon's metrics as tables (one per kind of entity: GPUs, CPUs, "
+        "network devices, ...). --watch redraws live as the daemon samples; --json prints samples from the "
+        "daemon's history.",
+    )
+    add_target_arguments(p)
+    p.add_argument("--names", action="append", default=[], metavar="PATTERN",
+                   help="only metrics matching this fnmatch pattern, e.g. 'gpu_*' (repeatable)")
+    p.add_argument("--json", action="store_true", help="print samples as JSON")
+    p.add_argument("--limit", type=int, default=1, metavar="N",
+                   help="with --json: the newest N samples from history (0 = all; default 1)")
+    p.add_argument("--since-ms", type=int, default=0, metavar="UNIX_MS", help="with --json: samples after this time")
+    p.add_argument("--watch", action="store_true", help="redraw live from the daemon's metric stream (Ctrl-C ends)")
+    p.set_defaults(func=run)
+
+
+def render(sample: dyno_pb2.Sample, hostname: str = "") -> str:
+    """Group metrics by their label names (gpu, cpu, device, none...) and draw one table per group. Rows are the
+    entities when there are more entities than metrics (per-core CPU), else the metrics (a few GPUs)."""
+    groups: dict[tuple[str, ...], dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    for m in sample.metrics:
+        keys = tuple(sorted(k for k in m.labels if k not in ("uuid", "host")))
+        entity = format_labels({k: m.labels[k] for k in keys}) or "host"
+        groups[keys][m.name][entity] = m.value
+    when = datetime.fromtimestamp(sample.timestamp_ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+    out = [f"{hostname}  sample at {when}  ({len(sample.metrics)} values)"]
+    for keys in sorted(groups, key=lambda k: (len(k), k)):
+        by_name = groups[keys]
+        entities = sorted({e for v in by_name.values() for e in v}, key=_natural)
+        names = sorted(by_name)
+        out.append("")
+        if len(entities) > len(names):
+            rows = [[e, *[format_value(n, by_name[n][e]) if e in by_name[n] else "-" for n in names]]
+                    for e in entities]
+            out.append(table([",".join(keys) or "entity", *names], rows))
+        else:
+            rows = [[n, *[format_value(n, by_name[n][e]) if e in by_name[n] else "-" for e in entities]]
+                    for n in names]
+            out.append(table(["metric", *entities], rows))
+    return "\n".join(out)
+
+
+def _natural(entity: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in entity.replace("=", ",").split(","))
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.limit < 0:
+        print("dyno-cli metrics: error: --limit must be >= 0", file=sys.stderr)
+        return 2
+    with client_from_args(args) as c:
+        if args.watch:
+            try:
+                for sample in c.stream_metrics(args.names):
+                    sys.stdout.write(_CLEAR + render(sample, c.target) + "\n")
+                    sys.stdout.flush()
+            except KeyboardInterrupt:
+                pass
+            return 0
+        resp = c.metrics(args.names, since_ms=args.since_ms, limit=args.limit if args.json else 1)
+    if args.json:
+        print_json(proto_to_dict(resp))
+        return 0
+    if not resp.samples:
+        print(f"{resp.hostname}: no samples yet (or none match {args.names})")
+        return 0
+    print(render(resp.samples[-1], resp.hostname))
+    return 0

@@ -1,0 +1,82 @@
+"""The client's exception hierarchy; grpc errors are translated here, once."""
+
+from __future__ import annotations
+
+import grpc
+
+__all__ = [
+    "DynoError", "Unavailable", "InvalidArgument", "NotFound", "Unauthenticated", "PermissionDenied",
+    "DeadlineExceeded", "ResourceExhausted", "Unimplemented", "translate",
+]
+
+
+class DynoError(Exception):
+    """Any failed call to a dyno daemon. `target` names the daemon; str() is one readable line."""
+
+    def __init__(self, message: str, target: str = "", code: grpc.StatusCode | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.target = target
+        self.code = code
+
+    def __str__(self) -> str:
+        return f"{self.target}: {self.message}" if self.target else self.message
+
+
+class Unavailable(DynoError):
+    """The daemon cannot be reached (not running, wrong host/port, network)."""
+
+
+class InvalidArgument(DynoError):
+    pass
+
+
+class NotFound(DynoError):
+    pass
+
+
+class Unauthenticated(DynoError):
+    pass
+
+
+class PermissionDenied(DynoError):
+    pass
+
+
+class DeadlineExceeded(DynoError):
+    pass
+
+
+class ResourceExhausted(DynoError):
+    pass
+
+
+class Unimplemented(DynoError):
+    pass
+
+
+_BY_CODE: dict[grpc.StatusCode, type[DynoError]] = {
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
+    grpc.StatusCode.UNIMPLEMENTED: Unimplemented,
+}
+
+
+def translate(err: grpc.RpcError, target: str) -> DynoError:
+    code = err.code() if hasattr(err, "code") else None
+    details = err.details() if hasattr(err, "details") else str(err)
+    cls = _BY_CODE.get(code, DynoError) if code is not None else DynoError
+    if cls is Unavailable:
+        message = f"cannot reach dynod (is it running and listening there?): {details}"
+    elif cls is DeadlineExceeded:
+        message = "dynod did not answer before the deadline"
+    elif cls is Unauthenticated:
+        message = f"not authenticated: {details} (pass --auth-token-file or TLS options)"
+    else:
+        message = details or (code.name if code else "call failed")
+    return cls(message, target, code)

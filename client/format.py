@@ -1,0 +1,52 @@
+"""Plain-text tables and value formatting for dyno-cli (no dependencies, stable for tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["table", "human_bytes", "format_value", "format_labels"]
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def format_value(name: str, value: float) -> str:
+    if "bytes_per_second" in name:
+        return human_bytes(value) + "/s"
+    if name.endswith("_bytes"):
+        return human_bytes(value)
+    if name.endswith("_percent"):
+        return f"{value:.1f}%"
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.4g}"
+
+
+def format_labels(labels: dict[str, str] | Sequence[tuple[str, str]]) -> str:
+    items = sorted(labels.items()) if isinstance(labels, dict) else sorted(labels)
+    return ",".join(f"{k}={v}" for k, v in items)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Left-aligned columns separated by two spaces; numbers are right-aligned."""
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        for i, c in enumerate(row):
+            widths[i] = max(widths[i], len(c))
+
+    def fmt(row: Sequence[str], header: bool = False) -> str:
+        parts = []
+        for i, c in enumerate(row):
+            numeric = not header and c[:1].isdigit()
+            parts.append(c.rjust(widths[i]) if numeric else c.ljust(widths[i]))
+        return "  ".join(parts).rstrip()
+
+    lines = [fmt(headers, header=True), fmt(["-" * w for w in widths], header=True)]
+    lines += [fmt(r) for r in cells]
+    return "\n".join(lines)

@@ -1,0 +1,5 @@
+import sys
+
+from dyno.daemon.main import main
+
+sys.exit(main())

@@ -1,0 +1,186 @@
+"""Wires dynod together: samplers -> sampling loop -> history -> gRPC (Dyno, health, reflection) + Prometheus."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+import dyno
+from dyno.daemon.config import DaemonConfig
+from dyno.daemon.convert import gpu_to_proto, sampler_state_to_proto
+from dyno.daemon.history import History
+from dyno.daemon.loop import SamplingLoop
+from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, serve_metrics
+from dyno.daemon.samplers.base import Sampler
+from dyno.daemon.samplers.gpu import make_gpu_sampler
+from dyno.daemon.samplers.host import HostSampler
+from dyno.daemon.server import DynoServicer
+from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+
+__all__ = ["Daemon", "StartupError", "DYNO_SERVICE"]
+
+log = logging.getLogger(__name__)
+DYNO_SERVICE = dyno_pb2.DESCRIPTOR.services_by_name["Dyno"].full_name
+
+
+class StartupError(Exception):
+    """The daemon cannot start for a reason the operator must fix (port in use, unwritable dir)."""
+
+
+def _is_loopback(addr: str) -> bool:
+    return addr in ("127.0.0.1", "::1", "localhost") or addr.startswith("127.")
+
+
+def _grpc_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+def _dir_bytes(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+class Daemon:
+    def __init__(self, config: DaemonConfig, samplers: list[Sampler] | None = None) -> None:
+        self.config = config
+        self.hostname = socket.gethostname()
+        self.started_at = time.monotonic()
+        self.history = History(config.history_len)
+        if samplers is None:
+            samplers = [HostSampler(), make_gpu_sampler(config.gpu_backend, config.sim_gpus)]
+        self.samplers = samplers
+        self.gpu_sampler = next((s for s in samplers if s.name == "gpu"), None)
+        self.loop = SamplingLoop(samplers, self.history, config.interval_s)
+        self.health = health.HealthServicer(experimental_non_blocking=True)
+        self.server: grpc.Server | None = None
+        self.metrics_server = None
+        self.port = 0
+        self.metrics_port = 0
+        self._stopped = threading.Event()
+
+    # -- status -----------------------------------------------------------------------------------------------
+    def status(self) -> dyno_pb2.Status:
+        cfg = self.config
+        gpus = self.gpu_sampler.inventory() if self.gpu_sampler is not None and hasattr(self.gpu_sampler,
+                                                                                         "inventory") else []
+        return dyno_pb2.Status(
+            hostname=self.hostname,
+            version=dyno.__version__,
+            uptime_s=time.monotonic() - self.started_at,
+            samplers=[sampler_state_to_proto(s.state()) for s in self.samplers],
+            gpus=[gpu_to_proto(g) for g in gpus],
+            trace_dir=str(cfg.trace_dir),
+            trace_dir_bytes=_dir_bytes(cfg.trace_dir) if cfg.trace_dir.is_dir() else 0,
+            interval_s=cfg.interval_s,
+            history_s=cfg.history_s,
+            samples_in_history=len(self.history),
+            pid=os.getpid(),
+            agent_socket=str(cfg.agent_socket_path),
+            kineto_endpoint=cfg.kineto_endpoint,
+        )
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+    def _prepare_dirs(self) -> None:
+        for d in (self.config.state_dir, self.config.trace_dir):
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StartupError(f"cannot create directory {d}: {e.strerror or e}") from None
+            if not os.access(d, os.W_OK):
+                raise StartupError(f"directory {d} is not writable by uid {os.geteuid()}")
+
+    def _start_grpc(self) -> None:
+        cfg = self.config
+        # so_reuseport off: a second daemon on the same port must fail loudly, not share the port.
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="dyno-grpc"),
+            options=[("grpc.so_reuseport", 0)],
+            maximum_concurrent_rpcs=256,
+        )
+        dyno_pb2_grpc.add_DynoServicer_to_server(
+            DynoServicer(self.status, self.history, self.hostname), server
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection(
+            (DYNO_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+            server,
+        )
+        address = _grpc_address(cfg.listen, cfg.port)
+        try:
+            port = server.add_insecure_port(address)
+        except RuntimeError as e:
+            raise StartupError(f"cannot listen on {address}: {e} (address in use or not available?)") from None
+        if port == 0:
+            raise StartupError(f"cannot listen on {address}: address in use or not available")
+        if not _is_loopback(cfg.listen):
+            log.warning("listening on %s without auth: anyone who can reach this port can read metrics", address)
+        server.start()
+        self.server, self.port = server, port
+
+    def _start_metrics(self) -> None:
+        cfg = self.config
+        if cfg.metrics_port == 0:
+            return
+        collector = DynoCollector(
+            self.history,
+            ExporterInfo(self.hostname, dyno.__version__),
+            lambda: [s.state() for s in self.samplers],
+        )
+        addr = cfg.metrics_listen or cfg.listen
+        try:
+            self.metrics_server = serve_metrics(build_registry(collector), addr, cfg.metrics_port)
+        except OSError as e:
+            raise StartupError(f"cannot serve metrics on {addr}:{cfg.metrics_port}: {e.strerror or e}") from None
+        self.metrics_port = self.metrics_server.server_port
+
+    def start(self) -> None:
+        self._prepare_dirs()
+        for s in self.samplers:
+            state = s.state()
+            if state.ok:
+                log.info("sampler %s: ok (%s%s)", s.name, state.backend, ", simulated" if state.simulated else "")
+            else:
+                log.warning("sampler %s: unavailable: %s", s.name, state.reason)
+        self.loop.tick()  # primes rate counters and gives the first queries data at once
+        self.loop.start()
+        try:
+            self._start_grpc()
+            self._start_metrics()
+        except StartupError:
+            self.stop(grace_s=0)
+            raise
+        self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        self.health.set(DYNO_SERVICE, health_pb2.HealthCheckResponse.SERVING)
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Health NOT_SERVING, drain in-flight RPCs for up to `grace_s`, then stop everything. Idempotent."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self.health.enter_graceful_shutdown()
+        if self.server is not None:
+            self.server.stop(grace_s).wait()
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()
+            self.metrics_server.server_close()
+        self.loop.stop()
+        for s in self.samplers:
+            try:
+                s.close()
+            except Exception:
+                log.exception("closing sampler %s", s.name)

@@ -1,0 +1,33 @@
+"""proto <-> domain conversions shared by the servicers (kept apart so servicers stay thin)."""
+
+from __future__ import annotations
+
+from dyno.daemon.history import Sample
+from dyno.daemon.samplers.base import GpuDevice, SamplerState
+from dyno.v1 import dyno_pb2
+
+__all__ = ["sample_to_proto", "sampler_state_to_proto", "gpu_to_proto"]
+
+
+def sample_to_proto(sample: Sample) -> dyno_pb2.Sample:
+    return dyno_pb2.Sample(
+        timestamp_ms=sample.timestamp_ms,
+        metrics=[dyno_pb2.Metric(name=r.name, labels=dict(r.labels), value=r.value) for r in sample.readings],
+    )
+
+
+def sampler_state_to_proto(state: SamplerState) -> dyno_pb2.SamplerState:
+    return dyno_pb2.SamplerState(
+        name=state.name, ok=state.ok, reason=state.reason, simulated=state.simulated, backend=state.backend
+    )
+
+
+def gpu_to_proto(gpu: GpuDevice) -> dyno_pb2.GpuInfo:
+    return dyno_pb2.GpuInfo(
+        index=gpu.index,
+        name=gpu.name,
+        uuid=gpu.uuid,
+        memory_total_bytes=gpu.memory_total_bytes,
+        simulated=gpu.simulated,
+        pci_bus_id=gpu.pci_bus_id,
+    )

@@ -1,0 +1,68 @@
+"""`dynod` entry point: flags/config, logging, signals, exit codes (0 clean, 1 cannot start, 2 bad config)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+
+from dyno.daemon.config import ConfigError, build_parser, resolve_config
+from dyno.daemon.sdnotify import notify
+
+__all__ = ["main"]
+
+log = logging.getLogger("dynod")
+
+
+def _setup_logging(level: str) -> None:
+    # Under journald (JOURNAL_STREAM set) timestamps and the unit name are added by the journal.
+    fmt = "%(levelname)s %(name)s: %(message)s"
+    if not os.environ.get("JOURNAL_STREAM"):
+        fmt = "%(asctime)s " + fmt
+    logging.basicConfig(level=level.upper(), format=fmt, stream=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 with one usage line on a bad flag
+    try:
+        config = resolve_config(args)
+    except ConfigError as e:
+        print(f"dynod: error: {e}", file=sys.stderr)
+        return 2
+    _setup_logging(config.log_level)
+
+    from dyno.daemon.app import Daemon, StartupError  # after logging, so import-time warnings are formatted
+
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+
+    try:
+        daemon = Daemon(config)
+        daemon.start()
+    except StartupError as e:
+        print(f"dynod: error: {e}", file=sys.stderr)
+        return 1
+    metrics = f"http://{config.metrics_listen or config.listen}:{daemon.metrics_port}/metrics" \
+        if daemon.metrics_port else "off"
+    log.info("dynod %s ready: grpc=%s:%d metrics=%s pid=%d", daemon.status().version, config.listen, daemon.port,
+             metrics, os.getpid())
+    notify("READY=1")
+    while not stop.wait(1.0):
+        pass
+    notify("STOPPING=1")
+    daemon.stop()
+    log.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Prometheus text exposition of the latest sample (prometheus_client, own registry, own HTTP port)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.exposition import start_http_server
+
+from dyno.daemon.history import History
+from dyno.daemon.samplers.base import Reading, SamplerState
+
+__all__ = ["PREFIX", "ExporterInfo", "DynoCollector", "build_registry", "serve_metrics"]
+
+log = logging.getLogger(__name__)
+PREFIX = "dyno_"
+
+
+@dataclass(frozen=True)
+class ExporterInfo:
+    hostname: str
+    version: str
+
+
+def _help(name: str) -> str:
+    return f"dyno sampled value {name.replace('_', ' ')} (see docs/METRICS.md)"
+
+
+class DynoCollector:
+    """Turns the newest history sample into metric families. Every series gets a `host` label; GPU series from a
+    simulated backend get `simulated="true"` so they can never be mistaken for hardware."""
+
+    def __init__(
+        self,
+        history: History,
+        info: ExporterInfo,
+        sampler_states: Callable[[], Sequence[SamplerState]],
+        extra: Callable[[], Iterable[Metric]] = lambda: (),
+    ) -> None:
+        self._history = history
+        self._info = info
+        self._states = sampler_states
+        self._extra = extra
+
+    def _families(self, readings: Iterable[Reading], simulated_gpu: bool) -> list[Metric]:
+        families: dict[str, Metric] = {}
+        label_names: dict[str, tuple[str, ...]] = {}
+        for r in readings:
+            labels = dict(r.labels)
+            labels["host"] = self._info.hostname
+            if simulated_gpu and r.name.startswith("gpu_"):
+                labels.setdefault("simulated", "true")
+            keys = tuple(sorted(labels))
+            fam = families.get(r.name)
+            if fam is None:
+                metric_name = PREFIX + r.name
+                cls = CounterMetricFamily if r.name.endswith("_total") else GaugeMetricFamily
+                fam = cls(metric_name, _help(r.name), labels=keys)
+                families[r.name] = fam
+                label_names[r.name] = keys
+            elif keys != label_names[r.name]:
+                log.debug("dropping %s with inconsistent labels %s", r.name, keys)
+                continue
+            fam.add_metric([labels[k] for k in keys], r.value)
+        return list(families.values())
+
+    def collect(self) -> Iterable[Metric]:
+        states = list(self._states())
+        info = InfoMetricFamily(PREFIX + "build", "dyno daemon version", labels=["host"])
+        info.add_metric([self._info.hostname], {"version": self._info.version})
+        yield info
+        up = GaugeMetricFamily(
+            PREFIX + "sampler_up", "1 when the sampler works, 0 when unavailable", labels=["host", "sampler", "backend"]
+        )
+        for s in states:
+            up.add_metric([self._info.hostname, s.name, s.backend], 1.0 if s.ok else 0.0)
+        yield up
+        sample = self._history.latest()
+        if sample is not None:
+            ts = GaugeMetricFamily(PREFIX + "last_sample_timestamp_seconds", "unix time of the newest sample",
+                                   labels=["host"])
+            ts.add_metric([self._info.hostname], sample.timestamp_ms / 1000.0)
+            yield ts
+            simulated_gpu = any(s.simulated for s in states if s.name == "gpu")
+            yield from self._families(sample.readings, simulated_gpu)
+        yield from self._extra()
+
+
+def build_registry(collector: DynoCollector) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)  # type: ignore[arg-type]
+    return registry
+
+
+def serve_metrics(registry: CollectorRegistry, addr: str, port: int):
+    """Start the /metrics HTTP server in a daemon thread; returns the server (call .shutdown() to stop).
+    Raises OSError when the port cannot be bound."""
+    server, _thread = start_http_server(port, addr=addr, registry=registry)
+    return server

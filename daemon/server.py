@@ -1,0 +1,113 @@
+"""The Dyno gRPC servicer: converts proto <-> domain objects and maps errors; the logic lives elsewhere."""
+
+from __future__ import annotations
+
+import logging
+import platform
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import grpc
+
+import dyno
+from dyno.daemon.convert import sample_to_proto
+from dyno.daemon.history import History, name_filter
+from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+
+__all__ = ["DynoServicer", "TraceRpcsProtocol", "MAX_METRICS_LIMIT", "MAX_NAME_PATTERNS"]
+
+log = logging.getLogger(__name__)
+
+MAX_METRICS_LIMIT = 100_000
+MAX_NAME_PATTERNS = 256
+_STREAM_POLL_S = 0.5
+
+
+class TraceRpcsProtocol(Protocol):
+    """The tracing subsystem's RPCs (dyno.daemon.trace_service.TraceRpcs)."""
+
+    def ListProcesses(self, request: Any, context: grpc.ServicerContext) -> Any: ...
+    def StartTrace(self, request: Any, context: grpc.ServicerContext) -> Any: ...
+    def GetTrace(self, request: Any, context: grpc.ServicerContext) -> Any: ...
+    def CancelTrace(self, request: Any, context: grpc.ServicerContext) -> Any: ...
+    def FetchTraceFile(self, request: Any, context: grpc.ServicerContext) -> Any: ...
+
+
+def _check_names(names: Any, context: grpc.ServicerContext) -> list[str]:
+    names = list(names)
+    if len(names) > MAX_NAME_PATTERNS:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"names: at most {MAX_NAME_PATTERNS} patterns")
+    for n in names:
+        if not n or len(n) > 200:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "names: each pattern must be 1-200 characters")
+    return names
+
+
+class DynoServicer(dyno_pb2_grpc.DynoServicer):
+    def __init__(
+        self,
+        status: Callable[[], dyno_pb2.Status],
+        history: History,
+        hostname: str,
+        trace_rpcs: TraceRpcsProtocol | None = None,
+    ) -> None:
+        self._status = status
+        self._history = history
+        self._hostname = hostname
+        self._traces = trace_rpcs
+
+    def GetStatus(self, request: dyno_pb2.GetStatusRequest, context: grpc.ServicerContext) -> dyno_pb2.Status:
+        return self._status()
+
+    def GetVersion(self, request: dyno_pb2.GetVersionRequest, context: grpc.ServicerContext) -> dyno_pb2.VersionInfo:
+        return dyno_pb2.VersionInfo(
+            version=dyno.__version__, api=dyno.API_VERSION, python=platform.python_version(), grpc=grpc.__version__
+        )
+
+    def GetMetrics(self, request: dyno_pb2.GetMetricsRequest, context: grpc.ServicerContext
+                   ) -> dyno_pb2.GetMetricsResponse:
+        names = _check_names(request.names, context)
+        if request.since_ms < 0:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "since_ms: must be >= 0 (unix ms)")
+        if not 0 <= request.limit <= MAX_METRICS_LIMIT:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"limit: must be 0-{MAX_METRICS_LIMIT}")
+        samples = self._history.query(names, request.since_ms, request.limit)
+        return dyno_pb2.GetMetricsResponse(samples=[sample_to_proto(s) for s in samples], hostname=self._hostname)
+
+    def StreamMetrics(self, request: dyno_pb2.StreamMetricsRequest, context: grpc.ServicerContext
+                      ) -> Iterator[dyno_pb2.Sample]:
+        keep = name_filter(_check_names(request.names, context))
+        sub = self._history.subscribe()
+        try:
+            while context.is_active():
+                sample = sub.get(timeout=_STREAM_POLL_S)
+                if sample is None:
+                    continue
+                msg = sample_to_proto(sample)
+                if request.names:
+                    kept = [m for m in msg.metrics if keep(m.name)]
+                    del msg.metrics[:]
+                    msg.metrics.extend(kept)
+                yield msg
+        finally:
+            sub.close()
+
+    def _delegate(self, name: str, request: Any, context: grpc.ServicerContext) -> Any:
+        if self._traces is None:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{name}: tracing is not enabled in this daemon")
+        return getattr(self._traces, name)(request, context)
+
+    def ListProcesses(self, request, context):  # type: ignore[no-untyped-def]
+        return self._delegate("ListProcesses", request, context)
+
+    def StartTrace(self, request, context):  # type: ignore[no-untyped-def]
+        return self._delegate("StartTrace", request, context)
+
+    def GetTrace(self, request, context):  # type: ignore[no-untyped-def]
+        return self._delegate("GetTrace", request, context)
+
+    def CancelTrace(self, request, context):  # type: ignore[no-untyped-def]
+        return self._delegate("CancelTrace", request, context)
+
+    def FetchTraceFile(self, request, context):  # type: ignore[no-untyped-def]
+        return self._delegate("FetchTraceFile", request, context)

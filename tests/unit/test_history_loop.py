@@ -1,0 +1,97 @@
+"""History ring bounds and queries; the sampling loop's schedule and fault isolation."""
+
+from __future__ import annotations
+
+import pytest
+
+from dyno.daemon.history import History, Sample
+from dyno.daemon.loop import SamplingLoop, next_deadline
+from dyno.daemon.samplers.base import Reading, SamplerState, labels
+
+pytestmark = pytest.mark.unit
+
+
+def _sample(t: int, *names: str) -> Sample:
+    return Sample(t, tuple(Reading(n, float(t)) for n in names))
+
+
+def test_ring_is_bounded_and_keeps_newest():
+    h = History(capacity=5)
+    for t in range(1, 1001):
+        h.append(_sample(t, "a"))
+    assert len(h) == 5
+    assert [s.timestamp_ms for s in h.query()] == [996, 997, 998, 999, 1000]
+    assert h.latest().timestamp_ms == 1000
+
+
+def test_query_since_limit_and_names():
+    h = History(capacity=100)
+    for t in range(1, 11):
+        h.append(_sample(t, "gpu_power_watts", "gpu_utilization_percent", "cpu_user_percent"))
+    assert [s.timestamp_ms for s in h.query(since_ms=7)] == [8, 9, 10]
+    assert [s.timestamp_ms for s in h.query(limit=2)] == [9, 10]
+    assert [s.timestamp_ms for s in h.query(since_ms=7, limit=10)] == [8, 9, 10]
+    got = h.query(names=["gpu_*"], limit=1)[0]
+    assert {r.name for r in got.readings} == {"gpu_power_watts", "gpu_utilization_percent"}
+    got = h.query(names=["cpu_user_percent"], limit=1)[0]
+    assert [r.name for r in got.readings] == ["cpu_user_percent"]
+
+
+def test_slow_subscriber_drops_oldest_without_blocking():
+    h = History(capacity=10)
+    sub = h.subscribe(maxsize=3)
+    for t in range(1, 8):
+        h.append(_sample(t, "a"))
+    assert [sub.get(0.01).timestamp_ms for _ in range(3)] == [5, 6, 7]
+    assert sub.get(0.01) is None
+    sub.close()
+    h.append(_sample(8, "a"))
+    assert sub.get(0.01) is None
+
+
+def test_next_deadline_stays_on_grid_and_skips_missed_ticks():
+    assert next_deadline(100.0, 1.0, 100.3) == 101.0
+    assert next_deadline(100.0, 1.0, 101.0) == 102.0
+    # a 3.5 s stall: the next tick is on the original grid, not 1 s after the stall, and not three ticks at once
+    assert next_deadline(100.0, 1.0, 104.5) == 105.0
+
+
+class _Fake:
+    def __init__(self, name, values=None, fail=False):
+        self.name, self.values, self.fail = name, values or [], fail
+
+    def state(self):
+        return SamplerState(self.name, True, "fake")
+
+    def sample(self):
+        if self.fail:
+            raise RuntimeError("boom")
+        return self.values
+
+    def close(self):
+        pass
+
+
+def test_tick_isolates_failing_sampler():
+    h = History(capacity=10)
+    good = _Fake("host", [Reading("cpu_user_percent", 12.5, labels(cpu="total"))])
+    loop = SamplingLoop([_Fake("gpu", fail=True), good], h, 1.0, wall_clock=lambda: 1234.5)
+    s = loop.tick()
+    assert s.timestamp_ms == 1234500
+    assert s.readings == (Reading("cpu_user_percent", 12.5, (("cpu", "total"),)),)
+    assert loop.ticks == 1 and len(h) == 1
+
+
+def test_loop_thread_samples_repeatedly():
+    h = History(capacity=100)
+    loop = SamplingLoop([_Fake("host", [Reading("x", 1.0)])], h, 0.01)
+    loop.start()
+    try:
+        import time
+
+        deadline = time.monotonic() + 5
+        while len(h) < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        loop.stop()
+    assert len(h) >= 5
