@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from dyno.client.hosts import Host
 from dyno.daemon.auth import UNAUTHENTICATED_MESSAGE, TokenAuthInterceptor
 from dyno.daemon.fake_server import FakeServer, start_fake_servers
 from dyno.v1 import dyno_pb2
+from tls_certs import have_openssl, make_test_certs
 
 pytestmark = pytest.mark.integration
 
@@ -129,3 +131,79 @@ def test_token_auth_through_the_cluster(tmp_path: Path) -> None:
     finally:
         for s in servers:
             s.stop()
+
+
+# ---- auth on real dynods ---------------------------------------------------------------------------------------
+
+
+def _token_file(d: Path, token: str) -> Path:
+    p = d / "token"
+    p.write_text(token + "\n")
+    p.chmod(0o600)
+    return p
+
+
+def _start_trace(client):  # type: ignore[no-untyped-def]
+    return client.call(client.stub.StartTrace, dyno_pb2.TraceRequest(job_id="no-such-job", duration_ms=100))
+
+
+def test_real_dynods_with_and_without_token(dynod_factory: Callable[..., Dynod], tmp_path: Path) -> None:
+    token = "real-token-0123456789abcdef"
+    protected = dynod_factory("--auth-token-file", str(_token_file(tmp_path, token)))
+    open_ = dynod_factory()
+    hosts = [_host(protected.port), _host(open_.port)]
+    with Cluster(hosts, deadline_s=10) as cluster:
+        assert all(r.ok for r in cluster.status())  # read-only RPCs stay open everywhere
+        no_token = cluster.call(_start_trace)
+    assert no_token[0].error_type == "Unauthenticated" and UNAUTHENTICATED_MESSAGE in (no_token[0].error or "")
+    assert no_token[1].error_type != "Unauthenticated"  # auth off: the call reaches the daemon
+    with Cluster(hosts, deadline_s=10, auth=ClientAuth(token=token)) as cluster:
+        with_token = cluster.call(_start_trace)
+    # Past auth: the daemon answers (or says tracing is not there yet), never UNAUTHENTICATED.
+    assert [r.error_type != "Unauthenticated" for r in with_token] == [True, True]
+
+
+def test_real_dynod_mtls(dynod_factory: Callable[..., Dynod], tmp_path: Path) -> None:
+    if not have_openssl():
+        pytest.skip("openssl CLI not available to make test certificates")
+    certs = make_test_certs(tmp_path)
+    d = dynod_factory(
+        "--tls-cert",
+        str(certs / "server.pem"),
+        "--tls-key",
+        str(certs / "server.key"),
+        "--tls-ca",
+        str(certs / "ca.pem"),
+        start=False,
+    )
+    d.start()
+    good = ClientAuth.from_files(
+        tls_ca=certs / "ca.pem",
+        tls_cert=certs / "client.pem",
+        tls_key=certs / "client.key",
+        tls_server_name="localhost",
+    )
+    with Cluster([_host(d.port)], deadline_s=10, auth=good) as cluster:
+        (ok,) = cluster.status()
+    assert ok.ok and ok.value.pid == d.proc.pid
+    for auth in (None, ClientAuth.from_files(tls_ca=certs / "ca.pem", tls_server_name="localhost")):
+        with Cluster([_host(d.port)], deadline_s=3, retries=0, auth=auth) as cluster:
+            (refused,) = cluster.status()
+        assert not refused.ok and refused.error_type == "Unavailable"
+
+
+def test_dynod_warns_when_exposed_without_auth(dynod_factory: Callable[..., Dynod], tmp_path: Path) -> None:
+    exposed = dynod_factory("--listen", "0.0.0.0")
+    assert "SECURITY: listening on 0.0.0.0 without --auth-token-file or TLS" in exposed.log
+    guarded = dynod_factory("--listen", "0.0.0.0", "--auth-token-file", str(_token_file(tmp_path, "t" * 32)))
+    assert "SECURITY" not in guarded.log
+
+
+def test_dynod_refuses_a_missing_token_file(dynod_factory: Callable[..., Dynod], tmp_path: Path) -> None:
+    d = dynod_factory("--auth-token-file", str(tmp_path / "missing"), start=False)
+    # Dynod.start may or may not notice the exit (its stderr pump can end before the exit is reaped); the exit
+    # code and the message are what matter.
+    with contextlib.suppress(RuntimeError):
+        d.start()
+    assert d.proc is not None and d.proc.wait(15) == 1
+    wait_for(lambda: f"dynod: error: auth token file {tmp_path / 'missing'} does not exist" in d.log)

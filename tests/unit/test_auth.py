@@ -4,8 +4,6 @@ on 127.0.0.1:0 serving the dyno.v1 Dyno service (the fake servicer). Certificate
 from __future__ import annotations
 
 import logging
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from dyno.daemon.auth import (
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.fake_server import FakeServer, start_fake_servers
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+from tls_certs import have_openssl, make_test_certs
 
 pytestmark = pytest.mark.unit
 
@@ -205,103 +204,11 @@ def test_warn_if_exposed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> No
 # ---- TLS and mTLS --------------------------------------------------------------------------------------------------
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-def _issue(d: Path, name: str, ext: str) -> None:
-    _openssl(
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        f"{name}.key",
-        "-out",
-        f"{name}.csr",
-        "-subj",
-        f"/CN={name}",
-        cwd=d,
-    )
-    (d / f"{name}.ext").write_text(ext)
-    _openssl(
-        "x509",
-        "-req",
-        "-in",
-        f"{name}.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        f"{name}.pem",
-        "-days",
-        "2",
-        "-extfile",
-        f"{name}.ext",
-        cwd=d,
-    )
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("openssl") is None:
+    if not have_openssl():
         pytest.skip("openssl CLI not available to make test certificates")
-    d = tmp_path_factory.mktemp("certs")
-    _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=dyno-test-ca",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-        cwd=d,
-    )
-    _issue(d, "server", "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
-    _issue(d, "client", "extendedKeyUsage=clientAuth\n")
-    # A second CA, to show that a client certificate it signed is refused.
-    other = d / "other"
-    other.mkdir()
-    _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=other-ca",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign",
-        cwd=other,
-    )
-    _issue(other, "client", "extendedKeyUsage=clientAuth\n")
-    return d
+    return make_test_certs(tmp_path_factory.mktemp("certs"))
 
 
 def _tls_server(certs: Path, *, mtls: bool, token_file: Path | None = None) -> FakeServer:
