@@ -14,6 +14,7 @@ the fan-out at each latency.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -166,23 +167,25 @@ def sequential(hosts: Sequence[Host], clients: dict[Host, DynoClient] | None) ->
     return ok
 
 
-def run_round(hosts: list[Host], latency_ms: float, repeats: int, concurrency: int) -> list[dict[str, object]]:
-    rows: list[dict[str, object]] = []
+@dataclass(frozen=True)
+class Row:
+    latency_ms: float
+    kind: str  # seq_cold | seq_warm | cluster_cold | cluster_warm
+    mode: str
+    seconds: float  # median of the repeats
+    best_s: float
+    ok: int
+    hosts: int
 
-    def row(mode: str, times: list[float], ok: int) -> None:
-        rows.append(
-            {
-                "latency_ms": latency_ms,
-                "mode": mode,
-                "seconds": statistics.median(times),
-                "best_s": min(times),
-                "ok": ok,
-                "hosts": len(hosts),
-            }
-        )
+
+def run_round(hosts: list[Host], latency_ms: float, repeats: int, concurrency: int) -> list[Row]:
+    rows: list[Row] = []
+
+    def row(kind: str, mode: str, times: list[float], ok: int) -> None:
+        rows.append(Row(latency_ms, kind, mode, statistics.median(times), min(times), ok, len(hosts)))
 
     t, ok = _timed(lambda: sequential(hosts, None))
-    row("sequential, new channel per host", [t], ok)
+    row("seq_cold", "sequential, new channel per host", [t], ok)
     clients = {h: open_client(h, timeout_s=5.0) for h in hosts}
     try:
         sequential(hosts, clients)  # connect
@@ -190,39 +193,34 @@ def run_round(hosts: list[Host], latency_ms: float, repeats: int, concurrency: i
         for _ in range(max(1, repeats // 2)):
             t, ok = _timed(lambda: sequential(hosts, clients))
             times.append(t)
-        row("sequential, reused channels", times, ok)
+        row("seq_warm", "sequential, reused channels", times, ok)
     finally:
         for c in clients.values():
             c.close()
     with Cluster(hosts, deadline_s=10.0, max_concurrency=concurrency) as cluster:
         t, ok = _timed(lambda: sum(r.ok for r in cluster.status()))
-        row("Cluster, first call (connects)", [t], ok)
+        row("cluster_cold", "Cluster, first call (connects)", [t], ok)
         times = []
         for _ in range(repeats):
             t, ok = _timed(lambda: sum(r.ok for r in cluster.status()))
             times.append(t)
-        row(f"Cluster, reused channels (median of {repeats})", times, ok)
+        row("cluster_warm", f"Cluster, reused channels (median of {repeats})", times, ok)
     return rows
 
 
-def print_table(rows: list[dict[str, object]]) -> None:
+def print_table(rows: list[Row]) -> None:
     print(f"{'latency':>8}  {'mode':<40} {'seconds':>8} {'ms/host':>8} {'ok':>9}  speedup vs sequential")
-    by_latency: dict[object, list[dict[str, object]]] = {}
     for r in rows:
-        by_latency.setdefault(r["latency_ms"], []).append(r)
-    for latency, group in by_latency.items():
-        seq_cold, seq_warm = group[0]["seconds"], group[1]["seconds"]
-        for r in group:
-            secs = float(r["seconds"])  # type: ignore[arg-type]
-            speed = ""
-            if r["mode"].startswith("Cluster, first"):  # type: ignore[union-attr]
-                speed = f"{float(seq_cold) / secs:6.1f}x  (vs new channel per host)"  # type: ignore[arg-type]
-            elif r["mode"].startswith("Cluster"):  # type: ignore[union-attr]
-                speed = f"{float(seq_warm) / secs:6.1f}x  (vs reused channels)"  # type: ignore[arg-type]
-            print(
-                f"{latency:>6}ms  {r['mode']:<40} {secs:8.3f} {1000 * secs / int(r['hosts']):8.2f} "  # type: ignore[call-overload]
-                f"{r['ok']:>4}/{r['hosts']:<4}  {speed}"
-            )
+        same = {x.kind: x.seconds for x in rows if x.latency_ms == r.latency_ms}
+        speed = ""
+        if r.kind == "cluster_cold":
+            speed = f"{same['seq_cold'] / r.seconds:6.1f}x  (vs new channel per host)"
+        elif r.kind == "cluster_warm":
+            speed = f"{same['seq_warm'] / r.seconds:6.1f}x  (vs reused channels)"
+        print(
+            f"{r.latency_ms:>6g}ms  {r.mode:<40} {r.seconds:8.3f} {1000 * r.seconds / r.hosts:8.2f} "
+            f"{r.ok:>4}/{r.hosts:<4}  {speed}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,14 +255,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(hosts) - len(real)} fake servers in {len(groups)} processes; {os.cpu_count()} CPUs; "
             f"started in {time.perf_counter() - t0:.1f} s; max_concurrency {args.max_concurrency}\n"
         )
-        rows: list[dict[str, object]] = []
+        rows: list[Row] = []
         for latency in latencies:
             for g in groups:
                 g.set_latency(latency)
             rows.extend(run_round(hosts, latency, args.repeats, args.max_concurrency))
         print_table(rows)
         if args.json:
-            args.json.write_text(json.dumps(rows, indent=2))
+            args.json.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
     finally:
         for g in groups:
             if g.proc.stdin:
