@@ -10,8 +10,8 @@ from typing import Any, Protocol
 import grpc
 
 import dyno
-from dyno.daemon.convert import sample_to_proto
 from dyno.daemon.history import History, name_filter
+from dyno.daemon.wire import sample_message, samples_response
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 __all__ = ["DynoServicer", "TraceRpcsProtocol", "MAX_METRICS_LIMIT", "MAX_NAME_PATTERNS"]
@@ -72,7 +72,7 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         if not 0 <= request.limit <= MAX_METRICS_LIMIT:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"limit: must be 0-{MAX_METRICS_LIMIT}")
         samples = self._history.query(names, request.since_ms, request.limit)
-        return dyno_pb2.GetMetricsResponse(samples=[sample_to_proto(s) for s in samples], hostname=self._hostname)
+        return samples_response(samples, self._hostname)
 
     def StreamMetrics(self, request: dyno_pb2.StreamMetricsRequest, context: grpc.ServicerContext
                       ) -> Iterator[dyno_pb2.Sample]:
@@ -83,12 +83,7 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
                 sample = sub.get(timeout=_STREAM_POLL_S)
                 if sample is None:
                     continue
-                msg = sample_to_proto(sample)
-                if request.names:
-                    kept = [m for m in msg.metrics if keep(m.name)]
-                    del msg.metrics[:]
-                    msg.metrics.extend(kept)
-                yield msg
+                yield sample_message(sample, keep if request.names else None)
         finally:
             sub.close()
 

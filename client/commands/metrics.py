@@ -37,6 +37,8 @@ def render(sample: dyno_pb2.Sample, hostname: str = "") -> str:
     entities when there are more entities than metrics (per-core CPU), else the metrics (a few GPUs)."""
     groups: dict[tuple[str, ...], dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     for m in sample.metrics:
+        if m.name == "gpu_throttle_reason_active" and not m.value:
+            continue  # one row per inactive reason is noise; active ones are shown
         keys = tuple(sorted(k for k in m.labels if k not in ("uuid", "host")))
         entity = format_labels({k: m.labels[k] for k in keys}) or "host"
         groups[keys][m.name][entity] = m.value
@@ -59,7 +61,8 @@ def render(sample: dyno_pb2.Sample, hostname: str = "") -> str:
 
 
 def _natural(entity: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in entity.replace("=", ",").split(","))
+    """cpu=2 before cpu=10: numbers compare as numbers (tagged so they never meet strings)."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in entity.replace("=", ",").split(","))
 
 
 def run(args: argparse.Namespace) -> int:

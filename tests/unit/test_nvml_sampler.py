@@ -1,0 +1,421 @@
+"""The NVML wrapper and GpuSampler against a fake pynvml that has the real API names, constants, ctypes
+structures and error classes (taken from the installed nvidia-ml-py), so only the C library is faked."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from dyno.daemon.samplers import gpu_metrics as gm
+from dyno.daemon.samplers.base import GpuProcess, Reading, Sampler
+from dyno.daemon.samplers.gpu import GpuSampler, NullGpuSampler, make_gpu_sampler
+from dyno.daemon.samplers.nvml import Nvml, NvmlUnavailable
+
+pynvml = pytest.importorskip("pynvml")
+
+pytestmark = pytest.mark.unit
+
+GIB = 1024**3
+
+
+@dataclass
+class FakeDevice:
+    name: str = "NVIDIA H100 80GB HBM3"
+    uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
+    bus_id: bytes = b"00000000:18:00.0"
+    total: int = 80 * GIB
+    used: int = 10 * GIB
+    util: tuple[int, int] = (75, 40)
+    power_mw: int = 350_000
+    limit_mw: int = 700_000
+    energy_mj: int = 123_456_000
+    temp_c: int = 61
+    clocks: dict[int, int] = field(default_factory=lambda: {pynvml.NVML_CLOCK_SM: 1980, pynvml.NVML_CLOCK_MEM: 2619})
+    reasons: int = pynvml.nvmlClocksEventReasonSwPowerCap | pynvml.nvmlClocksEventReasonHwSlowdown
+    ecc: tuple[int, int] = (3, 0)
+    pcie_kbps: tuple[int, int] = (1000, 2000)  # tx, rx in KB/s
+    compute: list[tuple[int, int | None]] = field(default_factory=lambda: [(101, 4 * GIB), (102, None)])
+    graphics: list[tuple[int, int | None]] = field(default_factory=lambda: [(101, 5 * GIB)])
+    gpm: dict[int, float] | None = None  # metric id -> value; None: GPM unsupported
+    events: int = pynvml.nvmlEventTypeXidCriticalError | pynvml.nvmlEventTypeSingleBitEccError
+    fail: dict[str, int] = field(default_factory=dict)  # function name -> NVML error code it raises
+    fail_once: dict[str, int] = field(default_factory=dict)
+
+
+class FakePynvml:
+    """Module-like object: the real pynvml's constants, structs and NVMLError hierarchy, fake functions."""
+
+    def __init__(self, devices: list[FakeDevice], init_error: int | None = None) -> None:
+        for name in dir(pynvml):
+            if name.startswith(("NVML_", "NVMLError", "nvmlClocksEventReason", "nvmlEventType", "c_nvml")):
+                setattr(self, name, getattr(pynvml, name))
+        self.devices = devices
+        self.init_error = init_error
+        self.calls: dict[tuple[int, str], int] = {}
+        self.initialised = False
+        self.events: list[SimpleNamespace] = []
+        self._buffers: list[Any] = []
+        self._sample_owner: dict[int, tuple[int, int]] = {}  # sample address -> (device index, sequence)
+        self._seq = 0
+        self.freed_samples = 0
+        self.event_set_freed = False
+
+    # helpers
+    def _dev(self, handle: SimpleNamespace, fn: str) -> FakeDevice:
+        assert self.initialised, f"{fn} called before nvmlInit"
+        self.calls[(handle.index, fn)] = self.calls.get((handle.index, fn), 0) + 1
+        dev = self.devices[handle.index]
+        if fn in dev.fail:
+            raise pynvml.NVMLError(dev.fail[fn])
+        if fn in dev.fail_once:
+            raise pynvml.NVMLError(dev.fail_once.pop(fn))
+        return dev
+
+    @staticmethod
+    def _addr(sample: Any) -> int:
+        return int(ctypes.cast(sample, ctypes.c_void_p).value or 0)
+
+    # lifecycle
+    def nvmlInit(self) -> None:
+        if self.init_error is not None:
+            raise pynvml.NVMLError(self.init_error)
+        self.initialised = True
+
+    def nvmlShutdown(self) -> None:
+        self.initialised = False
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "570.00"
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.devices)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> SimpleNamespace:
+        return SimpleNamespace(index=index)
+
+    # static info
+    def nvmlDeviceGetName(self, h: SimpleNamespace) -> str:
+        return self._dev(h, "nvmlDeviceGetName").name
+
+    def nvmlDeviceGetUUID(self, h: SimpleNamespace) -> str:
+        return self._dev(h, "nvmlDeviceGetUUID").uuid
+
+    def nvmlDeviceGetPciInfo(self, h: SimpleNamespace) -> SimpleNamespace:
+        return SimpleNamespace(busId=self._dev(h, "nvmlDeviceGetPciInfo").bus_id)
+
+    # counters
+    def nvmlDeviceGetMemoryInfo(self, h: SimpleNamespace) -> SimpleNamespace:
+        d = self._dev(h, "nvmlDeviceGetMemoryInfo")
+        return SimpleNamespace(total=d.total, used=d.used, free=d.total - d.used)
+
+    def nvmlDeviceGetUtilizationRates(self, h: SimpleNamespace) -> SimpleNamespace:
+        d = self._dev(h, "nvmlDeviceGetUtilizationRates")
+        return SimpleNamespace(gpu=d.util[0], memory=d.util[1])
+
+    def nvmlDeviceGetPowerUsage(self, h: SimpleNamespace) -> int:
+        return self._dev(h, "nvmlDeviceGetPowerUsage").power_mw
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: SimpleNamespace) -> int:
+        return self._dev(h, "nvmlDeviceGetEnforcedPowerLimit").limit_mw
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: SimpleNamespace) -> int:
+        return self._dev(h, "nvmlDeviceGetTotalEnergyConsumption").energy_mj
+
+    def nvmlDeviceGetTemperature(self, h: SimpleNamespace, sensor: int) -> int:
+        assert sensor == pynvml.NVML_TEMPERATURE_GPU
+        return self._dev(h, "nvmlDeviceGetTemperature").temp_c
+
+    def nvmlDeviceGetClockInfo(self, h: SimpleNamespace, clock_type: int) -> int:
+        return self._dev(h, "nvmlDeviceGetClockInfo").clocks[clock_type]
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: SimpleNamespace) -> int:
+        return self._dev(h, "nvmlDeviceGetCurrentClocksEventReasons").reasons
+
+    def nvmlDeviceGetTotalEccErrors(self, h: SimpleNamespace, error_type: int, counter_type: int) -> int:
+        assert counter_type == pynvml.NVML_VOLATILE_ECC
+        d = self._dev(h, "nvmlDeviceGetTotalEccErrors")
+        return d.ecc[0] if error_type == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED else d.ecc[1]
+
+    def nvmlDeviceGetPcieThroughput(self, h: SimpleNamespace, counter: int) -> int:
+        d = self._dev(h, "nvmlDeviceGetPcieThroughput")
+        return d.pcie_kbps[0] if counter == pynvml.NVML_PCIE_UTIL_TX_BYTES else d.pcie_kbps[1]
+
+    def _procs(self, entries: list[tuple[int, int | None]]) -> list[SimpleNamespace]:
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in entries]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: SimpleNamespace) -> list[SimpleNamespace]:
+        return self._procs(self._dev(h, "nvmlDeviceGetComputeRunningProcesses").compute)
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, h: SimpleNamespace) -> list[SimpleNamespace]:
+        return self._procs(self._dev(h, "nvmlDeviceGetGraphicsRunningProcesses").graphics)
+
+    # GPM: real ctypes structures; samples are distinct pointers so the fake can check which pair is used
+    def nvmlGpmQueryDeviceSupport(self, h: SimpleNamespace) -> Any:
+        support = pynvml.c_nvmlGpmSupport_t()
+        support.isSupportedDevice = int(self._dev(h, "nvmlGpmQueryDeviceSupport").gpm is not None)
+        return support
+
+    def nvmlGpmSampleAlloc(self) -> Any:
+        buf = ctypes.create_string_buffer(8)
+        self._buffers.append(buf)
+        return ctypes.cast(buf, pynvml.c_nvmlGpmSample_t)
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        self.freed_samples += 1
+
+    def nvmlGpmSampleGet(self, h: SimpleNamespace, sample: Any) -> Any:
+        self._dev(h, "nvmlGpmSampleGet")
+        self._seq += 1
+        self._sample_owner[self._addr(sample)] = (h.index, self._seq)
+        return sample
+
+    def nvmlGpmMetricsGet(self, req: Any) -> Any:
+        assert req.version == pynvml.NVML_GPM_METRICS_GET_VERSION
+        dev1, seq1 = self._sample_owner[self._addr(req.sample1)]
+        dev2, seq2 = self._sample_owner[self._addr(req.sample2)]
+        assert dev1 == dev2 and seq1 < seq2, "GPM metrics must be computed from an older and a newer sample"
+        values = self.devices[dev2].gpm or {}
+        for j in range(req.numMetrics):
+            metric = req.metrics[j]
+            if metric.metricId in values:
+                metric.value = values[metric.metricId]
+                metric.nvmlReturn = pynvml.NVML_SUCCESS
+            else:
+                metric.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+        return req
+
+    # XID events
+    def nvmlEventSetCreate(self) -> str:
+        return "event-set"
+
+    def nvmlEventSetFree(self, event_set: str) -> None:
+        self.event_set_freed = True
+
+    def nvmlDeviceGetSupportedEventTypes(self, h: SimpleNamespace) -> int:
+        return self._dev(h, "nvmlDeviceGetSupportedEventTypes").events
+
+    def nvmlDeviceRegisterEvents(self, h: SimpleNamespace, types: int, event_set: str) -> None:
+        self._dev(h, "nvmlDeviceRegisterEvents")
+
+    def nvmlEventSetWait(self, event_set: str, timeout_ms: int) -> SimpleNamespace:
+        assert timeout_ms == 0, "the sampler must never block on events"
+        if not self.events:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
+        return self.events.pop(0)
+
+
+def by_key(readings: list[Reading]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {(r.name, r.labels): r.value for r in readings}
+    assert len(out) == len(readings)
+    return out
+
+
+def lab(gpu: int, uuid: str) -> tuple[tuple[str, str], ...]:
+    return gm.device_labels(gpu, uuid)
+
+
+def two_gpus(**second: Any) -> list[FakeDevice]:
+    return [
+        FakeDevice(),
+        FakeDevice(uuid="GPU-11111111-1111-1111-1111-111111111111", bus_id=b"00000000:2A:00.0", **second),
+    ]
+
+
+def test_reads_every_counter_and_one_not_supported_counter_is_just_absent() -> None:
+    fake = FakePynvml(two_gpus(fail={"nvmlDeviceGetPowerUsage": pynvml.NVML_ERROR_NOT_SUPPORTED}))
+    sampler = make_gpu_sampler("auto", pynvml_module=fake)
+    assert isinstance(sampler, GpuSampler) and isinstance(sampler, Sampler)
+    state = sampler.state()
+    assert state.ok and state.backend == "auto" and not state.simulated
+
+    inv = sampler.inventory()
+    assert [(d.index, d.uuid, d.pci_bus_id, d.memory_total_bytes) for d in inv] == [
+        (0, "GPU-00000000-0000-0000-0000-000000000000", "00000000:18:00.0", 80 * GIB),
+        (1, "GPU-11111111-1111-1111-1111-111111111111", "00000000:2A:00.0", 80 * GIB),
+    ]
+    assert inv[0].name == "NVIDIA H100 80GB HBM3" and not inv[0].simulated
+
+    got = by_key(sampler.sample())
+    g0, g1 = lab(0, inv[0].uuid), lab(1, inv[1].uuid)
+    assert got[(gm.POWER, g0)] == 350.0
+    assert (gm.POWER, g1) not in got  # the failing counter is absent ...
+    for name, value in (  # ... and everything else of that GPU is there
+        (gm.UTILIZATION, 75.0),
+        (gm.MEMORY_UTILIZATION, 40.0),
+        (gm.MEMORY_USED, 10.0 * GIB),
+        (gm.MEMORY_TOTAL, 80.0 * GIB),
+        (gm.POWER_LIMIT, 700.0),
+        (gm.ENERGY, 123456.0),
+        (gm.TEMPERATURE, 61.0),
+        (gm.SM_CLOCK, 1980.0),
+        (gm.MEMORY_CLOCK, 2619.0),
+        (gm.PCIE_TX, 1000.0 * 1024),
+        (gm.PCIE_RX, 2000.0 * 1024),
+        (gm.ECC_CORRECTED, 3.0),
+        (gm.ECC_UNCORRECTED, 0.0),
+        (gm.XID_ERRORS, 0.0),
+        (gm.PROCESS_COUNT, 2.0),
+        (gm.THROTTLE_REASONS, float(0x4 | 0x8)),
+    ):
+        assert got[(name, g1)] == value, name
+    reason = dict(g1)
+
+    def active(r: str) -> float:
+        return got[(gm.THROTTLE_REASON_ACTIVE, tuple(sorted({**reason, "reason": r}.items())))]
+
+    assert active("sw_power_cap") == 1.0 and active("hw_slowdown") == 1.0 and active("gpu_idle") == 0.0
+
+    missing = sampler.last_device_samples()[1].unavailable
+    assert "NotSupported" in missing["power"]
+    assert "GPM not supported" in missing["gpm"]
+
+    # not asked again: NotSupported is permanent for that device
+    sampler.sample()
+    assert fake.calls[(1, "nvmlDeviceGetPowerUsage")] == 1
+    assert fake.calls[(0, "nvmlDeviceGetPowerUsage")] == 2
+
+    # per-process memory: pid 101 is in both lists (max wins), pid 102's memory is unknown (0)
+    assert sorted(sampler.processes(), key=lambda p: (p.gpu_index, p.pid)) == [
+        GpuProcess(pid=101, gpu_index=0, used_memory_bytes=5 * GIB),
+        GpuProcess(pid=102, gpu_index=0, used_memory_bytes=0),
+        GpuProcess(pid=101, gpu_index=1, used_memory_bytes=5 * GIB),
+        GpuProcess(pid=102, gpu_index=1, used_memory_bytes=0),
+    ]
+
+    sampler.close()
+    assert not fake.initialised and fake.event_set_freed
+    assert sampler.sample() == [] and not sampler.state().ok
+
+
+def test_transient_error_is_retried_next_tick() -> None:
+    fake = FakePynvml([FakeDevice(fail_once={"nvmlDeviceGetTemperature": pynvml.NVML_ERROR_GPU_IS_LOST})])
+    sampler = make_gpu_sampler("nvml", pynvml_module=fake)
+    g0 = lab(0, FakeDevice().uuid)
+    assert sampler.processes() == []  # nothing before the first sample (and no NVML call off the sampling thread)
+    first = by_key(sampler.sample())
+    assert (gm.TEMPERATURE, g0) not in first and (gm.UTILIZATION, g0) in first
+    assert "GpuIsLost" in sampler.last_device_samples()[0].unavailable["temperature"]
+    assert by_key(sampler.sample())[(gm.TEMPERATURE, g0)] == 61.0
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [
+        (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "libnvidia-ml.so.1 not found"),
+        (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "driver not loaded"),
+        (pynvml.NVML_ERROR_NO_PERMISSION, "no permission"),
+        (pynvml.NVML_ERROR_UNKNOWN, "nvmlInit failed"),
+    ],
+)
+def test_init_failure_makes_auto_and_nvml_unavailable_with_reason(code: int, words: str) -> None:
+    for backend in ("auto", "nvml"):
+        sampler = make_gpu_sampler(backend, sim_gpus=4, pynvml_module=FakePynvml([FakeDevice()], init_error=code))
+        assert isinstance(sampler, NullGpuSampler)  # auto never silently falls back to the simulator
+        state = sampler.state()
+        assert not state.ok and not state.simulated and state.backend == backend
+        assert words in state.reason
+        assert sampler.sample() == [] and sampler.inventory() == [] and sampler.processes() == []
+
+
+def test_no_gpus_is_unavailable() -> None:
+    with pytest.raises(NvmlUnavailable, match="no GPUs"):
+        Nvml(FakePynvml([])).start()
+
+
+def test_gpm_metrics_on_supported_device_from_the_second_sample() -> None:
+    gpm = {
+        pynvml.NVML_GPM_METRIC_SM_UTIL: 81.5,
+        pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: 40.25,
+        pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 55.0,
+        pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: 33.0,
+        pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: 10.0,  # MiB/s
+        pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: 20.0,
+    }
+    fake = FakePynvml([FakeDevice(gpm=gpm), FakeDevice(uuid="GPU-1")])
+    sampler = make_gpu_sampler("auto", pynvml_module=fake)
+    g0, g1 = lab(0, FakeDevice().uuid), lab(1, "GPU-1")
+
+    first = by_key(sampler.sample())
+    assert (gm.SM_ACTIVE, g0) not in first  # the first GPM sample only primes
+    assert sampler.last_device_samples()[0].unavailable["gpm"].startswith("priming")
+
+    for _ in range(2):  # twice, so the swapped sample pair is exercised too
+        got = by_key(sampler.sample())
+        assert got[(gm.SM_ACTIVE, g0)] == 81.5
+        assert got[(gm.SM_OCCUPANCY, g0)] == 40.25
+        assert got[(gm.TENSOR_ACTIVE, g0)] == 55.0
+        assert got[(gm.DRAM_ACTIVE, g0)] == 33.0
+        assert got[(gm.PCIE_TX, g0)] == 10.0 * 1024 * 1024
+        assert got[(gm.PCIE_RX, g0)] == 20.0 * 1024 * 1024
+        # unsupported device: no GPM series, PCIe from nvmlDeviceGetPcieThroughput instead
+        assert not any(name == gm.SM_ACTIVE and labels == g1 for name, labels in got)
+        assert got[(gm.PCIE_TX, g1)] == 1000.0 * 1024
+    # only the priming tick needed the (20 ms per direction) PCIe call; afterwards GPM gives PCIe
+    assert fake.calls[(0, "nvmlDeviceGetPcieThroughput")] == 2  # tx and rx, once
+    assert fake.calls[(1, "nvmlDeviceGetPcieThroughput")] == 6
+
+    sampler.close()
+    assert fake.freed_samples == 2
+
+
+def test_gpm_partial_metrics_and_pcie_fallback() -> None:
+    fake = FakePynvml([FakeDevice(gpm={pynvml.NVML_GPM_METRIC_SM_UTIL: 12.0})])
+    sampler = make_gpu_sampler("auto", pynvml_module=fake)
+    g0 = lab(0, FakeDevice().uuid)
+    sampler.sample()
+    got = by_key(sampler.sample())
+    assert got[(gm.SM_ACTIVE, g0)] == 12.0
+    assert (gm.TENSOR_ACTIVE, g0) not in got
+    assert "NotSupported" in sampler.last_device_samples()[0].unavailable[f"gpm:{gm.TENSOR_ACTIVE}"]
+    assert got[(gm.PCIE_RX, g0)] == 2000.0 * 1024  # GPM lacked PCIe on this device
+
+
+def test_xid_events_are_counted_per_device() -> None:
+    fake = FakePynvml(two_gpus())
+    sampler = make_gpu_sampler("auto", pynvml_module=fake)
+    handle1 = fake.nvmlDeviceGetHandleByIndex(1)
+    sampler.sample()
+    # event data carries the device handle NVML was given (the same object in this fake)
+    nvml_handle1 = sampler._nvml._devices[1].handle  # noqa: SLF001 - the registered handle, as NVML returns it
+    assert handle1.index == nvml_handle1.index
+    xid = pynvml.nvmlEventTypeXidCriticalError
+    fake.events += [
+        SimpleNamespace(device=nvml_handle1, eventType=xid, eventData=79),
+        SimpleNamespace(device=nvml_handle1, eventType=xid, eventData=48),
+    ]
+    got = by_key(sampler.sample())
+    g0, g1 = lab(0, FakeDevice().uuid), lab(1, "GPU-11111111-1111-1111-1111-111111111111")
+    assert got[(gm.XID_ERRORS, g1)] == 2.0 and got[(gm.LAST_XID, g1)] == 48.0
+    assert got[(gm.XID_ERRORS, g0)] == 0.0 and (gm.LAST_XID, g0) not in got
+
+
+def test_xid_unsupported_device_reports_why() -> None:
+    fake = FakePynvml([FakeDevice(events=0)])
+    sampler = make_gpu_sampler("auto", pynvml_module=fake)
+    got = by_key(sampler.sample())
+    assert (gm.XID_ERRORS, lab(0, FakeDevice().uuid)) not in got
+    assert "not supported" in sampler.last_device_samples()[0].unavailable["xid"]
+    assert fake.event_set_freed  # no device registered: the event set is not kept
+
+
+def test_backend_none_and_bad_backend() -> None:
+    sampler = make_gpu_sampler("none")
+    assert sampler.state().reason == "disabled by --gpu-backend none" and not sampler.state().ok
+    with pytest.raises(ValueError, match="auto, nvml, sim, none"):
+        make_gpu_sampler("cuda")
+
+
+def test_real_pynvml_on_this_host() -> None:
+    """Without a driver the real module must give a clear reason; with one, an inventory."""
+    sampler = make_gpu_sampler("auto")
+    try:
+        state = sampler.state()
+        if state.ok:
+            assert sampler.inventory()
+        else:
+            assert state.reason and not state.simulated
+    finally:
+        sampler.close()
