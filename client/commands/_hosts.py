@@ -8,11 +8,11 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn, TextIO
 
 from dyno.client.auth import AuthError, ClientAuth
 from dyno.client.client import DynoClient
-from dyno.client.cluster import Cluster, open_client
+from dyno.client.cluster import Cluster, HostResult, failed, open_client
 from dyno.client.hosts import (
     DEFAULT_PORT,
     Host,
@@ -28,7 +28,9 @@ __all__ = [
     "add_host_arguments",
     "client_auth",
     "cluster_from_args",
+    "fanout_exit_code",
     "hosts_from_args",
+    "print_failures",
     "resolve_hosts",
     "single_client",
     "usage_error",
@@ -199,3 +201,21 @@ def single_client(args: argparse.Namespace) -> DynoClient:
     if len(hosts) != 1:
         usage_error(f"this command talks to one daemon, but the options name {len(hosts)}")
     return open_client(hosts[0], client_auth(args), timeout_s=args.timeout_s)
+
+
+EXIT_OK, EXIT_FAILED, EXIT_PARTIAL = 0, 1, 3
+
+
+def fanout_exit_code(results: list[HostResult[Any]]) -> int:
+    """0 when every host answered, 3 when some did not (partial), 1 when none did."""
+    bad = len(failed(results))
+    if bad == 0:
+        return EXIT_OK
+    return EXIT_FAILED if bad == len(results) else EXIT_PARTIAL
+
+
+def print_failures(results: list[HostResult[Any]], file: TextIO | None = None) -> None:
+    """One line per failed host: "host:port: ErrorType: message"."""
+    out = file if file is not None else sys.stderr
+    for r in failed(results):
+        print(f"{r.host}: {r.error_type}: {r.error}", file=out)

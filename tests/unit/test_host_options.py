@@ -6,11 +6,14 @@ import argparse
 from pathlib import Path
 
 import pytest
+from dyno.client.cluster import HostResult
 from dyno.client.commands._hosts import (
     add_host_arguments,
     client_auth,
     cluster_from_args,
+    fanout_exit_code,
     hosts_from_args,
+    print_failures,
     resolve_hosts,
     single_client,
 )
@@ -111,3 +114,13 @@ def test_cluster_and_single_client_from_args(capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit) as info:
         single_client(_parse("--hosts", "a,b"))
     assert info.value.code == 2 and "one daemon" in capsys.readouterr().err
+
+
+def test_fanout_exit_code_and_failure_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    ok = HostResult(Host("a"), True, value=1)
+    bad = HostResult(Host("b", 1779), False, error="cannot reach dynod", error_type="Unavailable")
+    assert fanout_exit_code([ok, ok]) == 0
+    assert fanout_exit_code([ok, bad]) == 3
+    assert fanout_exit_code([bad, bad]) == 1
+    print_failures([ok, bad])
+    assert capsys.readouterr().err == "b:1779: Unavailable: cannot reach dynod\n"
