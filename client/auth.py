@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+
 from dyno import secretfiles
 
 __all__ = ["AuthError", "ClientAuth", "MetadataInterceptor", "create_channel"]

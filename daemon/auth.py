@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import grpc
+
 from dyno import secretfiles
 from dyno.daemon.config import ConfigError
 

@@ -18,6 +18,7 @@ from concurrent import futures
 from dataclasses import dataclass
 
 import grpc
+
 from dyno import __version__
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 

@@ -8,14 +8,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Dynod, free_port, wait_for
+from tls_certs import have_openssl, make_test_certs
+
 from dyno.client.auth import ClientAuth
 from dyno.client.cluster import Cluster, HostResult, failed, succeeded
 from dyno.client.hosts import Host
 from dyno.daemon.auth import UNAUTHENTICATED_MESSAGE, TokenAuthInterceptor
 from dyno.daemon.fake_server import FakeServer, start_fake_servers
 from dyno.v1 import dyno_pb2
-from tls_certs import have_openssl, make_test_certs
+
+from conftest import Dynod, free_port, wait_for
 
 pytestmark = pytest.mark.integration
 

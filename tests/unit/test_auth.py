@@ -9,6 +9,8 @@ from pathlib import Path
 
 import grpc
 import pytest
+from tls_certs import have_openssl, make_test_certs
+
 from dyno.client.auth import AuthError, ClientAuth, create_channel
 from dyno.daemon.auth import (
     PROTECTED_METHODS,
@@ -24,7 +26,6 @@ from dyno.daemon.auth import (
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.fake_server import FakeServer, start_fake_servers
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
-from tls_certs import have_openssl, make_test_certs
 
 pytestmark = pytest.mark.unit
 

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import pytest
+
 from dyno.client.cluster import Cluster, failed, succeeded
 from dyno.client.errors import NotFound, Unavailable
 from dyno.client.hosts import Host

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 import pytest
+
 from dyno.client.cluster import HostResult
 from dyno.client.commands._hosts import (
     add_host_arguments,

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+
 from dyno.client.hosts import (
     MAX_HOSTS,
     Host,
