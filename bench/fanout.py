@@ -1,4 +1,5 @@
-"""Fan-out benchmark: `status` across hundreds of daemons on loopback, Cluster vs a sequential loop.
+"""Fan-out benchmark: `status` and a StartTrace request across hundreds of daemons on loopback, Cluster vs a
+sequential loop over the same hosts in the same run.
 
     python bench/fanout.py                       # 256 hosts: 4 real dynods + fake Dyno servers in 4 processes
     python bench/fanout.py --hosts 512 --real 8 --latency-ms 0,2,10
@@ -8,7 +9,8 @@ servers (dyno.daemon.fake_server: same wire contract, fixed answers), many per h
 all servers share its few cores, so with zero latency the sequential loop and the fan-out are both bounded by
 the same CPU. In a fleet each daemon answers on its own host, after a network round trip: --latency-ms adds
 that per-request service time to the fake servers (real dynods answer at their own speed), and the table shows
-the fan-out at each latency.
+the fan-out at each latency. The StartTrace request is what `dyno-cli trace` sends (one trace id, one absolute
+start time); real dynods without the trace service answer UNIMPLEMENTED, counted as not ok.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from pathlib import Path
 
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster, open_client
+from dyno.client.errors import DynoError
 from dyno.client.hosts import Host
+from dyno.v1 import dyno_pb2
 
 _READY = re.compile(r"dynod \S+ ready: grpc=\S+:(?P<port>\d+)")
 
@@ -155,20 +159,44 @@ def _timed(fn: Callable[[], int]) -> tuple[float, int]:
     return time.perf_counter() - start, ok
 
 
-def sequential(hosts: Sequence[Host], clients: dict[Host, DynoClient] | None) -> int:
-    """What a shell loop or a naive script does: one host after the other. With `clients`, channels are reused."""
+Rpc = Callable[[DynoClient], object]
+
+
+def _status(c: DynoClient) -> object:
+    return c.status()
+
+
+def _start_trace(c: DynoClient) -> object:
+    # What `dyno-cli trace` sends to every host: one id, one absolute start time a few seconds ahead.
+    request = dyno_pb2.TraceRequest(
+        job_id="job1", trace_id="bench-trace", duration_ms=500, start_time_ms=int(time.time() * 1000) + 3000
+    )
+    return c.call(c.stub.StartTrace, request)
+
+
+RPCS: dict[str, Rpc] = {"status": _status, "start_trace": _start_trace}
+
+
+def sequential(hosts: Sequence[Host], clients: dict[Host, DynoClient] | None, rpc: Rpc) -> int:
+    """What a shell loop or a naive script does: one host after the other. With `clients`, channels are reused.
+    Returns how many hosts answered without error."""
     ok = 0
     for h in hosts:
-        if clients is None:
-            with open_client(h, timeout_s=5.0) as c:
-                ok += bool(c.status().hostname)
-        else:
-            ok += bool(clients[h].status().hostname)
+        try:
+            if clients is None:
+                with open_client(h, timeout_s=5.0) as c:
+                    rpc(c)
+            else:
+                rpc(clients[h])
+            ok += 1
+        except DynoError:
+            pass
     return ok
 
 
 @dataclass(frozen=True)
 class Row:
+    rpc: str
     latency_ms: float
     kind: str  # seq_cold | seq_warm | cluster_cold | cluster_warm
     mode: str
@@ -178,47 +206,48 @@ class Row:
     hosts: int
 
 
-def run_round(hosts: list[Host], latency_ms: float, repeats: int, concurrency: int) -> list[Row]:
+def run_round(hosts: list[Host], rpc_name: str, latency_ms: float, repeats: int, concurrency: int) -> list[Row]:
+    rpc = RPCS[rpc_name]
     rows: list[Row] = []
 
     def row(kind: str, mode: str, times: list[float], ok: int) -> None:
-        rows.append(Row(latency_ms, kind, mode, statistics.median(times), min(times), ok, len(hosts)))
+        rows.append(Row(rpc_name, latency_ms, kind, mode, statistics.median(times), min(times), ok, len(hosts)))
 
-    t, ok = _timed(lambda: sequential(hosts, None))
+    t, ok = _timed(lambda: sequential(hosts, None, rpc))
     row("seq_cold", "sequential, new channel per host", [t], ok)
     clients = {h: open_client(h, timeout_s=5.0) for h in hosts}
     try:
-        sequential(hosts, clients)  # connect
+        sequential(hosts, clients, rpc)  # connect
         times = []
         for _ in range(max(1, repeats // 2)):
-            t, ok = _timed(lambda: sequential(hosts, clients))
+            t, ok = _timed(lambda: sequential(hosts, clients, rpc))
             times.append(t)
         row("seq_warm", "sequential, reused channels", times, ok)
     finally:
         for c in clients.values():
             c.close()
     with Cluster(hosts, deadline_s=10.0, max_concurrency=concurrency) as cluster:
-        t, ok = _timed(lambda: sum(r.ok for r in cluster.status()))
+        t, ok = _timed(lambda: sum(r.ok for r in cluster.call(rpc)))
         row("cluster_cold", "Cluster, first call (connects)", [t], ok)
         times = []
         for _ in range(repeats):
-            t, ok = _timed(lambda: sum(r.ok for r in cluster.status()))
+            t, ok = _timed(lambda: sum(r.ok for r in cluster.call(rpc)))
             times.append(t)
         row("cluster_warm", f"Cluster, reused channels (median of {repeats})", times, ok)
     return rows
 
 
 def print_table(rows: list[Row]) -> None:
-    print(f"{'latency':>8}  {'mode':<40} {'seconds':>8} {'ms/host':>8} {'ok':>9}  speedup vs sequential")
+    print(f"{'rpc':<12} {'latency':>8}  {'mode':<40} {'seconds':>8} {'ms/host':>8} {'ok':>9}  speedup vs sequential")
     for r in rows:
-        same = {x.kind: x.seconds for x in rows if x.latency_ms == r.latency_ms}
+        same = {x.kind: x.seconds for x in rows if (x.rpc, x.latency_ms) == (r.rpc, r.latency_ms)}
         speed = ""
         if r.kind == "cluster_cold":
             speed = f"{same['seq_cold'] / r.seconds:6.1f}x  (vs new channel per host)"
         elif r.kind == "cluster_warm":
             speed = f"{same['seq_warm'] / r.seconds:6.1f}x  (vs reused channels)"
         print(
-            f"{r.latency_ms:>6g}ms  {r.mode:<40} {r.seconds:8.3f} {1000 * r.seconds / r.hosts:8.2f} "
+            f"{r.rpc:<12} {r.latency_ms:>6g}ms  {r.mode:<40} {r.seconds:8.3f} {1000 * r.seconds / r.hosts:8.2f} "
             f"{r.ok:>4}/{r.hosts:<4}  {speed}"
         )
 
@@ -233,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         default="0,5",
         help="comma-separated simulated per-request latencies of the fake servers (default 0,5)",
     )
+    p.add_argument(
+        "--rpc", default="status,start_trace", help="comma-separated RPCs to time: status, start_trace (default both)"
+    )
     p.add_argument("--repeats", type=int, default=5, help="timed repeats of the warm runs (default 5)")
     p.add_argument("--max-concurrency", type=int, default=256)
     p.add_argument("--json", type=Path, help="also write the rows as JSON here")
@@ -240,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.serve_fakes is not None:
         return _serve_fakes(args.serve_fakes)
+    rpcs = [x.strip() for x in args.rpc.split(",") if x.strip()]
+    if not rpcs or set(rpcs) - set(RPCS):
+        p.error(f"--rpc: choose from {', '.join(RPCS)}")
     latencies = [float(x) for x in args.latency_ms.split(",") if x.strip()]
     real: list[RealDynod] = []
     groups: list[FakeGroup] = []
@@ -259,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         for latency in latencies:
             for g in groups:
                 g.set_latency(latency)
-            rows.extend(run_round(hosts, latency, args.repeats, args.max_concurrency))
+            for rpc in rpcs:
+                rows.extend(run_round(hosts, rpc, latency, args.repeats, args.max_concurrency))
         print_table(rows)
         if args.json:
             args.json.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
