@@ -88,7 +88,7 @@ class Cluster:
     hosts: Host values or "name[:port]" strings (duplicates dropped, order kept). deadline_s: the most any
     fan-out call takes, counted from its start, for every host. retries: UNAVAILABLE retries per RPC (within
     the deadline). auth: token / TLS for every host. client_factory: how to make a host's DynoClient (tests).
-    One fan-out runs at a time per Cluster; results come back in the order of `hosts`.
+    Results come back in the order of `hosts`.
     """
 
     def __init__(
@@ -114,7 +114,6 @@ class Cluster:
         self._factory = client_factory or self._make_client
         self._clients: dict[Host, DynoClient] = {}
         self._clients_lock = threading.Lock()
-        self._call_lock = threading.Lock()
 
     # -- clients ----------------------------------------------------------------------------------------------
     def _make_client(self, host: Host) -> DynoClient:
@@ -179,37 +178,40 @@ class Cluster:
 
     def call(self, fn: Callable[[DynoClient], T], *, deadline_s: float | None = None) -> list[HostResult[T]]:
         """Run `fn(client)` for every host concurrently; one HostResult per host, in host order. Returns within
-        the deadline (+ a few ms): a host still running then is reported as DeadlineExceeded and abandoned."""
+        the deadline (+ a few ms): a host still running then is reported as DeadlineExceeded and abandoned.
+
+        `fn` gets a view of the host's cached client whose `timeout_s` is the time left; it must not close it.
+        A DynoError from `fn` is that host's error; so is any other exception (as "Type: message"). Several
+        fan-outs may run at once from different threads (e.g. progress polling while files are fetched)."""
         deadline = self.deadline_s if deadline_s is None else deadline_s
         if not self.hosts:
             return []
-        with self._call_lock:
-            start = time.monotonic()
-            end = start + deadline
-            pool = futures.ThreadPoolExecutor(
-                max_workers=min(self.max_concurrency, len(self.hosts)), thread_name_prefix="dyno-cluster"
-            )
-            try:
-                futs = [pool.submit(self._one, h, fn, end) for h in self.hosts]
-                # A little grace past the deadline for calls whose grpc deadline fires right at it.
-                futures.wait(futs, timeout=max(0.0, end - time.monotonic()) + 0.25)
-            finally:
-                pool.shutdown(wait=False, cancel_futures=True)
-            results: list[HostResult[T]] = []
-            for host, fut in zip(self.hosts, futs, strict=True):
-                if fut.done() and not fut.cancelled():
-                    results.append(fut.result())
-                else:
-                    results.append(
-                        HostResult(
-                            host,
-                            False,
-                            error=f"no answer within the {deadline:g} s deadline",
-                            error_type="DeadlineExceeded",
-                            elapsed_s=time.monotonic() - start,
-                        )
+        start = time.monotonic()
+        end = start + deadline
+        pool = futures.ThreadPoolExecutor(
+            max_workers=min(self.max_concurrency, len(self.hosts)), thread_name_prefix="dyno-cluster"
+        )
+        try:
+            futs = [pool.submit(self._one, h, fn, end) for h in self.hosts]
+            # A little grace past the deadline for calls whose grpc deadline fires right at it.
+            futures.wait(futs, timeout=max(0.0, end - time.monotonic()) + 0.25)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        results: list[HostResult[T]] = []
+        for host, fut in zip(self.hosts, futs, strict=True):
+            if fut.done() and not fut.cancelled():
+                results.append(fut.result())
+            else:
+                results.append(
+                    HostResult(
+                        host,
+                        False,
+                        error=f"no answer within the {deadline:g} s deadline",
+                        error_type="DeadlineExceeded",
+                        elapsed_s=time.monotonic() - start,
                     )
-            return results
+                )
+        return results
 
     def status(self) -> list[HostResult[dyno_pb2.Status]]:
         return self.call(lambda c: c.status())

@@ -122,3 +122,19 @@ def test_empty_cluster_and_bad_arguments() -> None:
         Cluster(["a"], max_concurrency=0)
     with pytest.raises(ValueError):
         Cluster(["a"], deadline_s=0)
+
+
+def test_concurrent_fan_outs_from_several_threads() -> None:
+    cluster, made = _cluster([f"h{i}" for i in range(20)], {})
+    outcomes: list[list[bool]] = []
+
+    def run() -> None:
+        outcomes.append([r.ok for r in cluster.status()])
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert outcomes == [[True] * 20] * 4
+    assert len(made) == 20  # still one cached client per host
