@@ -215,7 +215,7 @@ def fanout_exit_code(results: list[HostResult[Any]]) -> int:
 
 
 def print_failures(results: list[HostResult[Any]], file: TextIO | None = None) -> None:
-    """One line per failed host: "host:port: ErrorType: message"."""
+    """One line per failed host: "dyno-cli: error: host:port: message (ErrorType)"."""
     out = file if file is not None else sys.stderr
     for r in failed(results):
-        print(f"{r.host}: {r.error_type}: {r.error}", file=out)
+        print(f"dyno-cli: error: {r.host}: {r.error} ({r.error_type})", file=out)

@@ -124,4 +124,4 @@ def test_fanout_exit_code_and_failure_lines(capsys: pytest.CaptureFixture[str]) 
     assert fanout_exit_code([ok, bad]) == 3
     assert fanout_exit_code([bad, bad]) == 1
     print_failures([ok, bad])
-    assert capsys.readouterr().err == "b:1779: Unavailable: cannot reach dynod\n"
+    assert capsys.readouterr().err == "dyno-cli: error: b:1779: cannot reach dynod (Unavailable)\n"
