@@ -14,6 +14,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 import dyno
+from dyno.daemon.auth import AuthConfigError, build_server_credentials, build_server_interceptors, warn_if_exposed
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.convert import gpu_to_proto, sampler_state_to_proto
 from dyno.daemon.history import History
@@ -34,10 +35,6 @@ DYNO_SERVICE = dyno_pb2.DESCRIPTOR.services_by_name["Dyno"].full_name
 
 class StartupError(Exception):
     """The daemon cannot start for a reason the operator must fix (port in use, unwritable dir)."""
-
-
-def _is_loopback(addr: str) -> bool:
-    return addr in ("127.0.0.1", "::1", "localhost") or addr.startswith("127.")
 
 
 def _grpc_address(host: str, port: int) -> str:
@@ -98,11 +95,17 @@ class Daemon:
 
     def _start_grpc(self) -> None:
         cfg = self.config
+        try:  # token interceptor and TLS credentials (dyno.daemon.auth); none when not configured
+            credentials = build_server_credentials(cfg)
+            interceptors = build_server_interceptors(cfg)
+        except AuthConfigError as e:
+            raise StartupError(str(e)) from None
         # so_reuseport off: a second daemon on the same port must fail loudly, not share the port.
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="dyno-grpc"),
             options=[("grpc.so_reuseport", 0)],
             maximum_concurrent_rpcs=256,
+            interceptors=interceptors,
         )
         dyno_pb2_grpc.add_DynoServicer_to_server(
             DynoServicer(self.status, self.history, self.hostname, trace_rpcs=self.tracing.rpcs), server
@@ -114,13 +117,12 @@ class Daemon:
         )
         address = _grpc_address(cfg.listen, cfg.port)
         try:
-            port = server.add_insecure_port(address)
+            port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
         except RuntimeError as e:
             raise StartupError(f"cannot listen on {address}: {e} (address in use or not available?)") from None
         if port == 0:
             raise StartupError(f"cannot listen on {address}: address in use or not available")
-        if not _is_loopback(cfg.listen):
-            log.warning("listening on %s without auth: anyone who can reach this port can read metrics", address)
+        warn_if_exposed(cfg, log)
         server.start()
         self.server, self.port = server, port
 

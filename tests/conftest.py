@@ -57,6 +57,7 @@ class Dynod:
         self.proc: subprocess.Popen[str] | None = None
         self._lines: list[str] = []
         self._ready = threading.Event()
+        self.is_ready = False
 
     @property
     def target(self) -> str:
@@ -75,14 +76,16 @@ class Dynod:
         for line in self.proc.stderr:
             self._lines.append(line)
             if _READY.search(line):
+                self.is_ready = True
                 self._ready.set()
-        self._ready.set()  # process ended: wake waiters
+        self._ready.set()  # stderr closed (the process is ending): wake waiters, is_ready stays as it was
 
     def start(self, timeout_s: float = 30.0) -> Dynod:
         self.proc = subprocess.Popen([sys.executable, "-m", "dyno.daemon", *self.args], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=self.env)
         threading.Thread(target=self._pump, daemon=True).start()
-        if not self._ready.wait(timeout_s) or self.proc.poll() is not None:
+        self._ready.wait(timeout_s)
+        if not self.is_ready or self.proc.poll() is not None:
             code = self.proc.poll()
             self.kill()
             raise RuntimeError(f"dynod did not become ready (exit {code}); log:\n{self.log}")

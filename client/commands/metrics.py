@@ -7,7 +7,15 @@ import sys
 from collections import defaultdict
 from datetime import datetime
 
-from dyno.client.commands._common import add_target_arguments, client_from_args, print_json, proto_to_dict
+from dyno.client.commands._common import print_json, proto_to_dict
+from dyno.client.commands._hosts import (
+    add_host_arguments,
+    cluster_from_args,
+    fanout_exit_code,
+    print_failures,
+    single_client,
+    usage_error,
+)
 from dyno.client.format import format_labels, format_value, table
 from dyno.v1 import dyno_pb2
 
@@ -19,9 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "metrics", help="GPU and host metrics (tables, --watch live, --json)",
         description="Show the newest sample of a daemon's metrics as tables (one per kind of entity: GPUs, CPUs, "
         "network devices, ...). --watch redraws live as the daemon samples; --json prints samples from the "
-        "daemon's history.",
+        "daemon's history. With several hosts (--hosts, --hostfile, --slurm-job): one GPU table and one host "
+        "table across all of them.",
     )
-    add_target_arguments(p)
+    add_host_arguments(p)
     p.add_argument("--names", action="append", default=[], metavar="PATTERN",
                    help="only metrics matching this fnmatch pattern, e.g. 'gpu_*' (repeatable)")
     p.add_argument("--json", action="store_true", help="print samples as JSON")
@@ -65,25 +74,77 @@ def _natural(entity: str) -> tuple:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in entity.replace("=", ",").split(","))
 
 
+_GPU_COLUMNS = [
+    ("UTIL", "gpu_utilization_percent"),
+    ("SM ACTIVE", "gpu_sm_active_percent"),
+    ("MEM USED", "gpu_memory_used_bytes"),
+    ("POWER W", "gpu_power_watts"),
+    ("TEMP C", "gpu_temperature_celsius"),
+    ("SM MHZ", "gpu_sm_clock_mhz"),
+]
+_HOST_COLUMNS = [
+    ("CPU USER", "cpu_user_percent"),
+    ("CPU SYS", "cpu_system_percent"),
+    ("IOWAIT", "cpu_iowait_percent"),
+    ("MEM USED", "memory_used_percent"),
+    ("LOAD 1M", "load_average_1m"),
+]
+
+
+def render_many(samples: list[tuple[str, dyno_pb2.Sample]]) -> str:
+    """One GPU table (a row per host and GPU) and one host table (a row per host) across every host."""
+    gpu_rows, host_rows = [], []
+    for host, sample in samples:
+        gpus: dict[str, dict[str, float]] = defaultdict(dict)
+        hostvals: dict[str, float] = {}
+        for m in sample.metrics:
+            if "gpu" in m.labels and "reason" not in m.labels:
+                gpus[m.labels["gpu"]][m.name] = m.value
+            elif m.labels.get("cpu", "total") == "total" and not set(m.labels) - {"cpu"}:
+                hostvals[m.name] = m.value
+        for gpu in sorted(gpus, key=int):
+            vals = gpus[gpu]
+            gpu_rows.append([host, gpu, *[format_value(n, vals[n]) if n in vals else "-" for _, n in _GPU_COLUMNS]])
+        host_rows.append([host, *[format_value(n, hostvals[n]) if n in hostvals else "-" for _, n in _HOST_COLUMNS]])
+    out = []
+    if gpu_rows:
+        out += [table(["HOST", "GPU", *[h for h, _ in _GPU_COLUMNS]], gpu_rows), ""]
+    out.append(table(["HOST", *[h for h, _ in _HOST_COLUMNS]], host_rows))
+    return "\n".join(out)
+
+
+def _watch(args: argparse.Namespace) -> int:
+    with single_client(args) as c:
+        try:
+            for sample in c.stream_metrics(args.names):
+                sys.stdout.write(_CLEAR + render(sample, c.target) + "\n")
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.limit < 0:
-        print("dyno-cli metrics: error: --limit must be >= 0", file=sys.stderr)
-        return 2
-    with client_from_args(args) as c:
-        if args.watch:
-            try:
-                for sample in c.stream_metrics(args.names):
-                    sys.stdout.write(_CLEAR + render(sample, c.target) + "\n")
-                    sys.stdout.flush()
-            except KeyboardInterrupt:
-                pass
-            return 0
-        resp = c.metrics(args.names, since_ms=args.since_ms, limit=args.limit if args.json else 1)
+        usage_error("--limit must be >= 0")
+    if args.watch:
+        return _watch(args)
+    limit = args.limit if args.json else 1
+    with cluster_from_args(args) as cluster:
+        results = cluster.metrics(args.names, since_ms=args.since_ms, limit=limit)
+    ok = [r for r in results if r.ok]
     if args.json:
-        print_json(proto_to_dict(resp))
-        return 0
-    if not resp.samples:
-        print(f"{resp.hostname}: no samples yet (or none match {args.names})")
-        return 0
-    print(render(resp.samples[-1], resp.hostname))
-    return 0
+        if len(results) == 1 and ok:
+            print_json(proto_to_dict(ok[0].value))
+        else:
+            print_json([{"host": str(r.host), **proto_to_dict(r.value)} for r in ok])
+    elif len(results) == 1 and ok:
+        resp = ok[0].value
+        if resp.samples:
+            print(render(resp.samples[-1], resp.hostname))
+        else:
+            print(f"{resp.hostname}: no samples yet (or none match {args.names})")
+    elif ok:
+        print(render_many([(str(r.host), r.value.samples[-1]) for r in ok if r.value.samples]))
+    print_failures(results)
+    return fanout_exit_code(results)

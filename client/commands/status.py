@@ -1,21 +1,32 @@
-"""dyno-cli status: the daemon's health, samplers, GPUs and trace dir."""
+"""dyno-cli status: the daemon's health, samplers, GPUs and trace dir (one host in detail, many as a table)."""
 
 from __future__ import annotations
 
 import argparse
 
-from dyno.client.commands._common import add_target_arguments, client_from_args, print_json, proto_to_dict
+from dyno.client.commands._common import print_json, proto_to_dict
+from dyno.client.commands._hosts import add_host_arguments, cluster_from_args, fanout_exit_code, print_failures
 from dyno.client.format import human_bytes, table
 from dyno.v1 import dyno_pb2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="daemon status: samplers, GPUs, registered processes",
-                       description="Show a daemon's status: version, uptime, each sampler (ok or unavailable with "
-                       "the reason), the GPU inventory, registered trainer processes and trace-dir usage.")
-    add_target_arguments(p)
+    p = sub.add_parser(
+        "status",
+        help="daemon status: samplers, GPUs, registered processes",
+        description="Show daemon status: version, uptime, each sampler (ok or unavailable with the reason), the "
+        "GPU inventory, registered trainer processes and trace-dir usage. With several hosts, one row per host; "
+        "exit code 3 when some hosts failed, 1 when all did.",
+    )
+    add_host_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run)
+
+
+def _sampler_text(st: dyno_pb2.SamplerState) -> str:
+    if not st.ok:
+        return f"unavailable: {st.reason}"
+    return f"ok ({st.backend}{', SIMULATED' if st.simulated else ''})"
 
 
 def render(s: dyno_pb2.Status, target: str) -> str:
@@ -34,19 +45,51 @@ def render(s: dyno_pb2.Status, target: str) -> str:
     lines.append(table(["SAMPLER", "BACKEND", "STATE"], rows))
     if s.gpus:
         lines.append("")
-        lines.append(table(
-            ["GPU", "NAME", "UUID", "MEMORY"],
-            [[g.index, g.name + (" (SIMULATED)" if g.simulated else ""), g.uuid, human_bytes(g.memory_total_bytes)]
-             for g in s.gpus],
-        ))
+        lines.append(
+            table(
+                ["GPU", "NAME", "UUID", "MEMORY"],
+                [
+                    [g.index, g.name + (" (SIMULATED)" if g.simulated else ""), g.uuid, human_bytes(g.memory_total_bytes)]
+                    for g in s.gpus
+                ],
+            )
+        )
     return "\n".join(lines)
 
 
+def render_many(results) -> str:
+    rows = []
+    for r in results:
+        if not r.ok:
+            rows.append([str(r.host), "-", "-", "-", f"{r.error_type}", "-", "-"])
+            continue
+        s: dyno_pb2.Status = r.value
+        samplers = {st.name: st for st in s.samplers}
+        gpu = samplers.get("gpu")
+        rows.append([
+            str(r.host),
+            s.version,
+            f"{s.uptime_s:.0f}s",
+            str(len(s.gpus)),
+            _sampler_text(gpu) if gpu else "-",
+            str(s.registered_processes),
+            str(s.active_traces),
+        ])
+    return table(["HOST", "VERSION", "UP", "GPUS", "GPU SAMPLER", "PROCS", "TRACES"], rows)
+
+
 def run(args: argparse.Namespace) -> int:
-    with client_from_args(args) as c:
-        s = c.status()
-        if args.json:
-            print_json(proto_to_dict(s))
-        else:
-            print(render(s, c.target))
-    return 0
+    with cluster_from_args(args) as cluster:
+        results = cluster.status()
+    if args.json:
+        print_json([
+            {"host": str(r.host), "ok": r.ok, "status": proto_to_dict(r.value) if r.ok else None,
+             "error": None if r.ok else f"{r.error_type}: {r.error}"}
+            for r in results
+        ] if len(results) > 1 else (proto_to_dict(results[0].value) if results[0].ok else {}))
+    elif len(results) == 1 and results[0].ok:
+        print(render(results[0].value, str(results[0].host)))
+    elif len(results) > 1:
+        print(render_many(results))
+    print_failures(results)
+    return fanout_exit_code(results)

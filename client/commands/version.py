@@ -1,27 +1,39 @@
-"""dyno-cli version: the daemon's version and API."""
+"""dyno-cli version: the daemons' versions and API."""
 
 from __future__ import annotations
 
 import argparse
 
 import dyno
-from dyno.client.commands._common import add_target_arguments, client_from_args, print_json, proto_to_dict
+from dyno.client.commands._common import print_json, proto_to_dict
+from dyno.client.commands._hosts import add_host_arguments, cluster_from_args, fanout_exit_code, print_failures
+from dyno.client.format import table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("version", help="daemon and client versions",
-                       description="Show the versions of dyno-cli and of the daemon it talks to.")
-    add_target_arguments(p)
+    p = sub.add_parser(
+        "version",
+        help="daemon and client versions",
+        description="Show the versions of dyno-cli and of the daemons it talks to.",
+    )
+    add_host_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    with client_from_args(args) as c:
-        v = c.version()
+    with cluster_from_args(args) as cluster:
+        results = cluster.version()
     if args.json:
-        print_json({"client": dyno.__version__, "daemon": proto_to_dict(v)})
+        print_json({
+            "client": dyno.__version__,
+            "daemons": [{"host": str(r.host), **proto_to_dict(r.value)} for r in results if r.ok],
+        })
     else:
-        print(f"dyno-cli {dyno.__version__}\ndynod {v.version} ({v.api}) on {c.target}, python {v.python}, "
-              f"grpc {v.grpc}")
-    return 0
+        print(f"dyno-cli {dyno.__version__}")
+        ok = [r for r in results if r.ok]
+        if ok:
+            print(table(["HOST", "DYNOD", "API", "PYTHON", "GRPC"],
+                        [[str(r.host), r.value.version, r.value.api, r.value.python, r.value.grpc] for r in ok]))
+    print_failures(results)
+    return fanout_exit_code(results)

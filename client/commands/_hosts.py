@@ -1,0 +1,221 @@
+"""Options shared by every host-level command (status, ps, metrics, trace): which daemons, how long to wait,
+and how to authenticate. Hosts come from --host, --hosts, --hostfile and --slurm-job together (in that order,
+duplicates dropped); with none of them, $DYNO_HOST or localhost."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from dyno.client.auth import AuthError, ClientAuth
+from dyno.client.client import DynoClient
+from dyno.client.cluster import Cluster, HostResult, failed, open_client
+from dyno.client.hosts import (
+    DEFAULT_PORT,
+    Host,
+    HostSpecError,
+    dedupe,
+    parse_host,
+    parse_hosts,
+    read_hostfile,
+    slurm_job_hosts,
+)
+
+__all__ = [
+    "add_host_arguments",
+    "client_auth",
+    "cluster_from_args",
+    "fanout_exit_code",
+    "hosts_from_args",
+    "print_failures",
+    "resolve_hosts",
+    "single_client",
+    "usage_error",
+]
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return v
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number 1-65535: {text!r}")
+    return int(text)
+
+
+def _concurrency(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 4096:
+        raise argparse.ArgumentTypeError(f"must be 1-4096: {text!r}")
+    return int(text)
+
+
+def add_host_arguments(parser: argparse.ArgumentParser) -> None:
+    """--host/--port, --hosts, --hostfile, --slurm-job, --timeout-s, --max-concurrency and the auth options."""
+    g = parser.add_argument_group("daemons")
+    g.add_argument(
+        "--host",
+        help="one daemon, HOST or HOST:PORT (default $DYNO_HOST or localhost when no other host option is given)",
+    )
+    g.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help=f"port of every host given without one (default $DYNO_PORT or {DEFAULT_PORT})",
+    )
+    g.add_argument(
+        "--hosts",
+        action="append",
+        default=[],
+        metavar="LIST",
+        help="comma-separated hosts, each HOST[:PORT] or a Slurm nodelist like gpu[001-004,007] (repeatable)",
+    )
+    g.add_argument(
+        "--hostfile",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="file with one host (or nodelist) per line; '#' starts a comment (repeatable)",
+    )
+    g.add_argument(
+        "--slurm-job",
+        metavar="JOB_ID",
+        help="every node of this Slurm job (squeue + scontrol; built-in nodelist expansion otherwise)",
+    )
+    g.add_argument(
+        "--timeout-s",
+        type=_positive,
+        default=5.0,
+        help="deadline for each host's answer (default 5); slow or dead hosts are reported, not waited for",
+    )
+    g.add_argument(
+        "--max-concurrency", type=_concurrency, default=256, metavar="N", help="hosts called at once (default 256)"
+    )
+    a = parser.add_argument_group(
+        "auth",
+        "Needed when the daemons require a token or TLS. A token over plaintext "
+        "is readable by anyone on the network path: use it alone only on trusted "
+        "networks, else add --tls-ca.",
+    )
+    a.add_argument(
+        "--auth-token-file",
+        type=Path,
+        default=_env_path("DYNO_AUTH_TOKEN_FILE"),
+        metavar="FILE",
+        help="file with the daemons' shared bearer token (default $DYNO_AUTH_TOKEN_FILE)",
+    )
+    a.add_argument(
+        "--tls-ca", type=Path, metavar="PEM", help="CA bundle that signed the daemons' certificates (enables TLS)"
+    )
+    a.add_argument("--tls-cert", type=Path, metavar="PEM", help="client certificate for mTLS")
+    a.add_argument("--tls-key", type=Path, metavar="PEM", help="client private key for mTLS")
+    a.add_argument(
+        "--tls-server-name",
+        metavar="NAME",
+        help="name to check the daemons' certificates against instead of the host name dialled",
+    )
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
+
+
+def usage_error(message: str) -> NoReturn:
+    """One line on stderr, exit code 2 (as argparse does for usage errors)."""
+    print(f"dyno-cli: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _default_port(args: argparse.Namespace) -> int:
+    if args.port is not None:
+        return int(args.port)
+    env = os.environ.get("DYNO_PORT", "")
+    try:
+        return _port(env) if env else DEFAULT_PORT
+    except argparse.ArgumentTypeError as e:
+        raise HostSpecError(f"$DYNO_PORT: {e}") from None
+
+
+def hosts_from_args(args: argparse.Namespace) -> list[Host]:
+    """The hosts the options name, in order, without duplicates. Raises HostSpecError."""
+    port = _default_port(args)
+    hosts: list[Host] = []
+    if args.host:
+        hosts.append(parse_host(args.host, port))
+    for text in args.hosts:
+        hosts.extend(parse_hosts(text, port))
+    for path in args.hostfile:
+        hosts.extend(read_hostfile(path, port))
+    if args.slurm_job:
+        hosts.extend(slurm_job_hosts(args.slurm_job, port))
+    if not hosts and not (args.hosts or args.hostfile or args.slurm_job):
+        hosts.append(parse_host(os.environ.get("DYNO_HOST") or "localhost", port))
+    return dedupe(hosts)
+
+
+def resolve_hosts(args: argparse.Namespace) -> list[Host]:
+    """hosts_from_args, with errors as a one-line usage error (exit 2)."""
+    try:
+        return hosts_from_args(args)
+    except HostSpecError as e:
+        usage_error(str(e))
+
+
+def client_auth(args: argparse.Namespace) -> ClientAuth | None:
+    """ClientAuth from the auth options, None when none is given; errors are usage errors (exit 2)."""
+    if not (args.auth_token_file or args.tls_ca or args.tls_cert or args.tls_key):
+        return None
+    try:
+        return ClientAuth.from_files(
+            token_file=args.auth_token_file,
+            tls_ca=args.tls_ca,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            tls_server_name=args.tls_server_name,
+        )
+    except AuthError as e:
+        usage_error(str(e))
+
+
+def cluster_from_args(args: argparse.Namespace) -> Cluster:
+    """A Cluster over the resolved hosts with the deadline, concurrency and auth from the options."""
+    return Cluster(
+        resolve_hosts(args), deadline_s=args.timeout_s, max_concurrency=args.max_concurrency, auth=client_auth(args)
+    )
+
+
+def single_client(args: argparse.Namespace) -> DynoClient:
+    """A DynoClient for commands that talk to exactly one daemon; more than one host is a usage error."""
+    hosts = resolve_hosts(args)
+    if len(hosts) != 1:
+        usage_error(f"this command talks to one daemon, but the options name {len(hosts)}")
+    return open_client(hosts[0], client_auth(args), timeout_s=args.timeout_s)
+
+
+EXIT_OK, EXIT_FAILED, EXIT_PARTIAL = 0, 1, 3
+
+
+def fanout_exit_code(results: list[HostResult[Any]]) -> int:
+    """0 when every host answered, 3 when some did not (partial), 1 when none did."""
+    bad = len(failed(results))
+    if bad == 0:
+        return EXIT_OK
+    return EXIT_FAILED if bad == len(results) else EXIT_PARTIAL
+
+
+def print_failures(results: list[HostResult[Any]], file: TextIO | None = None) -> None:
+    """One line per failed host: "dyno-cli: error: host:port: message (ErrorType)"."""
+    out = file if file is not None else sys.stderr
+    for r in failed(results):
+        print(f"dyno-cli: error: {r.host}: {r.error} ({r.error_type})", file=out)

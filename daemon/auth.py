@@ -1,0 +1,176 @@
+"""Server-side auth for the Dyno service: TLS / mTLS credentials, a bearer-token interceptor for the RPCs that
+start or cancel traces or read files, and a loud warning when the daemon is exposed without either.
+
+Read-only RPCs (status, metrics, process list, trace state) stay open on purpose: they are what monitoring and
+`dyno-cli status` across a fleet need, and they reveal nothing a token would protect.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+
+from dyno import secretfiles
+from dyno.daemon.config import ConfigError
+
+__all__ = [
+    "AUTH_METADATA_KEY",
+    "AuthConfig",
+    "PROTECTED_METHODS",
+    "UNAUTHENTICATED_MESSAGE",
+    "AuthConfigError",
+    "TokenAuthInterceptor",
+    "build_server_credentials",
+    "build_server_interceptors",
+    "is_loopback",
+    "read_token_file",
+    "warn_if_exposed",
+]
+
+log = logging.getLogger(__name__)
+
+AUTH_METADATA_KEY = "authorization"
+UNAUTHENTICATED_MESSAGE = "missing or invalid bearer token"
+PROTECTED_METHODS: frozenset[str] = frozenset(
+    {"/dyno.v1.Dyno/StartTrace", "/dyno.v1.Dyno/CancelTrace", "/dyno.v1.Dyno/FetchTraceFile"}
+)
+
+
+class AuthConfig(Protocol):
+    """The fields of DaemonConfig this module reads (a Protocol so tests can pass a small dataclass)."""
+
+    listen: str
+    auth_token_file: Path | None
+    tls_cert: Path | None
+    tls_key: Path | None
+    tls_ca: Path | None
+
+
+class AuthConfigError(ConfigError):
+    """An unusable token file or certificate; dynod prints it as one line and exits 2."""
+
+
+def read_token_file(path: Path) -> str:
+    """The shared token dynod requires (see dyno.secretfiles.read_token_file), errors as AuthConfigError."""
+    try:
+        return secretfiles.read_token_file(path)
+    except secretfiles.SecretFileError as e:
+        raise AuthConfigError(str(e)) from None
+
+
+def _read_pem(path: Path, what: str) -> bytes:
+    try:
+        return secretfiles.read_pem(path, what)
+    except secretfiles.SecretFileError as e:
+        raise AuthConfigError(str(e)) from None
+
+
+def build_server_credentials(config: AuthConfig) -> grpc.ServerCredentials | None:
+    """TLS credentials from tls_cert/tls_key; with tls_ca, clients must present a certificate signed by it
+    (mTLS). None when TLS is not configured (the server then uses an insecure port)."""
+    if config.tls_cert is None and config.tls_key is None:
+        if config.tls_ca is not None:
+            raise AuthConfigError("tls_ca needs tls_cert and tls_key")
+        return None
+    if config.tls_cert is None or config.tls_key is None:
+        raise AuthConfigError("tls_cert and tls_key must be given together")
+    cert = _read_pem(config.tls_cert, "TLS certificate")
+    key = _read_pem(config.tls_key, "TLS private key")
+    ca = _read_pem(config.tls_ca, "TLS CA bundle") if config.tls_ca is not None else None
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
+
+
+def _bearer(metadata: Iterable[tuple[str, Any]] | None) -> bytes | None:
+    for key, value in metadata or ():
+        if key.lower() == AUTH_METADATA_KEY:
+            raw = value if isinstance(value, bytes) else str(value).encode("utf-8", "replace")
+            scheme, _, token = raw.strip().partition(b" ")
+            return token.strip() if scheme.lower() == b"bearer" else None
+    return None
+
+
+class TokenAuthInterceptor(grpc.ServerInterceptor):
+    """Rejects calls to `protected` methods whose `authorization: Bearer <token>` metadata does not match, with
+    UNAUTHENTICATED "missing or invalid bearer token". Other methods pass untouched."""
+
+    def __init__(self, token: str, protected: Iterable[str] = PROTECTED_METHODS) -> None:
+        if not token:
+            raise ValueError("token must be non-empty")
+        self._token = token.encode("utf-8")
+        self._protected = frozenset(protected)
+
+    def authorized(self, metadata: Iterable[tuple[str, Any]] | None) -> bool:
+        presented = _bearer(metadata)
+        # compare_digest: the time taken does not reveal how much of a guess was right.
+        return presented is not None and hmac.compare_digest(presented, self._token)
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None or handler_call_details.method not in self._protected:
+            return handler
+        if self.authorized(handler_call_details.invocation_metadata):
+            return handler
+        log.info("rejected %s: %s", handler_call_details.method, UNAUTHENTICATED_MESSAGE)
+        return _rejecting_handler(handler)
+
+
+def _abort(request: Any, context: grpc.ServicerContext) -> Any:
+    context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
+
+
+def _abort_stream(request: Any, context: grpc.ServicerContext) -> Any:
+    context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
+    yield  # pragma: no cover - makes this a generator, as a streaming handler must be
+
+
+def _rejecting_handler(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """A handler of the same shape as `handler` (so (de)serializers match) that aborts every call."""
+    kw = {"request_deserializer": handler.request_deserializer, "response_serializer": handler.response_serializer}
+    if handler.request_streaming and handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(_abort_stream, **kw)
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(_abort, **kw)
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(_abort_stream, **kw)
+    return grpc.unary_unary_rpc_method_handler(_abort, **kw)
+
+
+def build_server_interceptors(config: AuthConfig) -> list[grpc.ServerInterceptor]:
+    """The interceptors dynod installs: the token check when auth_token_file is set, else none."""
+    if config.auth_token_file is None:
+        return []
+    return [TokenAuthInterceptor(read_token_file(config.auth_token_file))]
+
+
+def is_loopback(address: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and "localhost"; False for wildcards (0.0.0.0, ::, "") and anything else."""
+    addr = address.strip().strip("[]")
+    if addr.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(addr.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False  # a hostname: it resolves to something reachable from elsewhere
+
+
+def warn_if_exposed(config: AuthConfig, logger: logging.Logger | None = None) -> bool:
+    """Log a loud warning when listening beyond loopback without a token or TLS. Returns whether it warned."""
+    if is_loopback(config.listen) or config.auth_token_file is not None or config.tls_cert is not None:
+        return False
+    (logger or log).warning(
+        "SECURITY: listening on %s without --auth-token-file or TLS: anyone who can reach this port can start "
+        "traces in your processes and download trace files. Configure --auth-token-file (or --tls-cert/--tls-key/"
+        "--tls-ca for mTLS), or listen on 127.0.0.1.",
+        config.listen or "all addresses",
+    )
+    return True

@@ -1,0 +1,181 @@
+"""A lightweight stand-in for dynod's Dyno service: fixed answers, no samplers, many per process.
+
+For fan-out tests and benchmarks that need hundreds of endpoints on one machine, where hundreds of real dynod
+processes do not fit. It speaks the same dyno.v1 wire contract, answers read-only RPCs from fixed data, and
+accepts StartTrace / CancelTrace / FetchTraceFile (so auth interceptors can be tested in front of it). Many
+servers share one thread pool; each listens on its own port and reports "fake-<port>" as its hostname.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent import futures
+from dataclasses import dataclass
+
+import grpc
+
+from dyno import __version__
+from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+
+__all__ = ["FakeDynoServicer", "FakeServer", "start_fake_servers"]
+
+log = logging.getLogger(__name__)
+
+_FILE = b'{"traceEvents": []}\n'
+
+
+class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
+    """Answers every Dyno RPC from fixed data. `delay_s` makes each unary call that slow (a "slow host")."""
+
+    def __init__(self, hostname: str, *, delay_s: float = 0.0, job_id: str = "job1", nprocs: int = 2) -> None:
+        self.hostname = hostname
+        self.delay_s = delay_s
+        self.job_id = job_id
+        self.nprocs = nprocs
+        self.started = time.monotonic()
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def _enter(self, context: grpc.ServicerContext) -> None:
+        with self._lock:
+            self.calls += 1
+        if self.delay_s > 0:
+            # Honour cancellation so a slow fake does not hold pool threads after the client gave up.
+            end = time.monotonic() + self.delay_s
+            while context.is_active() and time.monotonic() < end:
+                time.sleep(min(0.02, self.delay_s))
+
+    def GetStatus(self, request: dyno_pb2.GetStatusRequest, context: grpc.ServicerContext) -> dyno_pb2.Status:
+        self._enter(context)
+        return dyno_pb2.Status(
+            hostname=self.hostname,
+            version=__version__,
+            uptime_s=time.monotonic() - self.started,
+            pid=os.getpid(),
+            samplers=[
+                dyno_pb2.SamplerState(name="host", ok=True, backend="fake"),
+                dyno_pb2.SamplerState(name="gpu", ok=False, reason="fake server", backend="none"),
+            ],
+            registered_processes=self.nprocs,
+            interval_s=1.0,
+            history_s=3600.0,
+        )
+
+    def GetVersion(self, request: dyno_pb2.GetVersionRequest, context: grpc.ServicerContext) -> dyno_pb2.VersionInfo:
+        self._enter(context)
+        return dyno_pb2.VersionInfo(version=__version__, api="dyno.v1", grpc=grpc.__version__)
+
+    def GetMetrics(
+        self, request: dyno_pb2.GetMetricsRequest, context: grpc.ServicerContext
+    ) -> dyno_pb2.GetMetricsResponse:
+        self._enter(context)
+        sample = dyno_pb2.Sample(
+            timestamp_ms=int(time.time() * 1000),
+            metrics=[
+                dyno_pb2.Metric(name="cpu_util_percent", value=12.5),
+                dyno_pb2.Metric(name="gpu_utilization_percent", labels={"gpu": "0"}, value=87.0),
+            ],
+        )
+        return dyno_pb2.GetMetricsResponse(samples=[sample], hostname=self.hostname)
+
+    def _processes(self) -> list[dyno_pb2.ProcessInfo]:
+        return [
+            dyno_pb2.ProcessInfo(
+                pid=1000 + r,
+                job_id=self.job_id,
+                rank=r,
+                world_size=self.nprocs,
+                gpu=r,
+                protocol=dyno_pb2.PROTOCOL_AGENT,
+                hostname=self.hostname,
+            )
+            for r in range(self.nprocs)
+        ]
+
+    def ListProcesses(
+        self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext
+    ) -> dyno_pb2.ListProcessesResponse:
+        self._enter(context)
+        procs = [p for p in self._processes() if not request.job_id or p.job_id == request.job_id]
+        return dyno_pb2.ListProcessesResponse(processes=procs, hostname=self.hostname)
+
+    def StartTrace(self, request: dyno_pb2.TraceRequest, context: grpc.ServicerContext) -> dyno_pb2.StartTraceResponse:
+        self._enter(context)
+        if not request.job_id:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "job_id is required")
+        procs = [p for p in self._processes() if p.job_id == request.job_id]
+        trace_id = request.trace_id or f"fake-{int(time.time() * 1000)}"
+        return dyno_pb2.StartTraceResponse(
+            trace_id=trace_id,
+            matched_pids=[p.pid for p in procs],
+            hostname=self.hostname,
+            triggered=[
+                dyno_pb2.ProcessTrace(pid=p.pid, job_id=p.job_id, rank=p.rank, state=dyno_pb2.TRACE_STATE_PENDING)
+                for p in procs
+            ],
+        )
+
+    def GetTrace(self, request: dyno_pb2.GetTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
+        self._enter(context)
+        return dyno_pb2.TraceStatus(trace_id=request.trace_id, finished=True, hostname=self.hostname)
+
+    def CancelTrace(self, request: dyno_pb2.CancelTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
+        self._enter(context)
+        return dyno_pb2.TraceStatus(trace_id=request.trace_id, finished=True, hostname=self.hostname)
+
+    def FetchTraceFile(
+        self, request: dyno_pb2.FetchTraceFileRequest, context: grpc.ServicerContext
+    ) -> Iterator[dyno_pb2.FileChunk]:
+        self._enter(context)
+        yield dyno_pb2.FileChunk(
+            data=_FILE,
+            offset=0,
+            last=True,
+            total_size=len(_FILE),
+            filename="fake.json",
+            sha256=hashlib.sha256(_FILE).hexdigest(),
+        )
+
+
+@dataclass
+class FakeServer:
+    """One running fake endpoint."""
+
+    server: grpc.Server
+    port: int
+    servicer: FakeDynoServicer
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self, grace: float | None = None) -> None:
+        self.server.stop(grace).wait()
+
+
+def start_fake_servers(
+    count: int,
+    *,
+    host: str = "127.0.0.1",
+    executor: futures.ThreadPoolExecutor | None = None,
+    interceptors: Sequence[grpc.ServerInterceptor] = (),
+    credentials: grpc.ServerCredentials | None = None,
+    delay_s: float = 0.0,
+) -> list[FakeServer]:
+    """Start `count` fake servers on free ports of `host`, sharing `executor` (one is made if None)."""
+    pool = executor or futures.ThreadPoolExecutor(max_workers=min(64, 4 + count), thread_name_prefix="fake-dyno")
+    servers: list[FakeServer] = []
+    for _ in range(count):
+        server = grpc.server(pool, interceptors=list(interceptors), options=[("grpc.so_reuseport", 0)])
+        address = f"{host}:0"
+        port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+        servicer = FakeDynoServicer(f"fake-{port}", delay_s=delay_s)
+        dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
+        server.start()
+        servers.append(FakeServer(server, port, servicer))
+    return servers
