@@ -16,8 +16,10 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import Dynod, run_cli, short_tmpdir, wait_for
+
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+
+from conftest import Dynod, run_cli, short_tmpdir, wait_for
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("torch")
@@ -207,7 +209,8 @@ def test_agent_reregisters_after_daemon_restart(dynod_factory, trainers) -> None
     first = _wait_registered(d, job, t.pid)
     wait_for(t.stepping, 60)
     d.stop()
-    d._ready.clear()
+    d._ready.clear()  # Dynod.start() is written for one start: reset its readiness for the second
+    d.is_ready = False
     d.start()
     again = _wait_registered(d, job, t.pid, timeout_s=30)
     assert again.registered_ms > first.registered_ms
@@ -227,6 +230,7 @@ def test_trainer_without_daemon_runs_to_completion(trainers) -> None:
 def test_trace_runner_reasons_and_start_time(tmp_path: Path) -> None:
     # In-process: the agent's trace runner against a process that never steps its optimizer.
     import torch  # noqa: F401
+
     from dyno.client.agent_trace import StepCounter, TraceFailed, TraceSpec, run_trace
 
     steps = StepCounter()

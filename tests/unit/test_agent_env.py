@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from dyno.client import agent_env
 from dyno.client.agent import _spec_from_pb
 from dyno.client.agent_trace import TraceFailed, _with_trace_id, write_trace_file
