@@ -377,6 +377,8 @@ def run_trace(
 ) -> TraceResult:
     """Take the trace described by spec and write its file. Blocks the calling (agent) thread, not the trainer.
     Raises TraceFailed with the reason; returns early with TraceFailed("cancelled") when `cancel` is set."""
+    if spec.start_time_ms and spec.deadline_ms and spec.start_time_ms >= spec.deadline_ms:
+        raise TraceFailed("the requested start time is past the trace's deadline")
     _check_output_dir(spec.output_path)
     steps.wait_idle(cancel)
     if spec.iterations:
