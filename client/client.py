@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
@@ -21,60 +19,6 @@ __all__ = ["DynoClient", "DEFAULT_PORT", "FetchedFile", "format_target"]
 
 DEFAULT_PORT = 1778
 T = TypeVar("T")
-
-
-class _Pipe:
-    """Runs `sink(chunk)` for every chunk on its own thread; at most `depth` chunks queued (bounded memory)."""
-
-    def __init__(self, sink: Callable[[bytes], object], name: str, depth: int = 16) -> None:
-        self._sink = sink
-        self._q: queue.Queue[bytes | None] = queue.Queue(maxsize=depth)
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while (data := self._q.get()) is not None:
-            if self.error is None:
-                try:
-                    self._sink(data)
-                except BaseException as e:  # reported to the caller
-                    self.error = e
-
-    def put(self, data: bytes) -> None:
-        if self.error is not None:
-            raise self.error
-        self._q.put(data)
-
-    def close(self) -> None:
-        self._q.put(None)
-        self._thread.join()
-
-
-class _HashingWriter:
-    """Writes chunks to a file and sha256-hashes them, each on its own thread: both release the GIL, so they
-    overlap with each other and with receiving the next chunks."""
-
-    def __init__(self, f: BinaryIO) -> None:
-        self._digest = hashlib.sha256()
-        self._pipes = (_Pipe(f.write, "fetch-writer"), _Pipe(self._digest.update, "fetch-hasher"))
-
-    def __enter__(self) -> _HashingWriter:
-        return self
-
-    def put(self, data: bytes) -> None:
-        for p in self._pipes:
-            p.put(data)
-
-    def __exit__(self, *exc: object) -> None:
-        for p in self._pipes:
-            p.close()
-        errors = [p.error for p in self._pipes if p.error is not None]
-        if errors and exc[0] is None:
-            raise errors[0]
-
-    def hexdigest(self) -> str:
-        return self._digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -184,29 +128,32 @@ class DynoClient:
                          timeout_s: float = 600.0) -> FetchedFile:
         """Stream one trace file into dest_dir (temp name, then rename), verifying offsets, size and sha256.
 
-        Writing and hashing run on a helper thread (both release the GIL) so they overlap with receiving.
+        Memory stays at one chunk (<= 1 MiB). Hashing on a helper thread measured no faster on 2 cores.
         """
         dest = Path(dest_dir)
         dest.mkdir(parents=True, exist_ok=True)
         tmp = dest / f".{trace_id}.{pid}.{os.getpid()}.part"
+        digest = hashlib.sha256()
         name, total, received, sha = "", -1, 0, ""
         req = dyno_pb2.FetchTraceFileRequest(trace_id=trace_id, pid=pid)
         try:
-            with open(tmp, "wb") as f, _HashingWriter(f) as writer:
+            with open(tmp, "wb") as f:
                 for chunk in self.stream(self.stub.FetchTraceFile, req, timeout_s=timeout_s):
                     if chunk.offset != received:
                         raise DynoError(f"trace file stream out of order: offset {chunk.offset}, "
                                         f"expected {received}", self.target)
                     if received == 0 and chunk.filename:
                         name, total = chunk.filename, chunk.total_size
-                    writer.put(chunk.data)
-                    received += len(chunk.data)
+                    data = chunk.data
+                    f.write(data)
+                    digest.update(data)
+                    received += len(data)
                     if chunk.last:
                         sha = chunk.sha256
                         break
             if not sha:
                 raise DynoError(f"trace file stream of pid {pid} ended without its final chunk", self.target)
-            if sha != writer.hexdigest() or (total >= 0 and received != total):
+            if sha != digest.hexdigest() or (total >= 0 and received != total):
                 raise DynoError(f"trace file of pid {pid} is corrupt: sha256/size mismatch "
                                 f"({received} of {total} bytes)", self.target)
             path = dest / (Path(name).name or f"{trace_id}_{pid}.pt.trace.json")
