@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,6 +87,7 @@ class Trainers:
                 p.wait()
         self.daemon.stop()
         self.daemon.cleanup()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

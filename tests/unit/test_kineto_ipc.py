@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import struct
 import tempfile
@@ -162,6 +163,8 @@ def endpoint(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     ep.start()
     yield ep, handler, sock_dir
     ep.stop()
+    if sock_dir is not None:
+        shutil.rmtree(sock_dir, ignore_errors=True)
 
 
 def test_endpoint_replies_with_config_and_registers_kernel_pid(endpoint) -> None:  # type: ignore[no-untyped-def]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import socket
 import stat
 import threading
 from collections.abc import Iterator
+from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +46,7 @@ def env() -> Iterator[Env]:
     )
     tracing = Tracing(cfg, "hostU", housekeeping_s=0.05)
     tracing.start()
-    server = grpc.server(__import__("concurrent.futures").futures.ThreadPoolExecutor(max_workers=8))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     dyno_pb2_grpc.add_DynoServicer_to_server(
         DynoServicer(lambda: dyno_pb2.Status(), History(2), "hostU", trace_rpcs=tracing.rpcs), server
     )
@@ -59,6 +61,7 @@ def env() -> Iterator[Env]:
         channel.close()
         server.stop(0)
         tracing.stop()
+        shutil.rmtree(d, ignore_errors=True)
 
 
 class Watcher:
@@ -96,6 +99,7 @@ def test_agent_socket_is_private_and_stale_sockets_are_handled(env: Env, tmp_pat
     s.close()  # a socket file nobody listens on
     prepare_socket_path(stale)
     assert not stale.exists()
+    shutil.rmtree(stale.parent)
 
 
 def test_agent_trace_end_to_end_with_fetch(env: Env, tmp_path: Path) -> None:
