@@ -6,6 +6,7 @@ Plain, thread-safe, clock and liveness injectable. Dead pids and clients silent 
 
 from __future__ import annotations
 
+import builtins
 import logging
 import os
 import threading
@@ -152,7 +153,7 @@ class ProcessRegistry:
             procs = list(self._procs.values())
         return sorted((p for p in procs if not job_id or p.job_id == job_id), key=lambda p: (p.job_id, p.pid))
 
-    def jobs(self) -> list[str]:
+    def jobs(self) -> builtins.list[str]:
         with self._lock:
             return sorted({p.job_id for p in self._procs.values()})
 
@@ -170,12 +171,12 @@ class ProcessRegistry:
         self._notify([(rec, reason)])
         return rec
 
-    def collect_garbage(self) -> list[tuple[ProcessRecord, str]]:
+    def collect_garbage(self) -> builtins.list[tuple[ProcessRecord, str]]:
         """Drop dead pids and clients silent past the timeout (an agent with an open stream is never silent)."""
         now = self._clock_ms()
         with self._lock:
             candidates = list(self._procs.values())
-        dropped: list[tuple[ProcessRecord, str]] = []
+        dropped: builtins.list[tuple[ProcessRecord, str]] = []
         for rec in candidates:
             if not self._is_alive(rec.pid):
                 reason = "process exited"
