@@ -16,7 +16,7 @@ string table, so analyses are vectorized and a trace of millions of events stays
     name           int32   interned name id: ``trace.strings[name]``
     pid, tid       int64   process / thread (GPU rows: pid = device, tid = stream). Non-integer ids such as
                            ``"Spans"`` are stored as ``-(1 + string id)`` so they stay distinct and negative.
-    stream         int32   args["stream"] (GPU rows and cuda_sync)
+    stream         int64   args["stream"] (GPU rows and cuda_sync; 4294967295 = device-wide sync)
     correlation    int64   args["correlation"]: joins a cuda_runtime launch to its GPU activity
     external_id    int64   args["External id"]: joins a cpu_op to the runtime calls / kernels it caused
     device         int16   args["device"]
@@ -205,7 +205,7 @@ _EVENT_COLUMNS: dict[str, Any] = {
     "name": np.int32,
     "pid": np.int64,
     "tid": np.int64,
-    "stream": np.int32,
+    "stream": np.int64,
     "correlation": np.int64,
     "external_id": np.int64,
     "device": np.int16,

@@ -1,0 +1,400 @@
+"""Load PyTorch profiler / Kineto Chrome-trace JSON (plain or gzip) into the columnar model.
+
+``load_trace(path) -> Trace`` parses one file; ``load_traces(paths) -> MultiRankTrace`` loads a folder (or list)
+of rank files, reporting bad files in ``MultiRankTrace.errors`` instead of failing. Bad input raises
+``TraceLoadError`` naming the file and what is wrong (missing, empty, truncated, not JSON, wrong schema).
+
+Memory: the file is decompressed and parsed in blocks (``jsonscan``); each block's events become numpy columns
+and its Python objects are dropped before the next block is read, so peak memory is the columns plus one block.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import re
+import zlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import orjson
+from dyno.trace_analysis.jsonscan import BLOCK_SIZE, ScanError, ScanResult, iter_event_batches
+from dyno.trace_analysis.model import (
+    CAT_BY_NAME,
+    EXTRA_ARGS_CATS,
+    FLOW_FINISH,
+    FLOW_START,
+    FLOW_STEP,
+    Cat,
+    Events,
+    Flows,
+    Instants,
+    LoadError,
+    MemoryEvents,
+    MultiRankTrace,
+    StringTable,
+    Trace,
+    TraceMeta,
+)
+
+__all__ = ["TraceLoadError", "load_trace", "load_traces", "find_trace_files", "rank_from_filename"]
+
+logger = logging.getLogger(__name__)
+
+_TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+_RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_EMPTY: dict[str, Any] = {}
+_EXTRA_CATS = frozenset(int(c) for c in EXTRA_ARGS_CATS)
+_FLOW_PHASE = {"s": FLOW_START, "f": FLOW_FINISH, "t": FLOW_STEP}
+
+
+class TraceLoadError(Exception):
+    """A trace file could not be loaded; ``path`` and ``reason`` say which and why."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = str(path)
+        self.reason = reason
+
+
+def rank_from_filename(path: str | os.PathLike[str]) -> int | None:
+    """Rank number in a file name such as ``rank-3.json.gz`` or ``sampled_rank_1.json``; None if absent."""
+    m = _RANK_RE.search(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def _open(path: Path) -> IO[bytes]:
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def _int_column(values: list[Any], dtype: Any) -> np.ndarray:
+    """Integer column from JSON values (None / missing -> -1; numeric strings accepted)."""
+    try:
+        arr = np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        arr = np.array([_to_float(v) for v in values], dtype=np.float64)
+    arr[np.isnan(arr)] = -1
+    return arr.astype(dtype)
+
+
+def _to_float(v: Any) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _float_column(values: list[Any]) -> np.ndarray:
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.array([_to_float(v) for v in values], dtype=np.float64)
+
+
+class _Builder:
+    """Accumulates column chunks block by block, then assembles the Trace."""
+
+    def __init__(self) -> None:
+        self.strings = StringTable()
+        self.ev_chunks: list[dict[str, np.ndarray]] = []
+        self.n_events = 0
+        self.extra: list[tuple[int, dict[str, Any]]] = []
+        self.flows: list[tuple[Any, ...]] = []
+        self.memory: list[tuple[Any, ...]] = []
+        self.instants: list[tuple[Any, ...]] = []
+        self.process_names: dict[int, str] = {}
+        self.thread_names: dict[tuple[int, int], str] = {}
+        self.n_other = 0
+        self._cat_cache: dict[Any, int] = {}
+
+    # -- interning helpers -------------------------------------------------------------------------
+    def _ids(self, values: list[Any]) -> list[int]:
+        table = self.strings
+        known = table._ids  # fast path: a dict hit per value
+        out = []
+        for v in values:
+            i = known.get(v) if type(v) is str else None
+            if i is None:
+                i = table.intern(v if type(v) is str else ("" if v is None else str(v)))
+            out.append(i)
+        return out
+
+    def _proc_ids(self, values: list[Any]) -> np.ndarray:
+        """pid/tid column: ints kept, anything else (e.g. "Spans") -> -(1 + string id)."""
+        if all(type(v) is int for v in values):
+            return np.array(values, dtype=np.int64)
+        out = [v if type(v) is int else -(1 + self.strings.intern(str(v))) for v in values]
+        return np.array(out, dtype=np.int64)
+
+    def _cat(self, c: Any) -> int:
+        code = self._cat_cache.get(c)
+        if code is None:
+            code = int(CAT_BY_NAME.get(str(c).lower(), Cat.OTHER)) if c is not None else int(Cat.OTHER)
+            self._cat_cache[c] = code
+        return code
+
+    def _json_ids(self, values: list[Any]) -> list[int]:
+        return [-1 if v is None else self.strings.intern(orjson.dumps(v).decode()) for v in values]
+
+    # -- one block ---------------------------------------------------------------------------------
+    def add(self, items: list[Any]) -> None:
+        xs = []
+        for e in items:
+            if type(e) is not dict:
+                continue
+            ph = e.get("ph")
+            if ph == "X":
+                xs.append(e)
+            elif ph in _FLOW_PHASE:
+                self.flows.append((e.get("id"), e.get("ts"), e.get("pid"), e.get("tid"), _FLOW_PHASE[ph], e.get("cat")))
+            elif ph == "i" or ph == "I":
+                if e.get("name") == "[memory]":
+                    a = e.get("args") or _EMPTY
+                    self.memory.append(
+                        (
+                            e.get("ts"),
+                            e.get("pid"),
+                            e.get("tid"),
+                            a.get("Bytes"),
+                            a.get("Total Allocated"),
+                            a.get("Total Reserved"),
+                            a.get("Device Type"),
+                            a.get("Device Id"),
+                        )
+                    )
+                else:
+                    self.instants.append((e.get("ts"), e.get("name"), e.get("pid"), e.get("tid")))
+            elif ph == "M":
+                self._metadata_event(e)
+            else:
+                self.n_other += 1
+        if xs:
+            self._add_complete(xs)
+
+    def _metadata_event(self, e: dict[str, Any]) -> None:
+        name = (e.get("args") or _EMPTY).get("name")
+        if name is None:
+            return
+        pid, tid = e.get("pid"), e.get("tid")
+        if e.get("name") == "process_name" and type(pid) is int:
+            self.process_names[pid] = str(name)
+        elif e.get("name") == "thread_name" and type(pid) is int and type(tid) is int:
+            self.thread_names[(pid, tid)] = str(name)
+
+    def _add_complete(self, xs: list[dict[str, Any]]) -> None:
+        n = len(xs)
+        args = [e.get("args") or _EMPTY for e in xs]
+        cats = [self._cat(e.get("cat")) for e in xs]
+        cols: dict[str, np.ndarray] = {
+            "ts": _float_column([e.get("ts") for e in xs]),
+            "dur": _float_column([e.get("dur", 0) for e in xs]),
+            "cat": np.array(cats, dtype=np.int8),
+            "name": np.array(self._ids([e.get("name", "") for e in xs]), dtype=np.int32),
+            "pid": self._proc_ids([e.get("pid") for e in xs]),
+            "tid": self._proc_ids([e.get("tid") for e in xs]),
+            "stream": _int_column([a.get("stream") for a in args], np.int64),
+            "correlation": _int_column([a.get("correlation") for a in args], np.int64),
+            "external_id": _int_column([a.get("External id") for a in args], np.int64),
+            "device": _int_column([a.get("device") for a in args], np.int16),
+            "bytes": _int_column([a.get("bytes") for a in args], np.int64),
+            "seq": _int_column([a.get("Sequence number") for a in args], np.int64),
+            "input_dims": np.array(self._json_ids([a.get("Input Dims") for a in args]), dtype=np.int32),
+            "input_types": np.array(self._json_ids([a.get("Input type") for a in args]), dtype=np.int32),
+            "in_nelems": _int_column([a.get("In msg nelems") for a in args], np.int64),
+            "out_nelems": _int_column([a.get("Out msg nelems") for a in args], np.int64),
+            "group_size": _int_column([a.get("Group size") for a in args], np.int32),
+        }
+        coll = [a.get("Collective name") for a in args]
+        cols["coll_name"] = np.array([-1 if c is None else self.strings.intern(str(c)) for c in coll], np.int32)
+        dt = [a.get("dtype") for a in args]
+        cols["dtype"] = np.array([-1 if d is None else self.strings.intern(str(d)) for d in dt], np.int32)
+        nan_dur = np.isnan(cols["dur"])
+        if nan_dur.any():
+            cols["dur"][nan_dur] = 0.0
+        base = self.n_events
+        for i, c in enumerate(cats):
+            if c in _EXTRA_CATS and args[i]:
+                self.extra.append((base + i, args[i]))
+        self.ev_chunks.append(cols)
+        self.n_events += n
+
+    # -- assembly ----------------------------------------------------------------------------------
+    def build(self, meta: TraceMeta) -> Trace:
+        if self.ev_chunks:
+            cols = {k: np.concatenate([c[k] for c in self.ev_chunks]) for k in self.ev_chunks[0]}
+        else:
+            cols = {k: np.empty(0) for k in ("ts", "dur")}
+        self.ev_chunks = []
+        valid = ~np.isnan(cols["ts"])
+        n_bad = int((~valid).sum())
+        order = np.argsort(np.where(valid, cols["ts"], np.inf), kind="stable")[: len(valid) - n_bad]
+        if n_bad:
+            logger.warning("%s: %d complete events without a numeric ts dropped", meta.path, n_bad)
+        events = Events(**{k: v[order] for k, v in cols.items()}, index=np.arange(len(order), dtype=np.int64))
+        del cols
+        new_row = np.full(len(valid), -1, dtype=np.int64)
+        new_row[order] = np.arange(len(order))
+        extra = {int(new_row[r]): a for r, a in self.extra if new_row[r] >= 0}
+        return Trace(meta, self.strings, events, self._flows(), self._memory(), self._instants(), extra)
+
+    def _flows(self) -> Flows:
+        if not self.flows:
+            return Flows.empty()
+        ids, ts, pid, tid, phase, cat = zip(*self.flows, strict=True)
+        self.flows = []
+        f = Flows(
+            id=_int_column(list(ids), np.int64),
+            ts=_float_column(list(ts)),
+            pid=self._proc_ids(list(pid)),
+            tid=self._proc_ids(list(tid)),
+            phase=np.array(phase, dtype=np.int8),
+            cat=np.array(self._ids(list(cat)), dtype=np.int32),
+        )
+        order = np.argsort(f.ts, kind="stable")
+        return Flows(**{k: getattr(f, k)[order] for k in ("id", "ts", "pid", "tid", "phase", "cat")})
+
+    def _memory(self) -> MemoryEvents:
+        if not self.memory:
+            return MemoryEvents.empty()
+        ts, pid, tid, b, alloc, resv, dtype, did = zip(*self.memory, strict=True)
+        m = MemoryEvents(
+            ts=_float_column(list(ts)),
+            pid=self._proc_ids(list(pid)),
+            tid=self._proc_ids(list(tid)),
+            bytes=_int_column(list(b), np.int64),
+            total_allocated=_int_column(list(alloc), np.int64),
+            total_reserved=_int_column(list(resv), np.int64),
+            device_type=_int_column(list(dtype), np.int8),
+            device_id=_int_column(list(did), np.int16),
+        )
+        order = np.argsort(m.ts, kind="stable")
+        return MemoryEvents(**{k: getattr(m, k)[order] for k in m.__dataclass_fields__})
+
+    def _instants(self) -> Instants:
+        if not self.instants:
+            return Instants.empty()
+        ts, name, pid, tid = zip(*self.instants, strict=True)
+        i = Instants(
+            ts=_float_column(list(ts)),
+            name=np.array(self._ids(list(name)), dtype=np.int32),
+            pid=self._proc_ids(list(pid)),
+            tid=self._proc_ids(list(tid)),
+        )
+        order = np.argsort(i.ts, kind="stable")
+        return Instants(**{k: getattr(i, k)[order] for k in ("ts", "name", "pid", "tid")})
+
+
+def _meta(path: Path, raw: dict[str, Any], b: _Builder) -> TraceMeta:
+    dist = raw.get("distributedInfo")
+    dist = dist if isinstance(dist, dict) else {}
+    rank_source = "default"
+    rank = dist.get("rank")
+    if isinstance(rank, int):
+        rank_source = "distributedInfo"
+    else:
+        rank = rank_from_filename(path)
+        rank_source = "filename" if rank is not None else "default"
+        rank = rank if rank is not None else 0
+    ws = dist.get("world_size")
+    props = raw.get("deviceProperties")
+    base = raw.get("baseTimeNanoseconds")
+    known = {"traceEvents", "distributedInfo", "deviceProperties", "trace_id", "host_name", "baseTimeNanoseconds"}
+    known |= {"schemaVersion", "displayTimeUnit"}
+    return TraceMeta(
+        path=str(path),
+        rank=int(rank),
+        world_size=int(ws) if isinstance(ws, int) else None,
+        rank_source=rank_source,
+        distributed_info=dist,
+        device_properties=tuple(p for p in props if isinstance(p, dict)) if isinstance(props, list) else (),
+        trace_id=str(raw["trace_id"]) if raw.get("trace_id") is not None else None,
+        host_name=str(raw["host_name"]) if raw.get("host_name") is not None else None,
+        base_time_ns=int(base) if isinstance(base, (int, float)) else None,
+        schema_version=raw.get("schemaVersion") if isinstance(raw.get("schemaVersion"), int) else None,
+        display_time_unit=raw.get("displayTimeUnit") if isinstance(raw.get("displayTimeUnit"), str) else None,
+        process_names=b.process_names,
+        thread_names=b.thread_names,
+        other={k: v for k, v in raw.items() if k not in known},
+    )
+
+
+def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) -> Trace:
+    """Parse one Chrome-trace JSON file (plain or gzip) into a ``Trace``. Raises ``TraceLoadError``."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceLoadError(p, "no such file")
+    if p.is_dir():
+        raise TraceLoadError(p, "is a directory (use load_traces for a folder of ranks)")
+    if p.stat().st_size == 0:
+        raise TraceLoadError(p, "empty file")
+    b = _Builder()
+    result = ScanResult()
+    try:
+        with _open(p) as fh:
+            for items in iter_event_batches(fh, result, block_size):
+                b.add(items)
+                del items
+    except ScanError as e:
+        raise TraceLoadError(p, str(e)) from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise TraceLoadError(p, f"truncated or corrupt gzip stream ({e})") from None
+    except OSError as e:
+        raise TraceLoadError(p, f"cannot read: {e}") from None
+    raw = result.meta or {}
+    if not result.found_events:
+        keys = ", ".join(sorted(raw)[:8]) or "none"
+        raise TraceLoadError(p, f"wrong schema: no traceEvents array (top-level keys: {keys})")
+    if b.n_events == 0 and not b.flows and not b.instants and not b.memory:
+        raise TraceLoadError(p, "no trace events (traceEvents is empty or has no usable events)")
+    trace = b.build(_meta(p, raw, b))
+    logger.debug("loaded %s: %d events, %d flows", p, len(trace.events), len(trace.flows))
+    return trace
+
+
+def find_trace_files(folder: str | os.PathLike[str]) -> list[Path]:
+    """Trace files (``*.json`` / ``*.json.gz``) directly in ``folder``, sorted by name."""
+    return sorted(f for f in Path(folder).iterdir() if f.is_file() and f.name.endswith((".json", ".json.gz")))
+
+
+def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> MultiRankTrace:
+    """Load the ranks of one job from a folder, a file, or a list of files/folders.
+
+    Bad files become ``LoadError`` entries; two files claiming the same rank keep the first and report the other.
+    Raises ``TraceLoadError`` only when nothing could be loaded and there is not a single file to report.
+    """
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    files: list[Path] = []
+    errors: list[LoadError] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found = find_trace_files(p)
+            if not found:
+                errors.append(LoadError(str(p), "folder contains no *.json / *.json.gz trace files"))
+            files.extend(found)
+        else:
+            files.append(p)
+    traces: dict[int, Trace] = {}
+    for f in files:
+        try:
+            t = load_trace(f)
+        except TraceLoadError as e:
+            logger.warning("skipping %s", e)
+            errors.append(LoadError(e.path, e.reason))
+            continue
+        if t.rank in traces:
+            errors.append(
+                LoadError(str(f), f"duplicate rank {t.rank} (already loaded from {traces[t.rank].meta.path})")
+            )
+            continue
+        traces[t.rank] = t
+    if not traces and not errors:
+        raise TraceLoadError(str(items[0]) if items else "<none>", "no trace files given")
+    return MultiRankTrace(traces=dict(sorted(traces.items())), errors=tuple(errors))
