@@ -112,6 +112,7 @@ class _Builder:
         self.process_names: dict[int, str] = {}
         self.thread_names: dict[tuple[int, int], str] = {}
         self.n_other = 0
+        self.float_ts = False
         self._cat_cache: dict[Any, int] = {}
 
     # -- interning helpers -------------------------------------------------------------------------
@@ -192,8 +193,11 @@ class _Builder:
         n = len(xs)
         args = [e.get("args") or _EMPTY for e in xs]
         cats = [self._cat(e.get("cat")) for e in xs]
+        ts = [e.get("ts") for e in xs]
+        if not self.float_ts and float in set(map(type, ts)):
+            self.float_ts = True
         cols: dict[str, np.ndarray] = {
-            "ts": _float_column([e.get("ts") for e in xs]),
+            "ts": _float_column(ts),
             "dur": _float_column([e.get("dur", 0) for e in xs]),
             "cat": np.array(cats, dtype=np.int8),
             "name": np.array(self._ids([e.get("name", "") for e in xs]), dtype=np.int32),
@@ -319,6 +323,7 @@ def _meta(path: Path, raw: dict[str, Any], b: _Builder) -> TraceMeta:
         base_time_ns=int(base) if isinstance(base, (int, float)) else None,
         schema_version=raw.get("schemaVersion") if isinstance(raw.get("schemaVersion"), int) else None,
         display_time_unit=raw.get("displayTimeUnit") if isinstance(raw.get("displayTimeUnit"), str) else None,
+        float_timestamps=b.float_ts,
         process_names=b.process_names,
         thread_names=b.thread_names,
         other={k: v for k, v in raw.items() if k not in known},

@@ -43,7 +43,8 @@ string table, so analyses are vectorized and a trace of millions of events stays
 
 ``meta``: ``TraceMeta``: path, rank (distributedInfo.rank, else from the file name, else 0), world_size,
     distributed_info, device_properties, trace_id, host_name, base_time_ns (baseTimeNanoseconds),
-    schema_version, display_time_unit, process_names / thread_names (from ``M`` events), other top-level keys.
+    schema_version, display_time_unit, float_timestamps, process_names / thread_names (from ``M`` events),
+    other top-level keys.
 
 ``MultiRankTrace``: the ranks of one job (``{rank: Trace}``) plus ``errors`` (``LoadError`` per bad file);
     one bad rank never stops the others.
@@ -391,6 +392,7 @@ class TraceMeta:
     base_time_ns: int | None = None
     schema_version: int | None = None
     display_time_unit: str | None = None
+    float_timestamps: bool = False  # some ts were JSON floats (ns-resolution traces; HTA rounds these)
     process_names: Mapping[int, str] = field(default_factory=dict)
     thread_names: Mapping[tuple[int, int], str] = field(default_factory=dict)
     other: Mapping[str, Any] = field(default_factory=dict)
