@@ -13,7 +13,16 @@ from .base import Evidence, Example, Finding, Severity, Skip, ThresholdValue, se
 from .context import RuleContext
 from .intervals import total
 
-__all__ = ["BaseRule", "GpuRule", "NO_GPU", "StreamGaps", "busiest_stream", "gpu_utilization", "launch_join", "stream_gaps"]
+__all__ = [
+    "BaseRule",
+    "GpuRule",
+    "NO_GPU",
+    "StreamGaps",
+    "busiest_stream",
+    "gpu_utilization",
+    "launch_join",
+    "stream_gaps",
+]
 
 NO_GPU = Skip("not applicable (no GPU activity)", None)
 

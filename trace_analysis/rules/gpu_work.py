@@ -127,7 +127,9 @@ class UnalignedGemm(BaseRule):
 
     def applies(self, ctx: RuleContext) -> Skip | None:
         if not ctx.record_shapes:
-            return Skip("no input shapes in the trace", "record shapes (torch.profiler record_shapes=True, --record-shapes)")
+            return Skip(
+                "no input shapes in the trace", "record shapes (torch.profiler record_shapes=True, --record-shapes)"
+            )
         return None
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
@@ -202,13 +204,10 @@ class MemoryPressure(GpuRule):
             out.append(
                 self.finding(
                     ctx,
-                    f"GPU {int(dev)} allocator peaks at {peak / 2**30:.1f} GiB, {share:.0%} of "
-                    f"{cap / 2**30:.1f} GiB",
+                    f"GPU {int(dev)} allocator peaks at {peak / 2**30:.1f} GiB, {share:.0%} of {cap / 2**30:.1f} GiB",
                     counts={"peak_bytes": peak, "capacity_bytes": cap, "peak_share": share},
                     examples=[Example("[memory] peak", float(m.ts[i]), 0.0, f"GPU {int(dev)}")],
                     severity=Severity.HIGH if share >= 0.98 else Severity.MEDIUM,
                 )
             )
         return out
-
-

@@ -21,14 +21,38 @@ _FOREACH = re.compile(r"^aten::_(foreach|fused)_")
 _SINGLE_TENSOR_PY = re.compile(r"_single_tensor_(adam|adamw|sgd|rmsprop|adagrad|adamax|nadam|radam|asgd|adadelta)")
 # element-wise in-place updates that a single-tensor optimizer issues once per parameter
 _PER_TENSOR_UPDATE = frozenset(
-    {"aten::add_", "aten::mul_", "aten::addcmul_", "aten::addcdiv_", "aten::lerp_", "aten::sqrt", "aten::div_",
-     "aten::sub_", "aten::maximum", "aten::sqrt_"}
+    {
+        "aten::add_",
+        "aten::mul_",
+        "aten::addcmul_",
+        "aten::addcdiv_",
+        "aten::lerp_",
+        "aten::sqrt",
+        "aten::div_",
+        "aten::sub_",
+        "aten::maximum",
+        "aten::sqrt_",
+    }
 )
 _DATA_PARALLEL = re.compile(r"(?<!Distributed)DataParallel\.forward|^nn\.Module: DataParallel(_\d+)?$")
 _INIT_OPS = frozenset(
-    {"aten::fill_", "aten::zero_", "aten::normal_", "aten::uniform_", "aten::random_", "aten::bernoulli_",
-     "aten::ones", "aten::zeros", "aten::full", "aten::rand", "aten::randn", "aten::randint", "aten::arange",
-     "aten::eye", "aten::linspace"}
+    {
+        "aten::fill_",
+        "aten::zero_",
+        "aten::normal_",
+        "aten::uniform_",
+        "aten::random_",
+        "aten::bernoulli_",
+        "aten::ones",
+        "aten::zeros",
+        "aten::full",
+        "aten::rand",
+        "aten::randn",
+        "aten::randint",
+        "aten::arange",
+        "aten::eye",
+        "aten::linspace",
+    }
 )
 
 

@@ -25,8 +25,10 @@ SYNC_RUNTIME = frozenset(
     }
 )
 SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
-_SYNC_MEMCPY = re.compile(r"^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|cudaMemcpyToSymbol|cudaMemcpyFromSymbol|cuMemcpy"
-                          r"(HtoD|DtoH|DtoD)?(_v2)?)$")
+_SYNC_MEMCPY = re.compile(
+    r"^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|cudaMemcpyToSymbol|cudaMemcpyFromSymbol|cuMemcpy"
+    r"(HtoD|DtoH|DtoD)?(_v2)?)$"
+)
 _SYNC_MEMSET = re.compile(r"^(cudaMemset|cudaMemset2D|cudaMemset3D|cuMemsetD(8|16|32)(_v2)?)$")
 
 
@@ -51,18 +53,29 @@ class SyncCalls(BaseRule):
         rt, ops = ctx.runtime, ctx.cpu_ops
         rt_sel = ctx.names_in(rt, SYNC_RUNTIME) & (rt.ts >= lo) & (rt.ts < hi)
         op_sel = ctx.names_in(ops, SYNC_OPS) & (ops.ts >= lo) & (ops.ts < hi)
+        # .cpu() / .item() on a GPU tensor: a copy to pageable host memory blocks the host until it is done
+        mc = ctx.memcpy
+        rows, found = launch_join(ctx, mc)
+        to_host = found & ctx.mask(mc, lambda n: "DtoH" in n and "Pageable" in n)
+        rt_sel |= np.isin(np.arange(len(rt)), rows[to_host]) & (rt.ts >= lo) & (rt.ts < hi)
+        n_dtoh = int((to_host & (mc.ts >= lo) & (mc.ts < hi)).sum())
         gs = ctx.gpu_sync
         gs_sel = (gs.ts >= lo) & (gs.ts < hi)
-        n_rt, n_item, n_gs = int(rt_sel.sum()), int(op_sel.sum()), int(gs_sel.sum())
+        n_rt, n_item, n_gs = int(rt_sel.sum()) - n_dtoh, int(op_sel.sum()), int(gs_sel.sum())
         # aten::item contains aten::_local_scalar_dense: count the outer calls only
         n_item_outer = int((ctx.names_in(ops, ("aten::item",)) & op_sel).sum()) or n_item
-        if n_rt + n_item + n_gs < max(int(thresholds["min_calls"]), 1):
+        if n_rt + n_dtoh + n_item + n_gs < max(int(thresholds["min_calls"]), 1):
             return []
         host_s = np.r_[rt.ts[rt_sel], ops.ts[op_sel]]
         host_e = np.r_[rt.end[rt_sel], ops.end[op_sel]]
         host_blocked = total(host_s, host_e)
-        counts = {"sync_runtime_calls": n_rt, "item_calls": n_item_outer, "cuda_sync_events": n_gs,
-                  "host_blocked_us": host_blocked}
+        counts = {
+            "sync_runtime_calls": n_rt,
+            "item_calls": n_item_outer,
+            "cuda_sync_events": n_gs,
+            "blocking_dtoh_copies": n_dtoh,
+            "host_blocked_us": host_blocked,
+        }
         if ctx.has_gpu:
             # The cost on the GPU side: after each sync returns the device is drained and stays idle until the
             # host launches the next work. Sum those idle gaps.
@@ -90,6 +103,8 @@ class SyncCalls(BaseRule):
             parts.append(f"{n_rt} CUDA synchronize calls")
         if n_item_outer:
             parts.append(f"{n_item_outer} .item() calls")
+        if n_dtoh:
+            parts.append(f"{n_dtoh} blocking copies to pageable host memory (.cpu())")
         if n_gs:
             parts.append(f"{n_gs} cuda_sync events")
         where = "steady-state steps" if len(ctx.steps) >= 2 and thresholds["skip_first_step"] else ctx.window_kind
