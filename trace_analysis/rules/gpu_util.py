@@ -6,13 +6,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..analyses.intervals import coverage_before, merge
+from ._common import GpuRule
 from .base import Example, Finding, Severity, ThresholdValue
 from .context import RuleContext
-from .intervals import busy_between, merge
 
 __all__ = ["LowGpuUtil", "GpuStarvation", "utilization_timeline"]
-
-from ._common import GpuRule
 
 
 def _device_window(ctx: RuleContext, dev_ts: np.ndarray, dev_end: np.ndarray) -> tuple[float, float]:
@@ -35,7 +34,8 @@ def utilization_timeline(ctx: RuleContext, bins: int = 30) -> dict[int, tuple[np
         if hi <= lo:
             continue
         edges = np.linspace(lo, hi, bins + 1)
-        busy = busy_between(g.ts[sel], g.end[sel], edges)
+        s, e = merge(g.ts[sel], g.end[sel])
+        busy = np.diff(coverage_before(s, e, edges))
         out[int(d)] = (edges, np.clip(busy / np.diff(edges), 0.0, 1.0))
     return out
 

@@ -7,14 +7,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..analyses.gpu import KernelType, kernel_types
+from ..analyses.overlap import CommCompOverlap, comm_comp_overlap
 from ._common import NO_GPU, BaseRule, GpuRule
 from .base import Example, Finding, Severity, Skip, ThresholdValue
 from .context import RuleContext
-from .intervals import intersect_total, total
 
-__all__ = ["ExposedComm", "NoTensorCores", "UnalignedGemm", "MemoryPressure", "is_comm_kernel"]
+__all__ = ["ExposedComm", "NoTensorCores", "UnalignedGemm", "MemoryPressure"]
 
-_COMM = re.compile(r"nccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|broadcast", re.I)
 _GEMM = re.compile(r"gemm|conv|cutlass|cublas|matmul|fprop|dgrad|wgrad", re.I)
 _TENSOR_CORE = re.compile(
     r"884|1688|16816|161616|s1688|h1688|i8816|xmma|hmma|wgmma|gmma|imma|tensorop|tf32|bf16|f16|fp16", re.I
@@ -23,8 +23,12 @@ _MATMUL_OPS = frozenset({"aten::mm", "aten::bmm", "aten::addmm", "aten::linear",
 _HALF = ("c10::Half", "c10::BFloat16", "Half", "BFloat16")
 
 
-def is_comm_kernel(name: str) -> bool:
-    return _COMM.search(name) is not None
+def _overlap(ctx: RuleContext) -> CommCompOverlap:
+    return ctx.trace.cached(("rules.comm_comp_overlap",), lambda: comm_comp_overlap(ctx.trace))
+
+
+def _is_comm(ctx: RuleContext) -> np.ndarray:
+    return kernel_types(ctx.trace, ctx.kernels) == KernelType.COMMUNICATION
 
 
 class ExposedComm(GpuRule):
@@ -39,16 +43,18 @@ class ExposedComm(GpuRule):
     def applies(self, ctx: RuleContext) -> Skip | None:
         if not ctx.has_gpu:
             return NO_GPU
-        if not ctx.mask(ctx.kernels, is_comm_kernel).any():
+        if not _is_comm(ctx).any():
             return Skip("not applicable (no communication kernels)", None)
         return None
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         k = ctx.kernels
-        comm = ctx.mask(k, is_comm_kernel)
-        comm_t = total(k.ts[comm], k.end[comm])
-        overlap = intersect_total((k.ts[comm], k.end[comm]), (k.ts[~comm], k.end[~comm]))
-        exposed = comm_t - overlap
+        comm = _is_comm(ctx)
+        ov = _overlap(ctx)  # HTA's comm/comp overlap over the analysis window
+        comm_t, overlap = ov.communication_us, ov.overlap_us
+        exposed = ov.exposed_communication_us
+        if comm_t <= 0:
+            return []
         span = ctx.gpu_span
         width = ctx.window_us if ctx.steps else (span[1] - span[0] if span else 0.0)
         share = exposed / width if width > 0 else 0.0
@@ -92,7 +98,7 @@ class NoTensorCores(GpuRule):
         cap = ctx.device_capability(dev) or (0, 0)
         if cap[0] + cap[1] / 10 < float(thresholds["min_capability"]):
             return []
-        gemm = ctx.mask(k, lambda n: _GEMM.search(n) is not None and not is_comm_kernel(n))
+        gemm = ctx.mask(k, lambda n: _GEMM.search(n) is not None) & ~_is_comm(ctx)
         if not gemm.any():
             return []
         tc = ctx.mask(k, lambda n: _TENSOR_CORE.search(n) is not None) & gemm

@@ -1,4 +1,8 @@
-"""host-bound and launch-overhead: per-stream idle split into host_wait / kernel_wait / other (HTA)."""
+"""host-bound and launch-overhead: per-stream idle split into host_wait / kernel_wait / other.
+
+Both read ``analyses.idle_time.idle_time_breakdown`` (HTA's definitions) and judge the compute stream (the
+stream with the most GPU time): side streams (NCCL, copies) idle by design while compute runs.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +10,44 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._common import GpuRule, busiest_stream, stream_gaps
+from ..analyses.idle_time import HOST_WAIT, KERNEL_WAIT, IdleTimeBreakdown, idle_time_breakdown
+from ._common import GpuRule, busiest_stream
 from .base import Example, Finding, ThresholdValue
 from .context import RuleContext
 
 __all__ = ["HostBound", "LaunchOverhead"]
 
 
-def _per_stream(streams: np.ndarray, values: np.ndarray) -> dict[int, float]:
-    u, inv = np.unique(streams, return_inverse=True)
-    sums = np.bincount(inv, weights=values, minlength=u.shape[0])
-    return {int(s): float(v) for s, v in zip(u, sums, strict=True)}
+def _idle(ctx: RuleContext, kernel_wait_us: float) -> IdleTimeBreakdown:
+    return ctx.trace.cached(
+        ("rules.idle_time", kernel_wait_us),
+        lambda: idle_time_breakdown(ctx.trace, consecutive_kernel_delay_us=kernel_wait_us),
+    )
 
 
-def _gap_examples(ctx: RuleContext, gaps, sel: np.ndarray, label: str) -> list[Example]:
+def _width(ctx: RuleContext) -> float:
+    span = ctx.gpu_span
+    if ctx.steps:
+        return ctx.window_us
+    return span[1] - span[0] if span else 0.0
+
+
+def _stream_share(ctx: RuleContext, idle: IdleTimeBreakdown, category: int) -> tuple[int, float, np.ndarray] | None:
+    """(compute stream, its idle time of ``category``, mask of those gaps) or None when there is nothing."""
+    stream = busiest_stream(ctx)
+    if stream is None or not idle.gap_us.shape[0]:
+        return None
+    sel = (idle.gap_stream == stream) & (idle.gap_category == category) & (idle.gap_us > 0)
+    return stream, float(idle.gap_us[sel].sum()), sel
+
+
+def _gap_examples(idle: IdleTimeBreakdown, sel: np.ndarray, label: str) -> list[Example]:
     idx = np.flatnonzero(sel)
-    idx = idx[np.argsort(-gaps.gap[idx], kind="stable")][:3]
-    return [Example(label, float(gaps.gap_start[i]), float(gaps.gap[i]), f"stream {int(gaps.stream[i])}") for i in idx]
+    idx = idx[np.argsort(-idle.gap_us[idx], kind="stable")][:3]
+    return [
+        Example(label, float(idle.gap_start[i]), float(idle.gap_us[i]), f"stream {int(idle.gap_stream[i])}")
+        for i in idx
+    ]
 
 
 class HostBound(GpuRule):
@@ -35,31 +60,26 @@ class HostBound(GpuRule):
     )
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
-        gaps = stream_gaps(ctx, float(thresholds["kernel_wait_us"]))
-        span = ctx.gpu_span
-        if span is None or not gaps.gap.shape[0]:
+        idle = _idle(ctx, float(thresholds["kernel_wait_us"]))
+        got = _stream_share(ctx, idle, HOST_WAIT)
+        width = _width(ctx)
+        if got is None or width <= 0:
             return []
-        width = ctx.window_us if ctx.steps else span[1] - span[0]
-        if width <= 0:
-            return []
-        host = _per_stream(gaps.stream, np.where(gaps.host_wait, gaps.gap, 0.0))
-        # judge the compute stream: side streams (NCCL, copies) idle by design while compute runs
-        worst = busiest_stream(ctx)
-        if worst not in host:
-            return []
-        share = host[worst] / width
+        stream, host_wait, sel = got
+        share = host_wait / width
         if share <= float(thresholds["max_host_wait_share"]):
             return []
-        counts = {f"host_wait_share_stream_{s}": v / width for s, v in sorted(host.items())}
-        counts["host_wait_gaps"] = int(gaps.host_wait.sum())
+        counts: dict[str, float] = {"host_wait_gaps": int(sel.sum()), "host_wait_us": host_wait}
+        for s in idle.streams:
+            counts[f"host_wait_share_stream_{s.stream}"] = s.host_wait_us / width
         return [
             self.finding(
                 ctx,
-                f"compute stream {worst} waits for kernel launches {share:.1%} of the GPU span",
-                time_lost_us=host[worst],
+                f"compute stream {stream} waits for kernel launches {share:.1%} of the GPU span",
+                time_lost_us=host_wait,
                 share=share,
                 counts=counts,
-                examples=_gap_examples(ctx, gaps, gaps.host_wait & (gaps.stream == worst), "host_wait gap"),
+                examples=_gap_examples(idle, sel, "host_wait gap"),
             )
         ]
 
@@ -74,27 +94,25 @@ class LaunchOverhead(GpuRule):
     )
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
-        gaps = stream_gaps(ctx, float(thresholds["kernel_wait_us"]))
-        span = ctx.gpu_span
-        if span is None or not gaps.gap.shape[0]:
+        limit = float(thresholds["kernel_wait_us"])
+        idle = _idle(ctx, limit)
+        got = _stream_share(ctx, idle, KERNEL_WAIT)
+        width = _width(ctx)
+        if got is None or width <= 0:
             return []
-        width = ctx.window_us if ctx.steps else span[1] - span[0]
-        kw = _per_stream(gaps.stream, np.where(gaps.kernel_wait, gaps.gap, 0.0))
-        worst = busiest_stream(ctx)
-        if worst not in kw:
-            return []
-        share = kw[worst] / width if width > 0 else 0.0
+        stream, kw, sel = got
+        share = kw / width
         if share < float(thresholds["min_share"]):
             return []
-        n = int((gaps.kernel_wait & (gaps.stream == worst)).sum())
+        n = int(sel.sum())
         return [
             self.finding(
                 ctx,
-                f"stream {worst}: {n} gaps under {float(thresholds['kernel_wait_us']):.0f} µs between queued "
-                f"kernels add up to {share:.1%} of the GPU span",
-                time_lost_us=kw[worst],
+                f"compute stream {stream}: {n} gaps under {limit:.0f} µs between queued kernels add up to "
+                f"{share:.1%} of the GPU span",
+                time_lost_us=kw,
                 share=share,
-                counts={"gaps": n, "mean_gap_us": kw[worst] / max(n, 1)},
-                examples=_gap_examples(ctx, gaps, gaps.kernel_wait & (gaps.stream == worst), "kernel_wait gap"),
+                counts={"gaps": n, "mean_gap_us": kw / max(n, 1)},
+                examples=_gap_examples(idle, sel, "kernel_wait gap"),
             )
         ]

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..analyses.intervals import union_length
 from ._common import BaseRule
 from .base import Finding, Severity, ThresholdValue
 from .context import RuleContext, contained_in
-from .intervals import total
 
 __all__ = ["DataLoaderRule", "OptimizerRule", "CpuInitCopy", "DataParallelRule"]
 
@@ -73,7 +73,7 @@ class DataLoaderRule(BaseRule):
             return []
         # inclusive time: with num_workers=0 the dataset and collate ops run as children on this thread and are
         # exactly what workers would take off the step (docs/ANALYSIS_REPORT.md)
-        lost = total(ops.ts[idx], ops.end[idx])
+        lost = union_length(ops.ts[idx], ops.end[idx])
         share = ctx.share(lost) or 0.0
         if share <= float(thresholds["max_share"]):
             return []
@@ -117,7 +117,7 @@ class OptimizerRule(BaseRule):
             single = (n_pt >= int(thresholds["min_per_tensor_ops"])) & (n_fe == 0) & ~fused_cls
             if single.any() or py_single.shape[0]:
                 rows = steps[single] if single.any() else py_single
-                lost = total(ops.ts[rows], ops.end[rows])
+                lost = union_length(ops.ts[rows], ops.end[rows])
                 name = ctx.name_of(ops, int(rows[0])).split("#")[-1]
                 out.append(
                     self.finding(
@@ -138,7 +138,7 @@ class OptimizerRule(BaseRule):
             owner = contained_in(ops.ts[zeros], ops.tid[zeros], ops, zg)
             hit = zeros[owner >= 0]
             if hit.shape[0]:
-                lost = total(ops.ts[hit], ops.end[hit])
+                lost = union_length(ops.ts[hit], ops.end[hit])
                 out.append(
                     self.finding(
                         ctx,

@@ -1,4 +1,8 @@
-"""short-kernels, slow-runtime-calls and launch-queue: the CUDA launch path (runtime call ⇄ GPU row)."""
+"""short-kernels, slow-runtime-calls and launch-queue: the CUDA launch path (runtime call ⇄ GPU row).
+
+All three read ``analyses.launch`` (launch stats joined by correlation id over the analysis window, and the
+per-stream launch-queue length, HTA's definitions).
+"""
 
 from __future__ import annotations
 
@@ -6,23 +10,25 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._common import GpuRule, gpu_utilization, launch_join
+from ..analyses.launch import LaunchStats, launch_stats, queue_length
+from ..model import Cat
+from ._common import GpuRule, gpu_utilization
 from .base import Finding, Severity, ThresholdValue
 from .context import RuleContext
 
-__all__ = ["ShortKernels", "SlowRuntimeCalls", "LaunchQueue", "LAUNCH_CALLS"]
+__all__ = ["ShortKernels", "SlowRuntimeCalls", "LaunchQueue"]
 
-LAUNCH_CALLS = frozenset(
-    {
-        "cudaLaunchKernel",
-        "cudaLaunchKernelExC",
-        "cuLaunchKernel",
-        "cuLaunchKernelEx",
-        "cudaLaunchCooperativeKernel",
-        "cudaMemcpyAsync",
-        "cudaMemsetAsync",
-    }
-)
+
+def _stats(ctx: RuleContext, runtime_cutoff_us: float, delay_cutoff_us: float = 100.0) -> LaunchStats:
+    return ctx.trace.cached(
+        ("rules.launch_stats", runtime_cutoff_us, delay_cutoff_us),
+        lambda: launch_stats(ctx.trace, runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=delay_cutoff_us),
+    )
+
+
+def _gpu_bound_note(ctx: RuleContext, limit: float) -> tuple[bool, str]:
+    util = gpu_utilization(ctx)
+    return util >= limit, f"GPU busy {util:.0%}"
 
 
 class ShortKernels(GpuRule):
@@ -35,21 +41,18 @@ class ShortKernels(GpuRule):
     )
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
-        k = ctx.kernels
-        rows, found = launch_join(ctx, k)
-        if not found.any():
+        st = _stats(ctx, float(thresholds["max_launch_us"]))
+        is_kernel = ctx.trace.events.cat[st.gpu_row] == Cat.KERNEL
+        total = int(is_kernel.sum())
+        if not total:
             return []
-        rt = ctx.runtime
-        r = rows[found]
-        l_dur = rt.dur[r]
-        k_dur = k.dur[found]
-        short = (l_dur <= float(thresholds["max_launch_us"])) & (k_dur < l_dur)
-        n, total = int(short.sum()), int(found.sum())
+        short = st.short_kernels & is_kernel
+        n = int(short.sum())
         ratio = n / total
         if ratio < float(thresholds["min_share_of_launches"]):
             return []
-        lost = float(l_dur[short].sum())  # host time spent launching work shorter than its launch
-        kpos = np.flatnonzero(found)[short]
+        lost = float(st.cpu_duration[short].sum())  # host time spent launching work shorter than its launch
+        rows = st.gpu_row[short]
         return [
             self.finding(
                 ctx,
@@ -59,10 +62,10 @@ class ShortKernels(GpuRule):
                     "short_kernels": n,
                     "launches": total,
                     "share_of_launches": ratio,
-                    "median_kernel_us": float(np.median(k_dur[short])),
-                    "median_launch_us": float(np.median(l_dur[short])),
+                    "median_kernel_us": float(np.median(st.gpu_duration[short])),
+                    "median_launch_us": float(np.median(st.cpu_duration[short])),
                 },
-                examples=ctx.examples(k, kpos[np.argsort(k.dur[kpos], kind="stable")], where="stream"),
+                examples=ctx.examples(ctx.trace.events, rows, where="stream"),
                 floor=Severity.MEDIUM if ratio >= 0.5 else Severity.LOW,
             )
         ]
@@ -78,26 +81,25 @@ class SlowRuntimeCalls(GpuRule):
     )
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
-        rt = ctx.runtime
         limit = float(thresholds["max_call_us"])
-        slow = ctx.names_in(rt, LAUNCH_CALLS) & (rt.dur > limit)
+        st = _stats(ctx, limit)
+        slow = st.runtime_outliers
         n = int(slow.sum())
         if n < max(int(thresholds["min_calls"]), 1):
             return []
-        idx = np.flatnonzero(slow)
-        lost = float((rt.dur[idx] - limit).sum())
+        dur = st.cpu_duration[slow]
+        rows = st.runtime_row[slow][np.argsort(-dur, kind="stable")]
         # A symptom of something else (queue, contention): never more than medium on its own, and expected
         # (launches block on a full queue) when the GPU is saturated.
-        util = gpu_utilization(ctx)
-        gpu_bound = util >= float(thresholds["gpu_bound_util"])
-        note = f" (GPU busy {util:.0%}: launches block on a full queue when GPU-bound)" if gpu_bound else ""
+        gpu_bound, util = _gpu_bound_note(ctx, float(thresholds["gpu_bound_util"]))
+        note = f" ({util}: launches block on a full queue when GPU-bound)" if gpu_bound else ""
         return [
             self.finding(
                 ctx,
-                f"{n} launch/copy runtime calls took over {limit:.0f} µs (max {rt.dur[idx].max():.0f} µs){note}",
-                time_lost_us=lost,
-                counts={"slow_calls": n, "max_us": float(rt.dur[idx].max())},
-                examples=ctx.examples(rt, idx[np.argsort(-rt.dur[idx], kind="stable")]),
+                f"{n} launch/copy runtime calls took over {limit:.0f} µs (max {dur.max():.0f} µs){note}",
+                time_lost_us=float((dur - limit).sum()),
+                counts={"slow_calls": n, "max_us": float(dur.max())},
+                examples=ctx.examples(ctx.trace.events, rows),
                 cap=Severity.INFO if gpu_bound else Severity.MEDIUM,
             )
         ]
@@ -118,52 +120,37 @@ class LaunchQueue(GpuRule):
     )
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
-        g = ctx.gpu_activity
-        rows, found = launch_join(ctx, g)
-        if not found.any():
+        st = _stats(ctx, 50.0, float(thresholds["max_delay_us"]))
+        if not st.n_launches:
             return []
-        rt = ctx.runtime
-        r = rows[found]
-        gpos = np.flatnonzero(found)
-        delay = g.ts[found] - rt.end[r]
-        outliers = delay > float(thresholds["max_delay_us"])
+        outliers = st.delay_outliers
         share = float(outliers.mean())
-        qmax = _max_queue_length(rt.ts[r], g.ts[found], ctx.gpu_device_of(g)[found], g.stream[found])
+        ql = ctx.trace.cached(("rules.queue_length",), lambda: queue_length(ctx.trace))
+        qmax = ql.max_length
         saturated = qmax >= int(thresholds["queue_limit"])
         if share < float(thresholds["min_outlier_share"]) and not saturated:
             return []
-        util = gpu_utilization(ctx)
-        gpu_bound = util >= float(thresholds["gpu_bound_util"])
-        what = f"{int(outliers.sum())} launches ({share:.0%}) started over {float(thresholds['max_delay_us']):.0f} µs"
-        what += f" after their launch call; max queue length {qmax}"
+        gpu_bound, util = _gpu_bound_note(ctx, float(thresholds["gpu_bound_util"]))
+        what = (
+            f"{int(outliers.sum())} launches ({share:.0%}) started over {float(thresholds['max_delay_us']):.0f} µs "
+            f"after their launch call; max queue length {qmax}"
+        )
         if gpu_bound:
-            what += f" (GPU busy {util:.0%}: expected when GPU-bound)"
-        order = gpos[outliers][np.argsort(-delay[outliers], kind="stable")]
+            what += f" ({util}: expected when GPU-bound)"
+        delay = st.launch_delay[outliers]
+        rows = st.gpu_row[outliers][np.argsort(-delay, kind="stable")]
         return [
             self.finding(
                 ctx,
                 what,
                 counts={
                     "delayed_launches": int(outliers.sum()),
-                    "launches": int(found.sum()),
-                    "median_delay_us": float(np.median(delay)),
+                    "launches": st.n_launches,
+                    "median_delay_us": float(np.median(st.launch_delay)),
                     "max_queue_length": qmax,
-                    "gpu_utilization": util,
+                    "gpu_utilization": gpu_utilization(ctx),
                 },
-                examples=ctx.examples(g, order, where="stream"),
+                examples=ctx.examples(ctx.trace.events, rows, where="stream"),
                 severity=Severity.INFO if gpu_bound else (Severity.MEDIUM if saturated else Severity.LOW),
             )
         ]
-
-
-def _max_queue_length(launch_ts: np.ndarray, start_ts: np.ndarray, dev: np.ndarray, stream: np.ndarray) -> int:
-    """Max over streams of (#launched − #started): +1 at each launch call, −1 at each GPU start (HTA)."""
-    key = dev.astype(np.int64) * (1 << 32) + stream.astype(np.int64)
-    best = 0
-    for k in np.unique(key):
-        sel = key == k
-        t = np.r_[launch_ts[sel], start_ts[sel]]
-        d = np.r_[np.ones(int(sel.sum()), np.int64), -np.ones(int(sel.sum()), np.int64)]
-        order = np.lexsort((-d, t))  # at equal times count the launch first
-        best = max(best, int(np.cumsum(d[order]).max()))
-    return best

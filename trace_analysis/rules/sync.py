@@ -7,10 +7,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._common import BaseRule, GpuRule, launch_join
+from ..analyses.gpu import launch_rows
+from ..analyses.intervals import union_length
+from ._common import BaseRule, GpuRule
 from .base import Finding, Severity, ThresholdValue
 from .context import RuleContext
-from .intervals import total
 
 __all__ = ["SyncCalls", "SyncMemcpy", "SyncMemset", "PageableMemcpy"]
 
@@ -55,9 +56,9 @@ class SyncCalls(BaseRule):
         op_sel = ctx.names_in(ops, SYNC_OPS) & (ops.ts >= lo) & (ops.ts < hi)
         # .cpu() / .item() on a GPU tensor: a copy to pageable host memory blocks the host until it is done
         mc = ctx.memcpy
-        rows, found = launch_join(ctx, mc)
-        to_host = found & ctx.mask(mc, lambda n: "DtoH" in n and "Pageable" in n)
-        rt_sel |= np.isin(np.arange(len(rt)), rows[to_host]) & (rt.ts >= lo) & (rt.ts < hi)
+        launch = launch_rows(ctx.trace, mc)
+        to_host = (launch >= 0) & ctx.mask(mc, lambda n: "DtoH" in n and "Pageable" in n)
+        rt_sel |= np.isin(rt.index, launch[to_host]) & (rt.ts >= lo) & (rt.ts < hi)
         n_dtoh = int((to_host & (mc.ts >= lo) & (mc.ts < hi)).sum())
         gs = ctx.gpu_sync
         gs_sel = (gs.ts >= lo) & (gs.ts < hi)
@@ -68,7 +69,7 @@ class SyncCalls(BaseRule):
             return []
         host_s = np.r_[rt.ts[rt_sel], ops.ts[op_sel]]
         host_e = np.r_[rt.end[rt_sel], ops.end[op_sel]]
-        host_blocked = total(host_s, host_e)
+        host_blocked = union_length(host_s, host_e)
         counts = {
             "sync_runtime_calls": n_rt,
             "item_calls": n_item_outer,
@@ -88,7 +89,7 @@ class SyncCalls(BaseRule):
             running = _running_at(g, ends)
             nxt_ts = starts[np.minimum(nxt, starts.shape[0] - 1)]
             gap = ok & ~running & (nxt_ts > ends)
-            lost = total(ends[gap], nxt_ts[gap])  # union: several syncs in one idle gap count once
+            lost = union_length(ends[gap], nxt_ts[gap])  # union: several syncs in one idle gap count once
             counts["gpu_idle_after_sync_us"] = lost
             floor = Severity.LOW
         else:
@@ -145,7 +146,7 @@ class SyncMemcpy(GpuRule):
             return []
         # small HtoD copies are synchronous by nature (staged through a driver buffer): skip them (Nsight)
         mc = ctx.memcpy
-        rows, found = launch_join(ctx, mc)
+        found = launch_rows(ctx.trace, mc) >= 0
         htod = ctx.mask(mc, lambda n: "HtoD" in n)
         small = found & htod & (mc.bytes >= 0) & (mc.bytes <= int(thresholds["skip_htod_bytes"]))
         skip_corr = mc.correlation[small]
