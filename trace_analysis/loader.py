@@ -231,17 +231,22 @@ class _Builder:
 
     # -- assembly ----------------------------------------------------------------------------------
     def build(self, meta: TraceMeta) -> Trace:
-        if self.ev_chunks:
-            cols = {k: np.concatenate([c[k] for c in self.ev_chunks]) for k in self.ev_chunks[0]}
-        else:
-            cols = {k: np.empty(0) for k in ("ts", "dur")}
-        self.ev_chunks = []
-        valid = ~np.isnan(cols["ts"])
+        chunks, self.ev_chunks = self.ev_chunks, []
+        if not chunks:
+            return Trace(meta, self.strings, Events.empty(), self._flows(), self._memory(), self._instants(), {})
+        ts = np.concatenate([c.pop("ts") for c in chunks])
+        valid = ~np.isnan(ts)
         n_bad = int((~valid).sum())
-        order = np.argsort(np.where(valid, cols["ts"], np.inf), kind="stable")[: len(valid) - n_bad]
+        order = np.argsort(np.where(valid, ts, np.inf), kind="stable")[: len(valid) - n_bad]
         if n_bad:
             logger.warning("%s: %d complete events without a numeric ts dropped", meta.path, n_bad)
-        events = Events(**{k: v[order] for k, v in cols.items()}, index=np.arange(len(order), dtype=np.int64))
+        cols = {"ts": ts[order]}
+        del ts
+        # one column at a time: peak memory is the model plus two columns, not two models
+        for k in list(chunks[0]):
+            cols[k] = np.concatenate([c.pop(k) for c in chunks])[order]
+        del chunks
+        events = Events(**cols, index=np.arange(len(order), dtype=np.int64))
         del cols
         new_row = np.full(len(valid), -1, dtype=np.int64)
         new_row[order] = np.arange(len(order))
