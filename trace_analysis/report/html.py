@@ -128,12 +128,18 @@ def _timeline(ranks: list[RankSummary]) -> str:
 def _table(rows: tuple[TableRow, ...], share_label: str) -> str:
     if not rows:
         return ""
+    with_self = any(r.self_us is not None for r in rows)
+    head = "<tr>" + ("<th>self</th>" if with_self else "") + f"<th>total</th><th>{share_label}</th><th>count</th>"
+    head += "<th>type</th><th>name</th><th>longest at ts (µs)</th></tr>"
     body = "".join(
-        f"<tr><td class=n>{fmt_us(r.total_us)}</td><td class=n>{100 * r.share:.1f}%</td><td class=n>{r.count}</td>"
-        f"<td><code>{escape(r.name[:160])}</code></td></tr>"
+        "<tr>"
+        + (f"<td class=n>{fmt_us(r.self_us or 0.0)}</td>" if with_self else "")
+        + f"<td class=n>{fmt_us(r.total_us)}</td><td class=n>{100 * r.share:.1f}%</td><td class=n>{r.count}</td>"
+        f"<td>{escape(r.kind or '')}</td><td><code>{escape(r.name[:160])}</code></td>"
+        f"<td class=n>{'' if r.example_ts_us is None else f'{r.example_ts_us:.3f}'}</td></tr>"
         for r in rows
     )
-    return f"<table><tr><th>total</th><th>{share_label}</th><th>count</th><th>name</th></tr>{body}</table>"
+    return f"<table>{head}{body}</table>"
 
 
 def render_html(report: Report, title: str = "dyno trace analysis") -> str:
@@ -197,7 +203,7 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
     for r in ranks:
         out.append(f"<h3>rank {r.rank}</h3>")
         if r.top_kernels:
-            out.append("<p>Top GPU kernels / copies</p>" + _table(r.top_kernels, "GPU time"))
-        out.append("<p>Top CPU ops by total time</p>" + _table(r.top_cpu_ops, "window"))
+            out.append("<p>Top GPU kernels / copies by GPU time</p>" + _table(r.top_kernels, "of GPU work"))
+        out.append("<p>Top CPU ops by self time</p>" + _table(r.top_cpu_ops, "self / window"))
     out.append("</body></html>")
     return "\n".join(out) + "\n"

@@ -58,16 +58,22 @@ class Breakdown:
 
 @dataclass(frozen=True)
 class StepStats:
+    """Step times. ``source``: "profiler_step" (ProfilerStep#N) or "optimizer" (between optimizer.step calls)."""
+
+    source: str
     count: int
     mean_us: float
     median_us: float
     min_us: float
     max_us: float
     durations_us: tuple[float, ...]
+    std_us: float = 0.0
 
     def to_dict(self) -> dict[str, object]:
         return {
+            "source": self.source,
             "count": self.count,
+            "std_us": self.std_us,
             "mean_us": self.mean_us,
             "median_us": self.median_us,
             "min_us": self.min_us,
@@ -78,13 +84,26 @@ class StepStats:
 
 @dataclass(frozen=True)
 class TableRow:
+    """One row of a top table. ``share``: of all GPU work time (kernels) or of the window (CPU ops)."""
+
     name: str
     count: int
     total_us: float
-    share: float  # of the table's reference time (GPU busy for kernels, window for CPU ops)
+    share: float
+    self_us: float | None = None  # CPU ops: exclusive time
+    kind: str | None = None  # kernels: COMMUNICATION / MEMORY / COMPUTATION / OTHER
+    example_ts_us: float | None = None  # start of the longest instance
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "count": self.count, "total_us": self.total_us, "share": self.share}
+        return {
+            "name": self.name,
+            "count": self.count,
+            "total_us": self.total_us,
+            "self_us": self.self_us,
+            "share": self.share,
+            "kind": self.kind,
+            "example_ts_us": self.example_ts_us,
+        }
 
 
 @dataclass(frozen=True)

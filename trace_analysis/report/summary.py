@@ -1,45 +1,36 @@
-"""Per-rank summary for the report: span, GPU breakdown, step times, top tables, utilization timeline."""
+"""Per-rank summary for the report, assembled from the shared analyses: span, GPU temporal breakdown, step
+times, top kernels, top CPU ops (self and total time) and the GPU-utilization timeline."""
 
 from __future__ import annotations
 
-import numpy as np
-
+from ..analyses.cpu_ops import cpu_op_summary
+from ..analyses.kernels import kernel_breakdown
+from ..analyses.steps import step_timings
 from ..analyses.temporal import temporal_breakdown
-from ..model import Cat, Events
 from ..rules.context import RuleContext
 from ..rules.gpu_util import utilization_timeline
 from .model import Breakdown, RankSummary, StepStats, TableRow, Timeline
 
-__all__ = ["summarize_rank", "top_by_name"]
+__all__ = ["summarize_rank"]
 
 TOP_N = 10
 TIMELINE_BINS = 60
 
 
-def top_by_name(ctx: RuleContext, events: Events, reference_us: float, n: int = TOP_N) -> tuple[TableRow, ...]:
-    """Rows grouped by name, largest total duration first (one bincount, no per-event Python)."""
-    if not len(events):
-        return ()
-    ids, inv = np.unique(events.name, return_inverse=True)
-    totals = np.bincount(inv, weights=events.dur)
-    counts = np.bincount(inv)
-    order = np.argsort(-totals, kind="stable")[:n]
-    return tuple(
-        TableRow(
-            name=ctx.trace.strings[int(ids[i])],
-            count=int(counts[i]),
-            total_us=float(totals[i]),
-            share=float(totals[i] / reference_us) if reference_us > 0 else 0.0,
-        )
-        for i in order
-    )
-
-
 def _steps(ctx: RuleContext) -> StepStats | None:
-    if not ctx.steps:
+    st = step_timings(ctx.trace)
+    if not st.steps:
         return None
-    d = np.asarray([s.dur for s in ctx.steps], dtype=np.float64)
-    return StepStats(len(d), float(d.mean()), float(np.median(d)), float(d.min()), float(d.max()), tuple(d.tolist()))
+    return StepStats(
+        source=st.source,
+        count=len(st.steps),
+        mean_us=st.mean_us,
+        median_us=st.median_us,
+        min_us=st.min_us,
+        max_us=st.max_us,
+        durations_us=tuple(float(s.dur_us) for s in st.steps),
+        std_us=st.std_us,
+    )
 
 
 def summarize_rank(ctx: RuleContext) -> RankSummary:
@@ -59,14 +50,28 @@ def summarize_rank(ctx: RuleContext) -> RankSummary:
             communication_us=tb.communication_us,
             memory_us=tb.memory_us,
         )
-        busy = float(ctx.gpu_activity.dur.sum())
-        top_kernels = top_by_name(ctx, ctx.gpu_activity, busy)
+        kb = kernel_breakdown(trace, top_n=TOP_N)
+        top_kernels = tuple(
+            TableRow(k.name, k.count, k.total_us, k.share, kind=k.kernel_type, example_ts_us=k.example_ts)
+            for k in kb.top
+        )
         timelines = tuple(
             Timeline(dev, tuple(edges.tolist()), tuple(util.tolist()))
             for dev, (edges, util) in utilization_timeline(ctx, TIMELINE_BINS).items()
         )
-    ops = ctx.cpu_ops
-    cpu = ops.take(ops.cat == Cat.CPU_OP)
+    window = ctx.window_us
+    ops = cpu_op_summary(trace, top_n=TOP_N)
+    top_ops = tuple(
+        TableRow(
+            o.name,
+            o.count,
+            o.total_us,
+            o.self_us / window if window > 0 else 0.0,
+            self_us=o.self_us,
+            example_ts_us=o.example_ts,
+        )
+        for o in ops.by_self
+    )
     return RankSummary(
         rank=ctx.rank,
         source=ctx.source,
@@ -74,10 +79,10 @@ def summarize_rank(ctx: RuleContext) -> RankSummary:
         events=len(trace.events),
         span_us=hi - lo,
         window_kind=ctx.window_kind,
-        window_us=ctx.window_us,
+        window_us=window,
         steps=_steps(ctx),
         breakdown=breakdown,
         top_kernels=top_kernels,
-        top_cpu_ops=top_by_name(ctx, cpu, ctx.window_us),
+        top_cpu_ops=top_ops,
         timelines=timelines,
     )

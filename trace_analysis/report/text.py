@@ -30,14 +30,14 @@ def _summary(r: RankSummary) -> list[str]:
         s = r.steps
         lines.append(
             f"  step time: mean {fmt_us(s.mean_us)}  median {fmt_us(s.median_us)}  min {fmt_us(s.min_us)}  "
-            f"max {fmt_us(s.max_us)}  ({s.count} steps)"
+            f"max {fmt_us(s.max_us)}  ({s.count} steps from {s.source.replace('_', ' ')} markers)"
         )
     if r.breakdown:
         b = r.breakdown
         lines.append(
             f"  GPU ({fmt_us(b.span_us)} span): idle {_pct(b.share(b.idle_us))}  compute {_pct(b.share(b.compute_us))}"
-            f"  non-compute {_pct(b.share(b.non_compute_us))}  (communication {_pct(b.share(b.communication_us))},"
-            f" memory {_pct(b.share(b.memory_us))})"
+            f"  non-compute {_pct(b.share(b.non_compute_us))};  communication kernels {_pct(b.share(b.communication_us))}"
+            f", memory {_pct(b.share(b.memory_us))}"
         )
     else:
         lines.append("  CPU-only trace (no GPU activity): GPU rules not applicable")
@@ -57,12 +57,27 @@ def _finding(i: int, f: Finding) -> list[str]:
     return lines
 
 
-def _table(title: str, rows: tuple[TableRow, ...], share_label: str) -> list[str]:
+def _kernel_table(rows: tuple[TableRow, ...]) -> list[str]:
     if not rows:
         return []
-    lines = [f"  {title}", f"    {'total':>10} {share_label:>7} {'count':>7}  name"]
-    for row in rows:
-        lines.append(f"    {fmt_us(row.total_us):>10} {_pct(row.share):>7} {row.count:>7}  {row.name[:90]}")
+    lines = ["  top GPU kernels / copies by GPU time", f"    {'total':>10} {'gpu%':>6} {'count':>7} {'type':<13} name"]
+    for r in rows:
+        lines.append(
+            f"    {fmt_us(r.total_us):>10} {_pct(r.share):>6} {r.count:>7} {(r.kind or '-'):<13} {r.name[:80]}"
+        )
+    return lines
+
+
+def _op_table(rows: tuple[TableRow, ...]) -> list[str]:
+    if not rows:
+        return []
+    lines = [
+        "  top CPU ops by self time (share: self time of the window)",
+        f"    {'self':>10} {'total':>10} {'share':>6} {'count':>7}  name",
+    ]
+    for r in rows:
+        self_us = fmt_us(r.self_us) if r.self_us is not None else "-"
+        lines.append(f"    {self_us:>10} {fmt_us(r.total_us):>10} {_pct(r.share):>6} {r.count:>7}  {r.name[:80]}")
     return lines
 
 
@@ -95,6 +110,6 @@ def render_text(report: Report, *, show_clean: bool = False) -> str:
     out += ["", "== tables =="]
     for r in report.ranks:
         out.append(f"rank {r.rank}")
-        out += _table("top GPU kernels / copies (share of GPU time)", r.top_kernels, "gpu%")
-        out += _table("top CPU ops by total (inclusive) time (share of window)", r.top_cpu_ops, "window%")
+        out += _kernel_table(r.top_kernels)
+        out += _op_table(r.top_cpu_ops)
     return "\n".join(out) + "\n"
