@@ -36,8 +36,8 @@ def _summary(r: RankSummary) -> list[str]:
         b = r.breakdown
         lines.append(
             f"  GPU ({fmt_us(b.span_us)} span): idle {_pct(b.share(b.idle_us))}  compute {_pct(b.share(b.compute_us))}"
-            f"  non-compute {_pct(b.share(b.non_compute_us))};  communication kernels {_pct(b.share(b.communication_us))}"
-            f", memory {_pct(b.share(b.memory_us))}"
+            f"  non-compute {_pct(b.share(b.non_compute_us))};  communication kernels "
+            f"{_pct(b.share(b.communication_us))}, memory {_pct(b.share(b.memory_us))}"
         )
     else:
         lines.append("  CPU-only trace (no GPU activity): GPU rules not applicable")
