@@ -13,6 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ..analyses.gpu import launch_rows
 from ..model import GPU_ACTIVITY_CATS, Cat, Events, Trace
 from .base import Example
 
@@ -68,6 +69,11 @@ class RuleContext:
     @cached_property
     def gpu_activity(self) -> Events:
         return self.trace.events_of(*GPU_ACTIVITY_CATS)
+
+    @cached_property
+    def memcpy_launch(self) -> np.ndarray:
+        """Per memcpy row: the row in ``trace.events`` of its launching runtime call, or -1."""
+        return launch_rows(self.trace, self.memcpy)
 
     @cached_property
     def gpu_sync(self) -> Events:

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..analyses.gpu import launch_rows
 from ..analyses.intervals import union_length
 from ._common import BaseRule, GpuRule
 from .base import Finding, Severity, ThresholdValue
@@ -56,7 +55,7 @@ class SyncCalls(BaseRule):
         op_sel = ctx.names_in(ops, SYNC_OPS) & (ops.ts >= lo) & (ops.ts < hi)
         # .cpu() / .item() on a GPU tensor: a copy to pageable host memory blocks the host until it is done
         mc = ctx.memcpy
-        launch = launch_rows(ctx.trace, mc)
+        launch = ctx.memcpy_launch
         to_host = (launch >= 0) & ctx.mask(mc, lambda n: "DtoH" in n and "Pageable" in n)
         rt_sel |= np.isin(rt.index, launch[to_host]) & (rt.ts >= lo) & (rt.ts < hi)
         n_dtoh = int((to_host & (mc.ts >= lo) & (mc.ts < hi)).sum())
@@ -146,7 +145,7 @@ class SyncMemcpy(GpuRule):
             return []
         # small HtoD copies are synchronous by nature (staged through a driver buffer): skip them (Nsight)
         mc = ctx.memcpy
-        found = launch_rows(ctx.trace, mc) >= 0
+        found = ctx.memcpy_launch >= 0
         htod = ctx.mask(mc, lambda n: "HtoD" in n)
         small = found & htod & (mc.bytes >= 0) & (mc.bytes <= int(thresholds["skip_htod_bytes"]))
         skip_corr = mc.correlation[small]
