@@ -23,7 +23,8 @@ __all__ = ["ScanError", "ScanResult", "iter_event_batches", "BLOCK_SIZE"]
 
 logger = logging.getLogger(__name__)
 
-BLOCK_SIZE = 8 << 20
+# 1 MiB: small enough that one block's Python objects stay in cache and cheap to free (8 MiB was 3x slower)
+BLOCK_SIZE = 1 << 20
 
 _QUOTE, _BSLASH = 34, 92
 _OPEN = (123, 91)  # { [
@@ -44,6 +45,7 @@ class ScanResult:
     found_events: bool = False
     n_elements: int = 0
     n_bytes: int = 0
+    batch_bytes: bytes = b""  # raw JSON of the batch being yielded (lets callers skip absent keys cheaply)
 
 
 def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -167,13 +169,15 @@ def iter_event_batches(fh: IO[bytes], result: ScanResult, block_size: int = BLOC
             n_el = len(closes)
         if n_el:
             try:
-                items = orjson.loads(b"[" + buf[batch_lo:batch_hi] + b"]")
+                result.batch_bytes = b"[" + buf[batch_lo:batch_hi] + b"]"
+                items = orjson.loads(result.batch_bytes)
             except orjson.JSONDecodeError as e:
                 where = result.n_bytes - len(block) + batch_lo - base
                 raise ScanError(f"invalid JSON in traceEvents (element near byte {where}): {e}") from None
             result.n_elements += len(items)
             yield items
             del items
+            result.batch_bytes = b""
         if len(array_end):
             # events array closed in this block: the rest is metadata again
             meta += buf[limit + 1 :]

@@ -10,6 +10,7 @@ and its Python objects are dropped before the next block is read, so peak memory
 
 from __future__ import annotations
 
+import gc
 import gzip
 import logging
 import os
@@ -49,6 +50,18 @@ _RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _EMPTY: dict[str, Any] = {}
 _EXTRA_CATS = frozenset(int(c) for c in EXTRA_ARGS_CATS)
 _FLOW_PHASE = {"s": FLOW_START, "f": FLOW_FINISH, "t": FLOW_STEP}
+# (column, args key, dtype) of the integer columns taken from args
+_ARG_INT_COLUMNS = (
+    ("stream", "stream", np.int64),
+    ("correlation", "correlation", np.int64),
+    ("external_id", "External id", np.int64),
+    ("device", "device", np.int16),
+    ("bytes", "bytes", np.int64),
+    ("seq", "Sequence number", np.int64),
+    ("in_nelems", "In msg nelems", np.int64),
+    ("out_nelems", "Out msg nelems", np.int64),
+    ("group_size", "Group size", np.int32),
+)
 
 
 class TraceLoadError(Exception):
@@ -113,6 +126,7 @@ class _Builder:
         self.thread_names: dict[tuple[int, int], str] = {}
         self.n_other = 0
         self.float_ts = False
+        self.raw = b""  # raw JSON of the current batch
         self._cat_cache: dict[Any, int] = {}
 
     # -- interning helpers -------------------------------------------------------------------------
@@ -203,22 +217,29 @@ class _Builder:
             "name": np.array(self._ids([e.get("name", "") for e in xs]), dtype=np.int32),
             "pid": self._proc_ids([e.get("pid") for e in xs]),
             "tid": self._proc_ids([e.get("tid") for e in xs]),
-            "stream": _int_column([a.get("stream") for a in args], np.int64),
-            "correlation": _int_column([a.get("correlation") for a in args], np.int64),
-            "external_id": _int_column([a.get("External id") for a in args], np.int64),
-            "device": _int_column([a.get("device") for a in args], np.int16),
-            "bytes": _int_column([a.get("bytes") for a in args], np.int64),
-            "seq": _int_column([a.get("Sequence number") for a in args], np.int64),
-            "input_dims": np.array(self._json_ids([a.get("Input Dims") for a in args]), dtype=np.int32),
-            "input_types": np.array(self._json_ids([a.get("Input type") for a in args]), dtype=np.int32),
-            "in_nelems": _int_column([a.get("In msg nelems") for a in args], np.int64),
-            "out_nelems": _int_column([a.get("Out msg nelems") for a in args], np.int64),
-            "group_size": _int_column([a.get("Group size") for a in args], np.int32),
         }
-        coll = [a.get("Collective name") for a in args]
-        cols["coll_name"] = np.array([-1 if c is None else self.strings.intern(str(c)) for c in coll], np.int32)
-        dt = [a.get("dtype") for a in args]
-        cols["dtype"] = np.array([-1 if d is None else self.strings.intern(str(d)) for d in dt], np.int32)
+        # args columns: a key absent from the batch's raw JSON is skipped without touching the dicts
+        raw = self.raw
+
+        def present(key: str) -> bool:
+            return not raw or f'"{key}"'.encode() in raw
+
+        for col, key, dtype in _ARG_INT_COLUMNS:
+            if present(key):
+                cols[col] = _int_column([a.get(key) for a in args], dtype)
+            else:
+                cols[col] = np.full(n, -1, dtype=dtype)
+        for col, key in (("input_dims", "Input Dims"), ("input_types", "Input type")):
+            if present(key):
+                cols[col] = np.array(self._json_ids([a.get(key) for a in args]), dtype=np.int32)
+            else:
+                cols[col] = np.full(n, -1, dtype=np.int32)
+        for col, key in (("coll_name", "Collective name"), ("dtype", "dtype")):
+            if present(key):
+                vals = [a.get(key) for a in args]
+                cols[col] = np.array([-1 if v is None else self.strings.intern(str(v)) for v in vals], np.int32)
+            else:
+                cols[col] = np.full(n, -1, dtype=np.int32)
         nan_dur = np.isnan(cols["dur"])
         if nan_dur.any():
             cols["dur"][nan_dur] = 0.0
@@ -346,9 +367,14 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         raise TraceLoadError(p, "empty file")
     b = _Builder()
     result = ScanResult()
+    # The cyclic GC would rescan the growing heap on every few thousand dicts orjson creates; the per-block
+    # objects are freed by reference counting, so pausing it while parsing loses nothing.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         with _open(p) as fh:
             for items in iter_event_batches(fh, result, block_size):
+                b.raw = result.batch_bytes
                 b.add(items)
                 del items
     except ScanError as e:
@@ -357,6 +383,9 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         raise TraceLoadError(p, f"truncated or corrupt gzip stream ({e})") from None
     except OSError as e:
         raise TraceLoadError(p, f"cannot read: {e}") from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     raw = result.meta or {}
     if not result.found_events:
         keys = ", ".join(sorted(raw)[:8]) or "none"
