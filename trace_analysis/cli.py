@@ -70,8 +70,8 @@ def run_analyze(args: argparse.Namespace, out=None, err=None) -> int:  # noqa: A
     except MemoryError:
         err.write("dyno analyze: out of memory while loading the traces\n")
         return 1
-    for e in report.errors:
-        err.write(f"dyno analyze: skipped {e.path}: {e.reason}\n")
+    for problem in report.errors:
+        err.write(f"dyno analyze: skipped {problem.path}: {problem.reason}\n")
     if args.html:
         try:
             Path(args.html).write_text(render_html(report), encoding="utf-8")

@@ -124,11 +124,19 @@ class Skip:
 
 @runtime_checkable
 class Rule(Protocol):
-    """A per-rank rule."""
+    """A per-rank rule. ``id``, ``title``, ``fix`` and ``thresholds`` (defaults) are usually class attributes."""
 
-    id: str
-    title: str
-    thresholds: Mapping[str, ThresholdValue]
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def fix(self) -> str: ...
+
+    @property
+    def thresholds(self) -> Mapping[str, ThresholdValue]: ...
 
     def applies(self, ctx: RuleContext) -> Skip | None: ...
 
@@ -137,12 +145,22 @@ class Rule(Protocol):
 
 @runtime_checkable
 class CrossRankRule(Protocol):
-    """A rule over all ranks of one job (e.g. stragglers)."""
+    """A rule over all ranks of one job (e.g. stragglers); ``cross_rank`` is True."""
 
-    id: str
-    title: str
-    thresholds: Mapping[str, ThresholdValue]
-    cross_rank: bool
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def fix(self) -> str: ...
+
+    @property
+    def thresholds(self) -> Mapping[str, ThresholdValue]: ...
+
+    @property
+    def cross_rank(self) -> bool: ...
 
     def applies_ranks(self, ctxs: Sequence[RuleContext]) -> Skip | None: ...
 

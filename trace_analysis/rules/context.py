@@ -116,9 +116,9 @@ class RuleContext:
     @cached_property
     def steps(self) -> tuple[StepWindow, ...]:
         ann = self.cpu_ops
-        m = self.mask(ann, _STEP_RX.match)
+        m = self.mask(ann, lambda n: _STEP_RX.match(n) is not None)
         rows = np.flatnonzero(m)
-        return tuple(StepWindow(self.name_of(ann, i), float(ann.ts[i]), float(ann.dur[i])) for i in rows)
+        return tuple(StepWindow(self.name_of(ann, int(i)), float(ann.ts[i]), float(ann.dur[i])) for i in rows)
 
     @cached_property
     def span(self) -> tuple[float, float]:

@@ -43,7 +43,7 @@ def utilization_timeline(ctx: RuleContext, bins: int = 30) -> dict[int, tuple[np
 class LowGpuUtil(GpuRule):
     id = "low-gpu-util"
     title = "GPU mostly idle"
-    thresholds: Mapping[str, ThresholdValue] = {"min_util": 0.5, "chunks": 30, "min_low_chunks": 3}
+    thresholds = {"min_util": 0.5, "chunks": 30, "min_low_chunks": 3}
     fix = (
         "Find what the host does while the GPU idles (data loading, synchronizations, Python overhead) in the "
         "examples below; overlap input loading with compute (DataLoader workers, pin_memory); raise the batch size."
@@ -94,7 +94,7 @@ class LowGpuUtil(GpuRule):
 class GpuStarvation(GpuRule):
     id = "gpu-starvation"
     title = "Long GPU idle gaps"
-    thresholds: Mapping[str, ThresholdValue] = {"min_gap_us": 500_000.0}
+    thresholds = {"min_gap_us": 500_000.0}
     fix = (
         "Look at what the host does during the gaps listed (their start times are in the examples): data "
         "loading, checkpointing, synchronizations or Python work; overlap it with GPU work or move it off the "

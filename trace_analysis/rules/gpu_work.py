@@ -34,7 +34,7 @@ def _is_comm(ctx: RuleContext) -> np.ndarray:
 class ExposedComm(GpuRule):
     id = "exposed-comm"
     title = "Communication not hidden by compute"
-    thresholds: Mapping[str, ThresholdValue] = {"max_share": 0.10}
+    thresholds = {"max_share": 0.10}
     fix = (
         "Overlap communication with compute: DDP bucket tuning (bucket_cap_mb), gradient accumulation with "
         "no_sync(), FSDP prefetching, or gradient compression hooks."
@@ -77,7 +77,7 @@ class ExposedComm(GpuRule):
 class NoTensorCores(GpuRule):
     id = "no-tensor-cores"
     title = "Matrix work without tensor-core kernels"
-    thresholds: Mapping[str, ThresholdValue] = {"min_capability": 7.0, "min_gemm_share": 0.0}
+    thresholds = {"min_capability": 7.0, "min_gemm_share": 0.0}
     fix = (
         "Run matmuls/convolutions in reduced precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) "
         "(or float16 with GradScaler), or enable TF32 on Ampere+: torch.backends.cuda.matmul.allow_tf32 = True, "
@@ -125,7 +125,7 @@ class NoTensorCores(GpuRule):
 class UnalignedGemm(BaseRule):
     id = "unaligned-gemm"
     title = "Half-precision matmul with dimensions not a multiple of 8"
-    thresholds: Mapping[str, ThresholdValue] = {"multiple": 8}
+    thresholds = {"multiple": 8}
     fix = (
         "Pad the matmul dimensions (hidden sizes, vocabulary, batch x sequence) to multiples of 8 (16 for "
         "int8/fp8) so tensor cores can be used for the whole GEMM."
@@ -178,7 +178,7 @@ class UnalignedGemm(BaseRule):
 class MemoryPressure(GpuRule):
     id = "memory-pressure"
     title = "GPU memory allocator near capacity"
-    thresholds: Mapping[str, ThresholdValue] = {"max_share": 0.90}
+    thresholds = {"max_share": 0.90}
     fix = (
         "Lower peak memory: activation checkpointing (torch.utils.checkpoint), AMP (bf16/fp16 activations), a "
         "smaller micro-batch with gradient accumulation, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "

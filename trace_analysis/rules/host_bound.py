@@ -53,7 +53,7 @@ def _gap_examples(idle: IdleTimeBreakdown, sel: np.ndarray, label: str) -> list[
 class HostBound(GpuRule):
     id = "host-bound"
     title = "Kernels wait for the host"
-    thresholds: Mapping[str, ThresholdValue] = {"max_host_wait_share": 0.30, "kernel_wait_us": 30.0}
+    thresholds = {"max_host_wait_share": 0.30, "kernel_wait_us": 30.0}
     fix = (
         "The GPU runs out of queued work because the host launches too slowly: use fewer, larger ops "
         "(operator fusion, torch.compile), CUDA graphs to replay launches, or a larger batch."
@@ -87,7 +87,7 @@ class HostBound(GpuRule):
 class LaunchOverhead(GpuRule):
     id = "launch-overhead"
     title = "Many tiny gaps between back-to-back kernels"
-    thresholds: Mapping[str, ThresholdValue] = {"kernel_wait_us": 30.0, "min_share": 0.05}
+    thresholds = {"kernel_wait_us": 30.0, "min_share": 0.05}
     fix = (
         "Kernels are queued but each launch still costs a few µs of GPU idle: capture the step with CUDA graphs "
         "(torch.compile mode='reduce-overhead') or fuse small ops."

@@ -59,7 +59,7 @@ _INIT_OPS = frozenset(
 class DataLoaderRule(BaseRule):
     id = "dataloader"
     title = "Input pipeline blocks the step"
-    thresholds: Mapping[str, ThresholdValue] = {"max_share": 0.05}
+    thresholds = {"max_share": 0.05}
     fix = (
         "Load batches in the background: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, "
         "prefetch_factor=2+); move heavy per-sample work (decoding, augmentation) out of __getitem__'s hot path."
@@ -92,7 +92,7 @@ class DataLoaderRule(BaseRule):
 class OptimizerRule(BaseRule):
     id = "optimizer"
     title = "Inefficient optimizer step or zero_grad"
-    thresholds: Mapping[str, ThresholdValue] = {"min_per_tensor_ops": 4}
+    thresholds = {"min_per_tensor_ops": 4}
     fix_single = (
         "Use the multi-tensor or fused implementation: torch.optim.<Opt>(..., foreach=True) or fused=True "
         "(one kernel for all parameters instead of one per parameter)."
@@ -156,7 +156,7 @@ class OptimizerRule(BaseRule):
 class CpuInitCopy(BaseRule):
     id = "cpu-init-copy"
     title = "Tensor initialized on the CPU, then copied with .to()"
-    thresholds: Mapping[str, ThresholdValue] = {"min_count": 1}
+    thresholds = {"min_count": 1}
     fix = (
         "Create the tensor where it is used: torch.zeros(..., device='cuda', dtype=...) / torch.randn(..., "
         "device=...) instead of torch.zeros(...).to(device); the CPU fill and the host-to-device copy disappear."
@@ -227,7 +227,7 @@ def _is_data_parallel(name: str) -> bool:
 class DataParallelRule(BaseRule):
     id = "data-parallel"
     title = "DataParallel, or DDP without NCCL"
-    thresholds: Mapping[str, ThresholdValue] = {}
+    thresholds = {}
     fix = (
         "Use torch.nn.parallel.DistributedDataParallel (one process per GPU) with the NCCL backend "
         "(init_process_group('nccl')); DataParallel replicates the model every step from one Python thread."

@@ -34,7 +34,7 @@ def _gpu_bound_note(ctx: RuleContext, limit: float) -> tuple[bool, str]:
 class ShortKernels(GpuRule):
     id = "short-kernels"
     title = "Kernels shorter than their launch"
-    thresholds: Mapping[str, ThresholdValue] = {"max_launch_us": 50.0, "min_share_of_launches": 0.20}
+    thresholds = {"max_launch_us": 50.0, "min_share_of_launches": 0.20}
     fix = (
         "Most kernels finish before the CPU finishes launching them, so the host sets the pace: fuse small ops "
         "(torch.compile), use CUDA graphs, or give each kernel more work (larger batch)."
@@ -74,7 +74,7 @@ class ShortKernels(GpuRule):
 class SlowRuntimeCalls(GpuRule):
     id = "slow-runtime-calls"
     title = "Slow CUDA runtime calls"
-    thresholds: Mapping[str, ThresholdValue] = {"max_call_us": 50.0, "min_calls": 1, "gpu_bound_util": 0.9}
+    thresholds = {"max_call_us": 50.0, "min_calls": 1, "gpu_bound_util": 0.9}
     fix = (
         "Launch/copy calls that take this long usually wait on something: a full launch queue (see "
         "launch-queue), lock contention from other threads, or an oversubscribed host (check CPU usage)."
@@ -108,7 +108,7 @@ class SlowRuntimeCalls(GpuRule):
 class LaunchQueue(GpuRule):
     id = "launch-queue"
     title = "Launch delay outliers or a saturated launch queue"
-    thresholds: Mapping[str, ThresholdValue] = {
+    thresholds = {
         "max_delay_us": 100.0,
         "queue_limit": 1024,
         "min_outlier_share": 0.05,

@@ -19,7 +19,7 @@ __all__ = ["Straggler"]
 class Straggler:
     id = "straggler"
     title = "One rank slower than the others"
-    thresholds: Mapping[str, ThresholdValue] = {"mad_factor": 2.0, "min_excess": 0.05}
+    thresholds = {"mad_factor": 2.0, "min_excess": 0.05}
     fix = (
         "Inspect the straggler host (dyno metrics: CPU, GPU clocks/thermal throttling, PCIe/NIC errors), look for "
         "data skew (longer samples on that rank) or extra work done only there (logging, checkpointing on rank 0)."

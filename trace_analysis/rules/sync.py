@@ -35,7 +35,7 @@ _SYNC_MEMSET = re.compile(r"^(cudaMemset|cudaMemset2D|cudaMemset3D|cuMemsetD(8|1
 class SyncCalls(BaseRule):
     id = "sync-calls"
     title = "Blocking synchronization in the step"
-    thresholds: Mapping[str, ThresholdValue] = {"min_calls": 1, "skip_first_step": True}
+    thresholds = {"min_calls": 1, "skip_first_step": True}
     fix = (
         "Avoid .item(), .cpu(), .tolist() and printing tensors inside the training loop (accumulate metrics on "
         "the device and read them every N steps); order streams with events (cudaStreamWaitEvent / "
@@ -132,7 +132,7 @@ def _running_at(g, t: np.ndarray) -> np.ndarray:
 class SyncMemcpy(GpuRule):
     id = "sync-memcpy"
     title = "Synchronous memory copies"
-    thresholds: Mapping[str, ThresholdValue] = {"skip_htod_bytes": 65536}
+    thresholds = {"skip_htod_bytes": 65536}
     fix = (
         "Use cudaMemcpyAsync on a stream (in PyTorch: tensor.to(device, non_blocking=True) from pinned memory) "
         "so the host does not block on each copy."
@@ -168,7 +168,7 @@ class SyncMemcpy(GpuRule):
 class SyncMemset(GpuRule):
     id = "sync-memset"
     title = "Synchronous memsets"
-    thresholds: Mapping[str, ThresholdValue] = {"min_calls": 1}
+    thresholds = {"min_calls": 1}
     fix = "Use cudaMemsetAsync on a stream (PyTorch's zero_/fill_ already do); look for custom extensions."
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
@@ -191,7 +191,7 @@ class SyncMemset(GpuRule):
 class PageableMemcpy(GpuRule):
     id = "pageable-memcpy"
     title = "Copies from pageable host memory"
-    thresholds: Mapping[str, ThresholdValue] = {"min_copies": 1}
+    thresholds = {"min_copies": 1}
     fix = (
         "Copies from pageable memory are staged and cannot overlap compute: use pin_memory=True in the "
         "DataLoader (or tensor.pin_memory()) and .to(device, non_blocking=True)."
