@@ -6,8 +6,10 @@ import argparse
 import gzip
 import io
 import json
+import re
 import subprocess
 import sys
+from xml.etree import ElementTree
 
 import pytest
 from analysis_trace_builder import TraceBuilder
@@ -107,6 +109,8 @@ def test_text_report_order_and_html_is_offline(tmp_path):
     assert text.index("step time") < text.index("== findings") < text.index("fix:") < text.index("== tables")
     html = render_html(report)
     assert html.startswith("<!DOCTYPE html>") and html.count("<svg") == 3
+    for svg in re.findall(r"<svg.*?</svg>", html, re.S):
+        ElementTree.fromstring(svg)  # well-formed: browsers render inline SVG only when it parses
     assert "<script" not in html and "src=" not in html and "https://" not in html and "<link" not in html
 
 

@@ -18,6 +18,7 @@ _COLORS = {
     "other non-compute": "#f9a825",
     "idle": "#bdbdbd",
 }
+MAX_TIMELINES = 16
 _SEV_COLORS = {"high": "#c62828", "medium": "#ef6c00", "low": "#f9a825", "info": "#607d8b"}
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#212121;max-width:1100px}
@@ -102,6 +103,8 @@ def _timeline(ranks: list[RankSummary]) -> str:
     lines = [(r.rank, t) for r in ranks for t in r.timelines]
     if not lines:
         return "<p class=muted>No GPU activity: no utilization timeline.</p>"
+    more = len(lines) - MAX_TIMELINES
+    lines = lines[:MAX_TIMELINES]  # a 128-rank job would otherwise draw a 9000 px column
     w, row_h, left = 760, 70, 90
     parts = [f'<svg width="{w}" height="{row_h * len(lines) + 10}" role="img" aria-label="GPU utilization">']
     for k, (rank, t) in enumerate(lines):
@@ -122,6 +125,8 @@ def _timeline(ranks: list[RankSummary]) -> str:
         mean = sum(t.utilization) / n if n else 0.0
         parts.append(f'<text x="{w - 120}" y="{y0 + hgt + 12}">mean {100 * mean:.0f}% busy</text>')
     parts.append("</svg>")
+    if more > 0:
+        parts.append(f"<p class=muted>{more} more rank/device timelines in the JSON report.</p>")
     return "".join(parts)
 
 
