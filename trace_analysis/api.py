@@ -40,6 +40,8 @@ def analyze(
     ``{"rule.key": value}`` or ``{"rule": {"key": value}}``. Raises ``ThresholdError`` / ``UnknownRuleError``
     (both ``ValueError``) for bad rules or thresholds, ``AnalysisError`` when no trace loads.
     """
+    if isinstance(rules, str):
+        rules = [rules]  # one id or "a,b": not a sequence of one-letter ids
     selected = select_rules(list(rules) if rules is not None else None)
     if isinstance(paths, str | os.PathLike):
         paths = [paths]

@@ -166,6 +166,11 @@ def test_one_bad_rank_in_a_folder(tmp_path):
     assert rc == 0 and "skipped" in err and "rank-1.json.gz" in err and "== findings" in out
 
 
+def test_analyze_accepts_one_rule_id_as_a_string(tmp_path):
+    report = analyze(_trace(tmp_path), rules="sync-calls,dataloader")
+    assert {o.rule_id for o in report.rules} == {"sync-calls", "dataloader"}
+
+
 def test_analyze_raises_when_nothing_loads(tmp_path):
     with pytest.raises(AnalysisError, match="no such file"):
         analyze(tmp_path / "missing.json")
