@@ -258,7 +258,11 @@ class Events:
         return self.ts + self.dur
 
     def take(self, rows: np.ndarray) -> Events:
-        """Sub-table of the given rows (boolean mask or integer indices), columns copied."""
+        """Sub-table of the given rows (boolean mask or integer indices), columns copied; an all-true mask returns
+        ``self`` (tables are never mutated, so sharing is safe and saves a copy)."""
+        rows = np.asarray(rows)
+        if rows.dtype == bool and len(rows) == len(self) and rows.all():
+            return self
         return Events(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
 
     @classmethod

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-from dyno.trace_analysis.analyses.gpu import gpu_scope, profiler_steps, step_number
+from dyno.trace_analysis.analyses.gpu import profiler_steps, step_number
 from dyno.trace_analysis.analyses.intervals import coverage_before, merge
 from dyno.trace_analysis.model import Cat, Trace
 
@@ -91,10 +91,12 @@ def _windows(trace: Trace) -> tuple[str, np.ndarray, np.ndarray, list[int]]:
 def step_timings(trace: Trace) -> StepStats:
     source, starts, ends, numbers = _windows(trace)
     busy = np.zeros(len(starts))
-    act = gpu_scope(trace, include_last_step=True).activity
-    if len(starts) and len(act):
+    # all GPU work (no last-step window: every step gets its GPU time); same cached table as gpu_scope uses
+    gpu = trace.events_of(Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.CUDA_SYNC)
+    work = gpu.cat != Cat.CUDA_SYNC
+    if len(starts) and work.any():
         # GPU busy inside each window: coverage of the union of GPU work, evaluated at the window bounds
-        u_s, u_e = merge(act.ts, act.end)
+        u_s, u_e = merge(gpu.ts[work], gpu.end[work])
         busy = coverage_before(u_s, u_e, ends) - coverage_before(u_s, u_e, starts)
     steps = tuple(
         Step(int(n), float(s), float(e - s), float(b)) for n, s, e, b in zip(numbers, starts, ends, busy, strict=True)
