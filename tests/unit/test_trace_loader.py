@@ -222,3 +222,20 @@ def test_model_helpers(tmp_path: Path) -> None:
     assert mask.sum() == 1 and t.name(int(np.flatnonzero(mask)[0])) == "cudaLaunchKernel"
     assert t.events_of(Cat.KERNEL) is t.events_of(Cat.KERNEL)  # cached
     assert t.span[0] == 99.0 and t.nbytes > 0
+
+
+def test_scanner_handles_escapes_and_brackets_in_strings_at_any_block_boundary(tmp_path: Path) -> None:
+    tricky = ["ends with backslash \\", 'quote " and \\" inside', "braces { [ ] } ]]", "\\\\\\", 'x\\"}']
+    doc = {
+        "meta": {"note": "traceEvents [ { fake", "list": [1, [2, {"a": "]"}]]},
+        "traceEvents": [
+            {"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 1, "ts": i, "dur": 1} for i, n in enumerate(tricky)
+        ],
+        "after": {"x": "}"},
+    }
+    p = tmp_path / "tricky.json"
+    p.write_bytes(json.dumps(doc).encode())
+    for block in range(1, 41):
+        t = load_trace(p, block_size=block)
+        assert [t.strings[i] for i in t.events.name] == tricky, block
+        assert t.meta.other["after"] == {"x": "}"} and t.meta.other["meta"]["note"] == "traceEvents [ { fake"
