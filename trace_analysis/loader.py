@@ -27,6 +27,7 @@ import orjson
 from dyno.trace_analysis.jsonscan import BLOCK_SIZE, ScanError, ScanResult, iter_event_batches
 from dyno.trace_analysis.model import (
     CAT_BY_NAME,
+    EVENT_DTYPES,
     EXTRA_ARGS_CATS,
     FLOW_FINISH,
     FLOW_START,
@@ -59,6 +60,11 @@ _RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _EMPTY: dict[str, Any] = {}
 _EXTRA_CATS = frozenset(int(c) for c in EXTRA_ARGS_CATS)
 _FLOW_PHASE = {"s": FLOW_START, "f": FLOW_FINISH, "t": FLOW_STEP}
+# integer columns that may be stored sparse (see Events)
+_SPARSE_CANDIDATES = frozenset(
+    {"stream", "correlation", "external_id", "device", "bytes", "seq", "input_dims", "input_types", "coll_name"}
+    | {"in_nelems", "out_nelems", "group_size", "dtype"}
+)
 # (column, args key, dtype) of the integer columns taken from args
 _ARG_INT_COLUMNS = (
     ("stream", "stream", np.int64),
@@ -106,6 +112,42 @@ def release_free_memory() -> None:
         _MALLOC_TRIM(0)
 
 
+class _SparseChunk:
+    """A mostly-absent column of one batch: local row numbers and their values."""
+
+    __slots__ = ("rows", "values")
+
+    def __init__(self, rows: np.ndarray, values: np.ndarray) -> None:
+        self.rows = rows
+        self.values = values
+
+
+def _sparse_pays(nnz: int, n: int, itemsize: int) -> bool:
+    """Store (rows, values) instead of a dense column when that takes < 3/4 of the dense bytes."""
+    return nnz * (8 + itemsize) < 0.75 * n * itemsize
+
+
+def _merge_sparse(parts: list[Any], lens: list[int], inv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Batch parts (dense arrays or _SparseChunk) -> (sorted final row numbers, values) of present entries."""
+    rows_l, vals_l = [], []
+    off = 0
+    for part, ln in zip(parts, lens, strict=True):
+        if isinstance(part, _SparseChunk):
+            r, v = part.rows, part.values
+        else:
+            r = np.flatnonzero(part != -1)
+            v = part[r]
+        rows_l.append(inv[r + off])
+        vals_l.append(v)
+        off += ln
+    rows = np.concatenate(rows_l)
+    vals = np.concatenate(vals_l)
+    keep = rows >= 0  # rows dropped for a missing ts
+    rows, vals = rows[keep], vals[keep]
+    o = np.argsort(rows, kind="stable")
+    return rows[o], vals[o]
+
+
 def _open(path: Path) -> IO[bytes]:
     with open(path, "rb") as fh:
         magic = fh.read(2)
@@ -147,7 +189,7 @@ class _Builder:
         self.n_events = 0
         self.extra: list[tuple[int, dict[str, Any]]] = []
         self.flows: list[tuple[Any, ...]] = []
-        self.flow_chunks: list[Flows] = []
+        self.flow_chunks: list[dict[str, np.ndarray]] = []
         self.memory: list[tuple[Any, ...]] = []
         self.instants: list[tuple[Any, ...]] = []
         self.process_names: dict[int, str] = {}
@@ -280,6 +322,11 @@ class _Builder:
         for i, c in enumerate(cats):
             if c in _EXTRA_CATS and args[i]:
                 self.extra.append((base + i, args[i]))
+        for k in _SPARSE_CANDIDATES:
+            col = cols[k]
+            present = np.flatnonzero(col != -1)
+            if _sparse_pays(len(present), n, col.itemsize):
+                cols[k] = _SparseChunk(present, col[present])  # type: ignore[assignment]
         self.ev_chunks.append(cols)
         self.n_events += n
 
@@ -288,6 +335,7 @@ class _Builder:
         chunks, self.ev_chunks = self.ev_chunks, []
         if not chunks:
             return Trace(meta, self.strings, Events.empty(), self._flows(), self._memory(), self._instants(), {})
+        lens = [len(c["ts"]) for c in chunks]
         ts = np.concatenate([c.pop("ts") for c in chunks])
         valid = ~np.isnan(ts)
         n_bad = int((~valid).sum())
@@ -295,29 +343,56 @@ class _Builder:
         if n_bad:
             logger.warning("%s: %d complete events without a numeric ts dropped", meta.path, n_bad)
         cols = {"ts": ts[order]}
+        sparse: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        n_all, n = len(ts), len(order)
         del ts
+        inv: np.ndarray | None = None
         # one column at a time: peak memory is the model plus two columns, not two models
         for k in list(chunks[0]):
-            cols[k] = np.concatenate([c.pop(k) for c in chunks])[order]
+            parts = [c.pop(k) for c in chunks]
+            if all(isinstance(p, np.ndarray) for p in parts):
+                col = np.concatenate(parts)[order]
+                del parts
+                if k in _SPARSE_CANDIDATES:
+                    present = np.flatnonzero(col != -1)
+                    if _sparse_pays(len(present), n, col.itemsize):
+                        sparse[k] = (present, col[present])
+                        col = None
+                if col is not None:
+                    cols[k] = col
+                del col
+            else:
+                if inv is None:
+                    inv = np.full(n_all, -1, dtype=np.int64)
+                    inv[order] = np.arange(n, dtype=np.int64)
+                rows, vals = _merge_sparse(parts, lens, inv)
+                del parts
+                dtype = EVENT_DTYPES[k]
+                if _sparse_pays(len(rows), n, np.dtype(dtype).itemsize):
+                    sparse[k] = (rows, vals.astype(dtype, copy=False))
+                else:
+                    dense = np.full(n, -1, dtype=dtype)
+                    dense[rows] = vals
+                    cols[k] = dense
             release_free_memory()  # the chunk arrays just freed are small heap blocks: hand them back now
         del chunks
-        events = Events(**cols, index=np.arange(len(order), dtype=np.int64))
+        events = Events(**cols, sparse=sparse)
         del cols
         new_row = np.full(len(valid), -1, dtype=np.int64)
         new_row[order] = np.arange(len(order))
         extra = {int(new_row[r]): a for r, a in self.extra if new_row[r] >= 0}
         return Trace(meta, self.strings, events, self._flows(), self._memory(), self._instants(), extra)
 
-    def _flow_arrays(self, flows: list[tuple[Any, ...]]) -> Flows:
+    def _flow_arrays(self, flows: list[tuple[Any, ...]]) -> dict[str, np.ndarray]:
         ids, ts, pid, tid, phase, cat = zip(*flows, strict=True)
-        return Flows(
-            id=_int_column(list(ids), np.int64),
-            ts=_float_column(list(ts)),
-            pid=self._proc_ids(list(pid)),
-            tid=self._proc_ids(list(tid)),
-            phase=np.array(phase, dtype=np.int8),
-            cat=np.array(self._ids(list(cat)), dtype=np.int32),
-        )
+        return {
+            "id": _int_column(list(ids), np.int64),
+            "ts": _float_column(list(ts)),
+            "pid": self._proc_ids(list(pid)),
+            "tid": self._proc_ids(list(tid)),
+            "phase": np.array(phase, dtype=np.int8),
+            "cat": np.array(self._ids(list(cat)), dtype=np.int32),
+        }
 
     def _flows(self) -> Flows:
         if self.flows:
@@ -326,10 +401,14 @@ class _Builder:
         chunks, self.flow_chunks = self.flow_chunks, []
         if not chunks:
             return Flows.empty()
-        names = ("id", "ts", "pid", "tid", "phase", "cat")
-        cols = {k: np.concatenate([getattr(c, k) for c in chunks]) for k in names}
-        order = np.argsort(cols["ts"], kind="stable")
-        return Flows(**{k: v[order] for k, v in cols.items()})
+        ts = np.concatenate([c.pop("ts") for c in chunks])
+        order = np.argsort(ts, kind="stable")
+        cols = {"ts": ts[order]}
+        del ts
+        for k in ("id", "pid", "tid", "phase", "cat"):  # one column at a time, as for events
+            cols[k] = np.concatenate([c.pop(k) for c in chunks])[order]
+            release_free_memory()
+        return Flows(**cols)
 
     def _memory(self) -> MemoryEvents:
         if not self.memory:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from dyno.trace_analysis.loader import TraceLoadError, load_trace, load_traces, rank_from_filename
-from dyno.trace_analysis.model import FLOW_FINISH, FLOW_START, Cat
+from dyno.trace_analysis.model import FLOW_FINISH, FLOW_START, Cat, Events
 
 pytestmark = pytest.mark.unit
 
@@ -239,3 +239,16 @@ def test_scanner_handles_escapes_and_brackets_in_strings_at_any_block_boundary(t
         t = load_trace(p, block_size=block)
         assert [t.strings[i] for i in t.events.name] == tricky, block
         assert t.meta.other["after"] == {"x": "}"} and t.meta.other["meta"]["note"] == "traceEvents [ { fake"
+
+
+def test_lazy_and_sparse_columns_equal_dense_gathers(tmp_path: Path) -> None:
+    t = load_trace(_write(tmp_path / "t.json", _doc()))
+    ev = t.events
+    assert ev._sparse, "mostly-absent args columns are stored sparse"
+    rows = np.array([5, 1, 3])
+    sub = ev.take(rows)
+    for col in Events.COLUMNS:
+        assert np.array_equal(getattr(sub, col), getattr(ev, col)[rows]), col
+    sub2 = sub.take(np.array([True, False, True]))  # nested lazy take maps to root rows
+    assert sub2.index.tolist() == [5, 3] and np.array_equal(sub2.ts, ev.ts[[5, 3]])
+    assert ev.take(np.ones(len(ev), dtype=bool)) is ev and sub.materialize().nbytes > 0
