@@ -41,6 +41,11 @@ def main() -> int:
     out["work_s_hta"] = t3 - t1  # load + temporal + idle-time breakdown (the benchmark's workload)
     out["timing_s"] = {"import": t1 - t0, "load": t2 - t1, "analyses": t3 - t2, "total": t3 - t0}
     out["ru_maxrss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:  # own peak RSS (see analysis_vs_hta.peak_rss_mib)
+        hwm = [ln for ln in open("/proc/self/status").read().splitlines() if ln.startswith("VmHWM:")]
+        out["vmhwm_mib"] = int(hwm[0].split()[1]) / 1024 if hwm else None
+    except OSError:
+        out["vmhwm_mib"] = None
     print(json.dumps(out, default=str))
     return 0
 

@@ -29,6 +29,10 @@ string table, so analyses are vectorized and a trace of millions of events stays
     group_size     int32   args["Group size"];      ``dtype``: string id of args["dtype"]
     ============== ======= ==================================================================================
 
+    Memory: sub-tables (``events_of``, ``take``) are lazy (row numbers into the full table; a column is gathered
+    the first time it is read), and mostly-absent integer columns are held sparse as (rows, values) and expanded
+    on read; both are invisible to readers, who always see plain dense numpy columns.
+
     ``extra_args``: ``{row: args dict}`` only for the rare rows whose category is in ``EXTRA_ARGS_CATS``
     (annotations, cuda_sync, Trace spans, unknown categories); hot categories keep only the columns above.
 
