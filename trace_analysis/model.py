@@ -30,7 +30,7 @@ string table, so analyses are vectorized and a trace of millions of events stays
     ============== ======= ==================================================================================
 
     Memory: sub-tables (``events_of``, ``take``) are lazy (row numbers into the full table; a column is gathered
-    the first time it is read), and mostly-absent integer columns are held sparse as (rows, values) and expanded
+    when read), and mostly-absent integer columns are held sparse as (rows, values) and expanded
     on read; both are invisible to readers, who always see plain dense numpy columns.
 
     ``extra_args``: ``{row: args dict}`` only for the rare rows whose category is in ``EXTRA_ARGS_CATS``
@@ -229,14 +229,18 @@ _EVENT_COLUMNS: dict[str, Any] = {
 
 EVENT_DTYPES: Mapping[str, Any] = _EVENT_COLUMNS  # column name -> numpy dtype of Events columns
 _ALL_EVENT_COLUMNS = (*_EVENT_COLUMNS, "index")
+_KEEP_GATHERED_ROWS = 1 << 16
 
 
 def _column(name: str) -> property:
     def get(self: Events) -> np.ndarray:
         col = self._cols.get(name)
         if col is None:
+            # Kept only for small tables: overlapping big sub-tables would each hold a copy of the same rows
+            # (a gather of a few hundred thousand rows costs about a millisecond; memory is scarcer on big traces)
             col = self._load(name)
-            self._cols[name] = col
+            if self._n <= _KEEP_GATHERED_ROWS:
+                self._cols[name] = col
         return col
 
     return property(get, doc=f"column {name!r}")
@@ -260,8 +264,8 @@ class Events:
 
     ``index`` maps rows of a sub-table back to rows of ``Trace.events`` (identity for the full table).
     Sub-tables from ``take`` / ``Trace.events_of`` are lazy: they hold row numbers into the full table and gather
-    a column the first time it is read, so a sub-table costs 8 bytes per row plus the columns actually used.
-    Treat tables as immutable.
+    a column when it is read (kept only for tables up to 65,536 rows: bind a column to a local before reading it
+    in a loop), so a big sub-table costs 8 bytes per row. Treat tables and their columns as immutable.
     """
 
     __slots__ = ("_cols", "_sparse", "_root", "_rows", "_n")
