@@ -1,0 +1,396 @@
+"""Benchmark: dyno's trace analysis vs HolisticTraceAnalysis 0.5.0 vs a bare ``orjson.loads`` (prints a table).
+
+Not a test. Every measurement runs in a fresh subprocess; wall time is measured inside the worker around the
+work (interpreter start-up and imports excluded, reported separately as "proc s"), peak RSS is the worker's
+``ru_maxrss`` (from ``os.wait4``). Each timing is the best of ``--repeat`` runs.
+
+- dyno:  load (gzip + block-wise parse) + every analysis + every rule (``analyze_traces``) on the same load.
+- HTA:   ``TraceAnalysis(trace_dir)`` + ``get_temporal_breakdown`` + ``get_idle_time_breakdown`` (run with
+         ``--hta-python``, the interpreter of a venv where ``HolisticTraceAnalysis==0.5.0`` is installed).
+- json:  ``orjson.loads`` of the already decompressed bytes of the same files.
+
+Targets (issue 4): dyno >= 10x faster than HTA, <= 0.5x HTA's peak RSS, <= 1.5x the bare parse time; and a
+synthetic trace of >= 2 million events analyzed with peak RSS below its uncompressed JSON size.
+
+    python bench/analysis_vs_hta.py --hta-python /work/hta-venv/bin/python [--traces DIR] [--events 2000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+DEFAULT_TRACES = next(
+    (
+        p
+        for p in (REPO.parent / "shared" / "traces" / "gpu", REPO.parent.parent / "shared" / "traces" / "gpu")
+        if p.is_dir()
+    ),
+    REPO.parent / "shared" / "traces" / "gpu",
+)
+SHARED_CASES = [
+    "negative_queue_length_values_check",
+    "ns_resolution_trace",
+    "nccl_parser_config",
+    "trace_filter",
+    "simple_add",
+    "alexnet",
+]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# workers (run in fresh subprocesses)
+
+
+def _worker_dyno(paths: list[str]) -> dict[str, Any]:
+    from dyno.trace_analysis import analyses as A
+    from dyno.trace_analysis.loader import load_traces
+
+    try:
+        from dyno.trace_analysis.api import analyze_traces
+    except ImportError:  # rules/report not available: analyses only
+        analyze_traces = None
+
+    t0 = time.perf_counter()
+    multi = load_traces(paths)
+    t1 = time.perf_counter()
+    traces = list(multi)
+    for t in traces:
+        A.temporal_breakdown(t)
+        A.idle_time_breakdown(t)
+        A.kernel_breakdown(t)
+        A.comm_comp_overlap(t)
+        A.launch_stats(t)
+        A.queue_length(t)
+        A.memory_copies(t)
+        A.step_timings(t)
+        A.cpu_op_summary(t)
+    A.rank_spread(traces)
+    t2 = time.perf_counter()
+    n_findings = -1
+    if analyze_traces is not None:
+        report = analyze_traces(traces)
+        n_findings = len(report.findings)
+    t3 = time.perf_counter()
+    return {
+        "work_s": t3 - t0,
+        "load_s": t1 - t0,
+        "analyses_s": t2 - t1,
+        "rules_s": t3 - t2,
+        "events": sum(len(t.events) + len(t.flows) for t in traces),
+        "findings": n_findings,
+    }
+
+
+def _worker_load(paths: list[str]) -> dict[str, Any]:
+    from dyno.trace_analysis.loader import load_traces
+
+    t0 = time.perf_counter()
+    multi = load_traces(paths)
+    return {"work_s": time.perf_counter() - t0, "events": sum(len(t.events) + len(t.flows) for t in multi)}
+
+
+def _worker_json(paths: list[str]) -> dict[str, Any]:
+    import orjson
+
+    datas = [Path(p).read_bytes() for p in paths]
+    t0 = time.perf_counter()
+    for d in datas:
+        obj = orjson.loads(d)
+        del obj
+    return {"work_s": time.perf_counter() - t0}
+
+
+def peak_rss_mib() -> float | None:
+    """This process's own peak RSS (VmHWM of its address space). ru_maxrss is not used: Linux folds the RSS the
+    forked child inherited from the (large) benchmark parent into it before exec, inflating small workers."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def _worker_main(kind: str, paths: list[str]) -> int:
+    out = {"dyno": _worker_dyno, "load": _worker_load, "json": _worker_json}[kind](paths)
+    out["vmhwm_mib"] = peak_rss_mib()
+    print(json.dumps(out))
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# parent
+
+
+def _run_child(cmd: list[str]) -> tuple[dict[str, Any], float, float]:
+    """Run a worker; return (its JSON output, process wall s, its peak RSS in MiB: VmHWM, else wait4's maxrss)."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
+        proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, cwd=REPO)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t0
+        out_f.seek(0)
+        err_f.seek(0)
+        out, err = out_f.read(), err_f.read()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])} failed: {err.decode(errors='replace')[-2000:]}")
+    lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
+    result = json.loads(lines[-1])
+    own = result.get("vmhwm_mib")
+    return result, wall, own if own is not None else usage.ru_maxrss / 1024
+
+
+def _best(cmd: list[str], repeat: int, time_key: str) -> dict[str, Any]:
+    runs = [_run_child(cmd) for _ in range(repeat)]
+    best = min(runs, key=lambda r: r[0][time_key])
+    return {
+        "out": best[0],
+        "work_s": best[0][time_key],
+        "proc_s": min(r[1] for r in runs),
+        "rss_mib": max(r[2] for r in runs),
+    }
+
+
+def _decompressed(files: list[Path], tmp: Path) -> list[str]:
+    out = []
+    for f in files:
+        dst = tmp / (f.name.removesuffix(".gz") + ".raw.json")
+        with open(f, "rb") as fh:
+            data = gzip.decompress(fh.read()) if f.name.endswith(".gz") else fh.read()
+        dst.write_bytes(data)
+        out.append(str(dst))
+    return out
+
+
+def _synthetic(path: Path, n_events: int) -> int:
+    """Write a Kineto-shaped trace of about ``n_events`` events (cpu_op, runtime, kernel, flows); return its size."""
+    import orjson
+
+    units = n_events // 5
+    pid, tid = 4242, 4242
+    with open(path, "wb") as fh:
+        fh.write(b'{"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8},\n')
+        fh.write(
+            b'"deviceProperties": [{"id": 0, "name": "NVIDIA H100", "totalGlobalMem": 85000000000, '
+            b'"computeMajor": 9, "computeMinor": 0, "numSms": 132}],\n"traceEvents": [\n'
+        )
+        ts = 1_700_000_000_000_000.0
+        gpu_t = ts
+        first = True
+        step_every = 5000
+        for start in range(0, units, 10_000):
+            batch = []
+            for u in range(start, min(units, start + 10_000)):
+                if u % step_every == 0:
+                    batch.append(
+                        {
+                            "ph": "X",
+                            "cat": "user_annotation",
+                            "name": f"ProfilerStep#{u // step_every}",
+                            "pid": pid,
+                            "tid": tid,
+                            "ts": ts,
+                            "dur": step_every * 20.0,
+                            "args": {"External id": u, "Ev Idx": u},
+                        }
+                    )
+                corr = 1_000_000 + u
+                name = ("aten::mm", "aten::add", "aten::relu", "aten::copy_")[u % 4]
+                kname = (
+                    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_nn_align4>(Params)",
+                    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>()",
+                    "void at::native::vectorized_elementwise_kernel<4, at::native::relu_kernel>()",
+                    "Memcpy DtoD (Device -> Device)",
+                )[u % 4]
+                kcat = "gpu_memcpy" if u % 4 == 3 else "kernel"
+                batch.append(
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": name,
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": ts,
+                        "dur": 15.5,
+                        "args": {"External id": u, "Ev Idx": u, "Sequence number": u, "Fwd thread id": 0},
+                    }
+                )
+                batch.append(
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": "cudaLaunchKernel",
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": ts + 5.0,
+                        "dur": 6.25,
+                        "args": {"External id": u, "cbid": 211, "correlation": corr},
+                    }
+                )
+                batch.append(
+                    {"ph": "s", "id": corr, "pid": pid, "tid": tid, "ts": ts + 5.0, "cat": "ac2g", "name": "ac2g"}
+                )
+                gpu_t = max(gpu_t, ts + 12.0)
+                kdur = (9.0, 3.5, 2.25, 4.0)[u % 4]
+                kargs: dict[str, Any] = {"External id": u, "device": 0, "context": 1, "stream": 7, "correlation": corr}
+                if kcat == "kernel":
+                    kargs.update(
+                        {
+                            "queued": 0,
+                            "registers per thread": 128,
+                            "shared memory": 49152,
+                            "blocks per SM": 1.5,
+                            "warps per SM": 12.0,
+                            "grid": [264, 1, 1],
+                            "block": [256, 1, 1],
+                            "est. achieved occupancy %": 19,
+                        }
+                    )
+                else:
+                    kargs.update({"bytes": 1 << 20, "memory bandwidth (GB/s)": 250.0})
+                batch.append(
+                    {"ph": "X", "cat": kcat, "name": kname, "pid": 0, "tid": 7, "ts": gpu_t, "dur": kdur, "args": kargs}
+                )
+                batch.append(
+                    {"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": gpu_t, "cat": "ac2g", "name": "ac2g", "bp": "e"}
+                )
+                gpu_t += kdur + 0.5
+                ts += 20.0
+            for e in batch:
+                if not first:
+                    fh.write(b",\n")
+                fh.write(orjson.dumps(e))
+                first = False
+        fh.write(b'\n],\n"traceName": "synthetic.json", "displayTimeUnit": "ms"}\n')
+    return path.stat().st_size
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b > 0 else "n/a"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--hta-python", help="python of a venv with HolisticTraceAnalysis==0.5.0 (HTA columns skipped if absent)"
+    )
+    ap.add_argument("--traces", type=Path, default=DEFAULT_TRACES, help="folder of the shared GPU traces")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--events", type=int, default=2_000_000, help="synthetic trace size (0: skip)")
+    ap.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON")
+    ap.add_argument("--worker", choices=["dyno", "load", "json"], help=argparse.SUPPRESS)
+    ap.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        return _worker_main(args.worker, args.paths)
+
+    me = [sys.executable, str(Path(__file__).resolve())]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="dyno-bench-") as tmpd:
+        tmp = Path(tmpd)
+        for case in SHARED_CASES:
+            folder = args.traces / case
+            files = sorted(folder.glob("*.json*"))
+            if not files:
+                print(f"skip {case}: no files under {folder}", file=sys.stderr)
+                continue
+            raw = _decompressed(files, tmp)
+            dyno = _best([*me, "--worker", "dyno", *map(str, files)], args.repeat, "work_s")
+            bare = _best([*me, "--worker", "json", *raw], args.repeat, "work_s")
+            hta = None
+            if args.hta_python:
+                hta = _best([args.hta_python, str(HERE / "hta_runner.py"), str(folder)], args.repeat, "work_s_hta")
+            rows.append(
+                {
+                    "case": case,
+                    "mb": sum(Path(r).stat().st_size for r in raw) / 2**20,
+                    "dyno": dyno,
+                    "json": bare,
+                    "hta": hta,
+                }
+            )
+            for r in raw:
+                Path(r).unlink()
+        synth = None
+        if args.events:
+            sp = tmp / "synthetic.json"
+            size = _synthetic(sp, args.events)
+            dyno = _best([*me, "--worker", "dyno", str(sp)], 1, "work_s")
+            load = _best([*me, "--worker", "load", str(sp)], 1, "work_s")
+            bare = _best([*me, "--worker", "json", str(sp)], 1, "work_s")
+            synth = {
+                "events": dyno["out"]["events"],
+                "json_mib": size / 2**20,
+                "dyno": dyno,
+                "load": load,
+                "json": bare,
+            }
+    _print(rows, synth)
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"rows": rows, "synthetic": synth}, indent=1, default=str))
+    return 0
+
+
+def _print(rows: list[dict[str, Any]], synth: dict[str, Any] | None) -> None:
+    hdr = (
+        f"{'trace':<36} {'MiB':>6} {'dyno s':>7} {'json s':>7} {'HTA s':>7} {'dyno/json':>9} {'HTA/dyno':>8} "
+        f"{'dyno MiB':>8} {'HTA MiB':>8} {'dyno/HTA':>8} {'findings':>8}"
+    )
+    print(hdr)
+    print("-" * len(hdr))
+    for r in rows:
+        d, j, h = r["dyno"], r["json"], r["hta"]
+        print(
+            f"{r['case']:<36} {r['mb']:>6.1f} {d['work_s']:>7.3f} {j['work_s']:>7.3f} "
+            f"{(h['work_s'] if h else float('nan')):>7.3f} {_ratio(d['work_s'], j['work_s']):>9} "
+            f"{(_ratio(h['work_s'], d['work_s']) if h else 'n/a'):>8} {d['rss_mib']:>8.0f} "
+            f"{(h['rss_mib'] if h else float('nan')):>8.0f} {(_ratio(d['rss_mib'], h['rss_mib']) if h else 'n/a'):>8} "
+            f"{d['out']['findings']:>8}"
+        )
+    print("(s = in-process wall time of the work, best of N; MiB = peak RSS (VmHWM) of the fresh worker process;")
+    print(" targets: HTA/dyno >= 10x, dyno/HTA RSS <= 0.5x, dyno/json <= 1.5x)")
+    for r in rows:
+        d, h = r["dyno"], r["hta"]
+        o = d["out"]
+        print(
+            f"  {r['case']}: dyno load {o['load_s']:.3f}s analyses {o['analyses_s']:.3f}s rules {o['rules_s']:.3f}s"
+            f" (process {d['proc_s']:.2f}s)" + (f"; HTA process {h['proc_s']:.2f}s" if h else "")
+        )
+    if synth:
+        d, ld, js = synth["dyno"], synth["load"], synth["json"]
+        o = d["out"]
+        jm = synth["json_mib"]
+
+        def verdict(x: float) -> str:
+            return "OK" if x < jm else "MISSED"
+
+        print(
+            f"synthetic: {synth['events']:,} events, JSON {jm:.0f} MiB (bare orjson.loads {js['work_s']:.1f}s, "
+            f"peak RSS {js['rss_mib']:.0f} MiB incl. the bytes)"
+        )
+        print(
+            f"  dyno full: {d['work_s']:.1f}s (load {o['load_s']:.1f}s, analyses {o['analyses_s']:.1f}s, rules "
+            f"{o['rules_s']:.1f}s), peak RSS {d['rss_mib']:.0f} MiB = {d['rss_mib'] / jm:.2f}x JSON "
+            f"[{verdict(d['rss_mib'])}]"
+        )
+        print(
+            f"  dyno load only: {ld['work_s']:.1f}s, peak RSS {ld['rss_mib']:.0f} MiB = {ld['rss_mib'] / jm:.2f}x "
+            f"JSON [{verdict(ld['rss_mib'])}]"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

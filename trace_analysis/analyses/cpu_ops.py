@@ -1,0 +1,109 @@
+"""CPU operators: top-N by total (inclusive) and self (exclusive) time; the main view for CPU-only traces.
+
+Self time = an op's duration minus the durations of its direct child ops on the same thread (nesting from
+timestamps, as the PyTorch profiler's "Self CPU" does; runtime calls made by the op stay in its self time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from dyno.trace_analysis.analyses.kernels import group_by_name
+from dyno.trace_analysis.model import Cat, Events, Trace
+
+__all__ = ["OpStat", "CpuOpSummary", "cpu_op_summary", "self_times", "parents"]
+
+
+@dataclass(frozen=True)
+class OpStat:
+    name: str
+    count: int
+    total_us: float
+    self_us: float
+    mean_us: float
+    max_us: float
+    example_ts: float  # start of the longest call
+
+
+@dataclass(frozen=True)
+class CpuOpSummary:
+    rank: int
+    n_ops: int
+    wall_us: float  # union of top-level op time
+    by_total: tuple[OpStat, ...]
+    by_self: tuple[OpStat, ...]
+
+
+def parents(ev: Events) -> np.ndarray:
+    """Row of the innermost enclosing event on the same (pid, tid), or -1; vectorized per thread.
+
+    Assumes properly nested intervals per thread (true for profiler op events)."""
+    n = len(ev)
+    parent = np.full(n, -1, dtype=np.int64)
+    if not n:
+        return parent
+    # sort by thread, start, longer first (a parent precedes its children)
+    order = np.lexsort((-ev.dur, ev.ts, ev.tid, ev.pid))
+    pid, tid, ts, end = ev.pid[order], ev.tid[order], ev.ts[order], (ev.ts + ev.dur)[order]
+    bounds = np.flatnonzero((np.diff(pid) != 0) | (np.diff(tid) != 0)) + 1
+    starts = np.concatenate(([0], bounds))
+    stops = np.concatenate((bounds, [n]))
+    for a, b in zip(starts, stops, strict=True):
+        s, e = ts[a:b], end[a:b]
+        m = b - a
+        # depth = number of earlier events still open at s_i = i - #{j < i: e_j <= s_i}. Rows j >= i with
+        # e_j <= s_i are zero-length rows starting at s_i (sorted last among equal starts): subtract them.
+        idx = np.arange(m)
+        closed = np.searchsorted(np.sort(e), s, side="right")
+        zero = np.concatenate(([0], np.cumsum(e <= s)))  # e <= s only for zero-length rows
+        hi = np.searchsorted(s, s, side="right")
+        lo = np.searchsorted(s, s, side="left")
+        z = hi - (zero[hi] - zero[lo])  # first zero-length row among those starting at s_i
+        closed -= hi - np.maximum(idx, z)
+        depth = np.maximum(idx - closed, 0)
+        # parent = last earlier event with depth d-1
+        key = depth.astype(np.int64) * (m + 1) + np.arange(m)
+        korder = np.argsort(key, kind="stable")
+        ksorted = key[korder]
+        want = (depth - 1) * (m + 1) + np.arange(m)
+        pos = np.searchsorted(ksorted, want, side="left") - 1
+        ok = (depth > 0) & (pos >= 0)
+        cand = np.where(ok, korder[np.maximum(pos, 0)], -1)
+        ok &= np.where(cand >= 0, depth[np.maximum(cand, 0)] == depth - 1, False)
+        parent[order[a:b][ok]] = order[a:b][cand[ok]]
+    return parent
+
+
+def self_times(ev: Events) -> tuple[np.ndarray, np.ndarray]:
+    """(self time per row, parent row per row)."""
+    par = parents(ev)
+    child_sum = np.bincount(par[par >= 0], weights=ev.dur[par >= 0], minlength=len(ev))
+    return np.maximum(ev.dur - child_sum, 0.0), par
+
+
+def cpu_op_summary(trace: Trace, *, top_n: int = 20) -> CpuOpSummary:
+    ev = trace.events_of(Cat.CPU_OP)
+    if not len(ev):
+        return CpuOpSummary(trace.rank, 0, 0.0, (), ())
+    self_us, par = self_times(ev)
+    ids, count, total, _mins, maxs, longest = group_by_name(ev.name, ev.dur)
+    _, inv = np.unique(ev.name, return_inverse=True)
+    self_by = np.bincount(inv, weights=self_us, minlength=len(ids))
+    top_level = par < 0
+    wall = float(ev.dur[top_level].sum())
+
+    def stat(j: int) -> OpStat:
+        return OpStat(
+            name=trace.strings[ids[j]],
+            count=int(count[j]),
+            total_us=float(total[j]),
+            self_us=float(self_by[j]),
+            mean_us=float(total[j] / count[j]),
+            max_us=float(maxs[j]),
+            example_ts=float(ev.ts[longest[j]]),
+        )
+
+    by_total = tuple(stat(int(j)) for j in np.argsort(-total, kind="stable")[:top_n])
+    by_self = tuple(stat(int(j)) for j in np.argsort(-self_by, kind="stable")[:top_n])
+    return CpuOpSummary(trace.rank, len(ev), wall, by_total, by_self)

@@ -1,0 +1,209 @@
+"""GPU-side views shared by the analyses: the analysis window, kernel types, launch correlation, steps.
+
+Window (HTA-compatible, ``include_last_step=False`` by default): when a trace has two or more ``ProfilerStep#N``
+annotations, GPU activity counts only if it was launched (same correlation id) by a CPU-side event that starts
+before the last ProfilerStep starts; HTA drops the last step because profiling stops inside it. With fewer
+steps every GPU event counts.
+
+HTA rounding (``hta_ns_rounding=True``): when a trace has float timestamps HTA replaces ts by ceil(ts) and end by
+floor(ts + dur) before any analysis (a work-around for overlapping ns events); that shortens every event by up
+to 2 µs. dyno keeps exact times by default; the flag reproduces HTA's figures.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+from dyno.trace_analysis.model import Cat, Events, Trace
+
+__all__ = [
+    "KernelType",
+    "GpuScope",
+    "gpu_scope",
+    "kernel_types",
+    "launch_rows",
+    "LAUNCH_NAMES",
+    "profiler_steps",
+    "is_launch_name",
+]
+
+_COMM_RX = re.compile(r"^nccl.*Kernel")
+_MEMORY_RX = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_NON_COMPUTE_RX = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")  # HTA's, verbatim
+_STEP_RX = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
+
+# Runtime calls that enqueue work on a stream (HTA's launch set, CUDA and ROCm).
+LAUNCH_NAMES = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cuLaunchKernel",
+        "cudaMemcpyAsync",
+        "cudaMemsetAsync",
+        "hipLaunchKernel",
+        "hipExtModuleLaunchKernel",
+        "hipMemsetAsync",
+        "hipMemcpyAsync",
+        "hipMemcpyWithStream",
+    }
+)
+
+_SYNC_STREAM = 4294967295  # cuda_sync rows of device-wide syncs carry uint32(-1) as stream
+
+
+class KernelType(IntEnum):
+    """HTA's kernel classes (by name): NCCL kernels, memcpy/memset, everything else computing, other."""
+
+    COMMUNICATION = 0
+    MEMORY = 1
+    COMPUTATION = 2
+    OTHER = 3
+
+
+def _kernel_type_of(name: str) -> int:
+    if _COMM_RX.match(name):
+        return KernelType.COMMUNICATION
+    if _MEMORY_RX.match(name):
+        return KernelType.MEMORY
+    if not _NON_COMPUTE_RX.match(name):
+        return KernelType.COMPUTATION
+    return KernelType.OTHER
+
+
+def kernel_types(trace: Trace, events: Events) -> np.ndarray:
+    """KernelType code per row of ``events`` (classified once per distinct name)."""
+
+    def table() -> np.ndarray:
+        t = np.full(len(trace.strings) + 1, KernelType.OTHER, dtype=np.int8)
+        for i, s in enumerate(trace.strings):
+            t[i] = _kernel_type_of(s)
+        return t
+
+    tab = trace.cached(("kernel_type_table", len(trace.strings)), table)
+    return tab[events.name]
+
+
+def is_launch_name(trace: Trace) -> np.ndarray:
+    """Boolean table over string ids: names in LAUNCH_NAMES."""
+    return trace.cached(
+        ("launch_table", len(trace.strings)), lambda: trace.strings.mask_table(LAUNCH_NAMES.__contains__)
+    )
+
+
+def profiler_steps(trace: Trace) -> Events:
+    """CPU-side ``ProfilerStep#N`` annotations, sorted by ts (GPU-side copies excluded)."""
+
+    def compute() -> Events:
+        ev = trace.events
+        mask = trace.name_mask(ev, lambda s: _STEP_RX.match(s) is not None)
+        mask &= (ev.cat == Cat.USER_ANNOTATION) | (ev.cat == Cat.CPU_OP)
+        return ev.take(mask)
+
+    return trace.cached("profiler_steps", compute)
+
+
+def step_number(name: str) -> int | None:
+    m = _STEP_RX.match(name)
+    return int(m.group(1)) if m else None
+
+
+def launch_rows(trace: Trace, gpu: Events) -> np.ndarray:
+    """For each row of ``gpu``: row in ``trace.events`` of the CPU-side event (cuda_runtime / cuda_driver) with
+    the same correlation id, or -1."""
+    ev = trace.events
+    cpu_mask = ((ev.cat == Cat.CUDA_RUNTIME) | (ev.cat == Cat.CUDA_DRIVER)) & (ev.correlation >= 0)
+    cpu_rows = np.flatnonzero(cpu_mask)
+    if not len(cpu_rows) or not len(gpu):
+        return np.full(len(gpu), -1, dtype=np.int64)
+    corr = ev.correlation[cpu_rows]
+    order = np.argsort(corr, kind="stable")
+    corr_sorted = corr[order]
+    pos = np.searchsorted(corr_sorted, gpu.correlation)
+    pos_c = np.minimum(pos, len(corr_sorted) - 1)
+    hit = (corr_sorted[pos_c] == gpu.correlation) & (gpu.correlation >= 0)
+    return np.where(hit, cpu_rows[order[pos_c]], -1)
+
+
+@dataclass(frozen=True, eq=False)
+class GpuScope:
+    """The GPU rows the analyses use (see module docstring) and where they came from.
+
+    ``rows``: GPU rows as HTA sees them (kernels, memcpy, memset and cuda_sync rows with a stream), windowed.
+    ``activity``: the subset that is real GPU work (kernels, memcpy, memset): dyno's "busy" definition.
+    ``launch``: per ``rows`` row, the launching CPU-side row in ``trace.events`` (-1 if none).
+    ``ts`` / ``end``: start and end of each ``rows`` row (HTA-rounded when requested);
+    ``launch_ts`` / ``launch_end``: the same for the launching row (NaN when none).
+    """
+
+    rows: Events
+    activity: Events
+    launch: np.ndarray
+    windowed: bool
+    window_end: float | None
+    ts: np.ndarray
+    end: np.ndarray
+    launch_ts: np.ndarray
+    launch_end: np.ndarray
+
+    @property
+    def is_activity(self) -> np.ndarray:
+        """Mask over ``rows``: real GPU work (not a cuda_sync row)."""
+        return self.rows.cat != Cat.CUDA_SYNC
+
+
+def gpu_scope(trace: Trace, include_last_step: bool = False, hta_ns_rounding: bool = False) -> GpuScope:
+    """The analysis window's GPU events (cached per trace)."""
+    key = ("gpu_scope", include_last_step, hta_ns_rounding)
+    return trace.cached(key, lambda: _gpu_scope(trace, include_last_step, hta_ns_rounding))
+
+
+def _times(trace: Trace, rows: np.ndarray, rounding: bool) -> tuple[np.ndarray, np.ndarray]:
+    ev = trace.events
+    ts, end = ev.ts[rows], ev.ts[rows] + ev.dur[rows]
+    if rounding and trace.meta.float_timestamps:
+        return np.ceil(ts), np.floor(end)
+    return ts, end
+
+
+def _gpu_scope(trace: Trace, include_last_step: bool, rounding: bool) -> GpuScope:
+    rows = trace.events_of(Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.CUDA_SYNC)
+    rows = rows.take(rows.stream != -1)
+    launch = launch_rows(trace, rows)
+    steps = profiler_steps(trace)
+    ev_ts = np.ceil(trace.events.ts) if rounding and trace.meta.float_timestamps else trace.events.ts
+    windowed = False
+    window_end: float | None = None
+    if len(steps) >= 2:
+        # HTA (_filter_irrelevant_gpu_kernels): keep GPU rows whose correlation matches a CPU-side row that
+        # starts before the last step's start (or ends before its end with include_last_step)
+        windowed = True
+        s_ts, s_end = _times(trace, steps.index, rounding)
+        ok = launch >= 0
+        if include_last_step:
+            window_end = float(s_end.max())
+            ok[ok] = ev_ts[launch[ok]] <= window_end
+        else:
+            window_end = float(s_ts.max())
+            ok[ok] = ev_ts[launch[ok]] < window_end
+        rows = rows.take(ok)
+        launch = launch[ok]
+    act_mask = rows.cat != Cat.CUDA_SYNC
+    ts, end = _times(trace, rows.index, rounding)
+    has = launch >= 0
+    l_ts = np.full(len(rows), np.nan)
+    l_end = np.full(len(rows), np.nan)
+    l_ts[has], l_end[has] = _times(trace, launch[has], rounding)
+    return GpuScope(
+        rows=rows,
+        activity=rows.take(act_mask),
+        launch=launch,
+        windowed=windowed,
+        window_end=window_end,
+        ts=ts,
+        end=end,
+        launch_ts=l_ts,
+        launch_end=l_end,
+    )

@@ -1,0 +1,132 @@
+"""Kernel launch statistics and the launch queue (HTA's ``get_cuda_kernel_launch_stats`` and queue length).
+
+For every GPU row launched by a runtime call (cudaLaunchKernel, cudaMemcpyAsync, ...; joined by correlation id):
+cpu_duration = runtime call duration, gpu_duration = GPU duration, launch_delay = max(0, GPU start - runtime end).
+Short kernels: cpu_duration <= ``runtime_cutoff_us`` and gpu_duration < cpu_duration (the launch costs more than the
+work). Runtime outliers: cpu_duration > ``runtime_cutoff_us``.
+Delay outliers: launch_delay > ``launch_delay_cutoff_us``.
+
+Queue length per stream (HTA): +1 at each launch call's start, -1 at its GPU row's start; a step function whose
+maximum says how deep the host ran ahead of the GPU (1024 outstanding launches stall the CPU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from dyno.trace_analysis.analyses.gpu import gpu_scope, is_launch_name
+from dyno.trace_analysis.model import Cat, Trace
+
+__all__ = ["LaunchStats", "QueueLength", "launch_stats", "queue_length"]
+
+
+@dataclass(frozen=True)
+class LaunchStats:
+    rank: int
+    n_launches: int
+    # per launch (rows of the GPU scope with a launching runtime call)
+    gpu_row: np.ndarray  # row in trace.events of the GPU event
+    runtime_row: np.ndarray  # row in trace.events of the runtime call
+    cpu_duration: np.ndarray
+    gpu_duration: np.ndarray
+    launch_delay: np.ndarray
+    runtime_cutoff_us: float
+    launch_delay_cutoff_us: float
+
+    @property
+    def short_kernels(self) -> np.ndarray:
+        """Mask: the launch took longer than the GPU work (and the launch itself was not slow)."""
+        return (self.cpu_duration <= self.runtime_cutoff_us) & (self.gpu_duration < self.cpu_duration)
+
+    @property
+    def runtime_outliers(self) -> np.ndarray:
+        return self.cpu_duration > self.runtime_cutoff_us
+
+    @property
+    def delay_outliers(self) -> np.ndarray:
+        return self.launch_delay > self.launch_delay_cutoff_us
+
+    @property
+    def short_kernel_share(self) -> float:
+        return float(self.short_kernels.mean()) if self.n_launches else 0.0
+
+    @property
+    def mean_launch_delay_us(self) -> float:
+        return float(self.launch_delay.mean()) if self.n_launches else 0.0
+
+
+def launch_stats(
+    trace: Trace,
+    *,
+    runtime_cutoff_us: float = 50.0,
+    launch_delay_cutoff_us: float = 100.0,
+    include_last_step: bool = False,
+    hta_ns_rounding: bool = False,
+) -> LaunchStats:
+    scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
+    ev = trace.events
+    has = scope.launch >= 0
+    has[has] = is_launch_name(trace)[ev.name[scope.launch[has]]]
+    has &= scope.rows.cat != Cat.CUDA_SYNC
+    cpu_dur = scope.launch_end[has] - scope.launch_ts[has]
+    gpu_dur = scope.end[has] - scope.ts[has]
+    delay = np.clip(scope.ts[has] - scope.launch_end[has], 0.0, None)
+    return LaunchStats(
+        rank=trace.rank,
+        n_launches=int(has.sum()),
+        gpu_row=scope.rows.index[has],
+        runtime_row=scope.launch[has],
+        cpu_duration=cpu_dur,
+        gpu_duration=gpu_dur,
+        launch_delay=delay,
+        runtime_cutoff_us=runtime_cutoff_us,
+        launch_delay_cutoff_us=launch_delay_cutoff_us,
+    )
+
+
+@dataclass(frozen=True)
+class QueueLength:
+    """Launch-queue length over time: concatenated per-stream step functions (sorted by stream, then time)."""
+
+    rank: int
+    stream: np.ndarray
+    ts: np.ndarray
+    length: np.ndarray
+    max_by_stream: dict[int, int]
+
+    @property
+    def max_length(self) -> int:
+        return max(self.max_by_stream.values(), default=0)
+
+    @property
+    def max_stream(self) -> int | None:
+        if not self.max_by_stream:
+            return None
+        return max(self.max_by_stream, key=lambda s: self.max_by_stream[s])
+
+
+def queue_length(trace: Trace, *, include_last_step: bool = False, hta_ns_rounding: bool = False) -> QueueLength:
+    scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
+    ev = trace.events
+    has = scope.launch >= 0
+    has[has] = is_launch_name(trace)[ev.name[scope.launch[has]]]
+    n = int(has.sum())
+    stream = np.concatenate((scope.rows.stream[has], scope.rows.stream[has]))
+    ts = np.concatenate((scope.launch_ts[has], scope.ts[has]))
+    delta = np.concatenate((np.ones(n, np.int64), -np.ones(n, np.int64)))
+    # by stream, then time; at equal times the enqueue comes first (it is listed first: stable sort)
+    order = np.lexsort((ts, stream))
+    stream, ts, delta = stream[order], ts[order], delta[order]
+    length = np.empty(len(delta), dtype=np.int64)
+    max_by: dict[int, int] = {}
+    if len(delta):
+        bounds = np.flatnonzero(np.diff(stream)) + 1
+        starts = np.concatenate(([0], bounds))
+        ends = np.concatenate((bounds, [len(delta)]))
+        csum = np.cumsum(delta)
+        base = np.concatenate(([0], csum[starts[1:] - 1])) if len(starts) > 1 else np.array([0])
+        length = csum - np.repeat(base, ends - starts)
+        peaks = np.maximum.reduceat(length, starts)
+        max_by = {int(stream[s]): int(p) for s, p in zip(starts, peaks, strict=True)}
+    return QueueLength(rank=trace.rank, stream=stream, ts=ts, length=length, max_by_stream=max_by)

@@ -1,0 +1,82 @@
+"""Memory copies and sets by kind (HtoD, DtoH, DtoD, ..., with pageable/pinned memory) and their bandwidth.
+
+Kind and memory come from Kineto's names, e.g. ``Memcpy HtoD (Pageable -> Device)``; bandwidth = bytes / time.
+Pageable host memory forces a staged, synchronous-to-the-host copy: ``pageable`` flags those.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from dyno.trace_analysis.analyses.gpu import gpu_scope
+from dyno.trace_analysis.model import Cat, Trace
+
+__all__ = ["CopyKind", "MemoryCopies", "memory_copies"]
+
+_NAME_RX = re.compile(r"^(Memcpy|Memset)\s*(\w+)?\s*(?:\((.*)\))?")
+
+
+@dataclass(frozen=True)
+class CopyKind:
+    name: str  # the Kineto name, e.g. "Memcpy HtoD (Pageable -> Device)"
+    op: str  # "Memcpy" | "Memset"
+    direction: str  # "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "Device", ...
+    memory: str  # "Pageable -> Device", ... ("" when absent)
+    pageable: bool
+    count: int
+    total_bytes: int
+    total_us: float
+    bandwidth_gbps: float  # total bytes / total time
+    example_ts: float
+
+
+@dataclass(frozen=True)
+class MemoryCopies:
+    rank: int
+    kinds: tuple[CopyKind, ...]  # sorted by total time, descending
+
+    @property
+    def total_us(self) -> float:
+        return sum(k.total_us for k in self.kinds)
+
+    @property
+    def pageable_count(self) -> int:
+        return sum(k.count for k in self.kinds if k.pageable)
+
+
+def memory_copies(trace: Trace, *, include_last_step: bool = False) -> MemoryCopies:
+    scope = gpu_scope(trace, include_last_step)
+    act = scope.activity
+    ev = act.take((act.cat == Cat.GPU_MEMCPY) | (act.cat == Cat.GPU_MEMSET))
+    kinds = []
+    if len(ev):
+        ids, inv = np.unique(ev.name, return_inverse=True)
+        count = np.bincount(inv, minlength=len(ids))
+        tot = np.bincount(inv, weights=ev.dur, minlength=len(ids))
+        nbytes = np.bincount(inv, weights=np.maximum(ev.bytes, 0).astype(np.float64), minlength=len(ids))
+        first = np.searchsorted(np.sort(inv), np.arange(len(ids)))
+        first_row = np.argsort(inv, kind="stable")[first]
+        for j, sid in enumerate(ids):
+            name = trace.strings[sid]
+            m = _NAME_RX.match(name)
+            op = m.group(1) if m else "Memcpy"
+            direction = ((m.group(2) or "") if m else "") or op
+            memory = (m.group(3) or "") if m else ""
+            kinds.append(
+                CopyKind(
+                    name=name,
+                    op=op,
+                    direction=direction,
+                    memory=memory,
+                    pageable="pageable" in name.lower(),
+                    count=int(count[j]),
+                    total_bytes=int(nbytes[j]),
+                    total_us=float(tot[j]),
+                    bandwidth_gbps=float(nbytes[j] / tot[j] / 1e3) if tot[j] > 0 else 0.0,
+                    example_ts=float(ev.ts[first_row[j]]),
+                )
+            )
+        kinds.sort(key=lambda k: -k.total_us)
+    return MemoryCopies(trace.rank, tuple(kinds))

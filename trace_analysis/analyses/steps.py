@@ -1,0 +1,105 @@
+"""Per-step timings: ``ProfilerStep#N`` windows, else optimizer steps; their spread and GPU busy time per step.
+
+Steps come from the CPU-side ``ProfilerStep#N`` annotations. Without them, optimizer calls
+(``Optimizer.step#...``) delimit steps: step k runs from the end of optimizer call k-1 to the end of call k.
+Without either, there are no steps (``source == "none"``) and callers treat the whole trace as one window.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from dyno.trace_analysis.analyses.gpu import profiler_steps, step_number
+from dyno.trace_analysis.analyses.intervals import coverage_before, merge
+from dyno.trace_analysis.model import Cat, Trace
+
+__all__ = ["Step", "StepStats", "step_timings", "spread"]
+
+_OPT_RX = re.compile(r"^Optimizer\.step#")
+
+
+@dataclass(frozen=True)
+class Step:
+    number: int  # N of ProfilerStep#N, else the optimizer call's index
+    ts: float
+    dur_us: float
+    gpu_busy_us: float  # union of GPU work inside the window (0 for CPU-only traces)
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur_us
+
+    @property
+    def gpu_util(self) -> float:
+        return self.gpu_busy_us / self.dur_us if self.dur_us > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class StepStats:
+    rank: int
+    source: str  # "profiler_step" | "optimizer" | "none"
+    steps: tuple[Step, ...]
+    mean_us: float
+    median_us: float
+    std_us: float
+    min_us: float
+    max_us: float
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation of step time."""
+        return self.std_us / self.mean_us if self.mean_us > 0 else 0.0
+
+    @property
+    def durations(self) -> np.ndarray:
+        return np.array([s.dur_us for s in self.steps], dtype=np.float64)
+
+
+def spread(values: np.ndarray) -> tuple[float, float, float, float, float]:
+    """(mean, median, std, min, max); zeros for no values."""
+    if not len(values):
+        return (0.0, 0.0, 0.0, 0.0, 0.0)
+    return (
+        float(values.mean()),
+        float(np.median(values)),
+        float(values.std()),
+        float(values.min()),
+        float(values.max()),
+    )
+
+
+def _windows(trace: Trace) -> tuple[str, np.ndarray, np.ndarray, list[int]]:
+    steps = profiler_steps(trace)
+    if len(steps):
+        numbers = [step_number(trace.strings[i]) or k for k, i in enumerate(steps.name)]
+        return "profiler_step", steps.ts, steps.end, numbers
+    ev = trace.events
+    cpu = (ev.cat == Cat.USER_ANNOTATION) | (ev.cat == Cat.CPU_OP) | (ev.cat == Cat.PYTHON_FUNCTION)
+    opt = ev.take(cpu & trace.name_mask(ev, lambda s: _OPT_RX.match(s) is not None))
+    if len(opt) >= 2:
+        # nested duplicates (e.g. a python_function and a user_annotation for the same call): keep outermost
+        ends = opt.end
+        keep = np.ones(len(opt), dtype=bool)
+        keep[1:] = opt.ts[1:] >= np.maximum.accumulate(ends)[:-1]
+        ends = ends[keep]
+        return "optimizer", ends[:-1], ends[1:], list(range(1, len(ends)))
+    return "none", np.empty(0), np.empty(0), []
+
+
+def step_timings(trace: Trace) -> StepStats:
+    source, starts, ends, numbers = _windows(trace)
+    busy = np.zeros(len(starts))
+    # all GPU work (no last-step window: every step gets its GPU time); same cached table as gpu_scope uses
+    gpu = trace.events_of(Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.CUDA_SYNC)
+    work = gpu.cat != Cat.CUDA_SYNC
+    if len(starts) and work.any():
+        # GPU busy inside each window: coverage of the union of GPU work, evaluated at the window bounds
+        u_s, u_e = merge(gpu.ts[work], gpu.end[work])
+        busy = coverage_before(u_s, u_e, ends) - coverage_before(u_s, u_e, starts)
+    steps = tuple(
+        Step(int(n), float(s), float(e - s), float(b)) for n, s, e, b in zip(numbers, starts, ends, busy, strict=True)
+    )
+    mean, median, std, lo, hi = spread(ends - starts)
+    return StepStats(trace.rank, source, steps, mean, median, std, lo, hi)

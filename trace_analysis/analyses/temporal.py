@@ -1,0 +1,84 @@
+"""Temporal breakdown: how the GPU's time splits into idle, compute, non-compute and communication.
+
+Definitions (HTA's ``get_temporal_breakdown``): span = first GPU activity start to last GPU activity end;
+idle = span - union of GPU rows; compute = union of COMPUTATION kernels; non-compute = busy - compute;
+communication = union of NCCL kernels (part of non-compute). By default ``cuda_sync`` rows count as busy (as in
+HTA) so figures match HTA; ``sync_is_busy=False`` gives dyno's stricter figure (a sync row is the host waiting,
+not GPU work). Times are µs; shares are fractions of the span (0..1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, kernel_types
+from dyno.trace_analysis.analyses.intervals import union_length
+from dyno.trace_analysis.model import Trace
+
+__all__ = ["TemporalBreakdown", "temporal_breakdown"]
+
+
+@dataclass(frozen=True)
+class TemporalBreakdown:
+    rank: int
+    span_us: float
+    busy_us: float
+    idle_us: float
+    compute_us: float
+    non_compute_us: float
+    communication_us: float
+    memory_us: float
+    n_gpu_events: int
+
+    def _share(self, v: float) -> float:
+        return v / self.span_us if self.span_us > 0 else 0.0
+
+    @property
+    def idle_share(self) -> float:
+        return self._share(self.idle_us)
+
+    @property
+    def compute_share(self) -> float:
+        return self._share(self.compute_us)
+
+    @property
+    def non_compute_share(self) -> float:
+        return self._share(self.non_compute_us)
+
+    @property
+    def communication_share(self) -> float:
+        return self._share(self.communication_us)
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.n_gpu_events > 0
+
+
+def temporal_breakdown(
+    trace: Trace, *, sync_is_busy: bool = True, include_last_step: bool = False, hta_ns_rounding: bool = False
+) -> TemporalBreakdown:
+    """Breakdown of one rank (all its GPUs pooled, as HTA does); see the module docstring."""
+    scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
+    sel = np.ones(len(scope.rows), dtype=bool) if sync_is_busy else scope.is_activity
+    rows, ts, end = scope.rows.take(sel), scope.ts[sel], scope.end[sel]
+    if not len(rows):
+        return TemporalBreakdown(trace.rank, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
+    span = float(end.max() - ts.min())
+    busy = union_length(ts, end)
+    kt = kernel_types(trace, rows)
+    comp = kt == KernelType.COMPUTATION
+    comm = kt == KernelType.COMMUNICATION
+    mem = kt == KernelType.MEMORY
+    compute = union_length(ts[comp], end[comp])
+    return TemporalBreakdown(
+        rank=trace.rank,
+        span_us=span,
+        busy_us=busy,
+        idle_us=span - busy,
+        compute_us=compute,
+        non_compute_us=busy - compute,
+        communication_us=union_length(ts[comm], end[comm]),
+        memory_us=union_length(ts[mem], end[mem]),
+        n_gpu_events=len(rows),
+    )

@@ -1,0 +1,91 @@
+"""``dyno-cli analyze`` / ``python -m dyno.trace_analysis``: analyse traces, print a report.
+
+The lead mounts it with ``add_analyze_arguments(subparser)`` and ``run_analyze(args)``. Exit codes: 0 ok,
+1 failure (bad input, nothing loaded, bad threshold/rule), 2 usage (argparse). Errors print one line on stderr,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .api import AnalysisError, analyze
+from .report import render_html, render_json, render_text
+from .rules import ALL_RULES, ThresholdError, parse_threshold_args
+
+__all__ = ["add_analyze_arguments", "run_analyze", "main"]
+
+logger = logging.getLogger(__name__)
+
+
+def add_analyze_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    rule_ids = ", ".join(r.id for r in ALL_RULES)
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="trace file(s) (.json/.json.gz) or folder(s) of ranks")
+    parser.add_argument("--json", action="store_true", help="print the JSON report (schema v1) instead of text")
+    parser.add_argument("--html", metavar="FILE", help="also write a standalone HTML report to FILE")
+    parser.add_argument(
+        "--rules",
+        action="append",
+        metavar="IDS",
+        help=f"comma-separated rule ids to run (prefix - to exclude); default all: {rule_ids}",
+    )
+    parser.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="RULE.KEY=VALUE",
+        help="override a rule threshold, e.g. low-gpu-util.min_util=0.4 (repeatable; see --list-rules)",
+    )
+    parser.add_argument("--list-rules", action="store_true", help="list rules and their default thresholds, then exit")
+    return parser
+
+
+def _list_rules() -> str:
+    lines = []
+    for r in ALL_RULES:
+        th = ", ".join(f"{k}={v}" for k, v in r.thresholds.items()) or "-"
+        lines.append(f"{r.id:<20} {r.title}  [{th}]")
+    return "\n".join(lines) + "\n"
+
+
+def run_analyze(args: argparse.Namespace, out=None, err=None) -> int:  # noqa: ANN001 - text streams
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if getattr(args, "list_rules", False):
+        out.write(_list_rules())
+        return 0
+    if not args.paths:
+        err.write("dyno analyze: give at least one trace file or folder (PATH...)\n")
+        return 2
+    try:
+        thresholds = parse_threshold_args(args.threshold or [])
+        report = analyze(args.paths, rules=args.rules, thresholds=thresholds)
+    except (ThresholdError, AnalysisError) as e:
+        err.write(f"dyno analyze: {e}\n")
+        return 1
+    except MemoryError:
+        err.write("dyno analyze: out of memory while loading the traces\n")
+        return 1
+    for problem in report.errors:
+        err.write(f"dyno analyze: skipped {problem.path}: {problem.reason}\n")
+    if args.html:
+        try:
+            Path(args.html).write_text(render_html(report), encoding="utf-8")
+        except OSError as e:
+            err.write(f"dyno analyze: cannot write {args.html}: {e.strerror or e}\n")
+            return 1
+    out.write(render_json(report) if args.json else render_text(report))
+    if args.html and not args.json:
+        out.write(f"HTML report written to {args.html}\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="python -m dyno.trace_analysis", description="Analyse PyTorch/Kineto traces")
+    add_analyze_arguments(parser)
+    return run_analyze(parser.parse_args(argv))

@@ -1,0 +1,214 @@
+"""Standalone HTML report: one file, inline CSS and SVG plots, no scripts, no network.
+
+Plots: GPU time breakdown bars per rank, per-rank step times, GPU-utilization timeline per rank/device.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from .model import RankSummary, Report, TableRow
+from .text import fmt_us
+
+__all__ = ["render_html"]
+
+_COLORS = {
+    "compute": "#2e7d32",
+    "communication": "#1565c0",
+    "other non-compute": "#f9a825",
+    "idle": "#bdbdbd",
+}
+MAX_TIMELINES = 16
+_SEV_COLORS = {"high": "#c62828", "medium": "#ef6c00", "low": "#f9a825", "info": "#607d8b"}
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#212121;max-width:1100px}
+h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}td,th{padding:3px 8px;border-bottom:1px solid #eee;
+text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.sev{display:inline-block;color:#fff;border-radius:3px;padding:0 6px;font-size:12px;font-weight:600}
+.finding{border-left:4px solid #ccc;padding:6px 12px;margin:10px 0;background:#fafafa}
+.fix{color:#1b5e20}.muted{color:#757575;font-size:13px}code{font-size:12px}
+svg text{font-size:11px;fill:#424242}
+"""
+
+
+def _bar_breakdown(ranks: list[RankSummary]) -> str:
+    gpu = [r for r in ranks if r.breakdown]
+    if not gpu:
+        return "<p class=muted>No GPU activity: no GPU breakdown.</p>"
+    w, row_h, left = 760, 26, 70
+    h = row_h * len(gpu) + 40
+    parts = [f'<svg width="{w}" height="{h}" role="img" aria-label="GPU time breakdown">']
+    for i, r in enumerate(gpu):
+        b = r.breakdown
+        assert b is not None
+        other_nc = max(b.non_compute_us - b.communication_us, 0.0)
+        segs = [
+            ("compute", b.compute_us),
+            ("communication", b.communication_us),
+            ("other non-compute", other_nc),
+            ("idle", b.idle_us),
+        ]
+        x, y = float(left), 10 + i * row_h
+        parts.append(f'<text x="0" y="{y + 15}">rank {r.rank}</text>')
+        for label, v in segs:
+            seg_w = (w - left - 10) * b.share(v)
+            if seg_w <= 0:
+                continue
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y}" width="{seg_w:.1f}" height="20" fill="{_COLORS[label]}">'
+                f"<title>{escape(label)}: {fmt_us(v)} ({100 * b.share(v):.1f}%)</title></rect>"
+            )
+            x += seg_w
+    y = 10 + len(gpu) * row_h + 12
+    x = left
+    for label, color in _COLORS.items():
+        parts.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{color}"/>')
+        parts.append(f'<text x="{x + 14}" y="{y}">{escape(label)}</text>')
+        x += 16 + 7 * len(label) + 20
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _step_chart(ranks: list[RankSummary]) -> str:
+    with_steps = [r for r in ranks if r.steps]
+    if not with_steps:
+        return "<p class=muted>No ProfilerStep markers: no per-step times.</p>"
+    w, h, left, bottom = 760, 220, 60, 30
+    n_steps = max(len(r.steps.durations_us) for r in with_steps if r.steps)
+    vmax = max(max(r.steps.durations_us) for r in with_steps if r.steps) or 1.0
+    group_w = (w - left - 10) / max(n_steps, 1)
+    bar_w = max(group_w / (len(with_steps) + 1), 1.0)
+    palette = ["#1565c0", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#ad1457", "#5d4037", "#455a64"]
+    parts = [f'<svg width="{w}" height="{h}" role="img" aria-label="step time per rank">']
+    parts.append(f'<line x1="{left}" y1="{h - bottom}" x2="{w - 10}" y2="{h - bottom}" stroke="#999"/>')
+    parts.append(f'<text x="0" y="14">{escape(fmt_us(vmax))}</text><text x="0" y="{h - bottom}">0</text>')
+    for j, r in enumerate(with_steps):
+        assert r.steps is not None
+        color = palette[j % len(palette)]
+        for i, d in enumerate(r.steps.durations_us):
+            bh = (h - bottom - 10) * d / vmax
+            x = left + i * group_w + j * bar_w
+            parts.append(
+                f'<rect x="{x:.1f}" y="{h - bottom - bh:.1f}" width="{bar_w * 0.9:.1f}" height="{bh:.1f}" '
+                f'fill="{color}"><title>rank {r.rank} step {i}: {fmt_us(d)}</title></rect>'
+            )
+        parts.append(f'<rect x="{left + j * 80}" y="{h - 14}" width="10" height="10" fill="{color}"/>')
+        parts.append(f'<text x="{left + j * 80 + 14}" y="{h - 5}">rank {r.rank}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _timeline(ranks: list[RankSummary]) -> str:
+    lines = [(r.rank, t) for r in ranks for t in r.timelines]
+    if not lines:
+        return "<p class=muted>No GPU activity: no utilization timeline.</p>"
+    more = len(lines) - MAX_TIMELINES
+    lines = lines[:MAX_TIMELINES]  # a 128-rank job would otherwise draw a 9000 px column
+    w, row_h, left = 760, 70, 90
+    parts = [f'<svg width="{w}" height="{row_h * len(lines) + 10}" role="img" aria-label="GPU utilization">']
+    for k, (rank, t) in enumerate(lines):
+        y0 = 10 + k * row_h
+        hgt = row_h - 20
+        n = len(t.utilization)
+        step = (w - left - 10) / max(n, 1)
+        pts = [f"{left:.1f},{y0 + hgt:.1f}"]
+        for i, u in enumerate(t.utilization):
+            pts.append(f"{left + i * step:.1f},{y0 + hgt * (1 - u):.1f}")
+            pts.append(f"{left + (i + 1) * step:.1f},{y0 + hgt * (1 - u):.1f}")
+        pts.append(f"{left + n * step:.1f},{y0 + hgt:.1f}")
+        span = t.edges_us[-1] - t.edges_us[0] if t.edges_us else 0.0
+        parts.append(f'<text x="0" y="{y0 + 14}">rank {rank} GPU {t.device}</text>')
+        parts.append(f'<text x="0" y="{y0 + 28}">{escape(fmt_us(span))}</text>')
+        parts.append(f'<rect x="{left}" y="{y0}" width="{w - left - 10}" height="{hgt}" fill="#f5f5f5"/>')
+        parts.append(f'<polygon points="{" ".join(pts)}" fill="#66bb6a" stroke="#2e7d32" stroke-width="1"/>')
+        mean = sum(t.utilization) / n if n else 0.0
+        parts.append(f'<text x="{w - 120}" y="{y0 + hgt + 12}">mean {100 * mean:.0f}% busy</text>')
+    parts.append("</svg>")
+    if more > 0:
+        parts.append(f"<p class=muted>{more} more rank/device timelines in the JSON report.</p>")
+    return "".join(parts)
+
+
+def _table(rows: tuple[TableRow, ...], share_label: str) -> str:
+    if not rows:
+        return ""
+    with_self = any(r.self_us is not None for r in rows)
+    head = "<tr>" + ("<th>self</th>" if with_self else "") + f"<th>total</th><th>{share_label}</th><th>count</th>"
+    head += "<th>type</th><th>name</th><th>longest at ts (µs)</th></tr>"
+    body = "".join(
+        "<tr>"
+        + (f"<td class=n>{fmt_us(r.self_us or 0.0)}</td>" if with_self else "")
+        + f"<td class=n>{fmt_us(r.total_us)}</td><td class=n>{100 * r.share:.1f}%</td><td class=n>{r.count}</td>"
+        f"<td>{escape(r.kind or '')}</td><td><code>{escape(r.name[:160])}</code></td>"
+        f"<td class=n>{'' if r.example_ts_us is None else f'{r.example_ts_us:.3f}'}</td></tr>"
+        for r in rows
+    )
+    return f"<table>{head}{body}</table>"
+
+
+def render_html(report: Report, title: str = "dyno trace analysis") -> str:
+    ranks = list(report.ranks)
+    out = [
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{escape(title)}</h1>",
+        f"<p class=muted>{escape(', '.join(report.sources))} — schema {escape(str(report.to_dict()['schema']))} "
+        f"v{report.to_dict()['version']}</p>",
+        "<h2>Summary</h2><table><tr><th>rank</th><th>events</th><th>span</th><th>window</th><th>mean step</th>"
+        "<th>GPU idle</th><th>GPU compute</th></tr>",
+    ]
+    for r in ranks:
+        b = r.breakdown
+        out.append(
+            f"<tr><td>{r.rank}</td><td class=n>{r.events:,}</td><td class=n>{fmt_us(r.span_us)}</td>"
+            f"<td>{escape(r.window_kind)}</td><td class=n>{fmt_us(r.steps.mean_us) if r.steps else '-'}</td>"
+            f"<td class=n>{f'{100 * b.share(b.idle_us):.1f}%' if b else 'no GPU'}</td>"
+            f"<td class=n>{f'{100 * b.share(b.compute_us):.1f}%' if b else '-'}</td></tr>"
+        )
+    out.append("</table>")
+    for e in report.errors:
+        out.append(f"<p class=muted>could not load {escape(e.path)}: {escape(e.reason)}</p>")
+    out += ["<h2>GPU time breakdown</h2>", _bar_breakdown(ranks)]
+    out += ["<h2>Step time per rank</h2>", _step_chart(ranks)]
+    out += ["<h2>GPU utilization over time</h2>", _timeline(ranks)]
+    out.append(f"<h2>Findings ({len(report.findings)}), most time lost first</h2>")
+    if not report.findings:
+        out.append("<p>No antipattern found.</p>")
+    for f in report.findings:
+        ev = f.evidence
+        sev = f.severity.value
+        cost = f"lost {fmt_us(ev.time_lost_us)}" if ev.time_lost_us > 0 else "time lost not measurable"
+        if ev.share is not None:
+            cost += f" ({100 * ev.share:.1f}% of window)"
+        examples = "".join(
+            f"<li><code>{escape(x.name[:160])}</code> at ts={x.ts_us:.3f} µs, {fmt_us(x.dur_us)} {escape(x.where)}</li>"
+            for x in ev.examples
+        )
+        counts = ", ".join(f"{escape(k)}={v:g}" for k, v in ev.counts.items())
+        where = "all ranks" if f.rank is None else f"rank {f.rank}"
+        out.append(
+            f'<div class=finding style="border-color:{_SEV_COLORS[sev]}">'
+            f'<span class=sev style="background:{_SEV_COLORS[sev]}">{sev}</span> '
+            f"<b>{escape(f.rule_id)}</b> ({where}): {escape(f.title)}<br><span class=muted>{cost}; {counts}</span>"
+            f"{f'<ul>{examples}</ul>' if examples else ''}<div class=fix>Fix: {escape(f.fix)}</div></div>"
+        )
+    skipped = [o for o in report.rules if o.status in ("skipped", "error")]
+    if skipped:
+        out.append(
+            "<h2>Rules that did not run</h2><table><tr><th>rule</th><th>rank</th><th>why</th><th>enable with</th></tr>"
+        )
+        for o in skipped:
+            out.append(
+                f"<tr><td>{escape(o.rule_id)}</td><td>{'' if o.rank is None else o.rank}</td>"
+                f"<td>{escape(o.reason)}</td><td>{escape(o.enable_with or '')}</td></tr>"
+            )
+        out.append("</table>")
+    out.append("<h2>Tables</h2>")
+    for r in ranks:
+        out.append(f"<h3>rank {r.rank}</h3>")
+        if r.top_kernels:
+            out.append("<p>Top GPU kernels / copies by GPU time</p>" + _table(r.top_kernels, "of GPU work"))
+        out.append("<p>Top CPU ops by self time</p>" + _table(r.top_cpu_ops, "self / window"))
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"

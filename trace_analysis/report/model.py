@@ -1,0 +1,194 @@
+"""The report data model: what ``analyze()`` returns and every renderer (text, JSON, HTML) reads.
+
+``Report.to_dict()`` is the versioned JSON document described in docs/ANALYSIS_REPORT.md
+(``{"schema": "dyno.trace_analysis.report", "version": 1, ...}``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..rules.base import Finding, Severity, ThresholdValue
+from ..rules.engine import RuleOutcome
+
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "Breakdown",
+    "LoadProblem",
+    "RankSummary",
+    "Report",
+    "StepStats",
+    "TableRow",
+    "Timeline",
+]
+
+SCHEMA = "dyno.trace_analysis.report"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """GPU time over the GPU span (first to last GPU activity), µs. ``busy = compute + non_compute``."""
+
+    span_us: float
+    idle_us: float
+    compute_us: float
+    non_compute_us: float
+    communication_us: float
+    memory_us: float
+
+    def share(self, v: float) -> float:
+        return v / self.span_us if self.span_us > 0 else 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        d = {
+            "span_us": self.span_us,
+            "idle_us": self.idle_us,
+            "compute_us": self.compute_us,
+            "non_compute_us": self.non_compute_us,
+            "communication_us": self.communication_us,
+            "memory_us": self.memory_us,
+        }
+        for k in ("idle", "compute", "non_compute", "communication", "memory"):
+            d[f"{k}_pct"] = 100.0 * self.share(d[f"{k}_us"])
+        return d
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """Step times. ``source``: "profiler_step" (ProfilerStep#N) or "optimizer" (between optimizer.step calls)."""
+
+    source: str
+    count: int
+    mean_us: float
+    median_us: float
+    min_us: float
+    max_us: float
+    durations_us: tuple[float, ...]
+    std_us: float = 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "count": self.count,
+            "std_us": self.std_us,
+            "mean_us": self.mean_us,
+            "median_us": self.median_us,
+            "min_us": self.min_us,
+            "max_us": self.max_us,
+            "durations_us": list(self.durations_us),
+        }
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One row of a top table. ``share``: of all GPU work time (kernels) or of the window (CPU ops)."""
+
+    name: str
+    count: int
+    total_us: float
+    share: float
+    self_us: float | None = None  # CPU ops: exclusive time
+    kind: str | None = None  # kernels: COMMUNICATION / MEMORY / COMPUTATION / OTHER
+    example_ts_us: float | None = None  # start of the longest instance
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "count": self.count,
+            "total_us": self.total_us,
+            "self_us": self.self_us,
+            "share": self.share,
+            "kind": self.kind,
+            "example_ts_us": self.example_ts_us,
+        }
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """GPU utilization per equal-width bin of one device: ``edges_us`` has ``len(utilization) + 1`` values."""
+
+    device: int
+    edges_us: tuple[float, ...]
+    utilization: tuple[float, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"device": self.device, "edges_us": list(self.edges_us), "utilization": list(self.utilization)}
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    rank: int
+    source: str
+    has_gpu: bool
+    events: int
+    span_us: float  # trace span (all events)
+    window_kind: str  # "N profiler steps" | "trace span"
+    window_us: float
+    steps: StepStats | None
+    breakdown: Breakdown | None
+    top_kernels: tuple[TableRow, ...] = ()
+    top_cpu_ops: tuple[TableRow, ...] = ()
+    timelines: tuple[Timeline, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "rank": self.rank,
+            "source": self.source,
+            "has_gpu": self.has_gpu,
+            "events": self.events,
+            "span_us": self.span_us,
+            "window": {"kind": self.window_kind, "us": self.window_us},
+            "steps": self.steps.to_dict() if self.steps else None,
+            "breakdown": self.breakdown.to_dict() if self.breakdown else None,
+            "top_kernels": [r.to_dict() for r in self.top_kernels],
+            "top_cpu_ops": [r.to_dict() for r in self.top_cpu_ops],
+            "gpu_utilization_timeline": [t.to_dict() for t in self.timelines],
+        }
+
+
+@dataclass(frozen=True)
+class LoadProblem:
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Report:
+    sources: tuple[str, ...]
+    ranks: tuple[RankSummary, ...]
+    findings: tuple[Finding, ...]
+    rules: tuple[RuleOutcome, ...]
+    thresholds: Mapping[str, Mapping[str, ThresholdValue]]
+    errors: tuple[LoadProblem, ...] = ()
+    generated_by: str = "dyno"
+    meta: Mapping[str, object] = field(default_factory=dict)
+
+    def findings_of(self, rule_id: str) -> list[Finding]:
+        return [f for f in self.findings if f.rule_id == rule_id]
+
+    def max_severity(self) -> Severity | None:
+        return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
+
+    @property
+    def rule_ids(self) -> Sequence[str]:
+        return sorted({o.rule_id for o in self.rules})
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "generated_by": self.generated_by,
+            "sources": list(self.sources),
+            "ranks": [r.to_dict() for r in self.ranks],
+            "findings": [f.to_dict() for f in self.findings],
+            "rules": [o.to_dict() for o in self.rules],
+            "thresholds": {k: dict(v) for k, v in self.thresholds.items()},
+            "errors": [e.to_dict() for e in self.errors],
+            "meta": dict(self.meta),
+        }

@@ -1,0 +1,88 @@
+"""Per-rank summary for the report, assembled from the shared analyses: span, GPU temporal breakdown, step
+times, top kernels, top CPU ops (self and total time) and the GPU-utilization timeline."""
+
+from __future__ import annotations
+
+from ..analyses.cpu_ops import cpu_op_summary
+from ..analyses.kernels import kernel_breakdown
+from ..analyses.steps import step_timings
+from ..analyses.temporal import temporal_breakdown
+from ..rules.context import RuleContext
+from ..rules.gpu_util import utilization_timeline
+from .model import Breakdown, RankSummary, StepStats, TableRow, Timeline
+
+__all__ = ["summarize_rank"]
+
+TOP_N = 10
+TIMELINE_BINS = 60
+
+
+def _steps(ctx: RuleContext) -> StepStats | None:
+    st = step_timings(ctx.trace)
+    if not st.steps:
+        return None
+    return StepStats(
+        source=st.source,
+        count=len(st.steps),
+        mean_us=st.mean_us,
+        median_us=st.median_us,
+        min_us=st.min_us,
+        max_us=st.max_us,
+        durations_us=tuple(float(s.dur_us) for s in st.steps),
+        std_us=st.std_us,
+    )
+
+
+def summarize_rank(ctx: RuleContext) -> RankSummary:
+    trace = ctx.trace
+    lo, hi = ctx.span
+    breakdown = None
+    top_kernels: tuple[TableRow, ...] = ()
+    timelines: tuple[Timeline, ...] = ()
+    if ctx.has_gpu:
+        # dyno's definition: cuda_sync rows are the host waiting, not GPU work (HTA counts them; see docs)
+        tb = temporal_breakdown(trace, sync_is_busy=False)
+        breakdown = Breakdown(
+            span_us=tb.span_us,
+            idle_us=tb.idle_us,
+            compute_us=tb.compute_us,
+            non_compute_us=tb.non_compute_us,
+            communication_us=tb.communication_us,
+            memory_us=tb.memory_us,
+        )
+        kb = kernel_breakdown(trace, top_n=TOP_N)
+        top_kernels = tuple(
+            TableRow(k.name, k.count, k.total_us, k.share, kind=k.kernel_type, example_ts_us=k.example_ts)
+            for k in kb.top
+        )
+        timelines = tuple(
+            Timeline(dev, tuple(edges.tolist()), tuple(util.tolist()))
+            for dev, (edges, util) in utilization_timeline(ctx, TIMELINE_BINS).items()
+        )
+    window = ctx.window_us
+    ops = cpu_op_summary(trace, top_n=TOP_N)
+    top_ops = tuple(
+        TableRow(
+            o.name,
+            o.count,
+            o.total_us,
+            o.self_us / window if window > 0 else 0.0,
+            self_us=o.self_us,
+            example_ts_us=o.example_ts,
+        )
+        for o in ops.by_self
+    )
+    return RankSummary(
+        rank=ctx.rank,
+        source=ctx.source,
+        has_gpu=ctx.has_gpu,
+        events=len(trace.events),
+        span_us=hi - lo,
+        window_kind=ctx.window_kind,
+        window_us=window,
+        steps=_steps(ctx),
+        breakdown=breakdown,
+        top_kernels=top_kernels,
+        top_cpu_ops=top_ops,
+        timelines=timelines,
+    )

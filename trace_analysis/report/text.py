@@ -1,0 +1,115 @@
+"""Terminal report: summary per rank, then findings by time lost (with fixes), then top tables."""
+
+from __future__ import annotations
+
+from ..rules.base import Finding
+from .model import RankSummary, Report, TableRow
+
+__all__ = ["render_text", "fmt_us"]
+
+_SEV = {"high": "HIGH", "medium": "MED ", "low": "LOW ", "info": "INFO"}
+
+
+def fmt_us(us: float) -> str:
+    """Human duration from µs: 850 µs, 12.3 ms, 4.56 s."""
+    a = abs(us)
+    if a >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if a >= 1e3:
+        return f"{us / 1e3:.1f} ms"
+    return f"{us:.0f} µs"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _summary(r: RankSummary) -> list[str]:
+    lines = [f"rank {r.rank}  {r.source}", f"  events {r.events:,}  span {fmt_us(r.span_us)}  window {r.window_kind}"]
+    if r.steps:
+        s = r.steps
+        lines.append(
+            f"  step time: mean {fmt_us(s.mean_us)}  median {fmt_us(s.median_us)}  min {fmt_us(s.min_us)}  "
+            f"max {fmt_us(s.max_us)}  ({s.count} steps from {s.source.replace('_', ' ')} markers)"
+        )
+    if r.breakdown:
+        b = r.breakdown
+        lines.append(
+            f"  GPU ({fmt_us(b.span_us)} span): idle {_pct(b.share(b.idle_us))}  compute {_pct(b.share(b.compute_us))}"
+            f"  non-compute {_pct(b.share(b.non_compute_us))};  communication kernels "
+            f"{_pct(b.share(b.communication_us))}, memory {_pct(b.share(b.memory_us))}"
+        )
+    else:
+        lines.append("  CPU-only trace (no GPU activity): GPU rules not applicable")
+    return lines
+
+
+def _finding(i: int, f: Finding) -> list[str]:
+    e = f.evidence
+    where = "all ranks" if f.rank is None else f"rank {f.rank}"
+    cost = f"lost {fmt_us(e.time_lost_us)}" if e.time_lost_us > 0 else "time lost not measurable"
+    if e.share is not None:
+        cost += f" ({_pct(e.share)} of window)"
+    lines = [f"{i:>2}. [{_SEV[f.severity.value]}] {f.rule_id} ({where}): {f.title}", f"      {cost}"]
+    for ex in e.examples:
+        lines.append(f"      e.g. {ex.name[:80]} at ts={ex.ts_us:.3f} dur {fmt_us(ex.dur_us)} {ex.where}".rstrip())
+    lines.append(f"      fix: {f.fix}")
+    return lines
+
+
+def _kernel_table(rows: tuple[TableRow, ...]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["  top GPU kernels / copies by GPU time", f"    {'total':>10} {'gpu%':>6} {'count':>7} {'type':<13} name"]
+    for r in rows:
+        lines.append(
+            f"    {fmt_us(r.total_us):>10} {_pct(r.share):>6} {r.count:>7} {(r.kind or '-'):<13} {r.name[:80]}"
+        )
+    return lines
+
+
+def _op_table(rows: tuple[TableRow, ...]) -> list[str]:
+    if not rows:
+        return []
+    lines = [
+        "  top CPU ops by self time (share: self time of the window)",
+        f"    {'self':>10} {'total':>10} {'share':>6} {'count':>7}  name",
+    ]
+    for r in rows:
+        self_us = fmt_us(r.self_us) if r.self_us is not None else "-"
+        lines.append(f"    {self_us:>10} {fmt_us(r.total_us):>10} {_pct(r.share):>6} {r.count:>7}  {r.name[:80]}")
+    return lines
+
+
+def render_text(report: Report, *, show_clean: bool = False) -> str:
+    out = ["== dyno trace analysis ==", ""]
+    for r in report.ranks:
+        out += _summary(r)
+    for e in report.errors:
+        out.append(f"could not load {e.path}: {e.reason}")
+    out += ["", f"== findings ({len(report.findings)}), most time lost first =="]
+    if not report.findings:
+        out.append("no antipattern found")
+    for i, f in enumerate(report.findings, 1):
+        out += _finding(i, f)
+    skipped = [o for o in report.rules if o.status in ("skipped", "error")]
+    not_applicable = [o for o in skipped if o.status == "skipped" and o.reason.startswith("not applicable")]
+    other = [o for o in skipped if o not in not_applicable]
+    if other:
+        out += ["", "== rules that could not run =="]
+        for o in other:
+            where = "" if o.rank is None else f" (rank {o.rank})"
+            hint = f"; enable with: {o.enable_with}" if o.enable_with else ""
+            out.append(f"  {o.rule_id}{where}: {o.status}: {o.reason}{hint}")
+    if not_applicable:
+        ids = sorted({o.rule_id for o in not_applicable})
+        out.append(f"  not applicable to these traces: {', '.join(ids)}")
+    if show_clean:
+        clean = sorted({o.rule_id for o in report.rules if o.status == "clean"})
+        out.append(f"  no finding: {', '.join(clean)}")
+    out += ["", "== tables =="]
+    for r in report.ranks:
+        out.append(f"rank {r.rank}")
+        out += _kernel_table(r.top_kernels)
+        out += _op_table(r.top_cpu_ops)
+    return "\n".join(out) + "\n"

@@ -1,0 +1,98 @@
+"""Small helpers shared by rules: a base class with the finding factory, GPU utilization, the compute stream."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from ..analyses.intervals import union_length
+from .base import Evidence, Example, Finding, Severity, Skip, ThresholdValue, severity_for_share
+from .context import RuleContext
+
+__all__ = [
+    "BaseRule",
+    "GpuRule",
+    "NO_GPU",
+    "busiest_stream",
+    "gpu_utilization",
+]
+
+NO_GPU = Skip("not applicable (no GPU activity)", None)
+
+
+class BaseRule:
+    """Shared plumbing: ``id``, ``title``, ``thresholds`` and ``fix`` are class attributes of each rule."""
+
+    id: ClassVar[str]
+    title: ClassVar[str]
+    fix: ClassVar[str]
+    thresholds: ClassVar[Mapping[str, ThresholdValue]] = {}
+    cross_rank: ClassVar[bool] = False
+
+    def applies(self, ctx: RuleContext) -> Skip | None:
+        return None
+
+    def finding(
+        self,
+        ctx: RuleContext,
+        title: str,
+        *,
+        time_lost_us: float = 0.0,
+        counts: Mapping[str, float] | None = None,
+        examples: Sequence[Example] = (),
+        severity: Severity | None = None,
+        floor: Severity = Severity.LOW,
+        cap: Severity = Severity.HIGH,
+        fix: str | None = None,
+        share: float | None = None,
+    ) -> Finding:
+        if share is None:
+            share = ctx.share(time_lost_us) if time_lost_us > 0 else None
+        sev = severity if severity is not None else severity_for_share(share, floor=floor)
+        if sev.rank > cap.rank:
+            sev = cap
+        return Finding(
+            rule_id=self.id,
+            severity=sev,
+            title=title,
+            evidence=Evidence(
+                time_lost_us=float(time_lost_us),
+                share=None if share is None else float(share),
+                counts={k: float(v) for k, v in (counts or {}).items()},
+                examples=tuple(examples),
+            ),
+            fix=fix or self.fix,
+            rank=ctx.rank,
+        )
+
+
+class GpuRule(BaseRule):
+    """A rule about GPU activity: not applicable to CPU-only traces."""
+
+    def applies(self, ctx: RuleContext) -> Skip | None:
+        return None if ctx.has_gpu else NO_GPU
+
+
+def gpu_utilization(ctx: RuleContext) -> float:
+    """Union of GPU activity ÷ the GPU span (first to last GPU activity), all devices together."""
+
+    def compute() -> float:
+        span = ctx.gpu_span
+        if span is None or span[1] <= span[0]:
+            return 0.0
+        g = ctx.gpu_activity
+        return union_length(g.ts, g.end) / (span[1] - span[0])
+
+    return float(ctx.trace.cached(("rules.gpu_utilization",), compute))
+
+
+def busiest_stream(ctx: RuleContext) -> int | None:
+    """The stream with the most GPU time (the compute stream in almost every training job)."""
+    g = ctx.gpu_activity
+    if not len(g):
+        return None
+    stream = np.where(g.stream >= 0, g.stream, g.tid).astype(np.int64)
+    u, inv = np.unique(stream, return_inverse=True)
+    return int(u[int(np.argmax(np.bincount(inv, weights=g.dur)))])

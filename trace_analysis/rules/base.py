@@ -1,0 +1,167 @@
+"""Values and the protocol shared by every antipattern rule.
+
+A rule is a small object with an ``id``, a dict of default ``thresholds``, ``applies(ctx)`` (``None`` when it can
+run, else a :class:`Skip` naming what is missing and which trace option would provide it) and
+``run(ctx, thresholds) -> list[Finding]``. Rules read a :class:`~dyno.trace_analysis.rules.context.RuleContext`
+(numpy views over one rank's trace model), never raw JSON, so every rule is vectorized.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .context import RuleContext
+
+__all__ = [
+    "Example",
+    "Evidence",
+    "Finding",
+    "Rule",
+    "CrossRankRule",
+    "Severity",
+    "Skip",
+    "ThresholdValue",
+    "severity_for_share",
+]
+
+ThresholdValue = float | int | bool
+
+
+class Severity(str, enum.Enum):
+    """How much a finding matters. Ordered: HIGH > MEDIUM > LOW > INFO."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.HIGH: 3, Severity.MEDIUM: 2, Severity.LOW: 1, Severity.INFO: 0}
+
+# Severity policy (docs/ANALYSIS_REPORT.md): a finding's severity follows the share of the analysed window
+# (the step when ProfilerStep markers exist, else the trace span) that it costs. A rule whose cost cannot be
+# measured in time picks a fixed severity and says why in its docstring.
+HIGH_SHARE = 0.20
+MEDIUM_SHARE = 0.05
+
+
+def severity_for_share(share: float | None, *, floor: Severity = Severity.LOW) -> Severity:
+    """Map a lost-time share (0..1) to a severity; ``floor`` is the result for tiny or unknown shares."""
+    if share is not None:
+        if share >= HIGH_SHARE:
+            return Severity.HIGH
+        if share >= MEDIUM_SHARE:
+            return Severity.MEDIUM if floor.rank <= Severity.MEDIUM.rank else floor
+    return floor
+
+
+@dataclass(frozen=True)
+class Example:
+    """One event a user can look up in Perfetto / chrome://tracing (``ts`` is the trace's own µs clock)."""
+
+    name: str
+    ts_us: float
+    dur_us: float
+    where: str = ""  # e.g. "stream 7", "tid 1234"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "ts_us": self.ts_us, "dur_us": self.dur_us, "where": self.where}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a finding rests on. ``time_lost_us`` orders findings; ``share`` is of the analysed window."""
+
+    time_lost_us: float = 0.0
+    share: float | None = None
+    counts: Mapping[str, float] = field(default_factory=dict)
+    examples: Sequence[Example] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "time_lost_us": self.time_lost_us,
+            "share": self.share,
+            "counts": dict(self.counts),
+            "examples": [e.to_dict() for e in self.examples],
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule_id: str
+    severity: Severity
+    title: str
+    evidence: Evidence
+    fix: str
+    rank: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "rule": self.rule_id,
+            "severity": self.severity.value,
+            "title": self.title,
+            "rank": self.rank,
+            "evidence": self.evidence.to_dict(),
+            "fix": self.fix,
+        }
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Why a rule did not run on a trace, and what trace option would let it run (``None`` when none would)."""
+
+    reason: str
+    enable_with: str | None = None
+
+
+@runtime_checkable
+class Rule(Protocol):
+    """A per-rank rule. ``id``, ``title``, ``fix`` and ``thresholds`` (defaults) are usually class attributes."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def fix(self) -> str: ...
+
+    @property
+    def thresholds(self) -> Mapping[str, ThresholdValue]: ...
+
+    def applies(self, ctx: RuleContext) -> Skip | None: ...
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]: ...
+
+
+@runtime_checkable
+class CrossRankRule(Protocol):
+    """A rule over all ranks of one job (e.g. stragglers); ``cross_rank`` is True."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def fix(self) -> str: ...
+
+    @property
+    def thresholds(self) -> Mapping[str, ThresholdValue]: ...
+
+    @property
+    def cross_rank(self) -> bool: ...
+
+    def applies_ranks(self, ctxs: Sequence[RuleContext]) -> Skip | None: ...
+
+    def run_ranks(self, ctxs: Sequence[RuleContext], thresholds: Mapping[str, ThresholdValue]) -> list[Finding]: ...

@@ -1,0 +1,204 @@
+"""The view of one rank that rules read: the trace model plus per-kind event tables, steps and the window.
+
+Built once per rank and shared by every rule. Name predicates run once per distinct name (``Trace.name_mask``),
+so every rule stays vectorized over the model's numpy columns.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from ..analyses.gpu import launch_rows
+from ..model import GPU_ACTIVITY_CATS, Cat, Events, Trace
+from .base import Example
+
+__all__ = ["RuleContext", "StepWindow"]
+
+_STEP_RX = re.compile(r"^ProfilerStep#\d+$")
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    name: str
+    ts: float
+    dur: float
+
+
+class RuleContext:
+    """One rank, as rules see it. Tables are sub-tables of ``trace.events`` (sorted by ts, cached)."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+
+    # ---- identity -------------------------------------------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return self.trace.rank
+
+    @property
+    def source(self) -> str:
+        return self.trace.meta.path
+
+    # ---- event tables ---------------------------------------------------------------------------------------
+    @cached_property
+    def cpu_ops(self) -> Events:
+        """Host-side ops and annotations (cpu_op, user_annotation, python_function)."""
+        return self.trace.events_of(Cat.CPU_OP, Cat.USER_ANNOTATION, Cat.PYTHON_FUNCTION)
+
+    @cached_property
+    def runtime(self) -> Events:
+        return self.trace.events_of(Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER)
+
+    @cached_property
+    def kernels(self) -> Events:
+        return self.trace.events_of(Cat.KERNEL)
+
+    @cached_property
+    def memcpy(self) -> Events:
+        return self.trace.events_of(Cat.GPU_MEMCPY)
+
+    @cached_property
+    def memset(self) -> Events:
+        return self.trace.events_of(Cat.GPU_MEMSET)
+
+    @cached_property
+    def gpu_activity(self) -> Events:
+        return self.trace.events_of(*GPU_ACTIVITY_CATS)
+
+    @cached_property
+    def memcpy_launch(self) -> np.ndarray:
+        """Per memcpy row: the row in ``trace.events`` of its launching runtime call, or -1."""
+        return launch_rows(self.trace, self.memcpy)
+
+    @cached_property
+    def gpu_sync(self) -> Events:
+        return self.trace.events_of(Cat.CUDA_SYNC)
+
+    @property
+    def has_gpu(self) -> bool:
+        return len(self.gpu_activity) > 0
+
+    # ---- names ----------------------------------------------------------------------------------------------
+    def mask(self, events: Events, pred: Callable[[str], bool]) -> np.ndarray:
+        if not len(events):
+            return np.zeros(0, bool)
+        return self.trace.name_mask(events, pred)
+
+    def names_in(self, events: Events, names: Iterable[str]) -> np.ndarray:
+        wanted = frozenset(names)
+        return self.mask(events, wanted.__contains__)
+
+    def names_match(self, events: Events, pattern: str, flags: int = 0) -> np.ndarray:
+        rx = re.compile(pattern, flags)
+        return self.mask(events, lambda n: rx.search(n) is not None)
+
+    def name_of(self, events: Events, i: int) -> str:
+        return self.trace.strings[int(events.name[i])]
+
+    def examples(self, events: Events, rows: np.ndarray, limit: int = 3, where: str = "tid") -> list[Example]:
+        """Examples for the first ``limit`` of ``rows`` (positions in ``events``), in the given order."""
+        out = []
+        for i in np.asarray(rows)[:limit]:
+            i = int(i)
+            col = events.stream if where == "stream" and events.stream[i] >= 0 else events.tid
+            label = f"{'stream' if col is events.stream else 'tid'} {int(col[i])}"
+            if events.pid[i] >= 0:
+                label = f"pid {int(events.pid[i])} {label}"
+            out.append(Example(self.name_of(events, i), float(events.ts[i]), float(events.dur[i]), label))
+        return out
+
+    # ---- steps and window -----------------------------------------------------------------------------------
+    @cached_property
+    def steps(self) -> tuple[StepWindow, ...]:
+        ann = self.cpu_ops
+        m = self.mask(ann, lambda n: _STEP_RX.match(n) is not None)
+        rows = np.flatnonzero(m)
+        return tuple(StepWindow(self.name_of(ann, int(i)), float(ann.ts[i]), float(ann.dur[i])) for i in rows)
+
+    @cached_property
+    def span(self) -> tuple[float, float]:
+        return self.trace.span
+
+    @cached_property
+    def window(self) -> tuple[float, float]:
+        """The analysed window: first step start to last step end when steps exist, else the trace span."""
+        if self.steps:
+            return self.steps[0].ts, max(s.ts + s.dur for s in self.steps)
+        return self.span
+
+    @property
+    def window_us(self) -> float:
+        lo, hi = self.window
+        return max(hi - lo, 0.0)
+
+    @property
+    def window_kind(self) -> str:
+        return f"{len(self.steps)} profiler steps" if self.steps else "trace span"
+
+    def in_window(self, events: Events) -> np.ndarray:
+        lo, hi = self.window
+        return (events.ts >= lo) & (events.ts < hi)
+
+    def share(self, time_us: float) -> float | None:
+        w = self.window_us
+        return time_us / w if w > 0 else None
+
+    @cached_property
+    def gpu_span(self) -> tuple[float, float] | None:
+        g = self.gpu_activity
+        if not len(g):
+            return None
+        return float(g.ts.min()), float(g.end.max())
+
+    def gpu_device_of(self, events: Events) -> np.ndarray:
+        """Device of GPU rows (args.device, else pid as Kineto writes it)."""
+        return np.where(events.device >= 0, events.device, events.pid).astype(np.int64)
+
+    # ---- metadata -------------------------------------------------------------------------------------------
+    @property
+    def record_shapes(self) -> bool:
+        other = self.trace.meta.other
+        if other.get("record_shapes") is not None:
+            return bool(other.get("record_shapes"))
+        return bool((self.cpu_ops.input_dims >= 0).any())
+
+    def device_capability(self, device: int) -> tuple[int, int] | None:
+        p = self.trace.meta.device_property(device)
+        if p is None and self.trace.meta.device_properties:
+            p = self.trace.meta.device_properties[0]
+        if not p or "computeMajor" not in p:
+            return None
+        return int(p.get("computeMajor", 0)), int(p.get("computeMinor", 0))
+
+    def device_memory(self, device: int) -> int | None:
+        p = self.trace.meta.device_property(device)
+        if p is None or not p.get("totalGlobalMem"):
+            return None
+        return int(p["totalGlobalMem"])
+
+
+def contained_in(child_ts: np.ndarray, child_tid: np.ndarray, parent: Events, parent_rows: np.ndarray) -> np.ndarray:
+    """For each child (ts, tid), the position in ``parent_rows`` of a parent on the same thread whose
+    [ts, end] contains it, else -1. Parents on one thread must not overlap each other (true for e.g. step
+    windows, optimizer spans, DataLoader __next__)."""
+    out = np.full(child_ts.shape[0], -1, np.int64)
+    if not parent_rows.shape[0] or not child_ts.shape[0]:
+        return out
+    p_tid = parent.tid[parent_rows]
+    for tid in np.unique(p_tid):  # one numpy pass per thread that owns parents (a handful)
+        sel = np.flatnonzero(p_tid == tid)
+        ps = parent.ts[parent_rows[sel]]
+        pe = ps + parent.dur[parent_rows[sel]]
+        order = np.argsort(ps, kind="stable")
+        ps, pe, sel = ps[order], pe[order], sel[order]
+        cs = np.flatnonzero(child_tid == tid)
+        pos = np.searchsorted(ps, child_ts[cs], side="right") - 1
+        ok = pos >= 0
+        ok[ok] = child_ts[cs[ok]] <= pe[pos[ok]]
+        out[cs[ok]] = sel[pos[ok]]
+    return out

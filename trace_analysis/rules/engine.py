@@ -1,0 +1,154 @@
+"""The rule registry and engine: select rules, resolve thresholds, run every rule on every rank.
+
+A rule that raises is reported as an error outcome for that rank (logged with its traceback) rather than
+aborting the report: one buggy rule must not hide the others' findings.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .base import CrossRankRule, Finding, Rule, ThresholdValue
+from .context import RuleContext
+from .gpu_util import GpuStarvation, LowGpuUtil
+from .gpu_work import ExposedComm, MemoryPressure, NoTensorCores, UnalignedGemm
+from .host_bound import HostBound, LaunchOverhead
+from .host_ops import CpuInitCopy, DataLoaderRule, DataParallelRule, OptimizerRule
+from .launch import LaunchQueue, ShortKernels, SlowRuntimeCalls
+from .straggler import Straggler
+from .sync import PageableMemcpy, SyncCalls, SyncMemcpy, SyncMemset
+from .thresholds import ThresholdError, resolve_thresholds
+
+__all__ = ["ALL_RULES", "RuleOutcome", "RulesResult", "UnknownRuleError", "run_rules", "select_rules", "sort_findings"]
+
+logger = logging.getLogger(__name__)
+
+# Catalogue order (ANTIPATTERNS.md).
+ALL_RULES: tuple[Rule | CrossRankRule, ...] = (
+    LowGpuUtil(),
+    GpuStarvation(),
+    HostBound(),
+    LaunchOverhead(),
+    ShortKernels(),
+    SlowRuntimeCalls(),
+    LaunchQueue(),
+    SyncCalls(),
+    PageableMemcpy(),
+    SyncMemcpy(),
+    SyncMemset(),
+    DataLoaderRule(),
+    ExposedComm(),
+    NoTensorCores(),
+    UnalignedGemm(),
+    MemoryPressure(),
+    DataParallelRule(),
+    OptimizerRule(),
+    CpuInitCopy(),
+    Straggler(),
+)
+
+
+class UnknownRuleError(ThresholdError):
+    """A --rules selection names a rule that does not exist."""
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """What one rule did on one rank (``rank`` None for cross-rank rules)."""
+
+    rule_id: str
+    rank: int | None
+    status: str  # "findings" | "clean" | "skipped" | "error"
+    reason: str = ""
+    enable_with: str | None = None
+    findings: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "rule": self.rule_id,
+            "rank": self.rank,
+            "status": self.status,
+            "reason": self.reason,
+            "enable_with": self.enable_with,
+            "findings": self.findings,
+        }
+
+
+@dataclass(frozen=True)
+class RulesResult:
+    findings: tuple[Finding, ...]
+    outcomes: tuple[RuleOutcome, ...]
+    thresholds: Mapping[str, Mapping[str, ThresholdValue]]
+
+
+def select_rules(names: Iterable[str] | None) -> tuple[Rule | CrossRankRule, ...]:
+    """Rules by id (comma-separated strings accepted); all rules for None/empty. ``-id`` excludes a rule."""
+    if not names:
+        return ALL_RULES
+    by_id = {r.id: r for r in ALL_RULES}
+    wanted = [n.strip() for name in names for n in name.split(",") if n.strip()]
+    include = [n for n in wanted if not n.startswith("-")]
+    exclude = {n[1:] for n in wanted if n.startswith("-")}
+    for n in (*include, *exclude):
+        if n not in by_id:
+            raise UnknownRuleError(f"unknown rule {n!r} (rules: {', '.join(by_id)})")
+    chosen = include or list(by_id)
+    return tuple(by_id[n] for n in by_id if n in chosen and n not in exclude)
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Most time lost first; then severity; then rule id and rank for a stable order."""
+    return sorted(
+        findings,
+        key=lambda f: (-f.evidence.time_lost_us, -f.severity.rank, f.rule_id, -1 if f.rank is None else f.rank),
+    )
+
+
+def run_rules(
+    ctxs: Sequence[RuleContext],
+    rules: Sequence[Rule | CrossRankRule] | None = None,
+    thresholds: Mapping[str, object] | None = None,
+) -> RulesResult:
+    rules = tuple(rules) if rules is not None else ALL_RULES
+    resolved = resolve_thresholds({r.id: r.thresholds for r in ALL_RULES}, thresholds)
+    findings: list[Finding] = []
+    outcomes: list[RuleOutcome] = []
+    for rule in rules:
+        th = resolved[rule.id]
+        if getattr(rule, "cross_rank", False):
+            outcomes.append(_run_cross(rule, ctxs, th, findings))  # type: ignore[arg-type]
+            continue
+        for ctx in ctxs:
+            outcomes.append(_run_one(rule, ctx, th, findings))  # type: ignore[arg-type]
+    return RulesResult(tuple(sort_findings(findings)), tuple(outcomes), resolved)
+
+
+def _run_one(rule: Rule, ctx: RuleContext, th: Mapping[str, ThresholdValue], sink: list[Finding]) -> RuleOutcome:
+    try:
+        skip = rule.applies(ctx)
+        if skip is not None:
+            return RuleOutcome(rule.id, ctx.rank, "skipped", skip.reason, skip.enable_with)
+        got = rule.run(ctx, th)
+    except Exception as e:  # noqa: BLE001 - a buggy rule becomes an error outcome, not a lost report
+        logger.exception("rule %s failed on rank %s", rule.id, ctx.rank)
+        return RuleOutcome(rule.id, ctx.rank, "error", f"{type(e).__name__}: {e}")
+    sink.extend(got)
+    return RuleOutcome(rule.id, ctx.rank, "findings" if got else "clean", findings=len(got))
+
+
+def _run_cross(
+    rule: CrossRankRule, ctxs: Sequence[RuleContext], th: Mapping[str, ThresholdValue], sink: list[Finding]
+) -> RuleOutcome:
+    try:
+        skip = rule.applies_ranks(ctxs)
+        if skip is not None:
+            return RuleOutcome(rule.id, None, "skipped", skip.reason, skip.enable_with)
+        got = rule.run_ranks(ctxs, th)
+    except Exception as e:  # noqa: BLE001
+        logger.exception("rule %s failed", rule.id)
+        return RuleOutcome(rule.id, None, "error", f"{type(e).__name__}: {e}")
+    sink.extend(got)
+    reason = f"compared {len(ctxs)} ranks"
+    return RuleOutcome(rule.id, None, "findings" if got else "clean", reason, findings=len(got))

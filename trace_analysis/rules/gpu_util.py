@@ -1,0 +1,129 @@
+"""low-gpu-util and gpu-starvation: how much of the window the GPU is busy, and long idle gaps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..analyses.intervals import coverage_before, merge
+from ._common import GpuRule
+from .base import Example, Finding, Severity, ThresholdValue
+from .context import RuleContext
+
+__all__ = ["LowGpuUtil", "GpuStarvation", "utilization_timeline"]
+
+
+def _device_window(ctx: RuleContext, dev_ts: np.ndarray, dev_end: np.ndarray) -> tuple[float, float]:
+    # Steps when present; else the device's own first-to-last activity (HTA's temporal-breakdown span).
+    if ctx.steps:
+        return ctx.window
+    return float(dev_ts.min()), float(dev_end.max())
+
+
+def utilization_timeline(ctx: RuleContext, bins: int = 30) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per device: (bin edges µs, busy fraction per bin) of the union of GPU activity over the window."""
+    g = ctx.gpu_activity
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    if not len(g):
+        return out
+    dev = ctx.gpu_device_of(g)
+    for d in np.unique(dev):
+        sel = dev == d
+        lo, hi = _device_window(ctx, g.ts[sel], g.end[sel])
+        if hi <= lo:
+            continue
+        edges = np.linspace(lo, hi, bins + 1)
+        s, e = merge(g.ts[sel], g.end[sel])
+        busy = np.diff(coverage_before(s, e, edges))
+        out[int(d)] = (edges, np.clip(busy / np.diff(edges), 0.0, 1.0))
+    return out
+
+
+class LowGpuUtil(GpuRule):
+    id = "low-gpu-util"
+    title = "GPU mostly idle"
+    thresholds = {"min_util": 0.5, "chunks": 30, "min_low_chunks": 3}
+    fix = (
+        "Find what the host does while the GPU idles (data loading, synchronizations, Python overhead) in the "
+        "examples below; overlap input loading with compute (DataLoader workers, pin_memory); raise the batch size."
+    )
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        min_util = float(thresholds["min_util"])
+        chunks = max(int(thresholds["chunks"]), 1)
+        out = []
+        for dev, (edges, util) in utilization_timeline(ctx, chunks).items():
+            width = float(edges[-1] - edges[0])
+            overall = float((util * np.diff(edges)).sum() / width)
+            idle = width * (1.0 - overall)
+            low = np.flatnonzero(util < min_util)
+            examples = [
+                Example("low-utilization chunk", float(edges[i]), float(edges[i + 1] - edges[i]), f"GPU {dev}")
+                for i in low[np.argsort(util[low], kind="stable")][:3]
+            ]
+            counts = {"utilization": overall, "idle_us": idle, "window_us": width, "low_chunks": len(low)}
+            if overall < min_util:
+                out.append(
+                    self.finding(
+                        ctx,
+                        f"GPU {dev} busy only {overall:.1%} of the {ctx.window_kind} (threshold {min_util:.0%})",
+                        time_lost_us=idle,
+                        share=1.0 - overall,
+                        counts=counts,
+                        examples=examples,
+                    )
+                )
+            elif len(low) >= int(thresholds["min_low_chunks"]):
+                # Busy overall but idle phases: cost = idle time inside the low chunks.
+                lost = float(((1.0 - util[low]) * np.diff(edges)[low]).sum())
+                out.append(
+                    self.finding(
+                        ctx,
+                        f"GPU {dev} idle phases: {len(low)} of {chunks} chunks below {min_util:.0%} utilization",
+                        time_lost_us=lost,
+                        share=lost / width,
+                        counts=counts,
+                        examples=examples,
+                        cap=Severity.MEDIUM,
+                    )
+                )
+        return out
+
+
+class GpuStarvation(GpuRule):
+    id = "gpu-starvation"
+    title = "Long GPU idle gaps"
+    thresholds = {"min_gap_us": 500_000.0}
+    fix = (
+        "Look at what the host does during the gaps listed (their start times are in the examples): data "
+        "loading, checkpointing, synchronizations or Python work; overlap it with GPU work or move it off the "
+        "training thread."
+    )
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        min_gap = float(thresholds["min_gap_us"])
+        g = ctx.gpu_activity
+        dev = ctx.gpu_device_of(g)
+        out = []
+        for d in np.unique(dev):
+            sel = dev == d
+            s, e = merge(g.ts[sel], g.end[sel])
+            gaps = s[1:] - e[:-1]
+            big = np.flatnonzero(gaps > min_gap)
+            if not big.shape[0]:
+                continue
+            lost = float(gaps[big].sum())
+            order = big[np.argsort(-gaps[big], kind="stable")]
+            examples = [Example("GPU idle gap", float(e[i]), float(gaps[i]), f"GPU {int(d)}") for i in order[:3]]
+            out.append(
+                self.finding(
+                    ctx,
+                    f"GPU {int(d)} idle {len(big)} times for more than {min_gap / 1000:.0f} ms "
+                    f"(longest {gaps[order[0]] / 1000:.1f} ms)",
+                    time_lost_us=lost,
+                    counts={"gaps": len(big), "longest_gap_us": float(gaps[order[0]])},
+                    examples=examples,
+                )
+            )
+        return out

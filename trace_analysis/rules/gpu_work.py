@@ -1,0 +1,219 @@
+"""exposed-comm, no-tensor-cores, unaligned-gemm and memory-pressure: what the GPU work looks like."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..analyses.gpu import KernelType, kernel_types
+from ..analyses.overlap import CommCompOverlap, comm_comp_overlap
+from ._common import NO_GPU, BaseRule, GpuRule
+from .base import Example, Finding, Severity, Skip, ThresholdValue
+from .context import RuleContext
+
+__all__ = ["ExposedComm", "NoTensorCores", "UnalignedGemm", "MemoryPressure"]
+
+_GEMM = re.compile(r"gemm|conv|cutlass|cublas|matmul|fprop|dgrad|wgrad", re.I)
+_TENSOR_CORE = re.compile(
+    r"884|1688|16816|161616|s1688|h1688|i8816|xmma|hmma|wgmma|gmma|imma|tensorop|tf32|bf16|f16|fp16", re.I
+)
+_MATMUL_OPS = frozenset({"aten::mm", "aten::bmm", "aten::addmm", "aten::linear", "aten::matmul", "aten::baddbmm"})
+_HALF = ("c10::Half", "c10::BFloat16", "Half", "BFloat16")
+
+
+def _overlap(ctx: RuleContext) -> CommCompOverlap:
+    return ctx.trace.cached(("rules.comm_comp_overlap",), lambda: comm_comp_overlap(ctx.trace))
+
+
+def _is_comm(ctx: RuleContext) -> np.ndarray:
+    return kernel_types(ctx.trace, ctx.kernels) == KernelType.COMMUNICATION
+
+
+class ExposedComm(GpuRule):
+    id = "exposed-comm"
+    title = "Communication not hidden by compute"
+    thresholds = {"max_share": 0.10}
+    fix = (
+        "Overlap communication with compute: DDP bucket tuning (bucket_cap_mb), gradient accumulation with "
+        "no_sync(), FSDP prefetching, or gradient compression hooks."
+    )
+
+    def applies(self, ctx: RuleContext) -> Skip | None:
+        if not ctx.has_gpu:
+            return NO_GPU
+        if not _is_comm(ctx).any():
+            return Skip("not applicable (no communication kernels)", None)
+        return None
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        k = ctx.kernels
+        comm = _is_comm(ctx)
+        ov = _overlap(ctx)  # HTA's comm/comp overlap over the analysis window
+        comm_t, overlap = ov.communication_us, ov.overlap_us
+        exposed = ov.exposed_communication_us
+        if comm_t <= 0:
+            return []
+        span = ctx.gpu_span
+        width = ctx.window_us if ctx.steps else (span[1] - span[0] if span else 0.0)
+        share = exposed / width if width > 0 else 0.0
+        if share <= float(thresholds["max_share"]):
+            return []
+        idx = np.flatnonzero(comm)
+        return [
+            self.finding(
+                ctx,
+                f"{exposed / 1000:.1f} ms of communication ({share:.1%} of the window) runs with no compute "
+                f"overlapping it (overlap {overlap / comm_t:.0%} of communication time)",
+                time_lost_us=exposed,
+                share=share,
+                counts={"comm_us": comm_t, "overlap_share": overlap / comm_t if comm_t else 0.0, "kernels": idx.size},
+                examples=ctx.examples(k, idx[np.argsort(-k.dur[idx], kind="stable")], where="stream"),
+            )
+        ]
+
+
+class NoTensorCores(GpuRule):
+    id = "no-tensor-cores"
+    title = "Matrix work without tensor-core kernels"
+    thresholds = {"min_capability": 7.0, "min_gemm_share": 0.0}
+    fix = (
+        "Run matmuls/convolutions in reduced precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) "
+        "(or float16 with GradScaler), or enable TF32 on Ampere+: torch.backends.cuda.matmul.allow_tf32 = True, "
+        "torch.backends.cudnn.allow_tf32 = True (torch.set_float32_matmul_precision('high'))."
+    )
+
+    def applies(self, ctx: RuleContext) -> Skip | None:
+        if not ctx.has_gpu:
+            return NO_GPU
+        dev = int(ctx.gpu_device_of(ctx.gpu_activity)[0])
+        if ctx.device_capability(dev) is None:
+            return Skip("device compute capability unknown (no deviceProperties in the trace)", None)
+        return None
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        k = ctx.kernels
+        dev = int(ctx.gpu_device_of(ctx.gpu_activity)[0])
+        cap = ctx.device_capability(dev) or (0, 0)
+        if cap[0] + cap[1] / 10 < float(thresholds["min_capability"]):
+            return []
+        gemm = ctx.mask(k, lambda n: _GEMM.search(n) is not None) & ~_is_comm(ctx)
+        if not gemm.any():
+            return []
+        tc = ctx.mask(k, lambda n: _TENSOR_CORE.search(n) is not None) & gemm
+        if tc.any():
+            return []
+        idx = np.flatnonzero(gemm)
+        gemm_t = float(k.dur[idx].sum())
+        share = ctx.share(gemm_t) or 0.0
+        if share < float(thresholds["min_gemm_share"]):
+            return []
+        return [
+            self.finding(
+                ctx,
+                f"{idx.size} GEMM/convolution kernels ({gemm_t / 1000:.1f} ms, {share:.1%} of the window) and none "
+                f"uses tensor cores on a compute-capability {cap[0]}.{cap[1]} GPU",
+                counts={"gemm_kernels": idx.size, "gemm_us": gemm_t, "gemm_share": share},
+                examples=ctx.examples(k, idx[np.argsort(-k.dur[idx], kind="stable")], where="stream"),
+                # the gain (often 2-8x on these kernels) is not measurable from the trace: fixed severity
+                severity=Severity.MEDIUM if share >= 0.10 else Severity.LOW,
+            )
+        ]
+
+
+class UnalignedGemm(BaseRule):
+    id = "unaligned-gemm"
+    title = "Half-precision matmul with dimensions not a multiple of 8"
+    thresholds = {"multiple": 8}
+    fix = (
+        "Pad the matmul dimensions (hidden sizes, vocabulary, batch x sequence) to multiples of 8 (16 for "
+        "int8/fp8) so tensor cores can be used for the whole GEMM."
+    )
+
+    def applies(self, ctx: RuleContext) -> Skip | None:
+        if not ctx.record_shapes:
+            return Skip(
+                "no input shapes in the trace", "record shapes (torch.profiler record_shapes=True, --record-shapes)"
+            )
+        return None
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        ops = ctx.cpu_ops
+        mult = max(int(thresholds["multiple"]), 1)
+        mm = np.flatnonzero(ctx.names_in(ops, _MATMUL_OPS) & (ops.input_dims >= 0) & (ops.input_types >= 0))
+        if not mm.size:
+            return []
+        # decide per distinct (types, dims) pair: a few hundred at most
+        keys = ops.input_types[mm].astype(np.int64) * (1 << 32) + ops.input_dims[mm].astype(np.int64)
+        uniq, inv = np.unique(keys, return_inverse=True)
+        bad_key = np.zeros(uniq.size, bool)
+        for j, key in enumerate(uniq):
+            types = ctx.trace.arg_json(int(key >> 32)) or []
+            dims = ctx.trace.arg_json(int(key & 0xFFFFFFFF)) or []
+            if not any(isinstance(t, str) and t in _HALF for t in types[:3]):
+                continue
+            mats = [d for d in dims[:3] if isinstance(d, list) and len(d) >= 2]
+            bad_key[j] = any(int(x) % mult for d in mats for x in d[-2:])
+        bad = mm[bad_key[inv]]
+        if not bad.size:
+            return []
+        lost = float(ops.dur[bad].sum())
+        examples = [
+            Example(f"{ex.name} {ctx.trace.arg_json(int(ops.input_dims[r]))}", ex.ts_us, ex.dur_us, ex.where)
+            for ex, r in zip(ctx.examples(ops, bad), bad[:3], strict=False)
+        ]
+        return [
+            self.finding(
+                ctx,
+                f"{bad.size} half-precision matmuls with a dimension not a multiple of {mult}",
+                time_lost_us=0.0,
+                counts={"matmuls": bad.size, "host_time_us": lost},
+                examples=examples,
+                severity=Severity.LOW,
+            )
+        ]
+
+
+class MemoryPressure(GpuRule):
+    id = "memory-pressure"
+    title = "GPU memory allocator near capacity"
+    thresholds = {"max_share": 0.90}
+    fix = (
+        "Lower peak memory: activation checkpointing (torch.utils.checkpoint), AMP (bf16/fp16 activations), a "
+        "smaller micro-batch with gradient accumulation, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+        "against fragmentation."
+    )
+
+    def applies(self, ctx: RuleContext) -> Skip | None:
+        if not ctx.has_gpu:
+            return NO_GPU
+        m = ctx.trace.memory
+        if not len(m) or not ((m.device_type == 1) & (m.total_allocated >= 0)).any():
+            return Skip("no GPU [memory] events in the trace", "profile memory (torch.profiler profile_memory=True)")
+        return None
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        m = ctx.trace.memory
+        out = []
+        gpu = (m.device_type == 1) & (m.total_allocated >= 0)
+        for dev in np.unique(m.device_id[gpu]):
+            sel = np.flatnonzero(gpu & (m.device_id == dev))
+            cap = ctx.device_memory(int(dev))
+            if not cap:
+                continue
+            i = sel[int(np.argmax(m.total_allocated[sel]))]
+            peak = int(m.total_allocated[i])
+            share = peak / cap
+            if share <= float(thresholds["max_share"]):
+                continue
+            out.append(
+                self.finding(
+                    ctx,
+                    f"GPU {int(dev)} allocator peaks at {peak / 2**30:.1f} GiB, {share:.0%} of {cap / 2**30:.1f} GiB",
+                    counts={"peak_bytes": peak, "capacity_bytes": cap, "peak_share": share},
+                    examples=[Example("[memory] peak", float(m.ts[i]), 0.0, f"GPU {int(dev)}")],
+                    severity=Severity.HIGH if share >= 0.98 else Severity.MEDIUM,
+                )
+            )
+        return out

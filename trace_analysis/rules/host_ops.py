@@ -1,0 +1,261 @@
+"""Host-side rules that also apply to CPU-only traces: dataloader, optimizer, cpu-init-copy, data-parallel."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..analyses.intervals import union_length
+from ._common import BaseRule
+from .base import Finding, Severity, ThresholdValue
+from .context import RuleContext, contained_in
+
+__all__ = ["DataLoaderRule", "OptimizerRule", "CpuInitCopy", "DataParallelRule"]
+
+_DATALOADER = re.compile(r"^enumerate\((DataLoader|DataPipe)\)#.*__next__$")
+_OPT_STEP = re.compile(r"^Optimizer\.step#")
+_OPT_ZERO = re.compile(r"^Optimizer\.zero_grad#")
+_FOREACH = re.compile(r"^aten::_(foreach|fused)_")
+_SINGLE_TENSOR_PY = re.compile(r"_single_tensor_(adam|adamw|sgd|rmsprop|adagrad|adamax|nadam|radam|asgd|adadelta)")
+# element-wise in-place updates that a single-tensor optimizer issues once per parameter
+_PER_TENSOR_UPDATE = frozenset(
+    {
+        "aten::add_",
+        "aten::mul_",
+        "aten::addcmul_",
+        "aten::addcdiv_",
+        "aten::lerp_",
+        "aten::sqrt",
+        "aten::div_",
+        "aten::sub_",
+        "aten::maximum",
+        "aten::sqrt_",
+    }
+)
+_DATA_PARALLEL = re.compile(r"(?<!Distributed)DataParallel\.forward|^nn\.Module: DataParallel(_\d+)?$")
+_INIT_OPS = frozenset(
+    {
+        "aten::fill_",
+        "aten::zero_",
+        "aten::normal_",
+        "aten::uniform_",
+        "aten::random_",
+        "aten::bernoulli_",
+        "aten::ones",
+        "aten::zeros",
+        "aten::full",
+        "aten::rand",
+        "aten::randn",
+        "aten::randint",
+        "aten::arange",
+        "aten::eye",
+        "aten::linspace",
+    }
+)
+
+
+class DataLoaderRule(BaseRule):
+    id = "dataloader"
+    title = "Input pipeline blocks the step"
+    thresholds = {"max_share": 0.05}
+    fix = (
+        "Load batches in the background: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, "
+        "prefetch_factor=2+); move heavy per-sample work (decoding, augmentation) out of __getitem__'s hot path."
+    )
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        ops = ctx.cpu_ops
+        sel = ctx.mask(ops, lambda n: _DATALOADER.match(n) is not None) & ctx.in_window(ops)
+        idx = np.flatnonzero(sel)
+        if not idx.shape[0]:
+            return []
+        # inclusive time: with num_workers=0 the dataset and collate ops run as children on this thread and are
+        # exactly what workers would take off the step (docs/ANALYSIS_REPORT.md)
+        lost = union_length(ops.ts[idx], ops.end[idx])
+        share = ctx.share(lost) or 0.0
+        if share <= float(thresholds["max_share"]):
+            return []
+        return [
+            self.finding(
+                ctx,
+                f"waiting for the DataLoader takes {share:.1%} of the {ctx.window_kind} "
+                f"({idx.shape[0]} batches, mean {lost / idx.shape[0] / 1000:.2f} ms)",
+                time_lost_us=lost,
+                counts={"batches": idx.shape[0], "mean_us": lost / idx.shape[0]},
+                examples=ctx.examples(ops, idx[np.argsort(-ops.dur[idx], kind="stable")]),
+            )
+        ]
+
+
+class OptimizerRule(BaseRule):
+    id = "optimizer"
+    title = "Inefficient optimizer step or zero_grad"
+    thresholds = {"min_per_tensor_ops": 4}
+    fix_single = (
+        "Use the multi-tensor or fused implementation: torch.optim.<Opt>(..., foreach=True) or fused=True "
+        "(one kernel for all parameters instead of one per parameter)."
+    )
+    fix_zero = "Call optimizer.zero_grad(set_to_none=True) (the default since PyTorch 2.0) instead of writing zeros."
+    fix = fix_single
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        ops = ctx.cpu_ops
+        out: list[Finding] = []
+        steps = np.flatnonzero(ctx.mask(ops, lambda n: _OPT_STEP.match(n) is not None))
+        py_single = np.flatnonzero(ctx.mask(ops, lambda n: _SINGLE_TENSOR_PY.search(n) is not None))
+        if steps.shape[0] or py_single.shape[0]:
+            per_tensor = np.flatnonzero(ctx.names_in(ops, _PER_TENSOR_UPDATE))
+            foreach = np.flatnonzero(ctx.mask(ops, lambda n: _FOREACH.match(n) is not None))
+            owner_pt = contained_in(ops.ts[per_tensor], ops.tid[per_tensor], ops, steps)
+            owner_fe = contained_in(ops.ts[foreach], ops.tid[foreach], ops, steps)
+            n_pt = np.bincount(owner_pt[owner_pt >= 0], minlength=steps.shape[0])
+            n_fe = np.bincount(owner_fe[owner_fe >= 0], minlength=steps.shape[0])
+            # apex/DeepSpeed Fused* optimizers launch multi_tensor_apply kernels without aten::_foreach_ ops
+            fused_cls = ctx.mask(ops, lambda n: _OPT_STEP.match(n) is not None and "fused" in n.lower())[steps]
+            single = (n_pt >= int(thresholds["min_per_tensor_ops"])) & (n_fe == 0) & ~fused_cls
+            if single.any() or py_single.shape[0]:
+                rows = steps[single] if single.any() else py_single
+                lost = union_length(ops.ts[rows], ops.end[rows])
+                name = ctx.name_of(ops, int(rows[0])).split("#")[-1]
+                out.append(
+                    self.finding(
+                        ctx,
+                        f"single-tensor optimizer ({name}): {int(n_pt[single].sum()) if single.any() else 0} "
+                        f"per-parameter update ops over {int(single.sum()) or rows.shape[0]} steps, no foreach/fused "
+                        "kernels",
+                        time_lost_us=lost,
+                        counts={"optimizer_steps": int(single.sum()), "per_tensor_ops": int(n_pt[single].sum())},
+                        examples=ctx.examples(ops, rows),
+                        cap=Severity.MEDIUM,  # the step time is an upper bound on the gain, not the gain
+                        fix=self.fix_single,
+                    )
+                )
+        zg = np.flatnonzero(ctx.mask(ops, lambda n: _OPT_ZERO.match(n) is not None))
+        if zg.shape[0]:
+            zeros = np.flatnonzero(ctx.names_in(ops, ("aten::zero_",)))
+            owner = contained_in(ops.ts[zeros], ops.tid[zeros], ops, zg)
+            hit = zeros[owner >= 0]
+            if hit.shape[0]:
+                lost = union_length(ops.ts[hit], ops.end[hit])
+                out.append(
+                    self.finding(
+                        ctx,
+                        f"zero_grad writes zeros into gradients ({hit.shape[0]} aten::zero_ calls in "
+                        f"{zg.shape[0]} zero_grad calls)",
+                        time_lost_us=lost,
+                        counts={"zero_calls": hit.shape[0], "zero_grad_calls": zg.shape[0]},
+                        examples=ctx.examples(ops, hit),
+                        fix=self.fix_zero,
+                    )
+                )
+        return out
+
+
+class CpuInitCopy(BaseRule):
+    id = "cpu-init-copy"
+    title = "Tensor initialized on the CPU, then copied with .to()"
+    thresholds = {"min_count": 1}
+    fix = (
+        "Create the tensor where it is used: torch.zeros(..., device='cuda', dtype=...) / torch.randn(..., "
+        "device=...) instead of torch.zeros(...).to(device); the CPU fill and the host-to-device copy disappear."
+    )
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        ops = ctx.cpu_ops
+        to_rows = np.flatnonzero(ctx.names_in(ops, ("aten::to",)))
+        if not to_rows.shape[0]:
+            return []
+        is_init = ctx.names_in(ops, _INIT_OPS)
+        # the op just before each aten::to on the same thread (ops sorted by ts; skip rows that enclose the to)
+        hits = []
+        for tid in np.unique(ops.tid[to_rows]):  # per thread: a handful
+            rows = np.flatnonzero(ops.tid == tid)
+            pos = np.searchsorted(rows, to_rows[ops.tid[to_rows] == tid])
+            prev = rows[np.maximum(pos - 1, 0)]
+            cand = to_rows[ops.tid[to_rows] == tid]
+            ok = (pos > 0) & is_init[prev] & (ops.end[prev] <= ops.ts[cand])
+            if ctx.record_shapes:
+                # the copied tensor has the shape the initializer produced (fill_/normal_ input 0 == to input 0)
+                ok &= _first_dims(ctx, prev) == _first_dims(ctx, cand)
+            hits.append(np.stack([cand[ok], prev[ok]]))
+        pairs = np.concatenate(hits, axis=1) if hits else np.empty((2, 0), np.int64)
+        hit, init = pairs[0], pairs[1]
+        if ctx.has_gpu and hit.shape[0]:
+            # on GPU traces keep only .to() calls that really copied to the device (a memcpy launch inside)
+            rt = ctx.runtime
+            cp = np.flatnonzero(ctx.mask(rt, lambda n: n.startswith("cudaMemcpy")))
+            owner = contained_in(rt.ts[cp], rt.tid[cp], ops, hit)
+            keep = np.unique(owner[owner >= 0])
+            copy_time = float(rt.dur[cp[owner >= 0]].sum())
+            hit, init = hit[keep], init[keep]
+        else:
+            copy_time = float(ops.dur[hit].sum())
+        if hit.shape[0] < max(int(thresholds["min_count"]), 1):
+            return []
+        # cost: the CPU fill plus the copy (the .to() itself may also include one-off CUDA initialization)
+        lost = float(ops.dur[init].sum()) + copy_time
+        return [
+            self.finding(
+                ctx,
+                f"{hit.shape[0]} tensors filled on the CPU and then copied with .to()",
+                time_lost_us=lost,
+                counts={"copies": hit.shape[0]},
+                examples=ctx.examples(ops, hit),
+                floor=Severity.LOW if ctx.has_gpu else Severity.INFO,
+                cap=Severity.MEDIUM if ctx.has_gpu else Severity.LOW,
+            )
+        ]
+
+
+def _first_dims(ctx: RuleContext, rows: np.ndarray) -> np.ndarray:
+    """Shape of input 0 per row, as a comparable string (distinct JSON strings decoded once)."""
+    ids = ctx.cpu_ops.input_dims[rows]
+    uniq, inv = np.unique(ids, return_inverse=True)
+    decoded = []
+    for i in uniq:
+        dims = ctx.trace.arg_json(int(i))
+        decoded.append(str(dims[0]) if dims else "")
+    return np.asarray(decoded, dtype=object)[inv] if decoded else np.empty(0, object)
+
+
+def _is_data_parallel(name: str) -> bool:
+    return _DATA_PARALLEL.search(name) is not None
+
+
+class DataParallelRule(BaseRule):
+    id = "data-parallel"
+    title = "DataParallel, or DDP without NCCL"
+    thresholds = {}
+    fix = (
+        "Use torch.nn.parallel.DistributedDataParallel (one process per GPU) with the NCCL backend "
+        "(init_process_group('nccl')); DataParallel replicates the model every step from one Python thread."
+    )
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        ops = ctx.cpu_ops
+        out = []
+        dp = np.flatnonzero(ctx.mask(ops, _is_data_parallel))
+        if dp.shape[0]:
+            out.append(
+                self.finding(
+                    ctx,
+                    f"torch.nn.DataParallel in use ({dp.shape[0]} forward calls)",
+                    time_lost_us=0.0,
+                    counts={"forward_calls": dp.shape[0]},
+                    examples=ctx.examples(ops, dp),
+                    severity=Severity.MEDIUM,
+                )
+            )
+        backend = str(ctx.trace.meta.distributed_info.get("backend", "")).lower()
+        if ctx.has_gpu and backend == "gloo":
+            out.append(
+                self.finding(
+                    ctx,
+                    "distributed training on GPUs with the gloo backend",
+                    counts={"world_size": float(ctx.trace.meta.world_size or 0)},
+                    severity=Severity.MEDIUM,
+                )
+            )
+        return out

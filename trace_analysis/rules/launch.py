@@ -1,0 +1,156 @@
+"""short-kernels, slow-runtime-calls and launch-queue: the CUDA launch path (runtime call ⇄ GPU row).
+
+All three read ``analyses.launch`` (launch stats joined by correlation id over the analysis window, and the
+per-stream launch-queue length, HTA's definitions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..analyses.launch import LaunchStats, launch_stats, queue_length
+from ..model import Cat
+from ._common import GpuRule, gpu_utilization
+from .base import Finding, Severity, ThresholdValue
+from .context import RuleContext
+
+__all__ = ["ShortKernels", "SlowRuntimeCalls", "LaunchQueue"]
+
+
+def _stats(ctx: RuleContext, runtime_cutoff_us: float, delay_cutoff_us: float = 100.0) -> LaunchStats:
+    return ctx.trace.cached(
+        ("rules.launch_stats", runtime_cutoff_us, delay_cutoff_us),
+        lambda: launch_stats(ctx.trace, runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=delay_cutoff_us),
+    )
+
+
+def _gpu_bound_note(ctx: RuleContext, limit: float) -> tuple[bool, str]:
+    util = gpu_utilization(ctx)
+    return util >= limit, f"GPU busy {util:.0%}"
+
+
+class ShortKernels(GpuRule):
+    id = "short-kernels"
+    title = "Kernels shorter than their launch"
+    thresholds = {"max_launch_us": 50.0, "min_share_of_launches": 0.20}
+    fix = (
+        "Most kernels finish before the CPU finishes launching them, so the host sets the pace: fuse small ops "
+        "(torch.compile), use CUDA graphs, or give each kernel more work (larger batch)."
+    )
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        st = _stats(ctx, float(thresholds["max_launch_us"]))
+        is_kernel = ctx.trace.events.cat[st.gpu_row] == Cat.KERNEL
+        total = int(is_kernel.sum())
+        if not total:
+            return []
+        short = st.short_kernels & is_kernel
+        n = int(short.sum())
+        ratio = n / total
+        if ratio < float(thresholds["min_share_of_launches"]):
+            return []
+        lost = float(st.cpu_duration[short].sum())  # host time spent launching work shorter than its launch
+        rows = st.gpu_row[short]
+        return [
+            self.finding(
+                ctx,
+                f"{n} of {total} kernels ({ratio:.0%}) run shorter than their launch call",
+                time_lost_us=lost,
+                counts={
+                    "short_kernels": n,
+                    "launches": total,
+                    "share_of_launches": ratio,
+                    "median_kernel_us": float(np.median(st.gpu_duration[short])),
+                    "median_launch_us": float(np.median(st.cpu_duration[short])),
+                },
+                examples=ctx.examples(ctx.trace.events, rows, where="stream"),
+                floor=Severity.MEDIUM if ratio >= 0.5 else Severity.LOW,
+            )
+        ]
+
+
+class SlowRuntimeCalls(GpuRule):
+    id = "slow-runtime-calls"
+    title = "Slow CUDA runtime calls"
+    thresholds = {"max_call_us": 50.0, "min_calls": 1, "gpu_bound_util": 0.9}
+    fix = (
+        "Launch/copy calls that take this long usually wait on something: a full launch queue (see "
+        "launch-queue), lock contention from other threads, or an oversubscribed host (check CPU usage)."
+    )
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        limit = float(thresholds["max_call_us"])
+        st = _stats(ctx, limit)
+        slow = st.runtime_outliers
+        n = int(slow.sum())
+        if n < max(int(thresholds["min_calls"]), 1):
+            return []
+        dur = st.cpu_duration[slow]
+        rows = st.runtime_row[slow][np.argsort(-dur, kind="stable")]
+        # A symptom of something else (queue, contention): never more than medium on its own, and expected
+        # (launches block on a full queue) when the GPU is saturated.
+        gpu_bound, util = _gpu_bound_note(ctx, float(thresholds["gpu_bound_util"]))
+        note = f" ({util}: launches block on a full queue when GPU-bound)" if gpu_bound else ""
+        return [
+            self.finding(
+                ctx,
+                f"{n} launch/copy runtime calls took over {limit:.0f} µs (max {dur.max():.0f} µs){note}",
+                time_lost_us=float((dur - limit).sum()),
+                counts={"slow_calls": n, "max_us": float(dur.max())},
+                examples=ctx.examples(ctx.trace.events, rows),
+                cap=Severity.INFO if gpu_bound else Severity.MEDIUM,
+            )
+        ]
+
+
+class LaunchQueue(GpuRule):
+    id = "launch-queue"
+    title = "Launch delay outliers or a saturated launch queue"
+    thresholds = {
+        "max_delay_us": 100.0,
+        "queue_limit": 1024,
+        "min_outlier_share": 0.05,
+        "gpu_bound_util": 0.9,
+    }
+    fix = (
+        "Expected when the GPU is the bottleneck (work queues up). Otherwise check stream usage: work serialized "
+        "on one stream behind long kernels, or cross-stream waits delaying launches."
+    )
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        st = _stats(ctx, 50.0, float(thresholds["max_delay_us"]))
+        if not st.n_launches:
+            return []
+        outliers = st.delay_outliers
+        share = float(outliers.mean())
+        ql = ctx.trace.cached(("rules.queue_length",), lambda: queue_length(ctx.trace))
+        qmax = ql.max_length
+        saturated = qmax >= int(thresholds["queue_limit"])
+        if share < float(thresholds["min_outlier_share"]) and not saturated:
+            return []
+        gpu_bound, util = _gpu_bound_note(ctx, float(thresholds["gpu_bound_util"]))
+        what = (
+            f"{int(outliers.sum())} launches ({share:.0%}) started over {float(thresholds['max_delay_us']):.0f} µs "
+            f"after their launch call; max queue length {qmax}"
+        )
+        if gpu_bound:
+            what += f" ({util}: expected when GPU-bound)"
+        delay = st.launch_delay[outliers]
+        rows = st.gpu_row[outliers][np.argsort(-delay, kind="stable")]
+        return [
+            self.finding(
+                ctx,
+                what,
+                counts={
+                    "delayed_launches": int(outliers.sum()),
+                    "launches": st.n_launches,
+                    "median_delay_us": float(np.median(st.launch_delay)),
+                    "max_queue_length": qmax,
+                    "gpu_utilization": gpu_utilization(ctx),
+                },
+                examples=ctx.examples(ctx.trace.events, rows, where="stream"),
+                severity=Severity.INFO if gpu_bound else (Severity.MEDIUM if saturated else Severity.LOW),
+            )
+        ]

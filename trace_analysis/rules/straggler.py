@@ -1,0 +1,61 @@
+"""straggler: one rank late to collectives / slower steps than the others (cross-rank).
+
+Reads ``analyses.ranks.rank_spread``: per rank the mean step time and the time in NCCL kernels; a rank is a
+straggler when its step time is beyond median + k×MAD, or when it spends the least time in collectives (every
+other rank waits for it there), with a relative floor on MAD so near-identical ranks do not flag noise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..analyses.ranks import rank_spread
+from .base import Evidence, Finding, Severity, Skip, ThresholdValue, severity_for_share
+from .context import RuleContext
+
+__all__ = ["Straggler"]
+
+
+class Straggler:
+    id = "straggler"
+    title = "One rank slower than the others"
+    thresholds = {"mad_factor": 2.0, "min_excess": 0.05}
+    fix = (
+        "Inspect the straggler host (dyno metrics: CPU, GPU clocks/thermal throttling, PCIe/NIC errors), look for "
+        "data skew (longer samples on that rank) or extra work done only there (logging, checkpointing on rank 0)."
+    )
+    cross_rank = True
+
+    def applies_ranks(self, ctxs: Sequence[RuleContext]) -> Skip | None:
+        if len(ctxs) < 2:
+            return Skip("not applicable (needs at least 2 ranks)", None)
+        return None
+
+    def run_ranks(self, ctxs: Sequence[RuleContext], thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        spread = rank_spread(
+            [c.trace for c in ctxs],
+            mad_k=float(thresholds["mad_factor"]),
+            min_rel_spread=float(thresholds["min_excess"]),
+        )
+        counts: dict[str, float] = {}
+        for t in spread.ranks:
+            counts[f"rank_{t.rank}_mean_step_us"] = t.mean_step_us
+            counts[f"rank_{t.rank}_comm_us"] = t.comm_us
+        counts.update({"median_step_us": spread.median_step_us, "mad_step_us": spread.mad_step_us})
+        by_rank = {t.rank: t for t in spread.ranks}
+        out = []
+        for rank in spread.stragglers:
+            t = by_rank[rank]
+            late_by = max(t.mean_step_us - spread.median_step_us, 0.0)
+            share = late_by / spread.median_step_us if spread.median_step_us > 0 else None
+            out.append(
+                Finding(
+                    rule_id=self.id,
+                    severity=severity_for_share(share, floor=Severity.LOW),
+                    title=f"rank {rank} is a straggler among {len(ctxs)} ranks: {spread.reasons[rank]}",
+                    evidence=Evidence(time_lost_us=late_by, share=share, counts=dict(counts)),
+                    fix=self.fix,
+                    rank=rank,
+                )
+            )
+        return out

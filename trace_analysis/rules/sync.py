@@ -1,0 +1,216 @@
+"""sync-calls, sync-memcpy, sync-memset and pageable-memcpy: blocking host⇄device interactions."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..analyses.intervals import union_length
+from ._common import BaseRule, GpuRule
+from .base import Finding, Severity, ThresholdValue
+from .context import RuleContext
+
+__all__ = ["SyncCalls", "SyncMemcpy", "SyncMemset", "PageableMemcpy"]
+
+SYNC_RUNTIME = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+    }
+)
+SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense"})
+_SYNC_MEMCPY = re.compile(
+    r"^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|cudaMemcpyToSymbol|cudaMemcpyFromSymbol|cuMemcpy"
+    r"(HtoD|DtoH|DtoD)?(_v2)?)$"
+)
+_SYNC_MEMSET = re.compile(r"^(cudaMemset|cudaMemset2D|cudaMemset3D|cuMemsetD(8|16|32)(_v2)?)$")
+
+
+class SyncCalls(BaseRule):
+    id = "sync-calls"
+    title = "Blocking synchronization in the step"
+    thresholds = {"min_calls": 1, "skip_first_step": True}
+    fix = (
+        "Avoid .item(), .cpu(), .tolist() and printing tensors inside the training loop (accumulate metrics on "
+        "the device and read them every N steps); order streams with events (cudaStreamWaitEvent / "
+        "torch.cuda.Event.wait) instead of synchronizing the host."
+    )
+
+    def _window(self, ctx: RuleContext, skip_first: bool) -> tuple[float, float]:
+        # steady state: skip the first profiled step (allocator warm-up, cudnn autotuning) when there are more
+        if skip_first and len(ctx.steps) >= 2:
+            return ctx.steps[1].ts, ctx.window[1]
+        return ctx.window
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        lo, hi = self._window(ctx, bool(thresholds["skip_first_step"]))
+        rt, ops = ctx.runtime, ctx.cpu_ops
+        rt_sel = ctx.names_in(rt, SYNC_RUNTIME) & (rt.ts >= lo) & (rt.ts < hi)
+        op_sel = ctx.names_in(ops, SYNC_OPS) & (ops.ts >= lo) & (ops.ts < hi)
+        # .cpu() / .item() on a GPU tensor: a copy to pageable host memory blocks the host until it is done
+        mc = ctx.memcpy
+        launch = ctx.memcpy_launch
+        to_host = (launch >= 0) & ctx.mask(mc, lambda n: "DtoH" in n and "Pageable" in n)
+        rt_sel |= np.isin(rt.index, launch[to_host]) & (rt.ts >= lo) & (rt.ts < hi)
+        n_dtoh = int((to_host & (mc.ts >= lo) & (mc.ts < hi)).sum())
+        gs = ctx.gpu_sync
+        gs_sel = (gs.ts >= lo) & (gs.ts < hi)
+        n_rt, n_item, n_gs = int(rt_sel.sum()) - n_dtoh, int(op_sel.sum()), int(gs_sel.sum())
+        # aten::item contains aten::_local_scalar_dense: count the outer calls only
+        n_item_outer = int((ctx.names_in(ops, ("aten::item",)) & op_sel).sum()) or n_item
+        if n_rt + n_dtoh + n_item + n_gs < max(int(thresholds["min_calls"]), 1):
+            return []
+        host_s = np.r_[rt.ts[rt_sel], ops.ts[op_sel]]
+        host_e = np.r_[rt.end[rt_sel], ops.end[op_sel]]
+        host_blocked = union_length(host_s, host_e)
+        counts = {
+            "sync_runtime_calls": n_rt,
+            "item_calls": n_item_outer,
+            "cuda_sync_events": n_gs,
+            "blocking_dtoh_copies": n_dtoh,
+            "host_blocked_us": host_blocked,
+        }
+        if ctx.has_gpu:
+            # The cost on the GPU side: after each sync returns the device is drained and stays idle until the
+            # host launches the next work. Sum those idle gaps.
+            g = ctx.gpu_activity
+            starts = g.ts  # sorted by the model
+            ends = host_e
+            nxt = np.searchsorted(starts, ends)
+            ok = nxt < starts.shape[0]
+            # only count when the GPU really was empty at the sync's return (no GPU row spans that moment)
+            running = _running_at(g, ends)
+            nxt_ts = starts[np.minimum(nxt, starts.shape[0] - 1)]
+            gap = ok & ~running & (nxt_ts > ends)
+            lost = union_length(ends[gap], nxt_ts[gap])  # union: several syncs in one idle gap count once
+            counts["gpu_idle_after_sync_us"] = lost
+            floor = Severity.LOW
+        else:
+            lost = host_blocked
+            floor = Severity.INFO  # on a CPU-only run .item() does not wait for a device; it will on a GPU
+        rows_rt = np.flatnonzero(rt_sel)
+        rows_op = np.flatnonzero(op_sel & ctx.names_in(ops, ("aten::item", "aten::_local_scalar_dense")))
+        examples = ctx.examples(rt, rows_rt[np.argsort(-rt.dur[rows_rt], kind="stable")], limit=2)
+        examples += ctx.examples(ops, rows_op[np.argsort(-ops.dur[rows_op], kind="stable")], limit=3 - len(examples))
+        parts = []
+        if n_rt:
+            parts.append(f"{n_rt} CUDA synchronize calls")
+        if n_item_outer:
+            parts.append(f"{n_item_outer} .item() calls")
+        if n_dtoh:
+            parts.append(f"{n_dtoh} blocking copies to pageable host memory (.cpu())")
+        if n_gs:
+            parts.append(f"{n_gs} cuda_sync events")
+        where = "steady-state steps" if len(ctx.steps) >= 2 and thresholds["skip_first_step"] else ctx.window_kind
+        return [
+            self.finding(
+                ctx,
+                f"{', '.join(parts)} in the {where}",
+                time_lost_us=lost,
+                counts=counts,
+                examples=examples,
+                floor=floor,
+            )
+        ]
+
+
+def _running_at(g, t: np.ndarray) -> np.ndarray:
+    """For each time t, whether some GPU row spans it (row start < t < row end); rows sorted by ts."""
+    if not len(g):
+        return np.zeros(t.shape[0], bool)
+    run_end = np.maximum.accumulate(g.end)
+    k = np.searchsorted(g.ts, t, side="left") - 1
+    return (k >= 0) & (run_end[np.maximum(k, 0)] > t)
+
+
+class SyncMemcpy(GpuRule):
+    id = "sync-memcpy"
+    title = "Synchronous memory copies"
+    thresholds = {"skip_htod_bytes": 65536}
+    fix = (
+        "Use cudaMemcpyAsync on a stream (in PyTorch: tensor.to(device, non_blocking=True) from pinned memory) "
+        "so the host does not block on each copy."
+    )
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        rt = ctx.runtime
+        sel = ctx.mask(rt, lambda n: _SYNC_MEMCPY.match(n) is not None)
+        if not sel.any():
+            return []
+        # small HtoD copies are synchronous by nature (staged through a driver buffer): skip them (Nsight)
+        mc = ctx.memcpy
+        found = ctx.memcpy_launch >= 0
+        htod = ctx.mask(mc, lambda n: "HtoD" in n)
+        small = found & htod & (mc.bytes >= 0) & (mc.bytes <= int(thresholds["skip_htod_bytes"]))
+        skip_corr = mc.correlation[small]
+        sel &= ~np.isin(rt.correlation, skip_corr)
+        idx = np.flatnonzero(sel)
+        if not idx.shape[0]:
+            return []
+        lost = float(rt.dur[idx].sum())
+        return [
+            self.finding(
+                ctx,
+                f"{idx.shape[0]} synchronous cudaMemcpy calls block the host for {lost / 1000:.2f} ms",
+                time_lost_us=lost,
+                counts={"calls": idx.shape[0]},
+                examples=ctx.examples(rt, idx[np.argsort(-rt.dur[idx], kind="stable")]),
+            )
+        ]
+
+
+class SyncMemset(GpuRule):
+    id = "sync-memset"
+    title = "Synchronous memsets"
+    thresholds = {"min_calls": 1}
+    fix = "Use cudaMemsetAsync on a stream (PyTorch's zero_/fill_ already do); look for custom extensions."
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        rt = ctx.runtime
+        idx = np.flatnonzero(ctx.mask(rt, lambda n: _SYNC_MEMSET.match(n) is not None))
+        if idx.shape[0] < max(int(thresholds["min_calls"]), 1):
+            return []
+        lost = float(rt.dur[idx].sum())
+        return [
+            self.finding(
+                ctx,
+                f"{idx.shape[0]} synchronous cudaMemset calls block the host for {lost / 1000:.2f} ms",
+                time_lost_us=lost,
+                counts={"calls": idx.shape[0]},
+                examples=ctx.examples(rt, idx[np.argsort(-rt.dur[idx], kind="stable")]),
+            )
+        ]
+
+
+class PageableMemcpy(GpuRule):
+    id = "pageable-memcpy"
+    title = "Copies from pageable host memory"
+    thresholds = {"min_copies": 1}
+    fix = (
+        "Copies from pageable memory are staged and cannot overlap compute: use pin_memory=True in the "
+        "DataLoader (or tensor.pin_memory()) and .to(device, non_blocking=True)."
+    )
+
+    def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        mc = ctx.memcpy
+        idx = np.flatnonzero(ctx.mask(mc, lambda n: "Pageable" in n))
+        if idx.shape[0] < max(int(thresholds["min_copies"]), 1):
+            return []
+        lost = float(mc.dur[idx].sum())
+        nbytes = mc.bytes[idx]
+        return [
+            self.finding(
+                ctx,
+                f"{idx.shape[0]} memory copies from/to pageable memory ({nbytes[nbytes > 0].sum() / 2**20:.1f} MiB, "
+                f"{lost / 1000:.2f} ms of GPU time)",
+                time_lost_us=lost,
+                counts={"copies": idx.shape[0], "bytes": float(nbytes[nbytes > 0].sum())},
+                examples=ctx.examples(mc, idx[np.argsort(-mc.dur[idx], kind="stable")], where="stream"),
+            )
+        ]
