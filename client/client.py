@@ -125,10 +125,12 @@ class DynoClient:
         return self.call(self.stub.CancelTrace, dyno_pb2.CancelTraceRequest(trace_id=trace_id))
 
     def fetch_trace_file(self, trace_id: str, pid: int, dest_dir: str | os.PathLike[str], *,
-                         timeout_s: float = 600.0) -> FetchedFile:
+                         timeout_s: float = 600.0, on_chunk: Callable[[int], None] | None = None) -> FetchedFile:
         """Stream one trace file into dest_dir (temp name, then rename), verifying offsets, size and sha256.
 
         Memory stays at one chunk (<= 1 MiB). Hashing on a helper thread measured no faster on 2 cores.
+        `on_chunk(bytes_received_so_far)` runs after each chunk (progress views); an exception from it aborts the
+        fetch (the partial file is removed) and propagates.
         """
         dest = Path(dest_dir)
         dest.mkdir(parents=True, exist_ok=True)
@@ -148,6 +150,8 @@ class DynoClient:
                     f.write(data)
                     digest.update(data)
                     received += len(data)
+                    if on_chunk is not None:
+                        on_chunk(received)
                     if chunk.last:
                         sha = chunk.sha256
                         break

@@ -59,8 +59,11 @@ def _concurrency(text: str) -> int:
     return int(text)
 
 
-def add_host_arguments(parser: argparse.ArgumentParser) -> None:
-    """--host/--port, --hosts, --hostfile, --slurm-job, --timeout-s, --max-concurrency and the auth options."""
+def add_host_arguments(parser: argparse.ArgumentParser, *, call_timeout_flag: str = "--timeout-s") -> None:
+    """--host/--port, --hosts, --hostfile, --slurm-job, the per-call deadline, --max-concurrency and the auth options.
+
+    The per-call deadline is stored as `args.call_timeout_s`; its flag is `--timeout-s` unless a command that
+    already gives --timeout-s another meaning (trace: the overall wait) names it differently."""
     g = parser.add_argument_group("daemons")
     g.add_argument(
         "--host",
@@ -93,9 +96,11 @@ def add_host_arguments(parser: argparse.ArgumentParser) -> None:
         help="every node of this Slurm job (squeue + scontrol; built-in nodelist expansion otherwise)",
     )
     g.add_argument(
-        "--timeout-s",
+        call_timeout_flag,
+        dest="call_timeout_s",
         type=_positive,
         default=5.0,
+        metavar="S",
         help="deadline for each host's answer (default 5); slow or dead hosts are reported, not waited for",
     )
     g.add_argument(
@@ -191,7 +196,10 @@ def client_auth(args: argparse.Namespace) -> ClientAuth | None:
 def cluster_from_args(args: argparse.Namespace) -> Cluster:
     """A Cluster over the resolved hosts with the deadline, concurrency and auth from the options."""
     return Cluster(
-        resolve_hosts(args), deadline_s=args.timeout_s, max_concurrency=args.max_concurrency, auth=client_auth(args)
+        resolve_hosts(args),
+        deadline_s=args.call_timeout_s,
+        max_concurrency=args.max_concurrency,
+        auth=client_auth(args),
     )
 
 
@@ -200,7 +208,7 @@ def single_client(args: argparse.Namespace) -> DynoClient:
     hosts = resolve_hosts(args)
     if len(hosts) != 1:
         usage_error(f"this command talks to one daemon, but the options name {len(hosts)}")
-    return open_client(hosts[0], client_auth(args), timeout_s=args.timeout_s)
+    return open_client(hosts[0], client_auth(args), timeout_s=args.call_timeout_s)
 
 
 EXIT_OK, EXIT_FAILED, EXIT_PARTIAL = 0, 1, 3

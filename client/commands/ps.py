@@ -1,11 +1,15 @@
-"""dyno-cli ps: every trainer process registered with a daemon (agent or libkineto), to see what a trace matches."""
+"""dyno-cli ps: every trainer process registered with the daemons (agent or libkineto), to see what a trace
+matches. One table across hosts, with a HOST column."""
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 
-from dyno.client.commands._common import add_target_arguments, client_from_args, print_json, proto_to_dict
+from dyno.client.cluster import HostResult
+from dyno.client.commands._common import print_json, proto_to_dict
+from dyno.client.commands._hosts import add_host_arguments, cluster_from_args, fanout_exit_code, print_failures
 from dyno.client.format import table
 from dyno.v1 import dyno_pb2
 
@@ -18,11 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "ps",
         help="registered PyTorch processes",
-        description="List the trainer processes registered with the daemon: pid, job id, rank, protocol (agent or "
-        "kineto), GPU, whether a trace is running, when it was last heard from, and its ancestry (what --pids of "
-        "`dyno-cli trace` matches).",
+        description="List the trainer processes registered with the daemons: host, pid, job id, rank, protocol "
+        "(agent or kineto), GPU, whether a trace is running, when it was last heard from, and its ancestry (what "
+        "--pids of `dyno-cli trace` matches). One table across every host given; exit code 3 when some hosts "
+        "failed, 1 when all did.",
     )
-    add_target_arguments(p)
+    add_host_arguments(p)
     p.add_argument("--job-id", default="", help="only processes of this job")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
@@ -34,34 +39,57 @@ def _rank(p: dyno_pb2.ProcessInfo) -> str:
     return f"{p.rank}/{p.world_size}" if p.HasField("world_size") else str(p.rank)
 
 
-def render(resp: dyno_pb2.ListProcessesResponse, now_ms: int | None = None) -> str:
-    if not resp.processes:
-        return f"no processes registered on {resp.hostname}"
+def render(results: Sequence[HostResult[dyno_pb2.ListProcessesResponse]], now_ms: int | None = None) -> str:
+    """One table of every answering host's processes (failed hosts are reported apart, on stderr)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     rows = []
-    for p in resp.processes:
-        ago = max(0.0, (now - p.last_seen_ms) / 1000)
-        rows.append(
-            [
-                p.pid,
-                p.job_id or "-",
-                _rank(p),
-                _PROTOCOL.get(p.protocol, "?"),
-                p.gpu if p.gpu >= 0 else "-",
-                f"yes ({p.current_trace_id})" if p.busy else "no",
-                f"{ago:.0f}s ago",
-                ",".join(str(a) for a in p.ancestry) or "-",
-                (p.cmdline[:60] or "-"),
-            ]
-        )
-    return table(["PID", "JOB", "RANK", "PROTOCOL", "GPU", "TRACING", "LAST SEEN", "ANCESTRY", "CMD"], rows)
+    for r in results:
+        if not r.ok or r.value is None:
+            continue
+        for p in r.value.processes:
+            ago = max(0.0, (now - p.last_seen_ms) / 1000)
+            rows.append(
+                [
+                    str(r.host),
+                    p.pid,
+                    p.job_id or "-",
+                    _rank(p),
+                    _PROTOCOL.get(p.protocol, "?"),
+                    p.gpu if p.gpu >= 0 else "-",
+                    f"yes ({p.current_trace_id})" if p.busy else "no",
+                    f"{ago:.0f}s ago",
+                    ",".join(str(a) for a in p.ancestry) or "-",
+                    (p.cmdline[:60] or "-"),
+                ]
+            )
+    if not rows:
+        answered = [r for r in results if r.ok]
+        return f"no processes registered on {len(answered)} host(s)" if answered else ""
+    return table(["HOST", "PID", "JOB", "RANK", "PROTOCOL", "GPU", "TRACING", "LAST SEEN", "ANCESTRY", "CMD"], rows)
 
 
 def run(args: argparse.Namespace) -> int:
-    with client_from_args(args) as c:
-        resp = c.list_processes(args.job_id)
+    with cluster_from_args(args) as cluster:
+        results = cluster.list_processes(args.job_id)
     if args.json:
-        print_json(proto_to_dict(resp))
+        # One host: the daemon's answer as is (its "processes" list); several: one entry per host.
+        if len(results) == 1 and results[0].ok:
+            print_json(proto_to_dict(results[0].value))
+        else:
+            print_json(
+                [
+                    {
+                        "host": str(r.host),
+                        "ok": r.ok,
+                        "processes": proto_to_dict(r.value)["processes"] if r.ok else [],
+                        "error": None if r.ok else f"{r.error_type}: {r.error}",
+                    }
+                    for r in results
+                ]
+            )
     else:
-        print(render(resp))
-    return 0
+        text = render(results)
+        if text:
+            print(text)
+    print_failures(results)
+    return fanout_exit_code(results)

@@ -1,30 +1,39 @@
-"""dyno-cli trace: trace the processes of a job on one host, wait, and fetch every file (sha256-verified)."""
+"""dyno-cli trace: trace every process of a job on one or many hosts at one synchronized moment, fetch every file
+(sha256-verified) into <output-dir>/<trace_id>/<host>/, write manifest.json beside them, and print the cross-rank
+analysis report."""
 
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
-from dyno.client.client import DEFAULT_PORT, DynoClient, format_target
-from dyno.client.commands._common import print_json
-from dyno.client.errors import DynoError
+from dyno.client.cluster import Cluster
+from dyno.client.cluster_trace import ClusterTrace, HostRecord, trace_exit_code
+from dyno.client.commands._common import print_json, proto_to_dict
+from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
 from dyno.client.format import human_bytes, table
+from dyno.client.trace_manifest import build_manifest, write_manifest
+from dyno.client.trace_progress import make_progress
+from dyno.daemon.trace_files import new_trace_id, validate_trace_id
 from dyno.v1 import dyno_pb2
 
-__all__ = ["register", "run", "ProcessResult"]
+__all__ = ["register", "run"]
 
-_STATE = {v.number: v.name.removeprefix("TRACE_STATE_").lower() for v in dyno_pb2.TraceState.DESCRIPTOR.values}
-_FINAL = {
-    dyno_pb2.TRACE_STATE_DONE,
-    dyno_pb2.TRACE_STATE_FAILED,
-    dyno_pb2.TRACE_STATE_TIMED_OUT,
-    dyno_pb2.TRACE_STATE_CANCELLED,
-}
-_POLL_S = 0.25
-_CALL_TIMEOUT_S = 10.0
+# libkineto picks requests up on its on-demand poll, every 5 s by default (ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS):
+# a start 6 s ahead lets every kineto process see the request before the start instant (5 s poll + 1 s for the
+# fan-out to hundreds of hosts and the daemons' delivery). Agent processes get requests in milliseconds, so
+# --start-delay-s 1 is enough when every process runs the agent.
+DEFAULT_START_DELAY_S = 6.0
+# Iteration traces start at the next step that is a multiple of this on every rank. Ranks of a data-parallel job
+# step in lockstep but see the request at different steps (kineto: up to one 5 s poll apart); rounding up to a
+# multiple of 10 puts them on the same step when that skew is under 10 steps, and costs at most 9 steps' wait.
+DEFAULT_ITERATION_ROUNDUP = 10
+MAX_START_DELAY_S = 3600.0  # the daemons accept start times up to 1 h ahead
+_REFRESH_S = 0.25
 
 
 def _positive_int(text: str) -> int:
@@ -42,7 +51,7 @@ def _non_negative_float(text: str) -> float:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if v < 0:
+    if not v >= 0:
         raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
     return v
 
@@ -50,21 +59,17 @@ def _non_negative_float(text: str) -> float:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "trace",
-        help="trace a job's PyTorch processes on one host and fetch the files",
-        description="Ask the daemon to trace the registered processes of a job (for a duration or a number of "
-        "optimizer steps), show progress, wait, and fetch every trace file into --output-dir, verifying its "
-        "sha256. Exit 0 when every triggered trace arrived, 1 otherwise (the reason is printed).",
+        help="trace a job's PyTorch processes on every host, fetch the files, print the cross-rank report",
+        description="Ask every daemon (--host/--hosts/--hostfile/--slurm-job) to trace the registered processes "
+        "of a job, all with one trace id and one start (an absolute start time --start-delay-s ahead, or the next "
+        "multiple of --iteration-roundup optimizer steps); show progress per host; fetch every file as soon as it "
+        "is done into OUTPUT_DIR/TRACE_ID/HOST_PORT/ (sha256-verified) with OUTPUT_DIR/TRACE_ID/manifest.json; "
+        "then analyze them and print the cross-rank report. --timeout-s is the overall wait for the traces; "
+        "--call-timeout-s is each RPC's deadline (and how long a daemon may stay unreachable before it is given "
+        "up). Exit codes: 0 every host traced and every file fetched; 3 partial (failed hosts and processes are "
+        "listed with reasons); 1 nothing traced; 2 usage; 130 interrupted (the manifest is still written).",
     )
-    g = p.add_argument_group("daemon")
-    g.add_argument(
-        "--host", default=os.environ.get("DYNO_HOST", "localhost"), help="daemon host (default $DYNO_HOST or localhost)"
-    )
-    g.add_argument(
-        "--port",
-        type=int,
-        default=int(os.environ.get("DYNO_PORT", DEFAULT_PORT)),
-        help=f"daemon gRPC port (default $DYNO_PORT or {DEFAULT_PORT})",
-    )
+    add_host_arguments(p, call_timeout_flag="--call-timeout-s")
     p.add_argument("--job-id", required=True, help="job id as registered (see `dyno-cli ps`), e.g. 4242 or 36199_0")
     p.add_argument(
         "--pids",
@@ -77,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--process-limit",
         type=_positive_int,
         default=0,
-        help="trace at most N processes, leaf workers before their launchers",
+        help="trace at most N processes per host, leaf workers before their launchers",
     )
     window = p.add_mutually_exclusive_group(required=True)
     window.add_argument("--duration-ms", type=_positive_int, help="trace for this long")
@@ -85,10 +90,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--start-delay-s",
         type=_non_negative_float,
-        default=0.0,
-        help="duration traces: start this many seconds from now, at the same instant in every process",
+        default=None,
+        help=f"duration traces: start this many seconds from now, at one absolute instant on every host (default "
+        f"{DEFAULT_START_DELAY_S:g}: libkineto polls every 5 s; 0 starts each process as soon as it sees the request)",
     )
-    p.add_argument("--trace-id", default="", help="use this trace id ([A-Za-z0-9_.-]{1,64}); default: the daemon's")
+    p.add_argument(
+        "--iteration-roundup",
+        type=_positive_int,
+        default=None,
+        metavar="K",
+        help=f"iteration traces: start at the next optimizer step that is a multiple of K, on every rank (default "
+        f"{DEFAULT_ITERATION_ROUNDUP})",
+    )
+    p.add_argument("--trace-id", default="", help="use this trace id ([A-Za-z0-9_.-]{1,64}); default: a new one")
     for flag, what in (
         ("--record-shapes", "input shapes"),
         ("--profile-memory", "memory allocations"),
@@ -97,40 +111,49 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("--with-modules", "nn.Module hierarchy"),
     ):
         p.add_argument(flag, action="store_true", help=f"record {what}")
-    p.add_argument("--output-dir", required=True, help="where the fetched trace files go")
-    p.add_argument("--json", action="store_true", help="print the result as JSON instead of progress and a table")
-    p.add_argument(
-        "--fail-on-no-process",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="exit 1 when no process was triggered (default; --no-fail-on-no-process exits 0)",
-    )
+    p.add_argument("--output-dir", required=True, type=Path, help="files go to OUTPUT_DIR/TRACE_ID/HOST_PORT/")
     p.add_argument(
         "--timeout-s",
         type=_non_negative_float,
         default=0.0,
-        help="give up (and cancel) after this long; default: duration + start delay + 60 s, "
-        "or 300 s for iteration traces",
+        help="overall wait for the traces; then unfinished ones are cancelled (files already done are still "
+        "fetched). Default: start delay + duration + 60 s, or 300 s for iteration traces",
+    )
+    p.add_argument(
+        "--fetch-concurrency", type=_positive_int, default=8, metavar="N", help="files fetched at once (default 8)"
+    )
+    p.add_argument("--no-analyze", action="store_true", help="do not analyze the fetched files")
+    p.add_argument("--html", type=Path, metavar="FILE", help="also write the HTML analysis report here")
+    p.add_argument("--json", action="store_true", help="print the manifest and the report as one JSON object on stdout")
+    p.add_argument(
+        "--fail-on-no-process",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="exit 1 when no process was triggered on any host (default; --no-fail-on-no-process exits 0)",
     )
     p.set_defaults(func=run)
 
 
-@dataclass(frozen=True)
-class ProcessResult:
-    pid: int
-    rank: int | None
-    state: str
-    path: str  # the local file when fetched, else the daemon-side path
-    size_bytes: int
-    error: str = ""
+def _validate(args: argparse.Namespace) -> None:
+    if args.iterations is not None and args.start_delay_s is not None:
+        usage_error("--start-delay-s applies to --duration-ms traces (iteration traces use --iteration-roundup)")
+    if args.duration_ms is not None and args.iteration_roundup is not None:
+        usage_error("--iteration-roundup applies to --iterations traces (duration traces use --start-delay-s)")
+    if args.start_delay_s is not None and args.start_delay_s > MAX_START_DELAY_S:
+        usage_error(f"--start-delay-s must be at most {MAX_START_DELAY_S:g} (the daemons refuse later starts)")
+    if args.trace_id:
+        try:
+            validate_trace_id(args.trace_id)
+        except ValueError as e:
+            usage_error(f"--trace-id: {e}")
 
 
-def _request(args: argparse.Namespace) -> dyno_pb2.TraceRequest:
+def _request(args: argparse.Namespace, trace_id: str, start_delay_s: float) -> dyno_pb2.TraceRequest:
     req = dyno_pb2.TraceRequest(
         job_id=args.job_id,
         pids=args.pids,
         process_limit=args.process_limit,
-        trace_id=args.trace_id,
+        trace_id=trace_id,
         record_shapes=args.record_shapes,
         profile_memory=args.profile_memory,
         with_stack=args.with_stack,
@@ -139,117 +162,166 @@ def _request(args: argparse.Namespace) -> dyno_pb2.TraceRequest:
     )
     if args.duration_ms is not None:
         req.duration_ms = args.duration_ms
-        if args.start_delay_s:
-            req.start_time_ms = int((time.time() + args.start_delay_s) * 1000)
+        if start_delay_s > 0:
+            # ONE absolute instant for every host: computed once, here, not by each daemon.
+            req.start_time_ms = int((time.time() + start_delay_s) * 1000)
     else:
         req.iterations = args.iterations
+        req.start_iteration_roundup = args.iteration_roundup or DEFAULT_ITERATION_ROUNDUP
     return req
 
 
-def _say(args: argparse.Namespace, text: str) -> None:
-    if not args.json:
-        print(text, file=sys.stderr, flush=True)
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
-def _rank(p: dyno_pb2.ProcessTrace) -> int | None:
-    return p.rank if p.HasField("rank") else None
+def _start_text(req: dyno_pb2.TraceRequest, n_hosts: int) -> str:
+    if req.HasField("duration_ms"):
+        what = f"{req.duration_ms} ms"
+        if req.HasField("start_time_ms"):
+            at = time.strftime("%H:%M:%S", time.localtime(req.start_time_ms / 1000))
+            what += f" from {at}.{req.start_time_ms % 1000:03d} (in {req.start_time_ms / 1000 - time.time():.1f} s)"
+    else:
+        what = f"{req.iterations} optimizer steps from the next multiple of {req.start_iteration_roundup}"
+    return f"trace {req.trace_id}: job {req.job_id!r} on {n_hosts} host(s), {what}"
 
 
-def _wait(c: DynoClient, args: argparse.Namespace, trace_id: str, deadline: float) -> dyno_pb2.TraceStatus:
-    seen: dict[int, int] = {}
-    while True:
-        status = c.get_trace(trace_id)
-        for p in status.processes:
-            if seen.get(p.pid) != p.state:
-                seen[p.pid] = p.state
-                rank = _rank(p)
-                who = f"pid {p.pid}" + (f" (rank {rank})" if rank is not None else "")
-                _say(args, f"  {who}: {_STATE.get(p.state, '?')}" + (f": {p.error}" if p.error else ""))
-        if status.finished:
-            return status
-        if time.monotonic() > deadline:
-            _say(args, f"timed out after {args.timeout_s or 'the default'} s: cancelling {trace_id}")
-            return c.cancel_trace(trace_id)
-        time.sleep(_POLL_S)
-
-
-def _summary(results: list[ProcessResult]) -> str:
-    rows = [
-        [
-            r.pid,
-            "-" if r.rank is None else r.rank,
-            r.state,
-            r.path if not r.error else f"{r.path} ({r.error})",
-            human_bytes(r.size_bytes) if r.size_bytes else "-",
-        ]
-        for r in results
-    ]
-    return table(["PID", "RANK", "STATE", "PATH", "SIZE"], rows)
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.start_delay_s and args.iterations is not None:
-        print("dyno-cli trace: error: --start-delay-s applies to --duration-ms traces only", file=sys.stderr)
-        return 2
-    started = time.monotonic()
-    with DynoClient(format_target(args.host, args.port), timeout_s=_CALL_TIMEOUT_S) as c:
-        resp = c.start_trace(_request(args))
-        if not resp.triggered:
-            reason = resp.message or "no process matched"
-            if args.json:
-                print_json(
-                    {
-                        "trace_id": resp.trace_id,
-                        "host": resp.hostname,
-                        "ok": not args.fail_on_no_process,
-                        "message": reason,
-                        "registered_jobs": list(resp.registered_jobs),
-                        "processes": [],
-                    }
-                )
-            else:
-                print(f"dyno-cli trace: {reason}", file=sys.stderr)
-            return 1 if args.fail_on_no_process else 0
-        _say(args, f"trace {resp.trace_id} on {resp.hostname}: {resp.message}")
-        if resp.busy_pids:
-            _say(args, f"  busy (already tracing, skipped): {', '.join(map(str, resp.busy_pids))}")
-        if args.timeout_s:
-            budget = args.timeout_s
-        elif args.duration_ms is not None:
-            budget = args.duration_ms / 1000 + args.start_delay_s + 60
-        else:
-            budget = 300.0
-        status = _wait(c, args, resp.trace_id, started + budget)
-        results: list[ProcessResult] = []
-        for p in status.processes:
-            state = _STATE.get(p.state, "?")
-            if p.state != dyno_pb2.TRACE_STATE_DONE:
-                results.append(ProcessResult(p.pid, _rank(p), state, p.path, p.size_bytes, p.error or state))
-                continue
-            try:
-                got = c.fetch_trace_file(resp.trace_id, p.pid, args.output_dir)
-            except DynoError as e:
-                results.append(ProcessResult(p.pid, _rank(p), "fetch_failed", p.path, 0, str(e)))
-                continue
-            results.append(ProcessResult(p.pid, _rank(p), state, str(got.path), got.size_bytes))
-    failed = [r for r in results if r.error]
+def _nothing_triggered(ct: ClusterTrace, args: argparse.Namespace) -> int:
+    hosts = ct.snapshot()
+    code = 1 if args.fail_on_no_process else 0
     if args.json:
         print_json(
             {
-                "trace_id": resp.trace_id,
-                "host": resp.hostname,
-                "ok": not failed,
-                "busy_pids": list(resp.busy_pids),
-                "processes": [asdict(r) for r in results],
+                "trace_id": ct.trace_id,
+                "ok": code == 0,
+                "hosts": [h.to_dict() for h in hosts],
+                "processes": [],
+                "errors": [f"{h.host}: {h.error}" for h in hosts],
             }
         )
+    for h in hosts:  # the daemons' reasons name the jobs that are registered
+        _say(f"dyno-cli trace: {h.host}: {h.error}" + (f" ({h.error_type})" if h.error_type else ""))
+    _say(f"dyno-cli trace: nothing traced on any of {len(hosts)} host(s)")
+    return code
+
+
+def _summary(hosts: list[HostRecord]) -> str:
+    rows: list[list[object]] = []
+    for h in hosts:
+        if not h.processes:
+            rows.append([str(h.host), "-", "-", h.state, h.error or "-", "-"])
+        for p in h.processes:
+            state = p.state if p.ok or p.fetch != "failed" else "fetch_failed"
+            rows.append(
+                [
+                    str(h.host),
+                    p.pid,
+                    "-" if p.rank is None else p.rank,
+                    state,
+                    p.file if p.ok else (p.error or "-"),
+                    human_bytes(p.fetched_bytes) if p.ok else "-",
+                ]
+            )
+    return table(["HOST", "PID", "RANK", "STATE", "FILE", "SIZE"], rows)
+
+
+def _analyze(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str, Any] | None, str | None]:
+    """Run the analysis on exactly the fetched files; print / write its reports. Returns (report dict, error)."""
+    try:
+        from dyno.trace_analysis import analyze
+        from dyno.trace_analysis.report import render_html, render_json, render_text
+
+        report = analyze([str(f) for f in files])
+        if args.html:
+            args.html.write_text(render_html(report))
+        if not args.json:
+            print()
+            print(render_text(report))
+        return json.loads(render_json(report, indent=False)), None
+    except Exception as e:  # analysis problems are reported; they never change the trace's exit code
+        return None, f"{type(e).__name__}: {e}"
+
+
+def run(args: argparse.Namespace) -> int:
+    _validate(args)
+    hosts = resolve_hosts(args)
+    auth = client_auth(args)
+    trace_id = args.trace_id or new_trace_id()
+    folder: Path = args.output_dir / trace_id
+    if folder.exists() and any(folder.iterdir()):
+        usage_error(f"{folder} already exists and is not empty (choose another --trace-id or --output-dir)")
+    start_delay_s = DEFAULT_START_DELAY_S if args.start_delay_s is None else args.start_delay_s
+    if args.timeout_s:
+        wait_s = args.timeout_s
+    elif args.duration_ms is not None:
+        wait_s = start_delay_s + args.duration_ms / 1000 + 60
     else:
-        print(_summary(results))
-    if failed:
-        print(
-            f"dyno-cli trace: {len(failed)} of {len(results)} trace(s) did not arrive: "
-            + "; ".join(f"pid {r.pid}: {r.error}" for r in failed),
-            file=sys.stderr,
+        wait_s = 300.0
+    requested_ms = int(time.time() * 1000)
+    req = _request(args, trace_id, start_delay_s)
+    request_dict = proto_to_dict(req)
+    with Cluster(hosts, deadline_s=args.call_timeout_s, max_concurrency=args.max_concurrency, auth=auth) as cluster:
+        ct = ClusterTrace(
+            cluster,
+            req,
+            folder,
+            wait_s=wait_s,
+            unreachable_s=args.call_timeout_s,
+            fetch_concurrency=args.fetch_concurrency,
         )
-        return 1
-    return 0
+        _say(_start_text(req, len(hosts)))
+        ct.start()
+        if not ct.triggered_any:
+            return _nothing_triggered(ct, args)
+
+        def manifest(status: str, code: int | None = None) -> dict[str, Any]:
+            return build_manifest(
+                trace_id=trace_id,
+                request=request_dict,
+                hosts=ct.snapshot(),
+                status=status,
+                requested_ms=requested_ms,
+                start_fanout_s=ct.start_fanout_s,
+                exit_code=code,
+                finished_ms=None if code is None else int(time.time() * 1000),
+            )
+
+        write_manifest(folder, manifest("running"))
+        progress = make_progress(f"trace {trace_id} (job {args.job_id})", live=False if args.json else None)
+        interrupted = False
+        try:
+            ct.follow()
+            while not ct.wait(_REFRESH_S):
+                progress.update(ct.snapshot())
+        except KeyboardInterrupt:
+            interrupted = True
+            _say("dyno-cli trace: interrupted: cancelling the traces still running and writing the manifest")
+            ct.interrupt()
+        progress.close(ct.snapshot())
+        final = ct.snapshot()
+        code = 130 if interrupted else trace_exit_code(final)
+        status = "interrupted" if interrupted else {0: "complete", 3: "partial"}.get(code, "failed")
+        result = manifest(status, code)
+        write_manifest(folder, result)
+
+    files = ct.fetched_files()
+    report, analysis_error = (None, None)
+    if not args.json:
+        print(_summary(final))
+    if files and not args.no_analyze and not interrupted:
+        report, analysis_error = _analyze(args, files)
+    for line in result["errors"]:
+        _say(f"dyno-cli trace: {line}")
+    if analysis_error:
+        _say(f"dyno-cli trace: analysis failed (the traces are fine): {analysis_error}")
+    _say(
+        f"dyno-cli trace: {status}: {len(files)} of {result['summary']['processes']} file(s) from "
+        f"{len(final)} host(s) in {folder} (manifest.json)"
+    )
+    if args.json:
+        for pr in result["processes"]:
+            pr["path"] = str(folder / pr["file"]) if pr["file"] else ""
+        print_json(
+            {**result, "ok": code == 0, "output_dir": str(folder), "report": report, "analysis_error": analysis_error}
+        )
+    return code

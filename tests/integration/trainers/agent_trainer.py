@@ -1,8 +1,10 @@
 """A tiny CPU training loop for the agent tests.
 
-Usage: agent_trainer.py [--explicit] [--steps N | --seconds S] [--ready-file F] [--stop-file F]
+Usage: agent_trainer.py [--explicit] [--steps N | --seconds S] [--ready-file F] [--stop-file F] [--dist]
   --explicit     call dyno.client.agent.start() itself (otherwise it relies on dyno-run's bootstrap, if any)
   --steps N      run N optimizer steps (default: until --stop-file exists or --seconds pass)
+  --dist         join a gloo process group (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment) and
+                 train with DistributedDataParallel: ranks step in lockstep and traces carry distributedInfo
 Prints "step <n>" every 50 steps and "finished <n>" at the end.
 """
 
@@ -18,6 +20,7 @@ p.add_argument("--steps", type=int, default=0)
 p.add_argument("--seconds", type=float, default=120.0)
 p.add_argument("--stop-file", default="")
 p.add_argument("--step-sleep", type=float, default=0.002)
+p.add_argument("--dist", action="store_true")
 args = p.parse_args()
 
 if args.explicit:
@@ -27,6 +30,11 @@ if args.explicit:
 
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+if args.dist:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    model = torch.nn.parallel.DistributedDataParallel(model)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(16, 32), torch.randn(16, 8)
 deadline = time.monotonic() + args.seconds

@@ -1,0 +1,341 @@
+"""ClusterTrace: one trace request on many daemons (one trace id, one start), polled and fetched host by host.
+
+The engine behind `dyno-cli trace`. StartTrace goes to every host at once through `Cluster.call` (a dead host
+is a per-host error, never a delay for the others). Then each host that triggered something gets its own
+worker thread that polls GetTrace and fetches every file as soon as its process is done, so a slow or dead
+host never holds back another host's files; fetches are bounded across hosts by a semaphore. The state lives
+in plain records under one lock; `snapshot()` hands copies to the progress view and the manifest.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from dyno.client.cluster import Cluster
+from dyno.client.errors import DeadlineExceeded, DynoError, Unavailable
+from dyno.client.hosts import Host
+from dyno.daemon.trace_files import safe_host
+from dyno.v1 import dyno_pb2
+
+__all__ = ["ClusterTrace", "HostRecord", "ProcRecord", "host_dir_name", "trace_exit_code"]
+
+log = logging.getLogger(__name__)
+
+_STATE = {v.number: v.name.removeprefix("TRACE_STATE_").lower() for v in dyno_pb2.TraceState.DESCRIPTOR.values}
+_PROTOCOL = {dyno_pb2.PROTOCOL_AGENT: "agent", dyno_pb2.PROTOCOL_KINETO: "kineto"}
+FINAL_STATES = frozenset({"done", "failed", "timed_out", "cancelled", "lost", "busy"})
+
+# Host states: tracing -> done | failed; no_match and failed are also reachable straight from StartTrace.
+HOST_TRACING, HOST_DONE, HOST_FAILED, HOST_NO_MATCH = "tracing", "done", "failed", "no_match"
+
+
+def host_dir_name(host: Host) -> str:
+    """The host's folder under the trace folder: `name_port`, safe for any filesystem (IPv6 colons become _)."""
+    return safe_host(f"{host.name}_{host.port}")
+
+
+@dataclass
+class ProcRecord:
+    """One traced (or skipped) process of one host. Mutable: owned by ClusterTrace, copied for readers."""
+
+    pid: int
+    rank: int | None = None
+    protocol: str = ""
+    state: str = "pending"  # a TraceState name in lower case, or "busy" / "lost" (set by the client)
+    error: str = ""
+    remote_path: str = ""
+    size_bytes: int = 0
+    fetched_bytes: int = 0
+    fetch: str = ""  # "" | fetching | fetched | failed
+    file: str = ""  # relative to the trace folder, once fetched
+    sha256: str = ""
+    fetch_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.fetch == "fetched"
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass
+class HostRecord:
+    host: Host
+    dir: str
+    state: str = HOST_TRACING
+    hostname: str = ""
+    error: str = ""
+    error_type: str = ""
+    message: str = ""
+    matched_pids: list[int] = field(default_factory=list)
+    busy_pids: list[int] = field(default_factory=list)
+    registered_jobs: list[str] = field(default_factory=list)
+    start_s: float = 0.0  # how long StartTrace took
+    finished_ms: int = 0
+    processes: list[ProcRecord] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.state in (HOST_FAILED, HOST_NO_MATCH)
+
+    def to_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d["host"] = str(self.host)
+        del d["processes"]
+        return d
+
+
+def trace_exit_code(hosts: list[HostRecord]) -> int:
+    """0: every host triggered and every process's file arrived; 1: no file arrived; 3: some did (partial)."""
+    procs = [p for h in hosts for p in h.processes]
+    if not any(p.ok for p in procs):
+        return 1
+    if any(h.failed for h in hosts) or not all(p.ok for p in procs):
+        return 3
+    return 0
+
+
+class _Stopped(Exception):
+    """Raised inside a fetch's progress callback to abort it when the user interrupts."""
+
+
+class ClusterTrace:
+    """Runs one cluster-wide trace. `out_dir` is the trace folder (<output-dir>/<trace_id>); host folders go
+    below it. `wait_s`: how long after `start()` traces may take before unfinished ones are cancelled (files
+    already done are still fetched). `unreachable_s`: how long a host may fail GetTrace before it is given up."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        request: dyno_pb2.TraceRequest,
+        out_dir: Path,
+        *,
+        wait_s: float,
+        unreachable_s: float = 5.0,
+        poll_s: float = 0.25,
+        fetch_concurrency: int = 8,
+        fetch_timeout_s: float = 600.0,
+    ) -> None:
+        if not request.trace_id:
+            raise ValueError("a cluster trace needs a caller-chosen trace_id (one id on every host)")
+        self.cluster = cluster
+        self.request = request
+        self.trace_id = request.trace_id
+        self.out_dir = out_dir
+        self.wait_s = wait_s
+        self.unreachable_s = unreachable_s
+        self.poll_s = poll_s
+        self.fetch_timeout_s = fetch_timeout_s
+        self.hosts = [HostRecord(h, host_dir_name(h)) for h in cluster.hosts]
+        self.started_monotonic = 0.0
+        self.start_fanout_s = 0.0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._fetch_slots = threading.Semaphore(fetch_concurrency)
+        self._host_slots = threading.Semaphore(cluster.max_concurrency)
+        self._threads: list[threading.Thread] = []
+
+    # -- start ------------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """StartTrace on every host at once; fills each host's record (triggered processes or the reason)."""
+        self.started_monotonic = time.monotonic()
+        results = self.cluster.call(lambda c: c.start_trace(self.request))
+        self.start_fanout_s = time.monotonic() - self.started_monotonic
+        with self._lock:
+            for h, r in zip(self.hosts, results, strict=True):
+                h.start_s = round(r.elapsed_s, 4)
+                if not r.ok or r.value is None:
+                    h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
+                    continue
+                resp: dyno_pb2.StartTraceResponse = r.value
+                h.hostname = resp.hostname
+                h.message = resp.message
+                h.matched_pids = list(resp.matched_pids)
+                h.busy_pids = list(resp.busy_pids)
+                h.registered_jobs = list(resp.registered_jobs)
+                h.processes = [self._record(p) for p in resp.triggered]
+                h.processes += [
+                    ProcRecord(pid, state="busy", error="already being traced by another request")
+                    for pid in resp.busy_pids
+                ]
+                if not resp.triggered:
+                    h.state, h.error = HOST_NO_MATCH, resp.message or "no process matched"
+
+    @staticmethod
+    def _record(p: dyno_pb2.ProcessTrace) -> ProcRecord:
+        return ProcRecord(
+            pid=p.pid,
+            rank=p.rank if p.HasField("rank") else None,
+            protocol=_PROTOCOL.get(p.protocol, ""),
+            state=_STATE.get(p.state, "?"),
+            error=p.error,
+            remote_path=p.path,
+            size_bytes=p.size_bytes,
+        )
+
+    @property
+    def triggered_any(self) -> bool:
+        with self._lock:
+            return any(h.state == HOST_TRACING for h in self.hosts)
+
+    # -- follow -----------------------------------------------------------------------------------------------
+    def follow(self) -> None:
+        """Start one worker per tracing host (polling, fetching); returns at once. See wait()."""
+        for h in self.hosts:
+            if h.state == HOST_TRACING:
+                t = threading.Thread(target=self._host_worker, args=(h,), name=f"trace-{h.dir}", daemon=True)
+                self._threads.append(t)
+                t.start()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait for the workers; True when all have finished."""
+        end = None if timeout_s is None else time.monotonic() + timeout_s
+        for t in self._threads:
+            t.join(None if end is None else max(0.0, end - time.monotonic()))
+        return not any(t.is_alive() for t in self._threads)
+
+    def interrupt(self, grace_s: float = 3.0) -> None:
+        """Stop following (Ctrl-C): abort fetches, cancel the traces still running on the daemons (best
+        effort, within `grace_s`), and mark what did not arrive."""
+        self._stop.set()
+        self.wait(grace_s)
+        pending = [h for h in self.hosts if h.state == HOST_TRACING]
+        if pending:
+            targets = {h.host.target for h in pending}
+            self.cluster.call(
+                lambda c: c.cancel_trace(self.trace_id) if c.target in targets else None, deadline_s=grace_s
+            )
+        with self._lock:
+            for h in pending:
+                h.state, h.error = HOST_FAILED, "interrupted"
+                for p in h.processes:
+                    if not p.ok and p.state not in FINAL_STATES - {"done"}:
+                        p.error = p.error or "interrupted before the file arrived"
+
+    def snapshot(self) -> list[HostRecord]:
+        with self._lock:
+            return copy.deepcopy(self.hosts)
+
+    def fetched_files(self) -> list[Path]:
+        with self._lock:
+            return [self.out_dir / p.file for h in self.hosts for p in h.processes if p.ok]
+
+    # -- per host ---------------------------------------------------------------------------------------------
+    def _host_worker(self, h: HostRecord) -> None:
+        with self._host_slots:
+            try:
+                self._follow_host(h)
+            except Exception as e:  # a bug here must not hide the other hosts' results
+                log.exception("following %s failed", h.host)
+                self._fail_host(h, f"{type(e).__name__}: {e}", type(e).__name__)
+
+    def _follow_host(self, h: HostRecord) -> None:
+        client = self.cluster.client(h.host)
+        wait_end = self.started_monotonic + self.wait_s
+        failing_since: float | None = None
+        cancelled_at: float | None = None
+        while not self._stop.is_set():
+            try:
+                status = client.get_trace(self.trace_id)
+            except DynoError as e:
+                now = time.monotonic()
+                failing_since = failing_since or now
+                transient = isinstance(e, Unavailable | DeadlineExceeded)
+                if not transient or now - failing_since >= self.unreachable_s:
+                    self._fail_host(h, e.message, type(e).__name__)
+                    return
+                self._stop.wait(self.poll_s)
+                continue
+            failing_since = None
+            self._update(h, status)
+            self._fetch_done(client, h)
+            if status.finished:
+                with self._lock:
+                    h.state = HOST_DONE
+                    h.finished_ms = int(time.time() * 1000)
+                return
+            now = time.monotonic()
+            if cancelled_at is None and now > wait_end:
+                cancelled_at = now
+                log.info("%s: traces not finished after %.0f s: cancelling", h.host, self.wait_s)
+                try:
+                    self._update(h, client.cancel_trace(self.trace_id), reason="cancelled by dyno-cli (--timeout-s)")
+                except DynoError as e:
+                    self._fail_host(h, f"not finished before --timeout-s, and cancel failed: {e.message}", "Timeout")
+                    return
+                continue
+            if cancelled_at is not None and now - cancelled_at > self.unreachable_s:
+                self._fail_host(h, "not finished after being cancelled", "Timeout")
+                return
+            self._stop.wait(self.poll_s)
+
+    def _update(self, h: HostRecord, status: dyno_pb2.TraceStatus, reason: str = "") -> None:
+        with self._lock:
+            by_pid = {p.pid: p for p in h.processes}
+            h.hostname = status.hostname or h.hostname
+            for p in status.processes:
+                rec = by_pid.get(p.pid)
+                if rec is None:
+                    rec = self._record(p)
+                    h.processes.append(rec)
+                    by_pid[p.pid] = rec
+                rec.state = _STATE.get(p.state, "?")
+                rec.error = p.error or (reason if rec.state == "cancelled" else "")
+                rec.remote_path = p.path or rec.remote_path
+                rec.size_bytes = p.size_bytes
+
+    def _fetch_done(self, client, h: HostRecord) -> None:  # client: DynoClient
+        with self._lock:
+            todo = [p for p in h.processes if p.state == "done" and not p.fetch]
+            for p in todo:
+                p.fetch = "fetching"
+        for p in todo:
+            self._fetch(client, h, p)
+
+    def _fetch(self, client, h: HostRecord, p: ProcRecord) -> None:
+        def progress(received: int) -> None:
+            p.fetched_bytes = received  # one int store: readers may see the old or the new value
+            if self._stop.is_set():
+                raise _Stopped
+
+        dest = self.out_dir / h.dir
+        with self._fetch_slots:
+            if self._stop.is_set():
+                self._fetch_failed(p, "interrupted before the fetch")
+                return
+            start = time.monotonic()
+            try:
+                got = client.fetch_trace_file(
+                    self.trace_id, p.pid, dest, timeout_s=self.fetch_timeout_s, on_chunk=progress
+                )
+            except _Stopped:
+                self._fetch_failed(p, "interrupted during the fetch")
+                return
+            except (DynoError, OSError) as e:
+                self._fetch_failed(p, f"fetch failed: {e}")
+                return
+        with self._lock:
+            p.fetch, p.fetched_bytes, p.sha256 = "fetched", got.size_bytes, got.sha256
+            p.file = str(got.path.relative_to(self.out_dir))
+            p.fetch_s = round(time.monotonic() - start, 3)
+
+    def _fetch_failed(self, p: ProcRecord, reason: str) -> None:
+        with self._lock:
+            p.fetch, p.error = "failed", reason
+
+    def _fail_host(self, h: HostRecord, error: str, error_type: str) -> None:
+        with self._lock:
+            h.state, h.error, h.error_type = HOST_FAILED, error, error_type
+            h.finished_ms = int(time.time() * 1000)
+            for p in h.processes:
+                if p.ok or p.fetch == "failed" or p.state in FINAL_STATES - {"done"}:
+                    continue  # arrived, or already failed with its own reason
+                if p.state != "done":
+                    p.state = "lost"
+                p.error = f"file not fetched: {error}"

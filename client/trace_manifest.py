@@ -1,0 +1,102 @@
+"""manifest.json of a cluster trace folder: what was asked, of which hosts, and what arrived (schema in
+docs/CLUSTER.md). Written atomically (temp file, fsync, rename) so a reader or a crash never sees half a file."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import dyno
+from dyno.client.cluster_trace import HostRecord
+
+__all__ = ["MANIFEST_NAME", "SCHEMA", "SCHEMA_VERSION", "build_manifest", "read_manifest", "write_manifest"]
+
+MANIFEST_NAME = "manifest.json"
+SCHEMA = "dyno.trace-manifest"
+SCHEMA_VERSION = 1
+
+
+def _iso(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
+
+
+def build_manifest(
+    *,
+    trace_id: str,
+    request: dict[str, Any],
+    hosts: Sequence[HostRecord],
+    status: str,
+    requested_ms: int,
+    start_fanout_s: float,
+    exit_code: int | None = None,
+    finished_ms: int | None = None,
+) -> dict[str, Any]:
+    """The manifest as a dict. `status`: running | complete | partial | failed | interrupted."""
+    processes = [{"host": str(h.host), **p.to_dict()} for h in hosts for p in h.processes]
+    # One line per failed host, then one per missing file of the other hosts (a failed host's line covers its own).
+    failed_hosts = {str(h.host) for h in hosts if h.failed}
+    errors = [f"{h.host}: {h.error}" + (f" ({h.error_type})" if h.error_type else "") for h in hosts if h.failed]
+    errors += [
+        f"{pr['host']} pid {pr['pid']}: {pr['error'] or pr['state']}"
+        for pr in processes
+        if pr["fetch"] != "fetched" and pr["host"] not in failed_hosts
+    ]
+    timings: dict[str, Any] = {
+        "requested_ms": requested_ms,
+        "requested_at": _iso(requested_ms),
+        "start_time_ms": int(request.get("start_time_ms", 0)) or None,
+        "start_fanout_s": round(start_fanout_s, 4),
+    }
+    if finished_ms is not None:
+        timings["finished_ms"] = finished_ms
+        timings["elapsed_s"] = round((finished_ms - requested_ms) / 1000, 3)
+    return {
+        "schema": SCHEMA,
+        "version": SCHEMA_VERSION,
+        "trace_id": trace_id,
+        "job_id": request.get("job_id", ""),
+        "status": status,
+        "exit_code": exit_code,
+        "client": {"dyno": dyno.__version__, "hostname": socket.gethostname(), "argv": sys.argv[1:]},
+        "request": request,
+        "timings": timings,
+        "summary": {
+            "hosts": len(hosts),
+            "hosts_failed": sum(h.failed for h in hosts),
+            "processes": len(processes),
+            "fetched": sum(pr["fetch"] == "fetched" for pr in processes),
+            "bytes": sum(pr["fetched_bytes"] for pr in processes if pr["fetch"] == "fetched"),
+        },
+        "hosts": [h.to_dict() for h in hosts],
+        "processes": processes,
+        "errors": errors,
+    }
+
+
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
+    """Write <folder>/manifest.json atomically; returns its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / MANIFEST_NAME
+    fd, tmp = tempfile.mkstemp(prefix=f".{MANIFEST_NAME}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(manifest, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / MANIFEST_NAME).read_text())

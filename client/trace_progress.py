@@ -1,0 +1,162 @@
+"""Progress of a cluster trace: a live rich table (one row per host) on a terminal, plain lines otherwise.
+
+Both views take snapshots (lists of HostRecord) from ClusterTrace; they never touch the engine's state.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, TextIO
+
+from dyno.client.cluster_trace import HOST_DONE, HOST_FAILED, HOST_NO_MATCH, HOST_TRACING, HostRecord
+from dyno.client.format import human_bytes
+
+__all__ = ["HostCounts", "PlainProgress", "Progress", "RichProgress", "counts", "make_progress"]
+
+_WAITING = {"pending", "delivered", "running", "unspecified", "?"}
+_MAX_ROWS = 40  # a live table taller than a terminal scrolls away; problems are shown first
+
+
+@dataclass(frozen=True)
+class HostCounts:
+    matched: int
+    running: int
+    done: int
+    failed: int
+    fetched: int
+    fetched_bytes: int
+
+
+def counts(h: HostRecord) -> HostCounts:
+    procs = h.processes
+    return HostCounts(
+        matched=len(h.matched_pids),
+        running=sum(p.state in _WAITING for p in procs),
+        done=sum(p.state == "done" for p in procs),
+        failed=sum((p.state not in _WAITING and p.state != "done") or p.fetch == "failed" for p in procs),
+        fetched=sum(p.ok for p in procs),
+        fetched_bytes=sum(p.fetched_bytes for p in procs if p.fetch in ("fetching", "fetched")),
+    )
+
+
+def _host_state(h: HostRecord) -> str:
+    if h.state == HOST_TRACING and any(p.fetch == "fetching" for p in h.processes):
+        return "fetching"
+    return h.state
+
+
+class Progress(Protocol):
+    def update(self, hosts: Sequence[HostRecord]) -> None: ...
+
+    def close(self, hosts: Sequence[HostRecord]) -> None: ...
+
+
+class PlainProgress:
+    """Plain lines on `out`: one per host when its state changes, and a one-line total every `every_s`."""
+
+    def __init__(self, out: TextIO, every_s: float = 2.0, clock=time.monotonic) -> None:
+        self.out = out
+        self.every_s = every_s
+        self._clock = clock
+        self._start = clock()
+        self._last_total = -every_s
+        self._seen: dict[str, str] = {}
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def update(self, hosts: Sequence[HostRecord]) -> None:
+        for h in hosts:
+            state = h.state
+            if self._seen.get(h.dir) == state:
+                continue
+            self._seen[h.dir] = state
+            c = counts(h)
+            if state == HOST_TRACING:
+                self._say(
+                    f"  {h.host}: tracing {len(h.processes)} process(es), pids "
+                    + ",".join(str(p.pid) for p in h.processes)
+                )
+            elif state == HOST_DONE:
+                self._say(
+                    f"  {h.host}: done, {c.fetched} file(s) fetched ({human_bytes(c.fetched_bytes)})"
+                    + (f", {c.failed} failed" if c.failed else "")
+                )
+            elif state in (HOST_FAILED, HOST_NO_MATCH):
+                self._say(f"  {h.host}: {state}: {h.error}")
+        now = self._clock()
+        if now - self._last_total >= self.every_s:
+            self._last_total = now
+            self._say(f"[{now - self._start:6.1f}s] {total_line(hosts)}")
+
+    def close(self, hosts: Sequence[HostRecord]) -> None:
+        self._last_total = -self.every_s
+        self.update(hosts)
+
+
+def total_line(hosts: Sequence[HostRecord]) -> str:
+    cs = [counts(h) for h in hosts]
+    by_state = {s: sum(h.state == s for h in hosts) for s in (HOST_TRACING, HOST_DONE, HOST_FAILED, HOST_NO_MATCH)}
+    host_part = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in by_state.items() if n)
+    return (
+        f"hosts: {host_part} | processes: {sum(c.matched for c in cs)} matched, {sum(c.running for c in cs)} "
+        f"running, {sum(c.done for c in cs)} done, {sum(c.failed for c in cs)} failed | fetched "
+        f"{sum(c.fetched for c in cs)} file(s), {human_bytes(sum(c.fetched_bytes for c in cs))}"
+    )
+
+
+class RichProgress:
+    """A live table (rich) on a terminal: one row per host, problems and unfinished hosts first."""
+
+    def __init__(self, out: TextIO, title: str) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self._title = title
+        self._console = Console(file=out)
+        self._live = Live(console=self._console, refresh_per_second=4, transient=False)
+        self._live.start()
+
+    def _table(self, hosts: Sequence[HostRecord]):
+        from rich.table import Table
+
+        t = Table(title=self._title, caption=total_line(hosts), title_justify="left")
+        for name in ("HOST", "STATE", "MATCHED", "RUNNING", "DONE", "FAILED", "FETCHED"):
+            t.add_column(name, justify="left" if name in ("HOST", "STATE") else "right")
+        order = {HOST_FAILED: 0, HOST_NO_MATCH: 0, HOST_TRACING: 1, HOST_DONE: 2}
+        shown = sorted(hosts, key=lambda h: order.get(h.state, 1))[:_MAX_ROWS]
+        for h in shown:
+            c = counts(h)
+            state = _host_state(h)
+            style = {HOST_FAILED: "red", HOST_NO_MATCH: "yellow", HOST_DONE: "green"}.get(h.state, "")
+            t.add_row(
+                str(h.host),
+                f"{state}: {h.error}" if h.error else state,
+                str(c.matched),
+                str(c.running),
+                str(c.done),
+                str(c.failed),
+                f"{c.fetched} / {human_bytes(c.fetched_bytes)}",
+                style=style,
+            )
+        if len(hosts) > len(shown):
+            t.add_row(f"... {len(hosts) - len(shown)} more hosts", "", "", "", "", "", "")
+        return t
+
+    def update(self, hosts: Sequence[HostRecord]) -> None:
+        self._live.update(self._table(hosts))
+
+    def close(self, hosts: Sequence[HostRecord]) -> None:
+        self._live.update(self._table(hosts), refresh=True)
+        self._live.stop()
+
+
+def make_progress(title: str, *, live: bool | None = None, out: TextIO | None = None) -> Progress:
+    """RichProgress when stdout and `out` (default stderr) are terminals (or `live` says so), else plain lines."""
+    out = out if out is not None else sys.stderr
+    if live is None:
+        live = sys.stdout.isatty() and out.isatty()
+    return RichProgress(out, title) if live else PlainProgress(out)

@@ -1,0 +1,263 @@
+"""`dyno-cli trace` and `dyno-cli ps` across hosts, end to end: two real dynods on different loopback ports
+(one without auth, one with --auth-token-file), each with a real agent-instrumented CPU torch trainer behind it;
+the two trainers are the two ranks of one gloo DDP job. The last test stops a daemon mid-run."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+
+from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+
+from conftest import Dynod, free_port, run_cli, short_tmpdir, wait_for
+
+pytestmark = pytest.mark.integration
+pytest.importorskip("torch")
+
+TRAINER = Path(__file__).resolve().parent / "trainers" / "agent_trainer.py"
+
+
+@dataclass
+class Job:
+    open: Dynod  # no auth
+    locked: Dynod  # --auth-token-file
+    token: Path
+    job_id: str
+    trainers: list[subprocess.Popen[bytes]]
+    logs: list[Path]
+
+    @property
+    def hosts(self) -> str:
+        return f"{self.open.target},{self.locked.target}"
+
+    def host_dir(self, d: Dynod) -> str:
+        return f"127.0.0.1_{d.port}"
+
+
+def _registered(d: Dynod, job_id: str) -> list[dyno_pb2.ProcessInfo]:
+    with grpc.insecure_channel(d.target) as ch:
+        req = dyno_pb2.ListProcessesRequest(job_id=job_id)
+        return list(dyno_pb2_grpc.DynoStub(ch).ListProcesses(req, timeout=5).processes)
+
+
+def _trace_state(d: Dynod, trace_id: str) -> dyno_pb2.TraceStatus | None:
+    with grpc.insecure_channel(d.target) as ch:
+        try:
+            return dyno_pb2_grpc.DynoStub(ch).GetTrace(dyno_pb2.GetTraceRequest(trace_id=trace_id), timeout=5)
+        except grpc.RpcError:
+            return None
+
+
+@pytest.fixture(scope="module")
+def job() -> Iterator[Job]:
+    work = short_tmpdir("dyno-ct-")
+    token = work / "token"
+    token.write_text("cluster-trace-test-token-0123456789\n")
+    token.chmod(0o600)
+    daemons = [Dynod(), Dynod(["--auth-token-file", str(token)])]
+    trainers: list[subprocess.Popen[bytes]] = []
+    logs = [work / f"rank{r}.log" for r in range(2)]
+    try:
+        for d in daemons:
+            d.start()
+        job_id = f"ct-{uuid.uuid4().hex[:8]}"
+        master = str(free_port())
+        for rank, (d, log) in enumerate(zip(daemons, logs, strict=True)):
+            env = {
+                **os.environ,
+                "PYTHONUNBUFFERED": "1",
+                "DYNO_AGENT_SOCKET": str(d.agent_socket),
+                "DYNO_JOB_ID": job_id,
+                "RANK": str(rank),
+                "LOCAL_RANK": "0",
+                "WORLD_SIZE": "2",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": master,
+            }
+            with open(log, "wb") as out:
+                cmd = [sys.executable, str(TRAINER), "--explicit", "--dist", "--seconds", "300", "--step-sleep", "0.01"]
+                trainers.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env))
+        for d in daemons:
+            wait_for(lambda d=d: _registered(d, job_id), 90, 0.2)
+        wait_for(lambda: all("step " in log.read_text() for log in logs), 90, 0.2)
+        yield Job(daemons[0], daemons[1], token, job_id, trainers, logs)
+    finally:
+        for t in trainers:
+            t.kill()
+            t.wait(10)
+        for d in daemons:
+            d.stop()
+            d.cleanup()
+        for f in work.iterdir():
+            f.unlink()
+        work.rmdir()
+
+
+def _trace(job: Job, out: Path, *args: str, token: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    auth = ["--auth-token-file", str(job.token)] if token else []
+    return run_cli(
+        "trace", "--hosts", job.hosts, *auth, "--job-id", job.job_id, "--output-dir", str(out), *args, timeout=timeout
+    )
+
+
+def _load(path: Path) -> dict:
+    return json.loads(gzip.decompress(path.read_bytes()))
+
+
+def _check_files(folder: Path, manifest: dict) -> None:
+    """Every fetched file is where the manifest says, with its size and sha256."""
+    for p in manifest["processes"]:
+        if p["fetch"] != "fetched":
+            continue
+        path = folder / p["file"]
+        assert path.parent.parent == folder and path.parent.name.startswith("127.0.0.1_")
+        data = path.read_bytes()
+        assert len(data) == p["fetched_bytes"] == p["size_bytes"] > 0
+        assert hashlib.sha256(data).hexdigest() == p["sha256"]
+        assert _load(path)["trace_id"] == manifest["trace_id"]
+
+
+def test_ps_across_hosts(job: Job) -> None:
+    res = run_cli("ps", "--hosts", job.hosts, "--job-id", job.job_id)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].split()[:3] == ["HOST", "PID", "JOB"]
+    assert any(line.startswith(job.open.target) and " 0/2 " in line for line in lines)
+    assert any(line.startswith(job.locked.target) and " 1/2 " in line for line in lines)
+    res = run_cli("ps", "--hosts", f"{job.hosts},127.0.0.1:{free_port()}", "--call-timeout-s", "2", "--json")
+    assert res.returncode == 2  # ps has --timeout-s, not trace's --call-timeout-s
+    res = run_cli("ps", "--hosts", f"{job.hosts},127.0.0.1:{free_port()}", "--timeout-s", "2", "--json")
+    assert res.returncode == 3, res.stderr
+    rows = json.loads(res.stdout)
+    assert [r["ok"] for r in rows] == [True, True, False] and "Unavailable" in rows[2]["error"]
+
+
+def test_every_host_traced_fetched_and_analyzed(job: Job, tmp_path: Path) -> None:
+    html = tmp_path / "report.html"
+    res = _trace(job, tmp_path, "--duration-ms", "300", "--start-delay-s", "1", "--trace-id", "ct-all", "--html",
+                 str(html))
+    assert res.returncode == 0, res.stdout + res.stderr
+    folder = tmp_path / "ct-all"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["schema"] == "dyno.trace-manifest" and manifest["status"] == "complete"
+    assert manifest["exit_code"] == 0 and manifest["errors"] == []
+    assert [h["host"] for h in manifest["hosts"]] == [job.open.target, job.locked.target]
+    assert all(h["state"] == "done" for h in manifest["hosts"])
+    # one request, one absolute start for every host
+    assert manifest["request"]["trace_id"] == "ct-all" and int(manifest["request"]["start_time_ms"]) > 0
+    assert manifest["timings"]["start_time_ms"] == int(manifest["request"]["start_time_ms"])
+    procs = manifest["processes"]
+    assert sorted(p["rank"] for p in procs) == [0, 1]
+    assert {p["host"]: p["file"].split("/")[0] for p in procs} == {
+        job.open.target: job.host_dir(job.open),
+        job.locked.target: job.host_dir(job.locked),
+    }
+    assert all(p["state"] == "done" and p["protocol"] == "agent" for p in procs)
+    _check_files(folder, manifest)
+    assert "hosts: " in res.stderr  # plain progress lines (not a terminal)
+    assert "PID" in res.stdout and "ct-all" not in res.stdout.split("PID")[0]
+    assert "rank" in res.stdout.lower() and "finding" in res.stdout.lower()  # the cross-rank report
+    assert "<html" in html.read_text().lower()
+
+
+def test_missing_token_is_partial_with_a_clear_reason(job: Job, tmp_path: Path) -> None:
+    res = _trace(job, tmp_path, "--duration-ms", "200", "--start-delay-s", "1", "--trace-id", "ct-noauth",
+                 token=False)
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert f"{job.locked.target}: not authenticated" in res.stderr and "--auth-token-file" in res.stderr
+    manifest = json.loads((tmp_path / "ct-noauth" / "manifest.json").read_text())
+    assert manifest["status"] == "partial" and manifest["exit_code"] == 3
+    open_host, locked_host = manifest["hosts"]
+    assert open_host["state"] == "done"
+    assert locked_host["state"] == "failed" and locked_host["error_type"] == "Unauthenticated"
+    (proc,) = manifest["processes"]
+    assert proc["host"] == job.open.target and proc["rank"] == 0 and proc["fetch"] == "fetched"
+    _check_files(tmp_path / "ct-noauth", manifest)
+    assert "finding" in res.stdout.lower()  # the report of what arrived
+
+
+def test_unknown_job_is_exit_1_with_the_reason(job: Job, tmp_path: Path) -> None:
+    res = run_cli(
+        "trace", "--hosts", job.hosts, "--auth-token-file", str(job.token), "--job-id", "no-such-job",
+        "--duration-ms", "100", "--output-dir", str(tmp_path),
+    )
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "no process of job 'no-such-job'" in res.stderr and job.job_id in res.stderr
+    assert "nothing traced" in res.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_usage_errors_exit_2(job: Job, tmp_path: Path) -> None:
+    for args in (
+        ["--iterations", "2", "--start-delay-s", "1"],
+        ["--duration-ms", "100", "--iteration-roundup", "4"],
+        ["--duration-ms", "100", "--trace-id", "../x"],
+        ["--duration-ms", "100", "--start-delay-s", "7200"],
+    ):
+        res = _trace(job, tmp_path, *args)
+        assert res.returncode == 2, (args, res.stderr)
+        assert res.stderr.count("\n") <= 3 and "error" in res.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_iterations_json_result(job: Job, tmp_path: Path) -> None:
+    res = _trace(job, tmp_path, "--iterations", "2", "--iteration-roundup", "5", "--record-shapes", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    result = json.loads(res.stdout)
+    assert result["ok"] and result["status"] == "complete"
+    assert result["request"]["iterations"] == 2 and result["request"]["start_iteration_roundup"] == 5
+    folder = Path(result["output_dir"])
+    assert folder == tmp_path / result["trace_id"]
+    assert all(Path(p["path"]) == folder / p["file"] for p in result["processes"])
+    _check_files(folder, result)
+    assert result["analysis_error"] is None
+    assert sorted(r["rank"] for r in result["report"]["ranks"]) == [0, 1]
+    on_disk = json.loads((folder / "manifest.json").read_text())
+    assert on_disk["processes"] == [{k: v for k, v in p.items() if k != "path"} for p in result["processes"]]
+
+
+# Must stay the last test of the module: it stops a daemon.
+def test_daemon_stopped_mid_run_is_partial(job: Job, tmp_path: Path) -> None:
+    cmd = [
+        sys.executable, "-m", "dyno.client", "trace", "--hosts", job.hosts, "--auth-token-file", str(job.token),
+        "--job-id", job.job_id, "--duration-ms", "2500", "--start-delay-s", "0.5", "--trace-id", "ct-stop",
+        "--call-timeout-s", "2", "--output-dir", str(tmp_path), "--json",
+    ]  # fmt: skip
+    cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        running = dyno_pb2.TRACE_STATE_RUNNING
+        wait_for(
+            lambda: (s := _trace_state(job.locked, "ct-stop")) is not None
+            and any(p.state == running for p in s.processes),
+            30,
+            0.1,
+        )
+        job.locked.stop()
+        out, err = cli.communicate(timeout=90)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 3, out + err
+    result = json.loads(out)
+    assert result["status"] == "partial" and not result["ok"]
+    open_host, stopped = result["hosts"]
+    assert open_host["state"] == "done"
+    assert stopped["state"] == "failed" and stopped["error_type"] in ("Unavailable", "NotFound")
+    by_host = {p["host"]: p for p in result["processes"]}
+    assert by_host[job.open.target]["fetch"] == "fetched"
+    assert by_host[job.locked.target]["fetch"] != "fetched" and by_host[job.locked.target]["error"]
+    assert f"{job.locked.target}:" in err  # listed with its reason
+    _check_files(tmp_path / "ct-stop", result)
+    assert [r["rank"] for r in result["report"]["ranks"]] == [0]  # the rest was analyzed
+    assert json.loads((tmp_path / "ct-stop" / "manifest.json").read_text())["status"] == "partial"
