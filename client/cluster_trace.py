@@ -257,6 +257,9 @@ class ClusterTrace:
             self._fetch_done(client, h)
             if status.finished:
                 with self._lock:
+                    for p in h.processes:
+                        if p.state not in FINAL_STATES:  # a daemon that forgot a process must not hang us
+                            p.state, p.error = "lost", "the daemon finished the trace without reporting this process"
                     h.state = HOST_DONE
                     h.finished_ms = int(time.time() * 1000)
                 return

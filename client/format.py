@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 __all__ = ["table", "human_bytes", "format_value", "format_labels"]
 
@@ -32,8 +32,9 @@ def format_labels(labels: dict[str, str] | Sequence[tuple[str, str]]) -> str:
     return ",".join(f"{k}={v}" for k, v in items)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Left-aligned columns separated by two spaces; numbers are right-aligned."""
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, text: Collection[str] = ()) -> str:
+    """Left-aligned columns separated by two spaces; numbers are right-aligned, except in the columns named in
+    `text` (paths or names that may start with a digit)."""
     cells = [[str(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
@@ -43,7 +44,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     def fmt(row: Sequence[str], header: bool = False) -> str:
         parts = []
         for i, c in enumerate(row):
-            numeric = not header and c[:1].isdigit()
+            numeric = not header and c[:1].isdigit() and headers[i] not in text
             parts.append(c.rjust(widths[i]) if numeric else c.ljust(widths[i]))
         return "  ".join(parts).rstrip()
 

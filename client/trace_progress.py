@@ -111,6 +111,8 @@ def total_line(hosts: Sequence[HostRecord]) -> str:
 class RichProgress:
     """A live table (rich) on a terminal: one row per host, problems and unfinished hosts first."""
 
+    _COLUMNS = ("HOST", "STATE", "MATCHED", "RUN", "DONE", "FAILED", "FETCHED")
+
     def __init__(self, out: TextIO, title: str) -> None:
         from rich.console import Console
         from rich.live import Live
@@ -120,37 +122,54 @@ class RichProgress:
         self._live = Live(console=self._console, refresh_per_second=4, transient=False)
         self._live.start()
 
-    def _table(self, hosts: Sequence[HostRecord]):
-        from rich.table import Table
-
-        t = Table(title=self._title, caption=total_line(hosts), title_justify="left")
-        for name in ("HOST", "STATE", "MATCHED", "RUNNING", "DONE", "FAILED", "FETCHED"):
-            t.add_column(name, justify="left" if name in ("HOST", "STATE") else "right")
+    @staticmethod
+    def _rows(hosts: Sequence[HostRecord]) -> list[tuple[list[str], str, str]]:
+        """(cells, reason, style) for the hosts shown: failed first, then unfinished, then done."""
         order = {HOST_FAILED: 0, HOST_NO_MATCH: 0, HOST_TRACING: 1, HOST_DONE: 2}
         shown = sorted(hosts, key=lambda h: order.get(h.state, 1))[:_MAX_ROWS]
+        rows = []
         for h in shown:
             c = counts(h)
-            state = _host_state(h)
+            cells = [str(h.host), _host_state(h), str(c.matched), str(c.running), str(c.done), str(c.failed)]
+            cells.append(f"{c.fetched} / {human_bytes(c.fetched_bytes)}")
             style = {HOST_FAILED: "red", HOST_NO_MATCH: "yellow", HOST_DONE: "green"}.get(h.state, "")
-            t.add_row(
-                str(h.host),
-                f"{state}: {h.error}" if h.error else state,
-                str(c.matched),
-                str(c.running),
-                str(c.done),
-                str(c.failed),
-                f"{c.fetched} / {human_bytes(c.fetched_bytes)}",
-                style=style,
-            )
+            rows.append((cells, h.error, style))
         if len(hosts) > len(shown):
-            t.add_row(f"... {len(hosts) - len(shown)} more hosts", "", "", "", "", "", "")
+            rows.append(([f"... {len(hosts) - len(shown)} more hosts", *[""] * 6], "", ""))
+        return rows
+
+    def _table(self, hosts: Sequence[HostRecord], reason_w: int = 0):  # -> rich.table.Table
+        from rich import box
+        from rich.table import Table
+
+        t = Table(
+            title=self._title,
+            caption=total_line(hosts),
+            title_justify="left",
+            caption_justify="left",
+            box=box.SIMPLE_HEAD,
+        )
+        for col in self._COLUMNS:
+            t.add_column(col, justify="left" if col in ("HOST", "STATE") else "right", no_wrap=True)
+        if reason_w:
+            t.add_column("REASON", no_wrap=True, width=reason_w)
+        for cells, reason, style in self._rows(hosts):
+            if reason_w:
+                cells = [*cells, reason if len(reason) <= reason_w else reason[: reason_w - 1] + "…"]
+            t.add_row(*cells, style=style)
         return t
 
+    def _render(self, hosts: Sequence[HostRecord]):
+        # The fixed columns keep their natural width; REASON gets what is left of the terminal, cut to fit, so
+        # every host stays on one line.
+        free = self._console.width - self._console.measure(self._table(hosts)).maximum - 3
+        return self._table(hosts, free if free >= 10 else 0)
+
     def update(self, hosts: Sequence[HostRecord]) -> None:
-        self._live.update(self._table(hosts))
+        self._live.update(self._render(hosts))
 
     def close(self, hosts: Sequence[HostRecord]) -> None:
-        self._live.update(self._table(hosts), refresh=True)
+        self._live.update(self._render(hosts), refresh=True)
         self._live.stop()
 
 

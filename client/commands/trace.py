@@ -209,7 +209,7 @@ def _summary(hosts: list[HostRecord]) -> str:
     rows: list[list[object]] = []
     for h in hosts:
         if not h.processes:
-            rows.append([str(h.host), "-", "-", h.state, h.error or "-", "-"])
+            rows.append([str(h.host), "-", "-", h.state.replace("_", " "), "-", "-"])
         for p in h.processes:
             state = p.state if p.ok or p.fetch != "failed" else "fetch_failed"
             rows.append(
@@ -218,11 +218,11 @@ def _summary(hosts: list[HostRecord]) -> str:
                     p.pid,
                     "-" if p.rank is None else p.rank,
                     state,
-                    p.file if p.ok else (p.error or "-"),
+                    p.file if p.ok else "-",  # the reason is listed below the report
                     human_bytes(p.fetched_bytes) if p.ok else "-",
                 ]
             )
-    return table(["HOST", "PID", "RANK", "STATE", "FILE", "SIZE"], rows)
+    return table(["HOST", "PID", "RANK", "STATE", "FILE", "SIZE"], rows, text=("HOST", "FILE"))
 
 
 def _analyze(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str, Any] | None, str | None]:
@@ -314,9 +314,10 @@ def run(args: argparse.Namespace) -> int:
         _say(f"dyno-cli trace: {line}")
     if analysis_error:
         _say(f"dyno-cli trace: analysis failed (the traces are fine): {analysis_error}")
+    hosts_ok = sum(not h.failed for h in final)
     _say(
-        f"dyno-cli trace: {status}: {len(files)} of {result['summary']['processes']} file(s) from "
-        f"{len(final)} host(s) in {folder} (manifest.json)"
+        f"dyno-cli trace: {status}: {len(files)} of {result['summary']['processes']} traced file(s) fetched, "
+        f"{hosts_ok} of {len(final)} host(s) ok; files and manifest.json in {folder}"
     )
     if args.json:
         for pr in result["processes"]:

@@ -196,7 +196,7 @@ def test_dyno_run_starts_agent_without_code_change(dynod_factory, trainers, tmp_
     result = json.loads(res.stdout)
     (proc,) = result["processes"]
     assert proc["pid"] == t.pid and proc["state"] == "done"
-    assert Path(proc["path"]).parent == tmp_path
+    assert Path(proc["path"]).parent == tmp_path / result["trace_id"] / f"127.0.0.1_{d.port}"
     assert _load(proc["path"])["trace_id"] == result["trace_id"]
     t.proc.send_signal(signal.SIGTERM)  # signals reach the trainer itself; its exit status is dyno-run's
     assert t.proc.wait(15) == -signal.SIGTERM

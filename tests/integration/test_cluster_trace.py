@@ -145,8 +145,9 @@ def test_ps_across_hosts(job: Job) -> None:
 
 def test_every_host_traced_fetched_and_analyzed(job: Job, tmp_path: Path) -> None:
     html = tmp_path / "report.html"
-    res = _trace(job, tmp_path, "--duration-ms", "300", "--start-delay-s", "1", "--trace-id", "ct-all", "--html",
-                 str(html))
+    res = _trace(
+        job, tmp_path, "--duration-ms", "300", "--start-delay-s", "1", "--trace-id", "ct-all", "--html", str(html)
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     folder = tmp_path / "ct-all"
     manifest = json.loads((folder / "manifest.json").read_text())
@@ -172,8 +173,7 @@ def test_every_host_traced_fetched_and_analyzed(job: Job, tmp_path: Path) -> Non
 
 
 def test_missing_token_is_partial_with_a_clear_reason(job: Job, tmp_path: Path) -> None:
-    res = _trace(job, tmp_path, "--duration-ms", "200", "--start-delay-s", "1", "--trace-id", "ct-noauth",
-                 token=False)
+    res = _trace(job, tmp_path, "--duration-ms", "200", "--start-delay-s", "1", "--trace-id", "ct-noauth", token=False)
     assert res.returncode == 3, res.stdout + res.stderr
     assert f"{job.locked.target}: not authenticated" in res.stderr and "--auth-token-file" in res.stderr
     manifest = json.loads((tmp_path / "ct-noauth" / "manifest.json").read_text())
@@ -189,8 +189,17 @@ def test_missing_token_is_partial_with_a_clear_reason(job: Job, tmp_path: Path) 
 
 def test_unknown_job_is_exit_1_with_the_reason(job: Job, tmp_path: Path) -> None:
     res = run_cli(
-        "trace", "--hosts", job.hosts, "--auth-token-file", str(job.token), "--job-id", "no-such-job",
-        "--duration-ms", "100", "--output-dir", str(tmp_path),
+        "trace",
+        "--hosts",
+        job.hosts,
+        "--auth-token-file",
+        str(job.token),
+        "--job-id",
+        "no-such-job",
+        "--duration-ms",
+        "100",
+        "--output-dir",
+        str(tmp_path),
     )
     assert res.returncode == 1, res.stdout + res.stderr
     assert "no process of job 'no-such-job'" in res.stderr and job.job_id in res.stderr
@@ -238,8 +247,9 @@ def test_daemon_stopped_mid_run_is_partial(job: Job, tmp_path: Path) -> None:
     try:
         running = dyno_pb2.TRACE_STATE_RUNNING
         wait_for(
-            lambda: (s := _trace_state(job.locked, "ct-stop")) is not None
-            and any(p.state == running for p in s.processes),
+            lambda: (
+                (s := _trace_state(job.locked, "ct-stop")) is not None and any(p.state == running for p in s.processes)
+            ),
             30,
             0.1,
         )

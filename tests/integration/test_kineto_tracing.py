@@ -132,12 +132,15 @@ def test_ps_shows_kineto_processes_with_job_id(env: Trainers) -> None:
 
 def test_duration_trace_unmodified_pytorch(env: Trainers, tmp_path: Path) -> None:
     env.registered(env.job(0), 1)
-    res = trace_cli(env, tmp_path, "--job-id", env.job(0), "--duration-ms", "300", "--trace-id", "kt-dur-1")
+    res = trace_cli(
+        env, tmp_path, "--job-id", env.job(0), "--duration-ms", "300", "--start-delay-s", "0", "--trace-id", "kt-dur-1"
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     result = json.loads(res.stdout)
     (proc,) = result["processes"]
     assert result["ok"] and proc["state"] == "done" and proc["size_bytes"] > 0
-    assert Path(proc["path"]).parent == tmp_path and proc["path"].endswith(f"_{proc['pid']}.pt.trace.json")
+    assert Path(proc["path"]).parent == tmp_path / "kt-dur-1" / f"127.0.0.1_{env.daemon.port}"
+    assert proc["path"].endswith(f"_{proc['pid']}.pt.trace.json")
     trace = load_trace(proc["path"])
     assert trace["trace_id"] == "kt-dur-1"
     assert any(e.get("cat") == "cpu_op" for e in trace["traceEvents"])
@@ -177,6 +180,8 @@ def test_process_limit_prefers_the_worker_over_its_launcher(env: Trainers, tmp_p
         "1",
         "--duration-ms",
         "200",
+        "--start-delay-s",
+        "0",
     )
     assert res.returncode == 0, res.stdout + res.stderr
     (proc,) = json.loads(res.stdout)["processes"]
