@@ -1,0 +1,234 @@
+"""ClusterTrace (dyno.client.cluster_trace), its manifest and its progress views, against in-process fake daemons."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+
+from dyno.client.cluster import Cluster
+from dyno.client.cluster_trace import ClusterTrace, HostRecord, ProcRecord, host_dir_name, trace_exit_code
+from dyno.client.hosts import Host
+from dyno.client.trace_manifest import MANIFEST_NAME, build_manifest, read_manifest, write_manifest
+from dyno.client.trace_progress import PlainProgress, RichProgress
+from dyno.daemon.fake_server import FakeDynoServicer
+from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+
+from conftest import free_port
+
+pytestmark = pytest.mark.unit
+
+DONE, RUNNING, CANCELLED = dyno_pb2.TRACE_STATE_DONE, dyno_pb2.TRACE_STATE_RUNNING, dyno_pb2.TRACE_STATE_CANCELLED
+
+
+class TracingServicer(FakeDynoServicer):
+    """Two ranks per host. `finish=True`: GetTrace says done and files can be fetched; else the traces run until
+    CancelTrace."""
+
+    def __init__(self, hostname: str, finish: bool) -> None:
+        super().__init__(hostname)
+        self.finish = finish
+        self.cancelled = threading.Event()
+
+    def _content(self, pid: int) -> bytes:
+        return json.dumps({"traceEvents": [], "host": self.hostname, "pid": pid}).encode()
+
+    def _status(self, trace_id: str) -> dyno_pb2.TraceStatus:
+        state = DONE if self.finish else (CANCELLED if self.cancelled.is_set() else RUNNING)
+        procs = [
+            dyno_pb2.ProcessTrace(
+                pid=p.pid,
+                rank=p.rank,
+                state=state,
+                size_bytes=len(self._content(p.pid)) if state == DONE else 0,
+                error="cancelled" if state == CANCELLED else "",
+            )
+            for p in self._processes()
+        ]
+        return dyno_pb2.TraceStatus(
+            trace_id=trace_id, processes=procs, finished=state != RUNNING, hostname=self.hostname
+        )
+
+    def GetTrace(self, request, context):  # noqa: N802 - grpc method name
+        return self._status(request.trace_id)
+
+    def CancelTrace(self, request, context):  # noqa: N802
+        self.cancelled.set()
+        return self._status(request.trace_id)
+
+    def FetchTraceFile(self, request, context) -> Iterator[dyno_pb2.FileChunk]:  # noqa: N802
+        data = self._content(request.pid)
+        yield dyno_pb2.FileChunk(
+            data=data,
+            offset=0,
+            last=True,
+            total_size=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+            filename=f"{self.hostname}_{request.pid}.json",
+        )
+
+
+@pytest.fixture
+def fakes() -> Iterator:
+    pool = futures.ThreadPoolExecutor(max_workers=16)
+    servers: list[grpc.Server] = []
+
+    def make(finish: bool = True) -> tuple[Host, TracingServicer]:
+        server = grpc.server(pool, options=[("grpc.so_reuseport", 0)])
+        port = server.add_insecure_port("127.0.0.1:0")
+        servicer = TracingServicer(f"node{len(servers)}", finish)
+        dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
+        server.start()
+        servers.append(server)
+        return Host("127.0.0.1", port), servicer
+
+    yield make
+    for s in servers:
+        s.stop(0)
+    pool.shutdown()
+
+
+def _request(trace_id: str = "t-unit") -> dyno_pb2.TraceRequest:
+    return dyno_pb2.TraceRequest(job_id="job1", trace_id=trace_id, duration_ms=100)
+
+
+def test_every_host_fetched_into_its_folder_and_a_dead_host_reported(fakes, tmp_path: Path) -> None:
+    (a, _), (b, _) = fakes(), fakes()
+    dead = Host("127.0.0.1", free_port())
+    with Cluster([a, dead, b], deadline_s=2) as cluster:
+        ct = ClusterTrace(cluster, _request(), tmp_path / "t-unit", wait_s=10, unreachable_s=1, poll_s=0.05)
+        ct.start()
+        assert ct.triggered_any
+        ct.follow()
+        assert ct.wait(20)
+    hosts = ct.snapshot()
+    assert [h.state for h in hosts] == ["done", "failed", "done"]
+    assert hosts[1].error_type == "Unavailable" and not hosts[1].processes
+    files = ct.fetched_files()
+    assert len(files) == 4
+    for h in (hosts[0], hosts[2]):
+        assert [p.rank for p in h.processes] == [0, 1]
+        for p in h.processes:
+            path = tmp_path / "t-unit" / p.file
+            assert path.parent.name == host_dir_name(h.host) == f"127.0.0.1_{h.host.port}"
+            assert hashlib.sha256(path.read_bytes()).hexdigest() == p.sha256
+            assert json.loads(path.read_text())["pid"] == p.pid
+    assert trace_exit_code(hosts) == 3
+
+
+def test_unfinished_traces_are_cancelled_after_the_wait(fakes, tmp_path: Path) -> None:
+    host, servicer = fakes(finish=False)
+    with Cluster([host], deadline_s=2) as cluster:
+        ct = ClusterTrace(cluster, _request(), tmp_path, wait_s=0.3, poll_s=0.05)
+        ct.start()
+        ct.follow()
+        assert ct.wait(10)
+    assert servicer.cancelled.is_set()
+    (h,) = ct.snapshot()
+    assert h.state == "done" and {p.state for p in h.processes} == {"cancelled"}
+    assert all(p.error for p in h.processes) and ct.fetched_files() == []
+    assert trace_exit_code([h]) == 1
+
+
+def test_interrupt_cancels_and_marks_what_did_not_arrive(fakes, tmp_path: Path) -> None:
+    host, servicer = fakes(finish=False)
+    with Cluster([host], deadline_s=2) as cluster:
+        ct = ClusterTrace(cluster, _request(), tmp_path, wait_s=60, poll_s=0.05)
+        ct.start()
+        ct.follow()
+        ct.interrupt(grace_s=2)
+    (h,) = ct.snapshot()
+    assert servicer.cancelled.is_set() and h.state == "failed" and h.error == "interrupted"
+    assert all(p.error for p in h.processes)
+
+
+def test_a_trace_needs_a_caller_chosen_id() -> None:
+    with Cluster(["a"]) as cluster, pytest.raises(ValueError):
+        ClusterTrace(cluster, dyno_pb2.TraceRequest(job_id="j", duration_ms=1), Path("/tmp"), wait_s=1)
+
+
+def _host(name: str, state: str, *procs: ProcRecord, error: str = "") -> HostRecord:
+    h = HostRecord(Host(name), host_dir_name(Host(name)), state=state, error=error)
+    h.processes = list(procs)
+    h.matched_pids = [p.pid for p in procs]
+    return h
+
+
+def _fetched(pid: int) -> ProcRecord:
+    return ProcRecord(pid, rank=pid, state="done", fetch="fetched", file=f"x/{pid}.json", fetched_bytes=10)
+
+
+def test_exit_codes() -> None:
+    assert trace_exit_code([_host("a", "done", _fetched(1)), _host("b", "done", _fetched(2))]) == 0
+    assert trace_exit_code([_host("a", "done", _fetched(1)), _host("b", "failed", error="x")]) == 3
+    assert trace_exit_code([_host("a", "done", _fetched(1)), _host("b", "no_match", error="none")]) == 3
+    failed = ProcRecord(2, state="failed", error="boom")
+    assert trace_exit_code([_host("a", "done", _fetched(1), failed)]) == 3
+    assert trace_exit_code([_host("a", "done", failed)]) == 1
+    assert host_dir_name(Host("::1", 1778)) == "__1_1778"
+
+
+def test_manifest_is_written_atomically_with_errors_listed(tmp_path: Path) -> None:
+    hosts = [
+        _host("a", "done", _fetched(1), ProcRecord(2, state="failed", error="no optimizer step")),
+        _host("b", "failed", ProcRecord(3, state="lost", error="gone"), error="cannot reach dynod"),
+    ]
+    hosts[1].error_type = "Unavailable"
+    m = build_manifest(
+        trace_id="t1",
+        request={"job_id": "j", "trace_id": "t1", "start_time_ms": "1700000000000"},
+        hosts=hosts,
+        status="partial",
+        requested_ms=1699999994000,
+        start_fanout_s=0.01,
+        exit_code=3,
+        finished_ms=1700000001000,
+    )
+    write_manifest(tmp_path, m)
+    write_manifest(tmp_path, {**m, "status": "partial"})  # replaced in place
+    assert [p.name for p in tmp_path.iterdir()] == [MANIFEST_NAME]  # no temp file left behind
+    back = read_manifest(tmp_path)
+    assert back["schema"] == "dyno.trace-manifest" and back["version"] == 1 and back["job_id"] == "j"
+    assert back["timings"]["start_time_ms"] == 1700000000000 and back["timings"]["elapsed_s"] == 7.0
+    assert back["summary"] == {"hosts": 2, "hosts_failed": 1, "processes": 3, "fetched": 1, "bytes": 10}
+    assert back["errors"] == ["b:1778: cannot reach dynod (Unavailable)", "a:1778 pid 2: no optimizer step"]
+    assert [p["host"] for p in back["processes"]] == ["a:1778", "a:1778", "b:1778"]
+
+
+def test_plain_progress_prints_host_changes_and_periodic_totals() -> None:
+    out = io.StringIO()
+    now = [0.0]
+    view = PlainProgress(out, every_s=2.0, clock=lambda: now[0])
+    tracing = _host("a", "tracing", ProcRecord(1, state="running"))
+    view.update([tracing, _host("b", "failed", error="cannot reach dynod")])
+    now[0] = 1.0
+    view.update([tracing])  # nothing changed, no total yet
+    now[0] = 2.5
+    view.close([_host("a", "done", _fetched(1))])
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "  a:1778: tracing 1 process(es), pids 1"
+    assert lines[1] == "  b:1778: failed: cannot reach dynod"
+    assert lines[2].startswith("[   0.0s] hosts: 1 tracing, 1 failed | processes: 1 matched, 1 running")
+    assert lines[3].startswith("  a:1778: done, 1 file(s) fetched")
+    assert lines[4].startswith("[   2.5s] hosts: 1 done") and "fetched 1 file(s), 10 B" in lines[4]
+    assert len(lines) == 5
+
+
+def test_rich_progress_draws_one_row_per_host() -> None:
+    out = io.StringIO()
+    view = RichProgress(out, "trace t1 (job j)")
+    view._console.width = 150
+    hosts = [_host("a", "done", _fetched(1)), _host("bad", "failed", error="cannot reach dynod")]
+    view.update(hosts)
+    view.close(hosts)
+    text = out.getvalue()
+    assert "trace t1 (job j)" in text and "REASON" in text
+    row = next(line for line in text.splitlines() if "bad:1778" in line)
+    assert "failed" in row and "cannot reach dynod" in row
