@@ -9,14 +9,17 @@ servers (dyno.daemon.fake_server: same wire contract, fixed answers), many per h
 all servers share its few cores, so with zero latency the sequential loop and the fan-out are both bounded by
 the same CPU. In a fleet each daemon answers on its own host, after a network round trip: --latency-ms adds
 that per-request service time to the fake servers (real dynods answer at their own speed), and the table shows
-the fan-out at each latency. The StartTrace request is what `dyno-cli trace` sends (one trace id, one absolute
-start time); real dynods without the trace service answer UNIMPLEMENTED, counted as not ok.
+the fan-out at each latency. The StartTrace request is what `dyno-cli trace` sends (one new trace id and one
+absolute start time per fan-out). Behind each real dynod a BenchAgent (this process, registered over the daemon's
+Agent socket) stands in for a trainer, so the real daemons match, create the trace dir and deliver the request,
+and the agent answers FAILED at once to be free for the next one; the fake servers answer from fixed data.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -26,11 +29,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import grpc
 
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster, open_client
@@ -166,15 +172,60 @@ def _status(c: DynoClient) -> object:
     return c.status()
 
 
-def _start_trace(c: DynoClient) -> object:
-    # What `dyno-cli trace` sends to every host: one id, one absolute start time a few seconds ahead.
+def _start_trace() -> Rpc:
+    # What `dyno-cli trace` sends to every host: one new id and one absolute start time per fan-out (a daemon
+    # refuses a trace id it already used).
     request = dyno_pb2.TraceRequest(
-        job_id="job1", trace_id="bench-trace", duration_ms=500, start_time_ms=int(time.time() * 1000) + 3000
+        job_id="job1",
+        trace_id=f"bench-{uuid.uuid4().hex[:12]}",
+        duration_ms=500,
+        start_time_ms=int(time.time() * 1000) + 6000,
     )
-    return c.call(c.stub.StartTrace, request)
+    return lambda c: c.start_trace(request)
 
 
-RPCS: dict[str, Rpc] = {"status": _status, "start_trace": _start_trace}
+# Each timed run gets a fresh Rpc from its factory.
+RPCS: dict[str, Callable[[], Rpc]] = {"status": lambda: _status, "start_trace": _start_trace}
+
+
+class BenchAgent:
+    """Stands in for a trainer behind each real dynod: registers this process (job "job1") over the daemon's Agent
+    socket, holds the Watch stream, and answers every trace request at once with FAILED, so the daemon does the
+    whole StartTrace path (match, trace dir, delivery) and the process is free for the next request."""
+
+    def __init__(self, socket_path: Path, rank: int) -> None:
+        from dyno.v1 import agent_pb2, agent_pb2_grpc
+
+        self._pb = agent_pb2
+        self._channel = grpc.insecure_channel(f"unix:{socket_path}")
+        self._stub = agent_pb2_grpc.AgentStub(self._channel)
+        reg = self._stub.Register(
+            agent_pb2.RegisterRequest(pid=os.getpid(), job_id="job1", rank=rank, world_size=1), timeout=10
+        )
+        self._watch = self._stub.Watch(agent_pb2.WatchRequest(pid=os.getpid(), session_id=reg.session_id))
+        self.requests = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        try:
+            for cmd in self._watch:
+                if cmd.WhichOneof("kind") == "trace":
+                    self.requests += 1
+                    self._stub.ReportTrace(
+                        self._pb.ReportTraceRequest(
+                            pid=os.getpid(),
+                            trace_id=cmd.trace.trace_id,
+                            state=dyno_pb2.TRACE_STATE_FAILED,
+                            error="bench agent: no trainer",
+                        ),
+                        timeout=5,
+                    )
+        except grpc.RpcError:
+            pass  # the daemon stopped, or close()
+
+    def close(self) -> None:
+        self._watch.cancel()
+        self._channel.close()
 
 
 def sequential(hosts: Sequence[Host], clients: dict[Host, DynoClient] | None, rpc: Rpc) -> int:
@@ -206,8 +257,13 @@ class Row:
     hosts: int
 
 
+def _cluster_ok(cluster: Cluster, rpc: Rpc) -> int:
+    return sum(r.ok for r in cluster.call(rpc))
+
+
 def run_round(hosts: list[Host], rpc_name: str, latency_ms: float, repeats: int, concurrency: int) -> list[Row]:
-    rpc = RPCS[rpc_name]
+    make_rpc = RPCS[rpc_name]
+    rpc = make_rpc()  # renewed before each timed run: one trace id per fan-out
     rows: list[Row] = []
 
     def row(kind: str, mode: str, times: list[float], ok: int) -> None:
@@ -217,21 +273,25 @@ def run_round(hosts: list[Host], rpc_name: str, latency_ms: float, repeats: int,
     row("seq_cold", "sequential, new channel per host", [t], ok)
     clients = {h: open_client(h, timeout_s=5.0) for h in hosts}
     try:
+        rpc = make_rpc()
         sequential(hosts, clients, rpc)  # connect
         times = []
         for _ in range(max(1, repeats // 2)):
-            t, ok = _timed(lambda: sequential(hosts, clients, rpc))
+            rpc = make_rpc()
+            t, ok = _timed(functools.partial(sequential, hosts, clients, rpc))
             times.append(t)
         row("seq_warm", "sequential, reused channels", times, ok)
     finally:
         for c in clients.values():
             c.close()
     with Cluster(hosts, deadline_s=10.0, max_concurrency=concurrency) as cluster:
-        t, ok = _timed(lambda: sum(r.ok for r in cluster.call(rpc)))
+        rpc = make_rpc()
+        t, ok = _timed(functools.partial(_cluster_ok, cluster, rpc))
         row("cluster_cold", "Cluster, first call (connects)", [t], ok)
         times = []
         for _ in range(repeats):
-            t, ok = _timed(lambda: sum(r.ok for r in cluster.call(rpc)))
+            rpc = make_rpc()
+            t, ok = _timed(functools.partial(_cluster_ok, cluster, rpc))
             times.append(t)
         row("cluster_warm", f"Cluster, reused channels (median of {repeats})", times, ok)
     return rows
@@ -278,9 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     latencies = [float(x) for x in args.latency_ms.split(",") if x.strip()]
     real: list[RealDynod] = []
     groups: list[FakeGroup] = []
+    agents: list[BenchAgent] = []
     try:
         t0 = time.perf_counter()
         real = start_dynods(min(args.real, args.hosts))
+        agents = [BenchAgent(r.dir / "agent.sock", rank) for rank, r in enumerate(real)]
         groups = start_fake_groups(args.hosts - len(real), args.groups) if args.hosts > len(real) else []
         hosts = [Host("127.0.0.1", r.port) for r in real] + [
             Host("127.0.0.1", port) for g in groups for port in g.ports
@@ -297,9 +359,16 @@ def main(argv: list[str] | None = None) -> int:
             for rpc in rpcs:
                 rows.extend(run_round(hosts, rpc, latency, args.repeats, args.max_concurrency))
         print_table(rows)
+        if agents and "start_trace" in rpcs:
+            print(
+                f"\nreal dynods: {sum(a.requests for a in agents)} StartTrace requests matched a registered process "
+                f"and reached its agent ({len(agents)} agents)"
+            )
         if args.json:
             args.json.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
     finally:
+        for a in agents:
+            a.close()
         for g in groups:
             if g.proc.stdin:
                 g.proc.stdin.close()
