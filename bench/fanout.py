@@ -40,6 +40,7 @@ import grpc
 
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster, open_client
+from dyno.client.cluster_trace import start_trace_retrying
 from dyno.client.errors import DynoError
 from dyno.client.hosts import Host
 from dyno.v1 import dyno_pb2
@@ -181,7 +182,7 @@ def _start_trace() -> Rpc:
         duration_ms=500,
         start_time_ms=int(time.time() * 1000) + 6000,
     )
-    return lambda c: c.start_trace(request)
+    return lambda c: start_trace_retrying(c, request)
 
 
 # Each timed run gets a fresh Rpc from its factory.

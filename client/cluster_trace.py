@@ -16,13 +16,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster
-from dyno.client.errors import DeadlineExceeded, DynoError, Unavailable
+from dyno.client.errors import DeadlineExceeded, DynoError, InvalidArgument, Unavailable
 from dyno.client.hosts import Host
 from dyno.daemon.trace_files import safe_host
 from dyno.v1 import dyno_pb2
 
-__all__ = ["ClusterTrace", "HostRecord", "ProcRecord", "host_dir_name", "trace_exit_code"]
+__all__ = ["ClusterTrace", "HostRecord", "ProcRecord", "host_dir_name", "start_trace_retrying", "trace_exit_code"]
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,42 @@ def trace_exit_code(hosts: list[HostRecord]) -> int:
     return 0
 
 
+_START_RETRIES = 3
+
+
+def start_trace_retrying(c: DynoClient, request: dyno_pb2.TraceRequest) -> dyno_pb2.StartTraceResponse:
+    """StartTrace with a caller-chosen trace id, retried on UNAVAILABLE within the client's deadline.
+
+    DynoClient never retries StartTrace on its own (a retry after a lost reply would start a second trace), but a
+    cold channel often fails to connect before the request is sent (hundreds of hosts dialled at once). With the
+    caller's trace id a retry is safe: if an earlier attempt did reach the daemon, the retry is refused as
+    "already in use" and the trace's state is read back instead."""
+    if not request.trace_id:
+        raise ValueError("start_trace_retrying needs request.trace_id")
+    end = time.monotonic() + c.timeout_s
+    attempt = 0
+    while True:
+        try:
+            return c.start_trace(request)
+        except Unavailable:
+            attempt += 1
+            backoff = 0.1 * 2 ** (attempt - 1)
+            if attempt > _START_RETRIES or time.monotonic() + backoff >= end:
+                raise
+            time.sleep(backoff)
+        except InvalidArgument as e:
+            if not (attempt and "already in use" in e.message):
+                raise
+            status = c.get_trace(request.trace_id)
+            return dyno_pb2.StartTraceResponse(
+                trace_id=status.trace_id,
+                matched_pids=[p.pid for p in status.processes],
+                triggered=status.processes,
+                message="started (confirmed after a retry)",
+                hostname=status.hostname,
+            )
+
+
 class _Stopped(Exception):
     """Raised inside a fetch's progress callback to abort it when the user interrupts."""
 
@@ -145,7 +182,7 @@ class ClusterTrace:
     def start(self) -> None:
         """StartTrace on every host at once; fills each host's record (triggered processes or the reason)."""
         self.started_monotonic = time.monotonic()
-        results = self.cluster.call(lambda c: c.start_trace(self.request))
+        results = self.cluster.call(lambda c: start_trace_retrying(c, self.request))
         self.start_fanout_s = time.monotonic() - self.started_monotonic
         with self._lock:
             for h, r in zip(self.hosts, results, strict=True):
@@ -293,7 +330,7 @@ class ClusterTrace:
                 rec.remote_path = p.path or rec.remote_path
                 rec.size_bytes = p.size_bytes
 
-    def _fetch_done(self, client, h: HostRecord) -> None:  # client: DynoClient
+    def _fetch_done(self, client: DynoClient, h: HostRecord) -> None:
         with self._lock:
             todo = [p for p in h.processes if p.state == "done" and not p.fetch]
             for p in todo:
@@ -301,7 +338,7 @@ class ClusterTrace:
         for p in todo:
             self._fetch(client, h, p)
 
-    def _fetch(self, client, h: HostRecord, p: ProcRecord) -> None:
+    def _fetch(self, client: DynoClient, h: HostRecord, p: ProcRecord) -> None:
         def progress(received: int) -> None:
             p.fetched_bytes = received  # one int store: readers may see the old or the new value
             if self._stop.is_set():

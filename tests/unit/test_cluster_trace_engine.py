@@ -13,8 +13,16 @@ from pathlib import Path
 import grpc
 import pytest
 
+from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster
-from dyno.client.cluster_trace import ClusterTrace, HostRecord, ProcRecord, host_dir_name, trace_exit_code
+from dyno.client.cluster_trace import (
+    ClusterTrace,
+    HostRecord,
+    ProcRecord,
+    host_dir_name,
+    start_trace_retrying,
+    trace_exit_code,
+)
 from dyno.client.hosts import Host
 from dyno.client.trace_manifest import MANIFEST_NAME, build_manifest, read_manifest, write_manifest
 from dyno.client.trace_progress import PlainProgress, RichProgress
@@ -75,15 +83,30 @@ class TracingServicer(FakeDynoServicer):
         )
 
 
+class LostReplyServicer(TracingServicer):
+    """Its first StartTrace is carried out but the reply is lost (UNAVAILABLE); a repeat of the id is refused as
+    the daemon does."""
+
+    def __init__(self, hostname: str, finish: bool) -> None:
+        super().__init__(hostname, finish)
+        self.started: set[str] = set()
+
+    def StartTrace(self, request, context):  # noqa: N802
+        if request.trace_id in self.started:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"trace_id: {request.trace_id!r} is already in use")
+        self.started.add(request.trace_id)
+        context.abort(grpc.StatusCode.UNAVAILABLE, "connection reset")
+
+
 @pytest.fixture
 def fakes() -> Iterator:
     pool = futures.ThreadPoolExecutor(max_workers=16)
     servers: list[grpc.Server] = []
 
-    def make(finish: bool = True) -> tuple[Host, TracingServicer]:
+    def make(finish: bool = True, cls: type[TracingServicer] = TracingServicer) -> tuple[Host, TracingServicer]:
         server = grpc.server(pool, options=[("grpc.so_reuseport", 0)])
         port = server.add_insecure_port("127.0.0.1:0")
-        servicer = TracingServicer(f"node{len(servers)}", finish)
+        servicer = cls(f"node{len(servers)}", finish)
         dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
         server.start()
         servers.append(server)
@@ -147,6 +170,15 @@ def test_interrupt_cancels_and_marks_what_did_not_arrive(fakes, tmp_path: Path) 
     (h,) = ct.snapshot()
     assert servicer.cancelled.is_set() and h.state == "failed" and h.error == "interrupted"
     assert all(p.error for p in h.processes)
+
+
+def test_start_is_retried_safely_when_the_reply_is_lost(fakes) -> None:
+    host, servicer = fakes(cls=LostReplyServicer)
+    with DynoClient(host.target, timeout_s=5) as c:
+        resp = start_trace_retrying(c, _request("t-lost"))
+    assert servicer.started == {"t-lost"}  # carried out once
+    assert resp.trace_id == "t-lost" and [p.pid for p in resp.triggered] == [1000, 1001]
+    assert "after a retry" in resp.message
 
 
 def test_a_trace_needs_a_caller_chosen_id() -> None:
