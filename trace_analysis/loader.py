@@ -65,6 +65,8 @@ _SPARSE_CANDIDATES = frozenset(
     {"stream", "correlation", "external_id", "device", "bytes", "seq", "input_dims", "input_types", "coll_name"}
     | {"in_nelems", "out_nelems", "group_size", "dtype"}
 )
+_NCCL_KEYS = frozenset({"Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype"})
+_SHAPE_KEYS = frozenset({"Input Dims", "Input type"})
 # (column, args key, dtype) of the integer columns taken from args
 _ARG_INT_COLUMNS = (
     ("stream", "stream", np.int64),
@@ -295,8 +297,15 @@ class _Builder:
         }
         # args columns: a key absent from the batch's raw JSON is skipped without touching the dicts
         raw = self.raw
+        # a miss scans the whole batch, so keys that only come together are checked once, by group
+        nccl = not raw or b'"Collective name"' in raw or b'"In msg nelems"' in raw
+        shapes = not raw or b'"Input Dims"' in raw
 
         def present(key: str) -> bool:
+            if key in _NCCL_KEYS:
+                return nccl
+            if key in _SHAPE_KEYS:
+                return shapes
             return not raw or f'"{key}"'.encode() in raw
 
         for col, key, dtype in _ARG_INT_COLUMNS:
