@@ -1,7 +1,12 @@
 """The end-to-end demo on one host (README's first command runs it through scripts/demo.sh).
 
-Starts a private dynod on free loopback ports (NVML when a driver is present, else explicitly simulated GPUs),
-shows `dyno-cli status` and `dyno-cli metrics`, and cleans up every process it started, even on Ctrl-C.
+1. starts a private dynod on free loopback ports (NVML when a driver is present, else explicitly simulated GPUs)
+   and shows `dyno-cli status` and `dyno-cli metrics`;
+2. launches a real 2-rank PyTorch CPU DDP job (`torchrun --nproc-per-node 2`, gloo) under `dyno-run`, with one
+   deliberately slow rank and deliberate antipatterns (see dyno.demo_trainer);
+3. traces it on demand with `dyno-cli trace --job-id`, gathers the files and prints the analysis report
+   (straggler and antipatterns);
+4. cleans up every process it started, even on Ctrl-C or failure.
 """
 
 from __future__ import annotations
@@ -100,8 +105,51 @@ class Demo:
         text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
         gpu_lines = [ln for ln in text.splitlines() if ln.startswith("dyno_gpu_utilization_percent")]
         print("\n".join(gpu_lines[:4]))
-        _banner("done")
+        _banner("5. launch a 2-rank DDP training job under dyno-run (torchrun, gloo, CPU)")
+        job_id = f"demo-{uuid.uuid4().hex[:6]}"
+        self.start_trainer(job_id)
+        self.wait_for_ranks(job_id, 2)
+        self.cli("ps", *target, "--job-id", job_id)
+        _banner(f"6. dyno-cli trace --job-id {job_id}: trace 20 optimizer steps on every rank, gather, analyze")
+        out = self.workdir / "collected"
+        r = self.cli("trace", *target, "--job-id", job_id, "--iterations", "20", "--process-limit", "2",
+                     "--output-dir", str(out), check=False)
+        if r.returncode != 0:
+            raise SystemExit(f"demo: tracing failed (exit {r.returncode})")
+        files = sorted(str(p) for p in out.rglob("*.json*") if p.name != "manifest.json")
+        if not self._trace_prints_report:
+            _banner("7. dyno-cli analyze")
+            self.cli("analyze", *files)
+        _banner("done: the report above names the slow rank and the antipatterns planted in dyno.demo_trainer")
         return 0
+
+    _trace_prints_report = True  # dyno-cli trace analyzes what it fetched and prints the report
+
+    def start_trainer(self, job_id: str) -> None:
+        env = {**os.environ, "DYNO_AGENT_SOCKET": str(self.agent_socket), "OMP_NUM_THREADS": "1"}
+        cmd = [sys.executable, "-m", "dyno.client.run", "--job-id", job_id, "--", sys.executable, "-m",
+               "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "dyno.demo_trainer",
+               "--seconds", "90", "--steps", "100000"]
+        print(f"$ DYNO_AGENT_SOCKET={self.agent_socket} dyno-run --job-id {job_id} -- torchrun --standalone "
+              "--nproc-per-node 2 -m dyno.demo_trainer", flush=True)
+        log = open(self.workdir / "trainer.log", "w")
+        self.procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                           start_new_session=True))
+
+    def wait_for_ranks(self, job_id: str, n: int, timeout_s: float = 90.0) -> None:
+        from dyno.client import DynoClient
+
+        deadline = time.monotonic() + timeout_s
+        with DynoClient(f"127.0.0.1:{self.port}") as c:
+            while time.monotonic() < deadline:
+                ranks = {p.rank for p in c.list_processes(job_id).processes if p.HasField("rank")}
+                if len(ranks) >= n:
+                    return
+                if self.procs[-1].poll() is not None:
+                    break
+                time.sleep(0.5)
+        log = (self.workdir / "trainer.log").read_text()
+        raise SystemExit(f"demo: the training job's {n} ranks did not register; its output:\n{log[-3000:]}")
 
     def cleanup(self) -> None:
         for proc in reversed(self.procs):

@@ -137,10 +137,11 @@ class Daemon:
         )
         addr = cfg.metrics_listen or cfg.listen
         try:
-            self.metrics_server = serve_metrics(build_registry(collector), addr, cfg.metrics_port)
+            server = serve_metrics(build_registry(collector), addr, cfg.metrics_port)
         except OSError as e:
             raise StartupError(f"cannot serve metrics on {addr}:{cfg.metrics_port}: {e.strerror or e}") from None
-        self.metrics_port = self.metrics_server.server_port
+        self.metrics_server = server
+        self.metrics_port = server.server_port
 
     def start(self) -> None:
         self._prepare_dirs()

@@ -12,6 +12,7 @@ from prometheus_client.exposition import start_http_server
 
 from dyno.daemon.history import History
 from dyno.daemon.samplers.base import Reading, SamplerState
+from dyno.daemon.samplers.gpu_metrics import COUNTER_METRICS
 
 __all__ = ["PREFIX", "ExporterInfo", "DynoCollector", "build_registry", "serve_metrics"]
 
@@ -46,7 +47,7 @@ class DynoCollector:
         self._extra = extra
 
     def _families(self, readings: Iterable[Reading], simulated_gpu: bool) -> list[Metric]:
-        families: dict[str, Metric] = {}
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         label_names: dict[str, tuple[str, ...]] = {}
         for r in readings:
             labels = dict(r.labels)
@@ -57,7 +58,9 @@ class DynoCollector:
             fam = families.get(r.name)
             if fam is None:
                 metric_name = PREFIX + r.name
-                cls = CounterMetricFamily if r.name.endswith("_total") else GaugeMetricFamily
+                # cumulative counts are Prometheus counters (exposed with the _total suffix), the rest gauges
+                counter = r.name in COUNTER_METRICS or r.name.endswith("_total")
+                cls = CounterMetricFamily if counter else GaugeMetricFamily
                 fam = cls(metric_name, _help(r.name), labels=keys)
                 families[r.name] = fam
                 label_names[r.name] = keys

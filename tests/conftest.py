@@ -91,6 +91,13 @@ class Dynod:
             raise RuntimeError(f"dynod did not become ready (exit {code}); log:\n{self.log}")
         return self
 
+    def restart(self, timeout_s: float = 30.0) -> Dynod:
+        """Stop (SIGTERM) and start again on the same ports, sockets and dirs."""
+        self.stop()
+        self._ready = threading.Event()
+        self.is_ready = False
+        return self.start(timeout_s)
+
     def stop(self, timeout_s: float = 15.0) -> int:
         if self.proc is None:
             return 0

@@ -105,6 +105,8 @@ def iter_event_batches(fh: IO[bytes], result: ScanResult, block_size: int = BLOC
     for block in _read_blocks(fh, block_size):
         result.n_bytes += len(block)
         if root is None:
+            if block.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark (some editors/tools write one)
+                block = block[3:]
             stripped = block.lstrip(_WS)
             if not stripped:
                 continue

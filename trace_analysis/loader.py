@@ -20,7 +20,7 @@ import sys
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 import orjson
@@ -65,6 +65,8 @@ _SPARSE_CANDIDATES = frozenset(
     {"stream", "correlation", "external_id", "device", "bytes", "seq", "input_dims", "input_types", "coll_name"}
     | {"in_nelems", "out_nelems", "group_size", "dtype"}
 )
+_NCCL_KEYS = frozenset({"Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype"})
+_SHAPE_KEYS = frozenset({"Input Dims", "Input type"})
 # (column, args key, dtype) of the integer columns taken from args
 _ARG_INT_COLUMNS = (
     ("stream", "stream", np.int64),
@@ -152,7 +154,7 @@ def _open(path: Path) -> IO[bytes]:
     with open(path, "rb") as fh:
         magic = fh.read(2)
     if magic == b"\x1f\x8b":
-        return gzip.open(path, "rb")
+        return cast(IO[bytes], gzip.open(path, "rb"))
     return open(path, "rb")
 
 
@@ -185,7 +187,7 @@ class _Builder:
 
     def __init__(self) -> None:
         self.strings = StringTable()
-        self.ev_chunks: list[dict[str, np.ndarray]] = []
+        self.ev_chunks: list[dict[str, Any]] = []
         self.n_events = 0
         self.extra: list[tuple[int, dict[str, Any]]] = []
         self.flows: list[tuple[Any, ...]] = []
@@ -295,8 +297,15 @@ class _Builder:
         }
         # args columns: a key absent from the batch's raw JSON is skipped without touching the dicts
         raw = self.raw
+        # a miss scans the whole batch, so keys that only come together are checked once, by group
+        nccl = not raw or b'"Collective name"' in raw or b'"In msg nelems"' in raw
+        shapes = not raw or b'"Input Dims"' in raw
 
         def present(key: str) -> bool:
+            if key in _NCCL_KEYS:
+                return nccl
+            if key in _SHAPE_KEYS:
+                return shapes
             return not raw or f'"{key}"'.encode() in raw
 
         for col, key, dtype in _ARG_INT_COLUMNS:
@@ -322,12 +331,13 @@ class _Builder:
         for i, c in enumerate(cats):
             if c in _EXTRA_CATS and args[i]:
                 self.extra.append((base + i, args[i]))
+        chunk: dict[str, Any] = dict(cols)
         for k in _SPARSE_CANDIDATES:
-            col = cols[k]
-            present = np.flatnonzero(col != -1)
-            if _sparse_pays(len(present), n, col.itemsize):
-                cols[k] = _SparseChunk(present, col[present])  # type: ignore[assignment]
-        self.ev_chunks.append(cols)
+            arr = cols[k]
+            nz = np.flatnonzero(arr != -1)
+            if _sparse_pays(len(nz), n, arr.itemsize):
+                chunk[k] = _SparseChunk(nz, arr[nz])
+        self.ev_chunks.append(chunk)
         self.n_events += n
 
     # -- assembly ----------------------------------------------------------------------------------
@@ -353,14 +363,12 @@ class _Builder:
             if all(isinstance(p, np.ndarray) for p in parts):
                 col = np.concatenate(parts)[order]
                 del parts
-                if k in _SPARSE_CANDIDATES:
-                    present = np.flatnonzero(col != -1)
-                    if _sparse_pays(len(present), n, col.itemsize):
-                        sparse[k] = (present, col[present])
-                        col = None
-                if col is not None:
+                nz = np.flatnonzero(col != -1) if k in _SPARSE_CANDIDATES else None
+                if nz is not None and _sparse_pays(len(nz), n, col.itemsize):
+                    sparse[k] = (nz, col[nz])
+                else:
                     cols[k] = col
-                del col
+                del col, nz
             else:
                 if inv is None:
                     inv = np.full(n_all, -1, dtype=np.int64)

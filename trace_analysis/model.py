@@ -362,14 +362,14 @@ class Events:
 
     @classmethod
     def empty(cls) -> Events:
-        cols = {k: np.empty(0, dtype=t) for k, t in _EVENT_COLUMNS.items()}
+        cols: dict[str, Any] = {k: np.empty(0, dtype=t) for k, t in _EVENT_COLUMNS.items()}
         return cls(**cols, index=np.empty(0, dtype=np.int64))
 
     @classmethod
     def from_columns(cls, columns: Mapping[str, np.ndarray]) -> Events:
         """Build from a mapping of column arrays (missing integer columns filled with -1), sorted by ts."""
         n = len(columns["ts"])
-        cols: dict[str, np.ndarray] = {}
+        cols: dict[str, Any] = {}
         for k, t in _EVENT_COLUMNS.items():
             if k in columns:
                 cols[k] = np.asarray(columns[k], dtype=t)

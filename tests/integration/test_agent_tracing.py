@@ -208,10 +208,7 @@ def test_agent_reregisters_after_daemon_restart(dynod_factory, trainers) -> None
     t = trainers(["--explicit", "--seconds", "120"], {"DYNO_AGENT_SOCKET": str(d.agent_socket), "DYNO_JOB_ID": job})
     first = _wait_registered(d, job, t.pid)
     wait_for(t.stepping, 60)
-    d.stop()
-    d._ready.clear()  # Dynod.start() is written for one start: reset its readiness for the second
-    d.is_ready = False
-    d.start()
+    d.restart()
     again = _wait_registered(d, job, t.pid, timeout_s=30)
     assert again.registered_ms > first.registered_ms
     proc = _trace(d, job_id=job, iterations=2)

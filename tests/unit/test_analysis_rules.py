@@ -271,6 +271,28 @@ def test_straggler_positive_and_negative(tmp_path):
     assert [o.status for o in report.rules] == ["clean"]
 
 
+def _cpu_ranks(tmp_path: Path, waits_us: list[float]) -> Path:
+    """CPU-only DDP-like ranks (gloo): equal 100 ms steps; each rank waits `wait` µs per step in gloo:all_reduce."""
+    folder = tmp_path / "cpujob"
+    for r, wait in enumerate(waits_us):
+        b = TraceBuilder(rank=r, world_size=len(waits_us))
+        for i in range(4):
+            b.step(i, i * 100_000, 100_000)
+            b.cpu("aten::mm", i * 100_000 + 1_000, 5_000)
+            b.cpu("gloo:all_reduce", i * 100_000 + 90_000 - wait, wait + 1_000, cat="user_annotation", tid=99)
+        b.write(folder / f"rank-{r}.json")
+    return folder
+
+
+def test_straggler_on_two_cpu_ranks_found_by_collective_wait(tmp_path):
+    # rank 1 is late: rank 0 waits 60 ms per step for it inside gloo:all_reduce; step times stay equal
+    got = analyze(_cpu_ranks(tmp_path / "a", [60_000, 1_000]), rules=["straggler"]).findings_of("straggler")
+    assert len(got) == 1 and got[0].rank == 1 and "wait for it in collectives" in got[0].title
+    assert got[0].evidence.time_lost_us == pytest.approx(4 * 59_000)
+    # both ranks wait about the same: nobody is late
+    assert analyze(_cpu_ranks(tmp_path / "b", [3_000, 2_500]), rules=["straggler"]).findings_of("straggler") == []
+
+
 # ---- CPU-only traces and engine behaviour -------------------------------------------------------------------
 def test_gpu_rules_not_applicable_on_cpu_only_trace(tmp_path):
     report = analyze(_steps_with_loader(100.0).write(tmp_path / "cpu.json"))

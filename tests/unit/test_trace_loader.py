@@ -252,3 +252,9 @@ def test_lazy_and_sparse_columns_equal_dense_gathers(tmp_path: Path) -> None:
     sub2 = sub.take(np.array([True, False, True]))  # nested lazy take maps to root rows
     assert sub2.index.tolist() == [5, 3] and np.array_equal(sub2.ts, ev.ts[[5, 3]])
     assert ev.take(np.ones(len(ev), dtype=bool)) is ev and sub.materialize().nbytes > 0
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    p = tmp_path / "bom.json"
+    p.write_bytes(b"\xef\xbb\xbf" + json.dumps(_doc()).encode())
+    assert len(load_trace(p).events) == 6

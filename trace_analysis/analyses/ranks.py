@@ -1,22 +1,30 @@
 """Across ranks: step-time spread and straggler ranks.
 
 Per rank: mean step time (``steps.step_timings``; the GPU span when a rank has no steps) and total time in
-NCCL kernels. A straggler arrives late to collectives: its own step is slowest, while the others wait for it
-inside their collectives, so its communication time is the shortest. A rank is flagged when its step time is
-above median + ``mad_k`` × MAD (median absolute deviation) of all ranks, or when its communication time is
-below median - ``mad_k`` × MAD (and the ranks' communication times differ by more than ``min_rel_spread``).
+collectives: NCCL kernels on GPU traces; on CPU-only traces (gloo, or GPU ranks traced without CUDA activities)
+the host-side collective ranges (``gloo:all_reduce``, ``nccl:*``, ...). A straggler arrives late to
+collectives: its own step is slowest, while the others wait for it inside their collectives, so its
+communication time is the shortest. In synchronous data parallelism the collectives equalise step times, so
+the wait is often the only trace of a straggler. A rank is flagged when
+
+- its step time is above median + ``mad_k`` × MAD (median absolute deviation) of all ranks, or
+- its communication time is below median - ``mad_k`` × MAD (with a floor of ``min_rel_spread`` × median on the
+  MAD), or
+- it is the rank with the least communication time and the other ranks' median exceeds it by more than
+  ``min_rel_spread`` of the traced window: the time the others spend waiting for it. This criterion is what
+  works for two ranks, where median ± k×MAD can never single one out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, kernel_types
 from dyno.trace_analysis.analyses.steps import step_timings
 from dyno.trace_analysis.analyses.temporal import temporal_breakdown
-from dyno.trace_analysis.model import MultiRankTrace, Trace
+from dyno.trace_analysis.model import Cat, MultiRankTrace, Trace
 
 __all__ = ["RankTiming", "RankSpread", "rank_spread"]
 
@@ -26,7 +34,8 @@ class RankTiming:
     rank: int
     n_steps: int
     mean_step_us: float
-    comm_us: float  # summed NCCL kernel time
+    comm_us: float  # summed NCCL kernel time, else host-side collective time (CPU-only traces)
+    window_us: float = 0.0  # the time the figures cover: steps x mean step, else the span
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,7 @@ class RankSpread:
     mad_comm_us: float
     stragglers: tuple[int, ...]  # flagged ranks, worst first
     reasons: dict[int, str]
+    lost_us: dict[int, float] = field(default_factory=dict)  # per straggler: time the others lose to it
 
     @property
     def step_spread(self) -> float:
@@ -51,12 +61,34 @@ def _mad(v: np.ndarray) -> tuple[float, float]:
     return med, float(np.median(np.abs(v - med)))
 
 
+_HOST_COLLECTIVE_PREFIXES = ("gloo:", "nccl:", "mpi:", "ucc:", "c10d::wait")
+
+
+def _host_collective_us(t: Trace) -> float:
+    ev = t.events_of(Cat.USER_ANNOTATION, Cat.CPU_OP)
+    if not len(ev):
+        return 0.0
+    return float(ev.dur[t.name_mask(ev, lambda n: n.startswith(_HOST_COLLECTIVE_PREFIXES))].sum())
+
+
+def _span_us(t: Trace) -> float:
+    ev = t.events
+    if not len(ev):
+        return 0.0
+    return float(ev.end.max() - ev.ts.min())
+
+
 def _timing(t: Trace) -> RankTiming:
     st = step_timings(t)
-    mean = st.mean_us if st.steps else temporal_breakdown(t).span_us
+    tb = temporal_breakdown(t)
+    mean = st.mean_us if st.steps else (tb.span_us if tb.has_gpu else _span_us(t))
     scope = gpu_scope(t)
-    comm = kernel_types(t, scope.activity) == KernelType.COMMUNICATION
-    return RankTiming(t.rank, len(st.steps), mean, float(scope.activity.dur[comm].sum()))
+    comm_mask = kernel_types(t, scope.activity) == KernelType.COMMUNICATION
+    comm = float(scope.activity.dur[comm_mask].sum()) if comm_mask.any() else _host_collective_us(t)
+    window = mean * len(st.steps) if st.steps else mean
+    if not tb.has_gpu:  # host-side collectives run outside the step markers too: cover the whole trace
+        window = max(window, _span_us(t))
+    return RankTiming(t.rank, len(st.steps), mean, comm, window)
 
 
 def rank_spread(
@@ -81,5 +113,18 @@ def rank_spread(
                     "the others wait for it"
                 )
     by_rank = {r.rank: r for r in timings}
-    stragglers = tuple(sorted(reasons, key=lambda k: -by_rank[k].mean_step_us))
-    return RankSpread(timings, med_s, mad_s, med_c, mad_c, stragglers, reasons)
+    lost: dict[int, float] = {r: max(by_rank[r].mean_step_us - med_s, 0.0) for r in reasons}
+    if len(timings) >= 2 and med_c > 0:
+        least = min(timings, key=lambda r: r.comm_us)
+        others = np.array([r.comm_us for r in timings if r is not least])
+        excess = float(np.median(others)) - least.comm_us
+        window = float(np.median([r.window_us for r in timings]))
+        if window > 0 and excess > min_rel_spread * window:
+            lost[least.rank] = max(lost.get(least.rank, 0.0), excess)
+            reasons.setdefault(
+                least.rank,
+                f"the other ranks wait for it in collectives: {float(np.median(others)) / 1e3:.1f} ms each vs "
+                f"{least.comm_us / 1e3:.1f} ms on this rank ({excess / window:.0%} of the traced window)",
+            )
+    stragglers = tuple(sorted(reasons, key=lambda k: (-lost.get(k, 0.0), -by_rank[k].mean_step_us)))
+    return RankSpread(timings, med_s, mad_s, med_c, mad_c, stragglers, reasons, lost)

@@ -1,8 +1,8 @@
 """straggler: one rank late to collectives / slower steps than the others (cross-rank).
 
-Reads ``analyses.ranks.rank_spread``: per rank the mean step time and the time in NCCL kernels; a rank is a
-straggler when its step time is beyond median + k×MAD, or when it spends the least time in collectives (every
-other rank waits for it there), with a relative floor on MAD so near-identical ranks do not flag noise.
+Reads ``analyses.ranks.rank_spread``: per rank the mean step time and the time in collectives (NCCL kernels,
+else host-side gloo/nccl ranges); a rank is a straggler when its step time is beyond median + k×MAD, or when
+it spends the least time in collectives while the others wait there for it (the time lost is their wait).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ class Straggler:
         out = []
         for rank in spread.stragglers:
             t = by_rank[rank]
-            late_by = max(t.mean_step_us - spread.median_step_us, 0.0)
-            share = late_by / spread.median_step_us if spread.median_step_us > 0 else None
+            late_by = spread.lost_us.get(rank, max(t.mean_step_us - spread.median_step_us, 0.0))
+            share = late_by / t.window_us if t.window_us > 0 else None
             out.append(
                 Finding(
                     rule_id=self.id,
