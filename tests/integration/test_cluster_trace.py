@@ -8,6 +8,7 @@ import gzip
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -236,23 +237,49 @@ def test_iterations_json_result(job: Job, tmp_path: Path) -> None:
     assert on_disk["processes"] == [{k: v for k, v in p.items() if k != "path"} for p in result["processes"]]
 
 
+def _start_cli(job: Job, out: Path, *args: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "dyno.client", "trace", "--hosts", job.hosts, "--auth-token-file", str(job.token),
+           "--job-id", job.job_id, "--output-dir", str(out), *args]  # fmt: skip
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_running(d: Dynod, trace_id: str) -> None:
+    running = dyno_pb2.TRACE_STATE_RUNNING
+    wait_for(
+        lambda: (s := _trace_state(d, trace_id)) is not None and any(p.state == running for p in s.processes),
+        30,
+        0.1,
+    )
+
+
+def test_ctrl_c_cancels_and_still_writes_the_manifest(job: Job, tmp_path: Path) -> None:
+    cli = _start_cli(job, tmp_path, "--duration-ms", "30000", "--start-delay-s", "0.5", "--trace-id", "ct-int")
+    try:
+        _wait_running(job.open, "ct-int")
+        cli.send_signal(signal.SIGINT)
+        out, err = cli.communicate(timeout=30)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 130, out + err
+    manifest = json.loads((tmp_path / "ct-int" / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["exit_code"] == 130
+    assert all(h["state"] == "failed" and h["error"] == "interrupted" for h in manifest["hosts"])
+    assert len(manifest["processes"]) == 2 and all(p["error"] for p in manifest["processes"])
+    # the traces were cancelled on the daemons, so the trainers are free for the next request
+    for d in (job.open, job.locked):
+        status = wait_for(lambda d=d: (s := _trace_state(d, "ct-int")) is not None and s.finished and s, 15, 0.1)
+        assert {p.state for p in status.processes} == {dyno_pb2.TRACE_STATE_CANCELLED}
+
+
 # Must stay the last test of the module: it stops a daemon.
 def test_daemon_stopped_mid_run_is_partial(job: Job, tmp_path: Path) -> None:
-    cmd = [
-        sys.executable, "-m", "dyno.client", "trace", "--hosts", job.hosts, "--auth-token-file", str(job.token),
-        "--job-id", job.job_id, "--duration-ms", "2500", "--start-delay-s", "0.5", "--trace-id", "ct-stop",
-        "--call-timeout-s", "2", "--output-dir", str(tmp_path), "--json",
-    ]  # fmt: skip
-    cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cli = _start_cli(
+        job, tmp_path, "--duration-ms", "2500", "--start-delay-s", "0.5", "--trace-id", "ct-stop",
+        "--call-timeout-s", "2", "--json",
+    )  # fmt: skip
     try:
-        running = dyno_pb2.TRACE_STATE_RUNNING
-        wait_for(
-            lambda: (
-                (s := _trace_state(job.locked, "ct-stop")) is not None and any(p.state == running for p in s.processes)
-            ),
-            30,
-            0.1,
-        )
+        _wait_running(job.locked, "ct-stop")
         job.locked.stop()
         out, err = cli.communicate(timeout=90)
     finally:
