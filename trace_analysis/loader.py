@@ -527,9 +527,21 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
     return trace
 
 
+_NOT_TRACES = {"manifest.json"}  # written by `dyno-cli trace` beside the per-host folders
+
+
 def find_trace_files(folder: str | os.PathLike[str]) -> list[Path]:
-    """Trace files (``*.json`` / ``*.json.gz``) directly in ``folder``, sorted by name."""
-    return sorted(f for f in Path(folder).iterdir() if f.is_file() and f.name.endswith((".json", ".json.gz")))
+    """Trace files (``*.json`` / ``*.json.gz``) in ``folder`` and its subfolders (``dyno-cli trace`` lays files out
+    as ``<trace_id>/<host>/<file>``), sorted by path; hidden files (partial downloads) and manifests skipped."""
+    root = Path(folder)
+    return sorted(
+        f
+        for f in root.rglob("*.json*")
+        if f.is_file()
+        and f.name.endswith((".json", ".json.gz"))
+        and f.name not in _NOT_TRACES
+        and not any(part.startswith(".") for part in f.relative_to(root).parts)
+    )
 
 
 def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> MultiRankTrace:

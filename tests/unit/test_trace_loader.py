@@ -258,3 +258,22 @@ def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
     p = tmp_path / "bom.json"
     p.write_bytes(b"\xef\xbb\xbf" + json.dumps(_doc()).encode())
     assert len(load_trace(p).events) == 6
+
+
+def test_folder_in_dyno_cli_trace_layout_is_walked(tmp_path: Path) -> None:
+    """<trace_id>/<host>/<file> with a manifest and a partial download beside the traces."""
+    from dyno.trace_analysis.loader import find_trace_files
+
+    root = tmp_path / "abc123"
+    for host, rank in (("node1_1778", 0), ("node2_1778", 1)):
+        (root / host).mkdir(parents=True)
+        (root / host / f"{host}_{100 + rank}.pt.trace.json").write_text(
+            json.dumps({"distributedInfo": {"rank": rank, "world_size": 2},
+                        "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2,
+                                         "pid": 1, "tid": 1}]}))
+    (root / "manifest.json").write_text("{}")
+    (root / "node1_1778" / ".abc123.7.part").write_text("partial")
+    found = find_trace_files(root)
+    assert [f.name for f in found] == ["node1_1778_100.pt.trace.json", "node2_1778_101.pt.trace.json"]
+    mrt = load_traces(root)
+    assert sorted(mrt.ranks) == [0, 1] and not mrt.errors
