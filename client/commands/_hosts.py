@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from dyno.argtypes import number
 from dyno.client.auth import AuthError, ClientAuth
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster, HostResult, failed, open_client
@@ -37,26 +38,9 @@ __all__ = [
 ]
 
 
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
-    return v
-
-
-def _port(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port number 1-65535: {text!r}")
-    return int(text)
-
-
-def _concurrency(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 4096:
-        raise argparse.ArgumentTypeError(f"must be 1-4096: {text!r}")
-    return int(text)
+_positive = number(float, gt=0)
+_port = number(int, ge=1, le=65535)
+_concurrency = number(int, ge=1, le=4096)
 
 
 def add_host_arguments(parser: argparse.ArgumentParser, *, call_timeout_flag: str = "--timeout-s") -> None:

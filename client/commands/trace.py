@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dyno.argtypes import number
 from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace, HostRecord, trace_exit_code
 from dyno.client.commands._common import print_json, proto_to_dict
@@ -36,24 +37,8 @@ MAX_START_DELAY_S = 3600.0  # the daemons accept start times up to 1 h ahead
 _REFRESH_S = 0.25
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
-    return v
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
-    return v
+_positive_int = number(int, gt=0)
+_non_negative_float = number(float, ge=0)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,0 +1,41 @@
+"""argparse `type=` validators shared by dynod and dyno-cli: one clear message per bad value, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+__all__ = ["number"]
+
+
+def number(
+    kind: type[int] | type[float] = float,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    le: float | None = None,
+) -> Callable[[str], int | float]:
+    """A validator parsing `kind` and checking the bounds: e.g. number(int, ge=1, le=64) -> "must be 1-64"."""
+    noun = "an integer" if kind is int else "a number"
+    if ge is not None and le is not None:
+        rule = f"must be {ge:g}-{le:g}"
+    elif gt is not None:
+        rule = f"must be > {gt:g}"
+    elif ge is not None:
+        rule = f"must be >= {ge:g}"
+    else:
+        rule = f"must be <= {le:g}"
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
+        if value != value or (gt is not None and not value > gt) or (ge is not None and value < ge) or (
+            le is not None and value > le
+        ):
+            raise argparse.ArgumentTypeError(f"{rule}: {text!r}")
+        return value
+
+    parse.__name__ = f"{kind.__name__}_value"  # argparse names the type in "invalid ... value" messages
+    return parse
