@@ -12,8 +12,8 @@ Accepts ``{"traceEvents": [...], ...}`` (any key order) and the bare JSON-array 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 import numpy as np
@@ -46,6 +46,9 @@ class ScanResult:
     n_elements: int = 0
     n_bytes: int = 0
     batch_bytes: bytes = b""  # raw JSON of the batch being yielded (lets callers skip absent keys cheaply)
+    # byte range of each element of that batch in batch_bytes (valid when every element is an object/array)
+    batch_starts: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    batch_ends: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
 
 def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -91,9 +94,15 @@ def _read_blocks(fh: IO[bytes], block_size: int) -> Iterator[bytes]:
         yield block
 
 
-def iter_event_batches(fh: IO[bytes], result: ScanResult, block_size: int = BLOCK_SIZE) -> Iterator[list[Any]]:
+def iter_event_batches(
+    fh: IO[bytes],
+    result: ScanResult,
+    block_size: int = BLOCK_SIZE,
+    decode: Callable[[bytes], list[Any]] = orjson.loads,
+) -> Iterator[list[Any]]:
     """Yield lists of parsed traceEvents elements, one list per block; fill ``result`` (meta at the end).
 
+    ``decode`` parses the JSON array of one batch (a ValueError from it means invalid JSON).
     Raises ScanError for non-JSON, wrong top-level shape, or a truncated stream.
     """
     depth = 0
@@ -163,7 +172,7 @@ def iter_event_batches(fh: IO[bytes], result: ScanResult, block_size: int = BLOC
         limit = int(pos[array_end[0]]) if len(array_end) else len(buf)
         opens = opens[opens < limit]
         closes = closes[closes < limit]
-        if carry:
+        if carry and (not len(opens) or opens[0] != 0):  # the carried element's "{" (normally found by the scan)
             opens = np.concatenate(([0], opens))
         if len(closes):
             batch_lo = int(opens[0])
@@ -172,8 +181,13 @@ def iter_event_batches(fh: IO[bytes], result: ScanResult, block_size: int = BLOC
         if n_el:
             try:
                 result.batch_bytes = b"[" + buf[batch_lo:batch_hi] + b"]"
-                items = orjson.loads(result.batch_bytes)
-            except orjson.JSONDecodeError as e:
+                if len(opens) >= n_el:
+                    result.batch_starts = opens[:n_el] - (batch_lo - 1)
+                    result.batch_ends = closes - (batch_lo - 2)
+                else:  # scalar elements: no per-element ranges (the typed decoder rejects such a batch anyway)
+                    result.batch_starts = result.batch_ends = np.empty(0, np.int64)
+                items = decode(result.batch_bytes)
+            except ValueError as e:
                 where = result.n_bytes - len(block) + batch_lo - base
                 raise ScanError(f"invalid JSON in traceEvents (element near byte {where}): {e}") from None
             result.n_elements += len(items)

@@ -18,12 +18,16 @@ import os
 import re
 import sys
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from itertools import repeat
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import IO, Any, cast
 
+import msgspec
 import numpy as np
 import orjson
+from dyno.trace_analysis.eventdecode import EMPTY_ARGS, Event, decode_events
 from dyno.trace_analysis.jsonscan import BLOCK_SIZE, ScanError, ScanResult, iter_event_batches
 from dyno.trace_analysis.model import (
     CAT_BY_NAME,
@@ -60,6 +64,14 @@ _RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _EMPTY: dict[str, Any] = {}
 _EXTRA_CATS = frozenset(int(c) for c in EXTRA_ARGS_CATS)
 _FLOW_PHASE = {"s": FLOW_START, "f": FLOW_FINISH, "t": FLOW_STEP}
+_EXTRA_CAT_TABLE = np.zeros(max(int(c) for c in Cat) + 1, dtype=bool)
+_EXTRA_CAT_TABLE[list(_EXTRA_CATS)] = True
+# Event struct fields read per complete / flow event, and one getter per args column (all run in C)
+_X_FIELDS = attrgetter("ts", "dur", "cat", "name", "pid", "tid", "args")
+_FLOW_FIELDS = attrgetter("id", "ts", "pid", "tid", "ph", "cat")
+_PH = attrgetter("ph")
+_PH_GROUP = {"X": 0, "s": 1, "f": 1, "t": 1}  # complete, flow; anything else: 2
+_INT_TYPE = {int}
 # integer columns that may be stored sparse (see Events)
 _SPARSE_CANDIDATES = frozenset(
     {"stream", "correlation", "external_id", "device", "bytes", "seq", "input_dims", "input_types", "coll_name"}
@@ -79,6 +91,10 @@ _ARG_INT_COLUMNS = (
     ("out_nelems", "Out msg nelems", np.int64),
     ("group_size", "Group size", np.int32),
 )
+_ARG_GETTERS = {
+    col: attrgetter(col)
+    for col in (*(c for c, _, _ in _ARG_INT_COLUMNS), "input_dims", "input_types", "coll_name", "dtype")
+}
 
 
 class TraceLoadError(Exception):
@@ -158,6 +174,13 @@ def _open(path: Path) -> IO[bytes]:
     return open(path, "rb")
 
 
+def _gather(items: list[Any], rows: list[int]) -> list[Any]:
+    """items[rows] as a list, gathered in C."""
+    if len(rows) > 1:
+        return list(itemgetter(*rows)(items))
+    return [items[r] for r in rows]
+
+
 def _int_column(values: list[Any], dtype: Any) -> np.ndarray:
     """Integer column from JSON values (None / missing -> -1; numeric strings accepted)."""
     try:
@@ -190,7 +213,6 @@ class _Builder:
         self.ev_chunks: list[dict[str, Any]] = []
         self.n_events = 0
         self.extra: list[tuple[int, dict[str, Any]]] = []
-        self.flows: list[tuple[Any, ...]] = []
         self.flow_chunks: list[dict[str, np.ndarray]] = []
         self.memory: list[tuple[Any, ...]] = []
         self.instants: list[tuple[Any, ...]] = []
@@ -200,22 +222,25 @@ class _Builder:
         self.float_ts = False
         self.raw = b""  # raw JSON of the current batch
         self._cat_cache: dict[Any, int] = {}
+        self._raw_json_ids_known: dict[bytes, int] = {b"null": -1}
 
     # -- interning helpers -------------------------------------------------------------------------
-    def _ids(self, values: list[Any]) -> list[int]:
+    def _ids(self, values: Any) -> list[int]:
         table = self.strings
-        known = table._ids  # fast path: a dict hit per value
-        out = []
-        for v in values:
-            i = known.get(v) if type(v) is str else None
-            if i is None:
-                i = table.intern(v if type(v) is str else ("" if v is None else str(v)))
-            out.append(i)
-        return out
+        try:
+            out = list(map(table._ids.get, values))  # fast path: one dict hit per value, in C
+        except TypeError:  # an unhashable value (e.g. a list as name)
+            out = [None] * len(values)
+        if None in out:  # new strings, or values that are not strings
+            out = [
+                i if i is not None else table.intern(v if type(v) is str else ("" if v is None else str(v)))
+                for i, v in zip(out, values, strict=True)
+            ]
+        return out  # type: ignore[return-value]
 
-    def _proc_ids(self, values: list[Any]) -> np.ndarray:
+    def _proc_ids(self, values: Any) -> np.ndarray:
         """pid/tid column: ints kept, anything else (e.g. "Spans") -> -(1 + string id)."""
-        if all(type(v) is int for v in values):
+        if set(map(type, values)) <= _INT_TYPE:
             return np.array(values, dtype=np.int64)
         out = [v if type(v) is int else -(1 + self.strings.intern(str(v))) for v in values]
         return np.array(out, dtype=np.int64)
@@ -227,13 +252,41 @@ class _Builder:
             self._cat_cache[c] = code
         return code
 
-    def _json_ids(self, values: list[Any]) -> list[int]:
+    def _json_ids(self, values: Any) -> list[int]:
+        """String ids of values serialized as compact JSON; -1 for None / JSON null."""
+        if len(values) and type(values[0]) is msgspec.Raw:
+            return self._raw_json_ids(values)
         return [-1 if v is None else self.strings.intern(orjson.dumps(v).decode()) for v in values]
 
+    def _raw_json_ids(self, values: Any) -> list[int]:
+        """``_json_ids`` of raw JSON texts (typed decoder): each distinct text is re-serialized once, so both
+        parsers give the same strings."""
+        known = self._raw_json_ids_known
+        texts = list(map(bytes, values))
+        out = list(map(known.get, texts))
+        if None in out:
+            for text in dict.fromkeys(t for t, i in zip(texts, out, strict=True) if i is None):  # first-seen order
+                parsed = orjson.loads(text)
+                known[text] = -1 if parsed is None else self.strings.intern(orjson.dumps(parsed).decode())
+            out = list(map(known.__getitem__, texts))
+        return out  # type: ignore[return-value]
+
     # -- one block ---------------------------------------------------------------------------------
-    def add(self, items: list[Any]) -> None:
+    def add(self, items: list[Any], batch: bytes = b"", starts: Any = None, ends: Any = None) -> None:
+        """One batch: ``Event`` structs (typed decoder) or JSON values (general parser).
+
+        ``batch``/``starts``/``ends``: the batch's raw JSON and each element's byte range in it (struct batches
+        re-parse the few events they do not decode themselves from there).
+        """
+        self.raw = batch
+        if items and type(items[0]) is Event and starts is not None and len(starts) == len(items):
+            self._add_structs(items, batch, starts, ends)
+        else:
+            self._add_values(items)
+
+    def _add_values(self, items: list[Any]) -> None:
         xs = []
-        flows_before = len(self.flows)
+        flows = []
         for e in items:
             if type(e) is not dict:
                 continue
@@ -241,7 +294,7 @@ class _Builder:
             if ph == "X":
                 xs.append(e)
             elif ph in _FLOW_PHASE:
-                self.flows.append((e.get("id"), e.get("ts"), e.get("pid"), e.get("tid"), _FLOW_PHASE[ph], e.get("cat")))
+                flows.append((e.get("id"), e.get("ts"), e.get("pid"), e.get("tid"), ph, e.get("cat")))
             elif ph == "i" or ph == "I":
                 if e.get("name") == "[memory]":
                     a = e.get("args") or _EMPTY
@@ -264,11 +317,51 @@ class _Builder:
             else:
                 self.n_other += 1
         if xs:
-            self._add_complete(xs)
-        if len(self.flows) > flows_before:
-            # flows become arrays per batch too: Python tuples would cost ~200 bytes per flow until the end
-            self.flow_chunks.append(self._flow_arrays(self.flows))
-            self.flows = []
+            args = [e.get("args") or _EMPTY for e in xs]
+            cats = [self._cat(e.get("cat")) for e in xs]
+            extra = [(i, args[i]) for i, c in enumerate(cats) if c in _EXTRA_CATS and args[i]]
+            self._add_complete(
+                [e.get("ts") for e in xs],
+                [e.get("dur", 0) for e in xs],
+                cats,
+                [e.get("name", "") for e in xs],
+                [e.get("pid") for e in xs],
+                [e.get("tid") for e in xs],
+                lambda col, key: [a.get(key) for a in args],
+                extra,
+            )
+        if flows:
+            self._add_flows(*zip(*flows, strict=True))
+
+    def _add_structs(self, evs: list[Event], batch: bytes, starts: np.ndarray, ends: np.ndarray) -> None:
+        # group the events by phase with C-level passes (a Python loop over every event cost ~0.4 µs each)
+        group = np.array(list(map(_PH_GROUP.get, map(_PH, evs), repeat(2))), dtype=np.int8)
+        x_rows = np.flatnonzero(group == 0).tolist()  # element number of each complete event
+        xs = _gather(evs, x_rows)
+        flows = _gather(evs, np.flatnonzero(group == 1).tolist())
+        rest = np.flatnonzero(group == 2).tolist()
+        if rest:
+            # instants, [memory] and metadata events are few: parse them the general way from their own bytes
+            self._add_values([orjson.loads(batch[starts[i] : ends[i]]) for i in rest])
+        if xs:
+            ts, dur, cat, name, pid, tid, args = zip(*map(_X_FIELDS, xs), strict=True)
+            cats = list(map(self._cat_cache.get, cat))
+            if None in cats:
+                cats = [self._cat(c) for c in cat]
+            extra = []
+            for i in np.flatnonzero(_EXTRA_CAT_TABLE[np.array(cats, dtype=np.int8)]).tolist():
+                if args[i] is not None:
+                    # rare categories keep their whole args dict: parse just that element again
+                    j = x_rows[i]
+                    a = orjson.loads(batch[starts[j] : ends[j]]).get("args")
+                    if a:
+                        extra.append((i, a))
+            args_l = [a if a is not None else EMPTY_ARGS for a in args]
+            self._add_complete(
+                ts, dur, cats, name, pid, tid, lambda col, key: list(map(_ARG_GETTERS[col], args_l)), extra
+            )
+        if flows:
+            self._add_flows(*zip(*map(_FLOW_FIELDS, flows), strict=True))
 
     def _metadata_event(self, e: dict[str, Any]) -> None:
         name = (e.get("args") or _EMPTY).get("name")
@@ -280,22 +373,31 @@ class _Builder:
         elif e.get("name") == "thread_name" and type(pid) is int and type(tid) is int:
             self.thread_names[(pid, tid)] = str(name)
 
-    def _add_complete(self, xs: list[dict[str, Any]]) -> None:
-        n = len(xs)
-        args = [e.get("args") or _EMPTY for e in xs]
-        cats = [self._cat(e.get("cat")) for e in xs]
-        ts = [e.get("ts") for e in xs]
+    def _add_complete(
+        self,
+        ts: Any,
+        dur: Any,
+        cats: list[int],
+        names: Any,
+        pids: Any,
+        tids: Any,
+        arg_values: Callable[[str, str], list[Any]],
+        extra: list[tuple[int, dict[str, Any]]],
+    ) -> None:
+        """Columns of one batch of complete events from per-field value sequences; ``arg_values(column, key)``
+        gives the args values of one key (None where absent); ``extra``: (batch row, args) of rare categories."""
+        n = len(ts)
         if not self.float_ts and float in set(map(type, ts)):
             self.float_ts = True
         cols: dict[str, np.ndarray] = {
             "ts": _float_column(ts),
-            "dur": _float_column([e.get("dur", 0) for e in xs]),
+            "dur": _float_column(dur),
             "cat": np.array(cats, dtype=np.int8),
-            "name": np.array(self._ids([e.get("name", "") for e in xs]), dtype=np.int32),
-            "pid": self._proc_ids([e.get("pid") for e in xs]),
-            "tid": self._proc_ids([e.get("tid") for e in xs]),
+            "name": np.array(self._ids(names), dtype=np.int32),
+            "pid": self._proc_ids(pids),
+            "tid": self._proc_ids(tids),
         }
-        # args columns: a key absent from the batch's raw JSON is skipped without touching the dicts
+        # args columns: a key absent from the batch's raw JSON is skipped without touching the events
         raw = self.raw
         # a miss scans the whole batch, so keys that only come together are checked once, by group
         nccl = not raw or b'"Collective name"' in raw or b'"In msg nelems"' in raw
@@ -310,17 +412,17 @@ class _Builder:
 
         for col, key, dtype in _ARG_INT_COLUMNS:
             if present(key):
-                cols[col] = _int_column([a.get(key) for a in args], dtype)
+                cols[col] = _int_column(arg_values(col, key), dtype)
             else:
                 cols[col] = np.full(n, -1, dtype=dtype)
         for col, key in (("input_dims", "Input Dims"), ("input_types", "Input type")):
             if present(key):
-                cols[col] = np.array(self._json_ids([a.get(key) for a in args]), dtype=np.int32)
+                cols[col] = np.array(self._json_ids(arg_values(col, key)), dtype=np.int32)
             else:
                 cols[col] = np.full(n, -1, dtype=np.int32)
         for col, key in (("coll_name", "Collective name"), ("dtype", "dtype")):
             if present(key):
-                vals = [a.get(key) for a in args]
+                vals = arg_values(col, key)
                 cols[col] = np.array([-1 if v is None else self.strings.intern(str(v)) for v in vals], np.int32)
             else:
                 cols[col] = np.full(n, -1, dtype=np.int32)
@@ -328,9 +430,7 @@ class _Builder:
         if nan_dur.any():
             cols["dur"][nan_dur] = 0.0
         base = self.n_events
-        for i, c in enumerate(cats):
-            if c in _EXTRA_CATS and args[i]:
-                self.extra.append((base + i, args[i]))
+        self.extra.extend((base + i, a) for i, a in extra)
         chunk: dict[str, Any] = dict(cols)
         for k in _SPARSE_CANDIDATES:
             arr = cols[k]
@@ -391,21 +491,21 @@ class _Builder:
         extra = {int(new_row[r]): a for r, a in self.extra if new_row[r] >= 0}
         return Trace(meta, self.strings, events, self._flows(), self._memory(), self._instants(), extra)
 
-    def _flow_arrays(self, flows: list[tuple[Any, ...]]) -> dict[str, np.ndarray]:
-        ids, ts, pid, tid, phase, cat = zip(*flows, strict=True)
-        return {
-            "id": _int_column(list(ids), np.int64),
-            "ts": _float_column(list(ts)),
-            "pid": self._proc_ids(list(pid)),
-            "tid": self._proc_ids(list(tid)),
-            "phase": np.array(phase, dtype=np.int8),
-            "cat": np.array(self._ids(list(cat)), dtype=np.int32),
-        }
+    def _add_flows(self, ids: Any, ts: Any, pid: Any, tid: Any, ph: Any, cat: Any) -> None:
+        """Flow events of one batch, one sequence per field; stored as arrays right away (Python tuples would
+        cost ~200 bytes per flow until the end)."""
+        self.flow_chunks.append(
+            {
+                "id": _int_column(ids, np.int64),
+                "ts": _float_column(ts),
+                "pid": self._proc_ids(pid),
+                "tid": self._proc_ids(tid),
+                "phase": np.array(list(map(_FLOW_PHASE.__getitem__, ph)), dtype=np.int8),
+                "cat": np.array(self._ids(cat), dtype=np.int32),
+            }
+        )
 
     def _flows(self) -> Flows:
-        if self.flows:
-            self.flow_chunks.append(self._flow_arrays(self.flows))
-            self.flows = []
         chunks, self.flow_chunks = self.flow_chunks, []
         if not chunks:
             return Flows.empty()
@@ -484,6 +584,13 @@ def _meta(path: Path, raw: dict[str, Any], b: _Builder) -> TraceMeta:
     )
 
 
+def _decode_batch(batch: bytes) -> list[Any]:
+    """Typed decoding when the batch fits ``Event`` (the common case), else the general parser (dicts), which also
+    raises the error for invalid JSON."""
+    evs = decode_events(batch)
+    return evs if evs is not None else orjson.loads(batch)
+
+
 def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) -> Trace:
     """Parse one Chrome-trace JSON file (plain or gzip) into a ``Trace``. Raises ``TraceLoadError``."""
     p = Path(path)
@@ -501,9 +608,8 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
     gc.disable()
     try:
         with _open(p) as fh:
-            for items in iter_event_batches(fh, result, block_size):
-                b.raw = result.batch_bytes
-                b.add(items)
+            for items in iter_event_batches(fh, result, block_size, _decode_batch):
+                b.add(items, result.batch_bytes, result.batch_starts, result.batch_ends)
                 del items
     except ScanError as e:
         raise TraceLoadError(p, str(e)) from None

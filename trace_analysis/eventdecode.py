@@ -1,0 +1,83 @@
+"""Typed decoding of a batch of Chrome-trace events: only the fields the model uses, no Python dict per event.
+
+Why: building a dict per event (with an args dict of ~10 keys, most never read) and then reading it back with
+``.get`` chains was most of the load time. ``msgspec`` decodes each element straight into a small slotted
+``Event`` struct and skips unknown keys without creating objects for them; the args values the model keeps are
+fields of ``EventArgs``. ``Input Dims`` / ``Input type`` stay raw JSON bytes (``msgspec.Raw``): the model interns
+them as JSON strings anyway.
+
+Every field but ``ph`` is typed ``Any`` (``args`` must be an object or null) so that a value of an unexpected
+JSON type is carried as is and converted by the same code as before. A batch that does not fit (an element that
+is not an object, ``ph`` that is not a string, ``args`` that is not an object, or anything msgspec rejects) makes
+``decode_events`` return None, and the caller parses that batch the general way (orjson dicts), which also
+produces the error message for invalid JSON.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+
+__all__ = ["Event", "EventArgs", "EMPTY_ARGS", "RAW_NULL", "decode_events", "ARG_FIELDS"]
+
+logger = logging.getLogger(__name__)
+
+_f = msgspec.field
+RAW_NULL = msgspec.Raw(b"null")  # raw JSON fields read as JSON null when absent
+
+
+class EventArgs(msgspec.Struct, gc=False):
+    """The args keys the model reads (attribute name -> JSON key in ``ARG_FIELDS``); others are skipped."""
+
+    stream: Any = None
+    correlation: Any = None
+    external_id: Any = _f(default=None, name="External id")
+    device: Any = None
+    bytes: Any = None
+    seq: Any = _f(default=None, name="Sequence number")
+    in_nelems: Any = _f(default=None, name="In msg nelems")
+    out_nelems: Any = _f(default=None, name="Out msg nelems")
+    group_size: Any = _f(default=None, name="Group size")
+    input_dims: msgspec.Raw = _f(default=RAW_NULL, name="Input Dims")
+    input_types: msgspec.Raw = _f(default=RAW_NULL, name="Input type")
+    coll_name: Any = _f(default=None, name="Collective name")
+    dtype: Any = None
+    name: Any = None  # metadata events (process_name / thread_name)
+    mem_bytes: Any = _f(default=None, name="Bytes")  # [memory] instant events
+    total_allocated: Any = _f(default=None, name="Total Allocated")
+    total_reserved: Any = _f(default=None, name="Total Reserved")
+    device_type: Any = _f(default=None, name="Device Type")
+    device_id: Any = _f(default=None, name="Device Id")
+
+
+class Event(msgspec.Struct, gc=False):
+    """One traceEvents element; a missing key reads as the default (as ``dict.get`` did)."""
+
+    ph: str | None = None  # a phase of another JSON type sends the batch to the general parser
+    name: Any = ""
+    cat: Any = None
+    ts: Any = None
+    dur: Any = 0
+    pid: Any = None
+    tid: Any = None
+    id: Any = None
+    args: EventArgs | None = None
+
+
+# JSON key of each EventArgs attribute (for the cheap "is this key in the batch at all" test)
+ARG_FIELDS: dict[str, str] = {
+    attr: enc for attr, enc in zip(EventArgs.__struct_fields__, EventArgs.__struct_encode_fields__, strict=True)
+}
+EMPTY_ARGS = EventArgs()
+
+_DECODER = msgspec.json.Decoder(list[Event])
+
+
+def decode_events(batch: bytes) -> list[Event] | None:
+    """The elements of a JSON array of events as ``Event`` structs; None when the batch needs the general parser."""
+    try:
+        return _DECODER.decode(batch)
+    except msgspec.DecodeError:  # includes ValidationError (a well-formed value of an unexpected shape)
+        return None
