@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["Event", "EventArgs", "EMPTY_ARGS", "RAW_NULL", "decode_events", "ARG_FIELDS"]
+__all__ = ["Event", "EventArgs", "EMPTY_ARGS", "RAW_NULL", "decode_events", "element_texts", "ARG_FIELDS"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +73,7 @@ ARG_FIELDS: dict[str, str] = {
 EMPTY_ARGS = EventArgs()
 
 _DECODER = msgspec.json.Decoder(list[Event])
+_ELEMENTS = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def decode_events(batch: bytes) -> list[Event] | None:
@@ -81,3 +82,8 @@ def decode_events(batch: bytes) -> list[Event] | None:
         return _DECODER.decode(batch)
     except msgspec.DecodeError:  # includes ValidationError (a well-formed value of an unexpected shape)
         return None
+
+
+def element_texts(batch: bytes) -> list[bytes]:
+    """The raw JSON text of each element of a batch (for the few events that keep more than ``Event`` holds)."""
+    return [bytes(r) for r in _ELEMENTS.decode(batch)]

@@ -6,6 +6,12 @@ brackets outside strings, nesting depth) finds the byte ranges of the array elem
 elements is parsed by orjson on its own and handed to the caller, which turns it into columns and drops it.
 Everything outside the ``traceEvents`` array (the metadata) is collected and parsed once at the end.
 
+Fast split: inside the array, at an element boundary, a block is first cut speculatively after its last ``},``
+and the cut handed to the caller's ``fast_decode``. That is safe without scanning: the cut starts at a true
+element boundary, so ``[`` + cut + ``]`` is valid JSON only if the cut also ends at one (a cut inside a string or
+a nested value leaves it unterminated or unbalanced). When ``fast_decode`` declines (returns None: invalid JSON,
+a cut inside an element, or content it does not handle), the block goes through the structural scan as before.
+
 Accepts ``{"traceEvents": [...], ...}`` (any key order) and the bare JSON-array form ``[...]``.
 """
 
@@ -13,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
@@ -25,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 # 1 MiB: small enough that one block's Python objects stay in cache and cheap to free (8 MiB was 3x slower)
 BLOCK_SIZE = 1 << 20
+FIRST_BLOCK_SIZE = 1 << 16
 
 _QUOTE, _BSLASH = 34, 92
 _OPEN = (123, 91)  # { [
@@ -46,9 +53,6 @@ class ScanResult:
     n_elements: int = 0
     n_bytes: int = 0
     batch_bytes: bytes = b""  # raw JSON of the batch being yielded (lets callers skip absent keys cheaply)
-    # byte range of each element of that batch in batch_bytes (valid when every element is an object/array)
-    batch_starts: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    batch_ends: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
 
 def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -81,8 +85,12 @@ def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, boo
 
 
 def _read_blocks(fh: IO[bytes], block_size: int) -> Iterator[bytes]:
+    # the first block is small: it holds the metadata and the start of the events array, and only what comes
+    # before the first fast cut goes through the (slower) structural scan
+    size = min(block_size, FIRST_BLOCK_SIZE)
     while True:
-        block = fh.read(block_size)
+        block = fh.read(size)
+        size = block_size
         if not block:
             return
         # never end a block inside a backslash run (keeps escape detection local to one block)
@@ -94,15 +102,23 @@ def _read_blocks(fh: IO[bytes], block_size: int) -> Iterator[bytes]:
         yield block
 
 
+def _read_blocks_then_end(fh: IO[bytes], block_size: int) -> Iterator[bytes]:
+    """The blocks, then one empty block (lets the caller flush bytes it held back)."""
+    yield from _read_blocks(fh, block_size)
+    yield b""
+
+
 def iter_event_batches(
     fh: IO[bytes],
     result: ScanResult,
     block_size: int = BLOCK_SIZE,
     decode: Callable[[bytes], list[Any]] = orjson.loads,
+    fast_decode: Callable[[bytes], list[Any] | None] | None = None,
 ) -> Iterator[list[Any]]:
     """Yield lists of parsed traceEvents elements, one list per block; fill ``result`` (meta at the end).
 
-    ``decode`` parses the JSON array of one batch (a ValueError from it means invalid JSON).
+    ``decode`` parses the JSON array of one batch (a ValueError from it means invalid JSON); ``fast_decode``, if
+    given, is tried first on speculative cuts (see the module docstring) and returns None to decline.
     Raises ScanError for non-JSON, wrong top-level shape, or a truncated stream.
     """
     depth = 0
@@ -111,8 +127,16 @@ def iter_event_batches(
     ev_depth = -1  # depth inside the events array (elements open at this depth); -1 before/after it
     meta = bytearray()
     carry = b""  # bytes of a partial element (starts with its opening bracket)
-    for block in _read_blocks(fh, block_size):
+    pending = b""  # bytes after the last fast cut (at array level, right after a comma)
+    fast_misses = 0
+    for block in _read_blocks_then_end(fh, block_size):
+        final = not block  # the rest must go through the scan (array end, trailing metadata)
         result.n_bytes += len(block)
+        if pending:
+            block = pending + block
+            pending = b""
+        if not block:
+            continue
         if root is None:
             if block.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark (some editors/tools write one)
                 block = block[3:]
@@ -125,6 +149,26 @@ def iter_event_batches(
             if root == 91:  # bare array of events
                 ev_depth = 1
                 result.found_events = True
+        if fast_decode is not None and fast_misses < 3 and ev_depth >= 0 and not final:
+            # at an element boundary: a carried partial element, or after a comma at array level
+            at_boundary = bool(carry) or (depth == ev_depth and not in_string)
+            head = carry + block if carry else block
+            cut = head.rfind(b"},") if at_boundary else -1
+            if cut > 0:
+                batch = b"[" + head[: cut + 1] + b"]"
+                items = fast_decode(batch)
+                if items is not None:
+                    fast_misses = 0
+                    result.batch_bytes = batch
+                    result.n_elements += len(items)
+                    yield items
+                    del items
+                    result.batch_bytes = b""
+                    pending = head[cut + 2 :]
+                    carry = b""
+                    depth, in_string = ev_depth, False
+                    continue
+                fast_misses += 1  # three misses in a row: this file's layout does not suit the fast cut
         buf = carry + block if carry else block
         base = len(carry)
         scan_from_depth = depth
@@ -172,7 +216,7 @@ def iter_event_batches(
         limit = int(pos[array_end[0]]) if len(array_end) else len(buf)
         opens = opens[opens < limit]
         closes = closes[closes < limit]
-        if carry and (not len(opens) or opens[0] != 0):  # the carried element's "{" (normally found by the scan)
+        if carry:
             opens = np.concatenate(([0], opens))
         if len(closes):
             batch_lo = int(opens[0])
@@ -181,11 +225,6 @@ def iter_event_batches(
         if n_el:
             try:
                 result.batch_bytes = b"[" + buf[batch_lo:batch_hi] + b"]"
-                if len(opens) >= n_el:
-                    result.batch_starts = opens[:n_el] - (batch_lo - 1)
-                    result.batch_ends = closes - (batch_lo - 2)
-                else:  # scalar elements: no per-element ranges (the typed decoder rejects such a batch anyway)
-                    result.batch_starts = result.batch_ends = np.empty(0, np.int64)
                 items = decode(result.batch_bytes)
             except ValueError as e:
                 where = result.n_bytes - len(block) + batch_lo - base

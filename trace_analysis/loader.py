@@ -27,7 +27,7 @@ from typing import IO, Any, cast
 import msgspec
 import numpy as np
 import orjson
-from dyno.trace_analysis.eventdecode import EMPTY_ARGS, Event, decode_events
+from dyno.trace_analysis.eventdecode import EMPTY_ARGS, Event, decode_events, element_texts
 from dyno.trace_analysis.jsonscan import BLOCK_SIZE, ScanError, ScanResult, iter_event_batches
 from dyno.trace_analysis.model import (
     CAT_BY_NAME,
@@ -272,15 +272,12 @@ class _Builder:
         return out  # type: ignore[return-value]
 
     # -- one block ---------------------------------------------------------------------------------
-    def add(self, items: list[Any], batch: bytes = b"", starts: Any = None, ends: Any = None) -> None:
-        """One batch: ``Event`` structs (typed decoder) or JSON values (general parser).
-
-        ``batch``/``starts``/``ends``: the batch's raw JSON and each element's byte range in it (struct batches
-        re-parse the few events they do not decode themselves from there).
-        """
+    def add(self, items: list[Any], batch: bytes = b"") -> None:
+        """One batch: ``Event`` structs (typed decoder) or JSON values (general parser); ``batch``: its raw JSON
+        (struct batches re-parse from it the few events that need more than ``Event`` holds)."""
         self.raw = batch
-        if items and type(items[0]) is Event and starts is not None and len(starts) == len(items):
-            self._add_structs(items, batch, starts, ends)
+        if items and type(items[0]) is Event and batch:
+            self._add_structs(items, batch)
         else:
             self._add_values(items)
 
@@ -333,16 +330,17 @@ class _Builder:
         if flows:
             self._add_flows(*zip(*flows, strict=True))
 
-    def _add_structs(self, evs: list[Event], batch: bytes, starts: np.ndarray, ends: np.ndarray) -> None:
+    def _add_structs(self, evs: list[Event], batch: bytes) -> None:
         # group the events by phase with C-level passes (a Python loop over every event cost ~0.4 µs each)
         group = np.array(list(map(_PH_GROUP.get, map(_PH, evs), repeat(2))), dtype=np.int8)
         x_rows = np.flatnonzero(group == 0).tolist()  # element number of each complete event
         xs = _gather(evs, x_rows)
         flows = _gather(evs, np.flatnonzero(group == 1).tolist())
         rest = np.flatnonzero(group == 2).tolist()
+        texts: list[bytes] = element_texts(batch) if rest else []
         if rest:
             # instants, [memory] and metadata events are few: parse them the general way from their own bytes
-            self._add_values([orjson.loads(batch[starts[i] : ends[i]]) for i in rest])
+            self._add_values([orjson.loads(texts[i]) for i in rest])
         if xs:
             ts, dur, cat, name, pid, tid, args = zip(*map(_X_FIELDS, xs), strict=True)
             cats = list(map(self._cat_cache.get, cat))
@@ -352,8 +350,8 @@ class _Builder:
             for i in np.flatnonzero(_EXTRA_CAT_TABLE[np.array(cats, dtype=np.int8)]).tolist():
                 if args[i] is not None:
                     # rare categories keep their whole args dict: parse just that element again
-                    j = x_rows[i]
-                    a = orjson.loads(batch[starts[j] : ends[j]]).get("args")
+                    texts = texts or element_texts(batch)
+                    a = orjson.loads(texts[x_rows[i]]).get("args")
                     if a:
                         extra.append((i, a))
             args_l = [a if a is not None else EMPTY_ARGS for a in args]
@@ -608,8 +606,8 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
     gc.disable()
     try:
         with _open(p) as fh:
-            for items in iter_event_batches(fh, result, block_size, _decode_batch):
-                b.add(items, result.batch_bytes, result.batch_starts, result.batch_ends)
+            for items in iter_event_batches(fh, result, block_size, _decode_batch, decode_events):
+                b.add(items, result.batch_bytes)
                 del items
     except ScanError as e:
         raise TraceLoadError(p, str(e)) from None
