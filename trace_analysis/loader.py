@@ -326,6 +326,7 @@ class _Builder:
                 [e.get("tid") for e in xs],
                 lambda col, key: [a.get(key) for a in args],
                 extra,
+                scan_raw=True,
             )
         if flows:
             self._add_flows(*zip(*flows, strict=True))
@@ -356,7 +357,15 @@ class _Builder:
                         extra.append((i, a))
             args_l = [a if a is not None else EMPTY_ARGS for a in args]
             self._add_complete(
-                ts, dur, cats, name, pid, tid, lambda col, key: list(map(_ARG_GETTERS[col], args_l)), extra
+                ts,
+                dur,
+                cats,
+                name,
+                pid,
+                tid,
+                lambda col, key: list(map(_ARG_GETTERS[col], args_l)),
+                extra,
+                scan_raw=False,
             )
         if flows:
             self._add_flows(*zip(*map(_FLOW_FIELDS, flows), strict=True))
@@ -381,9 +390,11 @@ class _Builder:
         tids: Any,
         arg_values: Callable[[str, str], list[Any]],
         extra: list[tuple[int, dict[str, Any]]],
+        scan_raw: bool,
     ) -> None:
         """Columns of one batch of complete events from per-field value sequences; ``arg_values(column, key)``
-        gives the args values of one key (None where absent); ``extra``: (batch row, args) of rare categories."""
+        gives the args values of one key (None where absent); ``extra``: (batch row, args) of rare categories;
+        ``scan_raw``: look for each args key in the batch's raw JSON before reading it from the events."""
         n = len(ts)
         if not self.float_ts and float in set(map(type, ts)):
             self.float_ts = True
@@ -395,35 +406,34 @@ class _Builder:
             "pid": self._proc_ids(pids),
             "tid": self._proc_ids(tids),
         }
-        # args columns: a key absent from the batch's raw JSON is skipped without touching the events
-        raw = self.raw
-        # a miss scans the whole batch, so keys that only come together are checked once, by group
+        # args columns. General path: a key absent from the batch's raw JSON is skipped without touching the
+        # dicts (a miss scans the whole batch, so keys that only come together are checked once, by group).
+        # Struct path: reading a field of every struct and counting the Nones is cheaper than that scan.
+        raw = self.raw if scan_raw else b""
         nccl = not raw or b'"Collective name"' in raw or b'"In msg nelems"' in raw
-        shapes = not raw or b'"Input Dims"' in raw
+        shapes = not self.raw or b'"Input Dims"' in self.raw
 
-        def present(key: str) -> bool:
-            if key in _NCCL_KEYS:
-                return nccl
+        def values(col: str, key: str) -> list[Any] | None:
+            """The key's values, None when no event has it."""
             if key in _SHAPE_KEYS:
-                return shapes
-            return not raw or f'"{key}"'.encode() in raw
+                return arg_values(col, key) if shapes else None
+            if raw and not (nccl if key in _NCCL_KEYS else f'"{key}"'.encode() in raw):
+                return None
+            vals = arg_values(col, key)
+            return None if vals.count(None) == n else vals
 
         for col, key, dtype in _ARG_INT_COLUMNS:
-            if present(key):
-                cols[col] = _int_column(arg_values(col, key), dtype)
-            else:
-                cols[col] = np.full(n, -1, dtype=dtype)
+            vals = values(col, key)
+            cols[col] = np.full(n, -1, dtype=dtype) if vals is None else _int_column(vals, dtype)
         for col, key in (("input_dims", "Input Dims"), ("input_types", "Input type")):
-            if present(key):
-                cols[col] = np.array(self._json_ids(arg_values(col, key)), dtype=np.int32)
-            else:
-                cols[col] = np.full(n, -1, dtype=np.int32)
+            vals = values(col, key)
+            cols[col] = np.full(n, -1, np.int32) if vals is None else np.array(self._json_ids(vals), np.int32)
         for col, key in (("coll_name", "Collective name"), ("dtype", "dtype")):
-            if present(key):
-                vals = arg_values(col, key)
-                cols[col] = np.array([-1 if v is None else self.strings.intern(str(v)) for v in vals], np.int32)
-            else:
+            vals = values(col, key)
+            if vals is None:
                 cols[col] = np.full(n, -1, dtype=np.int32)
+            else:
+                cols[col] = np.array([-1 if v is None else self.strings.intern(str(v)) for v in vals], np.int32)
         nan_dur = np.isnan(cols["dur"])
         if nan_dur.any():
             cols["dur"][nan_dur] = 0.0
