@@ -52,7 +52,7 @@ class ScanResult:
     found_events: bool = False
     n_elements: int = 0
     n_bytes: int = 0
-    batch_bytes: bytes = b""  # raw JSON of the batch being yielded (lets callers skip absent keys cheaply)
+    batch_bytes: bytes | bytearray = b""  # raw JSON of the batch being yielded (lets callers skip absent keys cheaply)
 
 
 def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -132,12 +132,9 @@ def iter_event_batches(
     for block in _read_blocks_then_end(fh, block_size):
         final = not block  # the rest must go through the scan (array end, trailing metadata)
         result.n_bytes += len(block)
-        if pending:
-            block = pending + block
-            pending = b""
-        if not block:
-            continue
         if root is None:
+            if not block:
+                continue
             if block.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark (some editors/tools write one)
                 block = block[3:]
             stripped = block.lstrip(_WS)
@@ -149,26 +146,40 @@ def iter_event_batches(
             if root == 91:  # bare array of events
                 ev_depth = 1
                 result.found_events = True
-        if fast_decode is not None and fast_misses < 3 and ev_depth >= 0 and not final:
-            # at an element boundary: a carried partial element, or after a comma at array level
-            at_boundary = bool(carry) or (depth == ev_depth and not in_string)
-            head = carry + block if carry else block
-            cut = head.rfind(b"},") if at_boundary else -1
+        # fast cut, at an element boundary (a carried partial element, or after a comma at array level)
+        if (
+            fast_decode is not None
+            and fast_misses < 3
+            and ev_depth >= 0
+            and not final
+            and (carry or depth == ev_depth and not in_string)
+        ):
+            head = bytearray(b"[")  # built in place: "[" + elements + "]" without further copies
+            head += carry or pending
+            head += block
+            cut = head.rfind(b"},")
             if cut > 0:
-                batch = b"[" + head[: cut + 1] + b"]"
-                items = fast_decode(batch)
+                tail = bytes(head[cut + 2 :])
+                del head[cut + 2 :]
+                head[cut + 1] = 93  # the comma after the last whole element becomes the closing "]"
+                items = fast_decode(head)
                 if items is not None:
                     fast_misses = 0
-                    result.batch_bytes = batch
+                    result.batch_bytes = head
                     result.n_elements += len(items)
                     yield items
                     del items
                     result.batch_bytes = b""
-                    pending = head[cut + 2 :]
-                    carry = b""
+                    pending, carry = tail, b""
                     depth, in_string = ev_depth, False
                     continue
                 fast_misses += 1  # three misses in a row: this file's layout does not suit the fast cut
+            del head
+        if pending:
+            block = pending + block
+            pending = b""
+        if not block:
+            continue
         buf = carry + block if carry else block
         base = len(carry)
         scan_from_depth = depth
