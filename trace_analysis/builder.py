@@ -132,6 +132,12 @@ def _merge_sparse(parts: list[Any], lens: list[int], inv: np.ndarray) -> tuple[n
     return rows[o], vals[o]
 
 
+def _args(e: dict[str, Any]) -> dict[str, Any]:
+    """An event's args; anything but a JSON object (a list, a string) counts as no args."""
+    a = e.get("args")
+    return a if type(a) is dict else _EMPTY
+
+
 def _gather(items: list[Any], rows: list[int]) -> list[Any]:
     """items[rows] as a list, gathered in C."""
     if len(rows) > 1:
@@ -252,7 +258,7 @@ class TraceBuilder:
                 flows.append((e.get("id"), e.get("ts"), e.get("pid"), e.get("tid"), ph, e.get("cat")))
             elif ph == "i" or ph == "I":
                 if e.get("name") == "[memory]":
-                    a = e.get("args") or _EMPTY
+                    a = _args(e)
                     self.memory.append(
                         (
                             e.get("ts"),
@@ -272,7 +278,7 @@ class TraceBuilder:
             else:
                 self.n_other += 1
         if xs:
-            args = [e.get("args") or _EMPTY for e in xs]
+            args = [_args(e) for e in xs]
             cats = [self._cat(e.get("cat")) for e in xs]
             extra = [(i, args[i]) for i, c in enumerate(cats) if c in _EXTRA_CATS and args[i]]
             self._add_complete(
@@ -329,7 +335,7 @@ class TraceBuilder:
             self._add_flows(*zip(*map(_FLOW_FIELDS, flows), strict=True))
 
     def _metadata_event(self, e: dict[str, Any]) -> None:
-        name = (e.get("args") or _EMPTY).get("name")
+        name = _args(e).get("name")
         if name is None:
             return
         pid, tid = e.get("pid"), e.get("tid")
