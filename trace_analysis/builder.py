@@ -53,6 +53,7 @@ _FLOW_FIELDS = attrgetter("id", "ts", "pid", "tid", "ph", "cat")
 _PH = attrgetter("ph")
 _PH_GROUP = {"X": 0, "s": 1, "f": 1, "t": 1}  # complete, flow; anything else: 2
 _INT_TYPE = {int}
+_CAT_CODES: dict[Any, int] = {k: int(v) for k, v in CAT_BY_NAME.items()}  # cat value -> Cat code (grows as seen)
 # integer columns that may be stored sparse (see Events)
 _SPARSE_CANDIDATES = frozenset(
     {"stream", "correlation", "external_id", "device", "bytes", "seq", "input_dims", "input_types", "coll_name"}
@@ -185,7 +186,6 @@ class TraceBuilder:
         self.n_other = 0
         self.float_ts = False
         self.raw = b""  # raw JSON of the current batch
-        self._cat_cache: dict[Any, int] = {}
         self._raw_json_ids_known: dict[bytes, int] = {b"null": -1}
 
     # -- interning helpers -------------------------------------------------------------------------
@@ -209,11 +209,16 @@ class TraceBuilder:
         out = [v if type(v) is int else -(1 + self.strings.intern(str(v))) for v in values]
         return np.array(out, dtype=np.int64)
 
-    def _cat(self, c: Any) -> int:
-        code = self._cat_cache.get(c)
+    @staticmethod
+    def _cat(c: Any) -> int:
+        try:
+            code = _CAT_CODES.get(c)
+        except TypeError:  # unhashable (a list as category)
+            return int(Cat.OTHER)
         if code is None:
             code = int(CAT_BY_NAME.get(str(c).lower(), Cat.OTHER)) if c is not None else int(Cat.OTHER)
-            self._cat_cache[c] = code
+            if len(_CAT_CODES) < 4096:  # shared by all loads: bounded against files with endless odd categories
+                _CAT_CODES[c] = code
         return code
 
     def _json_ids(self, values: Any) -> list[int]:
@@ -308,7 +313,10 @@ class TraceBuilder:
             self._add_values([orjson.loads(texts[i]) for i in rest])
         if xs:
             ts, dur, cat, name, pid, tid, args = zip(*map(_X_FIELDS, xs), strict=True)
-            cats = list(map(self._cat_cache.get, cat))
+            try:
+                cats = list(map(_CAT_CODES.get, cat))
+            except TypeError:  # an unhashable category
+                cats = [None]
             if None in cats:
                 cats = [self._cat(c) for c in cat]
             extra = []
