@@ -20,12 +20,11 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["Event", "EventArgs", "EMPTY_ARGS", "RAW_NULL", "decode_events", "element_texts", "ARG_FIELDS"]
+__all__ = ["Event", "EventArgs", "EMPTY_ARGS", "decode_events", "element_texts", "ARG_FIELDS"]
 
 logger = logging.getLogger(__name__)
 
 _f = msgspec.field
-RAW_NULL = msgspec.Raw(b"null")  # raw JSON fields read as JSON null when absent
 
 
 class EventArgs(msgspec.Struct, gc=False):
@@ -40,8 +39,9 @@ class EventArgs(msgspec.Struct, gc=False):
     in_nelems: Any = _f(default=None, name="In msg nelems")
     out_nelems: Any = _f(default=None, name="Out msg nelems")
     group_size: Any = _f(default=None, name="Group size")
-    input_dims: msgspec.Raw = _f(default=RAW_NULL, name="Input Dims")
-    input_types: msgspec.Raw = _f(default=RAW_NULL, name="Input type")
+    # raw JSON text; None when absent (a declared "msgspec.Raw | None" would decode the value instead)
+    input_dims: msgspec.Raw = _f(default=None, name="Input Dims")
+    input_types: msgspec.Raw = _f(default=None, name="Input type")
     coll_name: Any = _f(default=None, name="Collective name")
     dtype: Any = None
     name: Any = None  # metadata events (process_name / thread_name)
