@@ -270,3 +270,16 @@ def test_block_boundaries_in_every_position_of_a_small_trace(tmp_path: Path) -> 
     for block in range(20, 400, 7):
         got = _canonical(load_trace(path, block_size=block))
         assert got == expected, block
+
+
+def test_truncated_large_trace_is_reported(tmp_path: Path) -> None:
+    data = json.dumps({"traceEvents": _events(300), "after": 1}).encode()
+    cut = data[: int(len(data) * 0.7)]
+    plain = tmp_path / "cut.json"
+    plain.write_bytes(cut)
+    with pytest.raises(TraceLoadError, match="truncated"):
+        load_trace(plain, block_size=4096)
+    gz = tmp_path / "cut.json.gz"
+    gz.write_bytes(gzip.compress(data)[:-20])
+    with pytest.raises(TraceLoadError, match="truncated"):
+        load_trace(gz, block_size=4096)
