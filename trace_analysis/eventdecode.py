@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["Event", "EventArgs", "EMPTY_ARGS", "decode_events", "element_texts", "ARG_FIELDS"]
+__all__ = ["Event", "EventArgs", "EMPTY_ARGS", "decode_events", "element_texts"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,48 +28,40 @@ _f = msgspec.field
 
 
 class EventArgs(msgspec.Struct, gc=False):
-    """The args keys the model reads (attribute name -> JSON key in ``ARG_FIELDS``); others are skipped."""
+    """The args keys the columns of complete events read; others are skipped. Declared in the order Kineto
+    writes them (msgspec tries the next declared field first, ~8% faster than another order)."""
 
-    stream: Any = None
-    correlation: Any = None
     external_id: Any = _f(default=None, name="External id")
     device: Any = None
-    bytes: Any = None
-    seq: Any = _f(default=None, name="Sequence number")
-    in_nelems: Any = _f(default=None, name="In msg nelems")
-    out_nelems: Any = _f(default=None, name="Out msg nelems")
-    group_size: Any = _f(default=None, name="Group size")
+    stream: Any = None
+    correlation: Any = None
     # raw JSON text; None when absent (a declared "msgspec.Raw | None" would decode the value instead)
     input_dims: msgspec.Raw = _f(default=None, name="Input Dims")
     input_types: msgspec.Raw = _f(default=None, name="Input type")
+    seq: Any = _f(default=None, name="Sequence number")
+    bytes: Any = None
+    in_nelems: Any = _f(default=None, name="In msg nelems")
+    out_nelems: Any = _f(default=None, name="Out msg nelems")
+    group_size: Any = _f(default=None, name="Group size")
     coll_name: Any = _f(default=None, name="Collective name")
     dtype: Any = None
-    name: Any = None  # metadata events (process_name / thread_name)
-    mem_bytes: Any = _f(default=None, name="Bytes")  # [memory] instant events
-    total_allocated: Any = _f(default=None, name="Total Allocated")
-    total_reserved: Any = _f(default=None, name="Total Reserved")
-    device_type: Any = _f(default=None, name="Device Type")
-    device_id: Any = _f(default=None, name="Device Id")
 
 
 class Event(msgspec.Struct, gc=False):
-    """One traceEvents element; a missing key reads as the default (as ``dict.get`` did)."""
+    """One traceEvents element; a missing key reads as the default (as ``dict.get`` did). Instant, metadata and
+    other rare events are re-parsed whole by the caller, so only what complete and flow events need is here."""
 
     ph: str | None = None  # a phase of another JSON type sends the batch to the general parser
-    name: Any = ""
     cat: Any = None
-    ts: Any = None
-    dur: Any = 0
+    name: Any = ""
     pid: Any = None
     tid: Any = None
+    ts: Any = None
+    dur: Any = 0
     id: Any = None
     args: EventArgs | None = None
 
 
-# JSON key of each EventArgs attribute (for the cheap "is this key in the batch at all" test)
-ARG_FIELDS: dict[str, str] = {
-    attr: enc for attr, enc in zip(EventArgs.__struct_fields__, EventArgs.__struct_encode_fields__, strict=True)
-}
 EMPTY_ARGS = EventArgs()
 
 _DECODER = msgspec.json.Decoder(list[Event])
