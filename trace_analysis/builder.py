@@ -21,6 +21,7 @@ import msgspec
 import numpy as np
 import orjson
 from dyno.trace_analysis.eventdecode import EMPTY_ARGS, Event, decode_events, element_texts
+from dyno.trace_analysis.jsonscan import ScanError
 from dyno.trace_analysis.model import (
     CAT_BY_NAME,
     EVENT_DTYPES,
@@ -132,6 +133,15 @@ def _merge_sparse(parts: list[Any], lens: list[int], inv: np.ndarray) -> tuple[n
     rows, vals = rows[keep], vals[keep]
     o = np.argsort(rows, kind="stable")
     return rows[o], vals[o]
+
+
+def _parse_element(text: bytes) -> Any:
+    """One element's JSON with orjson. The typed decoder skips unused keys without validating them, so orjson can
+    still find invalid JSON there (e.g. bad UTF-8): reported like invalid JSON found while scanning."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as e:
+        raise ScanError(f"invalid JSON in traceEvents (element {text[:60]!r}...): {e}") from None
 
 
 def _args(e: dict[str, Any]) -> dict[str, Any]:
@@ -312,7 +322,7 @@ class TraceBuilder:
         texts: list[bytes] = element_texts(batch) if rest else []
         if rest:
             # instants, [memory] and metadata events are few: parse them the general way from their own bytes
-            self._add_values([orjson.loads(texts[i]) for i in rest])
+            self._add_values([_parse_element(texts[i]) for i in rest])
         if xs:
             ts, dur, cat, name, pid, tid, args = [list(map(get, xs)) for get in _X_FIELDS]
             try:
@@ -326,7 +336,7 @@ class TraceBuilder:
                 if args[i] is not None:
                     # rare categories keep their whole args dict: parse just that element again
                     texts = texts or element_texts(batch)
-                    a = orjson.loads(texts[x_rows[i]]).get("args")
+                    a = _parse_element(texts[x_rows[i]]).get("args")
                     if a:
                         extra.append((i, a))
             args_l = [a if a is not None else EMPTY_ARGS for a in args]

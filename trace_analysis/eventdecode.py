@@ -10,7 +10,8 @@ Every field but ``ph`` is typed ``Any`` (``args`` must be an object or null) so 
 JSON type is carried as is and converted by the same code as before. A batch that does not fit (an element that
 is not an object, ``ph`` that is not a string, ``args`` that is not an object, or anything msgspec rejects) makes
 ``decode_events`` return None, and the caller parses that batch the general way (orjson dicts), which also
-produces the error message for invalid JSON.
+produces the error message for invalid JSON. One leniency: keys the structs skip are not validated as strictly
+as orjson does (invalid UTF-8 inside an unused string value is accepted).
 """
 
 from __future__ import annotations

@@ -283,3 +283,14 @@ def test_truncated_large_trace_is_reported(tmp_path: Path) -> None:
     gz.write_bytes(gzip.compress(data)[:-20])
     with pytest.raises(TraceLoadError, match="truncated"):
         load_trace(gz, block_size=4096)
+
+
+def test_invalid_utf8_in_a_reparsed_event_is_reported(tmp_path: Path) -> None:
+    evs = _events(40)
+    data = json.dumps({"traceEvents": evs}).encode()
+    mark = data.index(b'"name": "mark"')
+    bad = data[:mark] + b'"bad": "\xff\xfe", ' + data[mark:]  # inside an instant event (re-parsed with orjson)
+    p = tmp_path / "utf8.json"
+    p.write_bytes(bad)
+    with pytest.raises(TraceLoadError, match="invalid JSON"):
+        load_trace(p, block_size=4096)
