@@ -25,7 +25,7 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
-__all__ = ["ScanError", "ScanResult", "iter_event_batches", "BLOCK_SIZE"]
+__all__ = ["ScanError", "ScanResult", "iter_event_batches", "BLOCK_SIZE", "FIRST_BLOCK_SIZE"]
 
 logger = logging.getLogger(__name__)
 
