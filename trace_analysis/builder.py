@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 import numpy as np
 import orjson
+
 from dyno.trace_analysis.eventdecode import EMPTY_ARGS, Event, decode_events, element_texts
 from dyno.trace_analysis.jsonscan import ScanError
 from dyno.trace_analysis.model import (

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from dyno.trace_analysis import builder, eventdecode, loader
 from dyno.trace_analysis.loader import TraceLoadError, load_trace
 from dyno.trace_analysis.model import Trace
