@@ -6,25 +6,32 @@ brackets outside strings, nesting depth) finds the byte ranges of the array elem
 elements is parsed by orjson on its own and handed to the caller, which turns it into columns and drops it.
 Everything outside the ``traceEvents`` array (the metadata) is collected and parsed once at the end.
 
+Fast split: inside the array, at an element boundary, a block is first cut speculatively after its last ``},``
+and the cut handed to the caller's ``fast_decode``. That is safe without scanning: the cut starts at a true
+element boundary, so ``[`` + cut + ``]`` is valid JSON only if the cut also ends at one (a cut inside a string or
+a nested value leaves it unterminated or unbalanced). When ``fast_decode`` declines (returns None: invalid JSON,
+a cut inside an element, or content it does not handle), the block goes through the structural scan as before.
+
 Accepts ``{"traceEvents": [...], ...}`` (any key order) and the bare JSON-array form ``[...]``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
 import orjson
 
-__all__ = ["ScanError", "ScanResult", "iter_event_batches", "BLOCK_SIZE"]
+__all__ = ["ScanError", "ScanResult", "iter_event_batches", "BLOCK_SIZE", "FIRST_BLOCK_SIZE"]
 
 logger = logging.getLogger(__name__)
 
 # 1 MiB: small enough that one block's Python objects stay in cache and cheap to free (8 MiB was 3x slower)
 BLOCK_SIZE = 1 << 20
+FIRST_BLOCK_SIZE = 1 << 16
 
 _QUOTE, _BSLASH = 34, 92
 _OPEN = (123, 91)  # { [
@@ -45,7 +52,7 @@ class ScanResult:
     found_events: bool = False
     n_elements: int = 0
     n_bytes: int = 0
-    batch_bytes: bytes = b""  # raw JSON of the batch being yielded (lets callers skip absent keys cheaply)
+    batch_bytes: bytes | bytearray = b""  # raw JSON of the batch being yielded (lets callers skip absent keys cheaply)
 
 
 def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -78,8 +85,12 @@ def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, boo
 
 
 def _read_blocks(fh: IO[bytes], block_size: int) -> Iterator[bytes]:
+    # the first block is small: it holds the metadata and the start of the events array, and only what comes
+    # before the first fast cut goes through the (slower) structural scan
+    size = min(block_size, FIRST_BLOCK_SIZE)
     while True:
-        block = fh.read(block_size)
+        block = fh.read(size)
+        size = block_size
         if not block:
             return
         # never end a block inside a backslash run (keeps escape detection local to one block)
@@ -91,9 +102,23 @@ def _read_blocks(fh: IO[bytes], block_size: int) -> Iterator[bytes]:
         yield block
 
 
-def iter_event_batches(fh: IO[bytes], result: ScanResult, block_size: int = BLOCK_SIZE) -> Iterator[list[Any]]:
+def _read_blocks_then_end(fh: IO[bytes], block_size: int) -> Iterator[bytes]:
+    """The blocks, then one empty block (lets the caller flush bytes it held back)."""
+    yield from _read_blocks(fh, block_size)
+    yield b""
+
+
+def iter_event_batches(
+    fh: IO[bytes],
+    result: ScanResult,
+    block_size: int = BLOCK_SIZE,
+    decode: Callable[[bytes], list[Any]] = orjson.loads,
+    fast_decode: Callable[[bytes], list[Any] | None] | None = None,
+) -> Iterator[list[Any]]:
     """Yield lists of parsed traceEvents elements, one list per block; fill ``result`` (meta at the end).
 
+    ``decode`` parses the JSON array of one batch (a ValueError from it means invalid JSON); ``fast_decode``, if
+    given, is tried first on speculative cuts (see the module docstring) and returns None to decline.
     Raises ScanError for non-JSON, wrong top-level shape, or a truncated stream.
     """
     depth = 0
@@ -102,9 +127,14 @@ def iter_event_batches(fh: IO[bytes], result: ScanResult, block_size: int = BLOC
     ev_depth = -1  # depth inside the events array (elements open at this depth); -1 before/after it
     meta = bytearray()
     carry = b""  # bytes of a partial element (starts with its opening bracket)
-    for block in _read_blocks(fh, block_size):
+    pending = b""  # bytes after the last fast cut (at array level, right after a comma)
+    fast_misses = 0
+    for block in _read_blocks_then_end(fh, block_size):
+        final = not block  # the rest must go through the scan (array end, trailing metadata)
         result.n_bytes += len(block)
         if root is None:
+            if not block:
+                continue
             if block.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark (some editors/tools write one)
                 block = block[3:]
             stripped = block.lstrip(_WS)
@@ -116,6 +146,40 @@ def iter_event_batches(fh: IO[bytes], result: ScanResult, block_size: int = BLOC
             if root == 91:  # bare array of events
                 ev_depth = 1
                 result.found_events = True
+        # fast cut, at an element boundary (a carried partial element, or after a comma at array level)
+        if (
+            fast_decode is not None
+            and fast_misses < 3
+            and ev_depth >= 0
+            and not final
+            and (carry or depth == ev_depth and not in_string)
+        ):
+            head = bytearray(b"[")  # built in place: "[" + elements + "]" without further copies
+            head += carry or pending
+            head += block
+            cut = head.rfind(b"},")
+            if cut > 0:
+                tail = bytes(head[cut + 2 :])
+                del head[cut + 2 :]
+                head[cut + 1] = 93  # the comma after the last whole element becomes the closing "]"
+                items = fast_decode(head)
+                if items is not None:
+                    fast_misses = 0
+                    result.batch_bytes = head
+                    result.n_elements += len(items)
+                    yield items
+                    del items
+                    result.batch_bytes = b""
+                    pending, carry = tail, b""
+                    depth, in_string = ev_depth, False
+                    continue
+                fast_misses += 1  # three misses in a row: this file's layout does not suit the fast cut
+            del head
+        if pending:
+            block = pending + block
+            pending = b""
+        if not block:
+            continue
         buf = carry + block if carry else block
         base = len(carry)
         scan_from_depth = depth
@@ -172,8 +236,8 @@ def iter_event_batches(fh: IO[bytes], result: ScanResult, block_size: int = BLOC
         if n_el:
             try:
                 result.batch_bytes = b"[" + buf[batch_lo:batch_hi] + b"]"
-                items = orjson.loads(result.batch_bytes)
-            except orjson.JSONDecodeError as e:
+                items = decode(result.batch_bytes)
+            except ValueError as e:
                 where = result.n_bytes - len(block) + batch_lo - base
                 raise ScanError(f"invalid JSON in traceEvents (element near byte {where}): {e}") from None
             result.n_elements += len(items)

@@ -4,45 +4,27 @@
 of rank files, reporting bad files in ``MultiRankTrace.errors`` instead of failing. Bad input raises
 ``TraceLoadError`` naming the file and what is wrong (missing, empty, truncated, not JSON, wrong schema).
 
-Memory: the file is decompressed and parsed in blocks (``jsonscan``); each block's events become numpy columns
-and its Python objects are dropped before the next block is read, so peak memory is the columns plus one block.
+Memory: the file is decompressed and parsed in blocks (``jsonscan`` cuts them, ``eventdecode`` decodes them into
+small typed structs, ``builder`` turns each batch into numpy columns); a block's Python objects are dropped before
+the next block is read, so peak memory is the columns plus one block.
 """
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import gzip
 import logging
 import os
 import re
-import sys
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any, cast
 
-import numpy as np
-import orjson
+from dyno.trace_analysis.builder import TraceBuilder, decode_batch, release_free_memory
+from dyno.trace_analysis.eventdecode import decode_events
 from dyno.trace_analysis.jsonscan import BLOCK_SIZE, ScanError, ScanResult, iter_event_batches
-from dyno.trace_analysis.model import (
-    CAT_BY_NAME,
-    EVENT_DTYPES,
-    EXTRA_ARGS_CATS,
-    FLOW_FINISH,
-    FLOW_START,
-    FLOW_STEP,
-    Cat,
-    Events,
-    Flows,
-    Instants,
-    LoadError,
-    MemoryEvents,
-    MultiRankTrace,
-    StringTable,
-    Trace,
-    TraceMeta,
-)
+from dyno.trace_analysis.model import LoadError, MultiRankTrace, Trace, TraceMeta
 
 __all__ = [
     "TraceLoadError",
@@ -57,28 +39,6 @@ logger = logging.getLogger(__name__)
 
 _TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 _RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-_EMPTY: dict[str, Any] = {}
-_EXTRA_CATS = frozenset(int(c) for c in EXTRA_ARGS_CATS)
-_FLOW_PHASE = {"s": FLOW_START, "f": FLOW_FINISH, "t": FLOW_STEP}
-# integer columns that may be stored sparse (see Events)
-_SPARSE_CANDIDATES = frozenset(
-    {"stream", "correlation", "external_id", "device", "bytes", "seq", "input_dims", "input_types", "coll_name"}
-    | {"in_nelems", "out_nelems", "group_size", "dtype"}
-)
-_NCCL_KEYS = frozenset({"Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype"})
-_SHAPE_KEYS = frozenset({"Input Dims", "Input type"})
-# (column, args key, dtype) of the integer columns taken from args
-_ARG_INT_COLUMNS = (
-    ("stream", "stream", np.int64),
-    ("correlation", "correlation", np.int64),
-    ("external_id", "External id", np.int64),
-    ("device", "device", np.int16),
-    ("bytes", "bytes", np.int64),
-    ("seq", "Sequence number", np.int64),
-    ("in_nelems", "In msg nelems", np.int64),
-    ("out_nelems", "Out msg nelems", np.int64),
-    ("group_size", "Group size", np.int32),
-)
 
 
 class TraceLoadError(Exception):
@@ -96,60 +56,6 @@ def rank_from_filename(path: str | os.PathLike[str]) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _load_malloc_trim() -> Any:
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return libc.malloc_trim
-    except (OSError, AttributeError):  # not glibc: nothing to trim
-        return None
-
-
-_MALLOC_TRIM = _load_malloc_trim() if sys.platform.startswith("linux") else None
-
-
-def release_free_memory() -> None:
-    """Return freed heap pages to the OS (glibc keeps the holes left by many small arrays and Python objects
-    resident; without this the peak RSS of a load is about twice the model)."""
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
-
-
-class _SparseChunk:
-    """A mostly-absent column of one batch: local row numbers and their values."""
-
-    __slots__ = ("rows", "values")
-
-    def __init__(self, rows: np.ndarray, values: np.ndarray) -> None:
-        self.rows = rows
-        self.values = values
-
-
-def _sparse_pays(nnz: int, n: int, itemsize: int) -> bool:
-    """Store (rows, values) instead of a dense column when that takes < 3/4 of the dense bytes."""
-    return nnz * (8 + itemsize) < 0.75 * n * itemsize
-
-
-def _merge_sparse(parts: list[Any], lens: list[int], inv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Batch parts (dense arrays or _SparseChunk) -> (sorted final row numbers, values) of present entries."""
-    rows_l, vals_l = [], []
-    off = 0
-    for part, ln in zip(parts, lens, strict=True):
-        if isinstance(part, _SparseChunk):
-            r, v = part.rows, part.values
-        else:
-            r = np.flatnonzero(part != -1)
-            v = part[r]
-        rows_l.append(inv[r + off])
-        vals_l.append(v)
-        off += ln
-    rows = np.concatenate(rows_l)
-    vals = np.concatenate(vals_l)
-    keep = rows >= 0  # rows dropped for a missing ts
-    rows, vals = rows[keep], vals[keep]
-    o = np.argsort(rows, kind="stable")
-    return rows[o], vals[o]
-
-
 def _open(path: Path) -> IO[bytes]:
     with open(path, "rb") as fh:
         magic = fh.read(2)
@@ -158,298 +64,7 @@ def _open(path: Path) -> IO[bytes]:
     return open(path, "rb")
 
 
-def _int_column(values: list[Any], dtype: Any) -> np.ndarray:
-    """Integer column from JSON values (None / missing -> -1; numeric strings accepted)."""
-    try:
-        arr = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        arr = np.array([_to_float(v) for v in values], dtype=np.float64)
-    arr[np.isnan(arr)] = -1
-    return arr.astype(dtype)
-
-
-def _to_float(v: Any) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-def _float_column(values: list[Any]) -> np.ndarray:
-    try:
-        return np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return np.array([_to_float(v) for v in values], dtype=np.float64)
-
-
-class _Builder:
-    """Accumulates column chunks block by block, then assembles the Trace."""
-
-    def __init__(self) -> None:
-        self.strings = StringTable()
-        self.ev_chunks: list[dict[str, Any]] = []
-        self.n_events = 0
-        self.extra: list[tuple[int, dict[str, Any]]] = []
-        self.flows: list[tuple[Any, ...]] = []
-        self.flow_chunks: list[dict[str, np.ndarray]] = []
-        self.memory: list[tuple[Any, ...]] = []
-        self.instants: list[tuple[Any, ...]] = []
-        self.process_names: dict[int, str] = {}
-        self.thread_names: dict[tuple[int, int], str] = {}
-        self.n_other = 0
-        self.float_ts = False
-        self.raw = b""  # raw JSON of the current batch
-        self._cat_cache: dict[Any, int] = {}
-
-    # -- interning helpers -------------------------------------------------------------------------
-    def _ids(self, values: list[Any]) -> list[int]:
-        table = self.strings
-        known = table._ids  # fast path: a dict hit per value
-        out = []
-        for v in values:
-            i = known.get(v) if type(v) is str else None
-            if i is None:
-                i = table.intern(v if type(v) is str else ("" if v is None else str(v)))
-            out.append(i)
-        return out
-
-    def _proc_ids(self, values: list[Any]) -> np.ndarray:
-        """pid/tid column: ints kept, anything else (e.g. "Spans") -> -(1 + string id)."""
-        if all(type(v) is int for v in values):
-            return np.array(values, dtype=np.int64)
-        out = [v if type(v) is int else -(1 + self.strings.intern(str(v))) for v in values]
-        return np.array(out, dtype=np.int64)
-
-    def _cat(self, c: Any) -> int:
-        code = self._cat_cache.get(c)
-        if code is None:
-            code = int(CAT_BY_NAME.get(str(c).lower(), Cat.OTHER)) if c is not None else int(Cat.OTHER)
-            self._cat_cache[c] = code
-        return code
-
-    def _json_ids(self, values: list[Any]) -> list[int]:
-        return [-1 if v is None else self.strings.intern(orjson.dumps(v).decode()) for v in values]
-
-    # -- one block ---------------------------------------------------------------------------------
-    def add(self, items: list[Any]) -> None:
-        xs = []
-        flows_before = len(self.flows)
-        for e in items:
-            if type(e) is not dict:
-                continue
-            ph = e.get("ph")
-            if ph == "X":
-                xs.append(e)
-            elif ph in _FLOW_PHASE:
-                self.flows.append((e.get("id"), e.get("ts"), e.get("pid"), e.get("tid"), _FLOW_PHASE[ph], e.get("cat")))
-            elif ph == "i" or ph == "I":
-                if e.get("name") == "[memory]":
-                    a = e.get("args") or _EMPTY
-                    self.memory.append(
-                        (
-                            e.get("ts"),
-                            e.get("pid"),
-                            e.get("tid"),
-                            a.get("Bytes"),
-                            a.get("Total Allocated"),
-                            a.get("Total Reserved"),
-                            a.get("Device Type"),
-                            a.get("Device Id"),
-                        )
-                    )
-                else:
-                    self.instants.append((e.get("ts"), e.get("name"), e.get("pid"), e.get("tid")))
-            elif ph == "M":
-                self._metadata_event(e)
-            else:
-                self.n_other += 1
-        if xs:
-            self._add_complete(xs)
-        if len(self.flows) > flows_before:
-            # flows become arrays per batch too: Python tuples would cost ~200 bytes per flow until the end
-            self.flow_chunks.append(self._flow_arrays(self.flows))
-            self.flows = []
-
-    def _metadata_event(self, e: dict[str, Any]) -> None:
-        name = (e.get("args") or _EMPTY).get("name")
-        if name is None:
-            return
-        pid, tid = e.get("pid"), e.get("tid")
-        if e.get("name") == "process_name" and type(pid) is int:
-            self.process_names[pid] = str(name)
-        elif e.get("name") == "thread_name" and type(pid) is int and type(tid) is int:
-            self.thread_names[(pid, tid)] = str(name)
-
-    def _add_complete(self, xs: list[dict[str, Any]]) -> None:
-        n = len(xs)
-        args = [e.get("args") or _EMPTY for e in xs]
-        cats = [self._cat(e.get("cat")) for e in xs]
-        ts = [e.get("ts") for e in xs]
-        if not self.float_ts and float in set(map(type, ts)):
-            self.float_ts = True
-        cols: dict[str, np.ndarray] = {
-            "ts": _float_column(ts),
-            "dur": _float_column([e.get("dur", 0) for e in xs]),
-            "cat": np.array(cats, dtype=np.int8),
-            "name": np.array(self._ids([e.get("name", "") for e in xs]), dtype=np.int32),
-            "pid": self._proc_ids([e.get("pid") for e in xs]),
-            "tid": self._proc_ids([e.get("tid") for e in xs]),
-        }
-        # args columns: a key absent from the batch's raw JSON is skipped without touching the dicts
-        raw = self.raw
-        # a miss scans the whole batch, so keys that only come together are checked once, by group
-        nccl = not raw or b'"Collective name"' in raw or b'"In msg nelems"' in raw
-        shapes = not raw or b'"Input Dims"' in raw
-
-        def present(key: str) -> bool:
-            if key in _NCCL_KEYS:
-                return nccl
-            if key in _SHAPE_KEYS:
-                return shapes
-            return not raw or f'"{key}"'.encode() in raw
-
-        for col, key, dtype in _ARG_INT_COLUMNS:
-            if present(key):
-                cols[col] = _int_column([a.get(key) for a in args], dtype)
-            else:
-                cols[col] = np.full(n, -1, dtype=dtype)
-        for col, key in (("input_dims", "Input Dims"), ("input_types", "Input type")):
-            if present(key):
-                cols[col] = np.array(self._json_ids([a.get(key) for a in args]), dtype=np.int32)
-            else:
-                cols[col] = np.full(n, -1, dtype=np.int32)
-        for col, key in (("coll_name", "Collective name"), ("dtype", "dtype")):
-            if present(key):
-                vals = [a.get(key) for a in args]
-                cols[col] = np.array([-1 if v is None else self.strings.intern(str(v)) for v in vals], np.int32)
-            else:
-                cols[col] = np.full(n, -1, dtype=np.int32)
-        nan_dur = np.isnan(cols["dur"])
-        if nan_dur.any():
-            cols["dur"][nan_dur] = 0.0
-        base = self.n_events
-        for i, c in enumerate(cats):
-            if c in _EXTRA_CATS and args[i]:
-                self.extra.append((base + i, args[i]))
-        chunk: dict[str, Any] = dict(cols)
-        for k in _SPARSE_CANDIDATES:
-            arr = cols[k]
-            nz = np.flatnonzero(arr != -1)
-            if _sparse_pays(len(nz), n, arr.itemsize):
-                chunk[k] = _SparseChunk(nz, arr[nz])
-        self.ev_chunks.append(chunk)
-        self.n_events += n
-
-    # -- assembly ----------------------------------------------------------------------------------
-    def build(self, meta: TraceMeta) -> Trace:
-        chunks, self.ev_chunks = self.ev_chunks, []
-        if not chunks:
-            return Trace(meta, self.strings, Events.empty(), self._flows(), self._memory(), self._instants(), {})
-        lens = [len(c["ts"]) for c in chunks]
-        ts = np.concatenate([c.pop("ts") for c in chunks])
-        valid = ~np.isnan(ts)
-        n_bad = int((~valid).sum())
-        order = np.argsort(np.where(valid, ts, np.inf), kind="stable")[: len(valid) - n_bad]
-        if n_bad:
-            logger.warning("%s: %d complete events without a numeric ts dropped", meta.path, n_bad)
-        cols = {"ts": ts[order]}
-        sparse: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        n_all, n = len(ts), len(order)
-        del ts
-        inv: np.ndarray | None = None
-        # one column at a time: peak memory is the model plus two columns, not two models
-        for k in list(chunks[0]):
-            parts = [c.pop(k) for c in chunks]
-            if all(isinstance(p, np.ndarray) for p in parts):
-                col = np.concatenate(parts)[order]
-                del parts
-                nz = np.flatnonzero(col != -1) if k in _SPARSE_CANDIDATES else None
-                if nz is not None and _sparse_pays(len(nz), n, col.itemsize):
-                    sparse[k] = (nz, col[nz])
-                else:
-                    cols[k] = col
-                del col, nz
-            else:
-                if inv is None:
-                    inv = np.full(n_all, -1, dtype=np.int64)
-                    inv[order] = np.arange(n, dtype=np.int64)
-                rows, vals = _merge_sparse(parts, lens, inv)
-                del parts
-                dtype = EVENT_DTYPES[k]
-                if _sparse_pays(len(rows), n, np.dtype(dtype).itemsize):
-                    sparse[k] = (rows, vals.astype(dtype, copy=False))
-                else:
-                    dense = np.full(n, -1, dtype=dtype)
-                    dense[rows] = vals
-                    cols[k] = dense
-            release_free_memory()  # the chunk arrays just freed are small heap blocks: hand them back now
-        del chunks
-        events = Events(**cols, sparse=sparse)
-        del cols
-        new_row = np.full(len(valid), -1, dtype=np.int64)
-        new_row[order] = np.arange(len(order))
-        extra = {int(new_row[r]): a for r, a in self.extra if new_row[r] >= 0}
-        return Trace(meta, self.strings, events, self._flows(), self._memory(), self._instants(), extra)
-
-    def _flow_arrays(self, flows: list[tuple[Any, ...]]) -> dict[str, np.ndarray]:
-        ids, ts, pid, tid, phase, cat = zip(*flows, strict=True)
-        return {
-            "id": _int_column(list(ids), np.int64),
-            "ts": _float_column(list(ts)),
-            "pid": self._proc_ids(list(pid)),
-            "tid": self._proc_ids(list(tid)),
-            "phase": np.array(phase, dtype=np.int8),
-            "cat": np.array(self._ids(list(cat)), dtype=np.int32),
-        }
-
-    def _flows(self) -> Flows:
-        if self.flows:
-            self.flow_chunks.append(self._flow_arrays(self.flows))
-            self.flows = []
-        chunks, self.flow_chunks = self.flow_chunks, []
-        if not chunks:
-            return Flows.empty()
-        ts = np.concatenate([c.pop("ts") for c in chunks])
-        order = np.argsort(ts, kind="stable")
-        cols = {"ts": ts[order]}
-        del ts
-        for k in ("id", "pid", "tid", "phase", "cat"):  # one column at a time, as for events
-            cols[k] = np.concatenate([c.pop(k) for c in chunks])[order]
-            release_free_memory()
-        return Flows(**cols)
-
-    def _memory(self) -> MemoryEvents:
-        if not self.memory:
-            return MemoryEvents.empty()
-        ts, pid, tid, b, alloc, resv, dtype, did = zip(*self.memory, strict=True)
-        m = MemoryEvents(
-            ts=_float_column(list(ts)),
-            pid=self._proc_ids(list(pid)),
-            tid=self._proc_ids(list(tid)),
-            bytes=_int_column(list(b), np.int64),
-            total_allocated=_int_column(list(alloc), np.int64),
-            total_reserved=_int_column(list(resv), np.int64),
-            device_type=_int_column(list(dtype), np.int8),
-            device_id=_int_column(list(did), np.int16),
-        )
-        order = np.argsort(m.ts, kind="stable")
-        return MemoryEvents(**{k: getattr(m, k)[order] for k in m.__dataclass_fields__})
-
-    def _instants(self) -> Instants:
-        if not self.instants:
-            return Instants.empty()
-        ts, name, pid, tid = zip(*self.instants, strict=True)
-        i = Instants(
-            ts=_float_column(list(ts)),
-            name=np.array(self._ids(list(name)), dtype=np.int32),
-            pid=self._proc_ids(list(pid)),
-            tid=self._proc_ids(list(tid)),
-        )
-        order = np.argsort(i.ts, kind="stable")
-        return Instants(**{k: getattr(i, k)[order] for k in ("ts", "name", "pid", "tid")})
-
-
-def _meta(path: Path, raw: dict[str, Any], b: _Builder) -> TraceMeta:
+def _meta(path: Path, raw: dict[str, Any], b: TraceBuilder) -> TraceMeta:
     dist = raw.get("distributedInfo")
     dist = dist if isinstance(dist, dict) else {}
     rank_source = "default"
@@ -493,7 +108,7 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         raise TraceLoadError(p, "is a directory (use load_traces for a folder of ranks)")
     if p.stat().st_size == 0:
         raise TraceLoadError(p, "empty file")
-    b = _Builder()
+    b = TraceBuilder()
     result = ScanResult()
     # The cyclic GC would rescan the growing heap on every few thousand dicts orjson creates; the per-block
     # objects are freed by reference counting, so pausing it while parsing loses nothing.
@@ -501,9 +116,8 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
     gc.disable()
     try:
         with _open(p) as fh:
-            for items in iter_event_batches(fh, result, block_size):
-                b.raw = result.batch_bytes
-                b.add(items)
+            for items in iter_event_batches(fh, result, block_size, decode_batch, decode_events):
+                b.add(items, result.batch_bytes)
                 del items
     except ScanError as e:
         raise TraceLoadError(p, str(e)) from None

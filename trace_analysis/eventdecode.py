@@ -1,0 +1,82 @@
+"""Typed decoding of a batch of Chrome-trace events: only the fields the model uses, no Python dict per event.
+
+Why: building a dict per event (with an args dict of ~10 keys, most never read) and then reading it back with
+``.get`` chains was most of the load time. ``msgspec`` decodes each element straight into a small slotted
+``Event`` struct and skips unknown keys without creating objects for them; the args values the model keeps are
+fields of ``EventArgs``. ``Input Dims`` / ``Input type`` stay raw JSON bytes (``msgspec.Raw``): the model interns
+them as JSON strings anyway.
+
+Every field but ``ph`` is typed ``Any`` (``args`` must be an object or null) so that a value of an unexpected
+JSON type is carried as is and converted by the same code as before. A batch that does not fit (an element that
+is not an object, ``ph`` that is not a string, ``args`` that is not an object, or anything msgspec rejects) makes
+``decode_events`` return None, and the caller parses that batch the general way (orjson dicts), which also
+produces the error message for invalid JSON. One leniency: keys the structs skip are not validated as strictly
+as orjson does (invalid UTF-8 inside an unused string value is accepted).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+
+__all__ = ["Event", "EventArgs", "EMPTY_ARGS", "decode_events", "element_texts"]
+
+logger = logging.getLogger(__name__)
+
+_f = msgspec.field
+
+
+class EventArgs(msgspec.Struct, gc=False):
+    """The args keys the columns of complete events read; others are skipped. Declared in the order Kineto
+    writes them (msgspec tries the next declared field first, ~8% faster than another order)."""
+
+    external_id: Any = _f(default=None, name="External id")
+    device: Any = None
+    stream: Any = None
+    correlation: Any = None
+    # raw JSON text; None when absent (a declared "msgspec.Raw | None" would decode the value instead)
+    input_dims: msgspec.Raw = _f(default=None, name="Input Dims")
+    input_types: msgspec.Raw = _f(default=None, name="Input type")
+    seq: Any = _f(default=None, name="Sequence number")
+    bytes: Any = None
+    in_nelems: Any = _f(default=None, name="In msg nelems")
+    out_nelems: Any = _f(default=None, name="Out msg nelems")
+    group_size: Any = _f(default=None, name="Group size")
+    coll_name: Any = _f(default=None, name="Collective name")
+    dtype: Any = None
+
+
+class Event(msgspec.Struct, gc=False):
+    """One traceEvents element; a missing key reads as the default (as ``dict.get`` did). Instant, metadata and
+    other rare events are re-parsed whole by the caller, so only what complete and flow events need is here."""
+
+    ph: str | None = None  # a phase of another JSON type sends the batch to the general parser
+    cat: Any = None
+    name: Any = ""
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = 0
+    id: Any = None
+    args: EventArgs | None = None
+
+
+EMPTY_ARGS = EventArgs()
+
+_DECODER = msgspec.json.Decoder(list[Event])
+_ELEMENTS = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def decode_events(batch: bytes) -> list[Event] | None:
+    """The elements of a JSON array of events as ``Event`` structs; None when the batch needs the general parser."""
+    try:
+        return _DECODER.decode(batch)
+    except msgspec.DecodeError:  # includes ValidationError (a well-formed value of an unexpected shape)
+        return None
+
+
+def element_texts(batch: bytes) -> list[bytes]:
+    """The raw JSON text of each element of a batch (for the few events that keep more than ``Event`` holds)."""
+    return [bytes(r) for r in _ELEMENTS.decode(batch)]
