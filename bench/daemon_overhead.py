@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from conftest import Dynod  # noqa: E402  (the same real-daemon launcher the integration tests use)
-
 from dyno.client import DynoClient  # noqa: E402
+
+from conftest import Dynod  # noqa: E402  (the same real-daemon launcher the integration tests use)
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -61,8 +61,7 @@ class DynoClient:
         self.stub = dyno_pb2_grpc.DynoStub(self._channel)
 
     # -- plumbing ---------------------------------------------------------------------------------------------
-    def call(self, method: Callable[..., T], request: Any, *, timeout_s: float | None = None,
-             retry: bool = True) -> T:
+    def call(self, method: Callable[..., T], request: Any, *, timeout_s: float | None = None, retry: bool = True) -> T:
         """Unary call with deadline, retries on UNAVAILABLE and error translation."""
         timeout = timeout_s if timeout_s is not None else self.timeout_s
         deadline = time.monotonic() + timeout
@@ -74,8 +73,12 @@ class DynoClient:
                 err = translate(e, self.target)
                 attempt += 1
                 backoff = 0.1 * 2 ** (attempt - 1)
-                if not (retry and isinstance(err, Unavailable) and attempt <= self.retries
-                        and time.monotonic() + backoff < deadline):
+                if not (
+                    retry
+                    and isinstance(err, Unavailable)
+                    and attempt <= self.retries
+                    and time.monotonic() + backoff < deadline
+                ):
                     raise err from None
                 time.sleep(backoff)
 
@@ -96,8 +99,9 @@ class DynoClient:
         return self.call(self.stub.GetVersion, dyno_pb2.GetVersionRequest())
 
     def metrics(self, names: Sequence[str] = (), since_ms: int = 0, limit: int = 0) -> dyno_pb2.GetMetricsResponse:
-        return self.call(self.stub.GetMetrics, dyno_pb2.GetMetricsRequest(names=list(names), since_ms=since_ms,
-                                                                          limit=limit))
+        return self.call(
+            self.stub.GetMetrics, dyno_pb2.GetMetricsRequest(names=list(names), since_ms=since_ms, limit=limit)
+        )
 
     def stream_metrics(self, names: Sequence[str] = ()) -> Iterator[dyno_pb2.Sample]:
         return self.stream(self.stub.StreamMetrics, dyno_pb2.StreamMetricsRequest(names=list(names)))
@@ -124,8 +128,15 @@ class DynoClient:
     def cancel_trace(self, trace_id: str) -> dyno_pb2.TraceStatus:
         return self.call(self.stub.CancelTrace, dyno_pb2.CancelTraceRequest(trace_id=trace_id))
 
-    def fetch_trace_file(self, trace_id: str, pid: int, dest_dir: str | os.PathLike[str], *,
-                         timeout_s: float = 600.0, on_chunk: Callable[[int], None] | None = None) -> FetchedFile:
+    def fetch_trace_file(
+        self,
+        trace_id: str,
+        pid: int,
+        dest_dir: str | os.PathLike[str],
+        *,
+        timeout_s: float = 600.0,
+        on_chunk: Callable[[int], None] | None = None,
+    ) -> FetchedFile:
         """Stream one trace file into dest_dir (temp name, then rename), verifying offsets, size and sha256.
 
         Memory stays at one chunk (<= 1 MiB). Hashing on a helper thread measured no faster on 2 cores.
@@ -142,8 +153,9 @@ class DynoClient:
             with open(tmp, "wb") as f:
                 for chunk in self.stream(self.stub.FetchTraceFile, req, timeout_s=timeout_s):
                     if chunk.offset != received:
-                        raise DynoError(f"trace file stream out of order: offset {chunk.offset}, "
-                                        f"expected {received}", self.target)
+                        raise DynoError(
+                            f"trace file stream out of order: offset {chunk.offset}, expected {received}", self.target
+                        )
                     if received == 0 and chunk.filename:
                         name, total = chunk.filename, chunk.total_size
                     data = chunk.data
@@ -158,8 +170,10 @@ class DynoClient:
             if not sha:
                 raise DynoError(f"trace file stream of pid {pid} ended without its final chunk", self.target)
             if sha != digest.hexdigest() or (total >= 0 and received != total):
-                raise DynoError(f"trace file of pid {pid} is corrupt: sha256/size mismatch "
-                                f"({received} of {total} bytes)", self.target)
+                raise DynoError(
+                    f"trace file of pid {pid} is corrupt: sha256/size mismatch ({received} of {total} bytes)",
+                    self.target,
+                )
             path = dest / (Path(name).name or f"{trace_id}_{pid}.pt.trace.json")
             os.replace(tmp, path)
         finally:
@@ -175,4 +189,3 @@ class DynoClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

@@ -5,8 +5,16 @@ from __future__ import annotations
 import grpc
 
 __all__ = [
-    "DynoError", "Unavailable", "InvalidArgument", "NotFound", "Unauthenticated", "PermissionDenied",
-    "DeadlineExceeded", "ResourceExhausted", "Unimplemented", "translate",
+    "DynoError",
+    "Unavailable",
+    "InvalidArgument",
+    "NotFound",
+    "Unauthenticated",
+    "PermissionDenied",
+    "DeadlineExceeded",
+    "ResourceExhausted",
+    "Unimplemented",
+    "translate",
 ]
 
 

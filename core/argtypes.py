@@ -31,8 +31,11 @@ def number(
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
-        if value != value or (gt is not None and not value > gt) or (ge is not None and value < ge) or (
-            le is not None and value > le
+        if (
+            value != value
+            or (gt is not None and not value > gt)
+            or (ge is not None and value < ge)
+            or (le is not None and value > le)
         ):
             raise argparse.ArgumentTypeError(f"{rule}: {text!r}")
         return value

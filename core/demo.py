@@ -67,10 +67,29 @@ class Demo:
 
     def start_daemon(self) -> None:
         args = [
-            sys.executable, "-m", "dyno.daemon", "--listen", "127.0.0.1", "--port", str(self.port),
-            "--metrics-port", str(self.metrics_port), "--gpu-backend", self.gpu_backend, "--sim-gpus", "2",
-            "--state-dir", str(self.workdir / "state"), "--trace-dir", str(self.trace_dir),
-            "--agent-socket", str(self.agent_socket), "--kineto-endpoint", self.endpoint, "--interval-s", "0.5",
+            sys.executable,
+            "-m",
+            "dyno.daemon",
+            "--listen",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--metrics-port",
+            str(self.metrics_port),
+            "--gpu-backend",
+            self.gpu_backend,
+            "--sim-gpus",
+            "2",
+            "--state-dir",
+            str(self.workdir / "state"),
+            "--trace-dir",
+            str(self.trace_dir),
+            "--agent-socket",
+            str(self.agent_socket),
+            "--kineto-endpoint",
+            self.endpoint,
+            "--interval-s",
+            "0.5",
         ]
         print("$ dynod " + " ".join(args[3:]), flush=True)
         proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -112,8 +131,19 @@ class Demo:
         self.cli("ps", *target, "--job-id", job_id)
         _banner(f"6. dyno-cli trace --job-id {job_id}: trace 20 optimizer steps on every rank, gather, analyze")
         out = self.workdir / "collected"
-        r = self.cli("trace", *target, "--job-id", job_id, "--iterations", "20", "--process-limit", "2",
-                     "--output-dir", str(out), check=False)
+        r = self.cli(
+            "trace",
+            *target,
+            "--job-id",
+            job_id,
+            "--iterations",
+            "20",
+            "--process-limit",
+            "2",
+            "--output-dir",
+            str(out),
+            check=False,
+        )
         if r.returncode != 0:
             raise SystemExit(f"demo: tracing failed (exit {r.returncode})")
         files = sorted(str(p) for p in out.rglob("*.json*") if p.name != "manifest.json")
@@ -127,14 +157,33 @@ class Demo:
 
     def start_trainer(self, job_id: str) -> None:
         env = {**os.environ, "DYNO_AGENT_SOCKET": str(self.agent_socket), "OMP_NUM_THREADS": "1"}
-        cmd = [sys.executable, "-m", "dyno.client.run", "--job-id", job_id, "--", sys.executable, "-m",
-               "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "dyno.demo_trainer",
-               "--seconds", "90", "--steps", "100000"]
-        print(f"$ DYNO_AGENT_SOCKET={self.agent_socket} dyno-run --job-id {job_id} -- torchrun --standalone "
-              "--nproc-per-node 2 -m dyno.demo_trainer", flush=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "dyno.client.run",
+            "--job-id",
+            job_id,
+            "--",
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "dyno.demo_trainer",
+            "--seconds",
+            "90",
+            "--steps",
+            "100000",
+        ]
+        print(
+            f"$ DYNO_AGENT_SOCKET={self.agent_socket} dyno-run --job-id {job_id} -- torchrun --standalone "
+            "--nproc-per-node 2 -m dyno.demo_trainer",
+            flush=True,
+        )
         log = open(self.workdir / "trainer.log", "w")
-        self.procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                           start_new_session=True))
+        self.procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
     def wait_for_ranks(self, job_id: str, n: int, timeout_s: float = 90.0) -> None:
         from dyno.client import DynoClient
@@ -167,10 +216,15 @@ class Demo:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="dyno-demo", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--gpu-backend", choices=("auto", "nvml", "sim"), default="auto",
-                   help="auto: nvml when an NVIDIA driver is present, else sim (default)")
+    p = argparse.ArgumentParser(
+        prog="dyno-demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--gpu-backend",
+        choices=("auto", "nvml", "sim"),
+        default="auto",
+        help="auto: nvml when an NVIDIA driver is present, else sim (default)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the work directory (traces, logs)")
     args = p.parse_args(argv)
     backend = args.gpu_backend

@@ -63,8 +63,11 @@ class Daemon:
     # -- status -----------------------------------------------------------------------------------------------
     def status(self) -> dyno_pb2.Status:
         cfg = self.config
-        gpus = self.gpu_sampler.inventory() if self.gpu_sampler is not None and hasattr(self.gpu_sampler,
-                                                                                         "inventory") else []
+        gpus = (
+            self.gpu_sampler.inventory()
+            if self.gpu_sampler is not None and hasattr(self.gpu_sampler, "inventory")
+            else []
+        )
         return dyno_pb2.Status(
             hostname=self.hostname,
             version=dyno.__version__,

@@ -81,8 +81,16 @@ class DaemonConfig:
         return max(1, int(round(self.history_s / self.interval_s)))
 
 
-_PATH_KEYS = {"state_dir", "trace_dir", "agent_socket", "kineto_socket_dir", "auth_token_file", "tls_cert", "tls_key",
-              "tls_ca"}
+_PATH_KEYS = {
+    "state_dir",
+    "trace_dir",
+    "agent_socket",
+    "kineto_socket_dir",
+    "auth_token_file",
+    "tls_cert",
+    "tls_key",
+    "tls_ca",
+}
 _FILE_KEYS = {f.name for f in fields(DaemonConfig)} - {"config_path"}
 
 
@@ -103,26 +111,42 @@ def build_parser() -> argparse.ArgumentParser:
     # Every default is None so that only flags the user gave override the file.
     a = p.add_argument
     a("--config", type=Path, help=f"TOML config file (default: {DEFAULT_CONFIG_PATH} if it exists)")
-    a("--listen", help="address of the gRPC and metrics servers (default 127.0.0.1; other addresses need "
-      "--auth-token-file or TLS, else a warning)")
+    a(
+        "--listen",
+        help="address of the gRPC and metrics servers (default 127.0.0.1; other addresses need "
+        "--auth-token-file or TLS, else a warning)",
+    )
     a("--port", type=_port, help="gRPC port (default 1778; 0 picks a free one and logs it)")
     a("--metrics-port", type=_port, help="Prometheus /metrics HTTP port (default 9778; 0 disables)")
-    a("--gpu-backend", choices=GPU_BACKENDS, help="auto: NVML if a driver is present, else the GPU sampler "
-      "reports unavailable; sim: N simulated GPUs (labelled simulated) for machines without GPUs; none: no GPU "
-      "sampling (default auto)")
+    a(
+        "--gpu-backend",
+        choices=GPU_BACKENDS,
+        help="auto: NVML if a driver is present, else the GPU sampler "
+        "reports unavailable; sim: N simulated GPUs (labelled simulated) for machines without GPUs; none: no GPU "
+        "sampling (default auto)",
+    )
     a("--sim-gpus", type=_count, help="number of simulated GPUs with --gpu-backend sim (default 8)")
     a("--interval-s", type=_positive_float, help="sampling interval in seconds (default 1)")
     a("--history-s", type=_positive_float, help="how much sample history to keep in memory (default 3600)")
     a("--state-dir", type=Path, help="state directory (default /var/lib/dyno as root, else ~/.local/state/dyno)")
     a("--trace-dir", type=Path, help="where trace files are written (default /tmp/dyno-traces[-UID])")
-    a("--agent-socket", type=Path, help="Unix socket of the local Agent service (default /run/dyno/agent.sock "
-      "as root, else $XDG_RUNTIME_DIR/dyno/agent.sock)")
-    a("--kineto-endpoint", help="abstract socket name for libkineto's daemon protocol (default dynolog; off "
-      "disables)")
-    a("--kineto-socket-dir", type=Path, help="serve libkineto in filesystem-socket mode in DIR (trainers set "
-      "KINETO_IPC_SOCKET_DIR=DIR)")
-    a("--auth-token-file", type=Path, help="file holding a shared bearer token required by StartTrace, "
-      "CancelTrace and FetchTraceFile")
+    a(
+        "--agent-socket",
+        type=Path,
+        help="Unix socket of the local Agent service (default /run/dyno/agent.sock "
+        "as root, else $XDG_RUNTIME_DIR/dyno/agent.sock)",
+    )
+    a("--kineto-endpoint", help="abstract socket name for libkineto's daemon protocol (default dynolog; off disables)")
+    a(
+        "--kineto-socket-dir",
+        type=Path,
+        help="serve libkineto in filesystem-socket mode in DIR (trainers set KINETO_IPC_SOCKET_DIR=DIR)",
+    )
+    a(
+        "--auth-token-file",
+        type=Path,
+        help="file holding a shared bearer token required by StartTrace, CancelTrace and FetchTraceFile",
+    )
     a("--tls-cert", type=Path, help="server certificate (PEM) for TLS")
     a("--tls-key", type=Path, help="server private key (PEM) for TLS")
     a("--tls-ca", type=Path, help="CA bundle (PEM): with it, clients must present certificates (mTLS)")

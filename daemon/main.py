@@ -51,10 +51,19 @@ def main(argv: list[str] | None = None) -> int:
     except StartupError as e:
         print(f"dynod: error: {e}", file=sys.stderr)
         return 1
-    metrics = f"http://{config.metrics_listen or config.listen}:{daemon.metrics_port}/metrics" \
-        if daemon.metrics_port else "off"
-    log.info("dynod %s ready: grpc=%s:%d metrics=%s pid=%d", daemon.status().version, config.listen, daemon.port,
-             metrics, os.getpid())
+    metrics = (
+        f"http://{config.metrics_listen or config.listen}:{daemon.metrics_port}/metrics"
+        if daemon.metrics_port
+        else "off"
+    )
+    log.info(
+        "dynod %s ready: grpc=%s:%d metrics=%s pid=%d",
+        daemon.status().version,
+        config.listen,
+        daemon.port,
+        metrics,
+        os.getpid(),
+    )
     notify("READY=1")
     while not stop.wait(1.0):
         pass

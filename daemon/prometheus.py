@@ -83,8 +83,9 @@ class DynoCollector:
         yield up
         sample = self._history.latest()
         if sample is not None:
-            ts = GaugeMetricFamily(PREFIX + "last_sample_timestamp_seconds", "unix time of the newest sample",
-                                   labels=["host"])
+            ts = GaugeMetricFamily(
+                PREFIX + "last_sample_timestamp_seconds", "unix time of the newest sample", labels=["host"]
+            )
             ts.add_metric([self._info.hostname], sample.timestamp_ms / 1000.0)
             yield ts
             simulated_gpu = any(s.simulated for s in states if s.name == "gpu")

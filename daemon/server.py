@@ -64,8 +64,9 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
             version=dyno.__version__, api=dyno.API_VERSION, python=platform.python_version(), grpc=grpc.__version__
         )
 
-    def GetMetrics(self, request: dyno_pb2.GetMetricsRequest, context: grpc.ServicerContext
-                   ) -> dyno_pb2.GetMetricsResponse:
+    def GetMetrics(
+        self, request: dyno_pb2.GetMetricsRequest, context: grpc.ServicerContext
+    ) -> dyno_pb2.GetMetricsResponse:
         names = _check_names(request.names, context)
         if request.since_ms < 0:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "since_ms: must be >= 0 (unix ms)")
@@ -74,8 +75,9 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         samples = self._history.query(names, request.since_ms, request.limit)
         return samples_response(samples, self._hostname)
 
-    def StreamMetrics(self, request: dyno_pb2.StreamMetricsRequest, context: grpc.ServicerContext
-                      ) -> Iterator[dyno_pb2.Sample]:
+    def StreamMetrics(
+        self, request: dyno_pb2.StreamMetricsRequest, context: grpc.ServicerContext
+    ) -> Iterator[dyno_pb2.Sample]:
         keep = name_filter(_check_names(request.names, context))
         sub = self._history.subscribe()
         try:

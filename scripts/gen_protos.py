@@ -18,8 +18,8 @@ PROTO_DIR = PROTO_ROOT / "dyno" / "v1"
 
 def generate(out: Path) -> list[Path]:
     """Compile every proto into `out` (laid out as dyno/v1/...); returns the generated files."""
-    from grpc_tools import protoc  # dev dependency only
     import grpc_tools
+    from grpc_tools import protoc  # dev dependency only
 
     protos = sorted(PROTO_DIR.glob("*.proto"))
     well_known = Path(grpc_tools.__file__).parent / "_proto"

@@ -38,8 +38,16 @@ def short_tmpdir(prefix: str = "dyno-") -> Path:
 class Dynod:
     """One real `python -m dyno.daemon` process. `log` collects its stderr."""
 
-    def __init__(self, extra_args: list[str] | None = None, *, gpu_backend: str = "sim", sim_gpus: int = 2,
-                 interval_s: float = 0.2, metrics: bool = True, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        extra_args: list[str] | None = None,
+        *,
+        gpu_backend: str = "sim",
+        sim_gpus: int = 2,
+        interval_s: float = 0.2,
+        metrics: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.dir = short_tmpdir()
         self.port = free_port()
         self.metrics_port = free_port() if metrics else 0
@@ -47,10 +55,26 @@ class Dynod:
         self.kineto_endpoint = f"dyno-test-{uuid.uuid4().hex[:12]}"
         self.trace_dir = self.dir / "traces"
         self.args = [
-            "--listen", "127.0.0.1", "--port", str(self.port), "--metrics-port", str(self.metrics_port),
-            "--gpu-backend", gpu_backend, "--sim-gpus", str(sim_gpus), "--interval-s", str(interval_s),
-            "--state-dir", str(self.dir / "state"), "--trace-dir", str(self.trace_dir),
-            "--agent-socket", str(self.agent_socket), "--kineto-endpoint", self.kineto_endpoint,
+            "--listen",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--metrics-port",
+            str(self.metrics_port),
+            "--gpu-backend",
+            gpu_backend,
+            "--sim-gpus",
+            str(sim_gpus),
+            "--interval-s",
+            str(interval_s),
+            "--state-dir",
+            str(self.dir / "state"),
+            "--trace-dir",
+            str(self.trace_dir),
+            "--agent-socket",
+            str(self.agent_socket),
+            "--kineto-endpoint",
+            self.kineto_endpoint,
             *(extra_args or []),
         ]
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
@@ -81,8 +105,14 @@ class Dynod:
         self._ready.set()  # stderr closed (the process is ending): wake waiters, is_ready stays as it was
 
     def start(self, timeout_s: float = 30.0) -> Dynod:
-        self.proc = subprocess.Popen([sys.executable, "-m", "dyno.daemon", *self.args], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=self.env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dyno.daemon", *self.args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=self.env,
+        )
         threading.Thread(target=self._pump, daemon=True).start()
         self._ready.wait(timeout_s)
         if not self.is_ready or self.proc.poll() is not None:
@@ -145,8 +175,13 @@ def dynod() -> Iterator[Dynod]:
 
 def run_cli(*args: str, timeout: float = 60.0, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run `dyno-cli` as users do (a separate process)."""
-    return subprocess.run([sys.executable, "-m", "dyno.client", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "dyno.client", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def wait_for(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):

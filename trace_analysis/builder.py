@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from itertools import repeat
 from operator import attrgetter, is_not, itemgetter
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -250,7 +250,7 @@ class TraceBuilder:
                 parsed = orjson.loads(text)
                 known[text] = -1 if parsed is None else self.strings.intern(orjson.dumps(parsed).decode())
             ids = list(map(known.__getitem__, texts))
-        out[present] = ids
+        out[present] = cast("list[int]", ids)  # every None was resolved above
         return out
 
     # -- one block ---------------------------------------------------------------------------------
@@ -327,11 +327,10 @@ class TraceBuilder:
         if xs:
             ts, dur, cat, name, pid, tid, args = [list(map(get, xs)) for get in _X_FIELDS]
             try:
-                cats = list(map(_CAT_CODES.get, cat))
+                codes: list[int | None] = list(map(_CAT_CODES.get, cat))
             except TypeError:  # an unhashable category
-                cats = [None]
-            if None in cats:
-                cats = [self._cat(c) for c in cat]
+                codes = [None]
+            cats: list[int] = [self._cat(c) for c in cat] if None in codes else cast("list[int]", codes)
             extra = []
             for i in np.flatnonzero(_EXTRA_CAT_TABLE[np.array(cats, dtype=np.int8)]).tolist():
                 if args[i] is not None:

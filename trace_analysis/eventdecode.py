@@ -37,8 +37,8 @@ class EventArgs(msgspec.Struct, gc=False):
     stream: Any = None
     correlation: Any = None
     # raw JSON text; None when absent (a declared "msgspec.Raw | None" would decode the value instead)
-    input_dims: msgspec.Raw = _f(default=None, name="Input Dims")
-    input_types: msgspec.Raw = _f(default=None, name="Input type")
+    input_dims: msgspec.Raw = _f(default=None, name="Input Dims")  # type: ignore[assignment]
+    input_types: msgspec.Raw = _f(default=None, name="Input type")  # type: ignore[assignment]
     seq: Any = _f(default=None, name="Sequence number")
     bytes: Any = None
     in_nelems: Any = _f(default=None, name="In msg nelems")

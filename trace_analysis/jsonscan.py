@@ -113,7 +113,7 @@ def iter_event_batches(
     result: ScanResult,
     block_size: int = BLOCK_SIZE,
     decode: Callable[[bytes], list[Any]] = orjson.loads,
-    fast_decode: Callable[[bytes], list[Any] | None] | None = None,
+    fast_decode: Callable[[bytes | bytearray], list[Any] | None] | None = None,
 ) -> Iterator[list[Any]]:
     """Yield lists of parsed traceEvents elements, one list per block; fill ``result`` (meta at the end).
 
@@ -199,8 +199,8 @@ def iter_event_batches(
             cand = np.flatnonzero((depths_before == 1) & (delta == 1) & (np.frombuffer(buf, np.uint8)[pos] == 91))
             for c in cand:
                 p = int(pos[c])
-                head = bytes(meta) + buf[seg_start:p]
-                if head.rstrip(_WS).endswith(b":") and head.rstrip(_WS)[:-1].rstrip(_WS).endswith(_KEY):
+                before = bytes(meta) + buf[seg_start:p]
+                if before.rstrip(_WS).endswith(b":") and before.rstrip(_WS)[:-1].rstrip(_WS).endswith(_KEY):
                     meta += buf[seg_start : p + 1]
                     meta += b"]"  # metadata keeps an empty traceEvents array
                     seg_start = p + 1

@@ -24,18 +24,29 @@ _CLEAR = "\x1b[H\x1b[2J"
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "metrics", help="GPU and host metrics (tables, --watch live, --json)",
+        "metrics",
+        help="GPU and host metrics (tables, --watch live, --json)",
         description="Show the newest sample of a daemon's metrics as tables (one per kind of entity: GPUs, CPUs, "
         "network devices, ...). --watch redraws live as the daemon samples; --json prints samples from the "
         "daemon's history. With several hosts (--hosts, --hostfile, --slurm-job): one GPU table and one host "
         "table across all of them.",
     )
     add_host_arguments(p)
-    p.add_argument("--names", action="append", default=[], metavar="PATTERN",
-                   help="only metrics matching this fnmatch pattern, e.g. 'gpu_*' (repeatable)")
+    p.add_argument(
+        "--names",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="only metrics matching this fnmatch pattern, e.g. 'gpu_*' (repeatable)",
+    )
     p.add_argument("--json", action="store_true", help="print samples as JSON")
-    p.add_argument("--limit", type=int, default=1, metavar="N",
-                   help="with --json: the newest N samples from history (0 = all; default 1)")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --json: the newest N samples from history (0 = all; default 1)",
+    )
     p.add_argument("--since-ms", type=int, default=0, metavar="UNIX_MS", help="with --json: samples after this time")
     p.add_argument("--watch", action="store_true", help="redraw live from the daemon's metric stream (Ctrl-C ends)")
     p.set_defaults(func=run)
@@ -59,12 +70,10 @@ def render(sample: dyno_pb2.Sample, hostname: str = "") -> str:
         names = sorted(by_name)
         out.append("")
         if len(entities) > len(names):
-            rows = [[e, *[format_value(n, by_name[n][e]) if e in by_name[n] else "-" for n in names]]
-                    for e in entities]
+            rows = [[e, *[format_value(n, by_name[n][e]) if e in by_name[n] else "-" for n in names]] for e in entities]
             out.append(table([",".join(keys) or "entity", *names], rows))
         else:
-            rows = [[n, *[format_value(n, by_name[n][e]) if e in by_name[n] else "-" for e in entities]]
-                    for n in names]
+            rows = [[n, *[format_value(n, by_name[n][e]) if e in by_name[n] else "-" for e in entities]] for n in names]
             out.append(table(["metric", *entities], rows))
     return "\n".join(out)
 

@@ -49,7 +49,12 @@ def render(s: dyno_pb2.Status, target: str) -> str:
             table(
                 ["GPU", "NAME", "UUID", "MEMORY"],
                 [
-                    [g.index, g.name + (" (SIMULATED)" if g.simulated else ""), g.uuid, human_bytes(g.memory_total_bytes)]
+                    [
+                        g.index,
+                        g.name + (" (SIMULATED)" if g.simulated else ""),
+                        g.uuid,
+                        human_bytes(g.memory_total_bytes),
+                    ]
                     for g in s.gpus
                 ],
             )
@@ -66,15 +71,17 @@ def render_many(results) -> str:
         s: dyno_pb2.Status = r.value
         samplers = {st.name: st for st in s.samplers}
         gpu = samplers.get("gpu")
-        rows.append([
-            str(r.host),
-            s.version,
-            f"{s.uptime_s:.0f}s",
-            str(len(s.gpus)),
-            _sampler_text(gpu) if gpu else "-",
-            str(s.registered_processes),
-            str(s.active_traces),
-        ])
+        rows.append(
+            [
+                str(r.host),
+                s.version,
+                f"{s.uptime_s:.0f}s",
+                str(len(s.gpus)),
+                _sampler_text(gpu) if gpu else "-",
+                str(s.registered_processes),
+                str(s.active_traces),
+            ]
+        )
     return table(["HOST", "VERSION", "UP", "GPUS", "GPU SAMPLER", "PROCS", "TRACES"], rows)
 
 
@@ -82,11 +89,19 @@ def run(args: argparse.Namespace) -> int:
     with cluster_from_args(args) as cluster:
         results = cluster.status()
     if args.json:
-        print_json([
-            {"host": str(r.host), "ok": r.ok, "status": proto_to_dict(r.value) if r.ok else None,
-             "error": None if r.ok else f"{r.error_type}: {r.error}"}
-            for r in results
-        ] if len(results) > 1 else (proto_to_dict(results[0].value) if results[0].ok else {}))
+        print_json(
+            [
+                {
+                    "host": str(r.host),
+                    "ok": r.ok,
+                    "status": proto_to_dict(r.value) if r.ok else None,
+                    "error": None if r.ok else f"{r.error_type}: {r.error}",
+                }
+                for r in results
+            ]
+            if len(results) > 1
+            else (proto_to_dict(results[0].value) if results[0].ok else {})
+        )
     elif len(results) == 1 and results[0].ok:
         print(render(results[0].value, str(results[0].host)))
     elif len(results) > 1:

@@ -25,15 +25,21 @@ def run(args: argparse.Namespace) -> int:
     with cluster_from_args(args) as cluster:
         results = cluster.version()
     if args.json:
-        print_json({
-            "client": dyno.__version__,
-            "daemons": [{"host": str(r.host), **proto_to_dict(r.value)} for r in results if r.ok],
-        })
+        print_json(
+            {
+                "client": dyno.__version__,
+                "daemons": [{"host": str(r.host), **proto_to_dict(r.value)} for r in results if r.ok],
+            }
+        )
     else:
         print(f"dyno-cli {dyno.__version__}")
         ok = [r for r in results if r.ok]
         if ok:
-            print(table(["HOST", "DYNOD", "API", "PYTHON", "GRPC"],
-                        [[str(r.host), r.value.version, r.value.api, r.value.python, r.value.grpc] for r in ok]))
+            print(
+                table(
+                    ["HOST", "DYNOD", "API", "PYTHON", "GRPC"],
+                    [[str(r.host), r.value.version, r.value.api, r.value.python, r.value.grpc] for r in ok],
+                )
+            )
     print_failures(results)
     return fanout_exit_code(results)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from conftest import free_port, run_cli
 
 pytestmark = pytest.mark.integration
@@ -26,8 +27,7 @@ def test_status_and_metrics_across_hosts(two_daemons):
     r = run_cli("metrics", "--hosts", hosts)
     assert r.returncode == 0, r.stderr
     gpu_rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("127.0.0.1") and "%" in ln]
-    assert {(row[0], row[1]) for row in gpu_rows if len(row) > 6} >= {(a.target, "0"), (a.target, "1"),
-                                                                      (b.target, "0")}
+    assert {(row[0], row[1]) for row in gpu_rows if len(row) > 6} >= {(a.target, "0"), (a.target, "1"), (b.target, "0")}
     r = run_cli("metrics", "--hosts", hosts, "--json", "--names", "gpu_power_watts")
     data = json.loads(r.stdout)
     assert {d["host"] for d in data} == {a.target, b.target}

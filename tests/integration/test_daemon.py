@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import json
-import sys
 import shutil
 import subprocess
+import sys
 import urllib.request
 
 import grpc
 import pytest
-from conftest import run_cli, wait_for
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from prometheus_client.parser import text_string_to_metric_families
 
 from dyno.client import DynoClient
 from dyno.client.errors import InvalidArgument, Unavailable
+
+from conftest import run_cli, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -117,9 +118,21 @@ def test_cli_status_version_metrics(dynod):
 
 def test_cli_metrics_watch_redraws(dynod):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dyno.client", "metrics", "--watch", "--host", "127.0.0.1",
-         "--port", str(dynod.port), "--names", "gpu_power_watts"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "dyno.client",
+            "metrics",
+            "--watch",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(dynod.port),
+            "--names",
+            "gpu_power_watts",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         seen = 0
@@ -167,8 +180,9 @@ def test_bad_config_and_flags_exit_2(tmp_path):
     bad.write_text("port = [1\n")
     r = subprocess.run([*_daemon_cmd(), "--config", str(bad)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "not valid TOML" in r.stderr and "Traceback" not in r.stderr
-    r = subprocess.run([*_daemon_cmd(), "--config", str(tmp_path / "missing.toml")], capture_output=True, text=True,
-                       timeout=30)
+    r = subprocess.run(
+        [*_daemon_cmd(), "--config", str(tmp_path / "missing.toml")], capture_output=True, text=True, timeout=30
+    )
     assert r.returncode == 2 and "cannot read config file" in r.stderr
     r = subprocess.run([*_daemon_cmd(), "--interval-s", "zero"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--interval-s" in r.stderr

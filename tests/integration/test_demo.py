@@ -28,8 +28,13 @@ def _demo_processes() -> list[int]:
 
 def test_demo_finds_the_straggler_and_the_planted_antipatterns():
     pytest.importorskip("torch")
-    r = subprocess.run([sys.executable, "-m", "dyno.demo"], capture_output=True, text=True, timeout=240,
-                       env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    r = subprocess.run(
+        [sys.executable, "-m", "dyno.demo"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     out = r.stdout
     assert "SIMULATED" in out or "nvml" in out  # status shows the GPU backend honestly

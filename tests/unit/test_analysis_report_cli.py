@@ -13,6 +13,7 @@ from xml.etree import ElementTree
 
 import pytest
 from analysis_trace_builder import TraceBuilder
+
 from dyno.trace_analysis import AnalysisError, analyze
 from dyno.trace_analysis.cli import add_analyze_arguments, run_analyze
 from dyno.trace_analysis.report import SCHEMA, SCHEMA_VERSION, render_html, render_json, render_text

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from analysis_trace_builder import TraceBuilder
+
 from dyno.trace_analysis import analyze
 from dyno.trace_analysis.rules import ALL_RULES, Severity
 

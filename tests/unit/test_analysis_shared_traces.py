@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from dyno.trace_analysis import analyze
 from dyno.trace_analysis.report import render_html, render_json, render_text
 from dyno.trace_analysis.rules import Severity

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from analysis_trace_builder import torch_cpu_traces
+
 from dyno.trace_analysis import analyze
 from dyno.trace_analysis.rules import Severity
 

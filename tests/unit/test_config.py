@@ -65,8 +65,9 @@ def test_unreadable_file(tmp_path):
         _resolve(["--config", str(tmp_path / "nope.toml")])
 
 
-@pytest.mark.parametrize("argv", [["--port", "99999"], ["--interval-s", "-1"], ["--gpu-backend", "x"],
-                                  ["--sim-gpus", "100"]])
+@pytest.mark.parametrize(
+    "argv", [["--port", "99999"], ["--interval-s", "-1"], ["--gpu-backend", "x"], ["--sim-gpus", "100"]]
+)
 def test_bad_flags_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
         build_parser().parse_args(argv)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from dyno.daemon.samplers import gpu_metrics as gm
 from dyno.daemon.samplers.base import Reading, Sampler
 from dyno.daemon.samplers.gpu import make_gpu_sampler

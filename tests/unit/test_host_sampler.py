@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from dyno.daemon.samplers.base import Reading, Sampler, labels
 from dyno.daemon.samplers.counters import CounterDeltas
 from dyno.daemon.samplers.host import HostSampler

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+
 from dyno.daemon.samplers import gpu_metrics as gm
 from dyno.daemon.samplers.base import GpuProcess, Reading, Sampler
 from dyno.daemon.samplers.gpu import GpuSampler, NullGpuSampler, make_gpu_sampler

@@ -11,6 +11,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+
 from dyno.daemon.config import DaemonConfig, build_parser, resolve_config
 
 if sys.version_info >= (3, 11):

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+
 from dyno.trace_analysis.analyses import (
     comm_comp_overlap,
     cpu_op_summary,

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from dyno.trace_analysis.analyses import (
     comm_comp_overlap,
     idle_time_breakdown,

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from dyno.trace_analysis.loader import TraceLoadError, load_trace, load_traces, rank_from_filename
 from dyno.trace_analysis.model import FLOW_FINISH, FLOW_START, Cat, Events
 
@@ -268,9 +269,15 @@ def test_folder_in_dyno_cli_trace_layout_is_walked(tmp_path: Path) -> None:
     for host, rank in (("node1_1778", 0), ("node2_1778", 1)):
         (root / host).mkdir(parents=True)
         (root / host / f"{host}_{100 + rank}.pt.trace.json").write_text(
-            json.dumps({"distributedInfo": {"rank": rank, "world_size": 2},
-                        "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2,
-                                         "pid": 1, "tid": 1}]}))
+            json.dumps(
+                {
+                    "distributedInfo": {"rank": rank, "world_size": 2},
+                    "traceEvents": [
+                        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2, "pid": 1, "tid": 1}
+                    ],
+                }
+            )
+        )
     (root / "manifest.json").write_text("{}")
     (root / "node1_1778" / ".abc123.7.part").write_text("partial")
     found = find_trace_files(root)

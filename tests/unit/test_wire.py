@@ -13,13 +13,16 @@ from dyno.v1 import dyno_pb2
 pytestmark = pytest.mark.unit
 
 SAMPLES = [
-    Sample(1_700_000_000_123, (
-        Reading("gpu_power_watts", 312.25, labels(gpu=0, uuid="GPU-1234")),
-        Reading("gpu_power_watts", 0.0, labels(gpu=1, uuid="GPU-5678")),
-        Reading("cpu_user_percent", -1.5, labels(cpu="total")),
-        Reading("load_average_1m", 1e300),
-        Reading("név_ütf8", 7.0, labels(device="ünï", empty="")),
-    )),
+    Sample(
+        1_700_000_000_123,
+        (
+            Reading("gpu_power_watts", 312.25, labels(gpu=0, uuid="GPU-1234")),
+            Reading("gpu_power_watts", 0.0, labels(gpu=1, uuid="GPU-5678")),
+            Reading("cpu_user_percent", -1.5, labels(cpu="total")),
+            Reading("load_average_1m", 1e300),
+            Reading("név_ütf8", 7.0, labels(device="ünï", empty="")),
+        ),
+    ),
     Sample(0, ()),
     Sample(5, (Reading("x" * 300, 1.0, labels(**{"k" * 200: "v" * 200})),)),
 ]

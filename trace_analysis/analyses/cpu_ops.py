@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from dyno.trace_analysis.analyses.kernels import group_by_name
 from dyno.trace_analysis.model import Cat, Events, Trace
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 import numpy as np
+
 from dyno.trace_analysis.model import Cat, Events, Trace
 
 __all__ = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from dyno.trace_analysis.analyses.gpu import gpu_scope
 from dyno.trace_analysis.model import Trace
 

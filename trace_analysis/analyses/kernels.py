@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, kernel_types
 from dyno.trace_analysis.model import Trace
 

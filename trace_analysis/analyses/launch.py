@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from dyno.trace_analysis.analyses.gpu import gpu_scope, is_launch_name
 from dyno.trace_analysis.model import Cat, Trace
 

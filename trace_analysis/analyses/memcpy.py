@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+
 from dyno.trace_analysis.analyses.gpu import gpu_scope
 from dyno.trace_analysis.model import Cat, Trace
 

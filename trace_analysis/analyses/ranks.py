@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, kernel_types
 from dyno.trace_analysis.analyses.steps import step_timings
 from dyno.trace_analysis.analyses.temporal import temporal_breakdown

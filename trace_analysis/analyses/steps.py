@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+
 from dyno.trace_analysis.analyses.gpu import profiler_steps, step_number
 from dyno.trace_analysis.analyses.intervals import coverage_before, merge
 from dyno.trace_analysis.model import Cat, Trace

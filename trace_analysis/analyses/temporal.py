@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, kernel_types
 from dyno.trace_analysis.analyses.intervals import union_length
 from dyno.trace_analysis.model import Trace
