@@ -246,7 +246,8 @@ class KinetoEndpoint:
         except OSError as e:
             sock.close()
             raise OSError(e.errno, f"cannot bind kineto endpoint {self.describe()}: {e.strerror}") from None
-        sock.settimeout(0.25)  # lets the loop see stop() promptly
+        # Blocking receive, no timeout: an idle daemon must not wake up 4x a second; stop() wakes the loop with
+        # shutdown(), which makes a blocked recvmsg return at once on Linux.
         self._sock = sock
         self._thread = threading.Thread(target=self._serve, name="kineto-ipc", daemon=True)
         self._thread.start()
@@ -254,6 +255,11 @@ class KinetoEndpoint:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         if self._thread is not None:
             self._thread.join(timeout=2)
         if self._sock is None:
@@ -273,13 +279,13 @@ class KinetoEndpoint:
         while not self._stop.is_set():
             try:
                 data, ancdata, _flags, addr = sock.recvmsg(MAX_DATAGRAM, cmsg_space)
-            except TimeoutError:
-                continue
             except OSError as e:
                 if self._stop.is_set():
                     return
                 log.warning("kineto endpoint receive failed: %s", e)
                 continue
+            if self._stop.is_set():
+                return
             try:
                 reply = self._handle(data, ancdata)
             except FramingError as e:

@@ -65,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         os.getpid(),
     )
     notify("READY=1")
-    while not stop.wait(1.0):
-        pass
+    stop.wait()  # the signal handler sets it; no periodic wake-ups while idle
     notify("STOPPING=1")
     daemon.stop()
     log.info("stopped")

@@ -106,8 +106,10 @@ class TraceManager:
         max_active_traces: int = 32,
         max_kept_traces: int = 1000,
         clock_ms: Callable[[], int] = now_ms,
+        on_start: Callable[[], None] = lambda: None,
     ) -> None:
         self._registry = registry
+        self._on_start = on_start  # e.g. wakes the housekeeping thread from its idle pace
         self._trace_dir = trace_dir
         self._hostname = hostname
         self._delivery_timeout_ms = int(delivery_timeout_s * 1000)
@@ -207,6 +209,7 @@ class TraceManager:
         if busy:
             msg += f"; {len(busy)} busy with another trace"
         log.info("trace %s (job %r): %s", trace_id, spec.job_id, msg)
+        self._on_start()
         return StartResult(trace_id, tuple(p.pid for p in matched), triggered, tuple(p.pid for p in busy), msg, jobs)
 
     def _why_nothing(self, spec: TraceSpec, procs: list[ProcessRecord], jobs: tuple[str, ...]) -> str:

@@ -27,6 +27,7 @@ class Tracing:
         hostname: str,
         *,
         housekeeping_s: float = 0.5,
+        idle_housekeeping_s: float = 5.0,
         retention_every_s: float = 30.0,
         silent_timeout_s: float = 30.0,
         delivery_timeout_s: float = 30.0,
@@ -34,7 +35,14 @@ class Tracing:
         self.config = config
         self.hostname = hostname
         self.registry = ProcessRegistry(silent_timeout_s=silent_timeout_s)
-        self.manager = TraceManager(self.registry, config.trace_dir, hostname, delivery_timeout_s=delivery_timeout_s)
+        self._wake = threading.Event()  # set by stop() and by every started trace
+        self.manager = TraceManager(
+            self.registry,
+            config.trace_dir,
+            hostname,
+            delivery_timeout_s=delivery_timeout_s,
+            on_start=self._wake.set,
+        )
         self.rpcs = TraceRpcs(self.manager, self.registry, hostname)
         self.agent_servicer = AgentServicer(self.manager, self.registry)
         self.agent_server = AgentServer(self.agent_servicer, config.agent_socket_path)
@@ -44,6 +52,7 @@ class Tracing:
         elif config.kineto_endpoint != "off":
             self.kineto = KinetoEndpoint(self.manager, name=config.kineto_endpoint)
         self._housekeeping_s = housekeeping_s
+        self._idle_housekeeping_s = idle_housekeeping_s
         self._retention_every_s = retention_every_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -71,6 +80,7 @@ class Tracing:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         self.agent_server.stop()
         if self.kineto is not None:
             self.kineto.stop()
@@ -96,7 +106,13 @@ class Tracing:
 
     def _housekeeping(self) -> None:
         next_retention = time.monotonic() + self._retention_every_s
-        while not self._stop.wait(self._housekeeping_s):
+        # Timeouts need a prompt pass only while traces are in flight; otherwise a slow pace (dead pids, silent
+        # clients, retention) keeps an idle daemon from waking twice a second.
+        while True:
+            self._wake.wait(self._housekeeping_s if self.manager.active_traces() else self._idle_housekeeping_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.manager.housekeeping()
                 if time.monotonic() >= next_retention:

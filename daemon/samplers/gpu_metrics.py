@@ -111,6 +111,19 @@ def device_labels(index: int, uuid: str, simulated: bool = False) -> Labels:
     return labels(gpu=index, uuid=uuid)
 
 
+_reason_labels: dict[Labels, tuple[tuple[int, Labels], ...]] = {}
+
+
+def _reasons_for(base: Labels) -> tuple[tuple[int, Labels], ...]:
+    # (bit, labels) per reason, built once per GPU: this runs every tick for every GPU
+    cached = _reason_labels.get(base)
+    if cached is None:
+        cached = tuple((bit, tuple(sorted((*base, ("reason", r))))) for r, bit in THROTTLE_REASON_BITS.items())
+        if len(_reason_labels) < 1024:  # bounded: GPUs are few and stable
+            _reason_labels[base] = cached
+    return cached
+
+
 def device_readings(values: Mapping[str, float], base: Labels) -> list[Reading]:
     """Readings for one GPU from metric name -> value. The throttle bitmask is also expanded into one 0/1
     gpu_throttle_reason_active{reason=...} gauge per known reason."""
@@ -118,8 +131,5 @@ def device_readings(values: Mapping[str, float], base: Labels) -> list[Reading]:
     mask = values.get(THROTTLE_REASONS)
     if mask is not None:
         bits = int(mask)
-        for reason, bit in THROTTLE_REASON_BITS.items():
-            out.append(
-                Reading(THROTTLE_REASON_ACTIVE, 1.0 if bits & bit else 0.0, tuple(sorted((*base, ("reason", reason)))))
-            )
+        out.extend(Reading(THROTTLE_REASON_ACTIVE, 1.0 if bits & bit else 0.0, lab) for bit, lab in _reasons_for(base))
     return out
