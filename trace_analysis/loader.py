@@ -181,7 +181,7 @@ def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
         try:
             t = load_trace(f)
         except TraceLoadError as e:
-            logger.warning("skipping %s", e)
+            logger.debug("skipping %s", e)  # collected in MultiRankTrace.errors and reported there
             errors.append(LoadError(e.path, e.reason))
             continue
         if t.rank in traces:
