@@ -11,7 +11,7 @@ import grpc
 
 import dyno
 from dyno.daemon.history import History, name_filter
-from dyno.daemon.wire import sample_message, samples_response
+from dyno.daemon.wire import StoredEncoder, sample_message
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 __all__ = ["DynoServicer", "TraceRpcsProtocol", "MAX_METRICS_LIMIT", "MAX_NAME_PATTERNS"]
@@ -53,6 +53,7 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
     ) -> None:
         self._status = status
         self._history = history
+        self._encoder = StoredEncoder(history.series)
         self._hostname = hostname
         self._traces = trace_rpcs
 
@@ -72,8 +73,8 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "since_ms: must be >= 0 (unix ms)")
         if not 0 <= request.limit <= MAX_METRICS_LIMIT:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"limit: must be 0-{MAX_METRICS_LIMIT}")
-        samples = self._history.query(names, request.since_ms, request.limit)
-        return samples_response(samples, self._hostname)
+        stored = self._history.stored(request.since_ms, request.limit)
+        return self._encoder.response(stored, self._hostname, self._history.series.matching(names))
 
     def StreamMetrics(
         self, request: dyno_pb2.StreamMetricsRequest, context: grpc.ServicerContext

@@ -9,13 +9,14 @@ by the C protobuf runtime (`FromString`), which is ~10x faster than building the
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Iterable
 
-from dyno.daemon.history import Sample
+from dyno.daemon.history import Sample, SeriesTable, StoredSample
 from dyno.daemon.samplers.base import Labels
 from dyno.v1 import dyno_pb2
 
-__all__ = ["encode_sample", "samples_response", "sample_message"]
+__all__ = ["encode_sample", "samples_response", "sample_message", "StoredEncoder"]
 
 _DOUBLE = struct.Struct("<d").pack
 _MAX_CACHED_SERIES = 100_000
@@ -41,14 +42,18 @@ def _len_field(tag: int, payload: bytes) -> bytes:
 _prefix_cache: dict[tuple[str, Labels], bytes] = {}
 
 
+def _prefix_bytes(name: str, labels: Labels) -> bytes:
+    parts = [_len_field(0x0A, name.encode())]  # Metric.name = 1
+    for k, v in labels:  # Metric.labels = 2, map entry {key = 1, value = 2}
+        parts.append(_len_field(0x12, _len_field(0x0A, k.encode()) + _len_field(0x12, v.encode())))
+    return b"".join(parts) + b"\x19"  # Metric.value = 3 (double) tag; the 8 bytes follow
+
+
 def _series_prefix(name: str, labels: Labels) -> bytes:
     key = (name, labels)
     prefix = _prefix_cache.get(key)
     if prefix is None:
-        parts = [_len_field(0x0A, name.encode())]  # Metric.name = 1
-        for k, v in labels:  # Metric.labels = 2, map entry {key = 1, value = 2}
-            parts.append(_len_field(0x12, _len_field(0x0A, k.encode()) + _len_field(0x12, v.encode())))
-        prefix = b"".join(parts) + b"\x19"  # Metric.value = 3 (double) tag; the 8 bytes follow
+        prefix = _prefix_bytes(name, labels)
         if len(_prefix_cache) >= _MAX_CACHED_SERIES:
             _prefix_cache.clear()  # bounded: series churn (e.g. devices coming and going) cannot grow it forever
         _prefix_cache[key] = prefix
@@ -72,3 +77,34 @@ def sample_message(sample: Sample, keep=None) -> dyno_pb2.Sample:
 def samples_response(samples: Iterable[Sample], hostname: str) -> dyno_pb2.GetMetricsResponse:
     body = b"".join(_len_field(0x0A, encode_sample(s)) for s in samples) + _len_field(0x12, hostname.encode())
     return dyno_pb2.GetMetricsResponse.FromString(body)
+
+
+class StoredEncoder:
+    """Encodes the history's stored samples, with one cached prefix per series id of its SeriesTable."""
+
+    def __init__(self, series: SeriesTable) -> None:
+        self._series = series
+        self._prefixes: list[bytes] = []
+        self._lock = threading.Lock()  # RPC threads extend the prefix list concurrently
+
+    def _prefix_list(self, upto: int) -> list[bytes]:
+        if len(self._prefixes) <= upto:
+            with self._lock:
+                keys = self._series.keys
+                while len(self._prefixes) <= upto:
+                    self._prefixes.append(_prefix_bytes(*keys[len(self._prefixes)]))
+        return self._prefixes
+
+    def encode(self, s: StoredSample, keep: set[int] | None = None) -> bytes:
+        prefixes = self._prefix_list(max(s.ids)) if s.ids else self._prefixes
+        parts = [b"\x08" + _varint(s.timestamp_ms)] if s.timestamp_ms else []
+        for i, v in zip(s.ids, s.values, strict=True):
+            if keep is None or i in keep:
+                parts.append(_len_field(0x12, prefixes[i] + _DOUBLE(v)))
+        return b"".join(parts)
+
+    def response(
+        self, stored: Iterable[StoredSample], hostname: str, keep: set[int] | None = None
+    ) -> dyno_pb2.GetMetricsResponse:
+        body = b"".join(_len_field(0x0A, self.encode(s, keep)) for s in stored)
+        return dyno_pb2.GetMetricsResponse.FromString(body + _len_field(0x12, hostname.encode()))

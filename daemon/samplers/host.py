@@ -57,12 +57,38 @@ _KIB = 1024
 _CPU_FIELDS = 8
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError as exc:
-        log.debug("cannot read %s: %s", path, exc)
+class _ProcFile:
+    """A /proc file kept open and re-read from offset 0 each tick: procfs regenerates the content on a read at
+    offset 0, and skipping open/close keeps a 1 s sampler cheap. Reopened after any error."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def read(self) -> str | None:
+        for _attempt in (1, 2):  # a stale descriptor gets one reopen
+            try:
+                if self._fd is None:
+                    self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+                chunks = []
+                offset = 0
+                while chunk := os.pread(self._fd, 65536, offset):
+                    chunks.append(chunk)
+                    offset += len(chunk)
+                return b"".join(chunks).decode("utf-8", "replace")
+            except OSError as exc:
+                self.close()
+                last = exc
+        log.debug("cannot read %s: %s", self.path, last)
         return None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
 
 
 class HostSampler:
@@ -87,6 +113,10 @@ class HostSampler:
         self._disk = CounterDeltas()
         self._last_t: float | None = None
         self._ok = (self._root / "stat").exists()
+        self._files = {
+            name: _ProcFile(self._root / name)
+            for name in ("stat", "meminfo", "net/dev", "diskstats", "loadavg", "uptime")
+        }
 
     def state(self) -> SamplerState:
         if self._ok:
@@ -94,7 +124,8 @@ class HostSampler:
         return SamplerState(name=self.name, ok=False, backend="procfs", reason=f"{self._root}/stat not readable")
 
     def close(self) -> None:
-        pass
+        for f in self._files.values():
+            f.close()
 
     def sample(self) -> list[Reading]:
         now = self._clock()
@@ -113,7 +144,7 @@ class HostSampler:
     # -- CPU ---------------------------------------------------------------------------------------------
 
     def _sample_cpu(self, out: list[Reading]) -> None:
-        text = _read(self._root / "stat")
+        text = self._files["stat"].read()
         if text is None:
             return
         for line in text.splitlines():
@@ -144,7 +175,7 @@ class HostSampler:
     # -- memory ------------------------------------------------------------------------------------------
 
     def _sample_memory(self, out: list[Reading]) -> None:
-        text = _read(self._root / "meminfo")
+        text = self._files["meminfo"].read()
         if text is None:
             return
         info: dict[str, int] = {}
@@ -169,7 +200,7 @@ class HostSampler:
     # -- network -----------------------------------------------------------------------------------------
 
     def _sample_net(self, out: list[Reading], dt: float | None) -> None:
-        text = _read(self._root / "net" / "dev")
+        text = self._files["net/dev"].read()
         if text is None:
             return
         for line in text.splitlines()[2:]:
@@ -200,7 +231,7 @@ class HostSampler:
     # -- disk --------------------------------------------------------------------------------------------
 
     def _sample_disk(self, out: list[Reading], dt: float | None) -> None:
-        text = _read(self._root / "diskstats")
+        text = self._files["diskstats"].read()
         if text is None:
             return
         rows: dict[str, list[str]] = {}
@@ -229,7 +260,7 @@ class HostSampler:
     # -- load and uptime ---------------------------------------------------------------------------------
 
     def _sample_load(self, out: list[Reading]) -> None:
-        text = _read(self._root / "loadavg")
+        text = self._files["loadavg"].read()
         if text is None:
             return
         f = text.split()
@@ -238,7 +269,7 @@ class HostSampler:
                 out.append(Reading(name, float(value)))
 
     def _sample_uptime(self, out: list[Reading]) -> None:
-        text = _read(self._root / "uptime")
+        text = self._files["uptime"].read()
         if text:
             out.append(Reading("host_uptime_seconds", float(text.split()[0])))
 

@@ -95,3 +95,28 @@ def test_loop_thread_samples_repeatedly():
     finally:
         loop.stop()
     assert len(h) >= 5
+
+
+def test_stored_samples_share_unchanged_series_ids_and_round_trip():
+    h = History(capacity=10)
+    for t in (1, 2, 3):
+        h.append(Sample(t, (Reading("a", float(t), labels(gpu=0)), Reading("b", 2.0 * t))))
+    h.append(Sample(4, (Reading("a", 4.0, labels(gpu=0)),)))  # a series disappears
+    stored = h.stored()
+    assert stored[0].ids is stored[1].ids is stored[2].ids and stored[3].ids is not stored[2].ids
+    assert len(h.series) == 2
+    assert h.query(limit=2) == [
+        Sample(3, (Reading("a", 3.0, (("gpu", "0"),)), Reading("b", 6.0))),
+        Sample(4, (Reading("a", 4.0, (("gpu", "0"),)),)),
+    ]
+    assert h.latest() == Sample(4, (Reading("a", 4.0, labels(gpu=0)),))
+
+
+def test_series_table_is_bounded(monkeypatch):
+    from dyno.daemon.history import SeriesTable
+
+    monkeypatch.setattr(SeriesTable, "MAX_SERIES", 3)
+    h = History(capacity=10)
+    h.append(Sample(1, tuple(Reading(f"m{i}", float(i)) for i in range(5))))
+    assert len(h.series) == 3
+    assert [r.name for r in h.query()[0].readings] == ["m0", "m1", "m2"]

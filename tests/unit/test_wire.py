@@ -41,3 +41,19 @@ def test_filter_and_response():
     resp = samples_response(SAMPLES, "node-7")
     assert resp.hostname == "node-7"
     assert list(resp.samples) == [sample_to_proto(s) for s in SAMPLES]
+
+
+def test_stored_encoder_matches_reference_and_filters():
+    from dyno.daemon.history import History
+    from dyno.daemon.wire import StoredEncoder
+
+    samples = [s for s in SAMPLES if s.timestamp_ms]  # history keeps samples newer than since_ms=0
+    h = History(capacity=10)
+    for s in samples:
+        h.append(s)
+    enc = StoredEncoder(h.series)
+    resp = enc.response(h.stored(), "node-7")
+    assert list(resp.samples) == [sample_to_proto(s) for s in samples]
+    keep = h.series.matching(["gpu_*"])
+    first = enc.response(h.stored(limit=2), "n", keep).samples[0]
+    assert [m.name for m in first.metrics] == ["gpu_power_watts", "gpu_power_watts"]
