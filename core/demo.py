@@ -14,21 +14,21 @@ from __future__ import annotations
 import argparse
 import ctypes.util
 import os
-import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dyno.daemon.process import DynodProcess
 
 __all__ = ["main"]
-
-_READY = re.compile(r"ready: grpc=\S+:(\d+)")
 
 
 def _free_port() -> int:
@@ -54,8 +54,8 @@ class Demo:
         self.endpoint = f"dyno-demo-{uuid.uuid4().hex[:8]}"
         self.agent_socket = workdir / "agent.sock"
         self.trace_dir = workdir / "traces"
-        self.procs: list[subprocess.Popen] = []
-        self.daemon_log: list[str] = []
+        self.procs: list[subprocess.Popen] = []  # the training job (its own process group)
+        self.daemon: DynodProcess | None = None
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         cmd = [sys.executable, "-m", "dyno.client", *args]
@@ -66,48 +66,27 @@ class Demo:
         return r
 
     def start_daemon(self) -> None:
+        from dyno.daemon.process import DynodProcess, DynodStartError
+
         args = [
-            sys.executable,
-            "-m",
-            "dyno.daemon",
-            "--listen",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--metrics-port",
-            str(self.metrics_port),
-            "--gpu-backend",
-            self.gpu_backend,
-            "--sim-gpus",
-            "2",
-            "--state-dir",
-            str(self.workdir / "state"),
-            "--trace-dir",
-            str(self.trace_dir),
-            "--agent-socket",
-            str(self.agent_socket),
-            "--kineto-endpoint",
-            self.endpoint,
-            "--interval-s",
-            "0.5",
-        ]
-        print("$ dynod " + " ".join(args[3:]), flush=True)
-        proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        self.procs.append(proc)
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                self.daemon_log.append(line)
-                if _READY.search(line):
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(30) or proc.poll() is not None:
-            raise SystemExit("demo: dynod did not start:\n" + "".join(self.daemon_log))
-        print("".join(self.daemon_log), end="", flush=True)
+            "--listen", "127.0.0.1",
+            "--port", str(self.port),
+            "--metrics-port", str(self.metrics_port),
+            "--gpu-backend", self.gpu_backend,
+            "--sim-gpus", "2",
+            "--state-dir", str(self.workdir / "state"),
+            "--trace-dir", str(self.trace_dir),
+            "--agent-socket", str(self.agent_socket),
+            "--kineto-endpoint", self.endpoint,
+            "--interval-s", "0.5",
+        ]  # fmt: skip
+        print("$ dynod " + " ".join(args), flush=True)
+        daemon = self.daemon = DynodProcess(args, new_session=True)
+        try:
+            daemon.start(timeout_s=30)
+        except DynodStartError as e:
+            raise SystemExit(f"demo: {e}") from None
+        print(daemon.log, end="", flush=True)
 
     def run(self) -> int:
         _banner(f"1. start dynod (GPU backend: {self.gpu_backend})")
@@ -201,6 +180,7 @@ class Demo:
         raise SystemExit(f"demo: the training job's {n} ranks did not register; its output:\n{log[-3000:]}")
 
     def cleanup(self) -> None:
+        """The training job's whole process group first (torchrun and its ranks), then the daemon."""
         for proc in reversed(self.procs):
             if proc.poll() is None:
                 try:
@@ -213,6 +193,8 @@ class Demo:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        if self.daemon is not None:
+            self.daemon.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
