@@ -38,7 +38,7 @@ DEFAULT_PORT = 1778
 MAX_HOSTS = 100_000
 
 # RFC 1123 labels plus '_' (seen in real inventories); dots separate labels.
-_NAME_RE = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$")
+_NAME_RE = re.compile(r"\A[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?\Z")
 _RANGE_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 

@@ -120,7 +120,7 @@ def parse_ctxt(payload: bytes) -> tuple[int, int, int]:
 
 # -- config strings -------------------------------------------------------------------------------------------
 
-_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_KEY_RE = re.compile(r"\A[A-Z][A-Z0-9_]*\Z")
 _INT32_MAX = 2**31 - 1
 
 

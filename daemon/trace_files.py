@@ -40,7 +40,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_CHUNK = 1024 * 1024
-_TRACE_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_TRACE_ID_RE = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")  # \Z: "$" would let a trailing newline through
 _HOST_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 KINETO_SUFFIX = ".pt.trace.json"
 AGENT_SUFFIX = ".pt.trace.json.gz"

@@ -118,6 +118,7 @@ def test_parse_hosts_default_port() -> None:
         ("a,,b", "empty entry"),
         ("gpu[1-3:1779", "unclosed"),
         ("a/b", "bad host name"),
+        ("node\n1", "bad host name"),
     ],
 )
 def test_parse_hosts_errors(text: str, message: str) -> None:

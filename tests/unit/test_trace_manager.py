@@ -341,7 +341,7 @@ def test_retention_by_age_and_size_keeps_active(tmp_path: Path) -> None:
 
 def test_trace_ids_and_paths() -> None:
     assert tf.validate_trace_id("a.B_c-1") == "a.B_c-1"
-    for bad in ["", "a/b", "..", ".", "x" * 65, "a b"]:
+    for bad in ["", "a/b", "..", ".", "x" * 65, "a b", "abc\n"]:
         with pytest.raises(ValueError):
             tf.validate_trace_id(bad)
     tf.validate_trace_id(tf.new_trace_id())
