@@ -6,12 +6,14 @@ request never names a path.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
 import re
 import secrets
 import shutil
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -88,9 +90,29 @@ def find_trace_file(trace_dir: Path, trace_id: str, hostname: str, pid: int) -> 
     """The completed file of (trace_id, pid) on disk, agent or kineto naming; None if there is none."""
     validate_trace_id(trace_id)
     for path in (agent_output(trace_dir, trace_id, hostname, pid), kineto_output(trace_dir, trace_id, hostname, pid)):
-        if path.is_file():
+        try:
+            st = os.lstat(path)  # lstat: a symlink planted in the world-writable trace dir is not a trace
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
             return path
     return None
+
+
+def open_trace_file(path: Path):  # noqa: ANN201 - a binary file object
+    """Open a trace file for streaming, refusing what a local user could plant in the world-writable per-trace
+    directory to make the (root) daemon serve another file: symlinks (O_NOFOLLOW), non-regular files, and hard
+    links (a second name for someone else's file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise OSError(errno.EPERM, "not a plain trace file (symlink, special file or hard link)", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 @dataclass(frozen=True)
@@ -132,7 +154,7 @@ class ChecksumCache:
 def iter_chunks(path: Path, chunk_size: int = MAX_CHUNK, cache: ChecksumCache | None = None) -> Iterator[Chunk]:
     """Stream a file in chunks of at most chunk_size (capped at 1 MiB), one chunk of look-ahead in memory."""
     chunk_size = max(1, min(chunk_size or MAX_CHUNK, MAX_CHUNK))
-    with open(path, "rb") as f:
+    with open_trace_file(path) as f:
         st = os.fstat(f.fileno())
         known = cache.get(st) if cache is not None else ""
         digest = None if known else hashlib.sha256()

@@ -358,3 +358,24 @@ def test_checksum_cache_skips_rehash_and_misses_on_change(tmp_path: Path) -> Non
     path.write_bytes(b"b" * 3000)
     os.utime(path, ns=(1, 1))
     assert list(tf.iter_chunks(path, 1024, cache))[-1].sha256 == hashlib.sha256(b"b" * 3000).hexdigest()
+
+
+def test_planted_symlinks_and_hard_links_are_never_served(tmp_path: Path) -> None:
+    """The per-trace dir is world-writable: a local user must not make the daemon stream another file."""
+    secret = tmp_path / "secret"
+    secret.write_text("not a trace")
+    d = tf.make_trace_dir(tmp_path / "traces", "t1")
+    link = tf.agent_output(tmp_path / "traces", "t1", "h", 42)
+    os.symlink(secret, link)
+    assert tf.find_trace_file(tmp_path / "traces", "t1", "h", 42) is None
+    with pytest.raises(OSError):
+        list(tf.iter_chunks(link))
+    hard = tf.agent_output(tmp_path / "traces", "t1", "h", 43)
+    os.link(secret, hard)
+    with pytest.raises(OSError, match="hard link"):
+        list(tf.iter_chunks(hard))
+    real = tf.agent_output(tmp_path / "traces", "t1", "h", 44)
+    real.write_bytes(b"x" * 10)
+    assert tf.find_trace_file(tmp_path / "traces", "t1", "h", 44) == real
+    assert b"".join(c.data for c in tf.iter_chunks(real)) == b"x" * 10
+    assert d.is_dir()
