@@ -167,7 +167,7 @@ def prepare_socket_path(path: Path) -> None:
 class AgentServer:
     """A gRPC server of its own on `unix:<path>`; each Watch stream holds one worker thread."""
 
-    def __init__(self, servicer: AgentServicer, path: Path, *, max_streams: int = 256, mode: int = 0o660) -> None:
+    def __init__(self, servicer: AgentServicer, path: Path, *, max_streams: int = 256, mode: int = 0o666) -> None:
         self._servicer = servicer
         self._path = path
         self._max_streams = max_streams
@@ -187,7 +187,9 @@ class AgentServer:
         agent_pb2_grpc.add_AgentServicer_to_server(self._servicer, server)
         server.add_insecure_port(f"unix:{self._path}")
         server.start()
-        os.chmod(self._path, self._mode)  # local trainers only; group access for shared-group setups
+        # Trainers of every local user must reach it (as with the kineto endpoint, an abstract socket nobody can
+        # restrict): a root daemon with 0660 would silently refuse every non-root trainer. Never exposed on TCP.
+        os.chmod(self._path, self._mode)
         self._server = server
         log.info("agent service listening on unix:%s", self._path)
 

@@ -90,7 +90,7 @@ def register(env: Env, pid: int, job: str = "J", **kw) -> str:  # type: ignore[n
 
 
 def test_agent_socket_is_private_and_stale_sockets_are_handled(env: Env, tmp_path: Path) -> None:
-    assert stat.S_IMODE(env.socket_path.stat().st_mode) == 0o660
+    assert stat.S_IMODE(env.socket_path.stat().st_mode) == 0o666
     with pytest.raises(SocketInUseError):
         prepare_socket_path(env.socket_path)
     stale = Path(short_tmpdir("dyno-stale-")) / "agent.sock"
