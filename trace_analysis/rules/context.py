@@ -112,6 +112,11 @@ class RuleContext:
             out.append(Example(self.name_of(events, i), float(events.ts[i]), float(events.dur[i]), label))
         return out
 
+    def longest_examples(self, events: Events, rows: np.ndarray, limit: int = 3, where: str = "tid") -> list[Example]:
+        """Examples for the longest of ``rows`` (positions in ``events``), longest first."""
+        rows = np.asarray(rows)
+        return self.examples(events, rows[np.argsort(-events.dur[rows], kind="stable")], limit=limit, where=where)
+
     # ---- steps and window -----------------------------------------------------------------------------------
     @cached_property
     def steps(self) -> tuple[StepWindow, ...]:

@@ -69,7 +69,7 @@ class ExposedComm(GpuRule):
                 time_lost_us=exposed,
                 share=share,
                 counts={"comm_us": comm_t, "overlap_share": overlap / comm_t if comm_t else 0.0, "kernels": idx.size},
-                examples=ctx.examples(k, idx[np.argsort(-k.dur[idx], kind="stable")], where="stream"),
+                examples=ctx.longest_examples(k, idx, where="stream"),
             )
         ]
 
@@ -115,7 +115,7 @@ class NoTensorCores(GpuRule):
                 f"{idx.size} GEMM/convolution kernels ({gemm_t / 1000:.1f} ms, {share:.1%} of the window) and none "
                 f"uses tensor cores on a compute-capability {cap[0]}.{cap[1]} GPU",
                 counts={"gemm_kernels": idx.size, "gemm_us": gemm_t, "gemm_share": share},
-                examples=ctx.examples(k, idx[np.argsort(-k.dur[idx], kind="stable")], where="stream"),
+                examples=ctx.longest_examples(k, idx, where="stream"),
                 # the gain (often 2-8x on these kernels) is not measurable from the trace: fixed severity
                 severity=Severity.MEDIUM if share >= 0.10 else Severity.LOW,
             )

@@ -84,7 +84,7 @@ class DataLoaderRule(BaseRule):
                 f"({idx.shape[0]} batches, mean {lost / idx.shape[0] / 1000:.2f} ms)",
                 time_lost_us=lost,
                 counts={"batches": idx.shape[0], "mean_us": lost / idx.shape[0]},
-                examples=ctx.examples(ops, idx[np.argsort(-ops.dur[idx], kind="stable")]),
+                examples=ctx.longest_examples(ops, idx),
             )
         ]
 

@@ -96,8 +96,8 @@ class SyncCalls(BaseRule):
             floor = Severity.INFO  # on a CPU-only run .item() does not wait for a device; it will on a GPU
         rows_rt = np.flatnonzero(rt_sel)
         rows_op = np.flatnonzero(op_sel & ctx.names_in(ops, ("aten::item", "aten::_local_scalar_dense")))
-        examples = ctx.examples(rt, rows_rt[np.argsort(-rt.dur[rows_rt], kind="stable")], limit=2)
-        examples += ctx.examples(ops, rows_op[np.argsort(-ops.dur[rows_op], kind="stable")], limit=3 - len(examples))
+        examples = ctx.longest_examples(rt, rows_rt, limit=2)
+        examples += ctx.longest_examples(ops, rows_op, limit=3 - len(examples))
         parts = []
         if n_rt:
             parts.append(f"{n_rt} CUDA synchronize calls")
@@ -129,6 +129,21 @@ def _running_at(g, t: np.ndarray) -> np.ndarray:
     return (k >= 0) & (run_end[np.maximum(k, 0)] > t)
 
 
+def _blocking_calls(rule: GpuRule, ctx: RuleContext, idx: np.ndarray, call: str) -> list[Finding]:
+    """One finding for the synchronous runtime calls at ``idx`` of ``ctx.runtime``: their time is host time lost."""
+    rt = ctx.runtime
+    lost = float(rt.dur[idx].sum())
+    return [
+        rule.finding(
+            ctx,
+            f"{idx.shape[0]} synchronous {call} calls block the host for {lost / 1000:.2f} ms",
+            time_lost_us=lost,
+            counts={"calls": idx.shape[0]},
+            examples=ctx.longest_examples(rt, idx),
+        )
+    ]
+
+
 class SyncMemcpy(GpuRule):
     id = "sync-memcpy"
     title = "Synchronous memory copies"
@@ -151,18 +166,7 @@ class SyncMemcpy(GpuRule):
         skip_corr = mc.correlation[small]
         sel &= ~np.isin(rt.correlation, skip_corr)
         idx = np.flatnonzero(sel)
-        if not idx.shape[0]:
-            return []
-        lost = float(rt.dur[idx].sum())
-        return [
-            self.finding(
-                ctx,
-                f"{idx.shape[0]} synchronous cudaMemcpy calls block the host for {lost / 1000:.2f} ms",
-                time_lost_us=lost,
-                counts={"calls": idx.shape[0]},
-                examples=ctx.examples(rt, idx[np.argsort(-rt.dur[idx], kind="stable")]),
-            )
-        ]
+        return _blocking_calls(self, ctx, idx, "cudaMemcpy") if idx.shape[0] else []
 
 
 class SyncMemset(GpuRule):
@@ -176,16 +180,7 @@ class SyncMemset(GpuRule):
         idx = np.flatnonzero(ctx.mask(rt, lambda n: _SYNC_MEMSET.match(n) is not None))
         if idx.shape[0] < max(int(thresholds["min_calls"]), 1):
             return []
-        lost = float(rt.dur[idx].sum())
-        return [
-            self.finding(
-                ctx,
-                f"{idx.shape[0]} synchronous cudaMemset calls block the host for {lost / 1000:.2f} ms",
-                time_lost_us=lost,
-                counts={"calls": idx.shape[0]},
-                examples=ctx.examples(rt, idx[np.argsort(-rt.dur[idx], kind="stable")]),
-            )
-        ]
+        return _blocking_calls(self, ctx, idx, "cudaMemset")
 
 
 class PageableMemcpy(GpuRule):
@@ -211,6 +206,6 @@ class PageableMemcpy(GpuRule):
                 f"{lost / 1000:.2f} ms of GPU time)",
                 time_lost_us=lost,
                 counts={"copies": idx.shape[0], "bytes": float(nbytes[nbytes > 0].sum())},
-                examples=ctx.examples(mc, idx[np.argsort(-mc.dur[idx], kind="stable")], where="stream"),
+                examples=ctx.longest_examples(mc, idx, where="stream"),
             )
         ]
