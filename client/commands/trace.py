@@ -29,6 +29,7 @@ __all__ = ["register", "run"]
 # fan-out to hundreds of hosts and the daemons' delivery). Agent processes get requests in milliseconds, so
 # --start-delay-s 1 is enough when every process runs the agent.
 DEFAULT_START_DELAY_S = 6.0
+AGENT_START_DELAY_S = 1.0  # used by default when no matched process speaks libkineto's protocol
 # Iteration traces start at the next step that is a multiple of this on every rank. Ranks of a data-parallel job
 # step in lockstep but see the request at different steps (kineto: up to one 5 s poll apart); rounding up to a
 # multiple of 10 puts them on the same step when that skew is under 10 steps, and costs at most 9 steps' wait.
@@ -77,7 +78,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=_non_negative_float,
         default=None,
         help=f"duration traces: start this many seconds from now, at one absolute instant on every host (default "
-        f"{DEFAULT_START_DELAY_S:g}: libkineto polls every 5 s; 0 starts each process as soon as it sees the request)",
+        f"{DEFAULT_START_DELAY_S:g} when any process of the job is an unmodified libkineto one, which polls every 5 s; "
+        f"{AGENT_START_DELAY_S:g} when all are dyno agents; 0 starts each process as soon as it sees the request)",
     )
     p.add_argument(
         "--iteration-roundup",
@@ -227,6 +229,14 @@ def _analyze(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str, Any
         return None, f"{type(e).__name__}: {e}"
 
 
+def _default_start_delay(cluster: Cluster, job_id: str) -> float:
+    """A synchronized start must wait for the slowest process to see the request: libkineto's next poll (up to
+    5 s) when the job has a libkineto process or a host did not answer; a dyno agent's stream otherwise (ms)."""
+    results = cluster.list_processes(job_id)
+    kineto = any(p.protocol == dyno_pb2.PROTOCOL_KINETO for r in results if r.ok for p in r.value.processes)
+    return DEFAULT_START_DELAY_S if kineto or not all(r.ok for r in results) else AGENT_START_DELAY_S
+
+
 def run(args: argparse.Namespace) -> int:
     _validate(args)
     hosts = resolve_hosts(args)
@@ -235,17 +245,19 @@ def run(args: argparse.Namespace) -> int:
     folder: Path = args.output_dir / trace_id
     if folder.exists() and any(folder.iterdir()):
         usage_error(f"{folder} already exists and is not empty (choose another --trace-id or --output-dir)")
-    start_delay_s = DEFAULT_START_DELAY_S if args.start_delay_s is None else args.start_delay_s
-    if args.timeout_s:
-        wait_s = args.timeout_s
-    elif args.duration_ms is not None:
-        wait_s = start_delay_s + args.duration_ms / 1000 + 60
-    else:
-        wait_s = 300.0
-    requested_ms = int(time.time() * 1000)
-    req = _request(args, trace_id, start_delay_s)
-    request_dict = proto_to_dict(req)
     with Cluster(hosts, deadline_s=args.call_timeout_s, max_concurrency=args.max_concurrency, auth=auth) as cluster:
+        start_delay_s = args.start_delay_s
+        if start_delay_s is None:
+            start_delay_s = _default_start_delay(cluster, args.job_id) if args.duration_ms is not None else 0.0
+        if args.timeout_s:
+            wait_s = args.timeout_s
+        elif args.duration_ms is not None:
+            wait_s = start_delay_s + args.duration_ms / 1000 + 60
+        else:
+            wait_s = 300.0
+        requested_ms = int(time.time() * 1000)
+        req = _request(args, trace_id, start_delay_s)
+        request_dict = proto_to_dict(req)
         ct = ClusterTrace(
             cluster,
             req,
