@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
@@ -160,7 +161,11 @@ class Daemon:
             try:
                 self.tracing.start()
             except OSError as e:
-                raise StartupError(str(e)) from None
+                hint = ""
+                if e.errno == errno.EADDRINUSE:
+                    hint = " (another dynod or dynolog on this host? give this one its own --kineto-endpoint, "
+                    hint += "--kineto-socket-dir or --agent-socket, or --kineto-endpoint off)"
+                raise StartupError(f"{e.strerror or e}{hint}") from None
             self._start_grpc()
             self._start_metrics()
         except StartupError:
