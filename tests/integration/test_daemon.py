@@ -203,3 +203,12 @@ def _daemon_cmd() -> list[str]:
     import sys
 
     return [sys.executable, "-m", "dyno.daemon"]
+
+
+def test_second_daemon_on_the_same_kineto_endpoint_says_what_to_do(dynod, dynod_factory):
+    d = dynod_factory(start=False)
+    d.args[d.args.index("--kineto-endpoint") + 1] = dynod.kineto_endpoint
+    r = subprocess.run([*_daemon_cmd(), *d.args], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert "cannot bind kineto endpoint" in r.stderr and "--kineto-endpoint off" in r.stderr
+    assert "Traceback" not in r.stderr and "[Errno" not in r.stderr
