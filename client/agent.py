@@ -25,6 +25,7 @@ from typing import Any
 
 from dyno.client.agent_env import AgentIdentity, resolve_identity, resolve_socket_path
 from dyno.client.agent_trace import StepCounter, TraceFailed, TraceSpec, run_trace
+from dyno.trace_options import options_from_pb
 
 __all__ = ["Agent", "start", "stop", "current"]
 
@@ -76,20 +77,11 @@ def _import_grpc() -> Any:
 
 
 def _spec_from_pb(cfg: Any) -> TraceSpec:
-    window, start = cfg.WhichOneof("window"), cfg.WhichOneof("start")
     return TraceSpec(
         trace_id=cfg.trace_id,
         output_path=Path(cfg.output_path),
-        duration_ms=cfg.duration_ms if window == "duration_ms" else None,
-        iterations=cfg.iterations if window == "iterations" else None,
-        start_time_ms=cfg.start_time_ms if start == "start_time_ms" else None,
-        start_iteration_roundup=cfg.start_iteration_roundup if start == "start_iteration_roundup" else None,
-        record_shapes=cfg.record_shapes,
-        profile_memory=cfg.profile_memory,
-        with_stack=cfg.with_stack,
-        with_flops=cfg.with_flops,
-        with_modules=cfg.with_modules,
         deadline_ms=cfg.deadline_ms,
+        **options_from_pb(cfg),
     )
 
 

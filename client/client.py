@@ -15,7 +15,7 @@ import grpc
 from dyno.client.errors import DynoError, Unavailable, translate
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
-__all__ = ["DynoClient", "DEFAULT_PORT", "FetchedFile", "format_target"]
+__all__ = ["DynoClient", "DEFAULT_PORT", "FetchedFile"]
 
 DEFAULT_PORT = 1778
 T = TypeVar("T")
@@ -26,10 +26,6 @@ class FetchedFile:
     path: Path
     size_bytes: int
     sha256: str
-
-
-def format_target(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 class DynoClient:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord
 from dyno.daemon.trace_manager import ProcessTraceView, TraceSpec, TraceState, TraceView
+from dyno.trace_options import options_from_pb, options_to_pb
 from dyno.v1 import agent_pb2, dyno_pb2
 
 __all__ = [
@@ -69,43 +70,14 @@ def process_trace_to_pb(v: ProcessTraceView) -> dyno_pb2.ProcessTrace:
 
 
 def spec_from_pb(r: dyno_pb2.TraceRequest) -> TraceSpec:
-    window = r.WhichOneof("window")
-    start = r.WhichOneof("start")
     return TraceSpec(
-        job_id=r.job_id,
-        pids=tuple(r.pids),
-        process_limit=r.process_limit,
-        duration_ms=r.duration_ms if window == "duration_ms" else None,
-        iterations=r.iterations if window == "iterations" else None,
-        start_time_ms=r.start_time_ms if start == "start_time_ms" else None,
-        start_iteration_roundup=r.start_iteration_roundup if start == "start_iteration_roundup" else None,
-        record_shapes=r.record_shapes,
-        profile_memory=r.profile_memory,
-        with_stack=r.with_stack,
-        with_flops=r.with_flops,
-        with_modules=r.with_modules,
-        trace_id=r.trace_id,
+        job_id=r.job_id, pids=tuple(r.pids), process_limit=r.process_limit, trace_id=r.trace_id, **options_from_pb(r)
     )
-
-
-def _spec_fields(s: TraceSpec) -> dict[str, object]:
-    out: dict[str, object] = dict(
-        record_shapes=s.record_shapes,
-        profile_memory=s.profile_memory,
-        with_stack=s.with_stack,
-        with_flops=s.with_flops,
-        with_modules=s.with_modules,
-    )
-    for name in ("duration_ms", "iterations", "start_time_ms", "start_iteration_roundup"):
-        value = getattr(s, name)
-        if value is not None:
-            out[name] = value
-    return out
 
 
 def spec_to_pb(s: TraceSpec) -> dyno_pb2.TraceRequest:
     return dyno_pb2.TraceRequest(
-        job_id=s.job_id, pids=list(s.pids), process_limit=s.process_limit, trace_id=s.trace_id, **_spec_fields(s)
+        job_id=s.job_id, pids=list(s.pids), process_limit=s.process_limit, trace_id=s.trace_id, **options_to_pb(s)
     )
 
 
@@ -122,5 +94,5 @@ def trace_view_to_pb(v: TraceView, hostname: str) -> dyno_pb2.TraceStatus:
 
 def trace_config_pb(trace_id: str, spec: TraceSpec, output_path: str, deadline_ms: int) -> agent_pb2.TraceConfig:
     return agent_pb2.TraceConfig(
-        trace_id=trace_id, output_path=output_path, deadline_ms=deadline_ms, **_spec_fields(spec)
+        trace_id=trace_id, output_path=output_path, deadline_ms=deadline_ms, **options_to_pb(spec)
     )
