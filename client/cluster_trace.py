@@ -54,7 +54,7 @@ class ProcRecord:
     fetched_bytes: int = 0
     fetch: str = ""  # "" | fetching | fetched | failed
     file: str = ""  # relative to the trace folder, once fetched
-    sha256: str = ""
+    checksum: str = ""  # "xxh3_128:<hex>", verified on fetch
     fetch_s: float = 0.0
 
     @property
@@ -361,7 +361,7 @@ class ClusterTrace:
                 self._fetch_failed(p, f"fetch failed: {e}")
                 return
         with self._lock:
-            p.fetch, p.fetched_bytes, p.sha256 = "fetched", got.size_bytes, got.sha256
+            p.fetch, p.fetched_bytes, p.checksum = "fetched", got.size_bytes, got.checksum
             p.file = str(got.path.relative_to(self.out_dir))
             p.fetch_s = round(time.monotonic() - start, 3)
 

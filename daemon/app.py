@@ -24,14 +24,13 @@ from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, 
 from dyno.daemon.samplers.base import Sampler
 from dyno.daemon.samplers.gpu import make_gpu_sampler
 from dyno.daemon.samplers.host import HostSampler
-from dyno.daemon.server import DynoServicer
+from dyno.daemon.server import DYNO_SERVICE, DynoServicer, add_to_server
 from dyno.daemon.tracing import Tracing
-from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+from dyno.v1 import dyno_pb2
 
 __all__ = ["Daemon", "StartupError", "DYNO_SERVICE"]
 
 log = logging.getLogger(__name__)
-DYNO_SERVICE = dyno_pb2.DESCRIPTOR.services_by_name["Dyno"].full_name
 
 
 class StartupError(Exception):
@@ -111,9 +110,7 @@ class Daemon:
             maximum_concurrent_rpcs=256,
             interceptors=interceptors,
         )
-        dyno_pb2_grpc.add_DynoServicer_to_server(
-            DynoServicer(self.status, self.history, self.hostname, trace_rpcs=self.tracing.rpcs), server
-        )
+        add_to_server(DynoServicer(self.status, self.history, self.hostname, trace_rpcs=self.tracing.rpcs), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (DYNO_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),

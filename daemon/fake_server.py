@@ -8,7 +8,6 @@ servers share one thread pool; each listens on its own port and reports "fake-<p
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 import grpc
 
 from dyno import __version__
+from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 __all__ = ["FakeDynoServicer", "FakeServer", "start_fake_servers"]
@@ -138,7 +138,7 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
             last=True,
             total_size=len(_FILE),
             filename="fake.json",
-            sha256=hashlib.sha256(_FILE).hexdigest(),
+            checksum=checksum_of(new_digest(_FILE)),
         )
 
 

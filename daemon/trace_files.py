@@ -7,7 +7,6 @@ request never names a path.
 from __future__ import annotations
 
 import errno
-import hashlib
 import logging
 import os
 import re
@@ -20,6 +19,8 @@ from collections import OrderedDict
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from dyno.filechunks import checksum_of, new_digest
 
 __all__ = [
     "MAX_CHUNK",
@@ -120,13 +121,13 @@ class Chunk:
     data: bytes
     offset: int
     last: bool
-    sha256: str = ""  # hex, on the last chunk
+    checksum: str = ""  # "xxh3_128:<hex>" (dyno.filechunks), on the last chunk
     total_size: int = 0  # on the first chunk
     filename: str = ""  # base name, on the first chunk
 
 
 class ChecksumCache:
-    """sha256 of complete (immutable) trace files, keyed by inode, size and mtime so a changed file misses.
+    """Checksums of complete (immutable) trace files, keyed by inode, size and mtime so a changed file misses.
 
     The first stream of a file hashes as it reads; later streams of the same file skip the hashing.
     """
@@ -144,9 +145,9 @@ class ChecksumCache:
         with self._lock:
             return self._entries.get(self.key(st), "")
 
-    def put(self, st: os.stat_result, sha256: str) -> None:
+    def put(self, st: os.stat_result, checksum: str) -> None:
         with self._lock:
-            self._entries[self.key(st)] = sha256
+            self._entries[self.key(st)] = checksum
             while len(self._entries) > self._max:
                 self._entries.popitem(last=False)
 
@@ -157,7 +158,7 @@ def iter_chunks(path: Path, chunk_size: int = MAX_CHUNK, cache: ChecksumCache | 
     with open_trace_file(path) as f:
         st = os.fstat(f.fileno())
         known = cache.get(st) if cache is not None else ""
-        digest = None if known else hashlib.sha256()
+        digest = None if known else new_digest()
         total = st.st_size
         offset = 0
         cur = f.read(chunk_size)
@@ -167,16 +168,16 @@ def iter_chunks(path: Path, chunk_size: int = MAX_CHUNK, cache: ChecksumCache | 
             if digest is not None:
                 digest.update(cur)
             last = not nxt
-            sha = ""
+            checksum = ""
             if last:
-                sha = known or digest.hexdigest()  # type: ignore[union-attr]
+                checksum = known or checksum_of(digest)  # type: ignore[arg-type]
                 if cache is not None and not known and offset + len(cur) == total:
-                    cache.put(st, sha)
+                    cache.put(st, checksum)
             yield Chunk(
                 data=cur,
                 offset=offset,
                 last=last,
-                sha256=sha,
+                checksum=checksum,
                 total_size=total if first else 0,
                 filename=path.name if first else "",
             )

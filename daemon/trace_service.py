@@ -16,6 +16,7 @@ from dyno.daemon import proto_convert as pc
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.trace_files import MAX_CHUNK, ChecksumCache, iter_chunks
 from dyno.daemon.trace_manager import TraceLimitError, TraceManager, TraceRequestError, UnknownTraceError
+from dyno.filechunks import encode_chunk
 from dyno.v1 import dyno_pb2
 
 __all__ = ["TraceRpcs"]
@@ -70,9 +71,9 @@ class TraceRpcs:
         except UnknownTraceError as e:
             context.abort(grpc.StatusCode.NOT_FOUND, str(e))
 
-    def FetchTraceFile(
-        self, request: dyno_pb2.FetchTraceFileRequest, context: grpc.ServicerContext
-    ) -> Iterator[dyno_pb2.FileChunk]:
+    def FetchTraceFile(self, request: dyno_pb2.FetchTraceFileRequest, context: grpc.ServicerContext) -> Iterator[bytes]:
+        """Encoded FileChunk messages (dyno.filechunks; served with a pass-through serializer, see
+        dyno.daemon.server.add_to_server)."""
         _require_id(request.trace_id, context)
         if request.pid <= 0:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "pid: required (> 0)")
@@ -86,16 +87,11 @@ class TraceRpcs:
             context.abort(grpc.StatusCode.NOT_FOUND, str(e))
         return self._stream(path, request.chunk_size, context)
 
-    def _stream(self, path: Path, chunk_size: int, context: grpc.ServicerContext) -> Iterator[dyno_pb2.FileChunk]:
+    def _stream(self, path: Path, chunk_size: int, context: grpc.ServicerContext) -> Iterator[bytes]:
         try:
             for c in iter_chunks(path, chunk_size or MAX_CHUNK, self._checksums):
-                yield dyno_pb2.FileChunk(
-                    data=c.data,
-                    offset=c.offset,
-                    last=c.last,
-                    sha256=c.sha256,
-                    total_size=c.total_size,
-                    filename=c.filename,
+                yield encode_chunk(
+                    c.data, c.offset, c.last, checksum=c.checksum, total_size=c.total_size, filename=c.filename
                 )
         except OSError as e:  # removed by retention mid-stream, or unreadable
             context.abort(grpc.StatusCode.NOT_FOUND, f"trace file unreadable: {e.strerror or e}")

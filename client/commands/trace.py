@@ -1,5 +1,5 @@
 """dyno-cli trace: trace every process of a job on one or many hosts at one synchronized moment, fetch every file
-(sha256-verified) into <output-dir>/<trace_id>/<host>/, write manifest.json beside them, and print the cross-rank
+(checksum-verified) into <output-dir>/<trace_id>/<host>/, write manifest.json beside them, and print the cross-rank
 analysis report."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Ask every daemon (--host/--hosts/--hostfile/--slurm-job) to trace the registered processes "
         "of a job, all with one trace id and one start (an absolute start time --start-delay-s ahead, or the next "
         "multiple of --iteration-roundup optimizer steps); show progress per host; fetch every file as soon as it "
-        "is done into OUTPUT_DIR/TRACE_ID/HOST_PORT/ (sha256-verified) with OUTPUT_DIR/TRACE_ID/manifest.json; "
+        "is done into OUTPUT_DIR/TRACE_ID/HOST_PORT/ (checksum-verified) with OUTPUT_DIR/TRACE_ID/manifest.json; "
         "then analyze them and print the cross-rank report. --timeout-s is the overall wait for the traces; "
         "--call-timeout-s is each RPC's deadline (and how long a daemon may stay unreachable before it is given "
         "up). Exit codes: 0 every host traced and every file fetched; 3 partial (failed hosts and processes are "

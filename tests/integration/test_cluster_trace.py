@@ -5,7 +5,6 @@ the two trainers are the two ranks of one gloo DDP job. The last test stops a da
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import signal
@@ -19,6 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 from conftest import Dynod, free_port, run_cli, short_tmpdir, wait_for
@@ -117,7 +117,7 @@ def _load(path: Path) -> dict:
 
 
 def _check_files(folder: Path, manifest: dict) -> None:
-    """Every fetched file is where the manifest says, with its size and sha256."""
+    """Every fetched file is where the manifest says, with its size and checksum."""
     for p in manifest["processes"]:
         if p["fetch"] != "fetched":
             continue
@@ -125,7 +125,7 @@ def _check_files(folder: Path, manifest: dict) -> None:
         assert path.parent.parent == folder and path.parent.name.startswith("127.0.0.1_")
         data = path.read_bytes()
         assert len(data) == p["fetched_bytes"] == p["size_bytes"] > 0
-        assert hashlib.sha256(data).hexdigest() == p["sha256"]
+        assert checksum_of(new_digest(data)) == p["checksum"]
         assert _load(path)["trace_id"] == manifest["trace_id"]
 
 

@@ -92,7 +92,7 @@ def test_right_token_passes_all_protected_rpcs(token_server: FakeServer) -> None
         assert resp.trace_id == "t1" and len(resp.triggered) == 2
         assert stub.CancelTrace(dyno_pb2.CancelTraceRequest(trace_id="t1"), timeout=5).trace_id == "t1"
         chunks = list(stub.FetchTraceFile(dyno_pb2.FetchTraceFileRequest(trace_id="t1", pid=1000), timeout=5))
-        assert chunks[-1].last and chunks[-1].sha256
+        assert chunks[-1].last and chunks[-1].checksum.startswith("xxh3_128:")
 
 
 def test_read_only_rpcs_stay_open(token_server: FakeServer) -> None:

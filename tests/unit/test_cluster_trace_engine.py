@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import threading
@@ -27,6 +26,7 @@ from dyno.client.hosts import Host
 from dyno.client.trace_manifest import MANIFEST_NAME, build_manifest, read_manifest, write_manifest
 from dyno.client.trace_progress import PlainProgress, RichProgress
 from dyno.daemon.fake_server import FakeDynoServicer
+from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 from conftest import free_port
@@ -78,7 +78,7 @@ class TracingServicer(FakeDynoServicer):
             offset=0,
             last=True,
             total_size=len(data),
-            sha256=hashlib.sha256(data).hexdigest(),
+            checksum=checksum_of(new_digest(data)),
             filename=f"{self.hostname}_{request.pid}.json",
         )
 
@@ -141,7 +141,7 @@ def test_every_host_fetched_into_its_folder_and_a_dead_host_reported(fakes, tmp_
         for p in h.processes:
             path = tmp_path / "t-unit" / p.file
             assert path.parent.name == host_dir_name(h.host) == f"127.0.0.1_{h.host.port}"
-            assert hashlib.sha256(path.read_bytes()).hexdigest() == p.sha256
+            assert checksum_of(new_digest(path.read_bytes())) == p.checksum
             assert json.loads(path.read_text())["pid"] == p.pid
     assert trace_exit_code(hosts) == 3
 

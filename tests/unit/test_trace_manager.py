@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from dyno.daemon.trace_manager import (
     UnknownTraceError,
     order_for_limit,
 )
+from dyno.filechunks import checksum_of, new_digest
 
 pytestmark = pytest.mark.unit
 
@@ -305,7 +305,7 @@ def test_kineto_exit_mid_trace_fails_but_finished_file_wins(env) -> None:  # typ
 # -- files ------------------------------------------------------------------------------------------------------
 
 
-def test_chunks_cover_file_with_sha_on_last(tmp_path: Path) -> None:
+def test_chunks_cover_file_with_checksum_on_last(tmp_path: Path) -> None:
     data = os.urandom(2 * 1024 * 1024 + 17)
     path = tmp_path / "f.bin"
     path.write_bytes(data)
@@ -313,14 +313,14 @@ def test_chunks_cover_file_with_sha_on_last(tmp_path: Path) -> None:
     assert [len(c.data) for c in chunks] == [1024 * 1024, 1024 * 1024, 17]
     assert b"".join(c.data for c in chunks) == data
     assert [c.last for c in chunks] == [False, False, True]
-    assert chunks[-1].sha256 == hashlib.sha256(data).hexdigest() and not chunks[0].sha256
+    assert chunks[-1].checksum == checksum_of(new_digest(data)) and not chunks[0].checksum
     assert chunks[0].total_size == len(data) and chunks[0].filename == "f.bin"
     assert [c.offset for c in chunks] == [0, 1024 * 1024, 2 * 1024 * 1024]
     assert max(len(c.data) for c in tf.iter_chunks(path, 10 * 1024 * 1024)) == tf.MAX_CHUNK
     empty = tmp_path / "e"
     empty.write_bytes(b"")
     (only,) = tf.iter_chunks(empty)
-    assert only.last and only.data == b"" and only.sha256 == hashlib.sha256(b"").hexdigest()
+    assert only.last and only.data == b"" and only.checksum == checksum_of(new_digest(b""))
 
 
 def test_retention_by_age_and_size_keeps_active(tmp_path: Path) -> None:
@@ -353,11 +353,11 @@ def test_checksum_cache_skips_rehash_and_misses_on_change(tmp_path: Path) -> Non
     path.write_bytes(b"a" * 3000)
     cache = tf.ChecksumCache()
     first = list(tf.iter_chunks(path, 1024, cache))
-    assert cache.get(path.stat()) == first[-1].sha256 == hashlib.sha256(b"a" * 3000).hexdigest()
-    assert list(tf.iter_chunks(path, 1024, cache))[-1].sha256 == first[-1].sha256
+    assert cache.get(path.stat()) == first[-1].checksum == checksum_of(new_digest(b"a" * 3000))
+    assert list(tf.iter_chunks(path, 1024, cache))[-1].checksum == first[-1].checksum
     path.write_bytes(b"b" * 3000)
     os.utime(path, ns=(1, 1))
-    assert list(tf.iter_chunks(path, 1024, cache))[-1].sha256 == hashlib.sha256(b"b" * 3000).hexdigest()
+    assert list(tf.iter_chunks(path, 1024, cache))[-1].checksum == checksum_of(new_digest(b"b" * 3000))
 
 
 def test_planted_symlinks_and_hard_links_are_never_served(tmp_path: Path) -> None:

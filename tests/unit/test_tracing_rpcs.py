@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import socket
@@ -21,9 +20,10 @@ from dyno.client.errors import InvalidArgument, NotFound
 from dyno.daemon.agent_service import SocketInUseError, prepare_socket_path
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.history import History
-from dyno.daemon.server import DynoServicer
+from dyno.daemon.server import DynoServicer, add_to_server
 from dyno.daemon.tracing import Tracing
-from dyno.v1 import agent_pb2, agent_pb2_grpc, dyno_pb2, dyno_pb2_grpc
+from dyno.filechunks import checksum_of, new_digest
+from dyno.v1 import agent_pb2, agent_pb2_grpc, dyno_pb2
 
 from conftest import short_tmpdir, wait_for
 
@@ -47,9 +47,7 @@ def env() -> Iterator[Env]:
     tracing = Tracing(cfg, "hostU", housekeeping_s=0.05)
     tracing.start()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    dyno_pb2_grpc.add_DynoServicer_to_server(
-        DynoServicer(lambda: dyno_pb2.Status(), History(2), "hostU", trace_rpcs=tracing.rpcs), server
-    )
+    add_to_server(DynoServicer(lambda: dyno_pb2.Status(), History(2), "hostU", trace_rpcs=tracing.rpcs), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     channel = grpc.insecure_channel(f"unix:{cfg.agent_socket_path}")
@@ -130,9 +128,11 @@ def test_agent_trace_end_to_end_with_fetch(env: Env, tmp_path: Path) -> None:
     assert status.processes[0].size_bytes == len(data) and status.request.iterations == 2
     chunks = list(env.client.stub.FetchTraceFile(dyno_pb2.FetchTraceFileRequest(trace_id=start.trace_id, pid=pid)))
     assert len(chunks) == 4 and all(len(c.data) <= 1024 * 1024 for c in chunks)
-    assert chunks[-1].last and chunks[-1].sha256 == hashlib.sha256(data).hexdigest()
+    assert chunks[-1].last and chunks[-1].checksum == checksum_of(new_digest(data))
+    assert b"".join(c.data for c in chunks) == data and chunks[0].total_size == len(data)
     got = env.client.fetch_trace_file(start.trace_id, pid, tmp_path)
     assert got.path.read_bytes() == data and got.path.name == Path(cfg.output_path).name
+    assert got.checksum == chunks[-1].checksum and got.size_bytes == len(data)
     w.call.cancel()
 
 

@@ -323,17 +323,17 @@ class FetchTraceFileRequest(_message.Message):
     def __init__(self, trace_id: _Optional[str] = ..., pid: _Optional[int] = ..., chunk_size: _Optional[int] = ...) -> None: ...
 
 class FileChunk(_message.Message):
-    __slots__ = ("data", "offset", "last", "sha256", "total_size", "filename")
+    __slots__ = ("data", "offset", "last", "total_size", "filename", "checksum")
     DATA_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     LAST_FIELD_NUMBER: _ClassVar[int]
-    SHA256_FIELD_NUMBER: _ClassVar[int]
     TOTAL_SIZE_FIELD_NUMBER: _ClassVar[int]
     FILENAME_FIELD_NUMBER: _ClassVar[int]
+    CHECKSUM_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     offset: int
     last: bool
-    sha256: str
     total_size: int
     filename: str
-    def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., last: _Optional[bool] = ..., sha256: _Optional[str] = ..., total_size: _Optional[int] = ..., filename: _Optional[str] = ...) -> None: ...
+    checksum: str
+    def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., last: _Optional[bool] = ..., total_size: _Optional[int] = ..., filename: _Optional[str] = ..., checksum: _Optional[str] = ...) -> None: ...

@@ -139,7 +139,7 @@ class DynoServicer:
         raise NotImplementedError('Method not implemented!')
 
     def FetchTraceFile(self, request, context):
-        """The trace file of one process, in chunks of at most 1 MiB; the last chunk carries the sha256.
+        """The trace file of one process, in chunks of at most 1 MiB; the last chunk carries the checksum.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
