@@ -175,6 +175,20 @@ def _tcp_copy(src: Path, dst: Path) -> float:
     return elapsed
 
 
+def _in_child(*args: str) -> float:
+    """One timed transfer in a fresh interpreter (as dyno-cli runs; start-up excluded): seconds."""
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def _fetch_once(port: str, trace_id: str, pid: str, out_dir: str) -> float:
+    with DynoClient(f"127.0.0.1:{port}", timeout_s=10) as client:
+        client.status()  # connected, as the CLI is after StartTrace / GetTrace
+        t0 = time.monotonic()
+        client.fetch_trace_file(trace_id, int(pid), out_dir)
+        return time.monotonic() - t0
+
+
 def _fetch(d: Daemon, size_mb: int, repeats: int, out_dir: Path) -> None:
     """Each repeat fetches a file the daemon has not served before (its checksum is computed while streaming)
     with a new client (a new connection), as `dyno-cli trace` does, then copies the same file over plain TCP.
@@ -182,7 +196,9 @@ def _fetch(d: Daemon, size_mb: int, repeats: int, out_dir: Path) -> None:
     Before each timed transfer a scratch file of the same size is written and deleted in the output folder: on
     a VM, page-cache pages the guest has never touched cost a host fault each, which made whichever transfer
     wrote into fresh memory ~4x slower than one writing into pages the other had just freed. One untimed fetch
-    first: a long-lived daemon's first fetch in its life also faults in fresh memory."""
+    first: a long-lived daemon's first fetch in its life also faults in fresh memory. Each fetch and each TCP
+    copy runs in a fresh interpreter, timed inside it, as a `dyno-cli` fetch does (and so the fetch's
+    dyno.malloc_tuning cannot touch the TCP copy's process)."""
     block = os.urandom(1 << 20)
 
     def warm_pages() -> None:
@@ -213,18 +229,15 @@ def _fetch(d: Daemon, size_mb: int, repeats: int, out_dir: Path) -> None:
         sampler = threading.Thread(target=sample)
         warm_pages()
         sampler.start()
-        with DynoClient(f"127.0.0.1:{d.port}", timeout_s=10) as client:
-            client.status()  # connected, as the CLI is after StartTrace / GetTrace
-            t0 = time.monotonic()
-            got = client.fetch_trace_file(trace_id, pid, out_dir)
-            elapsed = time.monotonic() - t0
+        elapsed = _in_child("--fetch", str(d.port), trace_id, str(pid), str(out_dir))
         stop.set()
         sampler.join()
         peak = max([peak, *peaks])
-        assert got.size_bytes == size
-        got.path.unlink()
+        fetched = out_dir / src.name
+        assert fetched.stat().st_size == size
+        fetched.unlink()
         warm_pages()
-        tcp = _tcp_copy(src, out_dir / "tcp.bin")
+        tcp = _in_child("--tcp-copy", str(src), str(out_dir / "tcp.bin"))
         (out_dir / "tcp.bin").unlink()
         if r >= 0:  # r = -1: the untimed first fetch
             grpc_s.append(elapsed)
@@ -274,7 +287,15 @@ def main() -> int:
     ap.add_argument("--duration-ms", type=int, default=500)
     ap.add_argument("--skip-latency", action="store_true")
     ap.add_argument("--skip-fetch", action="store_true")
+    ap.add_argument("--tcp-copy", nargs=2, help=argparse.SUPPRESS)  # children of _in_child
+    ap.add_argument("--fetch", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.tcp_copy:
+        print(_tcp_copy(Path(args.tcp_copy[0]), Path(args.tcp_copy[1])))
+        return 0
+    if args.fetch:
+        print(_fetch_once(*args.fetch))
+        return 0
     root = Path(tempfile.mkdtemp(prefix="dyno-bench-", dir="/tmp"))
     d = Daemon(root)
     try:
