@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dyno.netaddr import host_port
+
 __all__ = [
     "DEFAULT_PORT",
     "MAX_HOSTS",
@@ -56,8 +58,7 @@ class Host:
     @property
     def target(self) -> str:
         """gRPC target, "name:port"; IPv6 literals in brackets ("[::1]:1778")."""
-        host = f"[{self.name}]" if ":" in self.name else self.name
-        return f"{host}:{self.port}"
+        return host_port(self.name, self.port)
 
     def __str__(self) -> str:
         return self.target

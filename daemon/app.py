@@ -26,6 +26,7 @@ from dyno.daemon.samplers.gpu import make_gpu_sampler
 from dyno.daemon.samplers.host import HostSampler
 from dyno.daemon.server import DYNO_SERVICE, DynoServicer, add_to_server
 from dyno.daemon.tracing import Tracing
+from dyno.netaddr import host_port
 from dyno.v1 import dyno_pb2
 
 __all__ = ["Daemon", "StartupError", "DYNO_SERVICE"]
@@ -35,10 +36,6 @@ log = logging.getLogger(__name__)
 
 class StartupError(Exception):
     """The daemon cannot start for a reason the operator must fix (port in use, unwritable dir)."""
-
-
-def _grpc_address(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 class Daemon:
@@ -116,7 +113,7 @@ class Daemon:
             (DYNO_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
             server,
         )
-        address = _grpc_address(cfg.listen, cfg.port)
+        address = host_port(cfg.listen, cfg.port)
         try:
             port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
         except RuntimeError as e:

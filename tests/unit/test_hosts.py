@@ -230,3 +230,10 @@ def test_slurm_command_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.M
     _fake_squeue(tmp_path, monkeypatch, "echo 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n")
     with pytest.raises(HostSpecError, match=r"failed: slurm_load_jobs error: Invalid job id specified$"):
         slurm_job_hosts("999")
+
+
+def test_targets_bracket_ipv6_literals_once() -> None:
+    from dyno.netaddr import host_port
+
+    assert Host("::1", 1779).target == "[::1]:1779" == host_port("[::1]", 1779)
+    assert Host("node1", 1778).target == "node1:1778" == host_port("node1", 1778)
