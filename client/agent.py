@@ -310,19 +310,23 @@ class Agent:
             with self._lock:
                 self._traces.pop(spec.trace_id, None)
             return
+        outcome: dict[str, Any]
         try:
             result = run_trace(spec, self.steps, cancel, lambda: self._report(spec.trace_id, "RUNNING"))
-            self._report(spec.trace_id, "DONE", path=str(result.path), size_bytes=result.size_bytes)
+            outcome = {"state": "DONE", "path": str(result.path), "size_bytes": result.size_bytes}
             log.info("dyno agent: trace %s written to %s (%d bytes)", spec.trace_id, result.path, result.size_bytes)
         except TraceFailed as e:
             log.info("dyno agent: trace %s failed: %s", spec.trace_id, e)
-            self._report(spec.trace_id, "FAILED", error=str(e))
+            outcome = {"state": "FAILED", "error": str(e)}
         except Exception as e:  # noqa: BLE001
             log.warning("dyno agent: trace %s failed unexpectedly", spec.trace_id, exc_info=True)
-            self._report(spec.trace_id, "FAILED", error=f"agent error: {type(e).__name__}: {e}")
+            outcome = {"state": "FAILED", "error": f"agent error: {type(e).__name__}: {e}"}
         finally:
+            # Not busy any more *before* the final report: the daemon may hand us the next request the moment
+            # that report lands (back-to-back traces were refused as "busy" in that window).
             with self._lock:
                 self._traces.pop(spec.trace_id, None)
+        self._report(spec.trace_id, **outcome)
 
     def _report(self, trace_id: str, state: str, *, path: str = "", size_bytes: int = 0, error: str = "") -> None:
         try:
