@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import xxhash
 
+from dyno.pbwire import read_varint, varint
+
 __all__ = ["CHECKSUM_ALGORITHM", "Digest", "RawChunk", "new_digest", "checksum_of", "encode_chunk", "decode_chunk"]
 
 CHECKSUM_ALGORITHM = "xxh3_128"
@@ -36,36 +38,24 @@ def checksum_of(digest: xxhash.xxh3_128) -> str:
     return f"{CHECKSUM_ALGORITHM}:{digest.hexdigest()}"
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        bits = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(bits | 0x80)
-        else:
-            out.append(bits)
-            return bytes(out)
-
-
 def encode_chunk(
     data: bytes, offset: int, last: bool, *, checksum: str = "", total_size: int = 0, filename: str = ""
 ) -> bytes:
     """One FileChunk on the wire (proto3: default values are not written); the data is copied once."""
     head = b""
     if offset:
-        head += bytes((_OFFSET,)) + _varint(offset)
+        head += bytes((_OFFSET,)) + varint(offset)
     if last:
         head += bytes((_LAST, 1))
     if total_size:
-        head += bytes((_TOTAL,)) + _varint(total_size)
+        head += bytes((_TOTAL,)) + varint(total_size)
     for tag, text in ((_NAME, filename), (_CHECKSUM, checksum)):
         if text:
             raw = text.encode()
-            head += bytes((tag,)) + _varint(len(raw)) + raw
+            head += bytes((tag,)) + varint(len(raw)) + raw
     if not data:
         return head
-    return b"".join((bytes((_DATA,)), _varint(len(data)), data, head))
+    return b"".join((bytes((_DATA,)), varint(len(data)), data, head))
 
 
 @dataclass(frozen=True)
@@ -79,16 +69,10 @@ class RawChunk:
 
 
 def _read_varint(buf: bytes, i: int) -> tuple[int, int]:
-    n = shift = 0
-    while True:
-        if i >= len(buf) or shift > 63:
-            raise ValueError("malformed FileChunk: truncated or overlong varint")
-        b = buf[i]
-        i += 1
-        n |= (b & 0x7F) << shift
-        if b < 0x80:
-            return n, i
-        shift += 7
+    try:
+        return read_varint(buf, i)
+    except ValueError as e:
+        raise ValueError(f"malformed FileChunk: {e}") from None
 
 
 def decode_chunk(buf: bytes) -> RawChunk:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from dyno.daemon.history import Sample, SeriesTable, StoredSample
 from dyno.daemon.samplers.base import Labels
+from dyno.pbwire import varint
 from dyno.v1 import dyno_pb2
 
 __all__ = ["encode_sample", "samples_response", "sample_message", "StoredEncoder"]
@@ -22,21 +23,8 @@ _DOUBLE = struct.Struct("<d").pack
 _MAX_CACHED_SERIES = 100_000
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    n &= (1 << 64) - 1  # negative int64 as two's complement, as protobuf does
-    while True:
-        bits = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(bits | 0x80)
-        else:
-            out.append(bits)
-            return bytes(out)
-
-
 def _len_field(tag: int, payload: bytes) -> bytes:
-    return bytes((tag,)) + _varint(len(payload)) + payload
+    return bytes((tag,)) + varint(len(payload)) + payload
 
 
 _prefix_cache: dict[tuple[str, Labels], bytes] = {}
@@ -62,7 +50,7 @@ def _series_prefix(name: str, labels: Labels) -> bytes:
 
 def encode_sample(sample: Sample, keep=None) -> bytes:
     """Wire bytes of a dyno.v1.Sample; `keep(name)` filters metrics."""
-    parts = [b"\x08" + _varint(sample.timestamp_ms)] if sample.timestamp_ms else []
+    parts = [b"\x08" + varint(sample.timestamp_ms)] if sample.timestamp_ms else []
     for r in sample.readings:
         if keep is not None and not keep(r.name):
             continue
@@ -97,7 +85,7 @@ class StoredEncoder:
 
     def encode(self, s: StoredSample, keep: set[int] | None = None) -> bytes:
         prefixes = self._prefix_list(max(s.ids)) if s.ids else self._prefixes
-        parts = [b"\x08" + _varint(s.timestamp_ms)] if s.timestamp_ms else []
+        parts = [b"\x08" + varint(s.timestamp_ms)] if s.timestamp_ms else []
         for i, v in zip(s.ids, s.values, strict=True):
             if keep is None or i in keep:
                 parts.append(_len_field(0x12, prefixes[i] + _DOUBLE(v)))
