@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="dyno-cli",
         description="dyno command-line client: daemon status and metrics, registered PyTorch processes, "
         "on-demand tracing, and trace analysis.",
-        epilog="Run `dyno-cli COMMAND --help` for a command's options. Exit codes: 0 ok, 1 failure, 2 usage.",
+        epilog="Run `dyno-cli COMMAND --help` for a command's options; they may also come before COMMAND "
+        "(`dyno-cli --host gpu1 status`, as with dynolog's dyno). Exit codes: 0 ok, 1 failure, 2 usage.",
     )
     parser.add_argument("--version", action="version", version=f"dyno-cli {dyno.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -41,13 +42,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_first(argv: list[str], commands: list[str]) -> list[str]:
+    """Options given before the command (`dyno-cli --host h status`, dynolog's habit) move after it: every option
+    belongs to a command. Only the first word that names a command moves; --help/--version stay global."""
+    if not argv or not argv[0].startswith("-") or argv[0] in ("-h", "--help", "--version"):
+        return argv
+    i = next((i for i, word in enumerate(argv) if word in commands), None)
+    return argv if i is None else [argv[i], *argv[:i], *argv[i + 1 :]]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(command_first(argv, _command_modules()))
     try:
         return int(args.func(args))
     except DynoError as e:
         print(f"dyno-cli: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # a full disk or a permission on the user's side: say which file, no traceback
+        where = f": {e.filename}" if e.filename else ""
+        print(f"dyno-cli: error: {e.strerror or e}{where}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -51,6 +51,7 @@ def add_host_arguments(parser: argparse.ArgumentParser, *, call_timeout_flag: st
     g = parser.add_argument_group("daemons")
     g.add_argument(
         "--host",
+        "--hostname",  # dynolog's dyno spells it so
         help="one daemon, HOST or HOST:PORT (default $DYNO_HOST or localhost when no other host option is given)",
     )
     g.add_argument(

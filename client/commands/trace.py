@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -237,6 +238,14 @@ def _default_start_delay(cluster: Cluster, job_id: str) -> float:
     return DEFAULT_START_DELAY_S if kineto or not all(r.ok for r in results) else AGENT_START_DELAY_S
 
 
+def _check_writable(output_dir: Path) -> None:
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=output_dir).close()
+    except OSError as e:
+        usage_error(f"--output-dir {output_dir}: cannot write there: {e.strerror or e}")
+
+
 def run(args: argparse.Namespace) -> int:
     _validate(args)
     hosts = resolve_hosts(args)
@@ -245,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
     folder: Path = args.output_dir / trace_id
     if folder.exists() and any(folder.iterdir()):
         usage_error(f"{folder} already exists and is not empty (choose another --trace-id or --output-dir)")
+    _check_writable(args.output_dir)  # before anything is traced: a trace nobody can fetch is wasted
     with Cluster(hosts, deadline_s=args.call_timeout_s, max_concurrency=args.max_concurrency, auth=auth) as cluster:
         start_delay_s = args.start_delay_s
         if start_delay_s is None:

@@ -106,6 +106,10 @@ def test_cli_status_version_metrics(dynod):
     r = run_cli("status", *common, "--json")
     status = json.loads(r.stdout)
     assert {s["name"] for s in status["samplers"]} == {"host", "gpu"}
+    # dynolog's habit: options before the command, host given as --hostname
+    r = run_cli("--hostname", "127.0.0.1", "--port", str(dynod.port), "status", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["hostname"] == status["hostname"]
     r = run_cli("version", *common)
     assert r.returncode == 0 and "dyno.v1" in r.stdout
     r = run_cli("metrics", *common)
@@ -212,3 +216,14 @@ def test_second_daemon_on_the_same_kineto_endpoint_says_what_to_do(dynod, dynod_
     assert r.returncode == 1
     assert "cannot bind kineto endpoint" in r.stderr and "--kineto-endpoint off" in r.stderr
     assert "Traceback" not in r.stderr and "[Errno" not in r.stderr
+
+
+def test_cli_trace_unwritable_output_dir_fails_before_tracing(dynod, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    r = run_cli(
+        "trace", "--host", dynod.target, "--job-id", "j", "--duration-ms", "100", "--output-dir", str(blocker / "sub")
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"--output-dir {blocker / 'sub'}: cannot write there: Not a directory" in r.stderr
+    assert list(dynod.trace_dir.iterdir()) == []  # checked before anything was traced
