@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dyno.trace_analysis.analyses.arrays import distinct
 from dyno.trace_analysis.analyses.gpu import gpu_scope
 from dyno.trace_analysis.model import Trace
 
@@ -90,7 +91,7 @@ def idle_time_breakdown(
     g = same  # rows with a gap
     gs, gcat, gstream, gstart = gap[g], cat[g], stream[g], prev_end[g]
     streams = []
-    for s in np.unique(stream):
+    for s in distinct(stream):
         m = gstream == s
         c, v = gcat[m], gs[m]
         streams.append(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dyno.trace_analysis.analyses.arrays import median
 from dyno.trace_analysis.analyses.gpu import profiler_steps, step_number
 from dyno.trace_analysis.analyses.intervals import coverage_before, merge
 from dyno.trace_analysis.model import Cat, Trace
@@ -64,7 +65,7 @@ def spread(values: np.ndarray) -> tuple[float, float, float, float, float]:
         return (0.0, 0.0, 0.0, 0.0, 0.0)
     return (
         float(values.mean()),
-        float(np.median(values)),
+        median(values),
         float(values.std()),
         float(values.min()),
         float(values.max()),

@@ -13,6 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ..analyses.arrays import distinct
 from ..analyses.gpu import launch_rows
 from ..model import GPU_ACTIVITY_CATS, Cat, Events, Trace
 from .base import Example
@@ -195,7 +196,7 @@ def contained_in(child_ts: np.ndarray, child_tid: np.ndarray, parent: Events, pa
     if not parent_rows.shape[0] or not child_ts.shape[0]:
         return out
     p_tid = parent.tid[parent_rows]
-    for tid in np.unique(p_tid):  # one numpy pass per thread that owns parents (a handful)
+    for tid in distinct(p_tid):  # one numpy pass per thread that owns parents (a handful)
         sel = np.flatnonzero(p_tid == tid)
         ps = parent.ts[parent_rows[sel]]
         pe = ps + parent.dur[parent_rows[sel]]

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..analyses.arrays import distinct
 from ..analyses.intervals import coverage_before, merge
 from ._common import GpuRule
 from .base import Example, Finding, Severity, ThresholdValue
@@ -28,7 +29,7 @@ def utilization_timeline(ctx: RuleContext, bins: int = 30) -> dict[int, tuple[np
     if not len(g):
         return out
     dev = ctx.gpu_device_of(g)
-    for d in np.unique(dev):
+    for d in distinct(dev):
         sel = dev == d
         lo, hi = _device_window(ctx, g.ts[sel], g.end[sel])
         if hi <= lo:
@@ -106,7 +107,7 @@ class GpuStarvation(GpuRule):
         g = ctx.gpu_activity
         dev = ctx.gpu_device_of(g)
         out = []
-        for d in np.unique(dev):
+        for d in distinct(dev):
             sel = dev == d
             s, e = merge(g.ts[sel], g.end[sel])
             gaps = s[1:] - e[:-1]

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..analyses.arrays import distinct
 from ..analyses.gpu import KernelType, kernel_types
 from ..analyses.overlap import CommCompOverlap, comm_comp_overlap
 from ._common import NO_GPU, BaseRule, GpuRule
@@ -197,7 +198,7 @@ class MemoryPressure(GpuRule):
         m = ctx.trace.memory
         out = []
         gpu = (m.device_type == 1) & (m.total_allocated >= 0)
-        for dev in np.unique(m.device_id[gpu]):
+        for dev in distinct(m.device_id[gpu]):
             sel = np.flatnonzero(gpu & (m.device_id == dev))
             cap = ctx.device_memory(int(dev))
             if not cap:

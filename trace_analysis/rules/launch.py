@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..analyses.arrays import median
 from ..analyses.launch import LaunchStats, launch_stats, queue_length
 from ..model import Cat
 from ._common import GpuRule, gpu_utilization
@@ -62,8 +63,8 @@ class ShortKernels(GpuRule):
                     "short_kernels": n,
                     "launches": total,
                     "share_of_launches": ratio,
-                    "median_kernel_us": float(np.median(st.gpu_duration[short])),
-                    "median_launch_us": float(np.median(st.cpu_duration[short])),
+                    "median_kernel_us": median(st.gpu_duration[short]),
+                    "median_launch_us": median(st.cpu_duration[short]),
                 },
                 examples=ctx.examples(ctx.trace.events, rows, where="stream"),
                 floor=Severity.MEDIUM if ratio >= 0.5 else Severity.LOW,
@@ -146,7 +147,7 @@ class LaunchQueue(GpuRule):
                 counts={
                     "delayed_launches": int(outliers.sum()),
                     "launches": st.n_launches,
-                    "median_delay_us": float(np.median(st.launch_delay)),
+                    "median_delay_us": median(st.launch_delay),
                     "max_queue_length": qmax,
                     "gpu_utilization": gpu_utilization(ctx),
                 },
