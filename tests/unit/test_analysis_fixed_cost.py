@@ -66,3 +66,65 @@ def test_analysis_does_not_import_numpy_ma(tmp_path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _two_traces(tmp_path) -> tuple:
+    from dyno.trace_analysis.loader import load_trace
+
+    a, b = TraceBuilder(rank=0), TraceBuilder(rank=1)
+    a.launch("void gemm_kernel()", 10.0, 20.0, 40.0)
+    a.launch("ncclKernel_AllReduce_RING_LL_Sum_float", 12.0, 70.0, 30.0, stream=20)
+    a.memcpy("Memcpy HtoD (Pageable -> Device)", 15.0, 110.0, 5.0, 4096)
+    a.cpu("aten::item", 150.0, 5.0)
+    a.cpu("input dims only", 160.0, 5.0, **{"Input Dims": [[8, 8]], "Input type": ["float"]})
+    # rank 1: the same names interned in another order, plus names rank 0 lacks
+    b.cpu("aten::zero_", 1.0, 2.0)
+    b.launch("Memset (Device)", 10.0, 20.0, 3.0, call="cudaMemsetAsync")
+    b.launch("void gemm_kernel()", 30.0, 40.0, 10.0)
+    return load_trace(a.write(tmp_path / "a.json")), load_trace(b.write(tmp_path / "b.json"))
+
+
+def _full_mask(trace, events, pred) -> np.ndarray:
+    """The reference: the predicate over every string of the table (what name_mask used to do)."""
+    table = np.array([pred(s) for s in trace.strings] + [False], dtype=bool)
+    return table[events.name]
+
+
+def test_name_mask_equals_full_table_and_name_ids_cache(tmp_path) -> None:
+    from dyno.trace_analysis.model import Cat
+
+    ta, tb = _two_traces(tmp_path)
+    preds = [
+        lambda n: n.startswith("cuda"),
+        lambda n: "gemm" in n,
+        lambda n: n.startswith("Memcpy") or n.startswith("Memset"),
+        lambda n: True,  # would also match args strings and categories in the full table; not present as names
+    ]
+    for t in (ta, tb):
+        for ev in (t.events, t.events_of(Cat.KERNEL), t.events_of(Cat.CPU_OP), t.events_of(Cat.CUDA_RUNTIME)):
+            for p in preds:
+                assert np.array_equal(t.name_mask(ev, p), _full_mask(t, ev, p))
+            ids = t.name_ids(ev)
+            assert ids.tolist() == sorted(set(ev.name.tolist()))
+            assert t.name_ids(ev) is ids  # cached for tables that live as long as the trace
+    # a transient sub-table is answered correctly but not cached (it would pin its rows)
+    sub = ta.events.take(np.arange(2))
+    assert ta.name_ids(sub).tolist() == sorted(set(sub.name.tolist()))
+    assert ("name_ids", id(sub)) not in ta._cache
+    # no leak between traces: each trace answers with its own ids
+    assert ta.name_ids(ta.events).tolist() != tb.name_ids(tb.events).tolist()
+
+
+def test_kernel_types_and_launch_table_equal_fresh_classification(tmp_path) -> None:
+    from dyno.trace_analysis.analyses.gpu import LAUNCH_NAMES, _kernel_type_of, is_launch_name, kernel_types
+    from dyno.trace_analysis.model import GPU_CATS
+
+    for t in _two_traces(tmp_path):
+        gpu = t.events_of(*GPU_CATS)
+        # asked first about a subset, then about everything: the lazily filled table stays right
+        for ev in (gpu, t.events, gpu):
+            want = np.array([_kernel_type_of(t.strings[i]) for i in ev.name.tolist()], dtype=np.int8)
+            assert np.array_equal(kernel_types(t, ev), want)
+        launch = is_launch_name(t)
+        assert [s for i, s in enumerate(t.strings) if launch[i]] == [s for s in t.strings if s in LAUNCH_NAMES]
+        assert not launch[-1]

@@ -74,24 +74,34 @@ def _kernel_type_of(name: str) -> int:
     return KernelType.OTHER
 
 
+_UNCLASSIFIED = -1
+
+
 def kernel_types(trace: Trace, events: Events) -> np.ndarray:
-    """KernelType code per row of ``events`` (classified once per distinct name)."""
-
-    def table() -> np.ndarray:
-        t = np.full(len(trace.strings) + 1, KernelType.OTHER, dtype=np.int8)
-        for i, s in enumerate(trace.strings):
-            t[i] = _kernel_type_of(s)
-        return t
-
-    tab = trace.cached(("kernel_type_table", len(trace.strings)), table)
+    """KernelType code per row of ``events`` (classified once per distinct name, and only names that occur in
+    a table asked about: the regexes never run on args strings or CPU op names)."""
+    strings = trace.strings
+    tab = trace.cached(
+        ("kernel_type_table", len(strings)), lambda: np.full(len(strings) + 1, _UNCLASSIFIED, dtype=np.int8)
+    )
+    tab[-1] = KernelType.OTHER  # a -1 name id
+    ids = trace.name_ids(events)
+    todo = ids[tab[ids] == _UNCLASSIFIED].tolist()
+    if todo:
+        tab[todo] = [_kernel_type_of(strings[i]) for i in todo]
     return tab[events.name]
 
 
 def is_launch_name(trace: Trace) -> np.ndarray:
     """Boolean table over string ids: names in LAUNCH_NAMES."""
-    return trace.cached(
-        ("launch_table", len(trace.strings)), lambda: trace.strings.mask_table(LAUNCH_NAMES.__contains__)
-    )
+
+    def table() -> np.ndarray:
+        t = np.zeros(len(trace.strings) + 1, dtype=bool)
+        ids = [i for i in map(trace.strings.lookup, LAUNCH_NAMES) if i >= 0]
+        t[ids] = True
+        return t
+
+    return trace.cached(("launch_table", len(trace.strings)), table)
 
 
 def profiler_steps(trace: Trace) -> Events:
