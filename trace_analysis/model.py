@@ -575,7 +575,7 @@ class Trace:
         """Boolean mask over ``events``: predicate(name); evaluated once per distinct name of ``events`` (not of
         the whole string table: args strings, categories and other tables' names are never tested), then
         vectorized."""
-        strings = self.strings
+        strings = self.strings._strings  # the list itself: no method call per name
         table = np.zeros(len(strings) + 1, dtype=bool)  # +1: a -1 id maps to the last slot (False)
         table[[i for i in self.name_ids(events).tolist() if predicate(strings[i])]] = True
         return table[events.name]

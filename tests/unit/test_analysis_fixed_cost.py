@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -128,3 +129,61 @@ def test_kernel_types_and_launch_table_equal_fresh_classification(tmp_path) -> N
         launch = is_launch_name(t)
         assert [s for i, s in enumerate(t.strings) if launch[i]] == [s for s in t.strings if s in LAUNCH_NAMES]
         assert not launch[-1]
+
+
+def test_kernel_type_string_tests_equal_hta_regexes() -> None:
+    import re
+
+    from dyno.trace_analysis.analyses.gpu import KernelType, _kernel_type_of
+
+    comm = re.compile(r"^nccl.*Kernel")
+    memory = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+    non_compute = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")  # HTA 0.5.0, verbatim
+
+    def hta(name: str) -> int:
+        if comm.match(name):
+            return KernelType.COMMUNICATION
+        if memory.match(name):
+            return KernelType.MEMORY
+        if not non_compute.match(name):
+            return KernelType.COMPUTATION
+        return KernelType.OTHER
+
+    names = [
+        "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",
+        "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+        "nccl",
+        "ncclKernel",
+        "ncclKerne",
+        "nccl\nKernel",
+        "ncclX\nfooKernel",
+        "ncclKernel\nx",
+        "xncclKernel",
+        "Memcpy HtoD (Pageable -> Device)",
+        "Memset (Device)",
+        "dma_copy",
+        "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_nn_align4>(Params)",
+        "Context Sync",
+        "Stream Sync",
+        "Event\nSync",
+        "fooMemcpy",
+        "foo\nMemcpy",
+        "fooMemset",
+        "Memsetx",
+        "dm",
+        "",
+        "\n",
+        "Sync",
+        "elementwise_kernel_with_index<int, Sync>",
+    ]
+    for n in names:
+        assert _kernel_type_of(n) == hta(n), n
+    # and every name of the real traces, where they are available
+    from dyno.trace_analysis.loader import load_trace
+
+    root = Path(__file__).resolve().parents[2]
+    for shared in (root.parent / "shared" / "traces" / "gpu", root.parent.parent / "shared" / "traces" / "gpu"):
+        for case in ("trace_filter", "nccl_parser_config", "simple_add"):
+            for f in sorted((shared / case).glob("*.json*"))[:1]:
+                strings = list(load_trace(f).strings)
+                assert [_kernel_type_of(n) for n in strings] == [hta(n) for n in strings]

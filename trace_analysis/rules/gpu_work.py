@@ -149,11 +149,15 @@ class UnalignedGemm(BaseRule):
         keys = ops.input_types[mm].astype(np.int64) * (1 << 32) + ops.input_dims[mm].astype(np.int64)
         uniq, inv = np.unique(keys, return_inverse=True)
         bad_key = np.zeros(uniq.size, bool)
-        for j, key in enumerate(uniq):
-            types = ctx.trace.arg_json(int(key >> 32)) or []
-            dims = ctx.trace.arg_json(int(key & 0xFFFFFFFF)) or []
-            if not any(isinstance(t, str) and t in _HALF for t in types[:3]):
-                continue
+        half: dict[int, bool] = {}  # per distinct types string (a handful): is any of the 3 inputs half?
+        for j, key in enumerate(uniq.tolist()):
+            tid = key >> 32
+            if tid not in half:
+                types = ctx.trace.arg_json(tid) or []
+                half[tid] = any(isinstance(t, str) and t in _HALF for t in types[:3])
+            if not half[tid]:
+                continue  # the dims JSON is decoded only for half-precision calls
+            dims = ctx.trace.arg_json(key & 0xFFFFFFFF) or []
             mats = [d for d in dims[:3] if isinstance(d, list) and len(d) >= 2]
             bad_key[j] = any(int(x) % mult for d in mats for x in d[-2:])
         bad = mm[bad_key[inv]]
