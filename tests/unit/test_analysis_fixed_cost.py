@@ -187,3 +187,97 @@ def test_kernel_type_string_tests_equal_hta_regexes() -> None:
             for f in sorted((shared / case).glob("*.json*"))[:1]:
                 strings = list(load_trace(f).strings)
                 assert [_kernel_type_of(n) for n in strings] == [hta(n) for n in strings]
+
+
+def _same(a, b) -> bool:
+    """Deep equality of analysis results (frozen dataclasses holding numpy arrays, tuples, dicts)."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(a):
+        return type(a) is type(b) and all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+    if isinstance(a, tuple | list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b or (a != a and b != b)  # NaN == NaN
+
+
+def _analyses(t) -> dict:
+    from dyno.trace_analysis import analyses as A
+
+    return {
+        "temporal": A.temporal_breakdown(t),
+        "temporal_nosync": A.temporal_breakdown(t, sync_is_busy=False),
+        "idle": A.idle_time_breakdown(t),
+        "idle_10": A.idle_time_breakdown(t, consecutive_kernel_delay_us=10.0),
+        "kernels": A.kernel_breakdown(t),
+        "kernels_1": A.kernel_breakdown(t, top_n=1),
+        "overlap": A.comm_comp_overlap(t),
+        "launch": A.launch_stats(t),
+        "launch_5": A.launch_stats(t, runtime_cutoff_us=5.0, launch_delay_cutoff_us=1.0),
+        "queue": A.queue_length(t),
+        "memcpy": A.memory_copies(t),
+        "steps": A.step_timings(t),
+        "cpu_ops": A.cpu_op_summary(t),
+        "cpu_ops_2": A.cpu_op_summary(t, top_n=2),
+    }
+
+
+def _fresh(t):
+    """The same trace with an empty cache: every analysis computed from scratch."""
+    from dyno.trace_analysis.model import Trace
+
+    return Trace(t.meta, t.strings, t.events, t.flows, t.memory, t.instants, t.extra_args)
+
+
+def _rich_trace(tmp_path, rank: int = 0, slow: float = 1.0):
+    from dyno.trace_analysis.loader import load_trace
+
+    b = TraceBuilder(rank=rank)
+    for s in range(4):
+        t0 = s * 1000.0 * slow
+        b.step(s, t0, 900.0 * slow)
+        b.cpu("aten::linear", t0 + 5.0, 300.0)
+        b.cpu("aten::mm", t0 + 10.0, 100.0)
+        b.launch("void gemm_kernel()", t0 + 20.0, t0 + 40.0, 60.0 * slow)
+        b.launch("ncclKernel_AllReduce_RING_LL_Sum_float", t0 + 30.0, t0 + 60.0, 80.0, stream=20)
+        b.launch("tiny_kernel", t0 + 150.0, t0 + 170.0, 1.0)
+        b.memcpy("Memcpy DtoH (Device -> Pageable)", t0 + 400.0, t0 + 420.0, 10.0, 1 << 20)
+        b.cpu("aten::item", t0 + 500.0, 40.0)
+    return load_trace(b.write(tmp_path / f"rank{rank}.json"))
+
+
+def test_cached_analyses_equal_a_fresh_computation_and_do_not_leak(tmp_path) -> None:
+    from dyno.trace_analysis.analyses import rank_spread
+
+    t0 = _rich_trace(tmp_path, 0)
+    t1 = _rich_trace(tmp_path, 1, slow=1.5)
+    first = {r: _analyses(t) for r, t in ((0, t0), (1, t1))}
+    for r, t in ((0, t0), (1, t1)):
+        again = _analyses(t)
+        fresh = _analyses(_fresh(t))
+        for name, got in first[r].items():
+            # the cache answers (kernel and CPU-op tables cache their grouping and build the top_n rows per call)
+            assert again[name] is got or (name.startswith(("kernels", "cpu_ops")) and _same(again[name], got)), name
+            assert _same(got, fresh[name]), name  # and equals a computation from scratch
+    # different traces, different answers (nothing shared between the two caches)
+    assert not _same(first[0]["steps"], first[1]["steps"])
+    assert first[0]["kernels"].top[0].name == "ncclKernel_AllReduce_RING_LL_Sum_float"
+    assert first[1]["kernels"].top[0].total_us != first[0]["kernels"].top[0].total_us
+    # the different top_n of one grouping
+    assert first[0]["kernels_1"].top == first[0]["kernels"].top[:1]
+    assert first[0]["cpu_ops_2"].by_self == first[0]["cpu_ops"].by_self[:2]
+    # rank_spread reads cached per-rank figures: same result as on fresh traces
+    assert _same(rank_spread([t0, t1]), rank_spread([_fresh(t0), _fresh(t1)]))
+
+
+def test_cached_arrays_are_read_only(tmp_path) -> None:
+    from dyno.trace_analysis import analyses as A
+
+    t = _rich_trace(tmp_path)
+    ls, it, ql = A.launch_stats(t), A.idle_time_breakdown(t), A.queue_length(t)
+    for arr in (ls.cpu_duration, ls.gpu_row, ls.launch_delay, it.gap_us, it.gap_category, ql.length, ql.ts):
+        with pytest.raises(ValueError):
+            arr[:1] = 0

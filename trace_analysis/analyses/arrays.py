@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["distinct", "median"]
+__all__ = ["distinct", "median", "readonly"]
 
 
 def distinct(a: np.ndarray) -> np.ndarray:
@@ -21,6 +21,12 @@ def distinct(a: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def readonly(*arrays: np.ndarray) -> None:
+    """Mark arrays of a result cached on a trace read-only: every later caller gets the same arrays."""
+    for a in arrays:
+        a.setflags(write=False)
 
 
 def median(a: np.ndarray | list[float]) -> float:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dyno.trace_analysis.analyses.kernels import group_by_name
+from dyno.trace_analysis.analyses.kernels import group_rows_by_name
 from dyno.trace_analysis.model import Cat, Events, Trace
 
 __all__ = ["OpStat", "CpuOpSummary", "cpu_op_summary", "self_times", "parents"]
@@ -84,27 +84,52 @@ def self_times(ev: Events) -> tuple[np.ndarray, np.ndarray]:
 
 
 def cpu_op_summary(trace: Trace, *, top_n: int = 20) -> CpuOpSummary:
-    ev = trace.events_of(Cat.CPU_OP)
-    if not len(ev):
+    """Top-``top_n`` CPU ops by total and by self time. The per-name grouping (and the nesting it needs) is
+    cached on the trace; only the ``top_n`` rows are built per call."""
+    g = trace.cached("cpu_op_groups", lambda: _OpGroups.of(trace))
+    if g is None:
         return CpuOpSummary(trace.rank, 0, 0.0, (), ())
-    self_us, par = self_times(ev)
-    ids, count, total, _mins, maxs, longest = group_by_name(ev.name, ev.dur)
-    _, inv = np.unique(ev.name, return_inverse=True)
-    self_by = np.bincount(inv, weights=self_us, minlength=len(ids))
-    top_level = par < 0
-    wall = float(ev.dur[top_level].sum())
 
     def stat(j: int) -> OpStat:
         return OpStat(
-            name=trace.strings[ids[j]],
-            count=int(count[j]),
-            total_us=float(total[j]),
-            self_us=float(self_by[j]),
-            mean_us=float(total[j] / count[j]),
-            max_us=float(maxs[j]),
-            example_ts=float(ev.ts[longest[j]]),
+            name=trace.strings[g.ids[j]],
+            count=int(g.count[j]),
+            total_us=float(g.total[j]),
+            self_us=float(g.self_by[j]),
+            mean_us=float(g.total[j] / g.count[j]),
+            max_us=float(g.maxs[j]),
+            example_ts=float(g.example_ts[j]),
         )
 
-    by_total = tuple(stat(int(j)) for j in np.argsort(-total, kind="stable")[:top_n])
-    by_self = tuple(stat(int(j)) for j in np.argsort(-self_by, kind="stable")[:top_n])
-    return CpuOpSummary(trace.rank, len(ev), wall, by_total, by_self)
+    by_total = tuple(stat(j) for j in g.by_total[:top_n].tolist())
+    by_self = tuple(stat(j) for j in g.by_self[:top_n].tolist())
+    return CpuOpSummary(trace.rank, g.n_ops, g.wall, by_total, by_self)
+
+
+@dataclass(frozen=True, eq=False)
+class _OpGroups:
+    """Per distinct cpu_op name: what ``cpu_op_summary`` reads for any ``top_n``."""
+
+    n_ops: int
+    wall: float
+    ids: np.ndarray
+    count: np.ndarray
+    total: np.ndarray
+    self_by: np.ndarray
+    maxs: np.ndarray
+    example_ts: np.ndarray  # start of each group's longest call
+    by_total: np.ndarray  # group order by total time, descending (stable)
+    by_self: np.ndarray
+
+    @classmethod
+    def of(cls, trace: Trace) -> _OpGroups | None:
+        ev = trace.events_of(Cat.CPU_OP)
+        if not len(ev):
+            return None
+        self_us, par = self_times(ev)
+        ids, inv, count, total, _mins, maxs, longest = group_rows_by_name(ev.name, ev.dur)
+        self_by = np.bincount(inv, weights=self_us, minlength=len(ids))
+        wall = float(ev.dur[par < 0].sum())
+        by_total = np.argsort(-total, kind="stable")
+        by_self = np.argsort(-self_by, kind="stable")
+        return cls(len(ev), wall, ids, count, total, self_by, maxs, ev.ts[longest], by_total, by_self)

@@ -81,6 +81,11 @@ def _span_us(t: Trace) -> float:
 
 
 def _timing(t: Trace) -> RankTiming:
+    """One rank's figures (cached on its trace: they do not depend on the spread thresholds)."""
+    return t.cached("rank_timing", lambda: _rank_timing(t))
+
+
+def _rank_timing(t: Trace) -> RankTiming:
     st = step_timings(t)
     tb = temporal_breakdown(t)
     mean = st.mean_us if st.steps else (tb.span_us if tb.has_gpu else _span_us(t))

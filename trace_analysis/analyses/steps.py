@@ -91,6 +91,11 @@ def _windows(trace: Trace) -> tuple[str, np.ndarray, np.ndarray, list[int]]:
 
 
 def step_timings(trace: Trace) -> StepStats:
+    """Step windows and their spread (see the module docstring). Cached on the trace."""
+    return trace.cached("step_timings", lambda: _step_timings(trace))
+
+
+def _step_timings(trace: Trace) -> StepStats:
     source, starts, ends, numbers = _windows(trace)
     busy = np.zeros(len(starts))
     # all GPU work (no last-step window: every step gets its GPU time); same cached table as gpu_scope uses

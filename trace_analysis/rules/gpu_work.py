@@ -25,7 +25,7 @@ _HALF = ("c10::Half", "c10::BFloat16", "Half", "BFloat16")
 
 
 def _overlap(ctx: RuleContext) -> CommCompOverlap:
-    return ctx.trace.cached(("rules.comm_comp_overlap",), lambda: comm_comp_overlap(ctx.trace))
+    return comm_comp_overlap(ctx.trace)  # cached on the trace
 
 
 def _is_comm(ctx: RuleContext) -> np.ndarray:

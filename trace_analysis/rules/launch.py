@@ -21,10 +21,8 @@ __all__ = ["ShortKernels", "SlowRuntimeCalls", "LaunchQueue"]
 
 
 def _stats(ctx: RuleContext, runtime_cutoff_us: float, delay_cutoff_us: float = 100.0) -> LaunchStats:
-    return ctx.trace.cached(
-        ("rules.launch_stats", runtime_cutoff_us, delay_cutoff_us),
-        lambda: launch_stats(ctx.trace, runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=delay_cutoff_us),
-    )
+    # cached on the trace by the analysis
+    return launch_stats(ctx.trace, runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=delay_cutoff_us)
 
 
 def _gpu_bound_note(ctx: RuleContext, limit: float) -> tuple[bool, str]:
@@ -126,7 +124,7 @@ class LaunchQueue(GpuRule):
             return []
         outliers = st.delay_outliers
         share = float(outliers.mean())
-        ql = ctx.trace.cached(("rules.queue_length",), lambda: queue_length(ctx.trace))
+        ql = queue_length(ctx.trace)
         qmax = ql.max_length
         saturated = qmax >= int(thresholds["queue_limit"])
         if share < float(thresholds["min_outlier_share"]) and not saturated:
