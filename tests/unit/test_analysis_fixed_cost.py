@@ -179,14 +179,8 @@ def test_kernel_type_string_tests_equal_hta_regexes() -> None:
     for n in names:
         assert _kernel_type_of(n) == hta(n), n
     # and every name of the real traces, where they are available
-    from dyno.trace_analysis.loader import load_trace
-
-    root = Path(__file__).resolve().parents[2]
-    for shared in (root.parent / "shared" / "traces" / "gpu", root.parent.parent / "shared" / "traces" / "gpu"):
-        for case in ("trace_filter", "nccl_parser_config", "simple_add"):
-            for f in sorted((shared / case).glob("*.json*"))[:1]:
-                strings = list(load_trace(f).strings)
-                assert [_kernel_type_of(n) for n in strings] == [hta(n) for n in strings]
+    strings = _shared_strings()
+    assert [_kernel_type_of(n) for n in strings] == [hta(n) for n in strings]
 
 
 def _same(a, b) -> bool:
@@ -281,3 +275,42 @@ def test_cached_arrays_are_read_only(tmp_path) -> None:
     for arr in (ls.cpu_duration, ls.gpu_row, ls.launch_delay, it.gap_us, it.gap_category, ql.length, ql.ts):
         with pytest.raises(ValueError):
             arr[:1] = 0
+
+
+def _shared_strings() -> list[str]:
+    from dyno.trace_analysis.loader import load_trace
+
+    root = Path(__file__).resolve().parents[2]
+    out: list[str] = []
+    for shared in (root.parent / "shared" / "traces" / "gpu", root.parent.parent / "shared" / "traces" / "gpu"):
+        for case in ("trace_filter", "nccl_parser_config", "simple_add"):
+            for f in sorted((shared / case).glob("*.json*"))[:1]:
+                out.extend(load_trace(f).strings)
+    return out
+
+
+def test_gemm_and_tensor_core_word_tests_equal_the_regexes() -> None:
+    from dyno.trace_analysis.rules.gpu_work import _GEMM, _GEMM_WORDS, _TENSOR_CORE, _TENSOR_CORE_WORDS, _has_word
+
+    names = [
+        "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_nn_align4>(Params)",
+        "volta_sgemm_128x64_nn",
+        "CUTLASS_GEMM",
+        "sm80_xmma_fprop_implicit_gemm_tf32f32",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>()",
+        "Conv2D",
+        "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_64x3_nn",
+        "GeMm\u212a",  # Kelvin sign: re.I folds it to k; non-ASCII names take the regex path
+        "cutla\u017fs",  # long s: re.I folds it to s
+        "",
+        "BF16_kernel",
+    ]
+    # the rule's original patterns
+    assert _GEMM.pattern == "gemm|conv|cutlass|cublas|matmul|fprop|dgrad|wgrad"
+    assert _TENSOR_CORE.pattern == (
+        "884|1688|16816|161616|s1688|h1688|i8816|xmma|hmma|wgmma|gmma|imma|tensorop|tf32|bf16|f16|fp16"
+    )
+    names += _shared_strings()
+    for n in names:
+        assert _has_word(n, _GEMM_WORDS, _GEMM) == (_GEMM.search(n) is not None), n
+        assert _has_word(n, _TENSOR_CORE_WORDS, _TENSOR_CORE) == (_TENSOR_CORE.search(n) is not None), n
