@@ -544,7 +544,13 @@ class Trace:
         key = ("cats", tuple(sorted(int(c) for c in cats)))
         got = self._cache.get(key)
         if got is None:
-            mask = np.isin(self.events.cat, np.array(key[1], dtype=np.int8))
+            cat = self.events.cat
+            if cat.dtype == np.int8:  # a lookup by code: one gather (np.isin costs ~10x more on small tables)
+                table = np.zeros(256, dtype=bool)
+                table[list(key[1])] = True
+                mask = table[cat.view(np.uint8)]
+            else:
+                mask = np.isin(cat, np.array(key[1], dtype=cat.dtype))
             got = self.events.take(mask)
             self._cache[key] = got
             self._cache.setdefault("cached_tables", set()).add(id(got))

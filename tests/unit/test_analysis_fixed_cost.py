@@ -314,3 +314,14 @@ def test_gemm_and_tensor_core_word_tests_equal_the_regexes() -> None:
     for n in names:
         assert _has_word(n, _GEMM_WORDS, _GEMM) == (_GEMM.search(n) is not None), n
         assert _has_word(n, _TENSOR_CORE_WORDS, _TENSOR_CORE) == (_TENSOR_CORE.search(n) is not None), n
+
+
+def test_events_of_equals_an_isin_filter(tmp_path) -> None:
+    from dyno.trace_analysis.model import GPU_ACTIVITY_CATS, GPU_CATS, Cat
+
+    t = _rich_trace(tmp_path)
+    for cats in [(Cat.KERNEL,), GPU_ACTIVITY_CATS, GPU_CATS, (Cat.CPU_OP, Cat.USER_ANNOTATION), tuple(Cat)]:
+        want = np.flatnonzero(np.isin(t.events.cat, np.array(cats, dtype=np.int8)))
+        got = t.events_of(*cats)
+        assert got.index.tolist() == want.tolist()
+        assert t.events_of(*reversed(cats)) is got  # cached, in any order
