@@ -325,3 +325,42 @@ def test_events_of_equals_an_isin_filter(tmp_path) -> None:
         got = t.events_of(*cats)
         assert got.index.tolist() == want.tolist()
         assert t.events_of(*reversed(cats)) is got  # cached, in any order
+
+
+def _launch_rows_reference(trace, gpu) -> np.ndarray:
+    """launch_rows as it was before the per-trace correlation index: a full scan of trace.events per call."""
+    from dyno.trace_analysis.model import Cat
+
+    ev = trace.events
+    cpu_rows = np.flatnonzero(((ev.cat == Cat.CUDA_RUNTIME) | (ev.cat == Cat.CUDA_DRIVER)) & (ev.correlation >= 0))
+    if not len(cpu_rows) or not len(gpu):
+        return np.full(len(gpu), -1, dtype=np.int64)
+    corr = ev.correlation[cpu_rows]
+    order = np.argsort(corr, kind="stable")
+    pos = np.minimum(np.searchsorted(corr[order], gpu.correlation), len(order) - 1)
+    hit = (corr[order][pos] == gpu.correlation) & (gpu.correlation >= 0)
+    return np.where(hit, cpu_rows[order[pos]], -1)
+
+
+def test_launch_rows_and_device_busy_equal_fresh_computations(tmp_path) -> None:
+    from dyno.trace_analysis.analyses.gpu import launch_rows
+    from dyno.trace_analysis.analyses.intervals import merge
+    from dyno.trace_analysis.loader import load_trace
+    from dyno.trace_analysis.model import GPU_CATS, Cat
+    from dyno.trace_analysis.rules import RuleContext
+
+    traces = [_rich_trace(tmp_path)]
+    root = Path(__file__).resolve().parents[2]
+    for shared in (root.parent / "shared" / "traces" / "gpu", root.parent.parent / "shared" / "traces" / "gpu"):
+        traces += [load_trace(f) for f in sorted((shared / "trace_filter").glob("*.json*"))]
+    for t in traces:
+        for gpu in (t.events_of(*GPU_CATS), t.events_of(Cat.GPU_MEMCPY), t.events.take(np.arange(0))):
+            assert np.array_equal(launch_rows(t, gpu), _launch_rows_reference(t, gpu))
+        ctx = RuleContext(t)
+        g = ctx.gpu_activity
+        dev = ctx.gpu_device_of(g)
+        assert sorted(ctx.device_busy) == sorted(set(dev.tolist()))
+        for d, (s, e, first, last) in ctx.device_busy.items():
+            ws, we = merge(g.ts[dev == d], g.end[dev == d])
+            assert np.array_equal(s, ws) and np.array_equal(e, we)
+            assert (first, last) == (float(g.ts[dev == d].min()), float(g.end[dev == d].max()))

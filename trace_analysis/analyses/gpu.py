@@ -18,6 +18,7 @@ from enum import IntEnum
 
 import numpy as np
 
+from dyno.trace_analysis.analyses.arrays import readonly
 from dyno.trace_analysis.model import Cat, Events, Trace
 
 __all__ = [
@@ -124,21 +125,28 @@ def step_number(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _runtime_by_correlation(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Runtime/driver rows (in ``trace.events``) with a correlation id sorted by it (stable), and the sorted ids."""
+    runtime = trace.events_of(Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER)
+    corr = runtime.correlation
+    has = corr >= 0
+    corr = corr[has]
+    order = np.argsort(corr, kind="stable")
+    out = (runtime.index[has][order], corr[order])
+    readonly(*out)
+    return out
+
+
 def launch_rows(trace: Trace, gpu: Events) -> np.ndarray:
     """For each row of ``gpu``: row in ``trace.events`` of the CPU-side event (cuda_runtime / cuda_driver) with
     the same correlation id, or -1."""
-    ev = trace.events
-    cpu_mask = ((ev.cat == Cat.CUDA_RUNTIME) | (ev.cat == Cat.CUDA_DRIVER)) & (ev.correlation >= 0)
-    cpu_rows = np.flatnonzero(cpu_mask)
-    if not len(cpu_rows) or not len(gpu):
+    rows_sorted, corr_sorted = trace.cached("runtime_by_correlation", lambda: _runtime_by_correlation(trace))
+    if not len(rows_sorted) or not len(gpu):
         return np.full(len(gpu), -1, dtype=np.int64)
-    corr = ev.correlation[cpu_rows]
-    order = np.argsort(corr, kind="stable")
-    corr_sorted = corr[order]
     pos = np.searchsorted(corr_sorted, gpu.correlation)
     pos_c = np.minimum(pos, len(corr_sorted) - 1)
     hit = (corr_sorted[pos_c] == gpu.correlation) & (gpu.correlation >= 0)
-    return np.where(hit, cpu_rows[order[pos_c]], -1)
+    return np.where(hit, rows_sorted[pos_c], -1)
 
 
 @dataclass(frozen=True, eq=False)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..analyses.arrays import distinct
 from ..analyses.gpu import launch_rows
+from ..analyses.intervals import merge
 from ..model import GPU_ACTIVITY_CATS, Cat, Events, Trace
 from .base import Example
 
@@ -162,6 +163,23 @@ class RuleContext:
         if not len(g):
             return None
         return float(g.ts.min()), float(g.end.max())
+
+    @cached_property
+    def device_busy(self) -> dict[int, tuple[np.ndarray, np.ndarray, float, float]]:
+        """Per GPU device (sorted): the union of its activity as disjoint sorted (starts, ends), and its first
+        start and last end. Shared by the utilization timeline, the starvation rule and the report."""
+        g = self.gpu_activity
+        out: dict[int, tuple[np.ndarray, np.ndarray, float, float]] = {}
+        if not len(g):
+            return out
+        dev = self.gpu_device_of(g)
+        ts, end = g.ts, g.end
+        for d in distinct(dev).tolist():
+            sel = dev == d
+            d_ts, d_end = ts[sel], end[sel]
+            s, e = merge(d_ts, d_end)
+            out[int(d)] = (s, e, float(d_ts.min()), float(d_end.max()))
+        return out
 
     def gpu_device_of(self, events: Events) -> np.ndarray:
         """Device of GPU rows (args.device, else pid as Kineto writes it)."""
