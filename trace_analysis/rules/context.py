@@ -186,7 +186,7 @@ class RuleContext:
         return np.where(events.device >= 0, events.device, events.pid).astype(np.int64)
 
     # ---- metadata -------------------------------------------------------------------------------------------
-    @property
+    @cached_property
     def record_shapes(self) -> bool:
         other = self.trace.meta.other
         if other.get("record_shapes") is not None:
