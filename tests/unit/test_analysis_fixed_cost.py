@@ -364,3 +364,73 @@ def test_launch_rows_and_device_busy_equal_fresh_computations(tmp_path) -> None:
             ws, we = merge(g.ts[dev == d], g.end[dev == d])
             assert np.array_equal(s, ws) and np.array_equal(e, we)
             assert (first, last) == (float(g.ts[dev == d].min()), float(g.end[dev == d].max()))
+
+
+def _parents_reference(ev) -> np.ndarray:
+    """cpu_ops.parents before the O(n) run bounds and the radix depth sort (kept verbatim as the reference)."""
+    n = len(ev)
+    parent = np.full(n, -1, dtype=np.int64)
+    if not n:
+        return parent
+    order = np.lexsort((-ev.dur, ev.ts, ev.tid, ev.pid))
+    pid, tid, ts, end = ev.pid[order], ev.tid[order], ev.ts[order], (ev.ts + ev.dur)[order]
+    bounds = np.flatnonzero((np.diff(pid) != 0) | (np.diff(tid) != 0)) + 1
+    for a, b in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [n])), strict=True):
+        s, e = ts[a:b], end[a:b]
+        m = b - a
+        idx = np.arange(m)
+        closed = np.searchsorted(np.sort(e), s, side="right")
+        zero = np.concatenate(([0], np.cumsum(e <= s)))
+        hi = np.searchsorted(s, s, side="right")
+        lo = np.searchsorted(s, s, side="left")
+        z = hi - (zero[hi] - zero[lo])
+        closed -= hi - np.maximum(idx, z)
+        depth = np.maximum(idx - closed, 0)
+        key = depth.astype(np.int64) * (m + 1) + np.arange(m)
+        korder = np.argsort(key, kind="stable")
+        ksorted = key[korder]
+        want = (depth - 1) * (m + 1) + np.arange(m)
+        pos = np.searchsorted(ksorted, want, side="left") - 1
+        ok = (depth > 0) & (pos >= 0)
+        cand = np.where(ok, korder[np.maximum(pos, 0)], -1)
+        ok &= np.where(cand >= 0, depth[np.maximum(cand, 0)] == depth - 1, False)
+        parent[order[a:b][ok]] = order[a:b][cand[ok]]
+    return parent
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_parents_equal_the_reference_on_random_intervals(seed: int) -> None:
+    from dyno.trace_analysis.analyses.cpu_ops import parents
+    from dyno.trace_analysis.model import Events
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    # coarse integer times: many equal starts, zero-length rows, touching and partly overlapping rows
+    ts = rng.integers(0, 60, size=n).astype(np.float64)
+    dur = rng.choice([0.0, 0.0, 1.0, 2.0, 5.0, 20.0, 100.0], size=n)
+    if seed % 3 == 0:
+        ts[rng.integers(0, n, size=max(n // 20, 1))] = np.nan  # NaN starts take the binary-search path
+    ev = Events.from_columns(
+        {
+            "ts": ts,
+            "dur": dur,
+            "tid": rng.integers(0, 3, size=n),
+            "pid": rng.integers(0, 2, size=n),
+            "name": np.zeros(n),
+        }
+    )
+    assert np.array_equal(parents(ev), _parents_reference(ev))
+
+
+def test_parents_equal_the_reference_on_shared_traces() -> None:
+    from dyno.trace_analysis.analyses.cpu_ops import parents
+    from dyno.trace_analysis.loader import load_trace
+    from dyno.trace_analysis.model import Cat
+
+    root = Path(__file__).resolve().parents[2]
+    for shared in (root.parent / "shared" / "traces" / "gpu", root.parent.parent / "shared" / "traces" / "gpu"):
+        for case in ("trace_filter", "simple_add"):
+            for f in sorted((shared / case).glob("*.json*"))[:1]:
+                t = load_trace(f)
+                for ev in (t.events_of(Cat.CPU_OP), t.events_of(Cat.CPU_OP, Cat.USER_ANNOTATION, Cat.CUDA_RUNTIME)):
+                    assert np.array_equal(parents(ev), _parents_reference(ev))

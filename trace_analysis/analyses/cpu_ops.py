@@ -58,14 +58,14 @@ def parents(ev: Events) -> np.ndarray:
         idx = np.arange(m)
         closed = np.searchsorted(np.sort(e), s, side="right")
         zero = np.concatenate(([0], np.cumsum(e <= s)))  # e <= s only for zero-length rows
-        hi = np.searchsorted(s, s, side="right")
-        lo = np.searchsorted(s, s, side="left")
+        lo, hi = _equal_runs(s)
         z = hi - (zero[hi] - zero[lo])  # first zero-length row among those starting at s_i
         closed -= hi - np.maximum(idx, z)
         depth = np.maximum(idx - closed, 0)
         # parent = last earlier event with depth d-1
         key = depth.astype(np.int64) * (m + 1) + np.arange(m)
-        korder = np.argsort(key, kind="stable")
+        # key order = depth order, stable (idx ascends); as int16 numpy sorts stably by radix (depth < m)
+        korder = np.argsort(depth.astype(np.int16) if m <= np.iinfo(np.int16).max else key, kind="stable")
         ksorted = key[korder]
         want = (depth - 1) * (m + 1) + np.arange(m)
         pos = np.searchsorted(ksorted, want, side="left") - 1
@@ -74,6 +74,20 @@ def parents(ev: Events) -> np.ndarray:
         ok &= np.where(cand >= 0, depth[np.maximum(cand, 0)] == depth - 1, False)
         parent[order[a:b][ok]] = order[a:b][cand[ok]]
     return parent
+
+
+def _equal_runs(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For sorted ``s``: (searchsorted(s, s, "left"), searchsorted(s, s, "right")), i.e. the bounds of each value's
+    run of equal values, from the run boundaries in O(n) (NaNs: the binary searches)."""
+    m = s.shape[0]
+    if not m or np.isnan(s[-1]):
+        return np.searchsorted(s, s, side="left"), np.searchsorted(s, s, side="right")
+    new = np.empty(m, dtype=bool)
+    new[0] = True
+    np.not_equal(s[1:], s[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    run = np.cumsum(new) - 1
+    return first[run], np.append(first[1:], m)[run]
 
 
 def self_times(ev: Events) -> tuple[np.ndarray, np.ndarray]:
