@@ -434,3 +434,27 @@ def test_parents_equal_the_reference_on_shared_traces() -> None:
                 t = load_trace(f)
                 for ev in (t.events_of(Cat.CPU_OP), t.events_of(Cat.CPU_OP, Cat.USER_ANNOTATION, Cat.CUDA_RUNTIME)):
                     assert np.array_equal(parents(ev), _parents_reference(ev))
+
+
+def _group_reference(names: np.ndarray, dur: np.ndarray) -> tuple:
+    """group_rows_by_name before the bincount ids and the count-based bounds (verbatim reference)."""
+    ids, inv = np.unique(names, return_inverse=True)
+    count = np.bincount(inv, minlength=len(ids))
+    total = np.bincount(inv, weights=dur, minlength=len(ids))
+    order = np.lexsort((dur, inv))
+    first = np.searchsorted(inv[order], np.arange(len(ids)), side="left")
+    last = np.searchsorted(inv[order], np.arange(len(ids)), side="right") - 1
+    return ids, inv, count, total, dur[order][first], dur[order][last], order[last]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_group_rows_by_name_equals_the_reference(seed: int) -> None:
+    from dyno.trace_analysis.analyses.kernels import group_rows_by_name
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 500))
+    names = rng.integers(-1 if seed % 4 == 0 else 0, 40, size=n).astype(np.int32)
+    dur = rng.choice([0.0, 1.0, 2.5, 7.0, 100.0], size=n)
+    got, want = group_rows_by_name(names, dur), _group_reference(names, dur)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and np.array_equal(g, w)

@@ -59,12 +59,22 @@ def group_rows_by_name(
     names: np.ndarray, dur: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``group_by_name`` plus the group of each row: (ids, group per row, count, total, min, max, longest row)."""
-    ids, inv = np.unique(names, return_inverse=True)
+    if len(names) and names.min() >= 0:
+        # name ids are small non-negative ints: np.unique(..., return_inverse=True) without a sort
+        present = np.bincount(names)
+        ids = np.flatnonzero(present).astype(names.dtype, copy=False)
+        remap = np.zeros(present.shape[0], dtype=np.intp)
+        remap[ids] = np.arange(ids.shape[0])
+        inv = remap[names]
+    else:
+        ids, inv = np.unique(names, return_inverse=True)
     count = np.bincount(inv, minlength=len(ids))
     total = np.bincount(inv, weights=dur, minlength=len(ids))
     order = np.lexsort((dur, inv))  # by group, then duration ascending
-    first = np.searchsorted(inv[order], np.arange(len(ids)), side="left")
-    last = np.searchsorted(inv[order], np.arange(len(ids)), side="right") - 1
+    # every group is non-empty, so in inv[order] group k spans [ends[k] - count[k], ends[k])
+    ends = np.cumsum(count)
+    first = ends - count
+    last = ends - 1
     mins = dur[order][first]
     maxs = dur[order][last]
     return ids, inv, count, total, mins, maxs, order[last]
