@@ -458,3 +458,28 @@ def test_group_rows_by_name_equals_the_reference(seed: int) -> None:
     got, want = group_rows_by_name(names, dur), _group_reference(names, dur)
     for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype and np.array_equal(g, w)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_thread_time_order_equals_lexsort(seed: int) -> None:
+    from dyno.trace_analysis.analyses.cpu_ops import _thread_time_order
+    from dyno.trace_analysis.model import Events
+
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(1, 600))
+    ts = np.sort(rng.integers(0, 80, size=n).astype(np.float64))  # tables are sorted by ts: many ties
+    if seed % 2:
+        ts = rng.permutation(ts)  # and unsorted tables still get lexsort's order
+    if seed % 5 == 0:
+        ts[rng.integers(0, n)] = np.nan
+    dur = rng.choice([0.0, -0.0, 1.0, 3.0, 3.0, 50.0, np.nan if seed % 3 == 0 else 2.0], size=n)
+    cols = {"ts": ts, "dur": dur, "tid": rng.integers(-2, 3, size=n), "pid": rng.integers(0, 2, size=n)}
+    ev = Events(**{k: np.asarray(v) for k, v in cols.items()}, **_other_columns(n))
+    want = np.lexsort((-ev.dur, ev.ts, ev.tid, ev.pid))
+    assert np.array_equal(_thread_time_order(ev), want)
+
+
+def _other_columns(n: int) -> dict:
+    from dyno.trace_analysis.model import EVENT_DTYPES
+
+    return {k: np.full(n, -1, dtype=t) for k, t in EVENT_DTYPES.items() if k not in ("ts", "dur", "tid", "pid")}

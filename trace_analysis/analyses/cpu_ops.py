@@ -45,7 +45,7 @@ def parents(ev: Events) -> np.ndarray:
     if not n:
         return parent
     # sort by thread, start, longer first (a parent precedes its children)
-    order = np.lexsort((-ev.dur, ev.ts, ev.tid, ev.pid))
+    order = _thread_time_order(ev)
     pid, tid, ts, end = ev.pid[order], ev.tid[order], ev.ts[order], (ev.ts + ev.dur)[order]
     bounds = np.flatnonzero((np.diff(pid) != 0) | (np.diff(tid) != 0)) + 1
     starts = np.concatenate(([0], bounds))
@@ -74,6 +74,30 @@ def parents(ev: Events) -> np.ndarray:
         ok &= np.where(cand >= 0, depth[np.maximum(cand, 0)] == depth - 1, False)
         parent[order[a:b][ok]] = order[a:b][cand[ok]]
     return parent
+
+
+def _thread_time_order(ev: Events) -> np.ndarray:
+    """``np.lexsort((-ev.dur, ev.ts, ev.tid, ev.pid))`` (by thread, start, longest first; ties by row) without
+    sorting every row by duration: tables are sorted by ts already and have few threads, so the three stable
+    sorts by ts, tid and pid run over presorted data; only rows that tie on (pid, tid, ts) are then ordered by
+    duration."""
+    ts, dur, tid, pid = ev.ts, ev.dur, ev.tid, ev.pid
+    if np.isnan(ts).any():  # NaN starts: keep lexsort's own ordering of them
+        return np.lexsort((-dur, ts, tid, pid))
+    order = np.argsort(ts, kind="stable")
+    order = order[np.argsort(tid[order], kind="stable")]
+    order = order[np.argsort(pid[order], kind="stable")]
+    p, t, s = pid[order], tid[order], ts[order]
+    same = (p[1:] == p[:-1]) & (t[1:] == t[:-1]) & (s[1:] == s[:-1])  # row k+1 ties with row k
+    if same.any():
+        tied = np.zeros(order.shape[0], dtype=bool)
+        tied[1:] = same
+        tied[:-1] |= same
+        run = np.cumsum(~np.concatenate(([False], same)))  # run of equal (pid, tid, ts) per position
+        pos = np.flatnonzero(tied)
+        rows = order[pos]
+        order[pos] = rows[np.lexsort((-dur[rows], run[pos]))]
+    return order
 
 
 def _equal_runs(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -70,7 +70,11 @@ def group_rows_by_name(
         ids, inv = np.unique(names, return_inverse=True)
     count = np.bincount(inv, minlength=len(ids))
     total = np.bincount(inv, weights=dur, minlength=len(ids))
-    order = np.lexsort((dur, inv))  # by group, then duration ascending
+    # by group, then duration ascending, ties by row: np.lexsort((dur, inv)) as two stable sorts, the second by
+    # group as int16 when it fits (numpy sorts those by radix)
+    order = np.argsort(dur, kind="stable")
+    groups = inv.astype(np.int16) if len(ids) <= np.iinfo(np.int16).max else inv
+    order = order[np.argsort(groups[order], kind="stable")]
     # every group is non-empty, so in inv[order] group k spans [ends[k] - count[k], ends[k])
     ends = np.cumsum(count)
     first = ends - count
