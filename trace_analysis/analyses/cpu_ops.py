@@ -6,7 +6,7 @@ timestamps, as the PyTorch profiler's "Self CPU" does; runtime calls made by the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -129,15 +129,18 @@ def cpu_op_summary(trace: Trace, *, top_n: int = 20) -> CpuOpSummary:
         return CpuOpSummary(trace.rank, 0, 0.0, (), ())
 
     def stat(j: int) -> OpStat:
-        return OpStat(
-            name=trace.strings[g.ids[j]],
-            count=int(g.count[j]),
-            total_us=float(g.total[j]),
-            self_us=float(g.self_by[j]),
-            mean_us=float(g.total[j] / g.count[j]),
-            max_us=float(g.maxs[j]),
-            example_ts=float(g.example_ts[j]),
-        )
+        got = g.built.get(j)  # one OpStat per group, shared by both tables and every top_n
+        if got is None:
+            got = g.built[j] = OpStat(
+                name=trace.strings[g.ids[j]],
+                count=int(g.count[j]),
+                total_us=float(g.total[j]),
+                self_us=float(g.self_by[j]),
+                mean_us=float(g.total[j] / g.count[j]),
+                max_us=float(g.maxs[j]),
+                example_ts=float(g.example_ts[j]),
+            )
+        return got
 
     by_total = tuple(stat(j) for j in g.by_total[:top_n].tolist())
     by_self = tuple(stat(j) for j in g.by_self[:top_n].tolist())
@@ -158,6 +161,7 @@ class _OpGroups:
     example_ts: np.ndarray  # start of each group's longest call
     by_total: np.ndarray  # group order by total time, descending (stable)
     by_self: np.ndarray
+    built: dict[int, OpStat] = field(default_factory=dict)
 
     @classmethod
     def of(cls, trace: Trace) -> _OpGroups | None:

@@ -6,7 +6,7 @@ Over the analysis window's GPU work (kernels, memcpy, memset; see ``gpu.GpuScope
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -90,8 +90,9 @@ def kernel_breakdown(trace: Trace, *, top_n: int = 20, include_last_step: bool =
     g = trace.cached(("kernel_groups", include_last_step), lambda: _KernelGroups.of(trace, include_last_step))
     top = []
     for j in g.order[:top_n].tolist():
-        top.append(
-            KernelStat(
+        got = g.built.get(j)  # one KernelStat per group, shared by every top_n
+        if got is None:
+            got = g.built[j] = KernelStat(
                 name=trace.strings[g.ids[j]],
                 kernel_type=KernelType(int(g.kt[j])).name,
                 count=int(g.count[j]),
@@ -102,7 +103,7 @@ def kernel_breakdown(trace: Trace, *, top_n: int = 20, include_last_step: bool =
                 share=float(g.tot[j] / g.total) if g.total > 0 else 0.0,
                 example_ts=float(g.example_ts[j]),
             )
-        )
+        top.append(got)
     return KernelBreakdown(trace.rank, g.total, g.by_type, tuple(top), g.n_kernels, len(g.ids))
 
 
@@ -121,6 +122,7 @@ class _KernelGroups:
     kt: np.ndarray  # per group: kernel type (of its longest row; one name has one type)
     example_ts: np.ndarray  # per group: start of the longest row
     order: np.ndarray  # groups by total time, descending (stable)
+    built: dict[int, KernelStat] = field(default_factory=dict)
 
     @classmethod
     def of(cls, trace: Trace, include_last_step: bool) -> _KernelGroups:
