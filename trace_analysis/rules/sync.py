@@ -68,8 +68,8 @@ class SyncCalls(BaseRule):
         n_item_outer = int((ctx.names_in(ops, ("aten::item",)) & op_sel).sum()) or n_item
         if n_rt + n_dtoh + n_item + n_gs < max(int(thresholds["min_calls"]), 1):
             return []
-        host_s = np.r_[rt.ts[rt_sel], ops.ts[op_sel]]
-        host_e = np.r_[rt.end[rt_sel], ops.end[op_sel]]
+        host_s = np.concatenate((rt.ts[rt_sel], ops.ts[op_sel]))
+        host_e = np.concatenate((rt.end[rt_sel], ops.end[op_sel]))
         host_blocked = union_length(host_s, host_e)
         counts = {
             "sync_runtime_calls": n_rt,
