@@ -6,11 +6,11 @@ timestamps, as the PyTorch profiler's "Self CPU" does; runtime calls made by the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from dyno.trace_analysis.analyses.kernels import group_by_name
+from dyno.trace_analysis.analyses.kernels import group_rows_by_name
 from dyno.trace_analysis.model import Cat, Events, Trace
 
 __all__ = ["OpStat", "CpuOpSummary", "cpu_op_summary", "self_times", "parents"]
@@ -45,7 +45,7 @@ def parents(ev: Events) -> np.ndarray:
     if not n:
         return parent
     # sort by thread, start, longer first (a parent precedes its children)
-    order = np.lexsort((-ev.dur, ev.ts, ev.tid, ev.pid))
+    order = _thread_time_order(ev)
     pid, tid, ts, end = ev.pid[order], ev.tid[order], ev.ts[order], (ev.ts + ev.dur)[order]
     bounds = np.flatnonzero((np.diff(pid) != 0) | (np.diff(tid) != 0)) + 1
     starts = np.concatenate(([0], bounds))
@@ -58,14 +58,14 @@ def parents(ev: Events) -> np.ndarray:
         idx = np.arange(m)
         closed = np.searchsorted(np.sort(e), s, side="right")
         zero = np.concatenate(([0], np.cumsum(e <= s)))  # e <= s only for zero-length rows
-        hi = np.searchsorted(s, s, side="right")
-        lo = np.searchsorted(s, s, side="left")
+        lo, hi = _equal_runs(s)
         z = hi - (zero[hi] - zero[lo])  # first zero-length row among those starting at s_i
         closed -= hi - np.maximum(idx, z)
         depth = np.maximum(idx - closed, 0)
         # parent = last earlier event with depth d-1
         key = depth.astype(np.int64) * (m + 1) + np.arange(m)
-        korder = np.argsort(key, kind="stable")
+        # key order = depth order, stable (idx ascends); as int16 numpy sorts stably by radix (depth < m)
+        korder = np.argsort(depth.astype(np.int16) if m <= np.iinfo(np.int16).max else key, kind="stable")
         ksorted = key[korder]
         want = (depth - 1) * (m + 1) + np.arange(m)
         pos = np.searchsorted(ksorted, want, side="left") - 1
@@ -76,6 +76,44 @@ def parents(ev: Events) -> np.ndarray:
     return parent
 
 
+def _thread_time_order(ev: Events) -> np.ndarray:
+    """``np.lexsort((-ev.dur, ev.ts, ev.tid, ev.pid))`` (by thread, start, longest first; ties by row) without
+    sorting every row by duration: tables are sorted by ts already and have few threads, so the three stable
+    sorts by ts, tid and pid run over presorted data; only rows that tie on (pid, tid, ts) are then ordered by
+    duration."""
+    ts, dur, tid, pid = ev.ts, ev.dur, ev.tid, ev.pid
+    if np.isnan(ts).any():  # NaN starts: keep lexsort's own ordering of them
+        return np.lexsort((-dur, ts, tid, pid))
+    order = np.argsort(ts, kind="stable")
+    order = order[np.argsort(tid[order], kind="stable")]
+    order = order[np.argsort(pid[order], kind="stable")]
+    p, t, s = pid[order], tid[order], ts[order]
+    same = (p[1:] == p[:-1]) & (t[1:] == t[:-1]) & (s[1:] == s[:-1])  # row k+1 ties with row k
+    if same.any():
+        tied = np.zeros(order.shape[0], dtype=bool)
+        tied[1:] = same
+        tied[:-1] |= same
+        run = np.cumsum(~np.concatenate(([False], same)))  # run of equal (pid, tid, ts) per position
+        pos = np.flatnonzero(tied)
+        rows = order[pos]
+        order[pos] = rows[np.lexsort((-dur[rows], run[pos]))]
+    return order
+
+
+def _equal_runs(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For sorted ``s``: (searchsorted(s, s, "left"), searchsorted(s, s, "right")), i.e. the bounds of each value's
+    run of equal values, from the run boundaries in O(n) (NaNs: the binary searches)."""
+    m = s.shape[0]
+    if not m or np.isnan(s[-1]):
+        return np.searchsorted(s, s, side="left"), np.searchsorted(s, s, side="right")
+    new = np.empty(m, dtype=bool)
+    new[0] = True
+    np.not_equal(s[1:], s[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    run = np.cumsum(new) - 1
+    return first[run], np.append(first[1:], m)[run]
+
+
 def self_times(ev: Events) -> tuple[np.ndarray, np.ndarray]:
     """(self time per row, parent row per row)."""
     par = parents(ev)
@@ -84,27 +122,56 @@ def self_times(ev: Events) -> tuple[np.ndarray, np.ndarray]:
 
 
 def cpu_op_summary(trace: Trace, *, top_n: int = 20) -> CpuOpSummary:
-    ev = trace.events_of(Cat.CPU_OP)
-    if not len(ev):
+    """Top-``top_n`` CPU ops by total and by self time. The per-name grouping (and the nesting it needs) is
+    cached on the trace; only the ``top_n`` rows are built per call."""
+    g = trace.cached("cpu_op_groups", lambda: _OpGroups.of(trace))
+    if g is None:
         return CpuOpSummary(trace.rank, 0, 0.0, (), ())
-    self_us, par = self_times(ev)
-    ids, count, total, _mins, maxs, longest = group_by_name(ev.name, ev.dur)
-    _, inv = np.unique(ev.name, return_inverse=True)
-    self_by = np.bincount(inv, weights=self_us, minlength=len(ids))
-    top_level = par < 0
-    wall = float(ev.dur[top_level].sum())
 
     def stat(j: int) -> OpStat:
-        return OpStat(
-            name=trace.strings[ids[j]],
-            count=int(count[j]),
-            total_us=float(total[j]),
-            self_us=float(self_by[j]),
-            mean_us=float(total[j] / count[j]),
-            max_us=float(maxs[j]),
-            example_ts=float(ev.ts[longest[j]]),
-        )
+        got = g.built.get(j)  # one OpStat per group, shared by both tables and every top_n
+        if got is None:
+            got = g.built[j] = OpStat(
+                name=trace.strings[g.ids[j]],
+                count=int(g.count[j]),
+                total_us=float(g.total[j]),
+                self_us=float(g.self_by[j]),
+                mean_us=float(g.total[j] / g.count[j]),
+                max_us=float(g.maxs[j]),
+                example_ts=float(g.example_ts[j]),
+            )
+        return got
 
-    by_total = tuple(stat(int(j)) for j in np.argsort(-total, kind="stable")[:top_n])
-    by_self = tuple(stat(int(j)) for j in np.argsort(-self_by, kind="stable")[:top_n])
-    return CpuOpSummary(trace.rank, len(ev), wall, by_total, by_self)
+    by_total = tuple(stat(j) for j in g.by_total[:top_n].tolist())
+    by_self = tuple(stat(j) for j in g.by_self[:top_n].tolist())
+    return CpuOpSummary(trace.rank, g.n_ops, g.wall, by_total, by_self)
+
+
+@dataclass(frozen=True, eq=False)
+class _OpGroups:
+    """Per distinct cpu_op name: what ``cpu_op_summary`` reads for any ``top_n``."""
+
+    n_ops: int
+    wall: float
+    ids: np.ndarray
+    count: np.ndarray
+    total: np.ndarray
+    self_by: np.ndarray
+    maxs: np.ndarray
+    example_ts: np.ndarray  # start of each group's longest call
+    by_total: np.ndarray  # group order by total time, descending (stable)
+    by_self: np.ndarray
+    built: dict[int, OpStat] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, trace: Trace) -> _OpGroups | None:
+        ev = trace.events_of(Cat.CPU_OP)
+        if not len(ev):
+            return None
+        self_us, par = self_times(ev)
+        ids, inv, count, total, _mins, maxs, longest = group_rows_by_name(ev.name, ev.dur)
+        self_by = np.bincount(inv, weights=self_us, minlength=len(ids))
+        wall = float(ev.dur[par < 0].sum())
+        by_total = np.argsort(-total, kind="stable")
+        by_self = np.argsort(-self_by, kind="stable")
+        return cls(len(ev), wall, ids, count, total, self_by, maxs, ev.ts[longest], by_total, by_self)

@@ -18,6 +18,7 @@ from enum import IntEnum
 
 import numpy as np
 
+from dyno.trace_analysis.analyses.arrays import readonly
 from dyno.trace_analysis.model import Cat, Events, Trace
 
 __all__ = [
@@ -31,9 +32,10 @@ __all__ = [
     "is_launch_name",
 ]
 
-_COMM_RX = re.compile(r"^nccl.*Kernel")
-_MEMORY_RX = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
-_NON_COMPUTE_RX = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")  # HTA's, verbatim
+# HTA's kernel-type regexes, verbatim: COMMUNICATION r"^nccl.*Kernel"; MEMORY r"(^Memcpy)|(^Memset)|(^dma)";
+# not COMPUTATION r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)". ``_kernel_type_of`` evaluates them as plain
+# string tests (kernel names are long templates: the regexes cost ~1.5 µs a name); "." stops at a newline, hence
+# the first line. tests/unit/test_analysis_fixed_cost.py checks the equivalence against the regexes.
 _STEP_RX = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
 
 # Runtime calls that enqueue work on a stream (HTA's launch set, CUDA and ROCm).
@@ -65,33 +67,45 @@ class KernelType(IntEnum):
 
 
 def _kernel_type_of(name: str) -> int:
-    if _COMM_RX.match(name):
+    line = name.partition("\n")[0]
+    if line.startswith("nccl") and line.find("Kernel", 4) >= 0:
         return KernelType.COMMUNICATION
-    if _MEMORY_RX.match(name):
+    if name.startswith(("Memcpy", "Memset", "dma")):
         return KernelType.MEMORY
-    if not _NON_COMPUTE_RX.match(name):
-        return KernelType.COMPUTATION
-    return KernelType.OTHER
+    # what is left of the non-compute regex once nccl kernels and ^Memset are out: .*Memcpy or .*Sync
+    if "Memcpy" in line or "Sync" in line:
+        return KernelType.OTHER
+    return KernelType.COMPUTATION
+
+
+_UNCLASSIFIED = -1
 
 
 def kernel_types(trace: Trace, events: Events) -> np.ndarray:
-    """KernelType code per row of ``events`` (classified once per distinct name)."""
-
-    def table() -> np.ndarray:
-        t = np.full(len(trace.strings) + 1, KernelType.OTHER, dtype=np.int8)
-        for i, s in enumerate(trace.strings):
-            t[i] = _kernel_type_of(s)
-        return t
-
-    tab = trace.cached(("kernel_type_table", len(trace.strings)), table)
+    """KernelType code per row of ``events`` (classified once per distinct name, and only names that occur in
+    a table asked about: the regexes never run on args strings or CPU op names)."""
+    strings = trace.strings
+    tab = trace.cached(
+        ("kernel_type_table", len(strings)), lambda: np.full(len(strings) + 1, _UNCLASSIFIED, dtype=np.int8)
+    )
+    tab[-1] = KernelType.OTHER  # a -1 name id
+    ids = trace.name_ids(events)
+    todo = ids[tab[ids] == _UNCLASSIFIED].tolist()
+    if todo:
+        tab[todo] = [_kernel_type_of(strings[i]) for i in todo]
     return tab[events.name]
 
 
 def is_launch_name(trace: Trace) -> np.ndarray:
     """Boolean table over string ids: names in LAUNCH_NAMES."""
-    return trace.cached(
-        ("launch_table", len(trace.strings)), lambda: trace.strings.mask_table(LAUNCH_NAMES.__contains__)
-    )
+
+    def table() -> np.ndarray:
+        t = np.zeros(len(trace.strings) + 1, dtype=bool)
+        ids = [i for i in map(trace.strings.lookup, LAUNCH_NAMES) if i >= 0]
+        t[ids] = True
+        return t
+
+    return trace.cached(("launch_table", len(trace.strings)), table)
 
 
 def profiler_steps(trace: Trace) -> Events:
@@ -111,21 +125,28 @@ def step_number(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _runtime_by_correlation(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Runtime/driver rows (in ``trace.events``) with a correlation id sorted by it (stable), and the sorted ids."""
+    runtime = trace.events_of(Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER)
+    corr = runtime.correlation
+    has = corr >= 0
+    corr = corr[has]
+    order = np.argsort(corr, kind="stable")
+    out = (runtime.index[has][order], corr[order])
+    readonly(*out)
+    return out
+
+
 def launch_rows(trace: Trace, gpu: Events) -> np.ndarray:
     """For each row of ``gpu``: row in ``trace.events`` of the CPU-side event (cuda_runtime / cuda_driver) with
     the same correlation id, or -1."""
-    ev = trace.events
-    cpu_mask = ((ev.cat == Cat.CUDA_RUNTIME) | (ev.cat == Cat.CUDA_DRIVER)) & (ev.correlation >= 0)
-    cpu_rows = np.flatnonzero(cpu_mask)
-    if not len(cpu_rows) or not len(gpu):
+    rows_sorted, corr_sorted = trace.cached("runtime_by_correlation", lambda: _runtime_by_correlation(trace))
+    if not len(rows_sorted) or not len(gpu):
         return np.full(len(gpu), -1, dtype=np.int64)
-    corr = ev.correlation[cpu_rows]
-    order = np.argsort(corr, kind="stable")
-    corr_sorted = corr[order]
     pos = np.searchsorted(corr_sorted, gpu.correlation)
     pos_c = np.minimum(pos, len(corr_sorted) - 1)
     hit = (corr_sorted[pos_c] == gpu.correlation) & (gpu.correlation >= 0)
-    return np.where(hit, cpu_rows[order[pos_c]], -1)
+    return np.where(hit, rows_sorted[pos_c], -1)
 
 
 @dataclass(frozen=True, eq=False)

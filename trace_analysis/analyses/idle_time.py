@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dyno.trace_analysis.analyses.arrays import distinct, readonly
 from dyno.trace_analysis.analyses.gpu import gpu_scope
 from dyno.trace_analysis.model import Trace
 
@@ -71,6 +72,16 @@ def idle_time_breakdown(
     include_last_step: bool = False,
     hta_ns_rounding: bool = False,
 ) -> IdleTimeBreakdown:
+    """Per-stream idle split (see the module docstring). Cached on the trace; treat the arrays as read-only."""
+    key = ("idle_time_breakdown", consecutive_kernel_delay_us, include_last_step, hta_ns_rounding)
+    return trace.cached(
+        key, lambda: _idle_time_breakdown(trace, consecutive_kernel_delay_us, include_last_step, hta_ns_rounding)
+    )
+
+
+def _idle_time_breakdown(
+    trace: Trace, consecutive_kernel_delay_us: float, include_last_step: bool, hta_ns_rounding: bool
+) -> IdleTimeBreakdown:
     scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
     act = scope.is_activity
     stream = scope.rows.stream[act]
@@ -90,7 +101,7 @@ def idle_time_breakdown(
     g = same  # rows with a gap
     gs, gcat, gstream, gstart = gap[g], cat[g], stream[g], prev_end[g]
     streams = []
-    for s in np.unique(stream):
+    for s in distinct(stream):
         m = gstream == s
         c, v = gcat[m], gs[m]
         streams.append(
@@ -104,6 +115,7 @@ def idle_time_breakdown(
                 n_kernel_wait=int((c == KERNEL_WAIT).sum()),
             )
         )
+    readonly(gstart, gs, gcat, gstream)
     return IdleTimeBreakdown(
         rank=trace.rank,
         streams=tuple(streams),

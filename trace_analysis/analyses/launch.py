@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dyno.trace_analysis.analyses.arrays import readonly
 from dyno.trace_analysis.analyses.gpu import gpu_scope, is_launch_name
 from dyno.trace_analysis.model import Cat, Trace
 
@@ -65,19 +66,46 @@ def launch_stats(
     include_last_step: bool = False,
     hta_ns_rounding: bool = False,
 ) -> LaunchStats:
+    """Per-launch statistics (see the module docstring). Cached on the trace; treat the arrays as read-only."""
+    key = ("launch_stats", runtime_cutoff_us, launch_delay_cutoff_us, include_last_step, hta_ns_rounding)
+    return trace.cached(
+        key,
+        lambda: _launch_stats(trace, runtime_cutoff_us, launch_delay_cutoff_us, include_last_step, hta_ns_rounding),
+    )
+
+
+def _launched(trace: Trace, include_last_step: bool, hta_ns_rounding: bool) -> np.ndarray:
+    """Mask over the GPU scope's rows: launched by one of LAUNCH_NAMES (shared by launch stats and the queue)."""
+
+    def compute() -> np.ndarray:
+        scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
+        has = scope.launch >= 0
+        has[has] = is_launch_name(trace)[trace.events.name[scope.launch[has]]]
+        readonly(has)
+        return has
+
+    return trace.cached(("launched", include_last_step, hta_ns_rounding), compute)
+
+
+def _launch_stats(
+    trace: Trace,
+    runtime_cutoff_us: float,
+    launch_delay_cutoff_us: float,
+    include_last_step: bool,
+    hta_ns_rounding: bool,
+) -> LaunchStats:
     scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
-    ev = trace.events
-    has = scope.launch >= 0
-    has[has] = is_launch_name(trace)[ev.name[scope.launch[has]]]
-    has &= scope.rows.cat != Cat.CUDA_SYNC
+    has = _launched(trace, include_last_step, hta_ns_rounding) & (scope.rows.cat != Cat.CUDA_SYNC)
     cpu_dur = scope.launch_end[has] - scope.launch_ts[has]
     gpu_dur = scope.end[has] - scope.ts[has]
     delay = np.clip(scope.ts[has] - scope.launch_end[has], 0.0, None)
+    gpu_row, runtime_row = scope.rows.index[has], scope.launch[has]
+    readonly(gpu_row, runtime_row, cpu_dur, gpu_dur, delay)
     return LaunchStats(
         rank=trace.rank,
         n_launches=int(has.sum()),
-        gpu_row=scope.rows.index[has],
-        runtime_row=scope.launch[has],
+        gpu_row=gpu_row,
+        runtime_row=runtime_row,
         cpu_duration=cpu_dur,
         gpu_duration=gpu_dur,
         launch_delay=delay,
@@ -108,10 +136,14 @@ class QueueLength:
 
 
 def queue_length(trace: Trace, *, include_last_step: bool = False, hta_ns_rounding: bool = False) -> QueueLength:
+    """Launch-queue length per stream (see the module docstring). Cached on the trace; arrays read-only."""
+    key = ("queue_length", include_last_step, hta_ns_rounding)
+    return trace.cached(key, lambda: _queue_length(trace, include_last_step, hta_ns_rounding))
+
+
+def _queue_length(trace: Trace, include_last_step: bool, hta_ns_rounding: bool) -> QueueLength:
     scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
-    ev = trace.events
-    has = scope.launch >= 0
-    has[has] = is_launch_name(trace)[ev.name[scope.launch[has]]]
+    has = _launched(trace, include_last_step, hta_ns_rounding)
     n = int(has.sum())
     stream = np.concatenate((scope.rows.stream[has], scope.rows.stream[has]))
     ts = np.concatenate((scope.launch_ts[has], scope.ts[has]))
@@ -130,4 +162,5 @@ def queue_length(trace: Trace, *, include_last_step: bool = False, hta_ns_roundi
         length = csum - np.repeat(base, ends - starts)
         peaks = np.maximum.reduceat(length, starts)
         max_by = {int(stream[s]): int(p) for s, p in zip(starts, peaks, strict=True)}
+    readonly(stream, ts, length)
     return QueueLength(rank=trace.rank, stream=stream, ts=ts, length=length, max_by_stream=max_by)

@@ -48,6 +48,11 @@ class MemoryCopies:
 
 
 def memory_copies(trace: Trace, *, include_last_step: bool = False) -> MemoryCopies:
+    """Copies and sets by kind (see the module docstring). Cached on the trace."""
+    return trace.cached(("memory_copies", include_last_step), lambda: _memory_copies(trace, include_last_step))
+
+
+def _memory_copies(trace: Trace, include_last_step: bool) -> MemoryCopies:
     scope = gpu_scope(trace, include_last_step)
     act = scope.activity
     ev = act.take((act.cat == Cat.GPU_MEMCPY) | (act.cat == Cat.GPU_MEMSET))

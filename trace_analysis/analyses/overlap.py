@@ -41,6 +41,12 @@ class CommCompOverlap:
 def comm_comp_overlap(
     trace: Trace, *, include_last_step: bool = False, hta_ns_rounding: bool = False
 ) -> CommCompOverlap:
+    """Overlap of communication by computation (see the module docstring). Cached on the trace."""
+    key = ("comm_comp_overlap", include_last_step, hta_ns_rounding)
+    return trace.cached(key, lambda: _comm_comp_overlap(trace, include_last_step, hta_ns_rounding))
+
+
+def _comm_comp_overlap(trace: Trace, include_last_step: bool, hta_ns_rounding: bool) -> CommCompOverlap:
     scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
     kt = kernel_types(trace, scope.rows)
     comp = kt == KernelType.COMPUTATION

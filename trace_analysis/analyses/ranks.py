@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dyno.trace_analysis.analyses.arrays import median
 from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, kernel_types
 from dyno.trace_analysis.analyses.steps import step_timings
 from dyno.trace_analysis.analyses.temporal import temporal_breakdown
@@ -58,8 +59,8 @@ class RankSpread:
 
 
 def _mad(v: np.ndarray) -> tuple[float, float]:
-    med = float(np.median(v))
-    return med, float(np.median(np.abs(v - med)))
+    med = median(v)
+    return med, median(np.abs(v - med))
 
 
 _HOST_COLLECTIVE_PREFIXES = ("gloo:", "nccl:", "mpi:", "ucc:", "c10d::wait")
@@ -80,6 +81,11 @@ def _span_us(t: Trace) -> float:
 
 
 def _timing(t: Trace) -> RankTiming:
+    """One rank's figures (cached on its trace: they do not depend on the spread thresholds)."""
+    return t.cached("rank_timing", lambda: _rank_timing(t))
+
+
+def _rank_timing(t: Trace) -> RankTiming:
     st = step_timings(t)
     tb = temporal_breakdown(t)
     mean = st.mean_us if st.steps else (tb.span_us if tb.has_gpu else _span_us(t))
@@ -118,13 +124,13 @@ def rank_spread(
     if len(timings) >= 2 and med_c > 0:
         least = min(timings, key=lambda r: r.comm_us)
         others = np.array([r.comm_us for r in timings if r is not least])
-        excess = float(np.median(others)) - least.comm_us
-        window = float(np.median([r.window_us for r in timings]))
+        excess = median(others) - least.comm_us
+        window = median([r.window_us for r in timings])
         if window > 0 and excess > min_rel_spread * window:
             lost[least.rank] = max(lost.get(least.rank, 0.0), excess)
             reasons.setdefault(
                 least.rank,
-                f"the other ranks wait for it in collectives: {float(np.median(others)) / 1e3:.1f} ms each vs "
+                f"the other ranks wait for it in collectives: {median(others) / 1e3:.1f} ms each vs "
                 f"{least.comm_us / 1e3:.1f} ms on this rank ({excess / window:.0%} of the traced window)",
             )
     stragglers = tuple(sorted(reasons, key=lambda k: (-lost.get(k, 0.0), -by_rank[k].mean_step_us)))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dyno.trace_analysis.analyses.arrays import median
 from dyno.trace_analysis.analyses.gpu import profiler_steps, step_number
 from dyno.trace_analysis.analyses.intervals import coverage_before, merge
 from dyno.trace_analysis.model import Cat, Trace
@@ -64,7 +65,7 @@ def spread(values: np.ndarray) -> tuple[float, float, float, float, float]:
         return (0.0, 0.0, 0.0, 0.0, 0.0)
     return (
         float(values.mean()),
-        float(np.median(values)),
+        median(values),
         float(values.std()),
         float(values.min()),
         float(values.max()),
@@ -90,6 +91,11 @@ def _windows(trace: Trace) -> tuple[str, np.ndarray, np.ndarray, list[int]]:
 
 
 def step_timings(trace: Trace) -> StepStats:
+    """Step windows and their spread (see the module docstring). Cached on the trace."""
+    return trace.cached("step_timings", lambda: _step_timings(trace))
+
+
+def _step_timings(trace: Trace) -> StepStats:
     source, starts, ends, numbers = _windows(trace)
     busy = np.zeros(len(starts))
     # all GPU work (no last-step window: every step gets its GPU time); same cached table as gpu_scope uses

@@ -59,7 +59,14 @@ class TemporalBreakdown:
 def temporal_breakdown(
     trace: Trace, *, sync_is_busy: bool = True, include_last_step: bool = False, hta_ns_rounding: bool = False
 ) -> TemporalBreakdown:
-    """Breakdown of one rank (all its GPUs pooled, as HTA does); see the module docstring."""
+    """Breakdown of one rank (all its GPUs pooled, as HTA does); see the module docstring. Cached on the trace."""
+    key = ("temporal_breakdown", sync_is_busy, include_last_step, hta_ns_rounding)
+    return trace.cached(key, lambda: _temporal_breakdown(trace, sync_is_busy, include_last_step, hta_ns_rounding))
+
+
+def _temporal_breakdown(
+    trace: Trace, sync_is_busy: bool, include_last_step: bool, hta_ns_rounding: bool
+) -> TemporalBreakdown:
     scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
     sel = np.ones(len(scope.rows), dtype=bool) if sync_is_busy else scope.is_activity
     rows, ts, end = scope.rows.take(sel), scope.ts[sel], scope.end[sel]

@@ -13,7 +13,9 @@ from functools import cached_property
 
 import numpy as np
 
+from ..analyses.arrays import distinct
 from ..analyses.gpu import launch_rows
+from ..analyses.intervals import merge
 from ..model import GPU_ACTIVITY_CATS, Cat, Events, Trace
 from .base import Example
 
@@ -90,8 +92,10 @@ class RuleContext:
         return self.trace.name_mask(events, pred)
 
     def names_in(self, events: Events, names: Iterable[str]) -> np.ndarray:
-        wanted = frozenset(names)
-        return self.mask(events, wanted.__contains__)
+        # exact names: look their ids up instead of testing every name of the table
+        table = np.zeros(len(self.trace.strings) + 1, dtype=bool)
+        table[[i for i in map(self.trace.strings.lookup, frozenset(names)) if i >= 0]] = True
+        return table[events.name]
 
     def names_match(self, events: Events, pattern: str, flags: int = 0) -> np.ndarray:
         rx = re.compile(pattern, flags)
@@ -160,12 +164,29 @@ class RuleContext:
             return None
         return float(g.ts.min()), float(g.end.max())
 
+    @cached_property
+    def device_busy(self) -> dict[int, tuple[np.ndarray, np.ndarray, float, float]]:
+        """Per GPU device (sorted): the union of its activity as disjoint sorted (starts, ends), and its first
+        start and last end. Shared by the utilization timeline, the starvation rule and the report."""
+        g = self.gpu_activity
+        out: dict[int, tuple[np.ndarray, np.ndarray, float, float]] = {}
+        if not len(g):
+            return out
+        dev = self.gpu_device_of(g)
+        ts, end = g.ts, g.end
+        for d in distinct(dev).tolist():
+            sel = dev == d
+            d_ts, d_end = ts[sel], end[sel]
+            s, e = merge(d_ts, d_end)
+            out[int(d)] = (s, e, float(d_ts.min()), float(d_end.max()))
+        return out
+
     def gpu_device_of(self, events: Events) -> np.ndarray:
         """Device of GPU rows (args.device, else pid as Kineto writes it)."""
         return np.where(events.device >= 0, events.device, events.pid).astype(np.int64)
 
     # ---- metadata -------------------------------------------------------------------------------------------
-    @property
+    @cached_property
     def record_shapes(self) -> bool:
         other = self.trace.meta.other
         if other.get("record_shapes") is not None:
@@ -195,7 +216,7 @@ def contained_in(child_ts: np.ndarray, child_tid: np.ndarray, parent: Events, pa
     if not parent_rows.shape[0] or not child_ts.shape[0]:
         return out
     p_tid = parent.tid[parent_rows]
-    for tid in np.unique(p_tid):  # one numpy pass per thread that owns parents (a handful)
+    for tid in distinct(p_tid):  # one numpy pass per thread that owns parents (a handful)
         sel = np.flatnonzero(p_tid == tid)
         ps = parent.ts[parent_rows[sel]]
         pe = ps + parent.dur[parent_rows[sel]]

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..analyses.intervals import coverage_before, merge
+from ..analyses.intervals import coverage_before
 from ._common import GpuRule
 from .base import Example, Finding, Severity, ThresholdValue
 from .context import RuleContext
@@ -14,29 +14,17 @@ from .context import RuleContext
 __all__ = ["LowGpuUtil", "GpuStarvation", "utilization_timeline"]
 
 
-def _device_window(ctx: RuleContext, dev_ts: np.ndarray, dev_end: np.ndarray) -> tuple[float, float]:
-    # Steps when present; else the device's own first-to-last activity (HTA's temporal-breakdown span).
-    if ctx.steps:
-        return ctx.window
-    return float(dev_ts.min()), float(dev_end.max())
-
-
 def utilization_timeline(ctx: RuleContext, bins: int = 30) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per device: (bin edges µs, busy fraction per bin) of the union of GPU activity over the window."""
-    g = ctx.gpu_activity
     out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    if not len(g):
-        return out
-    dev = ctx.gpu_device_of(g)
-    for d in np.unique(dev):
-        sel = dev == d
-        lo, hi = _device_window(ctx, g.ts[sel], g.end[sel])
+    for d, (s, e, first, last) in ctx.device_busy.items():
+        # Steps when present; else the device's own first-to-last activity (HTA's temporal-breakdown span).
+        lo, hi = ctx.window if ctx.steps else (first, last)
         if hi <= lo:
             continue
         edges = np.linspace(lo, hi, bins + 1)
-        s, e = merge(g.ts[sel], g.end[sel])
         busy = np.diff(coverage_before(s, e, edges))
-        out[int(d)] = (edges, np.clip(busy / np.diff(edges), 0.0, 1.0))
+        out[d] = (edges, np.clip(busy / np.diff(edges), 0.0, 1.0))
     return out
 
 
@@ -103,12 +91,8 @@ class GpuStarvation(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         min_gap = float(thresholds["min_gap_us"])
-        g = ctx.gpu_activity
-        dev = ctx.gpu_device_of(g)
         out = []
-        for d in np.unique(dev):
-            sel = dev == d
-            s, e = merge(g.ts[sel], g.end[sel])
+        for d, (s, e, _, _) in ctx.device_busy.items():
             gaps = s[1:] - e[:-1]
             big = np.flatnonzero(gaps > min_gap)
             if not big.shape[0]:

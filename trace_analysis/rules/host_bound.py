@@ -19,10 +19,7 @@ __all__ = ["HostBound", "LaunchOverhead"]
 
 
 def _idle(ctx: RuleContext, kernel_wait_us: float) -> IdleTimeBreakdown:
-    return ctx.trace.cached(
-        ("rules.idle_time", kernel_wait_us),
-        lambda: idle_time_breakdown(ctx.trace, consecutive_kernel_delay_us=kernel_wait_us),
-    )
+    return idle_time_breakdown(ctx.trace, consecutive_kernel_delay_us=kernel_wait_us)  # cached on the trace
 
 
 def _width(ctx: RuleContext) -> float:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..analyses.arrays import distinct
 from ..analyses.intervals import union_length
 from ._common import BaseRule
 from .base import Finding, Severity, ThresholdValue
@@ -170,7 +171,7 @@ class CpuInitCopy(BaseRule):
         is_init = ctx.names_in(ops, _INIT_OPS)
         # the op just before each aten::to on the same thread (ops sorted by ts; skip rows that enclose the to)
         hits = []
-        for tid in np.unique(ops.tid[to_rows]):  # per thread: a handful
+        for tid in distinct(ops.tid[to_rows]):  # per thread: a handful
             rows = np.flatnonzero(ops.tid == tid)
             pos = np.searchsorted(rows, to_rows[ops.tid[to_rows] == tid])
             prev = rows[np.maximum(pos - 1, 0)]
@@ -187,7 +188,7 @@ class CpuInitCopy(BaseRule):
             rt = ctx.runtime
             cp = np.flatnonzero(ctx.mask(rt, lambda n: n.startswith("cudaMemcpy")))
             owner = contained_in(rt.ts[cp], rt.tid[cp], ops, hit)
-            keep = np.unique(owner[owner >= 0])
+            keep = distinct(owner[owner >= 0])
             copy_time = float(rt.dur[cp[owner >= 0]].sum())
             hit, init = hit[keep], init[keep]
         else:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..analyses.arrays import median
 from ..analyses.launch import LaunchStats, launch_stats, queue_length
 from ..model import Cat
 from ._common import GpuRule, gpu_utilization
@@ -20,10 +21,8 @@ __all__ = ["ShortKernels", "SlowRuntimeCalls", "LaunchQueue"]
 
 
 def _stats(ctx: RuleContext, runtime_cutoff_us: float, delay_cutoff_us: float = 100.0) -> LaunchStats:
-    return ctx.trace.cached(
-        ("rules.launch_stats", runtime_cutoff_us, delay_cutoff_us),
-        lambda: launch_stats(ctx.trace, runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=delay_cutoff_us),
-    )
+    # cached on the trace by the analysis
+    return launch_stats(ctx.trace, runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=delay_cutoff_us)
 
 
 def _gpu_bound_note(ctx: RuleContext, limit: float) -> tuple[bool, str]:
@@ -62,8 +61,8 @@ class ShortKernels(GpuRule):
                     "short_kernels": n,
                     "launches": total,
                     "share_of_launches": ratio,
-                    "median_kernel_us": float(np.median(st.gpu_duration[short])),
-                    "median_launch_us": float(np.median(st.cpu_duration[short])),
+                    "median_kernel_us": median(st.gpu_duration[short]),
+                    "median_launch_us": median(st.cpu_duration[short]),
                 },
                 examples=ctx.examples(ctx.trace.events, rows, where="stream"),
                 floor=Severity.MEDIUM if ratio >= 0.5 else Severity.LOW,
@@ -125,7 +124,7 @@ class LaunchQueue(GpuRule):
             return []
         outliers = st.delay_outliers
         share = float(outliers.mean())
-        ql = ctx.trace.cached(("rules.queue_length",), lambda: queue_length(ctx.trace))
+        ql = queue_length(ctx.trace)
         qmax = ql.max_length
         saturated = qmax >= int(thresholds["queue_limit"])
         if share < float(thresholds["min_outlier_share"]) and not saturated:
@@ -146,7 +145,7 @@ class LaunchQueue(GpuRule):
                 counts={
                     "delayed_launches": int(outliers.sum()),
                     "launches": st.n_launches,
-                    "median_delay_us": float(np.median(st.launch_delay)),
+                    "median_delay_us": median(st.launch_delay),
                     "max_queue_length": qmax,
                     "gpu_utilization": gpu_utilization(ctx),
                 },

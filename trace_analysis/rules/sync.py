@@ -51,13 +51,15 @@ class SyncCalls(BaseRule):
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         lo, hi = self._window(ctx, bool(thresholds["skip_first_step"]))
         rt, ops = ctx.runtime, ctx.cpu_ops
-        rt_sel = ctx.names_in(rt, SYNC_RUNTIME) & (rt.ts >= lo) & (rt.ts < hi)
+        rt_win = (rt.ts >= lo) & (rt.ts < hi)
+        rt_sel = ctx.names_in(rt, SYNC_RUNTIME)
         op_sel = ctx.names_in(ops, SYNC_OPS) & (ops.ts >= lo) & (ops.ts < hi)
         # .cpu() / .item() on a GPU tensor: a copy to pageable host memory blocks the host until it is done
         mc = ctx.memcpy
         launch = ctx.memcpy_launch
         to_host = (launch >= 0) & ctx.mask(mc, lambda n: "DtoH" in n and "Pageable" in n)
-        rt_sel |= np.isin(rt.index, launch[to_host]) & (rt.ts >= lo) & (rt.ts < hi)
+        rt_sel[_positions(rt.index, launch[to_host])] = True
+        rt_sel &= rt_win
         n_dtoh = int((to_host & (mc.ts >= lo) & (mc.ts < hi)).sum())
         gs = ctx.gpu_sync
         gs_sel = (gs.ts >= lo) & (gs.ts < hi)
@@ -66,8 +68,8 @@ class SyncCalls(BaseRule):
         n_item_outer = int((ctx.names_in(ops, ("aten::item",)) & op_sel).sum()) or n_item
         if n_rt + n_dtoh + n_item + n_gs < max(int(thresholds["min_calls"]), 1):
             return []
-        host_s = np.r_[rt.ts[rt_sel], ops.ts[op_sel]]
-        host_e = np.r_[rt.end[rt_sel], ops.end[op_sel]]
+        host_s = np.concatenate((rt.ts[rt_sel], ops.ts[op_sel]))
+        host_e = np.concatenate((rt.end[rt_sel], ops.end[op_sel]))
         host_blocked = union_length(host_s, host_e)
         counts = {
             "sync_runtime_calls": n_rt,
@@ -95,7 +97,7 @@ class SyncCalls(BaseRule):
             lost = host_blocked
             floor = Severity.INFO  # on a CPU-only run .item() does not wait for a device; it will on a GPU
         rows_rt = np.flatnonzero(rt_sel)
-        rows_op = np.flatnonzero(op_sel & ctx.names_in(ops, ("aten::item", "aten::_local_scalar_dense")))
+        rows_op = np.flatnonzero(op_sel)  # op_sel is already SYNC_OPS (.item() and _local_scalar_dense)
         examples = ctx.longest_examples(rt, rows_rt, limit=2)
         examples += ctx.longest_examples(ops, rows_op, limit=3 - len(examples))
         parts = []
@@ -118,6 +120,14 @@ class SyncCalls(BaseRule):
                 floor=floor,
             )
         ]
+
+
+def _positions(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Positions in ``sorted_rows`` (ascending, distinct) of those of ``rows`` it holds (np.isin by bisection)."""
+    if not sorted_rows.shape[0] or not rows.shape[0]:
+        return np.empty(0, np.int64)
+    pos = np.minimum(np.searchsorted(sorted_rows, rows), sorted_rows.shape[0] - 1)
+    return pos[sorted_rows[pos] == rows]
 
 
 def _running_at(g, t: np.ndarray) -> np.ndarray:
