@@ -21,8 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any, cast
 
-from dyno.trace_analysis.builder import TraceBuilder, decode_batch, release_free_memory
-from dyno.trace_analysis.eventdecode import decode_events
+from dyno.trace_analysis.builder import TraceBuilder, decode_batch, decode_fast, release_free_memory
 from dyno.trace_analysis.jsonscan import BLOCK_SIZE, ScanError, ScanResult, iter_event_batches
 from dyno.trace_analysis.model import LoadError, MultiRankTrace, Trace, TraceMeta
 
@@ -116,7 +115,7 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
     gc.disable()
     try:
         with _open(p) as fh:
-            for items in iter_event_batches(fh, result, block_size, decode_batch, decode_events):
+            for items in iter_event_batches(fh, result, block_size, decode_batch, decode_fast):
                 b.add(items, result.batch_bytes)
                 del items
     except ScanError as e:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dyno.trace_analysis import builder, eventdecode, loader
+from dyno.trace_analysis import builder, eventdecode
 from dyno.trace_analysis.loader import TraceLoadError, load_trace
 from dyno.trace_analysis.model import Trace
 
@@ -142,7 +142,8 @@ def _canonical(t: Trace) -> dict[str, Any]:
         if col in _STR_COLS:
             out[col] = [None if v < 0 else s[v] for v in vals]
         elif col in ("pid", "tid"):
-            out[col] = [int(v) if v >= 0 else s[-int(v) - 1] for v in vals]
+            # string ids are stored as -(1 + id); a negative integer pid beyond the table stays a number
+            out[col] = [s[-int(v) - 1] if -len(s) <= v < 0 else int(v) for v in vals]
         else:
             out[col] = ["nan" if isinstance(v, float) and math.isnan(v) else v for v in vals.tolist()]
     for part in ("flows", "memory", "instants"):
@@ -158,7 +159,8 @@ def _canonical(t: Trace) -> dict[str, Any]:
 
 
 def _typed_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the batches the typed decoder accepted."""
+    """Count the batches the typed decoder accepted (the native decoder turned off: it would take them first)."""
+    monkeypatch.setenv(eventdecode.NATIVE_ENV, "0")
     accepted: list[int] = []
     real = eventdecode.decode_events
 
@@ -168,14 +170,13 @@ def _typed_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             accepted.append(len(got))
         return got
 
-    monkeypatch.setattr(loader, "decode_events", counting)
     monkeypatch.setattr(builder, "decode_events", counting)
     return accepted
 
 
 def _load_general(path: Path, block_size: int) -> dict[str, Any]:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(loader, "decode_events", lambda batch: None)
+        mp.setenv(eventdecode.NATIVE_ENV, "0")
         mp.setattr(builder, "decode_events", lambda batch: None)
         return _canonical(load_trace(path, block_size=block_size))
 
