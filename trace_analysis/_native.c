@@ -20,6 +20,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define MAX_DEPTH 64
 
@@ -70,8 +73,18 @@ typedef struct {
 } StrTable;
 
 static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+    /* 8 bytes at a time (kernel names are long); quality only matters for the open addressing below */
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s + i, n - i);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
     return h ^ (h >> 29);
 }
 
@@ -256,7 +269,26 @@ static int scan_string(Parser *P, const char **s, size_t *n, int *esc) {
     int e = 0;
     *s = (const char *)p;
     for (;;) {
+#ifdef __SSE2__
+        /* 16 bytes at a time: stop at '"', '\\' or a control character (< 0x20) */
+        const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), ctl = _mm_set1_epi8(0x1F);
+        while (p + 16 <= end) {
+            __m128i c = _mm_loadu_si128((const __m128i *)p);
+            __m128i stop = _mm_or_si128(_mm_cmpeq_epi8(c, quote), _mm_cmpeq_epi8(c, bslash));
+            /* unsigned c <= 0x1F  <=>  min(c, 0x1F) == c */
+            stop = _mm_or_si128(stop, _mm_cmpeq_epi8(_mm_min_epu8(c, ctl), c));
+            int mask = _mm_movemask_epi8(stop);
+            if (mask) {
+                p += __builtin_ctz((unsigned)mask);
+                goto found;
+            }
+            p += 16;
+        }
+#endif
         while (p < end && !STR_STOP[*p]) p++;
+#ifdef __SSE2__
+    found:
+#endif
         if (p >= end) return -1;
         if (*p == '"') break;
         if (*p < 0x20) return -1;
@@ -673,7 +705,8 @@ static int scan_args(Parser *P, Fields *F) {
 }
 
 static int scan_element(Parser *P, Fields *F) {
-    memset(F, 0, sizeof(*F));
+    for (int i = 0; i < N_TOP; i++) F->top[i].type = V_ABSENT;
+    for (int i = 0; i < N_ARGS; i++) F->args[i].type = V_ABSENT;
     if (P->p >= P->end || *P->p != '{') return -1;
     P->depth = 1;
     P->p++;

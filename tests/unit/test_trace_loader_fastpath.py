@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dyno.trace_analysis import builder, eventdecode
+from dyno.trace_analysis import builder, eventdecode, loader
 from dyno.trace_analysis.loader import TraceLoadError, load_trace
 from dyno.trace_analysis.model import Trace
 
@@ -296,3 +296,22 @@ def test_invalid_utf8_in_a_reparsed_event_is_reported(tmp_path: Path) -> None:
     p.write_bytes(bad)
     with pytest.raises(TraceLoadError, match="invalid JSON"):
         load_trace(p, block_size=4096)
+
+
+def test_isal_and_zlib_gzip_readers_give_the_same_model_and_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    igzip = pytest.importorskip("isal.igzip")
+    path = _write(tmp_path / "t.json.gz", _events(200), gz=True)
+    data = path.read_bytes()
+    models = []
+    for reader in (igzip, gzip):
+        monkeypatch.setattr(loader, "_GZIP", reader)
+        models.append(_canonical(load_trace(path)))
+        for k, content in enumerate((data[:-20], data[: len(data) // 2], data[:40] + bytes(30) + data[70:])):
+            bad = tmp_path / f"bad{k}.json.gz"
+            bad.write_bytes(content)
+            with pytest.raises(TraceLoadError, match="truncated or corrupt gzip stream") as info:
+                load_trace(bad, block_size=4096)
+            assert info.value.path == str(bad), reader
+    assert models[0] == models[1]
