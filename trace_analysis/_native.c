@@ -69,7 +69,7 @@ typedef struct {
     int32_t *slots;     /* open addressing: index + 1, 0 = empty */
     size_t nslots;
     PyObject *list;     /* the distinct values as Python objects, in first-seen order */
-    int as_bytes;       /* raw JSON texts (bytes) instead of decoded strings */
+    int as_json;        /* raw JSON texts: their compact JSON (str) when canonical, else the raw bytes */
 } StrTable;
 
 static uint64_t hash_bytes(const char *s, size_t n) {
@@ -95,9 +95,9 @@ static void table_free(StrTable *t) {
     memset(t, 0, sizeof(*t));
 }
 
-static int table_init(StrTable *t, int as_bytes) {
+static int table_init(StrTable *t, int as_json) {
     memset(t, 0, sizeof(*t));
-    t->as_bytes = as_bytes;
+    t->as_json = as_json;
     t->list = PyList_New(0);
     return t->list ? 0 : -2;
 }
@@ -176,6 +176,43 @@ static int unescape(const char *s, size_t n, Buf *out) {
     return 0;
 }
 
+/* The compact JSON of a (valid) raw JSON value into out, when it is exactly what orjson.dumps(orjson.loads(raw))
+ * gives: arrays, integers of at most 18 digits (not -0), strings without escapes, true/false/null. Anything else
+ * (floats, objects, escapes, big integers) returns 0 and the caller keeps the raw text for Python to normalize. */
+static int compact_json(const char *s, size_t n, Buf *out) {
+    out->len = 0;
+    if (out->cap < n + 1 && buf_grow(out, n + 1) < 0) return -2;
+    char *o = out->data;
+    size_t k = 0, digits = 0;
+    int in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\') return 0;
+            if (c == '"') in_str = 0;
+            o[k++] = c;
+            continue;
+        }
+        switch (c) {
+            case ' ': case '\t': case '\n': case '\r': continue;
+            case '"': in_str = 1; digits = 0; break;
+            case '{': case '}': case '.': case 'e': case 'E': return 0;
+            case '-':
+                if (i + 1 < n && s[i + 1] == '0') return 0;
+                break;
+            default:
+                if (c >= '0' && c <= '9') {
+                    if (++digits > 18) return 0;
+                } else {
+                    digits = 0;
+                }
+        }
+        o[k++] = c;
+    }
+    out->len = k;
+    return 1;
+}
+
 /* local id of s[0:n] in t (added if new); -1: decline (bad UTF-8, lone surrogate), -2: out of memory */
 static int32_t table_id(StrTable *t, const char *s, size_t n, int esc, Buf *tmp) {
     uint64_t h = hash_bytes(s, n);
@@ -187,9 +224,18 @@ static int32_t table_id(StrTable *t, const char *s, size_t n, int esc, Buf *tmp)
             j = (j + 1) & (t->nslots - 1);
         }
     }
-    PyObject *obj;
-    if (t->as_bytes) {
-        obj = PyBytes_FromStringAndSize(s, (Py_ssize_t)n);
+    PyObject *obj = NULL;
+    if (t->as_json) {
+        int c = compact_json(s, n, tmp);
+        if (c < 0) return c;
+        if (c) {
+            obj = PyUnicode_DecodeUTF8(tmp->data, (Py_ssize_t)tmp->len, NULL);
+            if (!obj) {
+                if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -2;
+                PyErr_Clear(); /* invalid UTF-8: the raw bytes go to the Python path, which reports it */
+            }
+        }
+        if (!obj) obj = PyBytes_FromStringAndSize(s, (Py_ssize_t)n);
         if (!obj) return -2;
     } else {
         const char *u = s;
@@ -234,7 +280,8 @@ static int32_t table_id(StrTable *t, const char *s, size_t n, int esc, Buf *tmp)
 /* ---------------------------------------------------------------------------------------------------------- */
 /* JSON scanning (validating; -1 = decline) */
 
-enum { V_ABSENT = 0, V_NULL, V_INT, V_FLOAT, V_STR, V_BOOL, V_ARRAY, V_OBJECT };
+/* V_BIGNUM: an integer outside int64 or a float that overflows; valid JSON, declined only where it is read */
+enum { V_ABSENT = 0, V_NULL, V_INT, V_FLOAT, V_STR, V_BOOL, V_ARRAY, V_OBJECT, V_BIGNUM };
 
 typedef struct {
     int type;
@@ -375,8 +422,11 @@ static int scan_number(Parser *P, Val *v) {
     v->s = (const char *)start;
     v->n = (size_t)(p - start);
     if (!is_float) {
-        /* int64 range only (bigger integers: decline) */
-        if (dropped || m > (uint64_t)INT64_MAX) return -1;
+        /* int64 range only */
+        if (dropped || m > (uint64_t)INT64_MAX) {
+            v->type = V_BIGNUM;
+            return 0;
+        }
         v->i = neg ? -(int64_t)m : (int64_t)m;
         v->type = V_INT;
         return 0;
@@ -395,7 +445,8 @@ static int scan_number(Parser *P, Val *v) {
     memcpy(tmp, start, v->n);
     tmp[v->n] = 0;
     v->d = strtod(tmp, NULL); /* correctly rounded (glibc); the C locale's "." is the only decimal point */
-    return isfinite(v->d) ? 0 : -1;
+    if (!isfinite(v->d)) v->type = V_BIGNUM;
+    return 0;
 }
 
 static int skip_value(Parser *P);
@@ -946,8 +997,8 @@ static PyObject *decode_batch(PyObject *self, PyObject *arg) {
     PyObject *result = NULL;
     int ok = 1;
     for (int i = 0; out_tables(&o, i); i++) {
-        int as_bytes = out_tables(&o, i) == &o.t_dims || out_tables(&o, i) == &o.t_types;
-        if (table_init(out_tables(&o, i), as_bytes) < 0) ok = 0;
+        int as_json = out_tables(&o, i) == &o.t_dims || out_tables(&o, i) == &o.t_types;
+        if (table_init(out_tables(&o, i), as_json) < 0) ok = 0;
     }
     if (ok) {
         int rc = parse_batch(&o, (const unsigned char *)view.buf, (size_t)view.len);

@@ -412,10 +412,7 @@ class TraceBuilder:
                 arr = np.frombuffer(c[f"x_{col}"], dtype=np.float64)
                 cols[col] = _nan_to_int(arr, dtype) if present else np.full(n, -1, dtype=dtype)
             for col in ("input_dims", "input_types"):
-                texts = c[f"x_{col}_u"]
-                self._learn_raw_texts(texts)
-                ids = np.array([*map(self._raw_json_ids_known.__getitem__, texts), -1], dtype=np.int32)
-                cols[col] = ids[np.frombuffer(c[f"x_{col}"], dtype=np.int32)]  # local -1 (absent) -> the last, -1
+                cols[col] = self._native_json_ids(c[f"x_{col}"], c[f"x_{col}_u"])
             for col in ("coll_name", "dtype"):
                 cols[col] = self._native_ids(c[f"x_{col}"], c[f"x_{col}_u"])
             self._store_complete(cols, extra, n)
@@ -435,6 +432,22 @@ class TraceBuilder:
         """Global string ids of a native string column: local ids into ``strings`` (-1: absent, kept)."""
         ids = np.array([*self._ids(strings), -1], dtype=np.int32)
         return ids[np.frombuffer(local, dtype=np.int32)]  # local -1 picks the appended -1
+
+    def _native_json_ids(self, local: bytearray, values: list[str | bytes]) -> np.ndarray:
+        """Ids of a native raw-JSON column: each distinct value is its compact JSON (str) where the native decoder
+        could write it exactly, else its raw text (bytes), normalized here as ``_raw_json_ids`` does."""
+        known = self._raw_json_ids_known
+        table = self.strings
+        ids = []
+        for v in values:  # first-seen order, as the other paths intern them
+            if isinstance(v, str):
+                ids.append(table.intern(v))
+            else:
+                if v not in known:
+                    self._learn_raw_texts((v,))
+                ids.append(known[v])
+        ids.append(-1)
+        return np.array(ids, dtype=np.int32)[np.frombuffer(local, dtype=np.int32)]  # local -1 -> the appended -1
 
     def _native_proc_ids(self, c: dict[str, Any], key: str) -> np.ndarray:
         """pid/tid column of a native batch: ints kept, strings -> -(1 + string id) as in ``_proc_ids``."""

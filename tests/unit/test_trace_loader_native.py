@@ -113,8 +113,9 @@ def _edge_events() -> list[Any]:
                 "device": [0, 1, 70000][i % 3],
                 "bytes": [1024, 1.5e9, -1][i % 3],
                 "Sequence number": i if i % 7 == 0 else None,
-                "Input Dims": [[i % 3, 2], [], [[1]]] if i % 4 else None,
-                "Input type": ["float", "", "c10::\u00e9"] if i % 3 else "scalar",
+                # compact JSON written natively; floats, objects, escapes, -0 and big ints normalized in Python
+                "Input Dims": [[i % 3, 2], [], [[1]]] if i % 4 else None if i % 8 else [1.5, {"a": [-0, 10**19]}],
+                "Input type": ["float", "", "c10::\u00e9", -12] if i % 3 else "scalar" if i % 6 else ['q"x', "a\\b"],
                 "Collective name": "allreduce" if i % 9 == 0 else None,
                 "In msg nelems": 64 if i % 9 == 0 else None,
                 "Group size": 8,
@@ -173,7 +174,7 @@ def test_edge_cases_give_the_same_model_at_any_block_size(
         want = _load(path, native=False, block_size=block) if block != 1 << 20 else expected
         calls.clear()
         got = _load(path, native=True, block_size=block)
-        assert any(calls), (style, block)
+        assert sum(calls) >= 0.75 * len(calls) > 0, (style, block, calls)
         _assert_identical(got, want, (style, block))
 
 
