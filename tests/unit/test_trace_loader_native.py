@@ -255,6 +255,27 @@ def test_numbers_are_parsed_like_python() -> None:
         assert got == want and math.copysign(1, got) == math.copysign(1, want), t
 
 
+def test_many_float_forms_are_parsed_exactly() -> None:
+    """Random decimals of up to 21 significant digits (ns-resolution timestamps have 19), and exact halfway cases
+    between two doubles (round half to even), against Python's own float parsing."""
+    assert eventdecode._native is not None
+    rng = np.random.default_rng(7)
+    texts = []
+    for _ in range(20_000):
+        digits = "".join(map(str, rng.integers(0, 10, size=int(rng.integers(1, 22)))))
+        point = int(rng.integers(0, len(digits) + 1))
+        whole, frac = digits[:point].lstrip("0") or "0", digits[point:]
+        texts.append(("-" if rng.random() < 0.2 else "") + whole + ("." + frac if frac else ".0"))
+    for base in (2**53 + 1, 2**53 + 3, 2**54 + 2, 2**60 + 2**7, 2**63 - 2**9):  # halfway between two doubles
+        texts += [f"{base}.0", f"{base}.00", f"{base // 10}.{base % 10}", f"{base}.0000000001"]
+    batch = ("[" + ",".join(f'{{"ph":"X","ts":{t}}}' for t in texts) + "]").encode()
+    cols = eventdecode._native.decode_batch(batch)
+    assert cols is not None
+    got = np.frombuffer(cols["x_ts"], dtype=np.float64).tolist()
+    bad = [(t, g) for t, g in zip(texts, got, strict=True) if g != float(t)]
+    assert not bad, bad[:5]
+
+
 def test_error_messages_are_the_same_with_and_without_native(tmp_path: Path) -> None:
     data = json.dumps({"traceEvents": _edge_events()}).encode()
     mid = data.index(b'"ts": ', len(data) // 2)
