@@ -108,6 +108,12 @@ def release_free_memory() -> None:
         _MALLOC_TRIM(0)
 
 
+_NO_ROWS = np.empty(0, dtype=np.int64)
+# Below this many rows, build() does not hand freed memory back after each column (malloc_trim costs ~0.1 ms a
+# call; it matters for the peak RSS of traces of millions of events, not for small ones)
+_TRIM_EACH_COLUMN_ROWS = 1 << 20
+
+
 class _SparseChunk:
     """A mostly-absent column of one batch: local row numbers and their values."""
 
@@ -399,7 +405,7 @@ class TraceBuilder:
                 a = _parse_element(text(int(x_rows[i]))).get("args")  # rare categories keep their whole args
                 if a:
                     extra.append((i, a))
-            cols: dict[str, np.ndarray] = {
+            cols: dict[str, np.ndarray | None] = {
                 "ts": np.frombuffer(c["x_ts"], dtype=np.float64),
                 "dur": np.frombuffer(c["x_dur"], dtype=np.float64),
                 "cat": cats,
@@ -410,11 +416,11 @@ class TraceBuilder:
             for col, _, dtype in _ARG_INT_COLUMNS:
                 present = c[f"x_{col}_n"]
                 arr = np.frombuffer(c[f"x_{col}"], dtype=np.float64)
-                cols[col] = _nan_to_int(arr, dtype) if present else np.full(n, -1, dtype=dtype)
+                cols[col] = _nan_to_int(arr, dtype) if present else None
             for col in ("input_dims", "input_types"):
-                cols[col] = self._native_json_ids(c[f"x_{col}"], c[f"x_{col}_u"])
+                cols[col] = self._native_json_ids(c[f"x_{col}"], c[f"x_{col}_u"]) if c[f"x_{col}_u"] else None
             for col in ("coll_name", "dtype"):
-                cols[col] = self._native_ids(c[f"x_{col}"], c[f"x_{col}_u"])
+                cols[col] = self._native_ids(c[f"x_{col}"], c[f"x_{col}_u"]) if c[f"x_{col}_u"] else None
             self._store_complete(cols, extra, n)
         if c["f_n"]:
             self.flow_chunks.append(
@@ -487,7 +493,7 @@ class TraceBuilder:
         n = len(ts)
         if not self.float_ts and float in set(map(type, ts)):
             self.float_ts = True
-        cols: dict[str, np.ndarray] = {
+        cols: dict[str, np.ndarray | None] = {
             "ts": _float_column(ts),
             "dur": _float_column(dur),
             "cat": np.array(cats, dtype=np.int8),
@@ -513,32 +519,38 @@ class TraceBuilder:
 
         for col, key, dtype in _ARG_INT_COLUMNS:
             vals = values(col, key)
-            cols[col] = np.full(n, -1, dtype=dtype) if vals is None else _int_column(vals, dtype)
+            cols[col] = None if vals is None else _int_column(vals, dtype)
         for col, key in (("input_dims", "Input Dims"), ("input_types", "Input type")):
             vals = values(col, key)
             if vals is None:
-                cols[col] = np.full(n, -1, np.int32)
+                cols[col] = None
             else:
                 cols[col] = self._raw_json_ids(vals) if typed else np.array(self._json_ids(vals), np.int32)
         for col, key in (("coll_name", "Collective name"), ("dtype", "dtype")):
             vals = values(col, key)
             if vals is None:
-                cols[col] = np.full(n, -1, dtype=np.int32)
+                cols[col] = None
             else:
                 cols[col] = np.array([-1 if v is None else self.strings.intern(str(v)) for v in vals], np.int32)
         self._store_complete(cols, extra, n)
 
-    def _store_complete(self, cols: dict[str, np.ndarray], extra: list[tuple[int, dict[str, Any]]], n: int) -> None:
-        """Keep one batch's columns as a chunk (mostly-absent integer columns sparse); ``extra`` as in
-        ``_add_complete``."""
-        nan_dur = np.isnan(cols["dur"])
+    def _store_complete(
+        self, cols: dict[str, np.ndarray | None], extra: list[tuple[int, dict[str, Any]]], n: int
+    ) -> None:
+        """Keep one batch's columns as a chunk (mostly-absent integer columns sparse; None: a column no event of
+        the batch has); ``extra`` as in ``_add_complete``."""
+        dur = cast(np.ndarray, cols["dur"])
+        nan_dur = np.isnan(dur)
         if nan_dur.any():
-            cols["dur"][nan_dur] = 0.0
+            dur[nan_dur] = 0.0
         base = self.n_events
         self.extra.extend((base + i, a) for i, a in extra)
         chunk: dict[str, Any] = dict(cols)
         for k in _SPARSE_CANDIDATES:
             arr = cols[k]
+            if arr is None:
+                chunk[k] = _SparseChunk(_NO_ROWS, np.empty(0, dtype=EVENT_DTYPES[k]))
+                continue
             nz = np.flatnonzero(arr != -1)
             if _sparse_pays(len(nz), n, arr.itemsize):
                 chunk[k] = _SparseChunk(nz, arr[nz])
@@ -560,6 +572,7 @@ class TraceBuilder:
         cols = {"ts": ts[order]}
         sparse: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         n_all, n = len(ts), len(order)
+        trim = n_all >= _TRIM_EACH_COLUMN_ROWS
         del ts
         inv: np.ndarray | None = None
         # one column at a time: peak memory is the model plus two columns, not two models
@@ -587,7 +600,8 @@ class TraceBuilder:
                     dense = np.full(n, -1, dtype=dtype)
                     dense[rows] = vals
                     cols[k] = dense
-            release_free_memory()  # the chunk arrays just freed are small heap blocks: hand them back now
+            if trim:
+                release_free_memory()  # the chunk arrays just freed are small heap blocks: hand them back now
         del chunks
         events = Events(**cols, sparse=sparse)
         del cols
@@ -620,7 +634,8 @@ class TraceBuilder:
         del ts
         for k in ("id", "pid", "tid", "phase", "cat"):  # one column at a time, as for events
             cols[k] = np.concatenate([c.pop(k) for c in chunks])[order]
-            release_free_memory()
+            if len(order) >= _TRIM_EACH_COLUMN_ROWS:
+                release_free_memory()
         return Flows(**cols)
 
     def _memory(self) -> MemoryEvents:
