@@ -70,7 +70,6 @@ _SPARSE_CANDIDATES = frozenset(
     {"stream", "correlation", "external_id", "device", "bytes", "seq", "input_dims", "input_types", "coll_name"}
     | {"in_nelems", "out_nelems", "group_size", "dtype"}
 )
-_NCCL_KEYS = frozenset({"Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype"})
 _SHAPE_KEYS = frozenset({"Input Dims", "Input type"})
 # (column, args key, dtype) of the integer columns taken from args
 _ARG_INT_COLUMNS = (
@@ -502,17 +501,17 @@ class TraceBuilder:
             "tid": self._proc_ids(tids),
         }
         # args columns. General path: a key absent from the batch's raw JSON is skipped without touching the
-        # dicts (a miss scans the whole batch, so keys that only come together are checked once, by group).
-        # Struct path: reading a field of every struct and counting the Nones is cheaper than that scan.
+        # dicts. Struct path: reading a field of every struct and counting the Nones is cheaper than that scan,
+        # except for the shape keys (raw JSON values). Each key checks its own presence: keys that usually come
+        # together (NCCL metadata, Input Dims / Input type) need not, and a batch must not lose one.
         raw = self.raw if not typed else b""
-        nccl = not raw or b'"Collective name"' in raw or b'"In msg nelems"' in raw
-        shapes = not self.raw or b'"Input Dims"' in self.raw
+        shapes = {k: not self.raw or f'"{k}"'.encode() in self.raw for k in _SHAPE_KEYS}
 
         def values(col: str, key: str) -> list[Any] | None:
             """The key's values, None when no event has it."""
             if key in _SHAPE_KEYS:
-                return arg_values(col, key) if shapes else None
-            if raw and not (nccl if key in _NCCL_KEYS else f'"{key}"'.encode() in raw):
+                return arg_values(col, key) if shapes[key] else None
+            if raw and f'"{key}"'.encode() not in raw:
                 return None
             vals = arg_values(col, key)
             return None if vals.count(None) == n else vals

@@ -315,3 +315,25 @@ def test_isal_and_zlib_gzip_readers_give_the_same_model_and_errors(
                 load_trace(bad, block_size=4096)
             assert info.value.path == str(bad), reader
     assert models[0] == models[1]
+
+
+def test_args_keys_that_usually_come_together_are_read_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ "Input type" without "Input Dims", "Group size"/"dtype" without "Collective name": every path keeps them,
+    whatever the batch boundaries (each key is looked for on its own)."""
+    evs: list[Any] = []
+    for i in range(300):
+        args: dict[str, Any] = {"Input type": ["float"]} if i % 2 else {"Group size": 8, "dtype": "Float"}
+        evs.append({"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1, "args": args})
+    path = _write(tmp_path / "alone.json", evs)
+    for block in (2000, 1 << 20):
+        models = []
+        for native, general in (("1", False), ("0", False), ("0", True)):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv(eventdecode.NATIVE_ENV, native)
+                if general:
+                    mp.setattr(builder, "decode_events", lambda batch: None)
+                t = load_trace(path, block_size=block)
+            assert (t.events.input_types >= 0).sum() == 150 and (t.events.group_size == 8).sum() == 150
+            assert t.arg_json(int(t.events.input_types[1])) == ["float"] and t.strings[t.events.dtype[0]] == "Float"
+            models.append(_canonical(t))
+        assert models[0] == models[1] == models[2], block
