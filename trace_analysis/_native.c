@@ -280,7 +280,7 @@ static int32_t table_id(StrTable *t, const char *s, size_t n, int esc, Buf *tmp)
 /* ---------------------------------------------------------------------------------------------------------- */
 /* JSON scanning (validating; -1 = decline) */
 
-/* V_BIGNUM: an integer outside int64 or a float that overflows; valid JSON, declined only where it is read */
+/* V_BIGNUM: an integer outside int64; valid JSON (the typed decoder gives a Python int), declined where read */
 enum { V_ABSENT = 0, V_NULL, V_INT, V_FLOAT, V_STR, V_BOOL, V_ARRAY, V_OBJECT, V_BIGNUM };
 
 typedef struct {
@@ -353,10 +353,53 @@ static inline int is_hex(unsigned char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-/* P->p at the opening quote; on return after the closing quote; body span in *s, *n */
+static inline unsigned hex4(const unsigned char *p) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned c = p[i];
+        v = v * 16 + (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    return v;
+}
+
+/* strict UTF-8 (as Python's decoder: no overlong forms, no surrogates, at most U+10FFFF) */
+static int valid_utf8(const unsigned char *p, size_t n) {
+    const unsigned char *end = p + n;
+    while (p < end) {
+        unsigned c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        size_t k;
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) {
+            k = 1;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            k = 2;
+            if (c == 0xE0) lo = 0xA0;
+            if (c == 0xED) hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            k = 3;
+            if (c == 0xF0) lo = 0x90;
+            if (c == 0xF4) hi = 0x8F;
+        } else {
+            return 0;
+        }
+        if ((size_t)(end - p) <= k || p[1] < lo || p[1] > hi) return 0;
+        for (size_t i = 2; i <= k; i++)
+            if (p[i] < 0x80 || p[i] > 0xBF) return 0;
+        p += k + 1;
+    }
+    return 1;
+}
+
+/* P->p at the opening quote; on return after the closing quote; body span in *s, *n. Declines (-1) invalid
+ * JSON and, in any string (read or skipped), invalid UTF-8 and lone surrogate escapes: the typed decoder rejects
+ * those in the fields it decodes, and the native decoder must never accept a batch the typed decoder rejects. */
 static int scan_string(Parser *P, const char **s, size_t *n, int *esc) {
     const unsigned char *p = P->p + 1, *end = P->end;
-    int e = 0;
+    int e = 0, high = 0;
     *s = (const char *)p;
     for (;;) {
 #ifdef __SSE2__
@@ -367,11 +410,14 @@ static int scan_string(Parser *P, const char **s, size_t *n, int *esc) {
             __m128i stop = _mm_or_si128(_mm_cmpeq_epi8(c, quote), _mm_cmpeq_epi8(c, bslash));
             /* unsigned c <= 0x1F  <=>  min(c, 0x1F) == c */
             stop = _mm_or_si128(stop, _mm_cmpeq_epi8(_mm_min_epu8(c, ctl), c));
-            int mask = _mm_movemask_epi8(stop);
+            int mask = _mm_movemask_epi8(stop), top = _mm_movemask_epi8(c); /* top: bytes >= 0x80 */
             if (mask) {
-                p += __builtin_ctz((unsigned)mask);
+                int at = __builtin_ctz((unsigned)mask);
+                high |= top & ((1 << at) - 1);
+                p += at;
                 goto found;
             }
+            high |= top;
             p += 16;
         }
 #endif
@@ -381,20 +427,37 @@ static int scan_string(Parser *P, const char **s, size_t *n, int *esc) {
 #endif
         if (p >= end) return -1;
         if (*p == '"') break;
+        if (*p >= 0x80) {
+            high = 1;
+            p++;
+            continue;
+        }
         if (*p < 0x20) return -1;
         /* backslash */
         e = 1;
         if (p + 1 >= end) return -1;
         switch (p[1]) {
             case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't': p += 2; break;
-            case 'u':
+            case 'u': {
                 if (p + 6 > end || !is_hex(p[2]) || !is_hex(p[3]) || !is_hex(p[4]) || !is_hex(p[5])) return -1;
+                unsigned cu = hex4(p + 2);
                 p += 6;
+                if (cu >= 0xDC00 && cu <= 0xDFFF) return -1; /* lone low surrogate */
+                if (cu >= 0xD800 && cu <= 0xDBFF) {          /* must be followed by a low surrogate */
+                    if (p + 6 > end || p[0] != '\\' || p[1] != 'u' || !is_hex(p[2]) || !is_hex(p[3]) ||
+                        !is_hex(p[4]) || !is_hex(p[5]))
+                        return -1;
+                    unsigned lo = hex4(p + 2);
+                    if (lo < 0xDC00 || lo > 0xDFFF) return -1;
+                    p += 6;
+                }
                 break;
+            }
             default: return -1;
         }
     }
     *n = (size_t)(p - (const unsigned char *)*s);
+    if (high && !valid_utf8((const unsigned char *)*s, *n)) return -1;
     *esc = e;
     P->p = p + 1;
     return 0;
@@ -492,8 +555,8 @@ static int scan_number(Parser *P, Val *v) {
     memcpy(tmp, start, v->n);
     tmp[v->n] = 0;
     v->d = strtod(tmp, NULL); /* correctly rounded (glibc); the C locale's "." is the only decimal point */
-    if (!isfinite(v->d)) v->type = V_BIGNUM;
-    return 0;
+    /* a float that overflows (1e400): the typed decoder rejects it in the fields it decodes, so decline anywhere */
+    return isfinite(v->d) ? 0 : -1;
 }
 
 static int skip_value(Parser *P);
@@ -1073,6 +1136,6 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
-    for (int c = 0; c < 256; c++) STR_STOP[c] = c == '"' || c == '\\' || c < 0x20;
+    for (int c = 0; c < 256; c++) STR_STOP[c] = c == '"' || c == '\\' || c < 0x20 || c >= 0x80;
     return PyModule_Create(&module);
 }

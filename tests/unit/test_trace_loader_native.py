@@ -230,11 +230,65 @@ def test_values_it_does_not_handle_make_it_decline_with_the_same_model(tmp_path:
         b'[{"ph":"X","x":tru}]',
         b'[{"ph":"X","x":' + b"[" * 70 + b"]" * 70 + b"}]",  # deeper than the native decoder goes
         b'[{"ph":"X"} {"ph":"X"}]',
+        # the typed decoder rejects these in fields it decodes and the native one skips: declined anywhere
+        b'[{"ph":"s","name":"\xff"}]',  # invalid UTF-8 in a flow's name
+        b'[{"ph":"X","other":"abcdefghijklmnopqrstuvwxyz\xed\xa0\x80"}]',  # an encoded surrogate
+        b'[{"ph":"X","other":"\\ud800"}]',  # lone surrogate escapes
+        b'[{"ph":"X","other":"\\udc00x"}]',
+        b'[{"ph":"X","other":"\\ud800\\u0041"}]',
+        b'[{"ph":"s","name":1e400}]',
     ],
 )
 def test_invalid_or_unhandled_batches_are_declined(batch: bytes) -> None:
     assert eventdecode._native is not None
     assert eventdecode._native.decode_batch(batch) is None
+
+
+def test_mutated_batches_never_accepted_beyond_the_typed_decoder_and_give_the_same_columns() -> None:
+    """Differential fuzzing (deterministic, small): random edits of real-looking batches. Whatever the native decoder
+    accepts, the typed decoder accepts too, and both build the same model from it."""
+    import random
+
+    from dyno.trace_analysis.builder import TraceBuilder
+
+    assert eventdecode._native is not None
+    rng = random.Random(11)
+    evs = _edge_events()
+    alphabet = b'{}[],:"\\u0123456789.eE-+ \n\tnulltrueXsf\xc3\xa9\xff\x01\xed\xa0'
+    snippets = [b"\\ud800", b"\\udc00", b"\\ud83d\\ude00", b"e400", b"99999999999999999999", b'"ph":"X",', b'"ts":']
+    accepted = 0
+    for _ in range(3000):
+        k = rng.randint(1, 6)
+        i = rng.randrange(len(evs) - k)
+        b = bytearray(json.dumps(evs[i : i + k], indent=2 if rng.random() < 0.3 else None).encode())
+        for _ in range(rng.choice([0, 1, 1, 2, 4])):
+            op, p = rng.random(), rng.randrange(len(b) + 1)
+            if op < 0.4:
+                del b[p : p + rng.randint(1, 4)]
+            elif op < 0.7:
+                b[p:p] = bytes([alphabet[rng.randrange(len(alphabet))]])
+            else:
+                b[p:p] = rng.choice(snippets)
+        batch = bytes(b)
+        cols = eventdecode._native.decode_batch(batch)
+        if cols is None:
+            continue
+        structs = eventdecode.decode_events(batch)
+        assert structs is not None, batch
+        a, b2 = TraceBuilder(), TraceBuilder()
+        a.add(eventdecode.NativeBatch(cols), batch)
+        b2.add(structs, batch)
+        assert list(a.strings) == list(b2.strings), batch
+        for chunks_a, chunks_b in ((a.ev_chunks, b2.ev_chunks), (a.flow_chunks, b2.flow_chunks)):
+            for ca, cb in zip(chunks_a, chunks_b, strict=True):
+                for key in ca:  # dense arrays, or sparse (rows, values)
+                    parts_a = (ca[key].rows, ca[key].values) if hasattr(ca[key], "rows") else (ca[key],)
+                    parts_b = (cb[key].rows, cb[key].values) if hasattr(cb[key], "rows") else (cb[key],)
+                    for x, y in zip(parts_a, parts_b, strict=True):
+                        assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), (batch, key)
+        assert (a.extra, a.float_ts, a.instants, a.memory) == (b2.extra, b2.float_ts, b2.instants, b2.memory), batch
+        accepted += 1
+    assert accepted > 500
 
 
 def test_numbers_are_parsed_like_python() -> None:
