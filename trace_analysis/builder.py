@@ -443,14 +443,15 @@ class TraceBuilder:
         could write it exactly, else its raw text (bytes), normalized here as ``_raw_json_ids`` does."""
         known = self._raw_json_ids_known
         table = self.strings
-        ids = []
-        for v in values:  # first-seen order, as the other paths intern them
+        ids: list[int | None] = list(map(table._ids.get, values))  # most repeat across batches: one dict hit each
+        for i in [i for i, v in enumerate(ids) if v is None]:  # first-seen order, as the other paths intern them
+            v = values[i]
             if isinstance(v, str):
-                ids.append(table.intern(v))
+                ids[i] = table.intern(v)
             else:
                 if v not in known:
                     self._learn_raw_texts((v,))
-                ids.append(known[v])
+                ids[i] = known[v]
         ids.append(-1)
         return np.array(ids, dtype=np.int32)[np.frombuffer(local, dtype=np.int32)]  # local -1 -> the appended -1
 
