@@ -637,13 +637,43 @@ static int scan_value(Parser *P, Val *v) {
     return 0;
 }
 
+/* a number nobody reads: check the grammar only; with an exponent (which could overflow: declined) or very
+ * many digits, the full parse decides */
+static int skip_number(Parser *P) {
+    const unsigned char *p = P->p, *end = P->end;
+    if (p < end && *p == '-') p++;
+    if (p >= end) return -1;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    } else {
+        return -1;
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return -1;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if ((p < end && (*p == 'e' || *p == 'E')) || p - P->p > 300) {
+        Val v;
+        return scan_number(P, &v);
+    }
+    P->p = p;
+    return 0;
+}
+
 static int skip_value(Parser *P) {
     Val v;
-    if (P->p < P->end && *P->p == '"') {
-        const char *s;
-        size_t n;
-        int esc;
-        return scan_string(P, &s, &n, &esc);
+    if (P->p < P->end) {
+        unsigned char c = *P->p;
+        if (c == '"') {
+            const char *s;
+            size_t n;
+            int esc;
+            return scan_string(P, &s, &n, &esc);
+        }
+        if (c == '-' || (c >= '0' && c <= '9')) return skip_number(P);
     }
     return scan_value(P, &v);
 }
