@@ -4,9 +4,10 @@
 of rank files, reporting bad files in ``MultiRankTrace.errors`` instead of failing. Bad input raises
 ``TraceLoadError`` naming the file and what is wrong (missing, empty, truncated, not JSON, wrong schema).
 
-Memory: the file is decompressed and parsed in blocks (``jsonscan`` cuts them, ``eventdecode`` decodes them into
-small typed structs, ``builder`` turns each batch into numpy columns); a block's Python objects are dropped before
-the next block is read, so peak memory is the columns plus one block.
+Memory: the file is decompressed and parsed in blocks (``jsonscan`` cuts them; the optional C extension
+``_native`` decodes them into column buffers, else ``eventdecode`` into small typed structs; ``builder`` turns each
+batch into numpy columns); a block's objects are dropped before the next block is read, so peak memory is the
+columns plus one block. ``DYNO_NATIVE_PARSE=0`` in the environment forces the Python decoders.
 """
 
 from __future__ import annotations
