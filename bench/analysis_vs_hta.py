@@ -8,11 +8,14 @@ work (interpreter start-up and imports excluded, reported separately as "proc s"
 - HTA:   ``TraceAnalysis(trace_dir)`` + ``get_temporal_breakdown`` + ``get_idle_time_breakdown`` (run with
          ``--hta-python``, the interpreter of a venv where ``HolisticTraceAnalysis==0.5.0`` is installed).
 - json:  ``orjson.loads`` of the already decompressed bytes of the same files.
+- dyno-py: the same dyno run with the native decoder turned off (``DYNO_NATIVE_PARSE=0``: msgspec/orjson path),
+         printed beside it for comparison (``--python-parse`` makes every dyno run use the Python path).
 
 Targets (issue 4): dyno >= 10x faster than HTA, <= 0.5x HTA's peak RSS, <= 1.5x the bare parse time; and a
 synthetic trace of >= 2 million events analyzed with peak RSS below its uncompressed JSON size.
 
     python bench/analysis_vs_hta.py --hta-python /work/hta-venv/bin/python [--traces DIR] [--events 2000000]
+                                    [--python-parse]
 """
 
 from __future__ import annotations
@@ -52,6 +55,14 @@ SHARED_CASES = [
 # workers (run in fresh subprocesses)
 
 
+def _parser_used() -> str:
+    """Which decoder and gzip reader the loads of this worker use."""
+    from dyno.trace_analysis import loader
+    from dyno.trace_analysis.eventdecode import native_enabled
+
+    return f"{'native' if native_enabled() else 'python'}+{loader._GZIP.__name__.rsplit('.', 1)[-1]}"
+
+
 def _worker_dyno(paths: list[str]) -> dict[str, Any]:
     from dyno.trace_analysis import analyses as A
     from dyno.trace_analysis.loader import load_traces
@@ -89,6 +100,7 @@ def _worker_dyno(paths: list[str]) -> dict[str, Any]:
         "rules_s": t3 - t2,
         "events": sum(len(t.events) + len(t.flows) for t in traces),
         "findings": n_findings,
+        "parser": _parser_used(),
     }
 
 
@@ -97,7 +109,8 @@ def _worker_load(paths: list[str]) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     multi = load_traces(paths)
-    return {"work_s": time.perf_counter() - t0, "events": sum(len(t.events) + len(t.flows) for t in multi)}
+    work = time.perf_counter() - t0
+    return {"work_s": work, "events": sum(len(t.events) + len(t.flows) for t in multi), "parser": _parser_used()}
 
 
 def _worker_json(paths: list[str]) -> dict[str, Any]:
@@ -134,11 +147,15 @@ def _worker_main(kind: str, paths: list[str]) -> int:
 # parent
 
 
-def _run_child(cmd: list[str]) -> tuple[dict[str, Any], float, float]:
-    """Run a worker; return (its JSON output, process wall s, its peak RSS in MiB: VmHWM, else wait4's maxrss)."""
+PYTHON_PARSE = {"DYNO_NATIVE_PARSE": "0"}
+
+
+def _run_child(cmd: list[str], env: dict[str, str] | None = None) -> tuple[dict[str, Any], float, float]:
+    """Run a worker (``env``: added variables); return (its JSON output, process wall s, its peak RSS in MiB:
+    VmHWM, else wait4's maxrss)."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
-        proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, cwd=REPO)
+        proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, cwd=REPO, env={**os.environ, **(env or {})})
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - t0
@@ -153,8 +170,8 @@ def _run_child(cmd: list[str]) -> tuple[dict[str, Any], float, float]:
     return result, wall, own if own is not None else usage.ru_maxrss / 1024
 
 
-def _best(cmd: list[str], repeat: int, time_key: str) -> dict[str, Any]:
-    runs = [_run_child(cmd) for _ in range(repeat)]
+def _best(cmd: list[str], repeat: int, time_key: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    runs = [_run_child(cmd, env) for _ in range(repeat)]
     best = min(runs, key=lambda r: r[0][time_key])
     return {
         "out": best[0],
@@ -291,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--events", type=int, default=2_000_000, help="synthetic trace size (0: skip)")
     ap.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON")
+    ap.add_argument(
+        "--python-parse", action="store_true", help="dyno without the native decoder (DYNO_NATIVE_PARSE=0) everywhere"
+    )
     ap.add_argument("--worker", choices=["dyno", "load", "json"], help=argparse.SUPPRESS)
     ap.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -298,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         return _worker_main(args.worker, args.paths)
 
     me = [sys.executable, str(Path(__file__).resolve())]
+    env = PYTHON_PARSE if args.python_parse else None
     rows = []
     with tempfile.TemporaryDirectory(prefix="dyno-bench-") as tmpd:
         tmp = Path(tmpd)
@@ -308,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"skip {case}: no files under {folder}", file=sys.stderr)
                 continue
             raw = _decompressed(files, tmp)
-            dyno = _best([*me, "--worker", "dyno", *map(str, files)], args.repeat, "work_s")
+            dyno = _best([*me, "--worker", "dyno", *map(str, files)], args.repeat, "work_s", env)
+            dyno_py = _best([*me, "--worker", "dyno", *map(str, files)], args.repeat, "work_s", PYTHON_PARSE)
             bare = _best([*me, "--worker", "json", *raw], args.repeat, "work_s")
             hta = None
             if args.hta_python:
@@ -318,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                     "case": case,
                     "mb": sum(Path(r).stat().st_size for r in raw) / 2**20,
                     "dyno": dyno,
+                    "dyno_py": dyno_py,
                     "json": bare,
                     "hta": hta,
                 }
@@ -328,8 +351,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.events:
             sp = tmp / "synthetic.json"
             size = _synthetic(sp, args.events)
-            dyno = _best([*me, "--worker", "dyno", str(sp)], 1, "work_s")
-            load = _best([*me, "--worker", "load", str(sp)], 1, "work_s")
+            dyno = _best([*me, "--worker", "dyno", str(sp)], 1, "work_s", env)
+            load = _best([*me, "--worker", "load", str(sp)], 1, "work_s", env)
             bare = _best([*me, "--worker", "json", str(sp)], 1, "work_s")
             synth = {
                 "events": dyno["out"]["events"],
@@ -347,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
 def _print(rows: list[dict[str, Any]], synth: dict[str, Any] | None) -> None:
     hdr = (
         f"{'trace':<36} {'MiB':>6} {'dyno s':>7} {'json s':>7} {'HTA s':>7} {'dyno/json':>9} {'HTA/dyno':>8} "
-        f"{'dyno MiB':>8} {'HTA MiB':>8} {'dyno/HTA':>8} {'findings':>8}"
+        f"{'dyno MiB':>8} {'HTA MiB':>8} {'dyno/HTA':>8} {'findings':>8} {'dyno-py s':>9}"
     )
     print(hdr)
     print("-" * len(hdr))
@@ -358,16 +381,19 @@ def _print(rows: list[dict[str, Any]], synth: dict[str, Any] | None) -> None:
             f"{(h['work_s'] if h else float('nan')):>7.3f} {_ratio(d['work_s'], j['work_s']):>9} "
             f"{(_ratio(h['work_s'], d['work_s']) if h else 'n/a'):>8} {d['rss_mib']:>8.0f} "
             f"{(h['rss_mib'] if h else float('nan')):>8.0f} {(_ratio(d['rss_mib'], h['rss_mib']) if h else 'n/a'):>8} "
-            f"{d['out']['findings']:>8}"
+            f"{d['out']['findings']:>8} {r['dyno_py']['work_s']:>9.3f}"
         )
     print("(s = in-process wall time of the work, best of N; MiB = peak RSS (VmHWM) of the fresh worker process;")
-    print(" targets: HTA/dyno >= 10x, dyno/HTA RSS <= 0.5x, dyno/json <= 1.5x)")
+    print(" targets: HTA/dyno >= 10x, dyno/HTA RSS <= 0.5x, dyno/json <= 1.5x;")
+    if rows:
+        print(f" dyno parser: {rows[0]['dyno']['out']['parser']}; dyno-py s: the same with DYNO_NATIVE_PARSE=0)")
     for r in rows:
         d, h = r["dyno"], r["hta"]
         o = d["out"]
         print(
             f"  {r['case']}: dyno load {o['load_s']:.3f}s analyses {o['analyses_s']:.3f}s rules {o['rules_s']:.3f}s"
-            f" (process {d['proc_s']:.2f}s)" + (f"; HTA process {h['proc_s']:.2f}s" if h else "")
+            f" (process {d['proc_s']:.2f}s); Python parse: load {r['dyno_py']['out']['load_s']:.3f}s"
+            + (f"; HTA process {h['proc_s']:.2f}s" if h else "")
         )
     if synth:
         d, ld, js = synth["dyno"], synth["load"], synth["json"]
@@ -378,8 +404,8 @@ def _print(rows: list[dict[str, Any]], synth: dict[str, Any] | None) -> None:
             return "OK" if x < jm else "MISSED"
 
         print(
-            f"synthetic: {synth['events']:,} events, JSON {jm:.0f} MiB (bare orjson.loads {js['work_s']:.1f}s, "
-            f"peak RSS {js['rss_mib']:.0f} MiB incl. the bytes)"
+            f"synthetic ({o['parser']}): {synth['events']:,} events, JSON {jm:.0f} MiB "
+            f"(bare orjson.loads {js['work_s']:.1f}s, peak RSS {js['rss_mib']:.0f} MiB incl. the bytes)"
         )
         print(
             f"  dyno full: {d['work_s']:.1f}s (load {o['load_s']:.1f}s, analyses {o['analyses_s']:.1f}s, rules "

@@ -1,10 +1,11 @@
 """Turn parsed batches of trace events into the columnar model (``TraceBuilder``), block by block.
 
-Used by ``dyno.trace_analysis.loader``. Batches come either as ``Event`` structs from the typed decoder
-(``eventdecode``: the common case, read with C-level ``map``/``attrgetter`` passes) or as plain JSON values from
-orjson (the general path for anything the typed decoder declines). Both paths go through the same column code, so
-they give the same model. Each batch becomes numpy column chunks right away (mostly-absent integer columns stored
-sparse), and ``build`` assembles the sorted ``Trace`` one column at a time to bound peak memory.
+Used by ``dyno.trace_analysis.loader``. Batches come as column buffers from the native decoder (``_native.c``,
+when built: the common case), as ``Event`` structs from the typed decoder (``eventdecode``, read with C-level
+``map``/``attrgetter`` passes) or as plain JSON values from orjson (the general path for anything the typed
+decoder declines). All paths end in the same chunk code, and the tests check they give the same model. Each batch
+becomes numpy column chunks right away (mostly-absent integer columns stored sparse), and ``build`` assembles the
+sorted ``Trace`` one column at a time to bound peak memory.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import repeat
 from operator import attrgetter, is_not, itemgetter
 from typing import Any, cast
@@ -21,7 +22,14 @@ import msgspec
 import numpy as np
 import orjson
 
-from dyno.trace_analysis.eventdecode import EMPTY_ARGS, Event, decode_events, element_texts
+from dyno.trace_analysis.eventdecode import (
+    EMPTY_ARGS,
+    Event,
+    NativeBatch,
+    decode_events,
+    decode_native,
+    element_texts,
+)
 from dyno.trace_analysis.jsonscan import ScanError
 from dyno.trace_analysis.model import (
     CAT_BY_NAME,
@@ -40,7 +48,7 @@ from dyno.trace_analysis.model import (
     TraceMeta,
 )
 
-__all__ = ["TraceBuilder", "decode_batch", "release_free_memory"]
+__all__ = ["TraceBuilder", "decode_batch", "decode_fast", "release_free_memory"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +70,6 @@ _SPARSE_CANDIDATES = frozenset(
     {"stream", "correlation", "external_id", "device", "bytes", "seq", "input_dims", "input_types", "coll_name"}
     | {"in_nelems", "out_nelems", "group_size", "dtype"}
 )
-_NCCL_KEYS = frozenset({"Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype"})
 _SHAPE_KEYS = frozenset({"Input Dims", "Input type"})
 # (column, args key, dtype) of the integer columns taken from args
 _ARG_INT_COLUMNS = (
@@ -98,6 +105,12 @@ def release_free_memory() -> None:
     resident; without this the peak RSS of a load is about twice the model)."""
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
+
+
+_NO_ROWS = np.empty(0, dtype=np.int64)
+# Below this many rows, build() does not hand freed memory back after each column (malloc_trim costs ~0.1 ms a
+# call; it matters for the peak RSS of traces of millions of events, not for small ones)
+_TRIM_EACH_COLUMN_ROWS = 1 << 20
 
 
 class _SparseChunk:
@@ -164,6 +177,12 @@ def _int_column(values: list[Any], dtype: Any) -> np.ndarray:
         arr = np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
         arr = np.array([_to_float(v) for v in values], dtype=np.float64)
+    return _nan_to_int(arr, dtype)
+
+
+def _nan_to_int(arr: np.ndarray, dtype: Any) -> np.ndarray:
+    """Integer column from float64 values (NaN = absent -> -1); ``arr`` is modified. Integers go through float64
+    on every path, so all paths round huge values the same way."""
     arr[np.isnan(arr)] = -1
     return arr.astype(dtype)
 
@@ -197,7 +216,7 @@ class TraceBuilder:
         self.thread_names: dict[tuple[int, int], str] = {}
         self.n_other = 0
         self.float_ts = False
-        self.raw = b""  # raw JSON of the current batch
+        self.raw: bytes | bytearray = b""  # raw JSON of the current batch
         self._raw_json_ids_known: dict[bytes, int] = {}
 
     # -- interning helpers -------------------------------------------------------------------------
@@ -246,19 +265,27 @@ class TraceBuilder:
         known = self._raw_json_ids_known
         ids = list(map(known.get, texts))
         if None in ids:
-            for text in dict.fromkeys(t for t, i in zip(texts, ids, strict=True) if i is None):  # first-seen order
-                parsed = orjson.loads(text)
-                known[text] = -1 if parsed is None else self.strings.intern(orjson.dumps(parsed).decode())
+            self._learn_raw_texts(t for t, i in zip(texts, ids, strict=True) if i is None)
             ids = list(map(known.__getitem__, texts))
         out[present] = cast("list[int]", ids)  # every None was resolved above
         return out
 
+    def _learn_raw_texts(self, texts: Iterable[bytes]) -> None:
+        """Intern the compact JSON of raw texts not seen yet, in first-seen order (JSON null -> -1)."""
+        known = self._raw_json_ids_known
+        for text in dict.fromkeys(texts):
+            if text not in known:
+                parsed = orjson.loads(text)
+                known[text] = -1 if parsed is None else self.strings.intern(orjson.dumps(parsed).decode())
+
     # -- one block ---------------------------------------------------------------------------------
-    def add(self, items: list[Any], batch: bytes = b"") -> None:
-        """One batch: ``Event`` structs (typed decoder) or JSON values (general parser); ``batch``: its raw JSON
-        (struct batches re-parse from it the few events that need more than ``Event`` holds)."""
+    def add(self, items: list[Any] | NativeBatch, batch: bytes | bytearray = b"") -> None:
+        """One batch: native columns, ``Event`` structs (typed decoder) or JSON values (general parser); ``batch``:
+        its raw JSON (native and struct batches re-parse from it the few events that need more)."""
         self.raw = batch
-        if items and type(items[0]) is Event and batch:
+        if isinstance(items, NativeBatch):
+            self._add_native(items.cols, batch)
+        elif items and type(items[0]) is Event and batch:
             self._add_structs(items, batch)
         else:
             self._add_values(items)
@@ -313,7 +340,7 @@ class TraceBuilder:
         if flows:
             self._add_flows(*zip(*flows, strict=True))
 
-    def _add_structs(self, evs: list[Event], batch: bytes) -> None:
+    def _add_structs(self, evs: list[Event], batch: bytes | bytearray) -> None:
         # group the events by phase with C-level passes (a Python loop over every event cost ~0.4 µs each)
         group = np.fromiter(map(_PH_GROUP.get, map(_PH, evs), repeat(2)), dtype=np.int8, count=len(evs))
         x_rows = np.flatnonzero(group == 0).tolist()  # element number of each complete event
@@ -354,6 +381,89 @@ class TraceBuilder:
         if flows:
             self._add_flows(*[list(map(get, flows)) for get in _FLOW_FIELDS])
 
+    def _add_native(self, c: dict[str, Any], batch: bytes | bytearray) -> None:
+        """A batch from the native decoder: the same steps as ``_add_structs`` on column buffers, each distinct
+        string of a field handled once (interned in first-seen order, as the other paths do)."""
+        spans = np.frombuffer(c["spans"], dtype=np.int64)
+        view = memoryview(batch)
+
+        def text(i: int) -> bytes:
+            return view[int(spans[2 * i]) : int(spans[2 * i + 1])].tobytes()
+
+        rest = np.flatnonzero(np.frombuffer(c["group"], dtype=np.int8) == 2).tolist()
+        if rest:
+            self._add_values([_parse_element(text(i)) for i in rest])
+        n = c["x_n"]
+        if n:
+            self.float_ts = self.float_ts or c["x_float_ts"]
+            cats = np.array([self._cat(v) for v in c["x_cat_u"]], dtype=np.int8)[np.frombuffer(c["x_cat"], np.int32)]
+            x_rows = np.frombuffer(c["x_rows"], dtype=np.int64)
+            has_args = np.frombuffer(c["x_has_args"], dtype=np.uint8) != 0
+            extra = []
+            for i in np.flatnonzero(_EXTRA_CAT_TABLE[cats] & has_args).tolist():
+                a = _parse_element(text(int(x_rows[i]))).get("args")  # rare categories keep their whole args
+                if a:
+                    extra.append((i, a))
+            cols: dict[str, np.ndarray | None] = {
+                "ts": np.frombuffer(c["x_ts"], dtype=np.float64),
+                "dur": np.frombuffer(c["x_dur"], dtype=np.float64),
+                "cat": cats,
+                "name": self._native_ids(c["x_name"], c["x_name_u"]),
+                "pid": self._native_proc_ids(c, "x_pid"),
+                "tid": self._native_proc_ids(c, "x_tid"),
+            }
+            for col, _, dtype in _ARG_INT_COLUMNS:
+                present = c[f"x_{col}_n"]
+                arr = np.frombuffer(c[f"x_{col}"], dtype=np.float64)
+                cols[col] = _nan_to_int(arr, dtype) if present else None
+            for col in ("input_dims", "input_types"):
+                cols[col] = self._native_json_ids(c[f"x_{col}"], c[f"x_{col}_u"]) if c[f"x_{col}_u"] else None
+            for col in ("coll_name", "dtype"):
+                cols[col] = self._native_ids(c[f"x_{col}"], c[f"x_{col}_u"]) if c[f"x_{col}_u"] else None
+            self._store_complete(cols, extra, n)
+        if c["f_n"]:
+            self.flow_chunks.append(
+                {
+                    "id": _nan_to_int(np.frombuffer(c["f_id"], dtype=np.float64), np.int64),
+                    "ts": np.frombuffer(c["f_ts"], dtype=np.float64),
+                    "pid": self._native_proc_ids(c, "f_pid"),
+                    "tid": self._native_proc_ids(c, "f_tid"),
+                    "phase": np.frombuffer(c["f_phase"], dtype=np.int8),
+                    "cat": self._native_ids(c["f_cat"], c["f_cat_u"]),
+                }
+            )
+
+    def _native_ids(self, local: bytearray, strings: list[str]) -> np.ndarray:
+        """Global string ids of a native string column: local ids into ``strings`` (-1: absent, kept)."""
+        ids = np.array([*self._ids(strings), -1], dtype=np.int32)
+        return ids[np.frombuffer(local, dtype=np.int32)]  # local -1 picks the appended -1
+
+    def _native_json_ids(self, local: bytearray, values: list[str | bytes]) -> np.ndarray:
+        """Ids of a native raw-JSON column: each distinct value is its compact JSON (str) where the native decoder
+        could write it exactly, else its raw text (bytes), normalized here as ``_raw_json_ids`` does."""
+        known = self._raw_json_ids_known
+        table = self.strings
+        ids: list[int | None] = list(map(table._ids.get, values))  # most repeat across batches: one dict hit each
+        for i in [i for i, v in enumerate(ids) if v is None]:  # first-seen order, as the other paths intern them
+            v = values[i]
+            if isinstance(v, str):
+                ids[i] = table.intern(v)
+            else:
+                if v not in known:
+                    self._learn_raw_texts((v,))
+                ids[i] = known[v]
+        ids.append(-1)
+        return np.array(ids, dtype=np.int32)[np.frombuffer(local, dtype=np.int32)]  # local -1 -> the appended -1
+
+    def _native_proc_ids(self, c: dict[str, Any], key: str) -> np.ndarray:
+        """pid/tid column of a native batch: ints kept, strings -> -(1 + string id) as in ``_proc_ids``."""
+        vals = np.frombuffer(c[key], dtype=np.int64)
+        if c[key + "_s"] is None:
+            return vals
+        ids = np.array([-(1 + self.strings.intern(s)) for s in c[key + "_u"]], dtype=np.int64)
+        local = np.frombuffer(c[key + "_s"], dtype=np.int32)
+        return np.where(local >= 0, ids[local], vals)
+
     def _metadata_event(self, e: dict[str, Any]) -> None:
         name = _args(e).get("name")
         if name is None:
@@ -383,7 +493,7 @@ class TraceBuilder:
         n = len(ts)
         if not self.float_ts and float in set(map(type, ts)):
             self.float_ts = True
-        cols: dict[str, np.ndarray] = {
+        cols: dict[str, np.ndarray | None] = {
             "ts": _float_column(ts),
             "dur": _float_column(dur),
             "cat": np.array(cats, dtype=np.int8),
@@ -392,44 +502,55 @@ class TraceBuilder:
             "tid": self._proc_ids(tids),
         }
         # args columns. General path: a key absent from the batch's raw JSON is skipped without touching the
-        # dicts (a miss scans the whole batch, so keys that only come together are checked once, by group).
-        # Struct path: reading a field of every struct and counting the Nones is cheaper than that scan.
+        # dicts. Struct path: reading a field of every struct and counting the Nones is cheaper than that scan,
+        # except for the shape keys (raw JSON values). Each key checks its own presence: keys that usually come
+        # together (NCCL metadata, Input Dims / Input type) need not, and a batch must not lose one.
         raw = self.raw if not typed else b""
-        nccl = not raw or b'"Collective name"' in raw or b'"In msg nelems"' in raw
-        shapes = not self.raw or b'"Input Dims"' in self.raw
+        shapes = {k: not self.raw or f'"{k}"'.encode() in self.raw for k in _SHAPE_KEYS}
 
         def values(col: str, key: str) -> list[Any] | None:
             """The key's values, None when no event has it."""
             if key in _SHAPE_KEYS:
-                return arg_values(col, key) if shapes else None
-            if raw and not (nccl if key in _NCCL_KEYS else f'"{key}"'.encode() in raw):
+                return arg_values(col, key) if shapes[key] else None
+            if raw and f'"{key}"'.encode() not in raw:
                 return None
             vals = arg_values(col, key)
             return None if vals.count(None) == n else vals
 
         for col, key, dtype in _ARG_INT_COLUMNS:
             vals = values(col, key)
-            cols[col] = np.full(n, -1, dtype=dtype) if vals is None else _int_column(vals, dtype)
+            cols[col] = None if vals is None else _int_column(vals, dtype)
         for col, key in (("input_dims", "Input Dims"), ("input_types", "Input type")):
             vals = values(col, key)
             if vals is None:
-                cols[col] = np.full(n, -1, np.int32)
+                cols[col] = None
             else:
                 cols[col] = self._raw_json_ids(vals) if typed else np.array(self._json_ids(vals), np.int32)
         for col, key in (("coll_name", "Collective name"), ("dtype", "dtype")):
             vals = values(col, key)
             if vals is None:
-                cols[col] = np.full(n, -1, dtype=np.int32)
+                cols[col] = None
             else:
                 cols[col] = np.array([-1 if v is None else self.strings.intern(str(v)) for v in vals], np.int32)
-        nan_dur = np.isnan(cols["dur"])
+        self._store_complete(cols, extra, n)
+
+    def _store_complete(
+        self, cols: dict[str, np.ndarray | None], extra: list[tuple[int, dict[str, Any]]], n: int
+    ) -> None:
+        """Keep one batch's columns as a chunk (mostly-absent integer columns sparse; None: a column no event of
+        the batch has); ``extra`` as in ``_add_complete``."""
+        dur = cast(np.ndarray, cols["dur"])
+        nan_dur = np.isnan(dur)
         if nan_dur.any():
-            cols["dur"][nan_dur] = 0.0
+            dur[nan_dur] = 0.0
         base = self.n_events
         self.extra.extend((base + i, a) for i, a in extra)
         chunk: dict[str, Any] = dict(cols)
         for k in _SPARSE_CANDIDATES:
             arr = cols[k]
+            if arr is None:
+                chunk[k] = _SparseChunk(_NO_ROWS, np.empty(0, dtype=EVENT_DTYPES[k]))
+                continue
             nz = np.flatnonzero(arr != -1)
             if _sparse_pays(len(nz), n, arr.itemsize):
                 chunk[k] = _SparseChunk(nz, arr[nz])
@@ -451,6 +572,7 @@ class TraceBuilder:
         cols = {"ts": ts[order]}
         sparse: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         n_all, n = len(ts), len(order)
+        trim = n_all >= _TRIM_EACH_COLUMN_ROWS
         del ts
         inv: np.ndarray | None = None
         # one column at a time: peak memory is the model plus two columns, not two models
@@ -478,7 +600,8 @@ class TraceBuilder:
                     dense = np.full(n, -1, dtype=dtype)
                     dense[rows] = vals
                     cols[k] = dense
-            release_free_memory()  # the chunk arrays just freed are small heap blocks: hand them back now
+            if trim:
+                release_free_memory()  # the chunk arrays just freed are small heap blocks: hand them back now
         del chunks
         events = Events(**cols, sparse=sparse)
         del cols
@@ -511,7 +634,8 @@ class TraceBuilder:
         del ts
         for k in ("id", "pid", "tid", "phase", "cat"):  # one column at a time, as for events
             cols[k] = np.concatenate([c.pop(k) for c in chunks])[order]
-            release_free_memory()
+            if len(order) >= _TRIM_EACH_COLUMN_ROWS:
+                release_free_memory()
         return Flows(**cols)
 
     def _memory(self) -> MemoryEvents:
@@ -545,8 +669,17 @@ class TraceBuilder:
         return Instants(**{k: getattr(i, k)[order] for k in ("ts", "name", "pid", "tid")})
 
 
-def decode_batch(batch: bytes) -> list[Any]:
-    """Typed decoding when the batch fits ``Event`` (the common case), else the general parser (dicts), which also
-    raises the error for invalid JSON."""
+def decode_fast(batch: bytes | bytearray) -> list[Any] | NativeBatch | None:
+    """A speculative cut (see ``jsonscan``): native columns, else ``Event`` structs; None when both decline."""
+    native = decode_native(batch)
+    return native if native is not None else decode_events(batch)
+
+
+def decode_batch(batch: bytes) -> list[Any] | NativeBatch:
+    """Native columns or typed decoding when the batch fits (the common case), else the general parser (dicts),
+    which also raises the error for invalid JSON."""
+    native = decode_native(batch)
+    if native is not None:
+        return native
     evs = decode_events(batch)
     return evs if evs is not None else orjson.loads(batch)

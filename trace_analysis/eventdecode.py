@@ -12,18 +12,43 @@ is not an object, ``ph`` that is not a string, ``args`` that is not an object, o
 ``decode_events`` return None, and the caller parses that batch the general way (orjson dicts), which also
 produces the error message for invalid JSON. One leniency: keys the structs skip are not validated as strictly
 as orjson does (invalid UTF-8 inside an unused string value is accepted).
+
+Native accelerator: when the optional C extension ``dyno.trace_analysis._native`` is built (``_native.c``),
+``decode_native`` is tried first. It writes the columns of complete and flow events straight into buffers (no
+Python object per event) and declines (None) whatever it does not reproduce exactly, so the decoders here run
+for those batches. ``DYNO_NATIVE_PARSE=0`` in the environment turns it off (tests compare both paths).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+from types import ModuleType
 from typing import Any
 
 import msgspec
 
-__all__ = ["Event", "EventArgs", "EMPTY_ARGS", "decode_events", "element_texts"]
+__all__ = [
+    "Event",
+    "EventArgs",
+    "EMPTY_ARGS",
+    "NativeBatch",
+    "decode_events",
+    "decode_native",
+    "element_texts",
+    "native_available",
+    "native_enabled",
+]
 
 logger = logging.getLogger(__name__)
+
+_native: ModuleType | None
+try:
+    from dyno.trace_analysis import _native  # type: ignore[attr-defined,no-redef]
+except ImportError:  # built without a C compiler: the Python decoders do all the work
+    _native = None
+
+NATIVE_ENV = "DYNO_NATIVE_PARSE"  # "0": never use the native decoder
 
 _f = msgspec.field
 
@@ -77,6 +102,37 @@ def decode_events(batch: bytes) -> list[Event] | None:
         return None
 
 
-def element_texts(batch: bytes) -> list[bytes]:
+def element_texts(batch: bytes | bytearray) -> list[bytes]:
     """The raw JSON text of each element of a batch (for the few events that keep more than ``Event`` holds)."""
     return [bytes(r) for r in _ELEMENTS.decode(batch)]
+
+
+class NativeBatch:
+    """One batch decoded by the native extension: ``cols`` maps column names to bytearrays (wrapped with
+    ``numpy.frombuffer`` by the builder), counts and per-field lists of distinct strings (see ``_native.c``)."""
+
+    __slots__ = ("cols",)
+
+    def __init__(self, cols: dict[str, Any]) -> None:
+        self.cols = cols
+
+    def __len__(self) -> int:
+        return int(self.cols["n"])
+
+
+def native_available() -> bool:
+    """Whether the C extension was built and imports."""
+    return _native is not None
+
+
+def native_enabled() -> bool:
+    """Whether loads use the C extension now (built, and not turned off with ``DYNO_NATIVE_PARSE=0``)."""
+    return _native is not None and os.environ.get(NATIVE_ENV, "1") != "0"
+
+
+def decode_native(batch: bytes | bytearray) -> NativeBatch | None:
+    """Columns of a JSON array of events from the C extension; None when it is off, absent, or declines."""
+    if _native is None or os.environ.get(NATIVE_ENV, "1") == "0":
+        return None
+    cols = _native.decode_batch(batch)
+    return None if cols is None else NativeBatch(cols)

@@ -18,7 +18,7 @@ Accepts ``{"traceEvents": [...], ...}`` (any key order) and the bare JSON-array 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sized
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -112,10 +112,11 @@ def iter_event_batches(
     fh: IO[bytes],
     result: ScanResult,
     block_size: int = BLOCK_SIZE,
-    decode: Callable[[bytes], list[Any]] = orjson.loads,
-    fast_decode: Callable[[bytes | bytearray], list[Any] | None] | None = None,
-) -> Iterator[list[Any]]:
-    """Yield lists of parsed traceEvents elements, one list per block; fill ``result`` (meta at the end).
+    decode: Callable[[bytes], Sized] = orjson.loads,
+    fast_decode: Callable[[bytes | bytearray], Sized | None] | None = None,
+) -> Iterator[Any]:
+    """Yield the decoded traceEvents elements of each block (whatever ``decode`` returns: a list of values, or a
+    sized batch object); fill ``result`` (meta at the end).
 
     ``decode`` parses the JSON array of one batch (a ValueError from it means invalid JSON); ``fast_decode``, if
     given, is tried first on speculative cuts (see the module docstring) and returns None to decline.

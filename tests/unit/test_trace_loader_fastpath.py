@@ -142,7 +142,8 @@ def _canonical(t: Trace) -> dict[str, Any]:
         if col in _STR_COLS:
             out[col] = [None if v < 0 else s[v] for v in vals]
         elif col in ("pid", "tid"):
-            out[col] = [int(v) if v >= 0 else s[-int(v) - 1] for v in vals]
+            # string ids are stored as -(1 + id); a negative integer pid beyond the table stays a number
+            out[col] = [s[-int(v) - 1] if -len(s) <= v < 0 else int(v) for v in vals]
         else:
             out[col] = ["nan" if isinstance(v, float) and math.isnan(v) else v for v in vals.tolist()]
     for part in ("flows", "memory", "instants"):
@@ -158,7 +159,8 @@ def _canonical(t: Trace) -> dict[str, Any]:
 
 
 def _typed_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the batches the typed decoder accepted."""
+    """Count the batches the typed decoder accepted (the native decoder turned off: it would take them first)."""
+    monkeypatch.setenv(eventdecode.NATIVE_ENV, "0")
     accepted: list[int] = []
     real = eventdecode.decode_events
 
@@ -168,14 +170,13 @@ def _typed_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             accepted.append(len(got))
         return got
 
-    monkeypatch.setattr(loader, "decode_events", counting)
     monkeypatch.setattr(builder, "decode_events", counting)
     return accepted
 
 
 def _load_general(path: Path, block_size: int) -> dict[str, Any]:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(loader, "decode_events", lambda batch: None)
+        mp.setenv(eventdecode.NATIVE_ENV, "0")
         mp.setattr(builder, "decode_events", lambda batch: None)
         return _canonical(load_trace(path, block_size=block_size))
 
@@ -295,3 +296,44 @@ def test_invalid_utf8_in_a_reparsed_event_is_reported(tmp_path: Path) -> None:
     p.write_bytes(bad)
     with pytest.raises(TraceLoadError, match="invalid JSON"):
         load_trace(p, block_size=4096)
+
+
+def test_isal_and_zlib_gzip_readers_give_the_same_model_and_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    igzip = pytest.importorskip("isal.igzip")
+    path = _write(tmp_path / "t.json.gz", _events(200), gz=True)
+    data = path.read_bytes()
+    models = []
+    for reader in (igzip, gzip):
+        monkeypatch.setattr(loader, "_GZIP", reader)
+        models.append(_canonical(load_trace(path)))
+        for k, content in enumerate((data[:-20], data[: len(data) // 2], data[:40] + bytes(30) + data[70:])):
+            bad = tmp_path / f"bad{k}.json.gz"
+            bad.write_bytes(content)
+            with pytest.raises(TraceLoadError, match="truncated or corrupt gzip stream") as info:
+                load_trace(bad, block_size=4096)
+            assert info.value.path == str(bad), reader
+    assert models[0] == models[1]
+
+
+def test_args_keys_that_usually_come_together_are_read_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ "Input type" without "Input Dims", "Group size"/"dtype" without "Collective name": every path keeps them,
+    whatever the batch boundaries (each key is looked for on its own)."""
+    evs: list[Any] = []
+    for i in range(300):
+        args: dict[str, Any] = {"Input type": ["float"]} if i % 2 else {"Group size": 8, "dtype": "Float"}
+        evs.append({"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1, "args": args})
+    path = _write(tmp_path / "alone.json", evs)
+    for block in (2000, 1 << 20):
+        models = []
+        for native, general in (("1", False), ("0", False), ("0", True)):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv(eventdecode.NATIVE_ENV, native)
+                if general:
+                    mp.setattr(builder, "decode_events", lambda batch: None)
+                t = load_trace(path, block_size=block)
+            assert (t.events.input_types >= 0).sum() == 150 and (t.events.group_size == 8).sum() == 150
+            assert t.arg_json(int(t.events.input_types[1])) == ["float"] and t.strings[t.events.dtype[0]] == "Float"
+            models.append(_canonical(t))
+        assert models[0] == models[1] == models[2], block
