@@ -577,10 +577,31 @@ class Trace:
             self._cache[key] = (events, ids)
         return ids
 
-    def name_mask(self, events: Events, predicate: Callable[[str], bool]) -> np.ndarray:
+    def names_text(self, events: Events) -> str:
+        """The distinct names of ``events`` joined by newlines (cached like ``name_ids``): one substring test
+        tells whether any name of the table contains a literal, before a predicate runs name by name."""
+        key = ("names_text", id(events))
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] is events:
+            return hit[1]
+        strings = self.strings._strings
+        text = "\n".join([strings[i] for i in self.name_ids(events).tolist()])
+        if events is self.events or id(events) in self._cache.get("cached_tables", ()):
+            self._cache[key] = (events, text)
+        return text
+
+    def name_mask(
+        self, events: Events, predicate: Callable[[str], bool], needles: str | tuple[str, ...] = ()
+    ) -> np.ndarray:
         """Boolean mask over ``events``: predicate(name); evaluated once per distinct name of ``events`` (not of
         the whole string table: args strings, categories and other tables' names are never tested), then
-        vectorized."""
+        vectorized. ``needles``: literals of which a name must contain at least one for the predicate to hold
+        (e.g. "ProfilerStep" for ``^ProfilerStep#\\d+$``); when no name of the table contains any, the mask is
+        all false without running the predicate (most rules look for names a small trace does not have)."""
+        if needles:
+            text = self.names_text(events)
+            if not any(n in text for n in ((needles,) if isinstance(needles, str) else needles)):
+                return np.zeros(len(events), dtype=bool)
         strings = self.strings._strings  # the list itself: no method call per name
         table = np.zeros(len(strings) + 1, dtype=bool)  # +1: a -1 id maps to the last slot (False)
         table[[i for i in self.name_ids(events).tolist() if predicate(strings[i])]] = True

@@ -113,7 +113,7 @@ def profiler_steps(trace: Trace) -> Events:
 
     def compute() -> Events:
         ev = trace.events
-        mask = trace.name_mask(ev, lambda s: _STEP_RX.match(s) is not None)
+        mask = trace.name_mask(ev, lambda s: _STEP_RX.match(s) is not None, "ProfilerStep")
         mask &= (ev.cat == Cat.USER_ANNOTATION) | (ev.cat == Cat.CPU_OP)
         return ev.take(mask)
 

@@ -70,7 +70,9 @@ def _host_collective_us(t: Trace) -> float:
     ev = t.events_of(Cat.USER_ANNOTATION, Cat.CPU_OP)
     if not len(ev):
         return 0.0
-    return float(ev.dur[t.name_mask(ev, lambda n: n.startswith(_HOST_COLLECTIVE_PREFIXES))].sum())
+    return float(
+        ev.dur[t.name_mask(ev, lambda n: n.startswith(_HOST_COLLECTIVE_PREFIXES), _HOST_COLLECTIVE_PREFIXES)].sum()
+    )
 
 
 def _span_us(t: Trace) -> float:

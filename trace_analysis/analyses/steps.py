@@ -79,7 +79,7 @@ def _windows(trace: Trace) -> tuple[str, np.ndarray, np.ndarray, list[int]]:
         return "profiler_step", steps.ts, steps.end, numbers
     ev = trace.events
     cpu = (ev.cat == Cat.USER_ANNOTATION) | (ev.cat == Cat.CPU_OP) | (ev.cat == Cat.PYTHON_FUNCTION)
-    opt = ev.take(cpu & trace.name_mask(ev, lambda s: _OPT_RX.match(s) is not None))
+    opt = ev.take(cpu & trace.name_mask(ev, lambda s: _OPT_RX.match(s) is not None, "Optimizer.step#"))
     if len(opt) >= 2:
         # nested duplicates (e.g. a python_function and a user_annotation for the same call): keep outermost
         ends = opt.end

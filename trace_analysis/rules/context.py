@@ -86,10 +86,11 @@ class RuleContext:
         return len(self.gpu_activity) > 0
 
     # ---- names ----------------------------------------------------------------------------------------------
-    def mask(self, events: Events, pred: Callable[[str], bool]) -> np.ndarray:
+    def mask(self, events: Events, pred: Callable[[str], bool], needles: str | tuple[str, ...] = ()) -> np.ndarray:
+        """``pred`` per row's name; ``needles``: literals a matching name must contain one of (``Trace.name_mask``)."""
         if not len(events):
             return np.zeros(0, bool)
-        return self.trace.name_mask(events, pred)
+        return self.trace.name_mask(events, pred, needles)
 
     def names_in(self, events: Events, names: Iterable[str]) -> np.ndarray:
         # exact names: look their ids up instead of testing every name of the table
@@ -125,7 +126,7 @@ class RuleContext:
     @cached_property
     def steps(self) -> tuple[StepWindow, ...]:
         ann = self.cpu_ops
-        m = self.mask(ann, lambda n: _STEP_RX.match(n) is not None)
+        m = self.mask(ann, lambda n: _STEP_RX.match(n) is not None, "ProfilerStep#")
         rows = np.flatnonzero(m)
         return tuple(StepWindow(self.name_of(ann, int(i)), float(ann.ts[i]), float(ann.dur[i])) for i in rows)
 

@@ -68,7 +68,7 @@ class DataLoaderRule(BaseRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         ops = ctx.cpu_ops
-        sel = ctx.mask(ops, lambda n: _DATALOADER.match(n) is not None) & ctx.in_window(ops)
+        sel = ctx.mask(ops, lambda n: _DATALOADER.match(n) is not None, "enumerate(") & ctx.in_window(ops)
         idx = np.flatnonzero(sel)
         if not idx.shape[0]:
             return []
@@ -104,17 +104,21 @@ class OptimizerRule(BaseRule):
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         ops = ctx.cpu_ops
         out: list[Finding] = []
-        steps = np.flatnonzero(ctx.mask(ops, lambda n: _OPT_STEP.match(n) is not None))
-        py_single = np.flatnonzero(ctx.mask(ops, lambda n: _SINGLE_TENSOR_PY.search(n) is not None))
+        steps = np.flatnonzero(ctx.mask(ops, lambda n: _OPT_STEP.match(n) is not None, "Optimizer.step#"))
+        py_single = np.flatnonzero(ctx.mask(ops, lambda n: _SINGLE_TENSOR_PY.search(n) is not None, "_single_tensor_"))
         if steps.shape[0] or py_single.shape[0]:
             per_tensor = np.flatnonzero(ctx.names_in(ops, _PER_TENSOR_UPDATE))
-            foreach = np.flatnonzero(ctx.mask(ops, lambda n: _FOREACH.match(n) is not None))
+            foreach = np.flatnonzero(
+                ctx.mask(ops, lambda n: _FOREACH.match(n) is not None, ("aten::_foreach_", "aten::_fused_"))
+            )
             owner_pt = contained_in(ops.ts[per_tensor], ops.tid[per_tensor], ops, steps)
             owner_fe = contained_in(ops.ts[foreach], ops.tid[foreach], ops, steps)
             n_pt = np.bincount(owner_pt[owner_pt >= 0], minlength=steps.shape[0])
             n_fe = np.bincount(owner_fe[owner_fe >= 0], minlength=steps.shape[0])
             # apex/DeepSpeed Fused* optimizers launch multi_tensor_apply kernels without aten::_foreach_ ops
-            fused_cls = ctx.mask(ops, lambda n: _OPT_STEP.match(n) is not None and "fused" in n.lower())[steps]
+            fused_cls = ctx.mask(
+                ops, lambda n: _OPT_STEP.match(n) is not None and "fused" in n.lower(), "Optimizer.step#"
+            )[steps]
             single = (n_pt >= int(thresholds["min_per_tensor_ops"])) & (n_fe == 0) & ~fused_cls
             if single.any() or py_single.shape[0]:
                 rows = steps[single] if single.any() else py_single
@@ -133,7 +137,7 @@ class OptimizerRule(BaseRule):
                         fix=self.fix_single,
                     )
                 )
-        zg = np.flatnonzero(ctx.mask(ops, lambda n: _OPT_ZERO.match(n) is not None))
+        zg = np.flatnonzero(ctx.mask(ops, lambda n: _OPT_ZERO.match(n) is not None, "Optimizer.zero_grad#"))
         if zg.shape[0]:
             zeros = np.flatnonzero(ctx.names_in(ops, ("aten::zero_",)))
             owner = contained_in(ops.ts[zeros], ops.tid[zeros], ops, zg)
@@ -186,7 +190,7 @@ class CpuInitCopy(BaseRule):
         if ctx.has_gpu and hit.shape[0]:
             # on GPU traces keep only .to() calls that really copied to the device (a memcpy launch inside)
             rt = ctx.runtime
-            cp = np.flatnonzero(ctx.mask(rt, lambda n: n.startswith("cudaMemcpy")))
+            cp = np.flatnonzero(ctx.mask(rt, lambda n: n.startswith("cudaMemcpy"), "cudaMemcpy"))
             owner = contained_in(rt.ts[cp], rt.tid[cp], ops, hit)
             keep = distinct(owner[owner >= 0])
             copy_time = float(rt.dur[cp[owner >= 0]].sum())
@@ -237,7 +241,7 @@ class DataParallelRule(BaseRule):
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         ops = ctx.cpu_ops
         out = []
-        dp = np.flatnonzero(ctx.mask(ops, _is_data_parallel))
+        dp = np.flatnonzero(ctx.mask(ops, _is_data_parallel, "DataParallel"))
         if dp.shape[0]:
             out.append(
                 self.finding(

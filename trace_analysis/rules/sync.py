@@ -57,7 +57,7 @@ class SyncCalls(BaseRule):
         # .cpu() / .item() on a GPU tensor: a copy to pageable host memory blocks the host until it is done
         mc = ctx.memcpy
         launch = ctx.memcpy_launch
-        to_host = (launch >= 0) & ctx.mask(mc, lambda n: "DtoH" in n and "Pageable" in n)
+        to_host = (launch >= 0) & ctx.mask(mc, lambda n: "DtoH" in n and "Pageable" in n, "DtoH")
         rt_sel[_positions(rt.index, launch[to_host])] = True
         rt_sel &= rt_win
         n_dtoh = int((to_host & (mc.ts >= lo) & (mc.ts < hi)).sum())
@@ -165,13 +165,13 @@ class SyncMemcpy(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         rt = ctx.runtime
-        sel = ctx.mask(rt, lambda n: _SYNC_MEMCPY.match(n) is not None)
+        sel = ctx.mask(rt, lambda n: _SYNC_MEMCPY.match(n) is not None, ("cudaMemcpy", "cuMemcpy"))
         if not sel.any():
             return []
         # small HtoD copies are synchronous by nature (staged through a driver buffer): skip them (Nsight)
         mc = ctx.memcpy
         found = ctx.memcpy_launch >= 0
-        htod = ctx.mask(mc, lambda n: "HtoD" in n)
+        htod = ctx.mask(mc, lambda n: "HtoD" in n, "HtoD")
         small = found & htod & (mc.bytes >= 0) & (mc.bytes <= int(thresholds["skip_htod_bytes"]))
         skip_corr = mc.correlation[small]
         sel &= ~np.isin(rt.correlation, skip_corr)
@@ -187,7 +187,7 @@ class SyncMemset(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         rt = ctx.runtime
-        idx = np.flatnonzero(ctx.mask(rt, lambda n: _SYNC_MEMSET.match(n) is not None))
+        idx = np.flatnonzero(ctx.mask(rt, lambda n: _SYNC_MEMSET.match(n) is not None, ("cudaMemset", "cuMemset")))
         if idx.shape[0] < max(int(thresholds["min_calls"]), 1):
             return []
         return _blocking_calls(self, ctx, idx, "cudaMemset")
@@ -204,7 +204,7 @@ class PageableMemcpy(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         mc = ctx.memcpy
-        idx = np.flatnonzero(ctx.mask(mc, lambda n: "Pageable" in n))
+        idx = np.flatnonzero(ctx.mask(mc, lambda n: "Pageable" in n, "Pageable"))
         if idx.shape[0] < max(int(thresholds["min_copies"]), 1):
             return []
         lost = float(mc.dur[idx].sum())
