@@ -96,7 +96,8 @@ logger = logging.getLogger(__name__)
 
 
 class Cat(IntEnum):
-    """Category codes of complete events (Kineto ``cat`` strings, see ``CAT_BY_NAME``)."""
+    """Category codes of complete events (Kineto ``cat`` strings, see ``CAT_BY_NAME``). Compare columns with
+    ``.value`` (``ev.cat == Cat.KERNEL.value``): numpy converts an IntEnum member ~5x slower than a plain int."""
 
     OTHER = 0
     KERNEL = 1

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["distinct", "median", "readonly"]
+__all__ = ["INT16_MAX", "distinct", "linspace", "median", "readonly", "unique_inverse"]
+
+INT16_MAX = 32767  # np.iinfo(np.int16).max (np.iinfo builds a Python object on first use)
 
 
 def distinct(a: np.ndarray) -> np.ndarray:
@@ -40,3 +42,34 @@ def median(a: np.ndarray | list[float]) -> float:
     if n % 2:
         return float(s[mid])
     return float((s[mid - 1] + s[mid]) / 2.0)
+
+
+def unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(a, return_inverse=True)`` for an integer array (e.g. name ids). Non-negative values (the
+    usual case: ids) are grouped with a bincount instead of a sort; same ids (dtype of ``a``) and inverse
+    (intp)."""
+    if len(a) and a.min() >= 0:
+        present = np.bincount(a)
+        ids = np.flatnonzero(present).astype(a.dtype, copy=False)
+        remap = np.zeros(present.shape[0], dtype=np.intp)
+        remap[ids] = np.arange(ids.shape[0])
+        return ids, remap[a]
+    ids, inv = np.unique(a, return_inverse=True)
+    return ids, inv
+
+
+def linspace(lo: float, hi: float, num: int) -> np.ndarray:
+    """``np.linspace(lo, hi, num)`` for float bounds and ``num >= 2``: the same arithmetic (arange times the
+    step, plus lo, the last value set to hi) without np.linspace's Python-level argument handling."""
+    div = num - 1
+    delta = float(hi) - float(lo)
+    step = delta / div
+    y = np.arange(0, num, dtype=np.float64)
+    if step == 0:  # denormal span: numpy divides first, then scales (gh-5437)
+        y /= div
+        y *= delta
+    else:
+        y *= step
+    y += lo
+    y[-1] = hi
+    return y

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dyno.trace_analysis.analyses.arrays import INT16_MAX
 from dyno.trace_analysis.analyses.kernels import group_rows_by_name
 from dyno.trace_analysis.model import Cat, Events, Trace
 
@@ -47,7 +48,7 @@ def parents(ev: Events) -> np.ndarray:
     # sort by thread, start, longer first (a parent precedes its children)
     order = _thread_time_order(ev)
     pid, tid, ts, end = ev.pid[order], ev.tid[order], ev.ts[order], (ev.ts + ev.dur)[order]
-    bounds = np.flatnonzero((np.diff(pid) != 0) | (np.diff(tid) != 0)) + 1
+    bounds = np.flatnonzero((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])) + 1  # np.diff(x) != 0 on ints
     starts = np.concatenate(([0], bounds))
     stops = np.concatenate((bounds, [n]))
     for a, b in zip(starts, stops, strict=True):
@@ -65,7 +66,7 @@ def parents(ev: Events) -> np.ndarray:
         # parent = last earlier event with depth d-1
         key = depth.astype(np.int64) * (m + 1) + np.arange(m)
         # key order = depth order, stable (idx ascends); as int16 numpy sorts stably by radix (depth < m)
-        korder = np.argsort(depth.astype(np.int16) if m <= np.iinfo(np.int16).max else key, kind="stable")
+        korder = np.argsort(depth.astype(np.int16) if m <= INT16_MAX else key, kind="stable")
         ksorted = key[korder]
         want = (depth - 1) * (m + 1) + np.arange(m)
         pos = np.searchsorted(ksorted, want, side="left") - 1
@@ -131,36 +132,38 @@ def cpu_op_summary(trace: Trace, *, top_n: int = 20) -> CpuOpSummary:
     def stat(j: int) -> OpStat:
         got = g.built.get(j)  # one OpStat per group, shared by both tables and every top_n
         if got is None:
+            total, count = g.total[j], g.count[j]
             got = g.built[j] = OpStat(
                 name=trace.strings[g.ids[j]],
-                count=int(g.count[j]),
-                total_us=float(g.total[j]),
-                self_us=float(g.self_by[j]),
-                mean_us=float(g.total[j] / g.count[j]),
-                max_us=float(g.maxs[j]),
-                example_ts=float(g.example_ts[j]),
+                count=count,
+                total_us=total,
+                self_us=g.self_by[j],
+                mean_us=total / count,  # float / int: numpy's float64 division, same value
+                max_us=g.maxs[j],
+                example_ts=g.example_ts[j],
             )
         return got
 
-    by_total = tuple(stat(j) for j in g.by_total[:top_n].tolist())
-    by_self = tuple(stat(j) for j in g.by_self[:top_n].tolist())
+    by_total = tuple(stat(j) for j in g.by_total[:top_n])
+    by_self = tuple(stat(j) for j in g.by_self[:top_n])
     return CpuOpSummary(trace.rank, g.n_ops, g.wall, by_total, by_self)
 
 
 @dataclass(frozen=True, eq=False)
 class _OpGroups:
-    """Per distinct cpu_op name: what ``cpu_op_summary`` reads for any ``top_n``."""
+    """Per distinct cpu_op name: what ``cpu_op_summary`` reads for any ``top_n``. Python lists (``tolist()``):
+    the OpStats are built from Python numbers, not one numpy scalar conversion per field."""
 
     n_ops: int
     wall: float
-    ids: np.ndarray
-    count: np.ndarray
-    total: np.ndarray
-    self_by: np.ndarray
-    maxs: np.ndarray
-    example_ts: np.ndarray  # start of each group's longest call
-    by_total: np.ndarray  # group order by total time, descending (stable)
-    by_self: np.ndarray
+    ids: list[int]
+    count: list[int]
+    total: list[float]
+    self_by: list[float]
+    maxs: list[float]
+    example_ts: list[float]  # start of each group's longest call
+    by_total: list[int]  # group order by total time, descending (stable)
+    by_self: list[int]
     built: dict[int, OpStat] = field(default_factory=dict)
 
     @classmethod
@@ -174,4 +177,15 @@ class _OpGroups:
         wall = float(ev.dur[par < 0].sum())
         by_total = np.argsort(-total, kind="stable")
         by_self = np.argsort(-self_by, kind="stable")
-        return cls(len(ev), wall, ids, count, total, self_by, maxs, ev.ts[longest], by_total, by_self)
+        return cls(
+            len(ev),
+            wall,
+            ids.tolist(),
+            count.tolist(),
+            total.tolist(),
+            self_by.tolist(),
+            maxs.tolist(),
+            ev.ts[longest].tolist(),
+            by_total.tolist(),
+            by_self.tolist(),
+        )

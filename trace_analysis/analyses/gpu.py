@@ -66,16 +66,20 @@ class KernelType(IntEnum):
     OTHER = 3
 
 
+# plain ints: numpy converts a list of IntEnum members element by element, several times slower
+_COMMUNICATION, _MEMORY, _COMPUTATION, _OTHER = (k.value for k in KernelType)
+
+
 def _kernel_type_of(name: str) -> int:
     line = name.partition("\n")[0]
     if line.startswith("nccl") and line.find("Kernel", 4) >= 0:
-        return KernelType.COMMUNICATION
+        return _COMMUNICATION
     if name.startswith(("Memcpy", "Memset", "dma")):
-        return KernelType.MEMORY
+        return _MEMORY
     # what is left of the non-compute regex once nccl kernels and ^Memset are out: .*Memcpy or .*Sync
     if "Memcpy" in line or "Sync" in line:
-        return KernelType.OTHER
-    return KernelType.COMPUTATION
+        return _OTHER
+    return _COMPUTATION
 
 
 _UNCLASSIFIED = -1
@@ -88,7 +92,7 @@ def kernel_types(trace: Trace, events: Events) -> np.ndarray:
     tab = trace.cached(
         ("kernel_type_table", len(strings)), lambda: np.full(len(strings) + 1, _UNCLASSIFIED, dtype=np.int8)
     )
-    tab[-1] = KernelType.OTHER  # a -1 name id
+    tab[-1] = _OTHER  # a -1 name id
     ids = trace.name_ids(events)
     todo = ids[tab[ids] == _UNCLASSIFIED].tolist()
     if todo:
@@ -114,7 +118,7 @@ def profiler_steps(trace: Trace) -> Events:
     def compute() -> Events:
         ev = trace.events
         mask = trace.name_mask(ev, lambda s: _STEP_RX.match(s) is not None, "ProfilerStep")
-        mask &= (ev.cat == Cat.USER_ANNOTATION) | (ev.cat == Cat.CPU_OP)
+        mask &= (ev.cat == Cat.USER_ANNOTATION.value) | (ev.cat == Cat.CPU_OP.value)
         return ev.take(mask)
 
     return trace.cached("profiler_steps", compute)
@@ -173,7 +177,7 @@ class GpuScope:
     @property
     def is_activity(self) -> np.ndarray:
         """Mask over ``rows``: real GPU work (not a cuda_sync row)."""
-        return self.rows.cat != Cat.CUDA_SYNC
+        return self.rows.cat != Cat.CUDA_SYNC.value
 
 
 def gpu_scope(trace: Trace, include_last_step: bool = False, hta_ns_rounding: bool = False) -> GpuScope:
@@ -212,7 +216,7 @@ def _gpu_scope(trace: Trace, include_last_step: bool, rounding: bool) -> GpuScop
             ok[ok] = ev_ts[launch[ok]] < window_end
         rows = rows.take(ok)
         launch = launch[ok]
-    act_mask = rows.cat != Cat.CUDA_SYNC
+    act_mask = rows.cat != Cat.CUDA_SYNC.value
     ts, end = _times(trace, rows.index, rounding)
     has = launch >= 0
     l_ts = np.full(len(rows), np.nan)

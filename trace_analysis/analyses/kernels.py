@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dyno.trace_analysis.analyses.arrays import INT16_MAX, unique_inverse
 from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, kernel_types
 from dyno.trace_analysis.model import Trace
 
@@ -59,21 +60,13 @@ def group_rows_by_name(
     names: np.ndarray, dur: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``group_by_name`` plus the group of each row: (ids, group per row, count, total, min, max, longest row)."""
-    if len(names) and names.min() >= 0:
-        # name ids are small non-negative ints: np.unique(..., return_inverse=True) without a sort
-        present = np.bincount(names)
-        ids = np.flatnonzero(present).astype(names.dtype, copy=False)
-        remap = np.zeros(present.shape[0], dtype=np.intp)
-        remap[ids] = np.arange(ids.shape[0])
-        inv = remap[names]
-    else:
-        ids, inv = np.unique(names, return_inverse=True)
+    ids, inv = unique_inverse(names)  # name ids are small non-negative ints: no sort
     count = np.bincount(inv, minlength=len(ids))
     total = np.bincount(inv, weights=dur, minlength=len(ids))
     # by group, then duration ascending, ties by row: np.lexsort((dur, inv)) as two stable sorts, the second by
     # group as int16 when it fits (numpy sorts those by radix)
     order = np.argsort(dur, kind="stable")
-    groups = inv.astype(np.int16) if len(ids) <= np.iinfo(np.int16).max else inv
+    groups = inv.astype(np.int16) if len(ids) <= INT16_MAX else inv
     order = order[np.argsort(groups[order], kind="stable")]
     # every group is non-empty, so in inv[order] group k spans [ends[k] - count[k], ends[k])
     ends = np.cumsum(count)
@@ -89,39 +82,44 @@ def kernel_breakdown(trace: Trace, *, top_n: int = 20, include_last_step: bool =
     report and the benchmark ask for different ``top_n``)."""
     g = trace.cached(("kernel_groups", include_last_step), lambda: _KernelGroups.of(trace, include_last_step))
     top = []
-    for j in g.order[:top_n].tolist():
+    for j in g.order[:top_n]:
         got = g.built.get(j)  # one KernelStat per group, shared by every top_n
         if got is None:
+            tot, count = g.tot[j], g.count[j]
             got = g.built[j] = KernelStat(
                 name=trace.strings[g.ids[j]],
-                kernel_type=KernelType(int(g.kt[j])).name,
-                count=int(g.count[j]),
-                total_us=float(g.tot[j]),
-                mean_us=float(g.tot[j] / g.count[j]),
-                min_us=float(g.mins[j]),
-                max_us=float(g.maxs[j]),
-                share=float(g.tot[j] / g.total) if g.total > 0 else 0.0,
-                example_ts=float(g.example_ts[j]),
+                kernel_type=_TYPE_NAMES[g.kt[j]],
+                count=count,
+                total_us=tot,
+                mean_us=tot / count,  # Python floats: the same IEEE division as numpy's
+                min_us=g.mins[j],
+                max_us=g.maxs[j],
+                share=tot / g.total if g.total > 0 else 0.0,
+                example_ts=g.example_ts[j],
             )
         top.append(got)
     return KernelBreakdown(trace.rank, g.total, g.by_type, tuple(top), g.n_kernels, len(g.ids))
 
 
+_TYPE_NAMES = tuple(k.name for k in sorted(KernelType))  # by value (0..3)
+
+
 @dataclass(frozen=True, eq=False)
 class _KernelGroups:
-    """Per distinct kernel name over the window's GPU work: what ``kernel_breakdown`` reads for any ``top_n``."""
+    """Per distinct kernel name over the window's GPU work: what ``kernel_breakdown`` reads for any ``top_n``.
+    Python lists (``tolist()``): the KernelStats are built from Python numbers."""
 
     total: float
     by_type: tuple[KernelTypeTime, ...]
     n_kernels: int
-    ids: np.ndarray
-    count: np.ndarray
-    tot: np.ndarray
-    mins: np.ndarray
-    maxs: np.ndarray
-    kt: np.ndarray  # per group: kernel type (of its longest row; one name has one type)
-    example_ts: np.ndarray  # per group: start of the longest row
-    order: np.ndarray  # groups by total time, descending (stable)
+    ids: list[int]
+    count: list[int]
+    tot: list[float]
+    mins: list[float]
+    maxs: list[float]
+    kt: list[int]  # per group: kernel type (of its longest row; one name has one type)
+    example_ts: list[float]  # per group: start of the longest row
+    order: list[int]  # groups by total time, descending (stable)
     built: dict[int, KernelStat] = field(default_factory=dict)
 
     @classmethod
@@ -132,7 +130,7 @@ class _KernelGroups:
         kt = kernel_types(trace, act)
         by_type = []
         for k in KernelType:
-            m = kt == k
+            m = kt == k.value
             t = float(dur[m].sum())
             by_type.append(KernelTypeTime(k.name, int(m.sum()), t, t / total if total > 0 else 0.0))
         if len(act):
@@ -141,4 +139,16 @@ class _KernelGroups:
             ids = longest = count = np.empty(0, np.int64)
             tot = mins = maxs = np.empty(0, np.float64)
         order = np.argsort(-tot, kind="stable")
-        return cls(total, tuple(by_type), len(act), ids, count, tot, mins, maxs, kt[longest], act.ts[longest], order)
+        return cls(
+            total,
+            tuple(by_type),
+            len(act),
+            ids.tolist(),
+            count.tolist(),
+            tot.tolist(),
+            mins.tolist(),
+            maxs.tolist(),
+            kt[longest].tolist(),
+            act.ts[longest].tolist(),
+            order.tolist(),
+        )

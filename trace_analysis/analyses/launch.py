@@ -95,7 +95,7 @@ def _launch_stats(
     hta_ns_rounding: bool,
 ) -> LaunchStats:
     scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
-    has = _launched(trace, include_last_step, hta_ns_rounding) & (scope.rows.cat != Cat.CUDA_SYNC)
+    has = _launched(trace, include_last_step, hta_ns_rounding) & (scope.rows.cat != Cat.CUDA_SYNC.value)
     cpu_dur = scope.launch_end[has] - scope.launch_ts[has]
     gpu_dur = scope.end[has] - scope.ts[has]
     delay = np.clip(scope.ts[has] - scope.launch_end[has], 0.0, None)
@@ -154,7 +154,7 @@ def _queue_length(trace: Trace, include_last_step: bool, hta_ns_rounding: bool) 
     length = np.empty(len(delta), dtype=np.int64)
     max_by: dict[int, int] = {}
     if len(delta):
-        bounds = np.flatnonzero(np.diff(stream)) + 1
+        bounds = np.flatnonzero(stream[1:] != stream[:-1]) + 1  # np.diff(stream) != 0
         starts = np.concatenate(([0], bounds))
         ends = np.concatenate((bounds, [len(delta)]))
         csum = np.cumsum(delta)

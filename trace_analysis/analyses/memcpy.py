@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dyno.trace_analysis.analyses.arrays import unique_inverse
 from dyno.trace_analysis.analyses.gpu import gpu_scope
 from dyno.trace_analysis.model import Cat, Trace
 
@@ -55,10 +56,10 @@ def memory_copies(trace: Trace, *, include_last_step: bool = False) -> MemoryCop
 def _memory_copies(trace: Trace, include_last_step: bool) -> MemoryCopies:
     scope = gpu_scope(trace, include_last_step)
     act = scope.activity
-    ev = act.take((act.cat == Cat.GPU_MEMCPY) | (act.cat == Cat.GPU_MEMSET))
+    ev = act.take((act.cat == Cat.GPU_MEMCPY.value) | (act.cat == Cat.GPU_MEMSET.value))
     kinds = []
     if len(ev):
-        ids, inv = np.unique(ev.name, return_inverse=True)
+        ids, inv = unique_inverse(ev.name)
         count = np.bincount(inv, minlength=len(ids))
         tot = np.bincount(inv, weights=ev.dur, minlength=len(ids))
         nbytes = np.bincount(inv, weights=np.maximum(ev.bytes, 0).astype(np.float64), minlength=len(ids))

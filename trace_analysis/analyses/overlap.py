@@ -49,8 +49,8 @@ def comm_comp_overlap(
 def _comm_comp_overlap(trace: Trace, include_last_step: bool, hta_ns_rounding: bool) -> CommCompOverlap:
     scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
     kt = kernel_types(trace, scope.rows)
-    comp = kt == KernelType.COMPUTATION
-    comm = kt == KernelType.COMMUNICATION
+    comp = kt == KernelType.COMPUTATION.value
+    comm = kt == KernelType.COMMUNICATION.value
     ts, end = scope.ts, scope.end
     comm_us = union_length(ts[comm], end[comm])
     return CommCompOverlap(

@@ -78,7 +78,7 @@ def _windows(trace: Trace) -> tuple[str, np.ndarray, np.ndarray, list[int]]:
         numbers = [step_number(trace.strings[i]) or k for k, i in enumerate(steps.name)]
         return "profiler_step", steps.ts, steps.end, numbers
     ev = trace.events
-    cpu = (ev.cat == Cat.USER_ANNOTATION) | (ev.cat == Cat.CPU_OP) | (ev.cat == Cat.PYTHON_FUNCTION)
+    cpu = (ev.cat == Cat.USER_ANNOTATION.value) | (ev.cat == Cat.CPU_OP.value) | (ev.cat == Cat.PYTHON_FUNCTION.value)
     opt = ev.take(cpu & trace.name_mask(ev, lambda s: _OPT_RX.match(s) is not None, "Optimizer.step#"))
     if len(opt) >= 2:
         # nested duplicates (e.g. a python_function and a user_annotation for the same call): keep outermost
@@ -100,7 +100,7 @@ def _step_timings(trace: Trace) -> StepStats:
     busy = np.zeros(len(starts))
     # all GPU work (no last-step window: every step gets its GPU time); same cached table as gpu_scope uses
     gpu = trace.events_of(Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.CUDA_SYNC)
-    work = gpu.cat != Cat.CUDA_SYNC
+    work = gpu.cat != Cat.CUDA_SYNC.value
     if len(starts) and work.any():
         # GPU busy inside each window: coverage of the union of GPU work, evaluated at the window bounds
         u_s, u_e = merge(gpu.ts[work], gpu.end[work])

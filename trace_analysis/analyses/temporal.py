@@ -75,9 +75,9 @@ def _temporal_breakdown(
     span = float(end.max() - ts.min())
     busy = union_length(ts, end)
     kt = kernel_types(trace, rows)
-    comp = kt == KernelType.COMPUTATION
-    comm = kt == KernelType.COMMUNICATION
-    mem = kt == KernelType.MEMORY
+    comp = kt == KernelType.COMPUTATION.value
+    comm = kt == KernelType.COMMUNICATION.value
+    mem = kt == KernelType.MEMORY.value
     compute = union_length(ts[comp], end[comp])
     return TemporalBreakdown(
         rank=trace.rank,

@@ -89,10 +89,16 @@ def gpu_utilization(ctx: RuleContext) -> float:
 
 
 def busiest_stream(ctx: RuleContext) -> int | None:
-    """The stream with the most GPU time (the compute stream in almost every training job)."""
-    g = ctx.gpu_activity
-    if not len(g):
-        return None
-    stream = np.where(g.stream >= 0, g.stream, g.tid).astype(np.int64)
-    u, inv = np.unique(stream, return_inverse=True)
-    return int(u[int(np.argmax(np.bincount(inv, weights=g.dur)))])
+    """The stream with the most GPU time (the compute stream in almost every training job). Cached on the trace
+    (host-bound and launch-overhead both ask)."""
+
+    def compute() -> int | None:
+        g = ctx.gpu_activity
+        if not len(g):
+            return None
+        stream = np.where(g.stream >= 0, g.stream, g.tid).astype(np.int64)
+        u, inv = np.unique(stream, return_inverse=True)
+        return int(u[int(np.argmax(np.bincount(inv, weights=g.dur)))])
+
+    got: int | None = ctx.trace.cached(("rules.busiest_stream",), compute)
+    return got

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..analyses.arrays import linspace
 from ..analyses.intervals import coverage_before
 from ._common import GpuRule
 from .base import Example, Finding, Severity, ThresholdValue
@@ -22,9 +23,10 @@ def utilization_timeline(ctx: RuleContext, bins: int = 30) -> dict[int, tuple[np
         lo, hi = ctx.window if ctx.steps else (first, last)
         if hi <= lo:
             continue
-        edges = np.linspace(lo, hi, bins + 1)
-        busy = np.diff(coverage_before(s, e, edges))
-        out[d] = (edges, np.clip(busy / np.diff(edges), 0.0, 1.0))
+        edges = linspace(lo, hi, bins + 1)
+        cov = coverage_before(s, e, edges)
+        busy = cov[1:] - cov[:-1]  # np.diff
+        out[d] = (edges, np.clip(busy / (edges[1:] - edges[:-1]), 0.0, 1.0))
     return out
 
 
@@ -43,7 +45,8 @@ class LowGpuUtil(GpuRule):
         out = []
         for dev, (edges, util) in utilization_timeline(ctx, chunks).items():
             width = float(edges[-1] - edges[0])
-            overall = float((util * np.diff(edges)).sum() / width)
+            widths = edges[1:] - edges[:-1]  # np.diff(edges)
+            overall = float((util * widths).sum() / width)
             idle = width * (1.0 - overall)
             low = np.flatnonzero(util < min_util)
             examples = [
@@ -64,7 +67,7 @@ class LowGpuUtil(GpuRule):
                 )
             elif len(low) >= int(thresholds["min_low_chunks"]):
                 # Busy overall but idle phases: cost = idle time inside the low chunks.
-                lost = float(((1.0 - util[low]) * np.diff(edges)[low]).sum())
+                lost = float(((1.0 - util[low]) * widths[low]).sum())
                 out.append(
                     self.finding(
                         ctx,

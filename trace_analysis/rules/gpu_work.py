@@ -43,7 +43,7 @@ def _overlap(ctx: RuleContext) -> CommCompOverlap:
 
 
 def _is_comm(ctx: RuleContext) -> np.ndarray:
-    return kernel_types(ctx.trace, ctx.kernels) == KernelType.COMMUNICATION
+    return kernel_types(ctx.trace, ctx.kernels) == KernelType.COMMUNICATION.value
 
 
 class ExposedComm(GpuRule):

@@ -41,7 +41,7 @@ class ShortKernels(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         st = _stats(ctx, float(thresholds["max_launch_us"]))
-        is_kernel = ctx.trace.events.cat[st.gpu_row] == Cat.KERNEL
+        is_kernel = ctx.trace.events.cat[st.gpu_row] == Cat.KERNEL.value
         total = int(is_kernel.sum())
         if not total:
             return []
