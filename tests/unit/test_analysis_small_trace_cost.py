@@ -1,0 +1,132 @@
+"""Fixed cost of the analyses and rules on small traces: replacements of numpy helpers must give numpy's exact
+values, literal prefilters of name filters must never drop a match, caches must equal a fresh computation."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from analysis_trace_builder import TraceBuilder
+
+from dyno.trace_analysis.analyses.arrays import linspace, unique_inverse
+
+pytestmark = pytest.mark.unit
+
+
+def _bounds() -> list[tuple[float, float]]:
+    rng = np.random.default_rng(7)
+    out = [(0.0, 1.0), (1.0, 1.0), (5.0, -3.0), (0.0, 5e-324), (1e-310, 3e-310), (-0.0, 0.0)]
+    out += [(1_694_039_959_000_000.0, 1_694_040_000_600_000.25), (1712195495519695.8, 1712195495519700.1)]
+    for _ in range(200):
+        lo = float(rng.normal(0, 1e6)) + (1.7e15 if rng.random() < 0.5 else 0.0)
+        out.append((lo, lo + float(rng.exponential(1e5))))
+    return out
+
+
+@pytest.mark.parametrize("num", [2, 3, 7, 31, 61])
+def test_linspace_equals_numpy_bit_for_bit(num: int) -> None:
+    for lo, hi in _bounds():
+        got, want = linspace(lo, hi, num), np.linspace(lo, hi, num)
+        assert got.dtype == want.dtype
+        assert got.tobytes() == want.tobytes(), (lo, hi, num)
+
+
+def test_unique_inverse_equals_np_unique() -> None:
+    rng = np.random.default_rng(3)
+    cases = [np.empty(0, np.int32), np.array([5], np.int32), np.array([-1, 3, -1, 2], np.int32)]
+    cases += [rng.integers(0, 60, size=n).astype(dt) for n in (1, 2, 50, 999) for dt in (np.int32, np.int64)]
+    cases += [rng.integers(-5, 60, size=300).astype(np.int64)]
+    for a in cases:
+        ids, inv = unique_inverse(a)
+        w_ids, w_inv = np.unique(a, return_inverse=True)
+        assert ids.dtype == w_ids.dtype and np.array_equal(ids, w_ids)
+        assert inv.dtype == w_inv.dtype and np.array_equal(inv, w_inv)
+
+
+# (pattern as the code matches it, the literals passed as its needles); a match must contain one of them
+_NEEDLED = [
+    (re.compile(r"^ProfilerStep\s*#\s*(\d+)$").match, ("ProfilerStep",)),
+    (re.compile(r"^ProfilerStep#\d+$").match, ("ProfilerStep#",)),
+    (re.compile(r"^Optimizer\.step#").match, ("Optimizer.step#",)),
+    (re.compile(r"^Optimizer\.zero_grad#").match, ("Optimizer.zero_grad#",)),
+    (re.compile(r"^enumerate\((DataLoader|DataPipe)\)#.*__next__$").match, ("enumerate(",)),
+    (re.compile(r"_single_tensor_(adam|adamw|sgd)").search, ("_single_tensor_",)),
+    (re.compile(r"^aten::_(foreach|fused)_").match, ("aten::_foreach_", "aten::_fused_")),
+    (re.compile(r"(?<!Distributed)DataParallel\.forward|^nn\.Module: DataParallel(_\d+)?$").search, ("DataParallel",)),
+]
+
+
+def _rule_patterns() -> list:
+    from dyno.trace_analysis.rules import host_ops, sync
+
+    return [
+        (sync._SYNC_MEMCPY.match, ("cudaMemcpy", "cuMemcpy")),
+        (sync._SYNC_MEMSET.match, ("cudaMemset", "cuMemset")),
+        (host_ops._DATALOADER.match, ("enumerate(",)),
+        (host_ops._SINGLE_TENSOR_PY.search, ("_single_tensor_",)),
+        (host_ops._DATA_PARALLEL.search, ("DataParallel",)),
+    ]
+
+
+def _corpus() -> list[str]:
+    return [
+        "ProfilerStep#3", "ProfilerStep #12", "ProfilerStep  #  4", "xProfilerStep#1", "Optimizer.step#SGD.step",
+        "Optimizer.zero_grad#SGD.zero_grad", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+        "enumerate(DataPipe)#x.__next__", "torch/optim/sgd.py(300): _single_tensor_sgd", "aten::_foreach_add_",
+        "aten::_fused_adam_", "nn.Module: DataParallel_0", "DataParallel.forward", "DistributedDataParallel.forward",
+        "cudaMemcpy", "cudaMemcpyAsync", "cuMemcpyHtoD_v2", "cudaMemset2D", "cuMemsetD32_v2", "aten::add_", "",
+    ]  # fmt: skip
+
+
+def test_needles_are_necessary_for_their_patterns() -> None:
+    names = _corpus()
+    for match, needles in _NEEDLED + _rule_patterns():
+        hits = [n for n in names if match(n)]
+        assert hits, needles  # the corpus exercises every pattern
+        for n in hits:
+            assert any(x in n for x in needles), (n, needles)
+
+
+def _trace(tmp_path):
+    from dyno.trace_analysis.loader import load_trace
+
+    b = TraceBuilder()
+    b.step(1, 0.0, 500.0)
+    b.step(2, 500.0, 500.0)
+    b.cpu("Optimizer.step#SGD.step", 100.0, 50.0)
+    b.cpu("aten::add_", 110.0, 5.0)
+    b.cpu("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 600.0, 20.0)
+    b.launch("void gemm_kernel()", 10.0, 20.0, 40.0)
+    b.launch("void relu_kernel()", 700.0, 720.0, 4.0, stream=9)
+    b.memcpy("Memcpy DtoH (Device -> Pageable)", 15.0, 110.0, 5.0, 4096, call="cudaMemcpy")
+    return load_trace(b.write(tmp_path / "t.json"))
+
+
+def test_name_mask_needles_equal_plain_predicate_and_names_text_cache(tmp_path) -> None:
+    from dyno.trace_analysis.model import Cat
+
+    t = _trace(tmp_path)
+    tables = [t.events, t.events_of(Cat.CPU_OP, Cat.USER_ANNOTATION), t.events_of(Cat.CUDA_RUNTIME)]
+    for ev in tables:
+        for match, needles in _NEEDLED:
+            pred = lambda n, m=match: m(n) is not None  # noqa: E731
+            assert np.array_equal(t.name_mask(ev, pred, needles), t.name_mask(ev, pred))
+        # a needle no name holds: all false, as the predicate gives
+        assert not t.name_mask(ev, lambda n: "zzz" in n, "zzz").any()
+        text = t.names_text(ev)
+        assert text == "\n".join(t.strings[i] for i in t.name_ids(ev).tolist())
+        assert t.names_text(ev) is text  # cached for tables that live as long as the trace
+    sub = t.events.take(np.arange(2))
+    assert t.names_text(sub) == "\n".join(t.strings[i] for i in t.name_ids(sub).tolist())
+    assert ("names_text", id(sub)) not in t._cache
+
+
+def test_busiest_stream_cache_equals_fresh(tmp_path) -> None:
+    from dyno.trace_analysis.rules._common import busiest_stream
+    from dyno.trace_analysis.rules.context import RuleContext
+
+    t = _trace(tmp_path)
+    first = busiest_stream(RuleContext(t))
+    t._cache.pop(("rules.busiest_stream",))
+    assert busiest_stream(RuleContext(t)) == first == 7
