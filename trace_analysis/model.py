@@ -307,6 +307,10 @@ class Events:
             return root._cols[name][rows]
         if name == "index":
             return rows.copy()
+        if root._n <= _KEEP_GATHERED_ROWS:
+            # small trace: expand the root's column once (it keeps it) and gather, instead of a bisection of the
+            # sparse rows for every sub-table that reads the column (same values)
+            return getattr(root, name)[rows]
         return _densify(root._sparse[name], rows, self._n, _EVENT_COLUMNS[name])
 
     ts = _column("ts")

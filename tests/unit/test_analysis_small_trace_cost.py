@@ -130,3 +130,27 @@ def test_busiest_stream_cache_equals_fresh(tmp_path) -> None:
     first = busiest_stream(RuleContext(t))
     t._cache.pop(("rules.busiest_stream",))
     assert busiest_stream(RuleContext(t)) == first == 7
+
+
+def test_member_equals_np_isin() -> None:
+    from dyno.trace_analysis.analyses.arrays import member
+
+    rng = np.random.default_rng(11)
+    for n, m in ((0, 3), (4, 0), (1, 1), (50, 7), (500, 200)):
+        a = rng.integers(-3, 40, size=n)
+        b = rng.integers(-3, 40, size=m)
+        assert np.array_equal(member(a, b), np.isin(a, b))
+
+
+def test_small_sub_tables_read_sparse_columns_like_the_bisection(tmp_path) -> None:
+    from dyno.trace_analysis.model import EVENT_DTYPES, Cat, _densify
+
+    t = _trace(tmp_path)
+    sparse = dict(t.events._sparse)
+    assert sparse  # mostly-absent columns (GPU args on CPU rows, ...) are held sparse
+    for cats in ((Cat.KERNEL,), (Cat.CUDA_RUNTIME, Cat.GPU_MEMCPY), (Cat.CPU_OP,)):
+        sub = t.events_of(*cats)
+        for name, sp in sparse.items():
+            want = _densify(sp, sub.index, len(sub), EVENT_DTYPES[name])  # the bisection over the sparse rows
+            got = getattr(sub, name)
+            assert got.dtype == want.dtype and np.array_equal(got, want), name

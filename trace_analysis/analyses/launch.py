@@ -98,7 +98,7 @@ def _launch_stats(
     has = _launched(trace, include_last_step, hta_ns_rounding) & (scope.rows.cat != Cat.CUDA_SYNC.value)
     cpu_dur = scope.launch_end[has] - scope.launch_ts[has]
     gpu_dur = scope.end[has] - scope.ts[has]
-    delay = np.clip(scope.ts[has] - scope.launch_end[has], 0.0, None)
+    delay = np.maximum(scope.ts[has] - scope.launch_end[has], 0.0)  # np.clip(x, 0.0, None) runs exactly this
     gpu_row, runtime_row = scope.rows.index[has], scope.launch[has]
     readonly(gpu_row, runtime_row, cpu_dur, gpu_dur, delay)
     return LaunchStats(

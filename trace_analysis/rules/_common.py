@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..analyses.arrays import unique_inverse
 from ..analyses.intervals import union_length
 from .base import Evidence, Example, Finding, Severity, Skip, ThresholdValue, severity_for_share
 from .context import RuleContext
@@ -97,7 +98,7 @@ def busiest_stream(ctx: RuleContext) -> int | None:
         if not len(g):
             return None
         stream = np.where(g.stream >= 0, g.stream, g.tid).astype(np.int64)
-        u, inv = np.unique(stream, return_inverse=True)
+        u, inv = unique_inverse(stream)
         return int(u[int(np.argmax(np.bincount(inv, weights=g.dur)))])
 
     got: int | None = ctx.trace.cached(("rules.busiest_stream",), compute)

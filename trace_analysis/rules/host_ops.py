@@ -184,7 +184,7 @@ class CpuInitCopy(BaseRule):
             if ctx.record_shapes:
                 # the copied tensor has the shape the initializer produced (fill_/normal_ input 0 == to input 0)
                 ok &= _first_dims(ctx, prev) == _first_dims(ctx, cand)
-            hits.append(np.stack([cand[ok], prev[ok]]))
+            hits.append(np.concatenate((cand[ok], prev[ok])).reshape(2, -1))  # np.stack of two rows
         pairs = np.concatenate(hits, axis=1) if hits else np.empty((2, 0), np.int64)
         hit, init = pairs[0], pairs[1]
         if ctx.has_gpu and hit.shape[0]:

@@ -123,7 +123,7 @@ class LaunchQueue(GpuRule):
         if not st.n_launches:
             return []
         outliers = st.delay_outliers
-        share = float(outliers.mean())
+        share = int(outliers.sum()) / st.n_launches  # bool mean: float64 count / n, the same division
         ql = queue_length(ctx.trace)
         qmax = ql.max_length
         saturated = qmax >= int(thresholds["queue_limit"])

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..analyses.arrays import member
 from ..analyses.intervals import union_length
 from ._common import BaseRule, GpuRule
 from .base import Finding, Severity, ThresholdValue
@@ -174,7 +175,7 @@ class SyncMemcpy(GpuRule):
         htod = ctx.mask(mc, lambda n: "HtoD" in n, "HtoD")
         small = found & htod & (mc.bytes >= 0) & (mc.bytes <= int(thresholds["skip_htod_bytes"]))
         skip_corr = mc.correlation[small]
-        sel &= ~np.isin(rt.correlation, skip_corr)
+        sel &= ~member(rt.correlation, skip_corr)
         idx = np.flatnonzero(sel)
         return _blocking_calls(self, ctx, idx, "cudaMemcpy") if idx.shape[0] else []
 
