@@ -354,7 +354,7 @@ class Events:
                 raise IndexError(f"boolean mask of length {len(rows)} for {self._n} rows")
             if rows.all():
                 return self
-            rows = np.flatnonzero(rows)
+            rows = rows.nonzero()[0]  # np.flatnonzero of a 1-D mask, without its Python wrappers
         rows = rows.astype(np.int64, copy=False)
         if self._root is None:
             return Events._lazy(self, rows)
@@ -576,7 +576,7 @@ class Trace:
         names = events.name
         if len(names) and names.min() < 0:
             names = names[names >= 0]
-        ids = np.flatnonzero(np.bincount(names, minlength=len(self.strings))) if len(names) else np.empty(0, np.int64)
+        ids = np.bincount(names, minlength=len(self.strings)).nonzero()[0] if len(names) else np.empty(0, np.int64)
         # only tables that live as long as the trace: caching a transient sub-table would pin its rows
         if events is self.events or id(events) in self._cache.get("cached_tables", ()):
             self._cache[key] = (events, ids)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["INT16_MAX", "distinct", "linspace", "median", "member", "readonly", "unique_inverse"]
+__all__ = ["INT16_MAX", "distinct", "flatnonzero", "linspace", "median", "member", "readonly", "unique_inverse"]
 
 INT16_MAX = 32767  # np.iinfo(np.int16).max (np.iinfo builds a Python object on first use)
 
@@ -50,7 +50,7 @@ def unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (intp)."""
     if len(a) and a.min() >= 0:
         present = np.bincount(a)
-        ids = np.flatnonzero(present).astype(a.dtype, copy=False)
+        ids = present.nonzero()[0].astype(a.dtype, copy=False)
         remap = np.zeros(present.shape[0], dtype=np.intp)
         remap[ids] = np.arange(ids.shape[0])
         return ids, remap[a]
@@ -81,4 +81,10 @@ def member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if not len(b) or not len(a):
         return np.zeros(len(a), dtype=bool)
     s = np.sort(b)
-    return s[np.minimum(np.searchsorted(s, a), len(s) - 1)] == a
+    return s[np.minimum(s.searchsorted(a), len(s) - 1)] == a
+
+
+def flatnonzero(a: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero(a)`` for a 1-D array: ``a.nonzero()[0]`` without the Python wrappers np.flatnonzero goes
+    through (ravel and nonzero via fromnumeric: five Python calls each time, and rules make dozens)."""
+    return a.nonzero()[0]

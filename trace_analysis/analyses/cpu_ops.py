@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dyno.trace_analysis.analyses.arrays import INT16_MAX
+from dyno.trace_analysis.analyses.arrays import INT16_MAX, flatnonzero
 from dyno.trace_analysis.analyses.kernels import group_rows_by_name
 from dyno.trace_analysis.model import Cat, Events, Trace
 
@@ -48,7 +48,7 @@ def parents(ev: Events) -> np.ndarray:
     # sort by thread, start, longer first (a parent precedes its children)
     order = _thread_time_order(ev)
     pid, tid, ts, end = ev.pid[order], ev.tid[order], ev.ts[order], (ev.ts + ev.dur)[order]
-    bounds = np.flatnonzero((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])) + 1  # np.diff(x) != 0 on ints
+    bounds = flatnonzero((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])) + 1  # np.diff(x) != 0 on ints
     starts = np.concatenate(([0], bounds))
     stops = np.concatenate((bounds, [n]))
     for a, b in zip(starts, stops, strict=True):
@@ -57,8 +57,8 @@ def parents(ev: Events) -> np.ndarray:
         # depth = number of earlier events still open at s_i = i - #{j < i: e_j <= s_i}. Rows j >= i with
         # e_j <= s_i are zero-length rows starting at s_i (sorted last among equal starts): subtract them.
         idx = np.arange(m)
-        closed = np.searchsorted(np.sort(e), s, side="right")
-        zero = np.concatenate(([0], np.cumsum(e <= s)))  # e <= s only for zero-length rows
+        closed = np.sort(e).searchsorted(s, side="right")
+        zero = np.concatenate(([0], (e <= s).cumsum()))  # e <= s only for zero-length rows
         lo, hi = _equal_runs(s)
         z = hi - (zero[hi] - zero[lo])  # first zero-length row among those starting at s_i
         closed -= hi - np.maximum(idx, z)
@@ -66,10 +66,10 @@ def parents(ev: Events) -> np.ndarray:
         # parent = last earlier event with depth d-1
         key = depth.astype(np.int64) * (m + 1) + np.arange(m)
         # key order = depth order, stable (idx ascends); as int16 numpy sorts stably by radix (depth < m)
-        korder = np.argsort(depth.astype(np.int16) if m <= INT16_MAX else key, kind="stable")
+        korder = (depth.astype(np.int16) if m <= INT16_MAX else key).argsort(kind="stable")
         ksorted = key[korder]
         want = (depth - 1) * (m + 1) + np.arange(m)
-        pos = np.searchsorted(ksorted, want, side="left") - 1
+        pos = ksorted.searchsorted(want, side="left") - 1
         ok = (depth > 0) & (pos >= 0)
         cand = np.where(ok, korder[np.maximum(pos, 0)], -1)
         ok &= np.where(cand >= 0, depth[np.maximum(cand, 0)] == depth - 1, False)
@@ -85,17 +85,17 @@ def _thread_time_order(ev: Events) -> np.ndarray:
     ts, dur, tid, pid = ev.ts, ev.dur, ev.tid, ev.pid
     if np.isnan(ts).any():  # NaN starts: keep lexsort's own ordering of them
         return np.lexsort((-dur, ts, tid, pid))
-    order = np.argsort(ts, kind="stable")
-    order = order[np.argsort(tid[order], kind="stable")]
-    order = order[np.argsort(pid[order], kind="stable")]
+    order = ts.argsort(kind="stable")
+    order = order[tid[order].argsort(kind="stable")]
+    order = order[pid[order].argsort(kind="stable")]
     p, t, s = pid[order], tid[order], ts[order]
     same = (p[1:] == p[:-1]) & (t[1:] == t[:-1]) & (s[1:] == s[:-1])  # row k+1 ties with row k
     if same.any():
         tied = np.zeros(order.shape[0], dtype=bool)
         tied[1:] = same
         tied[:-1] |= same
-        run = np.cumsum(~np.concatenate(([False], same)))  # run of equal (pid, tid, ts) per position
-        pos = np.flatnonzero(tied)
+        run = (~np.concatenate(([False], same))).cumsum()  # run of equal (pid, tid, ts) per position
+        pos = flatnonzero(tied)
         rows = order[pos]
         order[pos] = rows[np.lexsort((-dur[rows], run[pos]))]
     return order
@@ -106,12 +106,12 @@ def _equal_runs(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     run of equal values, from the run boundaries in O(n) (NaNs: the binary searches)."""
     m = s.shape[0]
     if not m or np.isnan(s[-1]):
-        return np.searchsorted(s, s, side="left"), np.searchsorted(s, s, side="right")
+        return s.searchsorted(s, side="left"), s.searchsorted(s, side="right")
     new = np.empty(m, dtype=bool)
     new[0] = True
     np.not_equal(s[1:], s[:-1], out=new[1:])
-    first = np.flatnonzero(new)
-    run = np.cumsum(new) - 1
+    first = flatnonzero(new)
+    run = new.cumsum() - 1
     return first[run], np.append(first[1:], m)[run]
 
 
@@ -175,8 +175,8 @@ class _OpGroups:
         ids, inv, count, total, _mins, maxs, longest = group_rows_by_name(ev.name, ev.dur)
         self_by = np.bincount(inv, weights=self_us, minlength=len(ids))
         wall = float(ev.dur[par < 0].sum())
-        by_total = np.argsort(-total, kind="stable")
-        by_self = np.argsort(-self_by, kind="stable")
+        by_total = (-total).argsort(kind="stable")
+        by_self = (-self_by).argsort(kind="stable")
         return cls(
             len(ev),
             wall,

@@ -135,7 +135,7 @@ def _runtime_by_correlation(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     corr = runtime.correlation
     has = corr >= 0
     corr = corr[has]
-    order = np.argsort(corr, kind="stable")
+    order = corr.argsort(kind="stable")
     out = (runtime.index[has][order], corr[order])
     readonly(*out)
     return out
@@ -147,7 +147,7 @@ def launch_rows(trace: Trace, gpu: Events) -> np.ndarray:
     rows_sorted, corr_sorted = trace.cached("runtime_by_correlation", lambda: _runtime_by_correlation(trace))
     if not len(rows_sorted) or not len(gpu):
         return np.full(len(gpu), -1, dtype=np.int64)
-    pos = np.searchsorted(corr_sorted, gpu.correlation)
+    pos = corr_sorted.searchsorted(gpu.correlation)
     pos_c = np.minimum(pos, len(corr_sorted) - 1)
     hit = (corr_sorted[pos_c] == gpu.correlation) & (gpu.correlation >= 0)
     return np.where(hit, rows_sorted[pos_c], -1)

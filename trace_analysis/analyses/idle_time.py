@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dyno.trace_analysis.analyses.arrays import distinct, readonly
+from dyno.trace_analysis.analyses.arrays import readonly
 from dyno.trace_analysis.analyses.gpu import gpu_scope
 from dyno.trace_analysis.model import Trace
 
@@ -101,7 +101,7 @@ def _idle_time_breakdown(
     g = same  # rows with a gap
     gs, gcat, gstream, gstart = gap[g], cat[g], stream[g], prev_end[g]
     streams = []
-    for s in distinct(stream):
+    for s in stream[~same]:  # sorted by stream: the first row of each run (= distinct(stream))
         m = gstream == s
         c, v = gcat[m], gs[m]
         streams.append(

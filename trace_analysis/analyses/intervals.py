@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dyno.trace_analysis.analyses.arrays import flatnonzero
+
 __all__ = ["merge", "union_length", "intersection_length", "coverage_before", "gaps"]
 
 
@@ -16,14 +18,14 @@ def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = len(start)
     if n == 0:
         return np.empty(0, np.float64), np.empty(0, np.float64)
-    order = np.argsort(start, kind="stable")
+    order = start.argsort(kind="stable")
     s = np.asarray(start, dtype=np.float64)[order]
     e = np.asarray(end, dtype=np.float64)[order]
     running = np.maximum.accumulate(e)
     new = np.empty(n, dtype=bool)
     new[0] = True
     new[1:] = s[1:] > running[:-1]
-    first = np.flatnonzero(new)
+    first = flatnonzero(new)
     return s[first], np.maximum.reduceat(e, first)
 
 
@@ -36,8 +38,8 @@ def coverage_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.n
     """For disjoint sorted intervals: measure of their union within (-inf, t], for each t."""
     if len(starts) == 0:
         return np.zeros(len(t), dtype=np.float64)
-    cum = np.concatenate(([0.0], np.cumsum(ends - starts)))
-    k = np.searchsorted(starts, t, side="right")  # intervals starting at or before t
+    cum = np.concatenate(([0.0], (ends - starts).cumsum()))
+    k = starts.searchsorted(t, side="right")  # intervals starting at or before t
     kk = np.maximum(k - 1, 0)
     partial = np.where(k > 0, np.clip(t - starts[kk], 0.0, ends[kk] - starts[kk]), 0.0)
     return cum[kk] + partial

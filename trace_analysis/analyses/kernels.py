@@ -65,11 +65,11 @@ def group_rows_by_name(
     total = np.bincount(inv, weights=dur, minlength=len(ids))
     # by group, then duration ascending, ties by row: np.lexsort((dur, inv)) as two stable sorts, the second by
     # group as int16 when it fits (numpy sorts those by radix)
-    order = np.argsort(dur, kind="stable")
+    order = dur.argsort(kind="stable")
     groups = inv.astype(np.int16) if len(ids) <= INT16_MAX else inv
-    order = order[np.argsort(groups[order], kind="stable")]
+    order = order[groups[order].argsort(kind="stable")]
     # every group is non-empty, so in inv[order] group k spans [ends[k] - count[k], ends[k])
-    ends = np.cumsum(count)
+    ends = count.cumsum()
     first = ends - count
     last = ends - 1
     mins = dur[order][first]
@@ -138,7 +138,7 @@ class _KernelGroups:
         else:
             ids = longest = count = np.empty(0, np.int64)
             tot = mins = maxs = np.empty(0, np.float64)
-        order = np.argsort(-tot, kind="stable")
+        order = (-tot).argsort(kind="stable")
         return cls(
             total,
             tuple(by_type),

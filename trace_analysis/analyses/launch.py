@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dyno.trace_analysis.analyses.arrays import readonly
+from dyno.trace_analysis.analyses.arrays import flatnonzero, readonly
 from dyno.trace_analysis.analyses.gpu import gpu_scope, is_launch_name
 from dyno.trace_analysis.model import Cat, Trace
 
@@ -154,10 +154,10 @@ def _queue_length(trace: Trace, include_last_step: bool, hta_ns_rounding: bool) 
     length = np.empty(len(delta), dtype=np.int64)
     max_by: dict[int, int] = {}
     if len(delta):
-        bounds = np.flatnonzero(stream[1:] != stream[:-1]) + 1  # np.diff(stream) != 0
+        bounds = flatnonzero(stream[1:] != stream[:-1]) + 1  # np.diff(stream) != 0
         starts = np.concatenate(([0], bounds))
         ends = np.concatenate((bounds, [len(delta)]))
-        csum = np.cumsum(delta)
+        csum = delta.cumsum()
         base = np.concatenate(([0], csum[starts[1:] - 1])) if len(starts) > 1 else np.array([0])
         length = csum - np.repeat(base, ends - starts)
         peaks = np.maximum.reduceat(length, starts)

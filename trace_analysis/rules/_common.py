@@ -99,7 +99,7 @@ def busiest_stream(ctx: RuleContext) -> int | None:
             return None
         stream = np.where(g.stream >= 0, g.stream, g.tid).astype(np.int64)
         u, inv = unique_inverse(stream)
-        return int(u[int(np.argmax(np.bincount(inv, weights=g.dur)))])
+        return int(u[int(np.bincount(inv, weights=g.dur).argmax())])
 
     got: int | None = ctx.trace.cached(("rules.busiest_stream",), compute)
     return got

@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..analyses.arrays import distinct
+from ..analyses.arrays import distinct, flatnonzero
 from ..analyses.gpu import launch_rows
 from ..analyses.intervals import merge
 from ..model import GPU_ACTIVITY_CATS, Cat, Events, Trace
@@ -120,14 +120,14 @@ class RuleContext:
     def longest_examples(self, events: Events, rows: np.ndarray, limit: int = 3, where: str = "tid") -> list[Example]:
         """Examples for the longest of ``rows`` (positions in ``events``), longest first."""
         rows = np.asarray(rows)
-        return self.examples(events, rows[np.argsort(-events.dur[rows], kind="stable")], limit=limit, where=where)
+        return self.examples(events, rows[(-events.dur[rows]).argsort(kind="stable")], limit=limit, where=where)
 
     # ---- steps and window -----------------------------------------------------------------------------------
     @cached_property
     def steps(self) -> tuple[StepWindow, ...]:
         ann = self.cpu_ops
         m = self.mask(ann, lambda n: _STEP_RX.match(n) is not None, "ProfilerStep#")
-        rows = np.flatnonzero(m)
+        rows = flatnonzero(m)
         return tuple(StepWindow(self.name_of(ann, int(i)), float(ann.ts[i]), float(ann.dur[i])) for i in rows)
 
     @cached_property
@@ -218,13 +218,13 @@ def contained_in(child_ts: np.ndarray, child_tid: np.ndarray, parent: Events, pa
         return out
     p_tid = parent.tid[parent_rows]
     for tid in distinct(p_tid):  # one numpy pass per thread that owns parents (a handful)
-        sel = np.flatnonzero(p_tid == tid)
+        sel = flatnonzero(p_tid == tid)
         ps = parent.ts[parent_rows[sel]]
         pe = ps + parent.dur[parent_rows[sel]]
-        order = np.argsort(ps, kind="stable")
+        order = ps.argsort(kind="stable")
         ps, pe, sel = ps[order], pe[order], sel[order]
-        cs = np.flatnonzero(child_tid == tid)
-        pos = np.searchsorted(ps, child_ts[cs], side="right") - 1
+        cs = flatnonzero(child_tid == tid)
+        pos = ps.searchsorted(child_ts[cs], side="right") - 1
         ok = pos >= 0
         ok[ok] = child_ts[cs[ok]] <= pe[pos[ok]]
         out[cs[ok]] = sel[pos[ok]]

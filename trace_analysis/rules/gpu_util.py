@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..analyses.arrays import linspace
+from ..analyses.arrays import flatnonzero, linspace
 from ..analyses.intervals import coverage_before
 from ._common import GpuRule
 from .base import Example, Finding, Severity, ThresholdValue
@@ -48,10 +48,10 @@ class LowGpuUtil(GpuRule):
             widths = edges[1:] - edges[:-1]  # np.diff(edges)
             overall = float((util * widths).sum() / width)
             idle = width * (1.0 - overall)
-            low = np.flatnonzero(util < min_util)
+            low = flatnonzero(util < min_util)
             examples = [
                 Example("low-utilization chunk", float(edges[i]), float(edges[i + 1] - edges[i]), f"GPU {dev}")
-                for i in low[np.argsort(util[low], kind="stable")][:3]
+                for i in low[util[low].argsort(kind="stable")][:3]
             ]
             counts = {"utilization": overall, "idle_us": idle, "window_us": width, "low_chunks": len(low)}
             if overall < min_util:
@@ -97,11 +97,11 @@ class GpuStarvation(GpuRule):
         out = []
         for d, (s, e, _, _) in ctx.device_busy.items():
             gaps = s[1:] - e[:-1]
-            big = np.flatnonzero(gaps > min_gap)
+            big = flatnonzero(gaps > min_gap)
             if not big.shape[0]:
                 continue
             lost = float(gaps[big].sum())
-            order = big[np.argsort(-gaps[big], kind="stable")]
+            order = big[(-gaps[big]).argsort(kind="stable")]
             examples = [Example("GPU idle gap", float(e[i]), float(gaps[i]), f"GPU {int(d)}") for i in order[:3]]
             out.append(
                 self.finding(

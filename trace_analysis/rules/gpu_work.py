@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..analyses.arrays import distinct
+from ..analyses.arrays import distinct, flatnonzero
 from ..analyses.gpu import KernelType, kernel_types
 from ..analyses.overlap import CommCompOverlap, comm_comp_overlap
 from ._common import NO_GPU, BaseRule, GpuRule
@@ -75,7 +75,7 @@ class ExposedComm(GpuRule):
         share = exposed / width if width > 0 else 0.0
         if share <= float(thresholds["max_share"]):
             return []
-        idx = np.flatnonzero(comm)
+        idx = flatnonzero(comm)
         return [
             self.finding(
                 ctx,
@@ -121,7 +121,7 @@ class NoTensorCores(GpuRule):
         strings = ctx.trace.strings
         if any(_has_word(strings[i], _TENSOR_CORE_WORDS, _TENSOR_CORE) for i in distinct(k.name[gemm]).tolist()):
             return []
-        idx = np.flatnonzero(gemm)
+        idx = flatnonzero(gemm)
         gemm_t = float(k.dur[idx].sum())
         share = ctx.share(gemm_t) or 0.0
         if share < float(thresholds["min_gemm_share"]):
@@ -158,7 +158,7 @@ class UnalignedGemm(BaseRule):
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         ops = ctx.cpu_ops
         mult = max(int(thresholds["multiple"]), 1)
-        mm = np.flatnonzero(ctx.names_in(ops, _MATMUL_OPS) & (ops.input_dims >= 0) & (ops.input_types >= 0))
+        mm = flatnonzero(ctx.names_in(ops, _MATMUL_OPS) & (ops.input_dims >= 0) & (ops.input_types >= 0))
         if not mm.size:
             return []
         # decide per distinct (types, dims) pair: a few hundred at most
@@ -219,11 +219,11 @@ class MemoryPressure(GpuRule):
         out = []
         gpu = (m.device_type == 1) & (m.total_allocated >= 0)
         for dev in distinct(m.device_id[gpu]):
-            sel = np.flatnonzero(gpu & (m.device_id == dev))
+            sel = flatnonzero(gpu & (m.device_id == dev))
             cap = ctx.device_memory(int(dev))
             if not cap:
                 continue
-            i = sel[int(np.argmax(m.total_allocated[sel]))]
+            i = sel[int(m.total_allocated[sel].argmax())]
             peak = int(m.total_allocated[i])
             share = peak / cap
             if share <= float(thresholds["max_share"]):

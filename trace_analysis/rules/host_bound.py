@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..analyses.arrays import flatnonzero
 from ..analyses.idle_time import HOST_WAIT, KERNEL_WAIT, IdleTimeBreakdown, idle_time_breakdown
 from ._common import GpuRule, busiest_stream
 from .base import Example, Finding, ThresholdValue
@@ -39,8 +40,8 @@ def _stream_share(ctx: RuleContext, idle: IdleTimeBreakdown, category: int) -> t
 
 
 def _gap_examples(idle: IdleTimeBreakdown, sel: np.ndarray, label: str) -> list[Example]:
-    idx = np.flatnonzero(sel)
-    idx = idx[np.argsort(-idle.gap_us[idx], kind="stable")][:3]
+    idx = flatnonzero(sel)
+    idx = idx[(-idle.gap_us[idx]).argsort(kind="stable")][:3]
     return [
         Example(label, float(idle.gap_start[i]), float(idle.gap_us[i]), f"stream {int(idle.gap_stream[i])}")
         for i in idx

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..analyses.arrays import distinct
+from ..analyses.arrays import distinct, flatnonzero
 from ..analyses.intervals import union_length
 from ._common import BaseRule
 from .base import Finding, Severity, ThresholdValue
@@ -69,7 +69,7 @@ class DataLoaderRule(BaseRule):
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         ops = ctx.cpu_ops
         sel = ctx.mask(ops, lambda n: _DATALOADER.match(n) is not None, "enumerate(") & ctx.in_window(ops)
-        idx = np.flatnonzero(sel)
+        idx = flatnonzero(sel)
         if not idx.shape[0]:
             return []
         # inclusive time: with num_workers=0 the dataset and collate ops run as children on this thread and are
@@ -104,11 +104,11 @@ class OptimizerRule(BaseRule):
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         ops = ctx.cpu_ops
         out: list[Finding] = []
-        steps = np.flatnonzero(ctx.mask(ops, lambda n: _OPT_STEP.match(n) is not None, "Optimizer.step#"))
-        py_single = np.flatnonzero(ctx.mask(ops, lambda n: _SINGLE_TENSOR_PY.search(n) is not None, "_single_tensor_"))
+        steps = flatnonzero(ctx.mask(ops, lambda n: _OPT_STEP.match(n) is not None, "Optimizer.step#"))
+        py_single = flatnonzero(ctx.mask(ops, lambda n: _SINGLE_TENSOR_PY.search(n) is not None, "_single_tensor_"))
         if steps.shape[0] or py_single.shape[0]:
-            per_tensor = np.flatnonzero(ctx.names_in(ops, _PER_TENSOR_UPDATE))
-            foreach = np.flatnonzero(
+            per_tensor = flatnonzero(ctx.names_in(ops, _PER_TENSOR_UPDATE))
+            foreach = flatnonzero(
                 ctx.mask(ops, lambda n: _FOREACH.match(n) is not None, ("aten::_foreach_", "aten::_fused_"))
             )
             owner_pt = contained_in(ops.ts[per_tensor], ops.tid[per_tensor], ops, steps)
@@ -137,9 +137,9 @@ class OptimizerRule(BaseRule):
                         fix=self.fix_single,
                     )
                 )
-        zg = np.flatnonzero(ctx.mask(ops, lambda n: _OPT_ZERO.match(n) is not None, "Optimizer.zero_grad#"))
+        zg = flatnonzero(ctx.mask(ops, lambda n: _OPT_ZERO.match(n) is not None, "Optimizer.zero_grad#"))
         if zg.shape[0]:
-            zeros = np.flatnonzero(ctx.names_in(ops, ("aten::zero_",)))
+            zeros = flatnonzero(ctx.names_in(ops, ("aten::zero_",)))
             owner = contained_in(ops.ts[zeros], ops.tid[zeros], ops, zg)
             hit = zeros[owner >= 0]
             if hit.shape[0]:
@@ -169,15 +169,15 @@ class CpuInitCopy(BaseRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         ops = ctx.cpu_ops
-        to_rows = np.flatnonzero(ctx.names_in(ops, ("aten::to",)))
+        to_rows = flatnonzero(ctx.names_in(ops, ("aten::to",)))
         if not to_rows.shape[0]:
             return []
         is_init = ctx.names_in(ops, _INIT_OPS)
         # the op just before each aten::to on the same thread (ops sorted by ts; skip rows that enclose the to)
         hits = []
         for tid in distinct(ops.tid[to_rows]):  # per thread: a handful
-            rows = np.flatnonzero(ops.tid == tid)
-            pos = np.searchsorted(rows, to_rows[ops.tid[to_rows] == tid])
+            rows = flatnonzero(ops.tid == tid)
+            pos = rows.searchsorted(to_rows[ops.tid[to_rows] == tid])
             prev = rows[np.maximum(pos - 1, 0)]
             cand = to_rows[ops.tid[to_rows] == tid]
             ok = (pos > 0) & is_init[prev] & (ops.end[prev] <= ops.ts[cand])
@@ -190,7 +190,7 @@ class CpuInitCopy(BaseRule):
         if ctx.has_gpu and hit.shape[0]:
             # on GPU traces keep only .to() calls that really copied to the device (a memcpy launch inside)
             rt = ctx.runtime
-            cp = np.flatnonzero(ctx.mask(rt, lambda n: n.startswith("cudaMemcpy"), "cudaMemcpy"))
+            cp = flatnonzero(ctx.mask(rt, lambda n: n.startswith("cudaMemcpy"), "cudaMemcpy"))
             owner = contained_in(rt.ts[cp], rt.tid[cp], ops, hit)
             keep = distinct(owner[owner >= 0])
             copy_time = float(rt.dur[cp[owner >= 0]].sum())
@@ -241,7 +241,7 @@ class DataParallelRule(BaseRule):
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         ops = ctx.cpu_ops
         out = []
-        dp = np.flatnonzero(ctx.mask(ops, _is_data_parallel, "DataParallel"))
+        dp = flatnonzero(ctx.mask(ops, _is_data_parallel, "DataParallel"))
         if dp.shape[0]:
             out.append(
                 self.finding(

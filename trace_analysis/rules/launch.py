@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
-
 from ..analyses.arrays import median
 from ..analyses.launch import LaunchStats, launch_stats, queue_length
 from ..model import Cat
@@ -87,7 +85,7 @@ class SlowRuntimeCalls(GpuRule):
         if n < max(int(thresholds["min_calls"]), 1):
             return []
         dur = st.cpu_duration[slow]
-        rows = st.runtime_row[slow][np.argsort(-dur, kind="stable")]
+        rows = st.runtime_row[slow][(-dur).argsort(kind="stable")]
         # A symptom of something else (queue, contention): never more than medium on its own, and expected
         # (launches block on a full queue) when the GPU is saturated.
         gpu_bound, util = _gpu_bound_note(ctx, float(thresholds["gpu_bound_util"]))
@@ -137,7 +135,7 @@ class LaunchQueue(GpuRule):
         if gpu_bound:
             what += f" ({util}: expected when GPU-bound)"
         delay = st.launch_delay[outliers]
-        rows = st.gpu_row[outliers][np.argsort(-delay, kind="stable")]
+        rows = st.gpu_row[outliers][(-delay).argsort(kind="stable")]
         return [
             self.finding(
                 ctx,

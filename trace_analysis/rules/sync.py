@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..analyses.arrays import member
+from ..analyses.arrays import flatnonzero, member
 from ..analyses.intervals import union_length
 from ._common import BaseRule, GpuRule
 from .base import Finding, Severity, ThresholdValue
@@ -85,7 +85,7 @@ class SyncCalls(BaseRule):
             g = ctx.gpu_activity
             starts = g.ts  # sorted by the model
             ends = host_e
-            nxt = np.searchsorted(starts, ends)
+            nxt = starts.searchsorted(ends)
             ok = nxt < starts.shape[0]
             # only count when the GPU really was empty at the sync's return (no GPU row spans that moment)
             running = _running_at(g, ends)
@@ -97,8 +97,8 @@ class SyncCalls(BaseRule):
         else:
             lost = host_blocked
             floor = Severity.INFO  # on a CPU-only run .item() does not wait for a device; it will on a GPU
-        rows_rt = np.flatnonzero(rt_sel)
-        rows_op = np.flatnonzero(op_sel)  # op_sel is already SYNC_OPS (.item() and _local_scalar_dense)
+        rows_rt = flatnonzero(rt_sel)
+        rows_op = flatnonzero(op_sel)  # op_sel is already SYNC_OPS (.item() and _local_scalar_dense)
         examples = ctx.longest_examples(rt, rows_rt, limit=2)
         examples += ctx.longest_examples(ops, rows_op, limit=3 - len(examples))
         parts = []
@@ -127,7 +127,7 @@ def _positions(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """Positions in ``sorted_rows`` (ascending, distinct) of those of ``rows`` it holds (np.isin by bisection)."""
     if not sorted_rows.shape[0] or not rows.shape[0]:
         return np.empty(0, np.int64)
-    pos = np.minimum(np.searchsorted(sorted_rows, rows), sorted_rows.shape[0] - 1)
+    pos = np.minimum(sorted_rows.searchsorted(rows), sorted_rows.shape[0] - 1)
     return pos[sorted_rows[pos] == rows]
 
 
@@ -136,7 +136,7 @@ def _running_at(g, t: np.ndarray) -> np.ndarray:
     if not len(g):
         return np.zeros(t.shape[0], bool)
     run_end = np.maximum.accumulate(g.end)
-    k = np.searchsorted(g.ts, t, side="left") - 1
+    k = g.ts.searchsorted(t, side="left") - 1
     return (k >= 0) & (run_end[np.maximum(k, 0)] > t)
 
 
@@ -176,7 +176,7 @@ class SyncMemcpy(GpuRule):
         small = found & htod & (mc.bytes >= 0) & (mc.bytes <= int(thresholds["skip_htod_bytes"]))
         skip_corr = mc.correlation[small]
         sel &= ~member(rt.correlation, skip_corr)
-        idx = np.flatnonzero(sel)
+        idx = flatnonzero(sel)
         return _blocking_calls(self, ctx, idx, "cudaMemcpy") if idx.shape[0] else []
 
 
@@ -188,7 +188,7 @@ class SyncMemset(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         rt = ctx.runtime
-        idx = np.flatnonzero(ctx.mask(rt, lambda n: _SYNC_MEMSET.match(n) is not None, ("cudaMemset", "cuMemset")))
+        idx = flatnonzero(ctx.mask(rt, lambda n: _SYNC_MEMSET.match(n) is not None, ("cudaMemset", "cuMemset")))
         if idx.shape[0] < max(int(thresholds["min_calls"]), 1):
             return []
         return _blocking_calls(self, ctx, idx, "cudaMemset")
@@ -205,7 +205,7 @@ class PageableMemcpy(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         mc = ctx.memcpy
-        idx = np.flatnonzero(ctx.mask(mc, lambda n: "Pageable" in n, "Pageable"))
+        idx = flatnonzero(ctx.mask(mc, lambda n: "Pageable" in n, "Pageable"))
         if idx.shape[0] < max(int(thresholds["min_copies"]), 1):
             return []
         lost = float(mc.dur[idx].sum())
