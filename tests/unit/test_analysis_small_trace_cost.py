@@ -154,3 +154,19 @@ def test_small_sub_tables_read_sparse_columns_like_the_bisection(tmp_path) -> No
             want = _densify(sp, sub.index, len(sub), EVENT_DTYPES[name])  # the bisection over the sparse rows
             got = getattr(sub, name)
             assert got.dtype == want.dtype and np.array_equal(got, want), name
+
+
+def test_scope_kernel_types_and_activity_mask_equal_fresh(tmp_path) -> None:
+    from dyno.trace_analysis.analyses.gpu import gpu_scope, kernel_types, scope_kernel_types
+    from dyno.trace_analysis.model import Cat
+
+    t = _trace(tmp_path)
+    for last in (False, True):
+        for rounding in (False, True):
+            scope = gpu_scope(t, last, rounding)
+            kt = scope_kernel_types(t, last, rounding)
+            assert np.array_equal(kt, kernel_types(t, scope.rows))
+            assert np.array_equal(kt[scope.is_activity], kernel_types(t, scope.activity))
+            assert np.array_equal(scope.is_activity, scope.rows.cat != Cat.CUDA_SYNC)
+            assert not kt.flags.writeable and not scope.is_activity.flags.writeable
+            assert scope_kernel_types(t, last, rounding) is kt

@@ -13,7 +13,7 @@ to 2 µs. dyno keeps exact times by default; the flag reproduces HTA's figures.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 import numpy as np
@@ -26,6 +26,7 @@ __all__ = [
     "GpuScope",
     "gpu_scope",
     "kernel_types",
+    "scope_kernel_types",
     "launch_rows",
     "LAUNCH_NAMES",
     "profiler_steps",
@@ -173,11 +174,24 @@ class GpuScope:
     end: np.ndarray
     launch_ts: np.ndarray
     launch_end: np.ndarray
+    activity_mask: np.ndarray = field(repr=False)  # over ``rows``: real GPU work (``activity``), read-only
 
     @property
     def is_activity(self) -> np.ndarray:
-        """Mask over ``rows``: real GPU work (not a cuda_sync row)."""
-        return self.rows.cat != Cat.CUDA_SYNC.value
+        """Mask over ``rows``: real GPU work (not a cuda_sync row); read-only, computed once."""
+        return self.activity_mask
+
+
+def scope_kernel_types(trace: Trace, include_last_step: bool = False, hta_ns_rounding: bool = False) -> np.ndarray:
+    """``kernel_types(trace, scope.rows)`` of that GPU scope, cached: temporal (both busy definitions), overlap,
+    the kernel breakdown and the rank timing read it (``[scope.is_activity]`` gives the activity's types)."""
+
+    def compute() -> np.ndarray:
+        kt = kernel_types(trace, gpu_scope(trace, include_last_step, hta_ns_rounding).rows)
+        readonly(kt)
+        return kt
+
+    return trace.cached(("scope_kernel_types", include_last_step, hta_ns_rounding), compute)
 
 
 def gpu_scope(trace: Trace, include_last_step: bool = False, hta_ns_rounding: bool = False) -> GpuScope:
@@ -217,6 +231,7 @@ def _gpu_scope(trace: Trace, include_last_step: bool, rounding: bool) -> GpuScop
         rows = rows.take(ok)
         launch = launch[ok]
     act_mask = rows.cat != Cat.CUDA_SYNC.value
+    readonly(act_mask)
     ts, end = _times(trace, rows.index, rounding)
     has = launch >= 0
     l_ts = np.full(len(rows), np.nan)
@@ -232,4 +247,5 @@ def _gpu_scope(trace: Trace, include_last_step: bool, rounding: bool) -> GpuScop
         end=end,
         launch_ts=l_ts,
         launch_end=l_end,
+        activity_mask=act_mask,
     )

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import INT16_MAX, unique_inverse
-from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, kernel_types
+from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, scope_kernel_types
 from dyno.trace_analysis.model import Trace
 
 __all__ = ["KernelTypeTime", "KernelStat", "KernelBreakdown", "kernel_breakdown", "group_by_name", "group_rows_by_name"]
@@ -124,10 +124,11 @@ class _KernelGroups:
 
     @classmethod
     def of(cls, trace: Trace, include_last_step: bool) -> _KernelGroups:
-        act = gpu_scope(trace, include_last_step).activity
+        scope = gpu_scope(trace, include_last_step)
+        act = scope.activity
         dur = act.dur
         total = float(dur.sum())
-        kt = kernel_types(trace, act)
+        kt = scope_kernel_types(trace, include_last_step)[scope.is_activity]
         by_type = []
         for k in KernelType:
             m = kt == k.value

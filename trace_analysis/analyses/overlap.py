@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, kernel_types
+from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, scope_kernel_types
 from dyno.trace_analysis.analyses.intervals import intersection_length, union_length
 from dyno.trace_analysis.model import Trace
 
@@ -48,7 +48,7 @@ def comm_comp_overlap(
 
 def _comm_comp_overlap(trace: Trace, include_last_step: bool, hta_ns_rounding: bool) -> CommCompOverlap:
     scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
-    kt = kernel_types(trace, scope.rows)
+    kt = scope_kernel_types(trace, include_last_step, hta_ns_rounding)
     comp = kt == KernelType.COMPUTATION.value
     comm = kt == KernelType.COMMUNICATION.value
     ts, end = scope.ts, scope.end

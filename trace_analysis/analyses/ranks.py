@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import median
-from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, kernel_types
+from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, scope_kernel_types
 from dyno.trace_analysis.analyses.steps import step_timings
 from dyno.trace_analysis.analyses.temporal import temporal_breakdown
 from dyno.trace_analysis.model import Cat, MultiRankTrace, Trace
@@ -92,7 +92,7 @@ def _rank_timing(t: Trace) -> RankTiming:
     tb = temporal_breakdown(t)
     mean = st.mean_us if st.steps else (tb.span_us if tb.has_gpu else _span_us(t))
     scope = gpu_scope(t)
-    comm_mask = kernel_types(t, scope.activity) == KernelType.COMMUNICATION.value
+    comm_mask = scope_kernel_types(t)[scope.is_activity] == KernelType.COMMUNICATION.value
     comm = float(scope.activity.dur[comm_mask].sum()) if comm_mask.any() else _host_collective_us(t)
     window = mean * len(st.steps) if st.steps else mean
     if not tb.has_gpu:  # host-side collectives run outside the step markers too: cover the whole trace

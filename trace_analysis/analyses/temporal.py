@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, kernel_types
+from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, scope_kernel_types
 from dyno.trace_analysis.analyses.intervals import union_length
 from dyno.trace_analysis.model import Trace
 
@@ -68,13 +66,15 @@ def _temporal_breakdown(
     trace: Trace, sync_is_busy: bool, include_last_step: bool, hta_ns_rounding: bool
 ) -> TemporalBreakdown:
     scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
-    sel = np.ones(len(scope.rows), dtype=bool) if sync_is_busy else scope.is_activity
-    rows, ts, end = scope.rows.take(sel), scope.ts[sel], scope.end[sel]
-    if not len(rows):
+    kt, ts, end = scope_kernel_types(trace, include_last_step, hta_ns_rounding), scope.ts, scope.end
+    if not sync_is_busy:
+        sel = scope.is_activity
+        kt, ts, end = kt[sel], ts[sel], end[sel]
+    n = len(ts)
+    if not n:
         return TemporalBreakdown(trace.rank, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
     span = float(end.max() - ts.min())
     busy = union_length(ts, end)
-    kt = kernel_types(trace, rows)
     comp = kt == KernelType.COMPUTATION.value
     comm = kt == KernelType.COMMUNICATION.value
     mem = kt == KernelType.MEMORY.value
@@ -88,5 +88,5 @@ def _temporal_breakdown(
         non_compute_us=busy - compute,
         communication_us=union_length(ts[comm], end[comm]),
         memory_us=union_length(ts[mem], end[mem]),
-        n_gpu_events=len(rows),
+        n_gpu_events=n,
     )
