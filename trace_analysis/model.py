@@ -546,6 +546,9 @@ class Trace:
 
     def events_of(self, *cats: Cat) -> Events:
         """Sub-table of the events in the given categories (cached; do not mutate)."""
+        got = self._cache.get(("cats_as_given", cats))  # rules ask for the same few tables dozens of times
+        if got is not None:
+            return got
         key = ("cats", tuple(sorted(int(c) for c in cats)))
         got = self._cache.get(key)
         if got is None:
@@ -559,6 +562,7 @@ class Trace:
             got = self.events.take(mask)
             self._cache[key] = got
             self._cache.setdefault("cached_tables", set()).add(id(got))
+        self._cache[("cats_as_given", cats)] = got
         return got
 
     def cached(self, key: Any, compute: Callable[[], Any]) -> Any:

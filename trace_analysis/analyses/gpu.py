@@ -117,10 +117,10 @@ def profiler_steps(trace: Trace) -> Events:
     """CPU-side ``ProfilerStep#N`` annotations, sorted by ts (GPU-side copies excluded)."""
 
     def compute() -> Events:
-        ev = trace.events
-        mask = trace.name_mask(ev, lambda s: _STEP_RX.match(s) is not None, "ProfilerStep")
-        mask &= (ev.cat == Cat.USER_ANNOTATION.value) | (ev.cat == Cat.CPU_OP.value)
-        return ev.take(mask)
+        # the annotation/op sub-table (same rows as masking every event by category; its names exclude the long
+        # kernel templates the name filter would otherwise join and scan)
+        ev = trace.events_of(Cat.USER_ANNOTATION, Cat.CPU_OP)
+        return ev.take(trace.name_mask(ev, lambda s: _STEP_RX.match(s) is not None, "ProfilerStep"))
 
     return trace.cached("profiler_steps", compute)
 
