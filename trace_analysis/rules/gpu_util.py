@@ -26,7 +26,8 @@ def utilization_timeline(ctx: RuleContext, bins: int = 30) -> dict[int, tuple[np
         edges = linspace(lo, hi, bins + 1)
         cov = coverage_before(s, e, edges)
         busy = cov[1:] - cov[:-1]  # np.diff
-        out[d] = (edges, np.clip(busy / (edges[1:] - edges[:-1]), 0.0, 1.0))
+        # np.clip(x, 0, 1) as its two ufuncs (same values: x is a share, possibly NaN for a zero-width bin)
+        out[d] = (edges, np.minimum(np.maximum(busy / (edges[1:] - edges[:-1]), 0.0), 1.0))
     return out
 
 
