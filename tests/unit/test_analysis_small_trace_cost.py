@@ -170,3 +170,20 @@ def test_scope_kernel_types_and_activity_mask_equal_fresh(tmp_path) -> None:
             assert np.array_equal(scope.is_activity, scope.rows.cat != Cat.CUDA_SYNC)
             assert not kt.flags.writeable and not scope.is_activity.flags.writeable
             assert scope_kernel_types(t, last, rounding) is kt
+
+
+def test_coverage_before_equals_the_np_clip_formula() -> None:
+    from dyno.trace_analysis.analyses.intervals import coverage_before, merge
+
+    def reference(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+        cum = np.concatenate(([0.0], np.cumsum(ends - starts)))
+        k = np.searchsorted(starts, t, side="right")
+        kk = np.maximum(k - 1, 0)
+        return cum[kk] + np.where(k > 0, np.clip(t - starts[kk], 0.0, ends[kk] - starts[kk]), 0.0)
+
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 5, 40):
+        s = np.sort(rng.uniform(0, 1000, n)) + 1.7e15
+        s, e = merge(s, s + rng.exponential(20, n))
+        t = np.concatenate((rng.uniform(1.7e15 - 10, 1.7e15 + 1100, 50), s, e, [np.nan]))
+        assert reference(s, e, t).tobytes() == coverage_before(s, e, t).tobytes()
