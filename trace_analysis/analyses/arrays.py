@@ -16,7 +16,8 @@ INT16_MAX = 32767  # np.iinfo(np.int16).max (np.iinfo builds a Python object on 
 
 def distinct(a: np.ndarray) -> np.ndarray:
     """The sorted distinct values of ``a`` (as ``np.unique(a)`` for integer arrays; NaNs are not merged)."""
-    s = np.sort(np.asarray(a).ravel())
+    s = np.asarray(a).flatten()  # np.sort(a.ravel()): a copy sorted in place, without np.sort's wrapper
+    s.sort()
     if s.shape[0] < 2:
         return s
     keep = np.empty(s.shape[0], dtype=bool)
@@ -34,7 +35,8 @@ def readonly(*arrays: np.ndarray) -> None:
 def median(a: np.ndarray | list[float]) -> float:
     """``float(np.median(a))``: the middle value, or the mean of the two middle ones; NaN if any value is NaN
     (or for no values)."""
-    s = np.sort(np.asarray(a, dtype=np.float64).ravel())
+    s = np.asarray(a, dtype=np.float64).flatten()
+    s.sort()
     n = s.shape[0]
     if n == 0 or np.isnan(s[-1]):
         return float("nan")

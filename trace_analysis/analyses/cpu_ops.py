@@ -57,18 +57,20 @@ def parents(ev: Events) -> np.ndarray:
         # depth = number of earlier events still open at s_i = i - #{j < i: e_j <= s_i}. Rows j >= i with
         # e_j <= s_i are zero-length rows starting at s_i (sorted last among equal starts): subtract them.
         idx = np.arange(m)
-        closed = np.sort(e).searchsorted(s, side="right")
+        e_sorted = e.copy()  # np.sort(e), without its Python wrapper
+        e_sorted.sort()
+        closed = e_sorted.searchsorted(s, side="right")
         zero = np.concatenate(([0], (e <= s).cumsum()))  # e <= s only for zero-length rows
         lo, hi = _equal_runs(s)
         z = hi - (zero[hi] - zero[lo])  # first zero-length row among those starting at s_i
         closed -= hi - np.maximum(idx, z)
         depth = np.maximum(idx - closed, 0)
         # parent = last earlier event with depth d-1
-        key = depth.astype(np.int64) * (m + 1) + np.arange(m)
+        key = depth.astype(np.int64, copy=False) * (m + 1) + idx
         # key order = depth order, stable (idx ascends); as int16 numpy sorts stably by radix (depth < m)
         korder = (depth.astype(np.int16) if m <= INT16_MAX else key).argsort(kind="stable")
         ksorted = key[korder]
-        want = (depth - 1) * (m + 1) + np.arange(m)
+        want = (depth - 1) * (m + 1) + idx
         pos = ksorted.searchsorted(want, side="left") - 1
         ok = (depth > 0) & (pos >= 0)
         cand = np.where(ok, korder[np.maximum(pos, 0)], -1)
@@ -112,7 +114,7 @@ def _equal_runs(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     np.not_equal(s[1:], s[:-1], out=new[1:])
     first = flatnonzero(new)
     run = new.cumsum() - 1
-    return first[run], np.append(first[1:], m)[run]
+    return first[run], np.concatenate((first[1:], [m]))[run]  # np.append(first[1:], m)
 
 
 def self_times(ev: Events) -> tuple[np.ndarray, np.ndarray]:
