@@ -187,3 +187,24 @@ def test_coverage_before_equals_the_np_clip_formula() -> None:
         s, e = merge(s, s + rng.exponential(20, n))
         t = np.concatenate((rng.uniform(1.7e15 - 10, 1.7e15 + 1100, 50), s, e, [np.nan]))
         assert reference(s, e, t).tobytes() == coverage_before(s, e, t).tobytes()
+
+
+def test_merge_equals_the_stable_sort_formulation() -> None:
+    from dyno.trace_analysis.analyses.intervals import merge
+
+    def reference(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        order = np.argsort(start, kind="stable")
+        s, e = start[order], end[order]
+        running = np.maximum.accumulate(e)
+        new = np.concatenate(([True], s[1:] > running[:-1]))
+        first = np.flatnonzero(new)
+        return s[first], np.maximum.reduceat(e, first)
+
+    rng = np.random.default_rng(9)
+    for n in (1, 2, 3, 10, 200):
+        s = rng.integers(0, 50, n).astype(np.float64)
+        e = s + rng.integers(0, 10, n)
+        for start in (s, np.sort(s), np.sort(s)[::-1].copy(), np.where(rng.random(n) < 0.1, np.nan, s)):
+            end = start + (e - s)
+            got, want = merge(start, end), reference(start, end)
+            assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()

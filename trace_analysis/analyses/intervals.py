@@ -18,9 +18,12 @@ def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = len(start)
     if n == 0:
         return np.empty(0, np.float64), np.empty(0, np.float64)
-    order = start.argsort(kind="stable")
-    s = np.asarray(start, dtype=np.float64)[order]
-    e = np.asarray(end, dtype=np.float64)[order]
+    st = np.asarray(start)
+    s = np.asarray(start, dtype=np.float64)
+    e = np.asarray(end, dtype=np.float64)
+    if n > 1 and not (st[1:] >= st[:-1]).all():  # rows usually come sorted by start: the stable sort is the identity
+        order = st.argsort(kind="stable")
+        s, e = s[order], e[order]
     running = np.maximum.accumulate(e)
     new = np.empty(n, dtype=bool)
     new[0] = True
