@@ -208,3 +208,39 @@ def test_merge_equals_the_stable_sort_formulation() -> None:
             end = start + (e - s)
             got, want = merge(start, end), reference(start, end)
             assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+
+
+def _sync_trace(tmp_path, weird_sync: bool):
+    from dyno.trace_analysis.loader import load_trace
+
+    b = TraceBuilder()
+    b.launch("void gemm_kernel()", 10.0, 20.0, 40.0)
+    b.launch("ncclKernel_AllReduce_RING_LL_Sum_float", 12.0, 50.0, 30.0, stream=20)
+    b.memcpy("Memcpy HtoD (Pageable -> Device)", 15.0, 110.0, 5.0, 4096)
+    corr = b.runtime("cudaStreamSynchronize", 120.0, 30.0)
+    b.gpu("cuda_sync", "Stream Sync", 125.0, 20.0, corr)
+    if weird_sync:  # a cuda_sync row whose name classifies as computation: the two breakdowns differ there
+        corr = b.runtime("cudaEventSynchronize", 160.0, 30.0)
+        b.gpu("cuda_sync", "some wait", 100.0, 80.0, corr)
+    return load_trace(b.write(tmp_path / f"sync{int(weird_sync)}.json"))
+
+
+@pytest.mark.parametrize("weird_sync", [False, True])
+def test_temporal_breakdowns_share_type_unions_in_either_order(tmp_path, weird_sync: bool) -> None:
+    from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, scope_kernel_types
+    from dyno.trace_analysis.analyses.intervals import union_length
+    from dyno.trace_analysis.analyses.temporal import temporal_breakdown
+
+    def reference(t, sync_is_busy: bool) -> tuple[float, float, float, float]:
+        scope = gpu_scope(t)
+        sel = np.ones(len(scope.rows), bool) if sync_is_busy else np.asarray(scope.is_activity)
+        kt, ts, end = scope_kernel_types(t)[sel], scope.ts[sel], scope.end[sel]
+        u = [union_length(ts[kt == k.value], end[kt == k.value]) for k in KernelType]
+        return union_length(ts, end), u[KernelType.COMPUTATION], u[KernelType.COMMUNICATION], u[KernelType.MEMORY]
+
+    for first in (True, False):
+        t = _sync_trace(tmp_path, weird_sync)
+        got = {b: temporal_breakdown(t, sync_is_busy=b) for b in (first, not first)}
+        for b, tb in got.items():
+            assert (tb.busy_us, tb.compute_us, tb.communication_us, tb.memory_us) == reference(t, b)
+    assert (got[True].compute_us != got[False].compute_us) == weird_sync

@@ -66,19 +66,31 @@ def _temporal_breakdown(
     trace: Trace, sync_is_busy: bool, include_last_step: bool, hta_ns_rounding: bool
 ) -> TemporalBreakdown:
     scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
-    kt, ts, end = scope_kernel_types(trace, include_last_step, hta_ns_rounding), scope.ts, scope.end
+    kt_all = scope_kernel_types(trace, include_last_step, hta_ns_rounding)
+    kt, ts, end = kt_all, scope.ts, scope.end
+    sync_kt = kt_all[:0]
     if not sync_is_busy:
         sel = scope.is_activity
         kt, ts, end = kt[sel], ts[sel], end[sel]
+        sync_kt = kt_all[~sel]
     n = len(ts)
     if not n:
         return TemporalBreakdown(trace.rank, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
     span = float(end.max() - ts.min())
     busy = union_length(ts, end)
-    comp = kt == KernelType.COMPUTATION.value
-    comm = kt == KernelType.COMMUNICATION.value
-    mem = kt == KernelType.MEMORY.value
-    compute = union_length(ts[comp], end[comp])
+
+    def typed(code: int) -> float:
+        """Union of one kernel type's rows. When no cuda_sync row has that type, both busy definitions select the
+        same rows in the same order: the two breakdowns (HTA's and the report's) share one computation."""
+
+        def compute() -> float:
+            m = kt == code
+            return union_length(ts[m], end[m])
+
+        subset = "activity" if (sync_kt == code).any() else "all"
+        return float(trace.cached(("temporal_type_union", include_last_step, hta_ns_rounding, code, subset), compute))
+
+    compute = typed(KernelType.COMPUTATION.value)
     return TemporalBreakdown(
         rank=trace.rank,
         span_us=span,
@@ -86,7 +98,7 @@ def _temporal_breakdown(
         idle_us=span - busy,
         compute_us=compute,
         non_compute_us=busy - compute,
-        communication_us=union_length(ts[comm], end[comm]),
-        memory_us=union_length(ts[mem], end[mem]),
+        communication_us=typed(KernelType.COMMUNICATION.value),
+        memory_us=typed(KernelType.MEMORY.value),
         n_gpu_events=n,
     )
