@@ -549,10 +549,18 @@ class Trace:
         got = self._cache.get(("cats_as_given", cats))  # rules ask for the same few tables dozens of times
         if got is not None:
             return got
-        key = ("cats", tuple(sorted(int(c) for c in cats)))
+        codes = sorted({int(c) for c in cats})
+        cat = self.events.cat
+        if cat.dtype == np.int8:
+            # categories with no event add no row: leave them out of the key, so e.g. (cpu_op, user_annotation,
+            # python_function) is the (cpu_op, user_annotation) table of a trace without python functions
+            counts = self._cache.get("cat_counts")
+            if counts is None:
+                counts = self._cache["cat_counts"] = np.bincount(cat.view(np.uint8), minlength=256).tolist()
+            codes = [c for c in codes if not -256 <= c < 256 or counts[c & 255]]  # (-1 is row 255, as below)
+        key = ("cats", tuple(codes))
         got = self._cache.get(key)
         if got is None:
-            cat = self.events.cat
             if cat.dtype == np.int8:  # a lookup by code: one gather (np.isin costs ~10x more on small tables)
                 table = np.zeros(256, dtype=bool)
                 table[list(key[1])] = True

@@ -244,3 +244,16 @@ def test_temporal_breakdowns_share_type_unions_in_either_order(tmp_path, weird_s
         for b, tb in got.items():
             assert (tb.busy_us, tb.compute_us, tb.communication_us, tb.memory_us) == reference(t, b)
     assert (got[True].compute_us != got[False].compute_us) == weird_sync
+
+
+def test_events_of_drops_absent_categories_from_the_key(tmp_path) -> None:
+    from dyno.trace_analysis.model import Cat
+
+    t = _trace(tmp_path)  # no python_function, cuda_sync or memset events
+    a = t.events_of(Cat.CPU_OP, Cat.USER_ANNOTATION, Cat.PYTHON_FUNCTION)
+    assert a is t.events_of(Cat.USER_ANNOTATION, Cat.CPU_OP)
+    assert a.index.tolist() == np.flatnonzero(np.isin(t.events.cat, [Cat.CPU_OP, Cat.USER_ANNOTATION])).tolist()
+    empty = t.events_of(Cat.CUDA_SYNC, Cat.GPU_MEMSET)
+    assert len(empty) == 0 and empty.ts.dtype == np.float64
+    g = t.events_of(Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.CUDA_SYNC)
+    assert g.index.tolist() == np.flatnonzero(np.isin(t.events.cat, [Cat.KERNEL, Cat.GPU_MEMCPY])).tolist()
