@@ -257,3 +257,28 @@ def test_events_of_drops_absent_categories_from_the_key(tmp_path) -> None:
     assert len(empty) == 0 and empty.ts.dtype == np.float64
     g = t.events_of(Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.CUDA_SYNC)
     assert g.index.tolist() == np.flatnonzero(np.isin(t.events.cat, [Cat.KERNEL, Cat.GPU_MEMCPY])).tolist()
+
+
+def test_optimizer_step_windows_equal_the_full_table_filter(tmp_path) -> None:
+    from dyno.trace_analysis.analyses.steps import step_timings
+    from dyno.trace_analysis.loader import load_trace
+    from dyno.trace_analysis.model import Cat
+
+    b = TraceBuilder()
+    for k in range(4):
+        t0 = k * 1000.0
+        b.cpu("aten::mm", t0, 100.0)
+        b.cpu(f"Optimizer.step#SGD.step#{k}", t0 + 600.0 + k, 100.0, cat="user_annotation")
+        b.cpu(f"Optimizer.step#SGD.step#{k}", t0 + 605.0 + k, 50.0, cat="python_function")  # nested duplicate
+    b.cpu("Optimizer.step#not.a.host.row", 50.0, 10.0, cat="kernel")
+    t = load_trace(b.write(tmp_path / "opt.json"))
+    st = step_timings(t)
+    ev = t.events
+    cpu = np.isin(ev.cat, [Cat.USER_ANNOTATION, Cat.CPU_OP, Cat.PYTHON_FUNCTION])
+    opt = ev.take(cpu & np.array([t.strings[i].startswith("Optimizer.step#") for i in ev.name.tolist()]))
+    ends = opt.end
+    keep = np.ones(len(opt), dtype=bool)
+    keep[1:] = opt.ts[1:] >= np.maximum.accumulate(ends)[:-1]
+    ends = ends[keep]
+    assert st.source == "optimizer"
+    assert [(s.ts, s.end) for s in st.steps] == list(zip(ends[:-1].tolist(), ends[1:].tolist(), strict=True))

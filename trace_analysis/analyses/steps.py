@@ -77,9 +77,10 @@ def _windows(trace: Trace) -> tuple[str, np.ndarray, np.ndarray, list[int]]:
     if len(steps):
         numbers = [step_number(trace.strings[i]) or k for k, i in enumerate(steps.name)]
         return "profiler_step", steps.ts, steps.end, numbers
-    ev = trace.events
-    cpu = (ev.cat == Cat.USER_ANNOTATION.value) | (ev.cat == Cat.CPU_OP.value) | (ev.cat == Cat.PYTHON_FUNCTION.value)
-    opt = ev.take(cpu & trace.name_mask(ev, lambda s: _OPT_RX.match(s) is not None, "Optimizer.step#"))
+    # host-side rows (the same rows as masking every event by these categories, from the cached sub-table whose
+    # names exclude the long kernel templates)
+    ev = trace.events_of(Cat.USER_ANNOTATION, Cat.CPU_OP, Cat.PYTHON_FUNCTION)
+    opt = ev.take(trace.name_mask(ev, lambda s: _OPT_RX.match(s) is not None, "Optimizer.step#"))
     if len(opt) >= 2:
         # nested duplicates (e.g. a python_function and a user_annotation for the same call): keep outermost
         ends = opt.end
