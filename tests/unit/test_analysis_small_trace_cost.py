@@ -282,3 +282,19 @@ def test_optimizer_step_windows_equal_the_full_table_filter(tmp_path) -> None:
     ends = ends[keep]
     assert st.source == "optimizer"
     assert [(s.ts, s.end) for s in st.steps] == list(zip(ends[:-1].tolist(), ends[1:].tolist(), strict=True))
+
+
+def test_rule_context_shortcuts_equal_fresh(tmp_path) -> None:
+    from dyno.trace_analysis.analyses.gpu import KernelType, kernel_types
+    from dyno.trace_analysis.analyses.memcpy import memory_copies
+    from dyno.trace_analysis.rules.context import RuleContext
+    from dyno.trace_analysis.rules.gpu_work import _is_comm
+
+    t = _sync_trace(tmp_path, True)
+    ctx = RuleContext(t)
+    assert ctx.first_gpu_device == int(ctx.gpu_device_of(ctx.gpu_activity)[0])
+    assert np.array_equal(_is_comm(ctx), kernel_types(t, ctx.kernels) == KernelType.COMMUNICATION)
+    assert _is_comm(ctx) is _is_comm(ctx)
+    # memcpy kinds: example_ts is the first row of each kind
+    mc = memory_copies(t)
+    assert [k.example_ts for k in mc.kinds] == [110.0]

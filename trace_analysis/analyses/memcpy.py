@@ -63,8 +63,8 @@ def _memory_copies(trace: Trace, include_last_step: bool) -> MemoryCopies:
         count = np.bincount(inv, minlength=len(ids))
         tot = np.bincount(inv, weights=ev.dur, minlength=len(ids))
         nbytes = np.bincount(inv, weights=np.maximum(ev.bytes, 0).astype(np.float64), minlength=len(ids))
-        first = np.sort(inv).searchsorted(np.arange(len(ids)))
-        first_row = inv.argsort(kind="stable")[first]
+        # first row of each kind: group j starts at sum(count[:j]) in the stable order (every group is non-empty)
+        first_row = inv.argsort(kind="stable")[count.cumsum() - count]
         for j, sid in enumerate(ids):
             name = trace.strings[sid]
             m = _NAME_RX.match(name)

@@ -182,6 +182,13 @@ class RuleContext:
             out[int(d)] = (s, e, float(d_ts.min()), float(d_end.max()))
         return out
 
+    @cached_property
+    def first_gpu_device(self) -> int:
+        """``gpu_device_of(gpu_activity)[0]`` (the device of the first GPU row) without the whole column."""
+        g = self.gpu_activity
+        d = int(g.device[0])
+        return d if d >= 0 else int(g.pid[0])
+
     def gpu_device_of(self, events: Events) -> np.ndarray:
         """Device of GPU rows (args.device, else pid as Kineto writes it)."""
         return np.where(events.device >= 0, events.device, events.pid).astype(np.int64)

@@ -43,7 +43,15 @@ def _overlap(ctx: RuleContext) -> CommCompOverlap:
 
 
 def _is_comm(ctx: RuleContext) -> np.ndarray:
-    return kernel_types(ctx.trace, ctx.kernels) == KernelType.COMMUNICATION.value
+    """Mask over ``ctx.kernels``: NCCL kernels (cached: exposed-comm and no-tensor-cores ask three times)."""
+
+    def compute() -> np.ndarray:
+        m = kernel_types(ctx.trace, ctx.kernels) == KernelType.COMMUNICATION.value
+        m.setflags(write=False)
+        return m
+
+    got: np.ndarray = ctx.trace.cached(("rules.is_comm",), compute)
+    return got
 
 
 class ExposedComm(GpuRule):
@@ -102,14 +110,14 @@ class NoTensorCores(GpuRule):
     def applies(self, ctx: RuleContext) -> Skip | None:
         if not ctx.has_gpu:
             return NO_GPU
-        dev = int(ctx.gpu_device_of(ctx.gpu_activity)[0])
+        dev = ctx.first_gpu_device
         if ctx.device_capability(dev) is None:
             return Skip("device compute capability unknown (no deviceProperties in the trace)", None)
         return None
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         k = ctx.kernels
-        dev = int(ctx.gpu_device_of(ctx.gpu_activity)[0])
+        dev = ctx.first_gpu_device
         cap = ctx.device_capability(dev) or (0, 0)
         if cap[0] + cap[1] / 10 < float(thresholds["min_capability"]):
             return []
