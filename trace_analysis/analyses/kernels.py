@@ -130,10 +130,10 @@ class _KernelGroups:
         total = float(dur.sum())
         kt = scope_kernel_types(trace, include_last_step)[scope.is_activity]
         by_type = []
+        counts = np.bincount(kt, minlength=len(KernelType)).tolist() if len(kt) else [0] * len(KernelType)
         for k in KernelType:
-            m = kt == k.value
-            t = float(dur[m].sum())
-            by_type.append(KernelTypeTime(k.name, int(m.sum()), t, t / total if total > 0 else 0.0))
+            t = float(dur[kt == k.value].sum()) if counts[k.value] else 0.0  # an absent type sums to 0.0
+            by_type.append(KernelTypeTime(k.name, counts[k.value], t, t / total if total > 0 else 0.0))
         if len(act):
             ids, count, tot, mins, maxs, longest = group_by_name(act.name, dur)
         else:
