@@ -18,6 +18,7 @@ Accepts ``{"traceEvents": [...], ...}`` (any key order) and the bare JSON-array 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterator, Sized
 from dataclasses import dataclass
 from typing import IO, Any
@@ -38,6 +39,7 @@ _OPEN = (123, 91)  # { [
 _CLOSE = (125, 93)  # } ]
 _WS = b" \t\r\n"
 _KEY = b'"traceEvents"'
+_EVENTS_OPEN = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 
 
 class ScanError(ValueError):
@@ -102,10 +104,78 @@ def _read_blocks(fh: IO[bytes], block_size: int) -> Iterator[bytes]:
         yield block
 
 
-def _read_blocks_then_end(fh: IO[bytes], block_size: int) -> Iterator[bytes]:
-    """The blocks, then one empty block (lets the caller flush bytes it held back)."""
-    yield from _read_blocks(fh, block_size)
-    yield b""
+def _read_blocks_then_end(fh: IO[bytes], block_size: int) -> Iterator[tuple[bytes, bool]]:
+    """(block, last) pairs: the blocks, each with whether no data follows it (one block is read ahead), then
+    ``(b"", True)`` (lets the caller flush bytes it held back)."""
+    blocks = _read_blocks(fh, block_size)
+    block = next(blocks, b"")
+    while block:
+        ahead = next(blocks, b"")
+        yield block, not ahead
+        block = ahead
+    yield b"", True
+
+
+def _events_start(block: bytes) -> int:
+    """Index just past the ``[`` of the top-level ``"traceEvents": [`` in the first block of an object, found
+    without the structural scan; -1 when that cannot be shown (the caller scans).
+
+    Why it is safe: the text P before the first ``"traceEvents"`` is followed by ``"traceEvents":[]}`` and parsed.
+    JSON lexing is deterministic, so the state after P is the same in the file. If P ended inside a string, the
+    appended quote would close it and ``traceEvents`` would follow outside a string (invalid), unless P ends with
+    a backslash (excluded); outside a string, ``"traceEvents": []}`` then ending the document is valid only at the
+    key position of the root object. So a successful parse proves the key is the root's, as the scan would find.
+    """
+    k = block.find(_KEY)
+    if k <= 0 or block[k - 1] == _BSLASH:
+        return -1
+    m = _EVENTS_OPEN.match(block, k)
+    if m is None:
+        return -1
+    try:
+        orjson.loads(block[:k] + b'"traceEvents":[]}')
+    except orjson.JSONDecodeError:
+        return -1
+    return m.end()
+
+
+def _array_end_cut(
+    head: bytearray, meta: bytes | bytearray, fast_decode: Callable[[bytes | bytearray], Sized | None]
+) -> tuple[Sized, dict[str, Any]] | None:
+    """The last block of an object's events array without the scan: ``head`` (``[`` + every remaining element
+    + ``]`` + the metadata after the array) is cut at the array's ``]`` and decoded, and the metadata parsed.
+    Returns (batch, metadata) with ``head`` cut to the batch, or None (``head`` unchanged; the caller scans).
+
+    Candidates are the ``]`` right after a ``}``, from the right. As for the fast cut, the decoded batch is valid
+    JSON only if its ``]`` closes the array (the cut starts at an element boundary); the rest must then complete
+    the metadata as the scan would (and not hold a second traceEvents array, which the scan would read).
+    """
+    r = len(head)
+    for _ in range(4):  # the events' ] is nearly always the last or next to last ] of a file
+        r = head.rfind(b"]", 0, r)
+        if r <= 0:
+            return None
+        j = r - 1
+        while head[j] in _WS:  # (no copy of head: it holds the whole rest of the file)
+            j -= 1
+        if head[j] != 125:  # }
+            continue
+        rest = bytes(head[r + 1 :])
+        if _KEY in rest:
+            return None
+        try:
+            parsed = orjson.loads(bytes(meta) + rest)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(parsed, dict):
+            return None
+        del head[r + 1 :]
+        items = fast_decode(head)
+        if items is None:
+            head += rest
+            return None
+        return items, parsed
+    return None
 
 
 def iter_event_batches(
@@ -130,7 +200,9 @@ def iter_event_batches(
     carry = b""  # bytes of a partial element (starts with its opening bracket)
     pending = b""  # bytes after the last fast cut (at array level, right after a comma)
     fast_misses = 0
-    for block in _read_blocks_then_end(fh, block_size):
+    meta_parsed: dict[str, Any] | None = None  # the metadata, when the fast end cut already parsed it
+    blocks = _read_blocks_then_end(fh, block_size)
+    for block, last in blocks:
         final = not block  # the rest must go through the scan (array end, trailing metadata)
         result.n_bytes += len(block)
         if root is None:
@@ -147,6 +219,17 @@ def iter_event_batches(
             if root == 91:  # bare array of events
                 ev_depth = 1
                 result.found_events = True
+            elif fast_decode is not None and (start := _events_start(block)) > 0:
+                # the array found without the scan: the metadata before it is kept as the scan keeps it, and the
+                # elements go to the fast cut, with the next block at once (a small file becomes one batch)
+                meta += block[:start]
+                meta += b"]"
+                ev_depth = depth = 2
+                result.found_events = True
+                pending, block = block[start:], b""
+                if not last:
+                    block, last = next(blocks)
+                    result.n_bytes += len(block)
         # fast cut, at an element boundary (a carried partial element, or after a comma at array level)
         if (
             fast_decode is not None
@@ -155,9 +238,19 @@ def iter_event_batches(
             and not final
             and (carry or depth == ev_depth and not in_string)
         ):
-            head = bytearray(b"[")  # built in place: "[" + elements + "]" without further copies
-            head += carry or pending
-            head += block
+            # built in place, in one allocation: "[" + elements + "]" without further copies
+            head = bytearray().join((b"[", carry or pending, block))
+            if last and ev_depth == 2 and (end := _array_end_cut(head, meta, fast_decode)) is not None:
+                # the whole rest of the file: its elements and the metadata after them, without the scan
+                items, meta_parsed = end
+                result.batch_bytes = head
+                result.n_elements += len(items)
+                yield items
+                del items, head
+                result.batch_bytes = b""
+                pending = carry = b""
+                ev_depth, depth, in_string = -1, 0, False
+                continue
             cut = head.rfind(b"},")
             if cut > 0:
                 tail = bytes(head[cut + 2 :])
@@ -261,7 +354,9 @@ def iter_event_batches(
         raise ScanError("empty file")
     if carry or in_string or ev_depth >= 0 or depth != 0:
         raise ScanError(f"truncated: JSON ends inside an unfinished value after {result.n_bytes} bytes")
-    if root == 123:
+    if meta_parsed is not None:
+        result.meta = meta_parsed
+    elif root == 123:
         try:
             parsed = orjson.loads(bytes(meta))
         except orjson.JSONDecodeError as e:
