@@ -279,13 +279,16 @@ class TraceBuilder:
                 known[text] = -1 if parsed is None else self.strings.intern(orjson.dumps(parsed).decode())
 
     # -- one block ---------------------------------------------------------------------------------
-    def add(self, items: list[Any] | NativeBatch, batch: bytes | bytearray = b"") -> None:
+    def add(self, items: list[Any] | NativeBatch, batch: bytes | bytearray | memoryview = b"") -> None:
         """One batch: native columns, ``Event`` structs (typed decoder) or JSON values (general parser); ``batch``:
         its raw JSON (native and struct batches re-parse from it the few events that need more)."""
-        self.raw = batch
         if isinstance(items, NativeBatch):
             self._add_native(items.cols, batch)
-        elif items and type(items[0]) is Event and batch:
+            return
+        if isinstance(batch, memoryview):  # the other paths search the raw JSON for keys
+            batch = batch.tobytes()
+        self.raw = batch
+        if items and type(items[0]) is Event and batch:
             self._add_structs(items, batch)
         else:
             self._add_values(items)
@@ -381,7 +384,7 @@ class TraceBuilder:
         if flows:
             self._add_flows(*[list(map(get, flows)) for get in _FLOW_FIELDS])
 
-    def _add_native(self, c: dict[str, Any], batch: bytes | bytearray) -> None:
+    def _add_native(self, c: dict[str, Any], batch: bytes | bytearray | memoryview) -> None:
         """A batch from the native decoder: the same steps as ``_add_structs`` on column buffers, each distinct
         string of a field handled once (interned in first-seen order, as the other paths do)."""
         spans = np.frombuffer(c["spans"], dtype=np.int64)
@@ -669,7 +672,7 @@ class TraceBuilder:
         return Instants(**{k: getattr(i, k)[order] for k in ("ts", "name", "pid", "tid")})
 
 
-def decode_fast(batch: bytes | bytearray) -> list[Any] | NativeBatch | None:
+def decode_fast(batch: bytes | bytearray | memoryview) -> list[Any] | NativeBatch | None:
     """A speculative cut (see ``jsonscan``): native columns, else ``Event`` structs; None when both decline."""
     native = decode_native(batch)
     return native if native is not None else decode_events(batch)

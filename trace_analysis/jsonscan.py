@@ -54,7 +54,8 @@ class ScanResult:
     found_events: bool = False
     n_elements: int = 0
     n_bytes: int = 0
-    batch_bytes: bytes | bytearray = b""  # raw JSON of the batch being yielded (lets callers skip absent keys cheaply)
+    # raw JSON of the batch being yielded (lets callers skip absent keys cheaply and re-read a few elements)
+    batch_bytes: bytes | bytearray | memoryview = b""
 
 
 def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -86,10 +87,8 @@ def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, boo
     return pos, delta, end_in_string
 
 
-def _read_blocks(fh: IO[bytes], block_size: int) -> Iterator[bytes]:
-    # the first block is small: it holds the metadata and the start of the events array, and only what comes
-    # before the first fast cut goes through the (slower) structural scan
-    size = min(block_size, FIRST_BLOCK_SIZE)
+def _read_blocks(fh: IO[bytes], block_size: int, first_size: int) -> Iterator[bytes]:
+    size = first_size
     while True:
         block = fh.read(size)
         size = block_size
@@ -104,16 +103,26 @@ def _read_blocks(fh: IO[bytes], block_size: int) -> Iterator[bytes]:
         yield block
 
 
-def _read_blocks_then_end(fh: IO[bytes], block_size: int) -> Iterator[tuple[bytes, bool]]:
+def _read_blocks_then_end(fh: IO[bytes], block_size: int, first_size: int) -> Iterator[tuple[bytes, bool]]:
     """(block, last) pairs: the blocks, each with whether no data follows it (one block is read ahead), then
     ``(b"", True)`` (lets the caller flush bytes it held back)."""
-    blocks = _read_blocks(fh, block_size)
+    blocks = _read_blocks(fh, block_size, first_size)
     block = next(blocks, b"")
     while block:
         ahead = next(blocks, b"")
         yield block, not ahead
         block = ahead
     yield b"", True
+
+
+def _first_block_size(block_size: int, size_hint: int | None) -> int:
+    """The first block is small: it holds the metadata and the start of the events array, and when the array
+    cannot be found without the scan, only this block goes through it. A file said to fit in one block is read
+    whole (a wrong hint only moves where blocks end)."""
+    first = min(block_size, FIRST_BLOCK_SIZE)
+    if size_hint is not None and size_hint < block_size:
+        return max(size_hint + 1, first)
+    return first
 
 
 def _events_start(block: bytes) -> int:
@@ -140,27 +149,31 @@ def _events_start(block: bytes) -> int:
 
 
 def _array_end_cut(
-    head: bytearray, meta: bytes | bytearray, fast_decode: Callable[[bytes | bytearray], Sized | None]
-) -> tuple[Sized, dict[str, Any]] | None:
-    """The last block of an object's events array without the scan: ``head`` (``[`` + every remaining element
-    + ``]`` + the metadata after the array) is cut at the array's ``]`` and decoded, and the metadata parsed.
-    Returns (batch, metadata) with ``head`` cut to the batch, or None (``head`` unchanged; the caller scans).
+    buf: bytes | bytearray,
+    lo: int,
+    meta: bytes | bytearray,
+    fast_decode: Callable[[bytes | bytearray | memoryview], Sized | None],
+) -> tuple[Sized, dict[str, Any], memoryview] | None:
+    """The rest of an object's events array without the scan: ``buf[lo:]`` is ``[`` + every remaining element +
+    ``]`` + the metadata after the array. Cut at the array's ``]``, the batch (a view of ``buf``, no copy) is
+    decoded and the metadata completed and parsed: returns (decoded batch, metadata, batch), or None (the caller
+    scans).
 
-    Candidates are the ``]`` right after a ``}``, from the right. As for the fast cut, the decoded batch is valid
-    JSON only if its ``]`` closes the array (the cut starts at an element boundary); the rest must then complete
-    the metadata as the scan would (and not hold a second traceEvents array, which the scan would read).
+    Candidates are the ``]`` right after a ``}``, from the right. As for the fast cut, the batch is valid JSON only
+    if its ``]`` closes the array (it starts at an element boundary); the rest must then complete the metadata as
+    the scan would (and not hold a second traceEvents array, which the scan would read).
     """
-    r = len(head)
+    r = len(buf)
     for _ in range(4):  # the events' ] is nearly always the last or next to last ] of a file
-        r = head.rfind(b"]", 0, r)
-        if r <= 0:
+        r = buf.rfind(b"]", lo, r)
+        if r <= lo:
             return None
         j = r - 1
-        while head[j] in _WS:  # (no copy of head: it holds the whole rest of the file)
+        while buf[j] in _WS:  # (no copy of buf: it holds the whole rest of the file)
             j -= 1
-        if head[j] != 125:  # }
+        if buf[j] != 125:  # }
             continue
-        rest = bytes(head[r + 1 :])
+        rest = bytes(buf[r + 1 :])
         if _KEY in rest:
             return None
         try:
@@ -169,12 +182,12 @@ def _array_end_cut(
             continue
         if not isinstance(parsed, dict):
             return None
-        del head[r + 1 :]
-        items = fast_decode(head)
+        batch = memoryview(buf)[lo : r + 1]
+        items = fast_decode(batch)
         if items is None:
-            head += rest
+            batch.release()  # (a bytearray cannot be resized while a view of it exists)
             return None
-        return items, parsed
+        return items, parsed, batch
     return None
 
 
@@ -183,13 +196,15 @@ def iter_event_batches(
     result: ScanResult,
     block_size: int = BLOCK_SIZE,
     decode: Callable[[bytes], Sized] = orjson.loads,
-    fast_decode: Callable[[bytes | bytearray], Sized | None] | None = None,
+    fast_decode: Callable[[bytes | bytearray | memoryview], Sized | None] | None = None,
+    size_hint: int | None = None,
 ) -> Iterator[Any]:
     """Yield the decoded traceEvents elements of each block (whatever ``decode`` returns: a list of values, or a
     sized batch object); fill ``result`` (meta at the end).
 
     ``decode`` parses the JSON array of one batch (a ValueError from it means invalid JSON); ``fast_decode``, if
     given, is tried first on speculative cuts (see the module docstring) and returns None to decline.
+    ``size_hint``: the expected decompressed size, if known (a file that fits in one block is read in one go).
     Raises ScanError for non-JSON, wrong top-level shape, or a truncated stream.
     """
     depth = 0
@@ -201,10 +216,13 @@ def iter_event_batches(
     pending = b""  # bytes after the last fast cut (at array level, right after a comma)
     fast_misses = 0
     meta_parsed: dict[str, Any] | None = None  # the metadata, when the fast end cut already parsed it
-    blocks = _read_blocks_then_end(fh, block_size)
+    end_tried = False  # the fast end cut declined the whole file already
+    blocks = _read_blocks_then_end(fh, block_size, _first_block_size(block_size, size_hint))
     for block, last in blocks:
         final = not block  # the rest must go through the scan (array end, trailing metadata)
         result.n_bytes += len(block)
+        # (decoded batch, metadata, batch) when the rest of the array was taken without the scan
+        end: tuple[Sized, dict[str, Any], memoryview] | None = None
         if root is None:
             if not block:
                 continue
@@ -216,23 +234,32 @@ def iter_event_batches(
             root = stripped[0]
             if root not in _OPEN:
                 raise ScanError(f"not JSON: starts with {stripped[:20]!r}")
+            start = -1
             if root == 91:  # bare array of events
                 ev_depth = 1
                 result.found_events = True
+                if fast_decode is not None:
+                    start = block.index(b"[") + 1
             elif fast_decode is not None and (start := _events_start(block)) > 0:
-                # the array found without the scan: the metadata before it is kept as the scan keeps it, and the
-                # elements go to the fast cut, with the next block at once (a small file becomes one batch)
+                # the array found without the scan: the metadata before it is kept as the scan keeps it
                 meta += block[:start]
                 meta += b"]"
-                ev_depth = depth = 2
+                ev_depth = 2
                 result.found_events = True
+                if last:  # the whole file in one block: its elements are decoded in place
+                    end = _array_end_cut(block, start - 1, meta, fast_decode)
+                    end_tried = end is None
+            if start > 0 and end is None:
+                # the elements go to the fast cut, with the next block at once (a small file is one batch)
+                depth = ev_depth
                 pending, block = block[start:], b""
                 if not last:
                     block, last = next(blocks)
                     result.n_bytes += len(block)
         # fast cut, at an element boundary (a carried partial element, or after a comma at array level)
         if (
-            fast_decode is not None
+            end is None
+            and fast_decode is not None
             and fast_misses < 3
             and ev_depth >= 0
             and not final
@@ -240,18 +267,9 @@ def iter_event_batches(
         ):
             # built in place, in one allocation: "[" + elements + "]" without further copies
             head = bytearray().join((b"[", carry or pending, block))
-            if last and ev_depth == 2 and (end := _array_end_cut(head, meta, fast_decode)) is not None:
-                # the whole rest of the file: its elements and the metadata after them, without the scan
-                items, meta_parsed = end
-                result.batch_bytes = head
-                result.n_elements += len(items)
-                yield items
-                del items, head
-                result.batch_bytes = b""
-                pending = carry = b""
-                ev_depth, depth, in_string = -1, 0, False
-                continue
-            cut = head.rfind(b"},")
+            if last and ev_depth == 2 and not end_tried:
+                end = _array_end_cut(head, 0, meta, fast_decode)
+            cut = head.rfind(b"},") if end is None else -1
             if cut > 0:
                 tail = bytes(head[cut + 2 :])
                 del head[cut + 2 :]
@@ -269,6 +287,16 @@ def iter_event_batches(
                     continue
                 fast_misses += 1  # three misses in a row: this file's layout does not suit the fast cut
             del head
+        if end is not None:
+            # the whole rest of the file: its elements and the metadata after them, without the scan
+            items, meta_parsed, result.batch_bytes = end
+            result.n_elements += len(items)
+            yield items
+            del items, end
+            result.batch_bytes = b""
+            pending = carry = b""
+            ev_depth, depth, in_string = -1, 0, False
+            continue
         if pending:
             block = pending + block
             pending = b""

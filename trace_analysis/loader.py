@@ -73,12 +73,18 @@ def rank_from_filename(path: str | os.PathLike[str]) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _open(path: Path) -> IO[bytes]:
+def _open(path: Path, size: int) -> tuple[IO[bytes], int | None]:
+    """The decompressed stream of a file of ``size`` bytes, and its expected decompressed size (a hint: gzip
+    keeps only the last member's size, modulo 2**32)."""
     with open(path, "rb") as fh:
         magic = fh.read(2)
-    if magic == b"\x1f\x8b":
-        return cast(IO[bytes], _GZIP.open(path, "rb"))
-    return open(path, "rb")
+        if magic == b"\x1f\x8b":
+            hint = None
+            if size >= 18:  # header and trailer
+                fh.seek(-4, os.SEEK_END)
+                hint = int.from_bytes(fh.read(4), "little")
+            return cast(IO[bytes], _GZIP.open(path, "rb")), hint
+    return open(path, "rb"), size
 
 
 def _meta(path: Path, raw: dict[str, Any], b: TraceBuilder) -> TraceMeta:
@@ -123,7 +129,8 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         raise TraceLoadError(p, "no such file")
     if p.is_dir():
         raise TraceLoadError(p, "is a directory (use load_traces for a folder of ranks)")
-    if p.stat().st_size == 0:
+    size = p.stat().st_size
+    if size == 0:
         raise TraceLoadError(p, "empty file")
     b = TraceBuilder()
     result = ScanResult()
@@ -132,8 +139,9 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        with _open(p) as fh:
-            for items in iter_event_batches(fh, result, block_size, decode_batch, decode_fast):
+        fh, size_hint = _open(p, size)
+        with fh:
+            for items in iter_event_batches(fh, result, block_size, decode_batch, decode_fast, size_hint):
                 b.add(items, result.batch_bytes)
                 del items
     except ScanError as e:
