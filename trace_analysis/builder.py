@@ -128,11 +128,28 @@ def _sparse_pays(nnz: int, n: int, itemsize: int) -> bool:
     return nnz * (8 + itemsize) < 0.75 * n * itemsize
 
 
+def _sparsify(chunk: dict[str, Any]) -> None:
+    """Store one batch's mostly-absent integer columns as ``_SparseChunk`` (None: no event of the batch has it)."""
+    n = len(chunk["ts"])
+    for k in _SPARSE_CANDIDATES:
+        arr = chunk[k]
+        if arr is None:
+            chunk[k] = _SparseChunk(_NO_ROWS, np.empty(0, dtype=EVENT_DTYPES[k]))
+        elif not isinstance(arr, _SparseChunk):
+            nz = np.flatnonzero(arr != -1)
+            if _sparse_pays(len(nz), n, arr.itemsize):
+                chunk[k] = _SparseChunk(nz, arr[nz])
+
+
 def _merge_sparse(parts: list[Any], lens: list[int], inv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Batch parts (dense arrays or _SparseChunk) -> (sorted final row numbers, values) of present entries."""
+    """Batch parts (dense arrays, _SparseChunk, or None: absent) -> (sorted final row numbers, values) of present
+    entries (at least one part is not None)."""
     rows_l, vals_l = [], []
     off = 0
     for part, ln in zip(parts, lens, strict=True):
+        if part is None:
+            off += ln
+            continue
         if isinstance(part, _SparseChunk):
             r, v = part.rows, part.values
         else:
@@ -147,6 +164,18 @@ def _merge_sparse(parts: list[Any], lens: list[int], inv: np.ndarray) -> tuple[n
     rows, vals = rows[keep], vals[keep]
     o = np.argsort(rows, kind="stable")
     return rows[o], vals[o]
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The batches' parts of a column as one array (the part itself when there is one: it is not modified)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _inverse(order: np.ndarray, n_all: int) -> np.ndarray:
+    """Batch row -> final row of the sorted table (-1 for the rows ``order`` drops)."""
+    inv = np.full(n_all, -1, dtype=np.int64)
+    inv[order] = np.arange(len(order), dtype=np.int64)
+    return inv
 
 
 def _parse_element(text: bytes) -> Any:
@@ -547,17 +576,13 @@ class TraceBuilder:
         if nan_dur.any():
             dur[nan_dur] = 0.0
         base = self.n_events
-        self.extra.extend((base + i, a) for i, a in extra)
-        chunk: dict[str, Any] = dict(cols)
-        for k in _SPARSE_CANDIDATES:
-            arr = cols[k]
-            if arr is None:
-                chunk[k] = _SparseChunk(_NO_ROWS, np.empty(0, dtype=EVENT_DTYPES[k]))
-                continue
-            nz = np.flatnonzero(arr != -1)
-            if _sparse_pays(len(nz), n, arr.itemsize):
-                chunk[k] = _SparseChunk(nz, arr[nz])
-        self.ev_chunks.append(chunk)
+        if extra:
+            self.extra.extend((base + i, a) for i, a in extra)
+        if self.ev_chunks:
+            # the previous batch goes sparse now; the last one stays as it is until build, which then handles a
+            # file of one batch with whole-column operations (peak memory: one more batch's dense columns)
+            _sparsify(self.ev_chunks[-1])
+        self.ev_chunks.append(dict(cols))
         self.n_events += n
 
     # -- assembly ----------------------------------------------------------------------------------
@@ -566,23 +591,32 @@ class TraceBuilder:
         if not chunks:
             return Trace(meta, self.strings, Events.empty(), self._flows(), self._memory(), self._instants(), {})
         lens = [len(c["ts"]) for c in chunks]
-        ts = np.concatenate([c.pop("ts") for c in chunks])
-        valid = ~np.isnan(ts)
-        n_bad = int((~valid).sum())
-        order = np.argsort(np.where(valid, ts, np.inf), kind="stable")[: len(valid) - n_bad]
+        ts = _joined([c.pop("ts") for c in chunks])
+        nan_ts = np.isnan(ts)
+        n_bad = int(np.count_nonzero(nan_ts))
         if n_bad:
             logger.warning("%s: %d complete events without a numeric ts dropped", meta.path, n_bad)
+            order = np.argsort(np.where(nan_ts, np.inf, ts), kind="stable")[: len(ts) - n_bad]
+        else:
+            order = np.argsort(ts, kind="stable")
+        del nan_ts
         cols = {"ts": ts[order]}
         sparse: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         n_all, n = len(ts), len(order)
         trim = n_all >= _TRIM_EACH_COLUMN_ROWS
         del ts
-        inv: np.ndarray | None = None
+        inv: np.ndarray | None = None  # batch row -> final row (-1: dropped)
         # one column at a time: peak memory is the model plus two columns, not two models
         for k in list(chunks[0]):
             parts = [c.pop(k) for c in chunks]
-            if all(isinstance(p, np.ndarray) for p in parts):
-                col = np.concatenate(parts)[order]
+            if all(p is None for p in parts):  # no event has it
+                dtype = EVENT_DTYPES[k]
+                if _sparse_pays(0, n, np.dtype(dtype).itemsize):
+                    sparse[k] = (_NO_ROWS, np.empty(0, dtype=dtype))
+                else:
+                    cols[k] = np.full(n, -1, dtype=dtype)
+            elif all(isinstance(p, np.ndarray) for p in parts):
+                col = _joined(parts)[order]
                 del parts
                 nz = np.flatnonzero(col != -1) if k in _SPARSE_CANDIDATES else None
                 if nz is not None and _sparse_pays(len(nz), n, col.itemsize):
@@ -592,8 +626,7 @@ class TraceBuilder:
                 del col, nz
             else:
                 if inv is None:
-                    inv = np.full(n_all, -1, dtype=np.int64)
-                    inv[order] = np.arange(n, dtype=np.int64)
+                    inv = _inverse(order, n_all)
                 rows, vals = _merge_sparse(parts, lens, inv)
                 del parts
                 dtype = EVENT_DTYPES[k]
@@ -608,9 +641,10 @@ class TraceBuilder:
         del chunks
         events = Events(**cols, sparse=sparse)
         del cols
-        new_row = np.full(len(valid), -1, dtype=np.int64)
-        new_row[order] = np.arange(len(order))
-        extra = {int(new_row[r]): a for r, a in self.extra if new_row[r] >= 0}
+        extra: dict[int, dict[str, Any]] = {}
+        if self.extra:
+            new_row = (inv if inv is not None else _inverse(order, n_all))[[r for r, _ in self.extra]].tolist()
+            extra = {r: a for r, (_, a) in zip(new_row, self.extra, strict=True) if r >= 0}
         return Trace(meta, self.strings, events, self._flows(), self._memory(), self._instants(), extra)
 
     def _add_flows(self, ids: Any, ts: Any, pid: Any, tid: Any, ph: Any, cat: Any) -> None:
@@ -631,12 +665,12 @@ class TraceBuilder:
         chunks, self.flow_chunks = self.flow_chunks, []
         if not chunks:
             return Flows.empty()
-        ts = np.concatenate([c.pop("ts") for c in chunks])
+        ts = _joined([c.pop("ts") for c in chunks])
         order = np.argsort(ts, kind="stable")
         cols = {"ts": ts[order]}
         del ts
         for k in ("id", "pid", "tid", "phase", "cat"):  # one column at a time, as for events
-            cols[k] = np.concatenate([c.pop(k) for c in chunks])[order]
+            cols[k] = _joined([c.pop(k) for c in chunks])[order]
             if len(order) >= _TRIM_EACH_COLUMN_ROWS:
                 release_free_memory()
         return Flows(**cols)

@@ -39,6 +39,7 @@ _OPEN = (123, 91)  # { [
 _CLOSE = (125, 93)  # } ]
 _WS = b" \t\r\n"
 _KEY = b'"traceEvents"'
+_NOT_WS = re.compile(rb"[^ \t\r\n]")
 _EVENTS_OPEN = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 
 
@@ -228,18 +229,18 @@ def iter_event_batches(
                 continue
             if block.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark (some editors/tools write one)
                 block = block[3:]
-            stripped = block.lstrip(_WS)
-            if not stripped:
+            first = _NOT_WS.search(block)  # (block.lstrip would copy the block)
+            if first is None:
                 continue
-            root = stripped[0]
+            root = block[first.start()]
             if root not in _OPEN:
-                raise ScanError(f"not JSON: starts with {stripped[:20]!r}")
+                raise ScanError(f"not JSON: starts with {block[first.start() : first.start() + 20]!r}")
             start = -1
             if root == 91:  # bare array of events
                 ev_depth = 1
                 result.found_events = True
                 if fast_decode is not None:
-                    start = block.index(b"[") + 1
+                    start = first.start() + 1
             elif fast_decode is not None and (start := _events_start(block)) > 0:
                 # the array found without the scan: the metadata before it is kept as the scan keeps it
                 meta += block[:start]
