@@ -178,6 +178,17 @@ def _inverse(order: np.ndarray, n_all: int) -> np.ndarray:
     return inv
 
 
+def _parse_elements(view: memoryview, spans: np.ndarray, rows: list[int]) -> list[Any]:
+    """The elements ``rows`` of a batch (``spans``: start, end byte of each element) parsed with orjson, in one
+    call; when that fails, one by one, so that the error names the first bad element as ``_parse_element`` does."""
+    bounds = spans.reshape(-1, 2)[rows].tolist()
+    texts = [view[lo:hi] for lo, hi in bounds]
+    try:
+        return cast("list[Any]", orjson.loads(b"".join((b"[", b",".join(texts), b"]"))))
+    except orjson.JSONDecodeError:
+        return [_parse_element(t.tobytes()) for t in texts]
+
+
 def _parse_element(text: bytes) -> Any:
     """One element's JSON with orjson. The typed decoder skips unused keys without validating them, so orjson can
     still find invalid JSON there (e.g. bad UTF-8): reported like invalid JSON found while scanning."""
@@ -416,24 +427,25 @@ class TraceBuilder:
     def _add_native(self, c: dict[str, Any], batch: bytes | bytearray | memoryview) -> None:
         """A batch from the native decoder: the same steps as ``_add_structs`` on column buffers, each distinct
         string of a field handled once (interned in first-seen order, as the other paths do)."""
-        spans = np.frombuffer(c["spans"], dtype=np.int64)
-        view = memoryview(batch)
-
-        def text(i: int) -> bytes:
-            return view[int(spans[2 * i]) : int(spans[2 * i + 1])].tobytes()
-
-        rest = np.flatnonzero(np.frombuffer(c["group"], dtype=np.int8) == 2).tolist()
-        if rest:
-            self._add_values([_parse_element(text(i)) for i in rest])
+        rest = np.flatnonzero(np.frombuffer(c["group"], dtype=np.int8) == 2)
         n = c["x_n"]
         if n:
-            self.float_ts = self.float_ts or c["x_float_ts"]
             cats = np.array([self._cat(v) for v in c["x_cat_u"]], dtype=np.int8)[np.frombuffer(c["x_cat"], np.int32)]
+            # rare categories keep their whole args: those events are parsed again, with the rest
+            extra_rows = np.flatnonzero(_EXTRA_CAT_TABLE[cats] & (np.frombuffer(c["x_has_args"], dtype=np.uint8) != 0))
             x_rows = np.frombuffer(c["x_rows"], dtype=np.int64)
-            has_args = np.frombuffer(c["x_has_args"], dtype=np.uint8) != 0
+            again = [*rest.tolist(), *x_rows[extra_rows].tolist()]
+        else:
+            again = rest.tolist()
+        # instants, [memory], metadata and the rare categories' events: one orjson call for all of them
+        parsed = _parse_elements(memoryview(batch), np.frombuffer(c["spans"], dtype=np.int64), again) if again else []
+        if len(rest):
+            self._add_values(parsed[: len(rest)])
+        if n:
+            self.float_ts = self.float_ts or c["x_float_ts"]
             extra = []
-            for i in np.flatnonzero(_EXTRA_CAT_TABLE[cats] & has_args).tolist():
-                a = _parse_element(text(int(x_rows[i]))).get("args")  # rare categories keep their whole args
+            for i, e in zip(extra_rows.tolist(), parsed[len(rest) :], strict=True):
+                a = e.get("args")
                 if a:
                     extra.append((i, a))
             cols: dict[str, np.ndarray | None] = {
@@ -467,7 +479,7 @@ class TraceBuilder:
 
     def _native_ids(self, local: bytearray, strings: list[str]) -> np.ndarray:
         """Global string ids of a native string column: local ids into ``strings`` (-1: absent, kept)."""
-        ids = np.array([*self._ids(strings), -1], dtype=np.int32)
+        ids = np.array([*self.strings.intern_all(strings), -1], dtype=np.int32)
         return ids[np.frombuffer(local, dtype=np.int32)]  # local -1 picks the appended -1
 
     def _native_json_ids(self, local: bytearray, values: list[str | bytes]) -> np.ndarray:
