@@ -162,3 +162,28 @@ def test_end_cut_declines_before_a_second_events_array() -> None:
     got = jsonscan._array_end_cut(ok, 0, meta, _exact)
     assert got is not None and got[0] == [{"ph": "X", "ts": 1}] and got[1] == {"traceEvents": [], "after": [1]}
     assert bytes(got[2]) == b'[{"ph": "X", "ts": 1}]'
+
+
+def test_metadata_the_model_does_not_read_is_not_parsed_again(tmp_path: Path) -> None:
+    from dyno.trace_analysis import eventdecode
+
+    if eventdecode._native is None:
+        pytest.skip("native decoder not built")
+    evs: list[Any] = [
+        {"ph": "M", "name": "process_sort_index", "pid": 1, "args": {"sort_index": 1}},
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}},
+        {"ph": "M", "name": "process_labels", "pid": 1, "args": {"labels": "name"}},
+        {"ph": "M", "name": "thread_\\u006eame", "pid": 1, "tid": 3, "args": {"name": "escaped"}},
+        {"ph": "X", "name": "op", "pid": 1, "tid": 2, "ts": 1, "dur": 1},
+    ]
+    batch = json.dumps(evs).replace("\\\\u006e", "\\u006e").encode()
+    cols = eventdecode._native.decode_batch(batch)
+    assert cols is not None and bytes(cols["group"]) == bytes([3, 2, 2, 3, 2, 0])
+    p = tmp_path / "m.json"
+    p.write_bytes(b'{"traceEvents": ' + batch + b"}")
+    for native in ("1", "0"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(eventdecode.NATIVE_ENV, native)
+            t = load_trace(p)
+        assert t.meta.process_names == {1: "python"} and t.meta.thread_names == {(1, 2): "main", (1, 3): "escaped"}
