@@ -88,31 +88,25 @@ def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, boo
     return pos, delta, end_in_string
 
 
-def _read_blocks(fh: IO[bytes], block_size: int, first_size: int) -> Iterator[bytes]:
+def _read_blocks(fh: IO[bytes], block_size: int, first_size: int) -> Iterator[tuple[bytes, bool]]:
+    """(block, last) pairs, then ``(b"", True)`` (lets the caller flush bytes it held back). ``last``: the read came
+    back short, so the stream is at its end (buffered files and gzip readers fill a read unless at the end; a
+    stream that does not only misses the fast end cut). No block is read ahead: the one being decoded is the one
+    just inflated, still in the CPU cache."""
     size = first_size
     while True:
         block = fh.read(size)
-        size = block_size
         if not block:
-            return
+            break
+        last = len(block) < size
+        size = block_size
         # never end a block inside a backslash run (keeps escape detection local to one block)
         while block.endswith(b"\\"):
             more = fh.read(1)
             if not more:
                 break
             block += more
-        yield block
-
-
-def _read_blocks_then_end(fh: IO[bytes], block_size: int, first_size: int) -> Iterator[tuple[bytes, bool]]:
-    """(block, last) pairs: the blocks, each with whether no data follows it (one block is read ahead), then
-    ``(b"", True)`` (lets the caller flush bytes it held back)."""
-    blocks = _read_blocks(fh, block_size, first_size)
-    block = next(blocks, b"")
-    while block:
-        ahead = next(blocks, b"")
-        yield block, not ahead
-        block = ahead
+        yield block, last
     yield b"", True
 
 
@@ -154,11 +148,11 @@ def _array_end_cut(
     lo: int,
     meta: bytes | bytearray,
     fast_decode: Callable[[bytes | bytearray | memoryview], Sized | None],
-) -> tuple[Sized, dict[str, Any], memoryview] | None:
+) -> tuple[Sized, dict[str, Any], memoryview, bytes] | None:
     """The rest of an object's events array without the scan: ``buf[lo:]`` is ``[`` + every remaining element +
     ``]`` + the metadata after the array. Cut at the array's ``]``, the batch (a view of ``buf``, no copy) is
-    decoded and the metadata completed and parsed: returns (decoded batch, metadata, batch), or None (the caller
-    scans).
+    decoded and the metadata completed and parsed: returns (decoded batch, metadata, batch, the text after the
+    array), or None (the caller scans).
 
     Candidates are the ``]`` right after a ``}``, from the right. As for the fast cut, the batch is valid JSON only
     if its ``]`` closes the array (it starts at an element boundary); the rest must then complete the metadata as
@@ -188,7 +182,7 @@ def _array_end_cut(
         if items is None:
             batch.release()  # (a bytearray cannot be resized while a view of it exists)
             return None
-        return items, parsed, batch
+        return items, parsed, batch, rest
     return None
 
 
@@ -216,14 +210,16 @@ def iter_event_batches(
     carry = b""  # bytes of a partial element (starts with its opening bracket)
     pending = b""  # bytes after the last fast cut (at array level, right after a comma)
     fast_misses = 0
-    meta_parsed: dict[str, Any] | None = None  # the metadata, when the fast end cut already parsed it
+    # the metadata, when the fast end cut parsed it (valid while nothing follows: len(meta) then still meta_len)
+    meta_parsed: dict[str, Any] | None = None
+    meta_len = -1
     end_tried = False  # the fast end cut declined the whole file already
-    blocks = _read_blocks_then_end(fh, block_size, _first_block_size(block_size, size_hint))
+    blocks = _read_blocks(fh, block_size, _first_block_size(block_size, size_hint))
     for block, last in blocks:
         final = not block  # the rest must go through the scan (array end, trailing metadata)
         result.n_bytes += len(block)
-        # (decoded batch, metadata, batch) when the rest of the array was taken without the scan
-        end: tuple[Sized, dict[str, Any], memoryview] | None = None
+        # (decoded batch, metadata, batch, text after it) when the rest of the array was taken without the scan
+        end: tuple[Sized, dict[str, Any], memoryview, bytes] | None = None
         if root is None:
             if not block:
                 continue
@@ -290,7 +286,9 @@ def iter_event_batches(
             del head
         if end is not None:
             # the whole rest of the file: its elements and the metadata after them, without the scan
-            items, meta_parsed, result.batch_bytes = end
+            items, meta_parsed, result.batch_bytes, rest = end
+            meta += rest
+            meta_len = len(meta)
             result.n_elements += len(items)
             yield items
             del items, end
@@ -383,7 +381,7 @@ def iter_event_batches(
         raise ScanError("empty file")
     if carry or in_string or ev_depth >= 0 or depth != 0:
         raise ScanError(f"truncated: JSON ends inside an unfinished value after {result.n_bytes} bytes")
-    if meta_parsed is not None:
+    if meta_parsed is not None and len(meta) == meta_len:
         result.meta = meta_parsed
     elif root == 123:
         try:

@@ -187,3 +187,38 @@ def test_metadata_the_model_does_not_read_is_not_parsed_again(tmp_path: Path) ->
             mp.setenv(eventdecode.NATIVE_ENV, native)
             t = load_trace(p)
         assert t.meta.process_names == {1: "python"} and t.meta.thread_names == {(1, 2): "main", (1, 3): "escaped"}
+
+
+class _Trickle(io.RawIOBase):
+    """A stream whose reads come back short before its end (a short read does not always mean the end)."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        self._data, self._pos, self._step = data, 0, step
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        out = self._data[self._pos : self._pos + min(n, self._step)]
+        self._pos += len(out)
+        return out
+
+
+@pytest.mark.parametrize("name", ["kineto", "after", "backslash"])
+def test_short_reads_before_the_end_give_the_same_result(name: str) -> None:
+    data = (_DOCS[name] % json.dumps(_EVENTS * 3).encode()) + b"\n"
+    want = _run(data, 1 << 20, fast=False, hint=None)[:2]
+    for step in (5, 64, 300):
+        for trailing in (b"", b" x"):  # text after the document: the same error as the scan gives
+            result = ScanResult()
+            stream = _Trickle(data + trailing, step)
+            try:
+                elements = [
+                    e for items in iter_event_batches(stream, result, 1 << 20, orjson.loads, _exact) for e in items
+                ]
+            except ScanError as e:
+                assert trailing, e
+                with pytest.raises(ScanError):
+                    _run(data + trailing, 1 << 20, fast=False, hint=None)
+                continue
+            assert not trailing and (elements, result.meta) == want, (name, step)
