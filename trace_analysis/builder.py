@@ -257,6 +257,7 @@ class TraceBuilder:
         self.n_other = 0
         self.float_ts = False
         self.raw: bytes | bytearray = b""  # raw JSON of the current batch
+        self._last = False  # the current batch is the last one
         self._raw_json_ids_known: dict[bytes, int] = {}
 
     # -- interning helpers -------------------------------------------------------------------------
@@ -319,9 +320,14 @@ class TraceBuilder:
                 known[text] = -1 if parsed is None else self.strings.intern(orjson.dumps(parsed).decode())
 
     # -- one block ---------------------------------------------------------------------------------
-    def add(self, items: list[Any] | NativeBatch, batch: bytes | bytearray | memoryview = b"") -> None:
+    def add(
+        self, items: list[Any] | NativeBatch, batch: bytes | bytearray | memoryview = b"", last: bool = False
+    ) -> None:
         """One batch: native columns, ``Event`` structs (typed decoder) or JSON values (general parser); ``batch``:
-        its raw JSON (native and struct batches re-parse from it the few events that need more)."""
+        its raw JSON (native and struct batches re-parse from it the few events that need more); ``last``: no batch
+        follows (its columns stay dense until ``build``: a one-batch file is then assembled with whole-column
+        operations; earlier batches go sparse at once, while their columns are still in the CPU cache)."""
+        self._last = last
         if isinstance(items, NativeBatch):
             self._add_native(items.cols, batch)
             return
@@ -590,11 +596,10 @@ class TraceBuilder:
         base = self.n_events
         if extra:
             self.extra.extend((base + i, a) for i, a in extra)
-        if self.ev_chunks:
-            # the previous batch goes sparse now; the last one stays as it is until build, which then handles a
-            # file of one batch with whole-column operations (peak memory: one more batch's dense columns)
-            _sparsify(self.ev_chunks[-1])
-        self.ev_chunks.append(dict(cols))
+        chunk: dict[str, Any] = dict(cols)
+        if not self._last:
+            _sparsify(chunk)
+        self.ev_chunks.append(chunk)
         self.n_events += n
 
     # -- assembly ----------------------------------------------------------------------------------

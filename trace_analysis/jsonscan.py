@@ -57,6 +57,7 @@ class ScanResult:
     n_bytes: int = 0
     # raw JSON of the batch being yielded (lets callers skip absent keys cheaply and re-read a few elements)
     batch_bytes: bytes | bytearray | memoryview = b""
+    last_batch: bool = False  # the batch being yielded ends the events array (no batch follows)
 
 
 def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -290,9 +291,10 @@ def iter_event_batches(
             meta += rest
             meta_len = len(meta)
             result.n_elements += len(items)
+            result.last_batch = True
             yield items
             del items, end
-            result.batch_bytes = b""
+            result.batch_bytes, result.last_batch = b"", False
             pending = carry = b""
             ev_depth, depth, in_string = -1, 0, False
             continue

@@ -142,7 +142,7 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         fh, size_hint = _open(p, size)
         with fh:
             for items in iter_event_batches(fh, result, block_size, decode_batch, decode_fast, size_hint):
-                b.add(items, result.batch_bytes)
+                b.add(items, result.batch_bytes, result.last_batch)
                 del items
     except ScanError as e:
         raise TraceLoadError(p, str(e)) from None

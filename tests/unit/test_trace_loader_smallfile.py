@@ -131,9 +131,10 @@ def test_gzip_size_hint_reads_a_small_file_whole(tmp_path: Path, monkeypatch: py
     batches: list[int] = []
     real = builder.TraceBuilder.add
 
-    def counting(self: builder.TraceBuilder, items: Any, batch: Any = b"") -> None:
+    def counting(self: builder.TraceBuilder, items: Any, batch: Any = b"", last: bool = False) -> None:
+        assert last, "a small file is one batch, the last"
         batches.append(len(items))
-        real(self, items, batch)
+        real(self, items, batch, last)
 
     monkeypatch.setattr(builder.TraceBuilder, "add", counting)
     t_gz, t_plain = load_trace(gz), load_trace(plain)
