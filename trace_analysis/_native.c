@@ -6,7 +6,8 @@
  * and flow (ph s/f/t) events, the byte span of every element, and per-field lists of the distinct strings
  * (each event holds a local id into its field's list), so Python touches each distinct string once per batch
  * and no Python object per event is created. Every other element (instant, [memory], metadata, counters, no
- * ph) is only located; the caller re-parses those few from their own bytes.
+ * ph) is only located ("group" 2); the caller re-parses those few from their own bytes, except the metadata
+ * events the model does not read (group 3: ph "M" named neither process_name nor thread_name).
  *
  * It returns None (declines) for anything it does not reproduce exactly: invalid JSON, escaped keys, lone
  * surrogates, integers outside int64, duplicate keys the model reads, values of unexpected JSON types (string
@@ -971,6 +972,17 @@ static int classify(Out *o, const Val *ph, int *phase) {
     }
 }
 
+/* a metadata event (ph "M") the model does not read: every name but process_name and thread_name (Python would
+ * parse it again only to drop it). Group 3: located, never parsed again. Escaped or odd values stay group 2. */
+static int ignored_metadata(const Fields *F) {
+    const Val *ph = &F->top[K_PH], *name = &F->top[K_NAME];
+    if (ph->type != V_STR || ph->esc || ph->n != 1 || ph->s[0] != 'M') return 0;
+    if (name->type != V_STR || name->esc) return 0;
+    if (name->n == 12 && !memcmp(name->s, "process_name", 12)) return 0;
+    if (name->n == 11 && !memcmp(name->s, "thread_name", 11)) return 0;
+    return 1;
+}
+
 static int commit_complete(Out *o, const Fields *F, int64_t row) {
     double ts, dur, x;
     int r;
@@ -1045,6 +1057,7 @@ static int parse_batch(Out *o, const unsigned char *data, size_t len) {
             if (g < 0) return -1;
             int r = g == 0 ? commit_complete(o, &F, n) : g == 1 ? commit_flow(o, &F, phase) : 0;
             if (r < 0) return r;
+            if (g == 2 && ignored_metadata(&F)) g = 3;
             PUSH(&o->group, int8_t, (int8_t)g);
             n++;
             skip_ws(&P);

@@ -128,11 +128,28 @@ def _sparse_pays(nnz: int, n: int, itemsize: int) -> bool:
     return nnz * (8 + itemsize) < 0.75 * n * itemsize
 
 
+def _sparsify(chunk: dict[str, Any]) -> None:
+    """Store one batch's mostly-absent integer columns as ``_SparseChunk`` (None: no event of the batch has it)."""
+    n = len(chunk["ts"])
+    for k in _SPARSE_CANDIDATES:
+        arr = chunk[k]
+        if arr is None:
+            chunk[k] = _SparseChunk(_NO_ROWS, np.empty(0, dtype=EVENT_DTYPES[k]))
+        elif not isinstance(arr, _SparseChunk):
+            nz = np.flatnonzero(arr != -1)
+            if _sparse_pays(len(nz), n, arr.itemsize):
+                chunk[k] = _SparseChunk(nz, arr[nz])
+
+
 def _merge_sparse(parts: list[Any], lens: list[int], inv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Batch parts (dense arrays or _SparseChunk) -> (sorted final row numbers, values) of present entries."""
+    """Batch parts (dense arrays, _SparseChunk, or None: absent) -> (sorted final row numbers, values) of present
+    entries (at least one part is not None)."""
     rows_l, vals_l = [], []
     off = 0
     for part, ln in zip(parts, lens, strict=True):
+        if part is None:
+            off += ln
+            continue
         if isinstance(part, _SparseChunk):
             r, v = part.rows, part.values
         else:
@@ -147,6 +164,29 @@ def _merge_sparse(parts: list[Any], lens: list[int], inv: np.ndarray) -> tuple[n
     rows, vals = rows[keep], vals[keep]
     o = np.argsort(rows, kind="stable")
     return rows[o], vals[o]
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The batches' parts of a column as one array (the part itself when there is one: it is not modified)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _inverse(order: np.ndarray, n_all: int) -> np.ndarray:
+    """Batch row -> final row of the sorted table (-1 for the rows ``order`` drops)."""
+    inv = np.full(n_all, -1, dtype=np.int64)
+    inv[order] = np.arange(len(order), dtype=np.int64)
+    return inv
+
+
+def _parse_elements(view: memoryview, spans: np.ndarray, rows: list[int]) -> list[Any]:
+    """The elements ``rows`` of a batch (``spans``: start, end byte of each element) parsed with orjson, in one
+    call; when that fails, one by one, so that the error names the first bad element as ``_parse_element`` does."""
+    bounds = spans.reshape(-1, 2)[rows].tolist()
+    texts = [view[lo:hi] for lo, hi in bounds]
+    try:
+        return cast("list[Any]", orjson.loads(b"".join((b"[", b",".join(texts), b"]"))))
+    except orjson.JSONDecodeError:
+        return [_parse_element(t.tobytes()) for t in texts]
 
 
 def _parse_element(text: bytes) -> Any:
@@ -217,6 +257,7 @@ class TraceBuilder:
         self.n_other = 0
         self.float_ts = False
         self.raw: bytes | bytearray = b""  # raw JSON of the current batch
+        self._last = False  # the current batch is the last one
         self._raw_json_ids_known: dict[bytes, int] = {}
 
     # -- interning helpers -------------------------------------------------------------------------
@@ -279,13 +320,21 @@ class TraceBuilder:
                 known[text] = -1 if parsed is None else self.strings.intern(orjson.dumps(parsed).decode())
 
     # -- one block ---------------------------------------------------------------------------------
-    def add(self, items: list[Any] | NativeBatch, batch: bytes | bytearray = b"") -> None:
+    def add(
+        self, items: list[Any] | NativeBatch, batch: bytes | bytearray | memoryview = b"", last: bool = False
+    ) -> None:
         """One batch: native columns, ``Event`` structs (typed decoder) or JSON values (general parser); ``batch``:
-        its raw JSON (native and struct batches re-parse from it the few events that need more)."""
-        self.raw = batch
+        its raw JSON (native and struct batches re-parse from it the few events that need more); ``last``: no batch
+        follows (its columns stay dense until ``build``: a one-batch file is then assembled with whole-column
+        operations; earlier batches go sparse at once, while their columns are still in the CPU cache)."""
+        self._last = last
         if isinstance(items, NativeBatch):
             self._add_native(items.cols, batch)
-        elif items and type(items[0]) is Event and batch:
+            return
+        if isinstance(batch, memoryview):  # the other paths search the raw JSON for keys
+            batch = batch.tobytes()
+        self.raw = batch
+        if items and type(items[0]) is Event and batch:
             self._add_structs(items, batch)
         else:
             self._add_values(items)
@@ -381,27 +430,28 @@ class TraceBuilder:
         if flows:
             self._add_flows(*[list(map(get, flows)) for get in _FLOW_FIELDS])
 
-    def _add_native(self, c: dict[str, Any], batch: bytes | bytearray) -> None:
+    def _add_native(self, c: dict[str, Any], batch: bytes | bytearray | memoryview) -> None:
         """A batch from the native decoder: the same steps as ``_add_structs`` on column buffers, each distinct
         string of a field handled once (interned in first-seen order, as the other paths do)."""
-        spans = np.frombuffer(c["spans"], dtype=np.int64)
-        view = memoryview(batch)
-
-        def text(i: int) -> bytes:
-            return view[int(spans[2 * i]) : int(spans[2 * i + 1])].tobytes()
-
-        rest = np.flatnonzero(np.frombuffer(c["group"], dtype=np.int8) == 2).tolist()
-        if rest:
-            self._add_values([_parse_element(text(i)) for i in rest])
+        rest = np.flatnonzero(np.frombuffer(c["group"], dtype=np.int8) == 2)
         n = c["x_n"]
         if n:
-            self.float_ts = self.float_ts or c["x_float_ts"]
             cats = np.array([self._cat(v) for v in c["x_cat_u"]], dtype=np.int8)[np.frombuffer(c["x_cat"], np.int32)]
+            # rare categories keep their whole args: those events are parsed again, with the rest
+            extra_rows = np.flatnonzero(_EXTRA_CAT_TABLE[cats] & (np.frombuffer(c["x_has_args"], dtype=np.uint8) != 0))
             x_rows = np.frombuffer(c["x_rows"], dtype=np.int64)
-            has_args = np.frombuffer(c["x_has_args"], dtype=np.uint8) != 0
+            again = [*rest.tolist(), *x_rows[extra_rows].tolist()]
+        else:
+            again = rest.tolist()
+        # instants, [memory], metadata and the rare categories' events: one orjson call for all of them
+        parsed = _parse_elements(memoryview(batch), np.frombuffer(c["spans"], dtype=np.int64), again) if again else []
+        if len(rest):
+            self._add_values(parsed[: len(rest)])
+        if n:
+            self.float_ts = self.float_ts or c["x_float_ts"]
             extra = []
-            for i in np.flatnonzero(_EXTRA_CAT_TABLE[cats] & has_args).tolist():
-                a = _parse_element(text(int(x_rows[i]))).get("args")  # rare categories keep their whole args
+            for i, e in zip(extra_rows.tolist(), parsed[len(rest) :], strict=True):
+                a = e.get("args")
                 if a:
                     extra.append((i, a))
             cols: dict[str, np.ndarray | None] = {
@@ -435,7 +485,7 @@ class TraceBuilder:
 
     def _native_ids(self, local: bytearray, strings: list[str]) -> np.ndarray:
         """Global string ids of a native string column: local ids into ``strings`` (-1: absent, kept)."""
-        ids = np.array([*self._ids(strings), -1], dtype=np.int32)
+        ids = np.array([*self.strings.intern_all(strings), -1], dtype=np.int32)
         return ids[np.frombuffer(local, dtype=np.int32)]  # local -1 picks the appended -1
 
     def _native_json_ids(self, local: bytearray, values: list[str | bytes]) -> np.ndarray:
@@ -544,16 +594,11 @@ class TraceBuilder:
         if nan_dur.any():
             dur[nan_dur] = 0.0
         base = self.n_events
-        self.extra.extend((base + i, a) for i, a in extra)
+        if extra:
+            self.extra.extend((base + i, a) for i, a in extra)
         chunk: dict[str, Any] = dict(cols)
-        for k in _SPARSE_CANDIDATES:
-            arr = cols[k]
-            if arr is None:
-                chunk[k] = _SparseChunk(_NO_ROWS, np.empty(0, dtype=EVENT_DTYPES[k]))
-                continue
-            nz = np.flatnonzero(arr != -1)
-            if _sparse_pays(len(nz), n, arr.itemsize):
-                chunk[k] = _SparseChunk(nz, arr[nz])
+        if not self._last:
+            _sparsify(chunk)
         self.ev_chunks.append(chunk)
         self.n_events += n
 
@@ -563,23 +608,32 @@ class TraceBuilder:
         if not chunks:
             return Trace(meta, self.strings, Events.empty(), self._flows(), self._memory(), self._instants(), {})
         lens = [len(c["ts"]) for c in chunks]
-        ts = np.concatenate([c.pop("ts") for c in chunks])
-        valid = ~np.isnan(ts)
-        n_bad = int((~valid).sum())
-        order = np.argsort(np.where(valid, ts, np.inf), kind="stable")[: len(valid) - n_bad]
+        ts = _joined([c.pop("ts") for c in chunks])
+        nan_ts = np.isnan(ts)
+        n_bad = int(np.count_nonzero(nan_ts))
         if n_bad:
             logger.warning("%s: %d complete events without a numeric ts dropped", meta.path, n_bad)
+            order = np.argsort(np.where(nan_ts, np.inf, ts), kind="stable")[: len(ts) - n_bad]
+        else:
+            order = np.argsort(ts, kind="stable")
+        del nan_ts
         cols = {"ts": ts[order]}
         sparse: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         n_all, n = len(ts), len(order)
         trim = n_all >= _TRIM_EACH_COLUMN_ROWS
         del ts
-        inv: np.ndarray | None = None
+        inv: np.ndarray | None = None  # batch row -> final row (-1: dropped)
         # one column at a time: peak memory is the model plus two columns, not two models
         for k in list(chunks[0]):
             parts = [c.pop(k) for c in chunks]
-            if all(isinstance(p, np.ndarray) for p in parts):
-                col = np.concatenate(parts)[order]
+            if all(p is None for p in parts):  # no event has it
+                dtype = EVENT_DTYPES[k]
+                if _sparse_pays(0, n, np.dtype(dtype).itemsize):
+                    sparse[k] = (_NO_ROWS, np.empty(0, dtype=dtype))
+                else:
+                    cols[k] = np.full(n, -1, dtype=dtype)
+            elif all(isinstance(p, np.ndarray) for p in parts):
+                col = _joined(parts)[order]
                 del parts
                 nz = np.flatnonzero(col != -1) if k in _SPARSE_CANDIDATES else None
                 if nz is not None and _sparse_pays(len(nz), n, col.itemsize):
@@ -589,8 +643,7 @@ class TraceBuilder:
                 del col, nz
             else:
                 if inv is None:
-                    inv = np.full(n_all, -1, dtype=np.int64)
-                    inv[order] = np.arange(n, dtype=np.int64)
+                    inv = _inverse(order, n_all)
                 rows, vals = _merge_sparse(parts, lens, inv)
                 del parts
                 dtype = EVENT_DTYPES[k]
@@ -605,9 +658,10 @@ class TraceBuilder:
         del chunks
         events = Events(**cols, sparse=sparse)
         del cols
-        new_row = np.full(len(valid), -1, dtype=np.int64)
-        new_row[order] = np.arange(len(order))
-        extra = {int(new_row[r]): a for r, a in self.extra if new_row[r] >= 0}
+        extra: dict[int, dict[str, Any]] = {}
+        if self.extra:
+            new_row = (inv if inv is not None else _inverse(order, n_all))[[r for r, _ in self.extra]].tolist()
+            extra = {r: a for r, (_, a) in zip(new_row, self.extra, strict=True) if r >= 0}
         return Trace(meta, self.strings, events, self._flows(), self._memory(), self._instants(), extra)
 
     def _add_flows(self, ids: Any, ts: Any, pid: Any, tid: Any, ph: Any, cat: Any) -> None:
@@ -628,12 +682,12 @@ class TraceBuilder:
         chunks, self.flow_chunks = self.flow_chunks, []
         if not chunks:
             return Flows.empty()
-        ts = np.concatenate([c.pop("ts") for c in chunks])
+        ts = _joined([c.pop("ts") for c in chunks])
         order = np.argsort(ts, kind="stable")
         cols = {"ts": ts[order]}
         del ts
         for k in ("id", "pid", "tid", "phase", "cat"):  # one column at a time, as for events
-            cols[k] = np.concatenate([c.pop(k) for c in chunks])[order]
+            cols[k] = _joined([c.pop(k) for c in chunks])[order]
             if len(order) >= _TRIM_EACH_COLUMN_ROWS:
                 release_free_memory()
         return Flows(**cols)
@@ -669,7 +723,7 @@ class TraceBuilder:
         return Instants(**{k: getattr(i, k)[order] for k in ("ts", "name", "pid", "tid")})
 
 
-def decode_fast(batch: bytes | bytearray) -> list[Any] | NativeBatch | None:
+def decode_fast(batch: bytes | bytearray | memoryview) -> list[Any] | NativeBatch | None:
     """A speculative cut (see ``jsonscan``): native columns, else ``Event`` structs; None when both decline."""
     native = decode_native(batch)
     return native if native is not None else decode_events(batch)

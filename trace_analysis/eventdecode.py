@@ -94,7 +94,7 @@ _DECODER = msgspec.json.Decoder(list[Event])
 _ELEMENTS = msgspec.json.Decoder(list[msgspec.Raw])
 
 
-def decode_events(batch: bytes) -> list[Event] | None:
+def decode_events(batch: bytes | bytearray | memoryview) -> list[Event] | None:
     """The elements of a JSON array of events as ``Event`` structs; None when the batch needs the general parser."""
     try:
         return _DECODER.decode(batch)
@@ -102,7 +102,7 @@ def decode_events(batch: bytes) -> list[Event] | None:
         return None
 
 
-def element_texts(batch: bytes | bytearray) -> list[bytes]:
+def element_texts(batch: bytes | bytearray | memoryview) -> list[bytes]:
     """The raw JSON text of each element of a batch (for the few events that keep more than ``Event`` holds)."""
     return [bytes(r) for r in _ELEMENTS.decode(batch)]
 
@@ -130,7 +130,7 @@ def native_enabled() -> bool:
     return _native is not None and os.environ.get(NATIVE_ENV, "1") != "0"
 
 
-def decode_native(batch: bytes | bytearray) -> NativeBatch | None:
+def decode_native(batch: bytes | bytearray | memoryview) -> NativeBatch | None:
     """Columns of a JSON array of events from the C extension; None when it is off, absent, or declines."""
     if _native is None or os.environ.get(NATIVE_ENV, "1") == "0":
         return None

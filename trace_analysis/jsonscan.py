@@ -18,6 +18,7 @@ Accepts ``{"traceEvents": [...], ...}`` (any key order) and the bare JSON-array 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterator, Sized
 from dataclasses import dataclass
 from typing import IO, Any
@@ -38,6 +39,8 @@ _OPEN = (123, 91)  # { [
 _CLOSE = (125, 93)  # } ]
 _WS = b" \t\r\n"
 _KEY = b'"traceEvents"'
+_NOT_WS = re.compile(rb"[^ \t\r\n]")
+_EVENTS_OPEN = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 
 
 class ScanError(ValueError):
@@ -52,7 +55,9 @@ class ScanResult:
     found_events: bool = False
     n_elements: int = 0
     n_bytes: int = 0
-    batch_bytes: bytes | bytearray = b""  # raw JSON of the batch being yielded (lets callers skip absent keys cheaply)
+    # raw JSON of the batch being yielded (lets callers skip absent keys cheaply and re-read a few elements)
+    batch_bytes: bytes | bytearray | memoryview = b""
+    last_batch: bool = False  # the batch being yielded ends the events array (no batch follows)
 
 
 def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -84,28 +89,102 @@ def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, boo
     return pos, delta, end_in_string
 
 
-def _read_blocks(fh: IO[bytes], block_size: int) -> Iterator[bytes]:
-    # the first block is small: it holds the metadata and the start of the events array, and only what comes
-    # before the first fast cut goes through the (slower) structural scan
-    size = min(block_size, FIRST_BLOCK_SIZE)
+def _read_blocks(fh: IO[bytes], block_size: int, first_size: int) -> Iterator[tuple[bytes, bool]]:
+    """(block, last) pairs, then ``(b"", True)`` (lets the caller flush bytes it held back). ``last``: the read came
+    back short, so the stream is at its end (buffered files and gzip readers fill a read unless at the end; a
+    stream that does not only misses the fast end cut). No block is read ahead: the one being decoded is the one
+    just inflated, still in the CPU cache."""
+    size = first_size
     while True:
         block = fh.read(size)
-        size = block_size
         if not block:
-            return
+            break
+        last = len(block) < size
+        size = block_size
         # never end a block inside a backslash run (keeps escape detection local to one block)
         while block.endswith(b"\\"):
             more = fh.read(1)
             if not more:
                 break
             block += more
-        yield block
+        yield block, last
+    yield b"", True
 
 
-def _read_blocks_then_end(fh: IO[bytes], block_size: int) -> Iterator[bytes]:
-    """The blocks, then one empty block (lets the caller flush bytes it held back)."""
-    yield from _read_blocks(fh, block_size)
-    yield b""
+def _first_block_size(block_size: int, size_hint: int | None) -> int:
+    """The first block is small: it holds the metadata and the start of the events array, and when the array
+    cannot be found without the scan, only this block goes through it. A file said to fit in one block is read
+    whole (a wrong hint only moves where blocks end)."""
+    first = min(block_size, FIRST_BLOCK_SIZE)
+    if size_hint is not None and size_hint < block_size:
+        return max(size_hint + 1, first)
+    return first
+
+
+def _events_start(block: bytes) -> int:
+    """Index just past the ``[`` of the top-level ``"traceEvents": [`` in the first block of an object, found
+    without the structural scan; -1 when that cannot be shown (the caller scans).
+
+    Why it is safe: the text P before the first ``"traceEvents"`` is followed by ``"traceEvents":[]}`` and parsed.
+    JSON lexing is deterministic, so the state after P is the same in the file. If P ended inside a string, the
+    appended quote would close it and ``traceEvents`` would follow outside a string (invalid), unless P ends with
+    a backslash (excluded); outside a string, ``"traceEvents": []}`` then ending the document is valid only at the
+    key position of the root object. So a successful parse proves the key is the root's, as the scan would find.
+    """
+    k = block.find(_KEY)
+    if k <= 0 or block[k - 1] == _BSLASH:
+        return -1
+    m = _EVENTS_OPEN.match(block, k)
+    if m is None:
+        return -1
+    try:
+        orjson.loads(block[:k] + b'"traceEvents":[]}')
+    except orjson.JSONDecodeError:
+        return -1
+    return m.end()
+
+
+def _array_end_cut(
+    buf: bytes | bytearray,
+    lo: int,
+    meta: bytes | bytearray,
+    fast_decode: Callable[[bytes | bytearray | memoryview], Sized | None],
+) -> tuple[Sized, dict[str, Any], memoryview, bytes] | None:
+    """The rest of an object's events array without the scan: ``buf[lo:]`` is ``[`` + every remaining element +
+    ``]`` + the metadata after the array. Cut at the array's ``]``, the batch (a view of ``buf``, no copy) is
+    decoded and the metadata completed and parsed: returns (decoded batch, metadata, batch, the text after the
+    array), or None (the caller scans).
+
+    Candidates are the ``]`` right after a ``}``, from the right. As for the fast cut, the batch is valid JSON only
+    if its ``]`` closes the array (it starts at an element boundary); the rest must then complete the metadata as
+    the scan would (and not hold a second traceEvents array, which the scan would read).
+    """
+    r = len(buf)
+    for _ in range(4):  # the events' ] is nearly always the last or next to last ] of a file
+        r = buf.rfind(b"]", lo, r)
+        if r <= lo:
+            return None
+        j = r - 1
+        while buf[j] in _WS:  # (no copy of buf: it holds the whole rest of the file)
+            j -= 1
+        if buf[j] != 125:  # }
+            continue
+        rest = bytes(buf[r + 1 :])
+        if _KEY in rest:
+            return None
+        try:
+            parsed = orjson.loads(bytes(meta) + rest)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(parsed, dict):
+            return None
+        batch = memoryview(buf)[lo : r + 1]
+        items = fast_decode(batch)
+        if items is None:
+            batch.release()  # (a bytearray cannot be resized while a view of it exists)
+            return None
+        return items, parsed, batch, rest
+    return None
 
 
 def iter_event_batches(
@@ -113,13 +192,15 @@ def iter_event_batches(
     result: ScanResult,
     block_size: int = BLOCK_SIZE,
     decode: Callable[[bytes], Sized] = orjson.loads,
-    fast_decode: Callable[[bytes | bytearray], Sized | None] | None = None,
+    fast_decode: Callable[[bytes | bytearray | memoryview], Sized | None] | None = None,
+    size_hint: int | None = None,
 ) -> Iterator[Any]:
     """Yield the decoded traceEvents elements of each block (whatever ``decode`` returns: a list of values, or a
     sized batch object); fill ``result`` (meta at the end).
 
     ``decode`` parses the JSON array of one batch (a ValueError from it means invalid JSON); ``fast_decode``, if
     given, is tried first on speculative cuts (see the module docstring) and returns None to decline.
+    ``size_hint``: the expected decompressed size, if known (a file that fits in one block is read in one go).
     Raises ScanError for non-JSON, wrong top-level shape, or a truncated stream.
     """
     depth = 0
@@ -130,35 +211,63 @@ def iter_event_batches(
     carry = b""  # bytes of a partial element (starts with its opening bracket)
     pending = b""  # bytes after the last fast cut (at array level, right after a comma)
     fast_misses = 0
-    for block in _read_blocks_then_end(fh, block_size):
+    # the metadata, when the fast end cut parsed it (valid while nothing follows: len(meta) then still meta_len)
+    meta_parsed: dict[str, Any] | None = None
+    meta_len = -1
+    end_tried = False  # the fast end cut declined the whole file already
+    blocks = _read_blocks(fh, block_size, _first_block_size(block_size, size_hint))
+    for block, last in blocks:
         final = not block  # the rest must go through the scan (array end, trailing metadata)
         result.n_bytes += len(block)
+        # (decoded batch, metadata, batch, text after it) when the rest of the array was taken without the scan
+        end: tuple[Sized, dict[str, Any], memoryview, bytes] | None = None
         if root is None:
             if not block:
                 continue
             if block.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark (some editors/tools write one)
                 block = block[3:]
-            stripped = block.lstrip(_WS)
-            if not stripped:
+            first = _NOT_WS.search(block)  # (block.lstrip would copy the block)
+            if first is None:
                 continue
-            root = stripped[0]
+            root = block[first.start()]
             if root not in _OPEN:
-                raise ScanError(f"not JSON: starts with {stripped[:20]!r}")
+                raise ScanError(f"not JSON: starts with {block[first.start() : first.start() + 20]!r}")
+            start = -1
             if root == 91:  # bare array of events
                 ev_depth = 1
                 result.found_events = True
+                if fast_decode is not None:
+                    start = first.start() + 1
+            elif fast_decode is not None and (start := _events_start(block)) > 0:
+                # the array found without the scan: the metadata before it is kept as the scan keeps it
+                meta += block[:start]
+                meta += b"]"
+                ev_depth = 2
+                result.found_events = True
+                if last:  # the whole file in one block: its elements are decoded in place
+                    end = _array_end_cut(block, start - 1, meta, fast_decode)
+                    end_tried = end is None
+            if start > 0 and end is None:
+                # the elements go to the fast cut, with the next block at once (a small file is one batch)
+                depth = ev_depth
+                pending, block = block[start:], b""
+                if not last:
+                    block, last = next(blocks)
+                    result.n_bytes += len(block)
         # fast cut, at an element boundary (a carried partial element, or after a comma at array level)
         if (
-            fast_decode is not None
+            end is None
+            and fast_decode is not None
             and fast_misses < 3
             and ev_depth >= 0
             and not final
             and (carry or depth == ev_depth and not in_string)
         ):
-            head = bytearray(b"[")  # built in place: "[" + elements + "]" without further copies
-            head += carry or pending
-            head += block
-            cut = head.rfind(b"},")
+            # built in place, in one allocation: "[" + elements + "]" without further copies
+            head = bytearray().join((b"[", carry or pending, block))
+            if last and ev_depth == 2 and not end_tried:
+                end = _array_end_cut(head, 0, meta, fast_decode)
+            cut = head.rfind(b"},") if end is None else -1
             if cut > 0:
                 tail = bytes(head[cut + 2 :])
                 del head[cut + 2 :]
@@ -176,6 +285,19 @@ def iter_event_batches(
                     continue
                 fast_misses += 1  # three misses in a row: this file's layout does not suit the fast cut
             del head
+        if end is not None:
+            # the whole rest of the file: its elements and the metadata after them, without the scan
+            items, meta_parsed, result.batch_bytes, rest = end
+            meta += rest
+            meta_len = len(meta)
+            result.n_elements += len(items)
+            result.last_batch = True
+            yield items
+            del items, end
+            result.batch_bytes, result.last_batch = b"", False
+            pending = carry = b""
+            ev_depth, depth, in_string = -1, 0, False
+            continue
         if pending:
             block = pending + block
             pending = b""
@@ -261,7 +383,9 @@ def iter_event_batches(
         raise ScanError("empty file")
     if carry or in_string or ev_depth >= 0 or depth != 0:
         raise ScanError(f"truncated: JSON ends inside an unfinished value after {result.n_bytes} bytes")
-    if root == 123:
+    if meta_parsed is not None and len(meta) == meta_len:
+        result.meta = meta_parsed
+    elif root == 123:
         try:
             parsed = orjson.loads(bytes(meta))
         except orjson.JSONDecodeError as e:

@@ -63,7 +63,7 @@ filter: the predicate runs once per distinct name), ``Trace.names(events)``, ``S
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any
@@ -180,6 +180,18 @@ class StringTable:
             self._ids[s] = i
             self._strings.append(s)
         return i
+
+    def intern_all(self, strings: Sequence[str]) -> list[int]:
+        """``[self.intern(s) for s in strings]`` for a sequence of str, with the new strings added at once."""
+        ids = self._ids
+        out = list(map(ids.get, strings))
+        if None in out:
+            new = dict.fromkeys(s for s, i in zip(strings, out, strict=True) if i is None)
+            base = len(self._strings)
+            ids.update(zip(new, range(base, base + len(new)), strict=True))
+            self._strings.extend(new)
+            out = list(map(ids.__getitem__, strings))
+        return out  # type: ignore[return-value]
 
     def lookup(self, s: str) -> int:
         return self._ids.get(s, -1)
