@@ -854,25 +854,53 @@ typedef struct {
     Val args[N_ARGS];
 } Fields;
 
-static int scan_args(Parser *P, Fields *F) {
-    if (++P->depth > MAX_DEPTH) return -1;
+/* An object member's key and the colon after it; the value follows. Escaped keys decline (matching them would
+   need decoding). 0 ok, -1 decline. */
+static int member_key(Parser *P, const char **s, size_t *n) {
+    int esc;
+    if (P->p >= P->end || *P->p != '"' || scan_string(P, s, n, &esc) < 0 || esc) return -1;
+    skip_ws(P);
+    if (P->p >= P->end || *P->p != ':') return -1;
+    P->p++;
+    skip_ws(P);
+    return 0;
+}
+
+/* After a member's value: 1 another member follows (',' consumed), 0 the object ended ('}' consumed), -1 decline. */
+static int member_next(Parser *P) {
+    skip_ws(P);
+    if (P->p >= P->end) return -1;
+    if (*P->p == ',') {
+        P->p++;
+        skip_ws(P);
+        return 1;
+    }
+    if (*P->p == '}') {
+        P->p++;
+        return 0;
+    }
+    return -1;
+}
+
+/* '{' then optional whitespace; 1 the object has members, 0 it was empty ('}' consumed), -1 decline. */
+static int object_open(Parser *P) {
+    if (P->p >= P->end || *P->p != '{') return -1;
     P->p++;
     skip_ws(P);
     if (P->p < P->end && *P->p == '}') {
         P->p++;
-        P->depth--;
         return 0;
     }
-    for (;;) {
+    return 1;
+}
+
+static int scan_args(Parser *P, Fields *F) {
+    if (++P->depth > MAX_DEPTH) return -1;
+    int more = object_open(P);
+    while (more > 0) {
         const char *s;
         size_t n;
-        int esc;
-        if (P->p >= P->end || *P->p != '"' || scan_string(P, &s, &n, &esc) < 0) return -1;
-        if (esc) return -1; /* escaped keys: decline (matching would need decoding) */
-        skip_ws(P);
-        if (P->p >= P->end || *P->p != ':') return -1;
-        P->p++;
-        skip_ws(P);
+        if (member_key(P, &s, &n) < 0) return -1;
         int k = arg_key(s, n);
         if (k >= 0) {
             if (F->args[k].type != V_ABSENT) return -1; /* duplicate key */
@@ -880,43 +908,22 @@ static int scan_args(Parser *P, Fields *F) {
         } else if (skip_value(P) < 0) {
             return -1;
         }
-        skip_ws(P);
-        if (P->p >= P->end) return -1;
-        if (*P->p == ',') {
-            P->p++;
-            skip_ws(P);
-            continue;
-        }
-        if (*P->p == '}') {
-            P->p++;
-            P->depth--;
-            return 0;
-        }
-        return -1;
+        more = member_next(P);
     }
+    if (more < 0) return -1;
+    P->depth--;
+    return 0;
 }
 
 static int scan_element(Parser *P, Fields *F) {
     for (int i = 0; i < N_TOP; i++) F->top[i].type = V_ABSENT;
     for (int i = 0; i < N_ARGS; i++) F->args[i].type = V_ABSENT;
-    if (P->p >= P->end || *P->p != '{') return -1;
     P->depth = 1;
-    P->p++;
-    skip_ws(P);
-    if (P->p < P->end && *P->p == '}') {
-        P->p++;
-        return 0;
-    }
-    for (;;) {
+    int more = object_open(P);
+    while (more > 0) {
         const char *s;
         size_t n;
-        int esc;
-        if (P->p >= P->end || *P->p != '"' || scan_string(P, &s, &n, &esc) < 0) return -1;
-        if (esc) return -1;
-        skip_ws(P);
-        if (P->p >= P->end || *P->p != ':') return -1;
-        P->p++;
-        skip_ws(P);
+        if (member_key(P, &s, &n) < 0) return -1;
         int k = top_key(s, n);
         if (k >= 0) {
             Val *v = &F->top[k];
@@ -935,19 +942,9 @@ static int scan_element(Parser *P, Fields *F) {
         } else if (skip_value(P) < 0) {
             return -1;
         }
-        skip_ws(P);
-        if (P->p >= P->end) return -1;
-        if (*P->p == ',') {
-            P->p++;
-            skip_ws(P);
-            continue;
-        }
-        if (*P->p == '}') {
-            P->p++;
-            return 0;
-        }
-        return -1;
+        more = member_next(P);
     }
+    return more < 0 ? -1 : 0;
 }
 
 /* 0 complete, 1 flow, 2 other; phase code in *phase for flows; -1: decline */
