@@ -22,10 +22,10 @@ import grpc
 import dyno
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import (
+from dyno.daemon.trace_manager import TraceManager
+from dyno.daemon.trace_types import (
     AgentCancelCommand,
     AgentTraceCommand,
-    TraceManager,
     TraceRequestError,
     TraceState,
     UnknownTraceError,

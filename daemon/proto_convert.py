@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord
-from dyno.daemon.trace_manager import ProcessTraceView, TraceSpec, TraceState, TraceView
+from dyno.daemon.trace_types import ProcessTraceView, TraceSpec, TraceState, TraceView
 from dyno.trace_options import options_from_pb, options_to_pb
 from dyno.v1 import agent_pb2, dyno_pb2
 

@@ -32,21 +32,8 @@ from dyno.daemon.trace_types import (
     UnknownTraceError,
 )
 
-__all__ = [
-    "TraceState",
-    "FINAL_STATES",
-    "TraceSpec",
-    "TraceRequestError",
-    "UnknownTraceError",
-    "TraceLimitError",
-    "ProcessTraceView",
-    "TraceView",
-    "StartResult",
-    "AgentTraceCommand",
-    "AgentCancelCommand",
-    "TraceManager",
-    "order_for_limit",
-]
+# The values it takes and returns live in dyno.daemon.trace_types; import them from there.
+__all__ = ["TraceManager", "order_for_limit"]
 
 log = logging.getLogger(__name__)
 

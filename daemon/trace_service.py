@@ -15,7 +15,8 @@ import grpc
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.trace_files import MAX_CHUNK, ChecksumCache, iter_chunks
-from dyno.daemon.trace_manager import TraceLimitError, TraceManager, TraceRequestError, UnknownTraceError
+from dyno.daemon.trace_manager import TraceManager
+from dyno.daemon.trace_types import TraceLimitError, TraceRequestError, UnknownTraceError
 from dyno.filechunks import encode_chunk
 from dyno.v1 import dyno_pb2
 

@@ -11,16 +11,15 @@ import pytest
 from dyno.daemon import trace_files as tf
 from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import (
+from dyno.daemon.trace_manager import TraceManager, order_for_limit
+from dyno.daemon.trace_types import (
     AgentCancelCommand,
     AgentTraceCommand,
     TraceLimitError,
-    TraceManager,
     TraceRequestError,
     TraceSpec,
     TraceState,
     UnknownTraceError,
-    order_for_limit,
 )
 from dyno.filechunks import checksum_of, new_digest
 
