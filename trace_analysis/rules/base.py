@@ -122,9 +122,8 @@ class Skip:
     enable_with: str | None = None
 
 
-@runtime_checkable
-class Rule(Protocol):
-    """A per-rank rule. ``id``, ``title``, ``fix`` and ``thresholds`` (defaults) are usually class attributes."""
+class _Described(Protocol):
+    """What every rule exposes to the engine and the report, per-rank or cross-rank."""
 
     @property
     def id(self) -> str: ...
@@ -137,6 +136,11 @@ class Rule(Protocol):
 
     @property
     def thresholds(self) -> Mapping[str, ThresholdValue]: ...
+
+
+@runtime_checkable
+class Rule(_Described, Protocol):
+    """A per-rank rule. ``id``, ``title``, ``fix`` and ``thresholds`` (defaults) are usually class attributes."""
 
     def applies(self, ctx: RuleContext) -> Skip | None: ...
 
@@ -144,20 +148,8 @@ class Rule(Protocol):
 
 
 @runtime_checkable
-class CrossRankRule(Protocol):
+class CrossRankRule(_Described, Protocol):
     """A rule over all ranks of one job (e.g. stragglers); ``cross_rank`` is True."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def title(self) -> str: ...
-
-    @property
-    def fix(self) -> str: ...
-
-    @property
-    def thresholds(self) -> Mapping[str, ThresholdValue]: ...
 
     @property
     def cross_rank(self) -> bool: ...
