@@ -6,6 +6,7 @@ One implementation for dynod and for the client, each translating SecretFileErro
 from __future__ import annotations
 
 import logging
+import os
 import stat
 from pathlib import Path
 
@@ -22,19 +23,24 @@ class SecretFileError(ValueError):
     """A token or PEM file that cannot be used; the message names the file and says why, in one line."""
 
 
+def _read_bounded(path: Path, limit: int, what: str) -> tuple[bytes, os.stat_result]:
+    """At most limit + 1 bytes of the file (one more than allowed, so the caller sees it is too big) and the
+    status of the file read; errors name it as `what`."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit + 1), os.fstat(f.fileno())
+    except FileNotFoundError:
+        raise SecretFileError(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise SecretFileError(f"{what} {path} is a directory") from None
+    except OSError as e:
+        raise SecretFileError(f"cannot read {what} {path}: {e.strerror or e}") from None
+
+
 def read_token_file(path: Path) -> str:
     """A shared token: surrounding whitespace stripped, one non-empty word. Warns when the file is readable by
     group or others (the token is then known to every user of that host) and when the token is short."""
-    try:
-        st = path.stat()
-        if stat.S_ISDIR(st.st_mode):
-            raise SecretFileError(f"auth token file {path} is a directory")
-        with open(path, "rb") as f:
-            data = f.read(MAX_TOKEN_BYTES + 1)
-    except FileNotFoundError:
-        raise SecretFileError(f"auth token file {path} does not exist") from None
-    except OSError as e:
-        raise SecretFileError(f"cannot read auth token file {path}: {e.strerror or e}") from None
+    data, st = _read_bounded(path, MAX_TOKEN_BYTES, "auth token file")
     if len(data) > MAX_TOKEN_BYTES:
         raise SecretFileError(f"auth token file {path} is larger than {MAX_TOKEN_BYTES} bytes; is it a token?")
     try:
@@ -59,13 +65,7 @@ def read_token_file(path: Path) -> str:
 
 def read_pem(path: Path, what: str) -> bytes:
     """The bytes of a PEM file (certificate, key or CA bundle); `what` names it in errors."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(_MAX_PEM_BYTES + 1)
-    except FileNotFoundError:
-        raise SecretFileError(f"{what} {path} does not exist") from None
-    except OSError as e:
-        raise SecretFileError(f"cannot read {what} {path}: {e.strerror or e}") from None
+    data, _ = _read_bounded(path, _MAX_PEM_BYTES, what)
     if len(data) > _MAX_PEM_BYTES or b"-----BEGIN " not in data:
         raise SecretFileError(f"{what} {path} is not a PEM file")
     return data
