@@ -119,10 +119,6 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         return self._delegate("FetchTraceFile", request, context)
 
 
-def _chunk_bytes(message: Any) -> bytes:
-    return message if type(message) is bytes else message.SerializeToString()
-
-
 def add_to_server(servicer: dyno_pb2_grpc.DynoServicer, server: grpc.Server) -> None:
     """Register the Dyno service, with FetchTraceFile's responses passed through as already-encoded FileChunk
     bytes (dyno.filechunks: one copy per MiB chunk instead of three). Registering a method again replaces its
@@ -131,6 +127,6 @@ def add_to_server(servicer: dyno_pb2_grpc.DynoServicer, server: grpc.Server) -> 
     fetch = grpc.unary_stream_rpc_method_handler(
         servicer.FetchTraceFile,
         request_deserializer=dyno_pb2.FetchTraceFileRequest.FromString,
-        response_serializer=_chunk_bytes,
+        response_serializer=None,  # bytes go out as they are
     )
     server.add_registered_method_handlers(DYNO_SERVICE, {"FetchTraceFile": fetch})
