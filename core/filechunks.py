@@ -20,13 +20,17 @@ import xxhash
 
 from dyno.pbwire import read_varint, varint
 
-__all__ = ["CHECKSUM_ALGORITHM", "Digest", "RawChunk", "new_digest", "checksum_of", "encode_chunk", "decode_chunk"]
+__all__ = ["CHECKSUM_ALGORITHM", "RawChunk", "new_digest", "checksum_of", "encode_chunk", "decode_chunk"]
 
 CHECKSUM_ALGORITHM = "xxh3_128"
-Digest = xxhash.xxh3_128
 
-# FileChunk field tags: (field number << 3) | wire type (0 varint, 2 length-delimited)
-_DATA, _OFFSET, _LAST, _TOTAL, _NAME, _CHECKSUM = 0x0A, 0x10, 0x18, 0x28, 0x32, 0x3A
+# FileChunk's field numbers (protos/dyno/v1/dyno.proto), and the tags written for them: (number << 3) | wire type
+_F_DATA, _F_OFFSET, _F_LAST, _F_TOTAL, _F_NAME, _F_CHECKSUM = 1, 2, 3, 5, 6, 7
+_VARINT, _LEN = 0, 2
+
+
+def _tag(field: int, wire: int) -> bytes:
+    return bytes(((field << 3) | wire,))
 
 
 def new_digest(data: bytes = b"") -> xxhash.xxh3_128:
@@ -43,19 +47,16 @@ def encode_chunk(
 ) -> bytes:
     """One FileChunk on the wire (proto3: default values are not written); the data is copied once."""
     head = b""
-    if offset:
-        head += bytes((_OFFSET,)) + varint(offset)
-    if last:
-        head += bytes((_LAST, 1))
-    if total_size:
-        head += bytes((_TOTAL,)) + varint(total_size)
-    for tag, text in ((_NAME, filename), (_CHECKSUM, checksum)):
+    for field, number in ((_F_OFFSET, offset), (_F_LAST, int(last)), (_F_TOTAL, total_size)):
+        if number:
+            head += _tag(field, _VARINT) + varint(number)
+    for field, text in ((_F_NAME, filename), (_F_CHECKSUM, checksum)):
         if text:
             raw = text.encode()
-            head += bytes((tag,)) + varint(len(raw)) + raw
+            head += _tag(field, _LEN) + varint(len(raw)) + raw
     if not data:
         return head
-    return b"".join((bytes((_DATA,)), varint(len(data)), data, head))
+    return b"".join((_tag(_F_DATA, _LEN), varint(len(data)), data, head))
 
 
 @dataclass(frozen=True)
@@ -87,23 +88,23 @@ def decode_chunk(buf: bytes) -> RawChunk:
     while i < end:
         key, i = _read_varint(buf, i)
         field, wire = key >> 3, key & 7
-        if wire == 0:
+        if wire == _VARINT:
             value, i = _read_varint(buf, i)
-            if field == 2:
+            if field == _F_OFFSET:
                 offset = value
-            elif field == 3:
+            elif field == _F_LAST:
                 last = bool(value)
-            elif field == 5:
+            elif field == _F_TOTAL:
                 total = value
-        elif wire == 2:
+        elif wire == _LEN:
             size, i = _read_varint(buf, i)
             if i + size > end:
                 raise ValueError("malformed FileChunk: field runs past the end")
-            if field == 1:
+            if field == _F_DATA:
                 data = view[i : i + size]
-            elif field == 6:
+            elif field == _F_NAME:
                 filename = bytes(view[i : i + size]).decode(errors="replace")
-            elif field == 7:
+            elif field == _F_CHECKSUM:
                 checksum = bytes(view[i : i + size]).decode(errors="replace")
             i += size
         elif wire == 1:
