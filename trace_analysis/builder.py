@@ -254,7 +254,6 @@ class TraceBuilder:
         self.instants: list[tuple[Any, ...]] = []
         self.process_names: dict[int, str] = {}
         self.thread_names: dict[tuple[int, int], str] = {}
-        self.n_other = 0
         self.float_ts = False
         self.raw: bytes | bytearray = b""  # raw JSON of the current batch
         self._last = False  # the current batch is the last one
@@ -369,8 +368,6 @@ class TraceBuilder:
                     self.instants.append((e.get("ts"), e.get("name"), e.get("pid"), e.get("tid")))
             elif ph == "M":
                 self._metadata_event(e)
-            else:
-                self.n_other += 1
         if xs:
             args = [_args(e) for e in xs]
             cats = [self._cat(e.get("cat")) for e in xs]

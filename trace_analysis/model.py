@@ -205,17 +205,6 @@ class StringTable:
     def __iter__(self) -> Iterator[str]:
         return iter(self._strings)
 
-    def ids_where(self, predicate: Callable[[str], bool]) -> np.ndarray:
-        """Ids of the strings for which ``predicate`` is true (runs once per distinct string)."""
-        return np.fromiter((i for i, s in enumerate(self._strings) if predicate(s)), dtype=np.int64)
-
-    def mask_table(self, predicate: Callable[[str], bool]) -> np.ndarray:
-        """Boolean lookup table over all ids: ``table[name_ids]`` filters a column in one numpy step."""
-        table = np.zeros(len(self._strings) + 1, dtype=bool)  # +1: a -1 id maps to the last slot (False)
-        ids = self.ids_where(predicate)
-        table[ids] = True
-        return table
-
 
 _EVENT_COLUMNS: dict[str, Any] = {
     "ts": np.float64,

@@ -65,10 +65,6 @@ class RuleContext:
         return self.trace.events_of(Cat.GPU_MEMCPY)
 
     @cached_property
-    def memset(self) -> Events:
-        return self.trace.events_of(Cat.GPU_MEMSET)
-
-    @cached_property
     def gpu_activity(self) -> Events:
         return self.trace.events_of(*GPU_ACTIVITY_CATS)
 
@@ -97,10 +93,6 @@ class RuleContext:
         table = np.zeros(len(self.trace.strings) + 1, dtype=bool)
         table[[i for i in map(self.trace.strings.lookup, frozenset(names)) if i >= 0]] = True
         return table[events.name]
-
-    def names_match(self, events: Events, pattern: str, flags: int = 0) -> np.ndarray:
-        rx = re.compile(pattern, flags)
-        return self.mask(events, lambda n: rx.search(n) is not None)
 
     def name_of(self, events: Events, i: int) -> str:
         return self.trace.strings[int(events.name[i])]
