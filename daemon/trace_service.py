@@ -7,7 +7,7 @@ and pids, RESOURCE_EXHAUSTED for limits.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -16,7 +16,7 @@ from dyno.daemon import proto_convert as pc
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.trace_files import MAX_CHUNK, ChecksumCache, iter_chunks
 from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceLimitError, TraceRequestError, UnknownTraceError
+from dyno.daemon.trace_types import TraceLimitError, TraceRequestError, TraceView, UnknownTraceError
 from dyno.filechunks import encode_chunk
 from dyno.v1 import dyno_pb2
 
@@ -59,16 +59,17 @@ class TraceRpcs:
         )
 
     def GetTrace(self, request: dyno_pb2.GetTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
-        _require_id(request.trace_id, context)
-        try:
-            return pc.trace_view_to_pb(self._tm.get(request.trace_id), self._hostname)
-        except UnknownTraceError as e:
-            context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+        return self._status(self._tm.get, request.trace_id, context)
 
     def CancelTrace(self, request: dyno_pb2.CancelTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
-        _require_id(request.trace_id, context)
+        return self._status(self._tm.cancel, request.trace_id, context)
+
+    def _status(
+        self, op: Callable[[str], TraceView], trace_id: str, context: grpc.ServicerContext
+    ) -> dyno_pb2.TraceStatus:
+        _require_id(trace_id, context)
         try:
-            return pc.trace_view_to_pb(self._tm.cancel(request.trace_id), self._hostname)
+            return pc.trace_view_to_pb(op(trace_id), self._hostname)
         except UnknownTraceError as e:
             context.abort(grpc.StatusCode.NOT_FOUND, str(e))
 
