@@ -49,16 +49,18 @@ class DynodProcess:
         assert self.proc is not None
         return self.proc.pid
 
-    def _pump(self, proc: subprocess.Popen[str]) -> None:
+    def _pump(self, proc: subprocess.Popen[str], ready: threading.Event) -> None:
+        """Collect one process's stderr. `ready` is that start's own event: after a restart, the previous process's
+        pump reaching EOF must not wake the new start's wait (it did, failing the restart as "not ready")."""
         assert proc.stderr is not None
         for line in proc.stderr:
             self.lines.append(line)
             if self.on_line is not None:
                 self.on_line(line)
-            if READY_LINE.search(line):
+            if READY_LINE.search(line) and proc is self.proc:
                 self.is_ready = True
-                self._ready.set()
-        self._ready.set()  # stderr closed (the process is ending): wake the waiter, is_ready stays as it was
+                ready.set()
+        ready.set()  # stderr closed (the process is ending): wake the waiter, is_ready stays as it was
 
     def start(self, timeout_s: float = 30.0) -> DynodProcess:
         self._ready = threading.Event()
@@ -72,7 +74,7 @@ class DynodProcess:
             env=self.env,
             start_new_session=self.new_session,
         )
-        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc, self._ready), daemon=True).start()
         self._ready.wait(timeout_s)
         if not self.is_ready or self.proc.poll() is not None:
             code = self.proc.poll()
