@@ -21,6 +21,7 @@ from dyno.client.format import human_bytes, table
 from dyno.client.trace_manifest import build_manifest, write_manifest
 from dyno.client.trace_progress import make_progress
 from dyno.daemon.trace_files import new_trace_id, validate_trace_id
+from dyno.numpy_import import import_numpy_single_threaded
 from dyno.v1 import dyno_pb2
 
 __all__ = ["register", "run"]
@@ -216,6 +217,7 @@ def _summary(hosts: list[HostRecord]) -> str:
 def _analyze(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str, Any] | None, str | None]:
     """Run the analysis on exactly the fetched files; print / write its reports. Returns (report dict, error)."""
     try:
+        import_numpy_single_threaded()
         from dyno.trace_analysis import analyze
         from dyno.trace_analysis.report import render_html, render_json, render_text
 

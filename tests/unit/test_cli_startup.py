@@ -1,0 +1,70 @@
+"""dyno-cli start-up: commands that do not analyse traces load neither numpy nor the analysis stack; the analyse
+path imports numpy with one OpenBLAS thread and leaves the environment as it found it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+
+def _run(code: str, env: dict[str, str] | None = None) -> str:
+    base = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**base, **(env or {})}, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_building_the_cli_parser_loads_no_numpy() -> None:
+    out = _run(
+        "import sys\n"
+        "from dyno.client.cli import build_parser\n"
+        "build_parser().format_help()\n"
+        "heavy = ('numpy', 'dyno.trace_analysis.api', 'dyno.trace_analysis.rules')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    assert out == "[]"
+
+
+def test_library_names_still_resolve_lazily() -> None:
+    out = _run(
+        "import dyno.trace_analysis as ta\n"
+        "from dyno.trace_analysis import AnalysisError, analyze\n"
+        "assert analyze is ta.analyze and issubclass(AnalysisError, Exception)\n"
+        "try:\n    ta.no_such_name\nexcept AttributeError as e:\n    print(e)"
+    )
+    assert "no_such_name" in out
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread count read from /proc")
+def test_numpy_imported_single_threaded_and_environment_restored() -> None:
+    code = (
+        "import os\n"
+        "from dyno.numpy_import import import_numpy_single_threaded\n"
+        "import_numpy_single_threaded()\n"
+        "import sys\n"
+        "print('numpy' in sys.modules, len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'))"
+    )
+    assert _run(code) == "True 1 None"
+    # the user's own setting wins and stays
+    loaded, _, value = _run(code, {"OPENBLAS_NUM_THREADS": "3"}).split()
+    assert (loaded, value) == ("True", "3")
+
+
+def test_analyze_list_rules_and_help_work_without_preloading(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "dyno.client", "analyze", "--list-rules"], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    assert "straggler" in r.stdout and "sync-calls" in r.stdout
+    h = subprocess.run(
+        [sys.executable, "-m", "dyno.client", "analyze", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert h.returncode == 0 and "--list-rules" in h.stdout
