@@ -26,7 +26,8 @@ def _command_modules() -> list[str]:
     return sorted(names, key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(names: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; ``names``: the command modules, when the caller has listed them already."""
     parser = argparse.ArgumentParser(
         prog="dyno-cli",
         description="dyno command-line client: daemon status and metrics, registered PyTorch processes, "
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dyno-cli {dyno.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in _command_modules():
+    for name in _command_modules() if names is None else names:
         importlib.import_module(f"{commands.__name__}.{name}").register(sub)
     return parser
 
@@ -52,9 +53,10 @@ def command_first(argv: list[str], commands: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    names = _command_modules()
+    parser = build_parser(names)
     argv = sys.argv[1:] if argv is None else argv
-    args = parser.parse_args(command_first(argv, _command_modules()))
+    args = parser.parse_args(command_first(argv, names))
     try:
         return int(args.func(args))
     except DynoError as e:

@@ -40,6 +40,6 @@ def test_os_errors_are_one_line_exit_1(monkeypatch: pytest.MonkeyPatch, capsys: 
 
     parser = argparse.ArgumentParser()
     parser.set_defaults(func=failing)
-    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    monkeypatch.setattr(cli, "build_parser", lambda *_: parser)
     assert cli.main([]) == 1
     assert capsys.readouterr().err == "dyno-cli: error: No space left on device: /data/traces/manifest.json\n"
