@@ -1,12 +1,13 @@
 """Threshold overrides: ``rule.key=value`` strings (CLI) or mappings (library), validated against rule defaults.
 
 The type of a value is the type of the rule's default (bool, int or float); a float may be written as a
-percentage (``50%`` = 0.5). Unknown rules, unknown keys and bad values raise :class:`ThresholdError` with a
-message that lists what would have been valid.
+percentage (``50%`` = 0.5). Unknown rules, unknown keys and bad values (wrong type; NaN, infinite or negative)
+raise :class:`ThresholdError` with a message that lists what would have been valid.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 from .base import ThresholdValue
@@ -45,8 +46,10 @@ def _coerce(rule_id: str, key: str, default: ThresholdValue, raw: object) -> Thr
             value = float(text) * scale
         except ValueError:
             raise ThresholdError(f"{where}: expected a number, got {raw!r}") from None
-    if value != value or value < 0:  # NaN or negative: no rule threshold is meaningful below zero
-        raise ThresholdError(f"{where}: must be a non-negative number, got {raw!r}")
+    # NaN or negative: no rule threshold is meaningful below zero; infinite: int() of it raises, and the JSON
+    # report could not show the value used (non-finite floats are written as null)
+    if not math.isfinite(value) or value < 0:
+        raise ThresholdError(f"{where}: must be a finite non-negative number, got {raw!r}")
     if isinstance(default, int):
         if value != int(value):
             raise ThresholdError(f"{where}: expected an integer, got {raw!r}")
