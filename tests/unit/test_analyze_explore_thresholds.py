@@ -40,3 +40,9 @@ def test_cli_infinite_int_threshold_is_one_line(tmp_path):
     rc = run_analyze(parser.parse_args([str(path), "--threshold", "low-gpu-util.chunks=inf"]), out=out, err=err)
     assert rc == 1 and out.getvalue() == ""
     assert err.getvalue().count("\n") == 1 and "low-gpu-util.chunks" in err.getvalue()
+
+
+def test_non_string_threshold_name_is_a_threshold_error():
+    # analyze(thresholds={5: 1}) raised AttributeError ('int' object has no attribute 'rpartition')
+    with pytest.raises(ThresholdError, match="expected RULE.KEY"):
+        resolve_thresholds(DEFAULTS, {5: 1})

@@ -68,6 +68,8 @@ def resolve_thresholds(
     """
     merged = {rule_id: dict(values) for rule_id, values in defaults.items()}
     for name, raw in (overrides or {}).items():
+        if not isinstance(name, str):  # a library caller's mapping: say what is wrong, not AttributeError
+            raise ThresholdError(f"threshold {name!r}: expected RULE.KEY (e.g. low-gpu-util.min_util)")
         if isinstance(raw, Mapping):
             pairs: Iterable[tuple[str, str, object]] = ((name, k, v) for k, v in raw.items())
         else:
