@@ -73,9 +73,11 @@ def analyze_traces(
     errors: Iterable[LoadProblem] = (),
     sources: Iterable[str] = (),
 ) -> Report:
-    """Analyse already loaded traces (one per rank)."""
+    """Analyse already loaded traces (one per rank). ``selected_ids``: the rules to run (None: all; empty: none,
+    e.g. when every rule was excluded)."""
     ctxs = sorted((RuleContext(t) for t in traces), key=lambda c: c.rank)
-    result = run_rules(ctxs, select_rules(list(selected_ids) if selected_ids else None), thresholds)
+    ids = None if selected_ids is None else list(selected_ids)
+    result = run_rules(ctxs, select_rules(ids) if ids is None or ids else (), thresholds)
     return Report(
         sources=tuple(sources) or tuple(c.source for c in ctxs),
         ranks=tuple(summarize_rank(c) for c in ctxs),

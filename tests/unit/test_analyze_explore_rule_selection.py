@@ -1,0 +1,39 @@
+"""Rule selection edge cases: excluding every rule, and the documented ``--rules`` exclusion syntax."""
+
+from __future__ import annotations
+
+import argparse
+import io
+
+import pytest
+from analysis_trace_builder import TraceBuilder
+
+from dyno.trace_analysis import analyze
+from dyno.trace_analysis.cli import add_analyze_arguments, run_analyze
+from dyno.trace_analysis.rules import ALL_RULES
+
+pytestmark = pytest.mark.unit
+
+
+def _trace(tmp_path):
+    b = TraceBuilder()
+    for i in range(3):
+        b.step(i, i * 2000.0, 2000.0)
+    b.launch("small_kernel", 0.0, 6.0, 4.0)
+    b.runtime("cudaStreamSynchronize", 2500.0, 40.0)
+    return b.write(tmp_path / "t.json")
+
+
+def test_excluding_every_rule_runs_none(tmp_path):
+    # select_rules returned () but analyze_traces read the empty selection as "all rules"
+    report = analyze(_trace(tmp_path), rules=["-" + r.id for r in ALL_RULES])
+    assert report.rules == () and report.findings == ()
+    assert report.ranks and report.ranks[0].steps is not None  # the summary is still there
+
+
+def test_cli_excluding_every_rule(tmp_path):
+    parser = add_analyze_arguments(argparse.ArgumentParser())
+    out, err = io.StringIO(), io.StringIO()
+    every = ",".join("-" + r.id for r in ALL_RULES)
+    rc = run_analyze(parser.parse_args([str(_trace(tmp_path)), f"--rules={every}"]), out=out, err=err)
+    assert rc == 0 and "== findings (0)" in out.getvalue()
