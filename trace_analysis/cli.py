@@ -30,7 +30,9 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
         "--rules",
         action="append",
         metavar="IDS",
-        help="comma-separated rule ids to run (prefix - to exclude; ids: --list-rules); default all",
+        # an exclusion must follow "=": argparse takes a separate word starting with "-" for an option
+        help="comma-separated rule ids to run (ids: --list-rules); a leading - excludes one, written after = "
+        "(--rules=-straggler); default all",
     )
     parser.add_argument(
         "--threshold",

@@ -37,3 +37,16 @@ def test_cli_excluding_every_rule(tmp_path):
     every = ",".join("-" + r.id for r in ALL_RULES)
     rc = run_analyze(parser.parse_args([str(_trace(tmp_path)), f"--rules={every}"]), out=out, err=err)
     assert rc == 0 and "== findings (0)" in out.getvalue()
+
+
+def test_exclusion_syntax_in_help_parses(monkeypatch):
+    # the docs showed `--rules -straggler`, which argparse rejects ("expected one argument": a word starting
+    # with "-" is taken for an option); the help must show a form that parses
+    monkeypatch.setenv("COLUMNS", "400")  # no line wrap inside the example (argparse breaks lines at hyphens)
+    parser = add_analyze_arguments(argparse.ArgumentParser())
+    help_text = parser.format_help()
+    assert "--rules=-straggler" in help_text
+    args = parser.parse_args(["t.json", "--rules=-straggler"])
+    assert args.rules == ["-straggler"]
+    with pytest.raises(SystemExit):  # what the old example did: a usage error, exit 2
+        parser.parse_args(["t.json", "--rules", "-straggler"])
