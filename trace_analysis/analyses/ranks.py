@@ -49,7 +49,9 @@ class RankSpread:
     mad_comm_us: float
     stragglers: tuple[int, ...]  # flagged ranks, worst first
     reasons: dict[int, str]
-    lost_us: dict[int, float] = field(default_factory=dict)  # per straggler: time the others lose to it
+    # per straggler, over the traced window: its step time beyond the median x its steps, or the time the others
+    # wait for it in collectives
+    lost_us: dict[int, float] = field(default_factory=dict)
 
     @property
     def step_spread(self) -> float:
@@ -122,7 +124,11 @@ def rank_spread(
                     "the others wait for it"
                 )
     by_rank = {r.rank: r for r in timings}
-    lost: dict[int, float] = {r: max(by_rank[r].mean_step_us - med_s, 0.0) for r in reasons}
+    # over every step (the window), as the collective wait below and every rule's time lost: one step's excess
+    # against the whole window understated the share and sorted the finding below smaller per-rank costs
+    lost: dict[int, float] = {
+        r: max(by_rank[r].mean_step_us - med_s, 0.0) * max(by_rank[r].n_steps, 1) for r in reasons
+    }
     if len(timings) >= 2 and med_c > 0:
         least = min(timings, key=lambda r: r.comm_us)
         others = np.array([r.comm_us for r in timings if r is not least])

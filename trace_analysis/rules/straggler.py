@@ -46,7 +46,7 @@ class Straggler:
         out = []
         for rank in spread.stragglers:
             t = by_rank[rank]
-            late_by = spread.lost_us.get(rank, max(t.mean_step_us - spread.median_step_us, 0.0))
+            late_by = spread.lost_us[rank]  # over its window (every step), as the share below
             share = late_by / t.window_us if t.window_us > 0 else None
             out.append(
                 Finding(
