@@ -95,7 +95,7 @@ def render_text(report: Report, *, show_clean: bool = False) -> str:
     skipped = [o for o in report.rules if o.status in ("skipped", "error")]
     not_applicable = [o for o in skipped if o.status == "skipped" and o.reason.startswith("not applicable")]
     other = [o for o in skipped if o not in not_applicable]
-    if other:
+    if skipped:
         out += ["", "== rules that could not run =="]
         for o in other:
             where = "" if o.rank is None else f" (rank {o.rank})"
