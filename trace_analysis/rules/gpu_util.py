@@ -26,8 +26,12 @@ def utilization_timeline(ctx: RuleContext, bins: int = 30) -> dict[int, tuple[np
         edges = linspace(lo, hi, bins + 1)
         cov = coverage_before(s, e, edges)
         busy = cov[1:] - cov[:-1]  # np.diff
-        # np.clip(x, 0, 1) as its two ufuncs (same values: x is a share, possibly NaN for a zero-width bin)
-        out[d] = (edges, np.minimum(np.maximum(busy / (edges[1:] - edges[:-1]), 0.0), 1.0))
+        widths = edges[1:] - edges[:-1]
+        # A window of a few µs on an epoch-µs clock (float64 steps by 0.25 µs at 1.7e15) has zero-width bins:
+        # 0 there, not 0/0 = NaN (a RuntimeWarning, "nan" in the HTML plot, a NaN overall utilization).
+        util = np.divide(busy, widths, out=np.zeros_like(busy), where=widths > 0)
+        # np.clip(x, 0, 1) as its two ufuncs (same values)
+        out[d] = (edges, np.minimum(np.maximum(util, 0.0), 1.0))
     return out
 
 
@@ -49,7 +53,7 @@ class LowGpuUtil(GpuRule):
             widths = edges[1:] - edges[:-1]  # np.diff(edges)
             overall = float((util * widths).sum() / width)
             idle = width * (1.0 - overall)
-            low = flatnonzero(util < min_util)
+            low = flatnonzero((util < min_util) & (widths > 0))  # a zero-width bin shows no utilization
             examples = [
                 Example("low-utilization chunk", float(edges[i]), float(edges[i + 1] - edges[i]), f"GPU {dev}")
                 for i in low[util[low].argsort(kind="stable")][:3]
