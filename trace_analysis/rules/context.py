@@ -199,13 +199,22 @@ class RuleContext:
             p = self.trace.meta.device_properties[0]
         if not p or "computeMajor" not in p:
             return None
-        return int(p.get("computeMajor", 0)), int(p.get("computeMinor", 0))
+        major, minor = _as_int(p.get("computeMajor")), _as_int(p.get("computeMinor", 0))
+        return None if major is None or minor is None else (major, minor)
 
     def device_memory(self, device: int) -> int | None:
         p = self.trace.meta.device_property(device)
         if p is None or not p.get("totalGlobalMem"):
             return None
-        return int(p["totalGlobalMem"])
+        return _as_int(p["totalGlobalMem"])
+
+
+def _as_int(value: object) -> int | None:
+    """A deviceProperties number, or None when the trace holds something else (unknown, not a rule error)."""
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def contained_in(child_ts: np.ndarray, child_tid: np.ndarray, parent: Events, parent_rows: np.ndarray) -> np.ndarray:
