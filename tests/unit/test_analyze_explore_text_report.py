@@ -7,6 +7,7 @@ from analysis_trace_builder import TraceBuilder
 
 from dyno.trace_analysis import analyze
 from dyno.trace_analysis.report import render_text
+from dyno.trace_analysis.report.text import fmt_us
 
 pytestmark = pytest.mark.unit
 
@@ -23,3 +24,22 @@ def test_not_applicable_rules_line_has_its_section(tmp_path):
     na = next(i for i, line in enumerate(lines) if "not applicable to these traces" in line)
     assert lines[na - 2 : na] == ["", "== rules that could not run =="]
     assert text.index("fix:") < text.index("== rules that could not run ==") < text.index("not applicable to")
+
+
+@pytest.mark.parametrize(
+    ("us", "text"),
+    [
+        (0.4, "0.4 µs"),
+        (2.5, "2.5 µs"),
+        (9.94, "9.9 µs"),
+        (0.0, "0 µs"),
+        (12.4, "12 µs"),
+        (850.0, "850 µs"),
+        (12_300.0, "12.3 ms"),
+        (4_560_000.0, "4.56 s"),
+        (-0.4, "-0.4 µs"),
+    ],
+)
+def test_sub_10_us_durations_keep_a_decimal(us, text):
+    # torch.profiler writes µs with 3 decimals: a 0.4 µs aten::zero_ used to print as "dur 0 µs"
+    assert fmt_us(us) == text

@@ -11,12 +11,14 @@ _SEV = {"high": "HIGH", "medium": "MED ", "low": "LOW ", "info": "INFO"}
 
 
 def fmt_us(us: float) -> str:
-    """Human duration from µs: 850 µs, 12.3 ms, 4.56 s."""
+    """Human duration from µs: 0.4 µs, 850 µs, 12.3 ms, 4.56 s."""
     a = abs(us)
     if a >= 1e6:
         return f"{us / 1e6:.2f} s"
     if a >= 1e3:
         return f"{us / 1e3:.1f} ms"
+    if 0 < a < 9.95:  # torch writes µs with ns decimals: a 0.4 µs op is not "0 µs"
+        return f"{us:.1f} µs"
     return f"{us:.0f} µs"
 
 
