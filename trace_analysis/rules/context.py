@@ -100,13 +100,18 @@ class RuleContext:
     def examples(self, events: Events, rows: np.ndarray, limit: int = 3, where: str = "tid") -> list[Example]:
         """Examples for the first ``limit`` of ``rows`` (positions in ``events``), in the given order."""
         out = []
+        # each column read once: on a large table every read is a fresh array (so no identity test between reads)
+        stream = events.stream if where == "stream" else None
+        tid, pid, ts, dur = events.tid, events.pid, events.ts, events.dur
         for i in np.asarray(rows)[:limit]:
             i = int(i)
-            col = events.stream if where == "stream" and events.stream[i] >= 0 else events.tid
-            label = f"{'stream' if col is events.stream else 'tid'} {int(col[i])}"
-            if events.pid[i] >= 0:
-                label = f"pid {int(events.pid[i])} {label}"
-            out.append(Example(self.name_of(events, i), float(events.ts[i]), float(events.dur[i]), label))
+            if stream is not None and stream[i] >= 0:
+                label = f"stream {int(stream[i])}"
+            else:
+                label = f"tid {int(tid[i])}"
+            if pid[i] >= 0:
+                label = f"pid {int(pid[i])} {label}"
+            out.append(Example(self.name_of(events, i), float(ts[i]), float(dur[i]), label))
         return out
 
     def longest_examples(self, events: Events, rows: np.ndarray, limit: int = 3, where: str = "tid") -> list[Example]:
