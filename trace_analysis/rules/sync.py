@@ -11,7 +11,7 @@ from ..analyses.arrays import flatnonzero, member
 from ..analyses.intervals import union_length
 from ._common import BaseRule, GpuRule
 from .base import Finding, Severity, ThresholdValue
-from .context import RuleContext
+from .context import RuleContext, contained_in
 
 __all__ = ["SyncCalls", "SyncMemcpy", "SyncMemset", "PageableMemcpy"]
 
@@ -55,6 +55,7 @@ class SyncCalls(BaseRule):
         rt_win = (rt.ts >= lo) & (rt.ts < hi)
         rt_sel = ctx.names_in(rt, SYNC_RUNTIME)
         op_sel = ctx.names_in(ops, SYNC_OPS) & (ops.ts >= lo) & (ops.ts < hi)
+        op_sel &= ~_optimizer_counter_reads(ctx, op_sel)
         # .cpu() / .item() on a GPU tensor: a copy to pageable host memory blocks the host until it is done
         mc = ctx.memcpy
         launch = ctx.memcpy_launch
@@ -121,6 +122,31 @@ class SyncCalls(BaseRule):
                 floor=floor,
             )
         ]
+
+
+def _optimizer_counter_reads(ctx: RuleContext, sel: np.ndarray) -> np.ndarray:
+    """Which of the ``sel`` rows of ``ctx.cpu_ops`` (.item() / _local_scalar_dense) run inside an
+    ``Optimizer.step#`` span and call no CUDA runtime function. PyTorch's optimizers (Adam, AdamW, ...) keep each
+    parameter's step counter on the CPU and read it with .item() in step(): no device wait, and not the user's
+    code. An .item() there that copies from the device (a runtime call inside) is a real sync and stays."""
+    ops = ctx.cpu_ops
+    out = np.zeros(len(ops), bool)
+    rows = flatnonzero(sel)
+    if not rows.shape[0]:
+        return out
+    steps = flatnonzero(ctx.mask(ops, lambda n: n.startswith("Optimizer.step#"), "Optimizer.step#"))
+    inside = rows[contained_in(ops.ts[rows], ops.tid[rows], ops, steps) >= 0]
+    if not inside.shape[0]:
+        return out
+    rt = ctx.runtime
+    calls = np.zeros(inside.shape[0], bool)
+    for name in SYNC_OPS:  # one name at a time: contained_in wants parents that do not overlap (item encloses
+        # its _local_scalar_dense)
+        of_name = flatnonzero(ctx.names_in(ops, (name,))[inside])
+        owner = contained_in(rt.ts, rt.tid, ops, inside[of_name])
+        calls[of_name[owner[owner >= 0]]] = True
+    out[inside[~calls]] = True
+    return out
 
 
 def _positions(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -1,0 +1,67 @@
+"""sync-calls and the optimizer's own .item() calls.
+
+PyTorch's Adam/AdamW (single-tensor, foreach and fused alike) keep each parameter's step counter on the CPU and
+read it with .item() inside optimizer.step(): no device wait. sync-calls counted them as the user's ".item()
+calls" (one per parameter per step), so every Adam training loop got a sync-calls finding telling it to remove
+.item() calls it never wrote. An .item() inside Optimizer.step that does call the CUDA runtime (a copy and a
+sync: a GPU tensor, e.g. LBFGS's loss) still counts."""
+
+from __future__ import annotations
+
+import pytest
+from analysis_trace_builder import TraceBuilder
+
+from dyno.trace_analysis import analyze
+
+pytestmark = pytest.mark.unit
+
+
+def _item(b: TraceBuilder, ts: float, device: bool) -> None:
+    b.cpu("aten::item", ts, 30.0)
+    b.cpu("aten::_local_scalar_dense", ts + 1.0, 28.0)
+    if device:  # what .item() on a CUDA tensor records inside _local_scalar_dense
+        b.memcpy("Memcpy DtoH (Device -> Pinned)", ts + 2.0, ts + 10.0, 2.0, nbytes=4)
+        b.runtime("cudaStreamSynchronize", ts + 8.0, 15.0)
+
+
+def _gpu_trace(tmp_path, device_item_in_step: bool):
+    b = TraceBuilder()
+    for i in range(3):
+        b.step(i, i * 1_000.0, 1_000.0)
+        b.busy_gpu(i * 1_000.0, 2)
+        b.cpu("Optimizer.step#Adam.step", i * 1_000.0 + 500.0, 200.0)
+        for k in range(4):  # the step counters of 4 parameters
+            _item(b, i * 1_000.0 + 510.0 + k * 40.0, device=device_item_in_step and k == 0)
+    return b.write(tmp_path / "t.json")
+
+
+def test_optimizer_step_counter_items_are_not_syncs(tmp_path):
+    report = analyze(_gpu_trace(tmp_path, device_item_in_step=False), rules=["sync-calls"])
+    assert report.findings_of("sync-calls") == []
+
+
+def test_device_item_inside_optimizer_step_still_counts(tmp_path):
+    report = analyze(_gpu_trace(tmp_path, device_item_in_step=True), rules=["sync-calls"])
+    (f,) = report.findings_of("sync-calls")
+    assert f.evidence.counts["item_calls"] == 2  # steps 1 and 2 (the first step is skipped), one each
+
+
+def test_real_adam_cpu_trace_has_no_item_finding(tmp_path):
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    opt = torch.optim.Adam(model.parameters(), foreach=True)
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=3, repeat=1)) as prof:
+        for _ in range(4):
+            loss = model(torch.randn(4, 8)).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()  # reads each parameter's step counter with .item()
+            prof.step()
+    path = tmp_path / "adam.json"
+    prof.export_chrome_trace(str(path))
+    report = analyze(path, rules=["sync-calls"])
+    assert report.findings_of("sync-calls") == []
+    assert [o.status for o in report.rules] == ["clean"]
