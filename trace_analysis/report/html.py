@@ -70,22 +70,34 @@ def _bar_breakdown(ranks: list[RankSummary]) -> str:
     return "".join(parts)
 
 
+_PALETTE = ("#1565c0", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#ad1457", "#5d4037", "#455a64")
+_STEP_W, _STEP_H, _STEP_LEFT, _STEP_BOTTOM = 760, 220, 60, 30
+
+
+def _step_axes(vmax: float) -> list[str]:
+    w, h, left, bottom = _STEP_W, _STEP_H, _STEP_LEFT, _STEP_BOTTOM
+    return [
+        f'<svg width="{w}" height="{h}" role="img" aria-label="step time per rank">',
+        f'<line x1="{left}" y1="{h - bottom}" x2="{w - 10}" y2="{h - bottom}" stroke="#999"/>',
+        f'<text x="0" y="14">{escape(fmt_us(vmax))}</text><text x="0" y="{h - bottom}">0</text>',
+    ]
+
+
 def _step_chart(ranks: list[RankSummary]) -> str:
     with_steps = [r for r in ranks if r.steps]
     if not with_steps:
         return "<p class=muted>No ProfilerStep markers: no per-step times.</p>"
-    w, h, left, bottom = 760, 220, 60, 30
+    if len(with_steps) > len(_PALETTE):
+        return _mean_step_chart(with_steps)
+    w, h, left, bottom = _STEP_W, _STEP_H, _STEP_LEFT, _STEP_BOTTOM
     n_steps = max(len(r.steps.durations_us) for r in with_steps if r.steps)
     vmax = max(max(r.steps.durations_us) for r in with_steps if r.steps) or 1.0
     group_w = (w - left - 10) / max(n_steps, 1)
     bar_w = max(group_w / (len(with_steps) + 1), 1.0)
-    palette = ["#1565c0", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#ad1457", "#5d4037", "#455a64"]
-    parts = [f'<svg width="{w}" height="{h}" role="img" aria-label="step time per rank">']
-    parts.append(f'<line x1="{left}" y1="{h - bottom}" x2="{w - 10}" y2="{h - bottom}" stroke="#999"/>')
-    parts.append(f'<text x="0" y="14">{escape(fmt_us(vmax))}</text><text x="0" y="{h - bottom}">0</text>')
+    parts = _step_axes(vmax)
     for j, r in enumerate(with_steps):
         assert r.steps is not None
-        color = palette[j % len(palette)]
+        color = _PALETTE[j]
         for i, d in enumerate(r.steps.durations_us):
             bh = (h - bottom - 10) * d / vmax
             x = left + i * group_w + j * bar_w
@@ -95,6 +107,29 @@ def _step_chart(ranks: list[RankSummary]) -> str:
             )
         parts.append(f'<rect x="{left + j * 80}" y="{h - 14}" width="10" height="10" fill="{color}"/>')
         parts.append(f'<text x="{left + j * 80 + 14}" y="{h - 5}">rank {r.rank}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _mean_step_chart(ranks: list[RankSummary]) -> str:
+    """More ranks than colours: one bar per rank, its mean step time (per-step bars in repeating colours would
+    not tell ranks apart, and neither they nor a legend entry per rank fit in the plot)."""
+    w, h, left, bottom = _STEP_W, _STEP_H, _STEP_LEFT, _STEP_BOTTOM
+    means = [r.steps.mean_us if r.steps else 0.0 for r in ranks]
+    vmax = max(means) or 1.0
+    bar_w = (w - left - 10) / len(ranks)
+    parts = _step_axes(vmax)
+    for j, (r, mean) in enumerate(zip(ranks, means, strict=True)):
+        assert r.steps is not None
+        s = r.steps
+        bh = (h - bottom - 10) * mean / vmax
+        parts.append(
+            f'<rect x="{left + j * bar_w:.2f}" y="{h - bottom - bh:.1f}" width="{bar_w * 0.9:.2f}" height="{bh:.1f}" '
+            f'fill="{_PALETTE[0]}"><title>rank {r.rank}: mean {fmt_us(mean)} over {s.count} steps '
+            f"(min {fmt_us(s.min_us)}, max {fmt_us(s.max_us)})</title></rect>"
+        )
+    first, last = ranks[0].rank, ranks[-1].rank
+    parts.append(f'<text x="{left}" y="{h - 5}">mean step time of ranks {first} to {last}, left to right</text>')
     parts.append("</svg>")
     return "".join(parts)
 

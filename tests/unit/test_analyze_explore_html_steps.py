@@ -1,0 +1,55 @@
+"""HTML step-time chart of a multi-rank job: everything drawn inside the plot, every rank told apart.
+
+With 8 colours and a legend entry every 80 px, ranks 9+ had no legend entry (drawn past the 760 px plot) and
+repeated the colours of ranks 0-7; with many ranks the per-step bars ran past the plot too (300 ranks: 351 bars
+and 291 legend entries outside)."""
+
+from __future__ import annotations
+
+import re
+from xml.etree import ElementTree
+
+import pytest
+from analysis_trace_builder import TraceBuilder
+
+from dyno.trace_analysis import analyze
+from dyno.trace_analysis.report import render_html
+
+pytestmark = pytest.mark.unit
+
+
+def _job(folder, n_ranks, slow_rank=None):
+    for r in range(n_ranks):
+        b = TraceBuilder(rank=r, world_size=n_ranks)
+        d = 160_000.0 if r == slow_rank else 100_000.0
+        for i in range(3):
+            b.step(i, i * d, d)
+        b.write(folder / f"rank-{r}.json")
+    return folder
+
+
+def _step_svg(html):
+    (svg,) = [s for s in re.findall(r"<svg.*?</svg>", html, re.S) if "step time per rank" in s]
+    return ElementTree.fromstring(svg)
+
+
+def _inside(svg):
+    width = float(svg.get("width"))
+    for el in svg.iter():
+        tag = el.tag.rsplit("}", 1)[-1]
+        if tag in ("rect", "text"):
+            right = float(el.get("x")) + float(el.get("width", 0))
+            assert right <= width + 0.5, (tag, el.get("x"), el.get("width"), width)
+
+
+@pytest.mark.parametrize("n_ranks", [4, 12, 40])
+def test_step_chart_stays_inside_the_plot(tmp_path, n_ranks):
+    report = analyze(_job(tmp_path, n_ranks, slow_rank=n_ranks - 1))
+    _inside(_step_svg(render_html(report)))
+
+
+def test_many_ranks_show_one_bar_per_rank(tmp_path):
+    svg = _step_svg(render_html(analyze(_job(tmp_path, 12, slow_rank=7))))
+    titles = [t.text for t in svg.iter("title")]
+    assert len(titles) == 12 and all(f"rank {r}:" in t for r, t in zip(range(12), titles, strict=True))
+    assert "160.0 ms" in titles[7] and "100.0 ms" in titles[0]  # each rank's mean step time on hover
