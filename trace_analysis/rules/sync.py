@@ -60,9 +60,11 @@ class SyncCalls(BaseRule):
         mc = ctx.memcpy
         launch = ctx.memcpy_launch
         to_host = (launch >= 0) & ctx.mask(mc, lambda n: "DtoH" in n and "Pageable" in n, "DtoH")
-        rt_sel[_positions(rt.index, launch[to_host])] = True
+        dtoh_calls = _positions(rt.index, launch[to_host])
+        rt_sel[dtoh_calls] = True
         rt_sel &= rt_win
-        n_dtoh = int((to_host & (mc.ts >= lo) & (mc.ts < hi)).sum())
+        # by the launch call's time, as the calls they are counted among (not the copy's: n_rt below would be off)
+        n_dtoh = int(rt_win[dtoh_calls].sum())
         gs = ctx.gpu_sync
         gs_sel = (gs.ts >= lo) & (gs.ts < hi)
         n_rt, n_item, n_gs = int(rt_sel.sum()) - n_dtoh, int(op_sel.sum()), int(gs_sel.sum())
