@@ -23,11 +23,12 @@ def _idle(ctx: RuleContext, kernel_wait_us: float) -> IdleTimeBreakdown:
     return idle_time_breakdown(ctx.trace, consecutive_kernel_delay_us=kernel_wait_us)  # cached on the trace
 
 
-def _width(ctx: RuleContext) -> float:
+def _width(ctx: RuleContext) -> tuple[float, str]:
+    """The window a share is of, and its name for the title: the steps when there are some, else the GPU span."""
     span = ctx.gpu_span
     if ctx.steps:
-        return ctx.window_us
-    return span[1] - span[0] if span else 0.0
+        return ctx.window_us, ctx.window_kind
+    return (span[1] - span[0] if span else 0.0), "GPU span"
 
 
 def _stream_share(ctx: RuleContext, idle: IdleTimeBreakdown, category: int) -> tuple[int, float, np.ndarray] | None:
@@ -60,7 +61,7 @@ class HostBound(GpuRule):
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         idle = _idle(ctx, float(thresholds["kernel_wait_us"]))
         got = _stream_share(ctx, idle, HOST_WAIT)
-        width = _width(ctx)
+        width, of = _width(ctx)
         if got is None or width <= 0:
             return []
         stream, host_wait, sel = got
@@ -73,7 +74,7 @@ class HostBound(GpuRule):
         return [
             self.finding(
                 ctx,
-                f"compute stream {stream} waits for kernel launches {share:.1%} of the GPU span",
+                f"compute stream {stream} waits for kernel launches {share:.1%} of the {of}",
                 time_lost_us=host_wait,
                 share=share,
                 counts=counts,
@@ -95,7 +96,7 @@ class LaunchOverhead(GpuRule):
         limit = float(thresholds["kernel_wait_us"])
         idle = _idle(ctx, limit)
         got = _stream_share(ctx, idle, KERNEL_WAIT)
-        width = _width(ctx)
+        width, of = _width(ctx)
         if got is None or width <= 0:
             return []
         stream, kw, sel = got
@@ -107,7 +108,7 @@ class LaunchOverhead(GpuRule):
             self.finding(
                 ctx,
                 f"compute stream {stream}: {n} gaps under {limit:.0f} µs between queued kernels add up to "
-                f"{share:.1%} of the GPU span",
+                f"{share:.1%} of the {of}",
                 time_lost_us=kw,
                 share=share,
                 counts={"gaps": n, "mean_gap_us": kw / max(n, 1)},
