@@ -99,15 +99,21 @@ class GpuStarvation(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         min_gap = float(thresholds["min_gap_us"])
+        lo, hi = ctx.window
         out = []
         for d, (s, e, _, _) in ctx.device_busy.items():
-            gaps = s[1:] - e[:-1]
+            # the part of each gap inside the window: idle time after the last step (a checkpoint, the profiler
+            # flushing) is not the loop's cost, and a share of the window cannot exceed it
+            gap_start = np.maximum(e[:-1], lo)
+            gaps = np.minimum(s[1:], hi) - gap_start
             big = flatnonzero(gaps > min_gap)
             if not big.shape[0]:
                 continue
             lost = float(gaps[big].sum())
             order = big[(-gaps[big]).argsort(kind="stable")]
-            examples = [Example("GPU idle gap", float(e[i]), float(gaps[i]), f"GPU {int(d)}") for i in order[:3]]
+            examples = [
+                Example("GPU idle gap", float(gap_start[i]), float(gaps[i]), f"GPU {int(d)}") for i in order[:3]
+            ]
             out.append(
                 self.finding(
                     ctx,
