@@ -2,6 +2,8 @@
 
 Self time = an op's duration minus the durations of its direct child ops on the same thread (nesting from
 timestamps, as the PyTorch profiler's "Self CPU" does; runtime calls made by the op stay in its self time).
+A call nested directly in a call of the same name counts as part of it (calls and total time), as in torch's
+``key_averages``.
 """
 
 from __future__ import annotations
@@ -174,8 +176,16 @@ class _OpGroups:
         if not len(ev):
             return None
         self_us, par = self_times(ev)
-        ids, inv, count, total, _mins, maxs, longest = group_rows_by_name(ev.name, ev.dur)
-        self_by = np.bincount(inv, weights=self_us, minlength=len(ids))
+        # A call nested directly in a call of the same name is a dispatcher redispatch (aten::mean in aten::mean)
+        # and part of that call, as torch's key_averages merges it: counted again, it doubled the op's calls and
+        # inclusive time. Its self time stays the op's (the two self times add up to the merged call's).
+        redispatch = np.zeros(len(ev), dtype=bool)
+        nested = flatnonzero(par >= 0)
+        redispatch[nested] = ev.name[par[nested]] == ev.name[nested]
+        calls = flatnonzero(~redispatch)
+        ids, _inv, count, total, _mins, maxs, longest = group_rows_by_name(ev.name[calls], ev.dur[calls])
+        # a redispatch has its parent's name, so ``ids`` (sorted) holds every row's name
+        self_by = np.bincount(ids.searchsorted(ev.name), weights=self_us, minlength=len(ids))
         wall = float(ev.dur[par < 0].sum())
         by_total = (-total).argsort(kind="stable")
         by_self = (-self_by).argsort(kind="stable")
@@ -187,7 +197,7 @@ class _OpGroups:
             total.tolist(),
             self_by.tolist(),
             maxs.tolist(),
-            ev.ts[longest].tolist(),
+            ev.ts[calls[longest]].tolist(),
             by_total.tolist(),
             by_self.tolist(),
         )
