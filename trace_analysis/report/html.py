@@ -228,17 +228,21 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
             f"<b>{escape(f.rule_id)}</b> ({where}): {escape(f.title)}<br><span class=muted>{cost}; {counts}</span>"
             f"{f'<ul>{examples}</ul>' if examples else ''}<div class=fix>Fix: {escape(f.fix)}</div></div>"
         )
-    skipped = [o for o in report.rules if o.status in ("skipped", "error")]
+    # as the text report: a row per rule and rank only for those that miss data or failed (a 300-rank CPU-only
+    # job listed 4,200 "not applicable" rows)
+    skipped, not_applicable = report.rules_not_run()
+    if skipped or not_applicable:
+        out.append("<h2>Rules that did not run</h2>")
     if skipped:
-        out.append(
-            "<h2>Rules that did not run</h2><table><tr><th>rule</th><th>rank</th><th>why</th><th>enable with</th></tr>"
-        )
+        out.append("<table><tr><th>rule</th><th>rank</th><th>why</th><th>enable with</th></tr>")
         for o in skipped:
             out.append(
                 f"<tr><td>{escape(o.rule_id)}</td><td>{'' if o.rank is None else o.rank}</td>"
                 f"<td>{escape(o.reason)}</td><td>{escape(o.enable_with or '')}</td></tr>"
             )
         out.append("</table>")
+    if not_applicable:
+        out.append(f"<p class=muted>Not applicable to these traces: {escape(', '.join(not_applicable))}</p>")
     out.append("<h2>Tables</h2>")
     for r in ranks:
         out.append(f"<h3>rank {r.rank}</h3>")

@@ -179,6 +179,13 @@ class Report:
     def rule_ids(self) -> Sequence[str]:
         return sorted({o.rule_id for o in self.rules})
 
+    def rules_not_run(self) -> tuple[tuple[RuleOutcome, ...], tuple[str, ...]]:
+        """(outcomes of the rules that could not run for a reason worth a line each: missing data, an error; the
+        ids of those merely not applicable to these traces, e.g. GPU rules on a CPU-only trace, once each)."""
+        skipped = [o for o in self.rules if o.status in ("skipped", "error")]
+        na = [o for o in skipped if o.status == "skipped" and o.reason.startswith("not applicable")]
+        return tuple(o for o in skipped if o not in na), tuple(sorted({o.rule_id for o in na}))
+
     def to_dict(self) -> dict[str, object]:
         return {
             "schema": SCHEMA,

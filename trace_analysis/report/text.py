@@ -94,18 +94,15 @@ def render_text(report: Report, *, show_clean: bool = False) -> str:
         out.append("no antipattern found")
     for i, f in enumerate(report.findings, 1):
         out += _finding(i, f)
-    skipped = [o for o in report.rules if o.status in ("skipped", "error")]
-    not_applicable = [o for o in skipped if o.status == "skipped" and o.reason.startswith("not applicable")]
-    other = [o for o in skipped if o not in not_applicable]
-    if skipped:
+    other, not_applicable = report.rules_not_run()
+    if other or not_applicable:
         out += ["", "== rules that could not run =="]
         for o in other:
             where = "" if o.rank is None else f" (rank {o.rank})"
             hint = f"; enable with: {o.enable_with}" if o.enable_with else ""
             out.append(f"  {o.rule_id}{where}: {o.status}: {o.reason}{hint}")
     if not_applicable:
-        ids = sorted({o.rule_id for o in not_applicable})
-        out.append(f"  not applicable to these traces: {', '.join(ids)}")
+        out.append(f"  not applicable to these traces: {', '.join(not_applicable)}")
     if show_clean:
         clean = sorted({o.rule_id for o in report.rules if o.status == "clean"})
         out.append(f"  no finding: {', '.join(clean)}")
