@@ -96,4 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
     parser = argparse.ArgumentParser(prog="python -m dyno.trace_analysis", description="Analyse PyTorch/Kineto traces")
     add_analyze_arguments(parser)
-    return run_analyze(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    try:
+        return run_analyze(args)
+    except KeyboardInterrupt:  # Ctrl-C during a long load: the shell's code, no traceback (as dyno-cli)
+        return 130

@@ -50,3 +50,15 @@ def test_exclusion_syntax_in_help_parses(monkeypatch):
     assert args.rules == ["-straggler"]
     with pytest.raises(SystemExit):  # what the old example did: a usage error, exit 2
         parser.parse_args(["t.json", "--rules", "-straggler"])
+
+
+def test_python_m_main_ctrl_c_is_quiet(monkeypatch, tmp_path):
+    # `python -m dyno.trace_analysis` printed a KeyboardInterrupt traceback on Ctrl-C during a long load;
+    # `dyno-cli analyze` exits 130 quietly, as the shell convention
+    from dyno.trace_analysis import cli
+
+    def interrupted(args, out=None, err=None):  # noqa: ANN001, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run_analyze", interrupted)
+    assert cli.main([str(_trace(tmp_path))]) == 130
