@@ -176,14 +176,15 @@ class UnalignedGemm(BaseRule):
         half: dict[int, bool] = {}  # per distinct types string (a handful): is any of the 3 inputs half?
         for j, key in enumerate(uniq.tolist()):
             tid = key >> 32
+            # shapes not as torch writes them (lists of int lists; types a list of str) are unknown, not an error
             if tid not in half:
-                types = ctx.trace.arg_json(tid) or []
-                half[tid] = any(isinstance(t, str) and t in _HALF for t in types[:3])
+                types = ctx.trace.arg_json(tid)
+                half[tid] = isinstance(types, list) and any(isinstance(t, str) and t in _HALF for t in types[:3])
             if not half[tid]:
                 continue  # the dims JSON is decoded only for half-precision calls
-            dims = ctx.trace.arg_json(key & 0xFFFFFFFF) or []
-            mats = [d for d in dims[:3] if isinstance(d, list) and len(d) >= 2]
-            bad_key[j] = any(int(x) % mult for d in mats for x in d[-2:])
+            dims = ctx.trace.arg_json(key & 0xFFFFFFFF)
+            mats = [d for d in dims[:3] if isinstance(d, list) and len(d) >= 2] if isinstance(dims, list) else []
+            bad_key[j] = any(isinstance(x, int) and x % mult for d in mats for x in d[-2:])
         bad = mm[bad_key[inv]]
         if not bad.size:
             return []

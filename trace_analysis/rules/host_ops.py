@@ -221,7 +221,7 @@ def _first_dims(ctx: RuleContext, rows: np.ndarray) -> np.ndarray:
     decoded = []
     for i in uniq:
         dims = ctx.trace.arg_json(int(i))
-        decoded.append(str(dims[0]) if dims else "")
+        decoded.append(str(dims[0]) if isinstance(dims, list) and dims else "")  # else malformed: unknown
     return np.asarray(decoded, dtype=object)[inv] if decoded else np.empty(0, object)
 
 
