@@ -1,6 +1,8 @@
 """trace_analysis: load PyTorch/Kineto traces, compute breakdowns, detect antipatterns, report.
 
-Library use: ``dyno.trace_analysis.analyze(paths, rules=None, thresholds=None) -> Report``.
+Library use: ``dyno.trace_analysis.analyze(paths, rules=None, thresholds=None) -> Report``; it raises
+``ThresholdError`` / ``UnknownRuleError`` (both ``ValueError``) for bad thresholds or rule ids and
+``AnalysisError`` when no trace loads.
 """
 
 from __future__ import annotations
@@ -9,15 +11,26 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .api import AnalysisError, analyze
+    from .report import Report
+    from .rules import ThresholdError, UnknownRuleError
 
-__all__ = ["AnalysisError", "analyze"]
+__all__ = ["AnalysisError", "Report", "ThresholdError", "UnknownRuleError", "analyze"]
+
+# the submodule that defines each public name
+_HOME = {
+    "AnalysisError": "api",
+    "analyze": "api",
+    "Report": "report",
+    "ThresholdError": "rules",
+    "UnknownRuleError": "rules",
+}
 
 
 def __getattr__(name: str) -> Any:
     # Loaded on first use: importing a submodule (the CLI's argument definitions) must not load numpy and the
     # whole analysis stack with it.
-    if name in __all__:
-        from . import api
+    if name in _HOME:
+        import importlib
 
-        return getattr(api, name)
+        return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -46,3 +46,17 @@ def test_non_string_threshold_name_is_a_threshold_error():
     # analyze(thresholds={5: 1}) raised AttributeError ('int' object has no attribute 'rpartition')
     with pytest.raises(ThresholdError, match="expected RULE.KEY"):
         resolve_thresholds(DEFAULTS, {5: 1})
+
+
+def test_errors_analyze_raises_import_from_the_package(tmp_path):
+    # the docs say analyze() raises ThresholdError / UnknownRuleError; the package only exported AnalysisError
+    import dyno.trace_analysis as ta
+
+    b = TraceBuilder()
+    b.busy_gpu(0.0, 5)
+    path = b.write(tmp_path / "t.json")
+    with pytest.raises(ta.ThresholdError):
+        ta.analyze(path, thresholds={"low-gpu-util.nope": 1})
+    with pytest.raises(ta.UnknownRuleError):
+        ta.analyze(path, rules=["nope"])
+    assert {"ThresholdError", "UnknownRuleError", "Report"} <= set(ta.__all__)
