@@ -98,7 +98,9 @@ def decode_events(batch: bytes | bytearray | memoryview) -> list[Event] | None:
     """The elements of a JSON array of events as ``Event`` structs; None when the batch needs the general parser."""
     try:
         return _DECODER.decode(batch)
-    except msgspec.DecodeError:  # includes ValidationError (a well-formed value of an unexpected shape)
+    # DecodeError includes ValidationError (a well-formed value of an unexpected shape); RecursionError: values
+    # nested deeper than msgspec decodes (the general parser then reports the batch as invalid JSON)
+    except (msgspec.DecodeError, RecursionError):
         return None
 
 
