@@ -36,3 +36,20 @@ def test_copy_running_after_the_window(tmp_path):
     (f,) = _trace(tmp_path, 2985.0, 3002.0, item=False).findings_of("sync-calls")  # launch in the last step
     assert f.evidence.counts["sync_runtime_calls"] == 0 and f.evidence.counts["blocking_dtoh_copies"] == 1
     assert "CUDA synchronize" not in f.title and "1 blocking copies" in f.title
+
+
+def test_gpu_idle_after_a_sync_stops_at_the_window_end(tmp_path):
+    # a .item() in the last step, the GPU idle until a kernel long after the profiled steps: the idle time was
+    # counted up to that kernel (997 ms, "33,235% of window", high) instead of up to the window end
+    b = TraceBuilder()
+    for i in range(3):
+        b.step(i, i * 1000.0, 1000.0)
+    t = 0.0
+    while t < 2_850:
+        b.launch("k", t, t + 6.0, 90.0)
+        t += 100.0
+    b.cpu("aten::item", 2_950.0, 20.0)
+    b.launch("after", 1_000_000.0, 1_000_010.0, 50.0)
+    (f,) = analyze(b.write(tmp_path / "t.json"), rules=["sync-calls"]).findings_of("sync-calls")
+    assert f.evidence.time_lost_us == pytest.approx(3_000.0 - 2_970.0)
+    assert f.evidence.share is not None and f.evidence.share <= 1.0

@@ -92,7 +92,8 @@ class SyncCalls(BaseRule):
             ok = nxt < starts.shape[0]
             # only count when the GPU really was empty at the sync's return (no GPU row spans that moment)
             running = _running_at(g, ends)
-            nxt_ts = starts[np.minimum(nxt, starts.shape[0] - 1)]
+            # up to the window end at most: GPU idle after the last step is not this loop's cost
+            nxt_ts = np.minimum(starts[np.minimum(nxt, starts.shape[0] - 1)], hi)
             gap = ok & ~running & (nxt_ts > ends)
             lost = union_length(ends[gap], nxt_ts[gap])  # union: several syncs in one idle gap count once
             counts["gpu_idle_after_sync_us"] = lost
