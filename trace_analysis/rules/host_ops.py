@@ -104,8 +104,11 @@ class OptimizerRule(BaseRule):
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         ops = ctx.cpu_ops
         out: list[Finding] = []
-        steps = flatnonzero(ctx.mask(ops, lambda n: _OPT_STEP.match(n) is not None, "Optimizer.step#"))
-        py_single = flatnonzero(ctx.mask(ops, lambda n: _SINGLE_TENSOR_PY.search(n) is not None, "_single_tensor_"))
+        win = ctx.in_window(ops)
+        steps = flatnonzero(ctx.mask(ops, lambda n: _OPT_STEP.match(n) is not None, "Optimizer.step#") & win)
+        py_single = flatnonzero(
+            ctx.mask(ops, lambda n: _SINGLE_TENSOR_PY.search(n) is not None, "_single_tensor_") & win
+        )
         if steps.shape[0] or py_single.shape[0]:
             per_tensor = flatnonzero(ctx.names_in(ops, _PER_TENSOR_UPDATE))
             foreach = flatnonzero(
@@ -137,7 +140,7 @@ class OptimizerRule(BaseRule):
                         fix=self.fix_single,
                     )
                 )
-        zg = flatnonzero(ctx.mask(ops, lambda n: _OPT_ZERO.match(n) is not None, "Optimizer.zero_grad#"))
+        zg = flatnonzero(ctx.mask(ops, lambda n: _OPT_ZERO.match(n) is not None, "Optimizer.zero_grad#") & win)
         if zg.shape[0]:
             zeros = flatnonzero(ctx.names_in(ops, ("aten::zero_",)))
             owner = contained_in(ops.ts[zeros], ops.tid[zeros], ops, zg)
@@ -169,7 +172,7 @@ class CpuInitCopy(BaseRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         ops = ctx.cpu_ops
-        to_rows = flatnonzero(ctx.names_in(ops, ("aten::to",)))
+        to_rows = flatnonzero(ctx.names_in(ops, ("aten::to",)) & ctx.in_window(ops))
         if not to_rows.shape[0]:
             return []
         is_init = ctx.names_in(ops, _INIT_OPS)

@@ -195,7 +195,7 @@ class SyncMemcpy(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         rt = ctx.runtime
-        sel = ctx.mask(rt, lambda n: _SYNC_MEMCPY.match(n) is not None, ("cudaMemcpy", "cuMemcpy"))
+        sel = ctx.mask(rt, lambda n: _SYNC_MEMCPY.match(n) is not None, ("cudaMemcpy", "cuMemcpy")) & ctx.in_window(rt)
         if not sel.any():
             return []
         # small HtoD copies are synchronous by nature (staged through a driver buffer): skip them (Nsight)
@@ -217,7 +217,8 @@ class SyncMemset(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         rt = ctx.runtime
-        idx = flatnonzero(ctx.mask(rt, lambda n: _SYNC_MEMSET.match(n) is not None, ("cudaMemset", "cuMemset")))
+        sel = ctx.mask(rt, lambda n: _SYNC_MEMSET.match(n) is not None, ("cudaMemset", "cuMemset"))
+        idx = flatnonzero(sel & ctx.in_window(rt))
         if idx.shape[0] < max(int(thresholds["min_calls"]), 1):
             return []
         return _blocking_calls(self, ctx, idx, "cudaMemset")
@@ -234,7 +235,7 @@ class PageableMemcpy(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         mc = ctx.memcpy
-        idx = flatnonzero(ctx.mask(mc, lambda n: "Pageable" in n, "Pageable"))
+        idx = flatnonzero(ctx.mask(mc, lambda n: "Pageable" in n, "Pageable") & ctx.in_window(mc))
         if idx.shape[0] < max(int(thresholds["min_copies"]), 1):
             return []
         lost = float(mc.dur[idx].sum())
