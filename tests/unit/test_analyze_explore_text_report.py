@@ -43,3 +43,12 @@ def test_not_applicable_rules_line_has_its_section(tmp_path):
 def test_sub_10_us_durations_keep_a_decimal(us, text):
     # torch.profiler writes µs with 3 decimals: a 0.4 µs aten::zero_ used to print as "dur 0 µs"
     assert fmt_us(us) == text
+
+
+def test_fix_texts_do_not_point_below_their_examples():
+    # every renderer prints a finding's examples before its fix: "in the examples below" pointed at nothing
+    from dyno.trace_analysis.rules import ALL_RULES
+
+    for rule in ALL_RULES:
+        for fix in {rule.fix, getattr(rule, "fix_single", ""), getattr(rule, "fix_zero", "")}:
+            assert "examples below" not in fix, rule.id

@@ -40,8 +40,9 @@ class LowGpuUtil(GpuRule):
     title = "GPU mostly idle"
     thresholds = {"min_util": 0.5, "chunks": 30, "min_low_chunks": 3}
     fix = (
-        "Find what the host does while the GPU idles (data loading, synchronizations, Python overhead) in the "
-        "examples below; overlap input loading with compute (DataLoader workers, pin_memory); raise the batch size."
+        "Find what the host does while the GPU idles (data loading, synchronizations, Python overhead) during the "
+        "chunks in the examples; overlap input loading with compute (DataLoader workers, pin_memory); raise the "
+        "batch size."
     )
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
