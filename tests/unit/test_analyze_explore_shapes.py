@@ -33,3 +33,20 @@ def test_unaligned_gemm_with_malformed_shapes(tmp_path, dims, types, caplog):
     (f,) = report.findings_of("unaligned-gemm")  # the well-formed call is still judged
     assert f.evidence.counts["matmuls"] == 1
     assert "Traceback" not in caplog.text
+
+
+def test_unaligned_gemm_counts_a_linear_once(tmp_path):
+    # aten::linear runs aten::addmm (2-D input) or aten::matmul -> aten::mm inside it: one GEMM, counted 2-3
+    # times (6 bf16 Linear calls gave "12 half-precision matmuls" and twice their host time)
+    b = TraceBuilder(record_shapes=True)
+    half = ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]
+    for k in range(3):
+        t = k * 100.0
+        b.cpu("aten::linear", t, 50.0, **{"Input Dims": [[4, 13], [64, 13], [64]], "Input type": half})
+        b.cpu("aten::t", t + 1.0, 2.0)
+        b.cpu("aten::addmm", t + 5.0, 40.0, **{"Input Dims": [[64], [4, 13], [13, 64]], "Input type": half})
+    b.cpu("aten::matmul", 400.0, 50.0, **{"Input Dims": [[2, 4, 13], [13, 64]], "Input type": half[:2]})
+    b.cpu("aten::mm", 410.0, 30.0, **{"Input Dims": [[8, 13], [13, 64]], "Input type": half[:2]})
+    report = analyze(b.write(tmp_path / "t.json"), rules=["unaligned-gemm"])
+    (f,) = report.findings_of("unaligned-gemm")
+    assert f.evidence.counts["matmuls"] == 4 and f.evidence.counts["host_time_us"] == 3 * 50.0 + 50.0

@@ -10,6 +10,7 @@ import numpy as np
 from ..analyses.arrays import distinct, flatnonzero
 from ..analyses.gpu import KernelType, kernel_types
 from ..analyses.overlap import CommCompOverlap, comm_comp_overlap
+from ..model import Events
 from ._common import NO_GPU, BaseRule, GpuRule
 from .base import Example, Finding, Severity, Skip, ThresholdValue
 from .context import RuleContext
@@ -166,7 +167,8 @@ class UnalignedGemm(BaseRule):
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         ops = ctx.cpu_ops
         mult = max(int(thresholds["multiple"]), 1)
-        mm = flatnonzero(ctx.names_in(ops, _MATMUL_OPS) & (ops.input_dims >= 0) & (ops.input_types >= 0))
+        mm = _outermost(ops, flatnonzero(ctx.names_in(ops, _MATMUL_OPS)))
+        mm = mm[(ops.input_dims[mm] >= 0) & (ops.input_types[mm] >= 0)]
         if not mm.size:
             return []
         # decide per distinct (types, dims) pair: a few hundred at most
@@ -203,6 +205,27 @@ class UnalignedGemm(BaseRule):
                 severity=Severity.LOW,
             )
         ]
+
+
+def _outermost(ops: Events, rows: np.ndarray) -> np.ndarray:
+    """Of ``rows`` (matmul ops, sorted), those not inside another of them on the same thread: aten::linear runs
+    aten::addmm, aten::matmul runs aten::mm, and each GEMM is one call."""
+    if rows.shape[0] < 2:
+        return rows
+    order = np.lexsort((-ops.dur[rows], ops.ts[rows], ops.tid[rows]))  # by thread, start, outer first
+    r = rows[order]
+    tid, ts, end = ops.tid[r], ops.ts[r], ops.ts[r] + ops.dur[r]
+    inner = np.zeros(r.shape[0], bool)
+    for lo, hi in _runs(tid):
+        reach = np.maximum.accumulate(end[lo:hi])  # the latest end among the earlier calls of this thread
+        inner[lo + 1 : hi] = ts[lo + 1 : hi] < reach[:-1]
+    return np.sort(r[~inner])
+
+
+def _runs(a: np.ndarray) -> list[tuple[int, int]]:
+    """Bounds of the runs of equal values of a sorted array."""
+    cut = [0, *(flatnonzero(a[1:] != a[:-1]) + 1).tolist(), a.shape[0]]
+    return list(zip(cut[:-1], cut[1:], strict=True))
 
 
 class MemoryPressure(GpuRule):
