@@ -14,7 +14,7 @@ __all__ = ["render_html"]
 
 _COLORS = {
     "compute": "#2e7d32",
-    "communication": "#1565c0",
+    "communication not under compute": "#1565c0",
     "other non-compute": "#f9a825",
     "idle": "#bdbdbd",
 }
@@ -42,11 +42,13 @@ def _bar_breakdown(ranks: list[RankSummary]) -> str:
     for i, r in enumerate(gpu):
         b = r.breakdown
         assert b is not None
-        other_nc = max(b.non_compute_us - b.communication_us, 0.0)
+        # communication under compute is compute time already: the bar shows the rest (segments add up to the
+        # span; with the whole communication time they ran past it when the two overlap)
+        comm = min(b.exposed_communication_us, b.non_compute_us)
         segs = [
             ("compute", b.compute_us),
-            ("communication", b.communication_us),
-            ("other non-compute", other_nc),
+            ("communication not under compute", comm),
+            ("other non-compute", max(b.non_compute_us - comm, 0.0)),
             ("idle", b.idle_us),
         ]
         x, y = float(left), 10 + i * row_h

@@ -38,6 +38,7 @@ class Breakdown:
     non_compute_us: float
     communication_us: float
     memory_us: float
+    exposed_communication_us: float = 0.0  # the part of communication_us not under compute (in non_compute_us)
 
     def share(self, v: float) -> float:
         return v / self.span_us if self.span_us > 0 else 0.0
@@ -50,8 +51,9 @@ class Breakdown:
             "non_compute_us": self.non_compute_us,
             "communication_us": self.communication_us,
             "memory_us": self.memory_us,
+            "exposed_communication_us": self.exposed_communication_us,
         }
-        for k in ("idle", "compute", "non_compute", "communication", "memory"):
+        for k in ("idle", "compute", "non_compute", "communication", "memory", "exposed_communication"):
             d[f"{k}_pct"] = 100.0 * self.share(d[f"{k}_us"])
         return d
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..analyses.cpu_ops import cpu_op_summary
 from ..analyses.kernels import kernel_breakdown
+from ..analyses.overlap import comm_comp_overlap
 from ..analyses.steps import step_timings
 from ..analyses.temporal import temporal_breakdown
 from ..rules.context import RuleContext
@@ -49,6 +50,7 @@ def summarize_rank(ctx: RuleContext) -> RankSummary:
             non_compute_us=tb.non_compute_us,
             communication_us=tb.communication_us,
             memory_us=tb.memory_us,
+            exposed_communication_us=comm_comp_overlap(trace).exposed_communication_us,  # same window, cached
         )
         kb = kernel_breakdown(trace, top_n=TOP_N)
         top_kernels = tuple(
