@@ -64,6 +64,11 @@ _FLOW_FIELDS = tuple(attrgetter(f) for f in ("id", "ts", "pid", "tid", "ph", "ca
 _PH = attrgetter("ph")
 _PH_GROUP = {"X": 0, "s": 1, "f": 1, "t": 1}  # complete, flow; anything else: 2
 _INT_TYPE = {int}
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# float64 bounds [lo, hi) of each integer dtype's values (both exact powers of two)
+_INT_RANGE = {
+    np.dtype(t): (float(np.iinfo(t).min), float(np.iinfo(t).max) + 1) for t in (np.int8, np.int16, np.int32, np.int64)
+}
 _CAT_CODES: dict[Any, int] = {k: int(v) for k, v in CAT_BY_NAME.items()}  # cat value -> Cat code (grows as seen)
 # integer columns that may be stored sparse (see Events)
 _SPARSE_CANDIDATES = frozenset(
@@ -222,8 +227,12 @@ def _int_column(values: list[Any], dtype: Any) -> np.ndarray:
 
 def _nan_to_int(arr: np.ndarray, dtype: Any) -> np.ndarray:
     """Integer column from float64 values (NaN = absent -> -1); ``arr`` is modified. Integers go through float64
-    on every path, so all paths round huge values the same way."""
+    on every path, so all paths round huge values the same way. Values the dtype cannot hold (a correlation id
+    of 1e20) are absent too: cast, they would become arbitrary numbers (and a numpy warning)."""
     arr[np.isnan(arr)] = -1
+    lo, hi = _INT_RANGE[np.dtype(dtype)]
+    if arr.shape[0] and not (arr.min() >= lo and arr.max() < hi):
+        arr[(arr < lo) | (arr >= hi)] = -1
     return arr.astype(dtype)
 
 
@@ -276,8 +285,14 @@ class TraceBuilder:
     def _proc_ids(self, values: Any) -> np.ndarray:
         """pid/tid column: ints kept, anything else (e.g. "Spans") -> -(1 + string id)."""
         if set(map(type, values)) <= _INT_TYPE:
-            return np.array(values, dtype=np.int64)
-        out = [v if type(v) is int else -(1 + self.strings.intern(str(v))) for v in values]
+            try:
+                return np.array(values, dtype=np.int64)
+            except OverflowError:  # beyond int64: kept as a label, as a string is
+                pass
+        out = [
+            v if type(v) is int and _INT64_MIN <= v <= _INT64_MAX else -(1 + self.strings.intern(str(v)))
+            for v in values
+        ]
         return np.array(out, dtype=np.int64)
 
     @staticmethod
@@ -345,6 +360,8 @@ class TraceBuilder:
             if type(e) is not dict:
                 continue
             ph = e.get("ph")
+            if type(ph) is not str:  # no phase we read (a list would not even hash)
+                continue
             if ph == "X":
                 xs.append(e)
             elif ph in _FLOW_PHASE:
@@ -587,9 +604,9 @@ class TraceBuilder:
         """Keep one batch's columns as a chunk (mostly-absent integer columns sparse; None: a column no event of
         the batch has); ``extra`` as in ``_add_complete``."""
         dur = cast(np.ndarray, cols["dur"])
-        nan_dur = np.isnan(dur)
-        if nan_dur.any():
-            dur[nan_dur] = 0.0
+        bad_dur = ~(dur >= 0)  # NaN (no number) or negative (a broken clock): no duration
+        if bad_dur.any():
+            dur[bad_dur] = 0.0
         base = self.n_events
         if extra:
             self.extra.extend((base + i, a) for i, a in extra)

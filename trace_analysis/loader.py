@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import gc
 import gzip
+import io
 import logging
 import os
 import re
+import stat
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -73,9 +75,17 @@ def rank_from_filename(path: str | os.PathLike[str]) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _open(path: Path, size: int) -> tuple[IO[bytes], int | None]:
+def _open(path: Path, size: int | None) -> tuple[IO[bytes], int | None]:
     """The decompressed stream of a file of ``size`` bytes, and its expected decompressed size (a hint: gzip
-    keeps only the last member's size, modulo 2**32)."""
+    keeps only the last member's size, modulo 2**32). ``size`` None: not a regular file (a pipe such as
+    ``/dev/stdin`` or ``<(zcat t.json.gz)``), which can be neither reopened nor sized: it is read whole."""
+    if size is None:
+        data = path.read_bytes()
+        if not data:
+            raise TraceLoadError(path, "empty input")
+        if data[:2] == b"\x1f\x8b":
+            return cast(IO[bytes], _GZIP.open(io.BytesIO(data), "rb")), None
+        return io.BytesIO(data), len(data)
     with open(path, "rb") as fh:
         magic = fh.read(2)
         if magic == b"\x1f\x8b":
@@ -129,7 +139,8 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         raise TraceLoadError(p, "no such file")
     if p.is_dir():
         raise TraceLoadError(p, "is a directory (use load_traces for a folder of ranks)")
-    size = p.stat().st_size
+    st = p.stat()
+    size = st.st_size if stat.S_ISREG(st.st_mode) else None
     if size == 0:
         raise TraceLoadError(p, "empty file")
     b = TraceBuilder()
@@ -155,6 +166,8 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
             gc.enable()
     raw = result.meta or {}
     if not result.found_events:
+        if "traceEvents" in raw:
+            raise TraceLoadError(p, f"wrong schema: traceEvents is {_json_type(raw['traceEvents'])}, not an array")
         keys = ", ".join(sorted(raw)[:8]) or "none"
         raise TraceLoadError(p, f"wrong schema: no traceEvents array (top-level keys: {keys})")
     if b.n_events == 0 and not b.flow_chunks and not b.instants and not b.memory:
@@ -165,6 +178,16 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         release_free_memory()
     logger.debug("loaded %s: %d events, %d flows", p, len(trace.events), len(trace.flows))
     return trace
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    return "a string" if isinstance(v, str) else "an object"
 
 
 _NOT_TRACES = {"manifest.json"}  # written by `dyno-cli trace` beside the per-host folders
@@ -197,6 +220,18 @@ def _collect_trace_files(folder: Path, found: list[Path]) -> None:
             found.append(folder / name)
 
 
+def _distinct(files: list[Path]) -> list[Path]:
+    """``files`` without repeats of one file (a folder and a file in it both given), first occurrence kept."""
+    seen: set[str] = set()
+    out = []
+    for f in files:
+        key = os.path.realpath(f)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
 def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> MultiRankTrace:
     """Load the ranks of one job from a folder, a file, or a list of files/folders.
 
@@ -216,12 +251,19 @@ def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
         else:
             files.append(p)
     traces: dict[int, Trace] = {}
-    for f in files:
+    for f in _distinct(files):
         try:
             t = load_trace(f)
         except TraceLoadError as e:
             logger.debug("skipping %s", e)  # collected in MultiRankTrace.errors and reported there
             errors.append(LoadError(e.path, e.reason))
+            continue
+        except MemoryError:
+            raise
+        except Exception as e:  # a loader bug on odd content: report that file, load the other ranks
+            logger.debug("unexpected failure loading %s", f, exc_info=True)
+            reason = f"could not be loaded ({type(e).__name__}: {e}); please report it with the file"
+            errors.append(LoadError(str(f), reason))
             continue
         if t.rank in traces:
             errors.append(
