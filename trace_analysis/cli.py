@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,6 +56,21 @@ def _list_rules() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _input_at(target: str, paths: Sequence[str]) -> str | None:
+    """The input trace that writing ``target`` would overwrite: a file given, or a trace file in a folder given."""
+    t = Path(target)
+    if not t.is_file():
+        return None
+    real = os.path.realpath(t)
+    for p in map(Path, paths):
+        if p.is_dir():
+            if t.name.endswith((".json", ".json.gz")) and real.startswith(os.path.realpath(p) + os.sep):
+                return str(t)
+        elif p.exists() and os.path.samefile(p, t):
+            return str(p)
+    return None
+
+
 def run_analyze(args: argparse.Namespace, out=None, err=None) -> int:  # noqa: ANN001 - text streams
     out = out or sys.stdout
     err = err or sys.stderr
@@ -69,6 +85,9 @@ def run_analyze(args: argparse.Namespace, out=None, err=None) -> int:  # noqa: A
     if not args.paths:
         err.write("dyno analyze: give at least one trace file or folder (PATH...)\n")
         return 2
+    if args.html and (clash := _input_at(args.html, args.paths)):
+        err.write(f"dyno analyze: --html {args.html} is the input trace {clash}: refusing to overwrite it\n")
+        return 1
     try:
         thresholds = parse_threshold_args(args.threshold or [])
         report = analyze(args.paths, rules=args.rules, thresholds=thresholds)

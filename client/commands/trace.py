@@ -223,7 +223,7 @@ def _analyze(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str, Any
 
         report = analyze([str(f) for f in files])
         if args.html:
-            args.html.write_text(render_html(report))
+            args.html.write_text(render_html(report), encoding="utf-8")
         if not args.json:
             print()
             print(render_text(report))

@@ -146,6 +146,17 @@ def test_cli_bad_input_is_one_line(tmp_path, content, expect):
     assert err.count("\n") == 1 and expect in err and "Traceback" not in err
 
 
+def test_cli_refuses_to_write_the_html_report_over_an_input_trace(tmp_path):
+    path = _trace(tmp_path, "rank-0.json")
+    before = path.read_bytes()
+    for argv in ([str(path)], [str(tmp_path)]):  # the file itself, or a trace in a folder given
+        rc, out, err = _cli(*argv, "--html", str(path))
+        assert rc == 1 and out == "" and err.count("\n") == 1 and "refusing to overwrite" in err
+        assert path.read_bytes() == before
+    rc, _, _ = _cli(str(path), "--html", str(tmp_path / "report.html"))  # anything else is fine
+    assert rc == 0
+
+
 def test_cli_bad_threshold_and_rule(tmp_path):
     path = _trace(tmp_path)
     rc, _, err = _cli(str(path), "--threshold", "low-gpu-util.bogus=1")
