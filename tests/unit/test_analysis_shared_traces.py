@@ -77,3 +77,21 @@ def test_renderers_on_a_real_trace(reports, tmp_path):
     assert '"schema": "dyno.trace_analysis.report"' in doc and '"version": 1' in doc
     html = render_html(r)
     assert html.count("<svg") == 3 and "<script" not in html and "http" not in html.lower().replace("http-equiv", "")
+
+
+@pytest.mark.parametrize(
+    "name", ["negative_queue_length_values_check", "ns_resolution_trace", "nccl_parser_config", "trace_filter"]
+)
+def test_shares_are_of_the_steps_window(reports, name):
+    # traces with profiler steps: every rule counts inside the steps window and divides by it (the GPU-side rules
+    # counted HTA's GPU scope, from the trace start to the last step's start: trace_filter's exposed-comm was
+    # 172 ms "14.0% of the window" where the window held 337 ms, 27.4%)
+    r = reports(name)
+    window = {s.rank: s.window_us for s in r.ranks}
+    assert all("profiler steps" in s.window_kind for s in r.ranks)
+    for f in r.findings:
+        if f.evidence.share is not None and f.rank is not None:
+            assert f.evidence.share == pytest.approx(f.evidence.time_lost_us / window[f.rank]), (f.rule_id, f.title)
+    if name == "trace_filter":
+        for f in r.findings_of("exposed-comm"):
+            assert f.severity is Severity.HIGH and 0.2 <= f.evidence.share <= 1.0

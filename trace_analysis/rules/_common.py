@@ -1,4 +1,5 @@
-"""Small helpers shared by rules: a base class with the finding factory, GPU utilization, the compute stream."""
+"""Small helpers shared by rules: a base class with the finding factory, GPU utilization, the compute stream,
+and the window the GPU-side rules count in (with the analyses' scope that covers it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..analyses.arrays import unique_inverse
+from ..analyses.gpu import gpu_scope
 from ..analyses.intervals import union_length
 from .base import Evidence, Example, Finding, Severity, Skip, ThresholdValue, severity_for_share
 from .context import RuleContext
@@ -17,7 +19,10 @@ __all__ = [
     "GpuRule",
     "NO_GPU",
     "busiest_stream",
+    "clip",
     "gpu_utilization",
+    "gpu_window",
+    "whole_window_scope",
 ]
 
 NO_GPU = Skip("not applicable (no GPU activity)", None)
@@ -103,3 +108,29 @@ def busiest_stream(ctx: RuleContext) -> int | None:
 
     got: int | None = ctx.trace.cached(("rules.busiest_stream",), compute)
     return got
+
+
+def whole_window_scope(ctx: RuleContext) -> bool:
+    """``include_last_step`` for the shared GPU analyses a rule clips to the window.
+
+    The analyses follow HTA's scope: with two or more steps, only GPU rows launched before the last step's
+    *start* (and every row before the first step). A rule counts the rows inside its window, the last step
+    included, so it asks for the rows launched up to the last step's end and clips them. Without that windowing
+    both scopes are every row: False then shares the analyses the report already computed."""
+    return gpu_scope(ctx.trace).windowed
+
+
+def gpu_window(ctx: RuleContext) -> tuple[float, float, str]:
+    """(start, end, name) of the window the rules about GPU time count in and divide by: the profiler steps when
+    the trace has some (``ctx.window``, the window of every other rule), else the GPU span (HTA's span)."""
+    if ctx.steps:
+        lo, hi = ctx.window
+        return lo, hi, ctx.window_kind
+    span = ctx.gpu_span
+    return (span[0], span[1], "GPU span") if span else (0.0, 0.0, "GPU span")
+
+
+def clip(start: np.ndarray, end: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals cut to [lo, hi]; one outside it becomes empty (start == end), one reversed stays empty."""
+    s = np.minimum(np.maximum(start, lo), hi)  # np.clip as its two ufuncs (cheaper on small arrays)
+    return s, np.maximum(np.minimum(end, hi), s)

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..analyses.arrays import distinct, flatnonzero
-from ..analyses.gpu import KernelType, kernel_types
-from ..analyses.overlap import CommCompOverlap, comm_comp_overlap
+from ..analyses.gpu import KernelType, gpu_scope, kernel_types, scope_kernel_types
+from ..analyses.intervals import intersection_length, union_length
 from ..model import Events
-from ._common import NO_GPU, BaseRule, GpuRule
+from ._common import NO_GPU, BaseRule, GpuRule, clip, gpu_window, whole_window_scope
 from .base import Example, Finding, Severity, Skip, ThresholdValue
 from .context import RuleContext
 
@@ -37,10 +37,6 @@ def _has_word(name: str, words: tuple[str, ...], rx: re.Pattern[str]) -> bool:
         low = name.lower()
         return any(w in low for w in words)
     return rx.search(name) is not None
-
-
-def _overlap(ctx: RuleContext) -> CommCompOverlap:
-    return comm_comp_overlap(ctx.trace)  # cached on the trace
 
 
 def _is_comm(ctx: RuleContext) -> np.ndarray:
@@ -72,28 +68,35 @@ class ExposedComm(GpuRule):
         return None
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
-        k = ctx.kernels
-        comm = _is_comm(ctx)
-        ov = _overlap(ctx)  # HTA's comm/comp overlap over the analysis window
-        comm_t, overlap = ov.communication_us, ov.overlap_us
-        exposed = ov.exposed_communication_us
+        # HTA's comm/comp overlap (analyses.overlap) over the GPU rows inside the window it divides by: the
+        # profiler steps (last one included), else the GPU span; a kernel crossing an edge counts its part inside
+        lo, hi, of = gpu_window(ctx)
+        if hi <= lo:
+            return []
+        last = whole_window_scope(ctx)
+        scope = gpu_scope(ctx.trace, last)  # both cached on the trace
+        kt = scope_kernel_types(ctx.trace, last)
+        ts, end = clip(scope.ts, scope.end, lo, hi)
+        comm = (kt == KernelType.COMMUNICATION.value) & (end > ts)
+        comp = kt == KernelType.COMPUTATION.value
+        comm_t = union_length(ts[comm], end[comm])
         if comm_t <= 0:
             return []
-        span = ctx.gpu_span
-        width = ctx.window_us if ctx.steps else (span[1] - span[0] if span else 0.0)
-        share = exposed / width if width > 0 else 0.0
+        overlap = intersection_length(ts[comp], end[comp], ts[comm], end[comm])
+        exposed = comm_t - overlap
+        share = exposed / (hi - lo)
         if share <= float(thresholds["max_share"]):
             return []
         idx = flatnonzero(comm)
         return [
             self.finding(
                 ctx,
-                f"{exposed / 1000:.1f} ms of communication ({share:.1%} of the window) runs with no compute "
+                f"{exposed / 1000:.1f} ms of communication ({share:.1%} of the {of}) runs with no compute "
                 f"overlapping it (overlap {overlap / comm_t:.0%} of communication time)",
                 time_lost_us=exposed,
                 share=share,
-                counts={"comm_us": comm_t, "overlap_share": overlap / comm_t if comm_t else 0.0, "kernels": idx.size},
-                examples=ctx.longest_examples(k, idx, where="stream"),
+                counts={"comm_us": comm_t, "overlap_share": overlap / comm_t, "kernels": idx.size},
+                examples=ctx.longest_examples(scope.rows, idx, where="stream"),
             )
         ]
 

@@ -1,18 +1,20 @@
 """host-bound and launch-overhead: per-stream idle split into host_wait / kernel_wait / other.
 
 Both read ``analyses.idle_time.idle_time_breakdown`` (HTA's definitions) and judge the compute stream (the
-stream with the most GPU time): side streams (NCCL, copies) idle by design while compute runs.
+stream with the most GPU time): side streams (NCCL, copies) idle by design while compute runs. They count the
+gaps' parts inside the window they divide by (``gpu_window``: the profiler steps, else the GPU span).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..analyses.arrays import flatnonzero
+from ..analyses.arrays import flatnonzero, unique_inverse
 from ..analyses.idle_time import HOST_WAIT, KERNEL_WAIT, IdleTimeBreakdown, idle_time_breakdown
-from ._common import GpuRule, busiest_stream
+from ._common import GpuRule, busiest_stream, clip, gpu_window, whole_window_scope
 from .base import Example, Finding, ThresholdValue
 from .context import RuleContext
 
@@ -20,33 +22,54 @@ __all__ = ["HostBound", "LaunchOverhead"]
 
 
 def _idle(ctx: RuleContext, kernel_wait_us: float) -> IdleTimeBreakdown:
-    return idle_time_breakdown(ctx.trace, consecutive_kernel_delay_us=kernel_wait_us)  # cached on the trace
+    # cached on the trace; every row launched up to the window's end, clipped to it below
+    return idle_time_breakdown(
+        ctx.trace, consecutive_kernel_delay_us=kernel_wait_us, include_last_step=whole_window_scope(ctx)
+    )
 
 
-def _width(ctx: RuleContext) -> tuple[float, str]:
-    """The window a share is of, and its name for the title: the steps when there are some, else the GPU span."""
-    span = ctx.gpu_span
-    if ctx.steps:
-        return ctx.window_us, ctx.window_kind
-    return (span[1] - span[0] if span else 0.0), "GPU span"
+@dataclass(frozen=True)
+class _Gaps:
+    """The idle gaps of one category, cut to the window: per gap its stream, start and length there."""
+
+    stream: int  # the compute stream
+    width: float  # the window's length
+    of: str  # its name, for the title
+    gap_stream: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+    on_compute: np.ndarray  # mask: the compute stream's gaps
+
+    @property
+    def total(self) -> float:
+        return float(self.length[self.on_compute].sum())
+
+    def per_stream(self) -> dict[int, float]:
+        u, inv = unique_inverse(self.gap_stream)
+        return dict(zip(u.tolist(), np.bincount(inv, weights=self.length, minlength=u.shape[0]).tolist(), strict=True))
+
+    def examples(self, label: str) -> list[Example]:
+        idx = flatnonzero(self.on_compute)
+        idx = idx[(-self.length[idx]).argsort(kind="stable")][:3]
+        return [
+            Example(label, float(self.start[i]), float(self.length[i]), f"stream {int(self.gap_stream[i])}")
+            for i in idx
+        ]
 
 
-def _stream_share(ctx: RuleContext, idle: IdleTimeBreakdown, category: int) -> tuple[int, float, np.ndarray] | None:
-    """(compute stream, its idle time of ``category``, mask of those gaps) or None when there is nothing."""
+def _gaps(ctx: RuleContext, idle: IdleTimeBreakdown, category: int) -> _Gaps | None:
+    """The gaps of ``category`` inside the window (the steps, else the GPU span: ``gpu_window``), or None when
+    there is no compute stream or no window. A gap crossing the window's edge counts its part inside."""
     stream = busiest_stream(ctx)
-    if stream is None or not idle.gap_us.shape[0]:
+    lo, hi, of = gpu_window(ctx)
+    if stream is None or hi <= lo:
         return None
-    sel = (idle.gap_stream == stream) & (idle.gap_category == category) & (idle.gap_us > 0)
-    return stream, float(idle.gap_us[sel].sum()), sel
-
-
-def _gap_examples(idle: IdleTimeBreakdown, sel: np.ndarray, label: str) -> list[Example]:
-    idx = flatnonzero(sel)
-    idx = idx[(-idle.gap_us[idx]).argsort(kind="stable")][:3]
-    return [
-        Example(label, float(idle.gap_start[i]), float(idle.gap_us[i]), f"stream {int(idle.gap_stream[i])}")
-        for i in idx
-    ]
+    of_cat = idle.gap_category == category
+    start, end = clip(idle.gap_start[of_cat], idle.gap_start[of_cat] + idle.gap_us[of_cat], lo, hi)
+    length = end - start
+    inside = length > 0
+    gap_stream = idle.gap_stream[of_cat][inside]
+    return _Gaps(stream, hi - lo, of, gap_stream, start[inside], length[inside], gap_stream == stream)
 
 
 class HostBound(GpuRule):
@@ -60,25 +83,25 @@ class HostBound(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         idle = _idle(ctx, float(thresholds["kernel_wait_us"]))
-        got = _stream_share(ctx, idle, HOST_WAIT)
-        width, of = _width(ctx)
-        if got is None or width <= 0:
+        gaps = _gaps(ctx, idle, HOST_WAIT)
+        if gaps is None:
             return []
-        stream, host_wait, sel = got
-        share = host_wait / width
+        host_wait = gaps.total
+        share = host_wait / gaps.width
         if share <= float(thresholds["max_host_wait_share"]):
             return []
-        counts: dict[str, float] = {"host_wait_gaps": int(sel.sum()), "host_wait_us": host_wait}
+        counts: dict[str, float] = {"host_wait_gaps": int(gaps.on_compute.sum()), "host_wait_us": host_wait}
+        per_stream = gaps.per_stream()
         for s in idle.streams:
-            counts[f"host_wait_share_stream_{s.stream}"] = s.host_wait_us / width
+            counts[f"host_wait_share_stream_{s.stream}"] = per_stream.get(s.stream, 0.0) / gaps.width
         return [
             self.finding(
                 ctx,
-                f"compute stream {stream} waits for kernel launches {share:.1%} of the {of}",
+                f"compute stream {gaps.stream} waits for kernel launches {share:.1%} of the {gaps.of}",
                 time_lost_us=host_wait,
                 share=share,
                 counts=counts,
-                examples=_gap_examples(idle, sel, "host_wait gap"),
+                examples=gaps.examples("host_wait gap"),
             )
         ]
 
@@ -94,24 +117,22 @@ class LaunchOverhead(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         limit = float(thresholds["kernel_wait_us"])
-        idle = _idle(ctx, limit)
-        got = _stream_share(ctx, idle, KERNEL_WAIT)
-        width, of = _width(ctx)
-        if got is None or width <= 0:
+        gaps = _gaps(ctx, _idle(ctx, limit), KERNEL_WAIT)
+        if gaps is None:
             return []
-        stream, kw, sel = got
-        share = kw / width
+        kw = gaps.total
+        share = kw / gaps.width
         if share < float(thresholds["min_share"]):
             return []
-        n = int(sel.sum())
+        n = int(gaps.on_compute.sum())
         return [
             self.finding(
                 ctx,
-                f"compute stream {stream}: {n} gaps under {limit:.0f} µs between queued kernels add up to "
-                f"{share:.1%} of the {of}",
+                f"compute stream {gaps.stream}: {n} gaps under {limit:.0f} µs between queued kernels add up to "
+                f"{share:.1%} of the {gaps.of}",
                 time_lost_us=kw,
                 share=share,
                 counts={"gaps": n, "mean_gap_us": kw / max(n, 1)},
-                examples=_gap_examples(idle, sel, "kernel_wait gap"),
+                examples=gaps.examples("kernel_wait gap"),
             )
         ]

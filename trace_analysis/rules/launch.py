@@ -1,26 +1,48 @@
 """short-kernels, slow-runtime-calls and launch-queue: the CUDA launch path (runtime call ⇄ GPU row).
 
-All three read ``analyses.launch`` (launch stats joined by correlation id over the analysis window, and the
-per-stream launch-queue length, HTA's definitions).
+All three read ``analyses.launch`` (launch stats joined by correlation id, and the per-stream launch-queue
+length, HTA's definitions). short-kernels and slow-runtime-calls count the launch calls that start inside the
+window they divide by (the profiler steps, else the trace span); launch-queue reports HTA's figures over HTA's
+GPU scope (ratios of launches and a queue length, not shares of the window).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+
 from ..analyses.arrays import median
 from ..analyses.launch import LaunchStats, launch_stats, queue_length
 from ..model import Cat
-from ._common import GpuRule, gpu_utilization
+from ._common import GpuRule, gpu_utilization, whole_window_scope
 from .base import Finding, Severity, ThresholdValue
 from .context import RuleContext
 
 __all__ = ["ShortKernels", "SlowRuntimeCalls", "LaunchQueue"]
 
 
-def _stats(ctx: RuleContext, runtime_cutoff_us: float, delay_cutoff_us: float = 100.0) -> LaunchStats:
-    # cached on the trace by the analysis
-    return launch_stats(ctx.trace, runtime_cutoff_us=runtime_cutoff_us, launch_delay_cutoff_us=delay_cutoff_us)
+def _stats(
+    ctx: RuleContext, runtime_cutoff_us: float, delay_cutoff_us: float = 100.0, *, windowed: bool = False
+) -> LaunchStats:
+    """Cached on the trace by the analysis. ``windowed``: every launch up to the window's end (for ``_in_window``),
+    else HTA's scope."""
+    include_last_step = whole_window_scope(ctx) if windowed else False
+    return launch_stats(
+        ctx.trace,
+        runtime_cutoff_us=runtime_cutoff_us,
+        launch_delay_cutoff_us=delay_cutoff_us,
+        include_last_step=include_last_step,
+    )
+
+
+def _in_window(ctx: RuleContext, st: LaunchStats) -> tuple[np.ndarray, np.ndarray]:
+    """Mask over ``st``'s launches whose call starts inside ``ctx.window`` (as sync-calls counts calls), and each
+    call's time up to the window's end (a call crossing it counts its part inside)."""
+    lo, hi = ctx.window
+    call_ts = ctx.trace.events.ts[st.runtime_row]
+    inside = (call_ts >= lo) & (call_ts < hi)
+    return inside, np.minimum(st.cpu_duration, hi - call_ts)
 
 
 def _gpu_bound_note(ctx: RuleContext, limit: float) -> tuple[bool, str]:
@@ -38,8 +60,9 @@ class ShortKernels(GpuRule):
     )
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
-        st = _stats(ctx, float(thresholds["max_launch_us"]))
-        is_kernel = ctx.trace.events.cat[st.gpu_row] == Cat.KERNEL.value
+        st = _stats(ctx, float(thresholds["max_launch_us"]), windowed=True)
+        inside, call_us = _in_window(ctx, st)
+        is_kernel = (ctx.trace.events.cat[st.gpu_row] == Cat.KERNEL.value) & inside
         total = int(is_kernel.sum())
         if not total:
             return []
@@ -48,7 +71,7 @@ class ShortKernels(GpuRule):
         ratio = n / total
         if ratio < float(thresholds["min_share_of_launches"]):
             return []
-        lost = float(st.cpu_duration[short].sum())  # host time spent launching work shorter than its launch
+        lost = float(call_us[short].sum())  # host time spent launching work shorter than its launch
         rows = st.gpu_row[short]
         return [
             self.finding(
@@ -79,8 +102,9 @@ class SlowRuntimeCalls(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         limit = float(thresholds["max_call_us"])
-        st = _stats(ctx, limit)
-        slow = st.runtime_outliers
+        st = _stats(ctx, limit, windowed=True)
+        inside, call_us = _in_window(ctx, st)
+        slow = st.runtime_outliers & inside
         n = int(slow.sum())
         if n < max(int(thresholds["min_calls"]), 1):
             return []
@@ -94,7 +118,7 @@ class SlowRuntimeCalls(GpuRule):
             self.finding(
                 ctx,
                 f"{n} launch/copy runtime calls took over {limit:.0f} µs (max {dur.max():.0f} µs){note}",
-                time_lost_us=float((dur - limit).sum()),
+                time_lost_us=float(np.maximum(call_us[slow] - limit, 0.0).sum()),
                 counts={"slow_calls": n, "max_us": float(dur.max())},
                 examples=ctx.examples(ctx.trace.events, rows),
                 cap=Severity.INFO if gpu_bound else Severity.MEDIUM,

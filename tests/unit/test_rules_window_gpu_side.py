@@ -1,0 +1,114 @@
+"""GPU-side rules (host-bound, launch-overhead, short-kernels, slow-runtime-calls, exposed-comm) count GPU work
+inside the window whose share they report: the profiler steps, first step's start to last step's end.
+
+They read the shared analyses, which follow HTA's GPU scope (every row from the trace start up to the last step's
+*start*), and divided that by the steps window: NCCL kernels all before the first step gave exposed-comm "high"
+at thousands of % of the window, while the last step's own kernels were never counted."""
+
+from __future__ import annotations
+
+import pytest
+from analysis_trace_builder import TraceBuilder
+
+from dyno.trace_analysis import analyze
+
+pytestmark = pytest.mark.unit
+
+T0 = 1_000_000.0  # the window: two 1 ms steps [T0, T0 + 2000); "before" work happens at 0..500 ms
+NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float"
+
+
+def _steps(busy_first_step: bool = True) -> TraceBuilder:
+    b = TraceBuilder()
+    for i in range(2):
+        b.step(i, T0 + i * 1000.0, 1000.0)
+    if busy_first_step:
+        b.busy_gpu(T0, 10)  # step 0: 10 back-to-back 100 µs kernels, queued ahead
+    return b
+
+
+def _host_bound_kernels(b: TraceBuilder, t: float, n: int, every: float = 100.0) -> None:
+    """n 4 µs kernels, each launched (5 µs call) only after the previous one finished: host_wait gaps."""
+    for _ in range(n):
+        b.launch("small_kernel", t, t + 6.0, 4.0, dur=5.0)
+        t += every
+
+
+def _one(b: TraceBuilder, tmp_path, rule: str):
+    report = analyze(b.write(tmp_path / "t.json"), rules=[rule])
+    found = report.findings_of(rule)
+    for f in found:
+        assert f.evidence.share is not None and 0.0 <= f.evidence.share <= 1.0, f.title
+    return found
+
+
+def test_host_bound_counts_the_window_only(tmp_path):
+    b = _steps()
+    _host_bound_kernels(b, 0.0, 100)  # before the steps: 100 host-bound kernels (and a ~1 s host_wait to T0)
+    _host_bound_kernels(b, T0 + 1000.0, 10)  # the last step: 9 host_wait gaps of 96 µs
+    (f,) = _one(b, tmp_path, "host-bound")
+    assert f.evidence.time_lost_us == pytest.approx(9 * 96.0)
+    assert f.evidence.share == pytest.approx(9 * 96.0 / 2000.0)
+    assert f.evidence.counts["host_wait_gaps"] == 9
+    assert all(T0 <= e.ts_us < T0 + 2000.0 for e in f.evidence.examples)
+
+
+def test_host_bound_before_the_steps_is_not_the_loops_cost(tmp_path):
+    b = _steps()
+    b.busy_gpu(T0 + 1000.0, 10)  # both steps busy
+    _host_bound_kernels(b, 0.0, 100)
+    assert _one(b, tmp_path, "host-bound") == []
+
+
+def test_launch_overhead_counts_the_window_only(tmp_path):
+    b = _steps()
+    for i in range(100):  # before the steps: 99 queued kernels with 20 µs gaps
+        b.launch("k", i * 1.0, 1000.0 + i * 120.0, 100.0, dur=0.5)
+    for i in range(8):  # the last step: 7 gaps of 20 µs = 7% of the window
+        b.launch("k", T0 + 1000.0 + i, T0 + 1000.0 + i * 120.0, 100.0, dur=0.5)
+    (f,) = _one(b, tmp_path, "launch-overhead")
+    assert f.evidence.counts["gaps"] == 7
+    assert f.evidence.time_lost_us == pytest.approx(140.0)
+
+
+def test_short_kernels_counts_launches_in_the_window(tmp_path):
+    b = _steps()
+    _host_bound_kernels(b, 0.0, 100)  # 100 short kernels before the steps
+    _host_bound_kernels(b, T0 + 1000.0, 30, every=30.0)  # 30 in the last step, beside step 0's 10 long ones
+    (f,) = _one(b, tmp_path, "short-kernels")
+    assert f.evidence.counts["short_kernels"] == 30 and f.evidence.counts["launches"] == 40
+    assert f.evidence.time_lost_us == pytest.approx(30 * 5.0)
+
+
+def test_short_kernels_before_the_steps_are_not_counted(tmp_path):
+    b = _steps()
+    _host_bound_kernels(b, 0.0, 100)
+    assert _one(b, tmp_path, "short-kernels") == []
+
+
+def test_slow_runtime_calls_counts_calls_in_the_window(tmp_path):
+    b = _steps()
+    for i in range(5):  # 10 ms launch calls before the steps
+        b.launch("k", i * 20_000.0, i * 20_000.0 + 10_010.0, 5.0, dur=10_000.0)
+    b.launch("k", T0 + 1100.0, T0 + 1400.0, 5.0, dur=250.0)  # one in the last step
+    (f,) = _one(b, tmp_path, "slow-runtime-calls")
+    assert f.evidence.counts["slow_calls"] == 1
+    assert f.evidence.time_lost_us == pytest.approx(200.0)
+
+
+def test_exposed_comm_before_the_steps_is_not_counted(tmp_path):
+    b = _steps()
+    b.busy_gpu(T0 + 1000.0, 10)
+    b.launch(NCCL, 0.0, 10.0, 500_000.0, stream=20)  # 500 ms of NCCL alone, all before the first step
+    assert _one(b, tmp_path, "exposed-comm") == []
+
+
+def test_exposed_comm_counts_the_window_and_its_last_step(tmp_path):
+    b = _steps()
+    b.launch(NCCL, 0.0, 10.0, 500_000.0, stream=20)
+    b.launch(NCCL, T0 + 1100.0, T0 + 1100.0, 500.0, stream=20)  # the last step: 500 µs alone = 25% of the window
+    (f,) = _one(b, tmp_path, "exposed-comm")
+    assert f.evidence.time_lost_us == pytest.approx(500.0)
+    assert f.evidence.share == pytest.approx(0.25)
+    assert f.evidence.counts["kernels"] == 1
+    assert "25.0% of the 2 profiler steps" in f.title
