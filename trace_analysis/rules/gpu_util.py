@@ -49,6 +49,8 @@ class LowGpuUtil(GpuRule):
         min_util = float(thresholds["min_util"])
         chunks = max(int(thresholds["chunks"]), 1)
         out = []
+        # the window utilization_timeline divides by: the steps, else each device's own GPU span
+        of = f"the {ctx.window_kind}" if ctx.steps else "its GPU span"
         for dev, (edges, util) in utilization_timeline(ctx, chunks).items():
             width = float(edges[-1] - edges[0])
             widths = edges[1:] - edges[:-1]  # np.diff(edges)
@@ -64,7 +66,7 @@ class LowGpuUtil(GpuRule):
                 out.append(
                     self.finding(
                         ctx,
-                        f"GPU {dev} busy only {overall:.1%} of the {ctx.window_kind} (threshold {min_util:.0%})",
+                        f"GPU {dev} busy only {overall:.1%} of {of} (threshold {min_util:.0%})",
                         time_lost_us=idle,
                         share=1.0 - overall,
                         counts=counts,
