@@ -83,6 +83,21 @@ def test_slow_runtime_calls_positive_and_negative(tmp_path):
     assert _run(_host_bound(), tmp_path, "slow-runtime-calls", "ok.json")[0] == []
 
 
+def test_slow_runtime_calls_leave_blocking_copies_to_other_rules(tmp_path):
+    # a cudaMemcpyAsync to pageable memory blocks the host until the copy is done: sync-calls and pageable-memcpy
+    # report it (negative_queue: 604 of the rule's 654 ms were such .cpu() copies, blamed on launch queues)
+    b = _host_bound()
+    b.memcpy("Memcpy DtoH (Device -> Pageable)", 20_000.0, 20_010.0, 9_990.0, nbytes=1 << 20, dur=10_000.0)
+    report = analyze(b.write(tmp_path / "copy.json"), rules=["slow-runtime-calls", "sync-calls", "pageable-memcpy"])
+    assert report.findings_of("slow-runtime-calls") == []
+    assert report.findings_of("sync-calls") and report.findings_of("pageable-memcpy")
+    b.launch("k", 40_000.0, 40_300.0, 5.0, dur=250.0)  # a slow launch beside the copy is still reported
+    got, _ = _run(b, tmp_path, "slow-runtime-calls", "both.json")
+    assert len(got) == 1 and got[0].evidence.counts["slow_calls"] == 1
+    assert got[0].evidence.time_lost_us == pytest.approx(200.0)
+    assert got[0].evidence.counts["pageable_copy_calls"] == 1
+
+
 def test_launch_queue_positive_and_negative(tmp_path):
     b = TraceBuilder()
     for i in range(50):  # every kernel starts 500 µs after its launch, GPU mostly idle

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..analyses.arrays import median
+from ..analyses.arrays import median, member
 from ..analyses.launch import LaunchStats, launch_stats, queue_length
 from ..model import Cat
 from ._common import GpuRule, gpu_utilization, whole_window_scope
@@ -97,7 +97,8 @@ class SlowRuntimeCalls(GpuRule):
     thresholds = {"max_call_us": 50.0, "min_calls": 1, "gpu_bound_util": 0.9}
     fix = (
         "Launch/copy calls that take this long usually wait on something: a full launch queue (see "
-        "launch-queue), lock contention from other threads, or an oversubscribed host (check CPU usage)."
+        "launch-queue), lock contention from other threads, or an oversubscribed host (check CPU usage). "
+        "(Copies to/from pageable memory, which block by design, are left to pageable-memcpy and sync-calls.)"
     )
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
@@ -105,6 +106,10 @@ class SlowRuntimeCalls(GpuRule):
         st = _stats(ctx, limit, windowed=True)
         inside, call_us = _in_window(ctx, st)
         slow = st.runtime_outliers & inside
+        # A copy to/from pageable memory blocks the call until the data is staged (DtoH: until the copy is done):
+        # its time is the copy's, reported by pageable-memcpy (and sync-calls for .cpu()), not a slow launch.
+        blocking = slow & member(st.gpu_row, _pageable_copy_rows(ctx))
+        slow &= ~blocking
         n = int(slow.sum())
         if n < max(int(thresholds["min_calls"]), 1):
             return []
@@ -119,11 +124,17 @@ class SlowRuntimeCalls(GpuRule):
                 ctx,
                 f"{n} launch/copy runtime calls took over {limit:.0f} µs (max {dur.max():.0f} µs){note}",
                 time_lost_us=float(np.maximum(call_us[slow] - limit, 0.0).sum()),
-                counts={"slow_calls": n, "max_us": float(dur.max())},
+                counts={"slow_calls": n, "max_us": float(dur.max()), "pageable_copy_calls": int(blocking.sum())},
                 examples=ctx.examples(ctx.trace.events, rows),
                 cap=Severity.INFO if gpu_bound else Severity.MEDIUM,
             )
         ]
+
+
+def _pageable_copy_rows(ctx: RuleContext) -> np.ndarray:
+    """Rows in ``trace.events`` of the memcpys from/to pageable host memory."""
+    mc = ctx.memcpy
+    return mc.index[ctx.mask(mc, lambda n: "Pageable" in n, "Pageable")]
 
 
 class LaunchQueue(GpuRule):
