@@ -4,7 +4,11 @@ PyTorch's Adam/AdamW (single-tensor, foreach and fused alike) keep each paramete
 read it with .item() inside optimizer.step(): no device wait. sync-calls counted them as the user's ".item()
 calls" (one per parameter per step), so every Adam training loop got a sync-calls finding telling it to remove
 .item() calls it never wrote. An .item() inside Optimizer.step that does call the CUDA runtime (a copy and a
-sync: a GPU tensor, e.g. LBFGS's loss) still counts."""
+sync: a GPU tensor, e.g. LBFGS's loss) still counts.
+
+More generally, on a GPU trace an .item() that calls no CUDA runtime function reads a CPU tensor and is no device
+sync wherever it runs: negative_queue's 945 .item() calls (935 of them on one side thread, none calling the
+runtime) made sync-calls say "752 .item() calls" to remove from the loop."""
 
 from __future__ import annotations
 
@@ -44,6 +48,31 @@ def test_device_item_inside_optimizer_step_still_counts(tmp_path):
     report = analyze(_gpu_trace(tmp_path, device_item_in_step=True), rules=["sync-calls"])
     (f,) = report.findings_of("sync-calls")
     assert f.evidence.counts["item_calls"] == 2  # steps 1 and 2 (the first step is skipped), one each
+
+
+def _side_thread_items(tmp_path, device: bool):
+    """A GPU trace whose 20 .item() calls run on a side thread (a data-loading thread reading CPU int tensors, as
+    negative_queue's 935 on one thread), with a device read among them when ``device``."""
+    b = TraceBuilder()
+    for i in range(3):
+        b.step(i, i * 1_000.0, 1_000.0)
+    b.busy_gpu(0.0, 25)
+    for k in range(20):
+        b.cpu("aten::item", 1_000.0 + k * 50.0, 2.0, tid=55)
+        b.cpu("aten::_local_scalar_dense", 1_000.5 + k * 50.0, 1.0, tid=55)
+    if device:
+        _item(b, 2_500.0, device=True)
+    return b.write(tmp_path / "t.json")
+
+
+def test_items_that_call_no_cuda_runtime_are_not_device_syncs(tmp_path):
+    # on a GPU trace an .item() that copies from the device records cudaMemcpyAsync (and a sync) inside it; one
+    # that calls no runtime function reads a CPU tensor: no wait for the GPU, not a sync
+    report = analyze(_side_thread_items(tmp_path, device=False), rules=["sync-calls"])
+    assert report.findings_of("sync-calls") == []
+    (f,) = analyze(_side_thread_items(tmp_path, device=True), rules=["sync-calls"]).findings_of("sync-calls")
+    assert f.evidence.counts["item_calls"] == 1 and f.evidence.counts["cpu_item_calls"] == 20
+    assert f.evidence.counts["host_blocked_us"] == pytest.approx(30.0)  # the device read only
 
 
 def test_real_adam_cpu_trace_has_no_item_finding(tmp_path):

@@ -21,8 +21,9 @@ def _trace(tmp_path, launch_ts, copy_ts, item=True):
         b.step(i, i * 1000.0, 1000.0)
     b.busy_gpu(0.0, 25)
     b.memcpy("Memcpy DtoH (Device -> Pageable)", launch_ts, copy_ts, 5.0, nbytes=4, dur=20.0)
-    if item:
+    if item:  # a device read: its cudaMemcpyAsync inside (an .item() calling no runtime reads a CPU tensor)
         b.cpu("aten::item", 2500.0, 20.0)
+        b.runtime("cudaMemcpyAsync", 2502.0, 10.0)
     return analyze(b.write(tmp_path / "t.json"), rules=["sync-calls"])
 
 
@@ -49,6 +50,7 @@ def test_gpu_idle_after_a_sync_stops_at_the_window_end(tmp_path):
         b.launch("k", t, t + 6.0, 90.0)
         t += 100.0
     b.cpu("aten::item", 2_950.0, 20.0)
+    b.runtime("cudaMemcpyAsync", 2_952.0, 10.0)
     b.launch("after", 1_000_000.0, 1_000_010.0, 50.0)
     (f,) = analyze(b.write(tmp_path / "t.json"), rules=["sync-calls"]).findings_of("sync-calls")
     assert f.evidence.time_lost_us == pytest.approx(3_000.0 - 2_970.0)

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..analyses.arrays import flatnonzero, member
+from ..analyses.arrays import distinct, flatnonzero, member
 from ..analyses.intervals import union_length
+from ..model import Events
 from ._common import BaseRule, GpuRule
 from .base import Finding, Severity, ThresholdValue
 from .context import RuleContext, contained_in
@@ -55,7 +56,8 @@ class SyncCalls(BaseRule):
         rt_win = (rt.ts >= lo) & (rt.ts < hi)
         rt_sel = ctx.names_in(rt, SYNC_RUNTIME)
         op_sel = ctx.names_in(ops, SYNC_OPS) & (ops.ts >= lo) & (ops.ts < hi)
-        op_sel &= ~_optimizer_counter_reads(ctx, op_sel)
+        n_item_all = int((ctx.names_in(ops, ("aten::item",)) & op_sel).sum())
+        op_sel &= ~_host_reads(ctx, op_sel)
         # .cpu() / .item() on a GPU tensor: a copy to pageable host memory blocks the host until it is done
         mc = ctx.memcpy
         launch = ctx.memcpy_launch
@@ -81,6 +83,7 @@ class SyncCalls(BaseRule):
             "cuda_sync_events": n_gs,
             "blocking_dtoh_copies": n_dtoh,
             "host_blocked_us": host_blocked,
+            "cpu_item_calls": n_item_all - int((ctx.names_in(ops, ("aten::item",)) & op_sel).sum()),
         }
         if ctx.has_gpu:
             # The cost on the GPU side: after each sync returns the device is drained and stays idle until the
@@ -127,28 +130,41 @@ class SyncCalls(BaseRule):
         ]
 
 
-def _optimizer_counter_reads(ctx: RuleContext, sel: np.ndarray) -> np.ndarray:
-    """Which of the ``sel`` rows of ``ctx.cpu_ops`` (.item() / _local_scalar_dense) run inside an
-    ``Optimizer.step#`` span and call no CUDA runtime function. PyTorch's optimizers (Adam, AdamW, ...) keep each
-    parameter's step counter on the CPU and read it with .item() in step(): no device wait, and not the user's
-    code. An .item() there that copies from the device (a runtime call inside) is a real sync and stays."""
+def _host_reads(ctx: RuleContext, sel: np.ndarray) -> np.ndarray:
+    """Which of the ``sel`` rows of ``ctx.cpu_ops`` (.item() / _local_scalar_dense) read a CPU tensor: no wait for
+    a device. On a GPU trace, those that call no CUDA runtime function: reading a CUDA tensor records its
+    cudaMemcpyAsync (and the stream sync) inside the call (negative_queue's 945 .item() calls of int CPU tensors,
+    on a side thread, call none). On a CPU-only trace (no runtime calls to tell) the same code may read CUDA
+    tensors on a GPU, so only PyTorch's own reads are left out: Adam/AdamW read each parameter's CPU step
+    counter with .item() inside ``Optimizer.step#`` (not the user's code)."""
     ops = ctx.cpu_ops
     out = np.zeros(len(ops), bool)
     rows = flatnonzero(sel)
     if not rows.shape[0]:
         return out
+    rt = ctx.runtime
+    if ctx.has_gpu and len(rt):
+        out[rows[~_encloses(rt, ops, rows)]] = True
+        return out
     steps = flatnonzero(ctx.mask(ops, lambda n: n.startswith("Optimizer.step#"), "Optimizer.step#"))
     inside = rows[contained_in(ops.ts[rows], ops.tid[rows], ops, steps) >= 0]
-    if not inside.shape[0]:
+    out[inside[~_encloses(rt, ops, inside)]] = True
+    return out
+
+
+def _encloses(rt: Events, ops: Events, rows: np.ndarray) -> np.ndarray:
+    """For each of ``rows`` of ``ops``: whether a runtime call of ``rt`` starts within it, on its thread. Calls may
+    nest or overlap (an .item() encloses its _local_scalar_dense): counted by bisection, per thread."""
+    out = np.zeros(rows.shape[0], bool)
+    if not rows.shape[0] or not len(rt):
         return out
-    rt = ctx.runtime
-    calls = np.zeros(inside.shape[0], bool)
-    for name in SYNC_OPS:  # one name at a time: contained_in wants parents that do not overlap (item encloses
-        # its _local_scalar_dense)
-        of_name = flatnonzero(ctx.names_in(ops, (name,))[inside])
-        owner = contained_in(rt.ts, rt.tid, ops, inside[of_name])
-        calls[of_name[owner[owner >= 0]]] = True
-    out[inside[~calls]] = True
+    o_tid, o_ts = ops.tid[rows], ops.ts[rows]
+    o_end = o_ts + ops.dur[rows]
+    r_tid, r_ts = rt.tid, rt.ts
+    for tid in distinct(o_tid):  # one numpy pass per thread that runs such calls (a handful)
+        mine = flatnonzero(o_tid == tid)
+        starts = np.sort(r_ts[r_tid == tid])
+        out[mine] = starts.searchsorted(o_end[mine], side="right") > starts.searchsorted(o_ts[mine], side="left")
     return out
 
 
