@@ -60,3 +60,67 @@ def test_errors_analyze_raises_import_from_the_package(tmp_path):
     with pytest.raises(ta.UnknownRuleError):
         ta.analyze(path, rules=["nope"])
     assert {"ThresholdError", "UnknownRuleError", "Report"} <= set(ta.__all__)
+
+
+# shares (fractions 0..1): a value above 1 was accepted silently; min_util=40 meant 4000% and flagged everything
+SHARE_KEYS = [
+    ("low-gpu-util", "min_util"),
+    ("host-bound", "max_host_wait_share"),
+    ("launch-overhead", "min_share"),
+    ("short-kernels", "min_share_of_launches"),
+    ("slow-runtime-calls", "gpu_bound_util"),
+    ("launch-queue", "min_outlier_share"),
+    ("launch-queue", "gpu_bound_util"),
+    ("dataloader", "max_share"),
+    ("exposed-comm", "max_share"),
+    ("no-tensor-cores", "min_gemm_share"),
+    ("memory-pressure", "max_share"),
+]
+
+
+@pytest.mark.parametrize(("rule", "key"), SHARE_KEYS)
+def test_share_above_one_is_a_threshold_error_suggesting_percent(rule, key):
+    with pytest.raises(ThresholdError) as e:
+        resolve_thresholds(DEFAULTS, {f"{rule}.{key}": "40"})
+    assert str(e.value) == f"threshold {rule}.{key} is a share (0..1): 40 would be 4000%; did you mean 40%?"
+    assert resolve_thresholds(DEFAULTS, {f"{rule}.{key}": "40%"})[rule][key] == pytest.approx(0.4)
+    assert resolve_thresholds(DEFAULTS, {rule: {key: 1}})[rule][key] == 1.0  # 100% is a share
+
+
+@pytest.mark.parametrize("raw", ["150%", 250.0, "1e3"])
+def test_share_above_one_without_a_percent_reading(raw):
+    with pytest.raises(ThresholdError, match=r"low-gpu-util.min_util is a share \(0..1\)") as e:
+        resolve_thresholds(DEFAULTS, {"low-gpu-util.min_util": raw})
+    assert "\n" not in str(e.value)
+    if raw == "150%":  # no percent form would be valid: no suggestion
+        assert "did you mean" not in str(e.value)
+
+
+def test_other_thresholds_may_exceed_one():
+    got = resolve_thresholds(DEFAULTS, {"straggler.mad_factor": "3", "gpu-starvation.min_gap_us": "2e6"})
+    assert got["straggler"]["mad_factor"] == 3.0 and got["gpu-starvation"]["min_gap_us"] == 2e6
+
+
+def test_resolved_thresholds_are_plain_numbers(tmp_path):
+    import json
+
+    from dyno.trace_analysis import analyze
+    from dyno.trace_analysis.report import render_json
+
+    got = resolve_thresholds(DEFAULTS, None)
+    assert type(got["low-gpu-util"]["min_util"]) is float
+    b = TraceBuilder()
+    b.busy_gpu(0.0, 5)
+    doc = json.loads(render_json(analyze(b.write(tmp_path / "t.json"))))
+    assert doc["thresholds"]["low-gpu-util"]["min_util"] == 0.5
+
+
+def test_cli_share_above_one_is_one_line(tmp_path):
+    b = TraceBuilder()
+    b.busy_gpu(0.0, 5)
+    path = b.write(tmp_path / "t.json")
+    parser = add_analyze_arguments(argparse.ArgumentParser())
+    out, err = io.StringIO(), io.StringIO()
+    rc = run_analyze(parser.parse_args([str(path), "--threshold", "low-gpu-util.min_util=40"]), out=out, err=err)
+    assert rc == 1 and out.getvalue() == ""
+    assert err.getvalue().count("\n") == 1 and "did you mean 40%?" in err.getvalue()

@@ -23,12 +23,20 @@ __all__ = [
     "Rule",
     "CrossRankRule",
     "Severity",
+    "Share",
     "Skip",
     "ThresholdValue",
     "severity_for_share",
 ]
 
 ThresholdValue = float | int | bool
+
+
+class Share(float):
+    """A threshold default that is a share (a fraction 0..1, e.g. ``"min_util": Share(0.5)``): an override above
+    1 is rejected (``40`` would be 4000%; ``40%`` is the percent form). Resolved thresholds are plain floats."""
+
+    __slots__ = ()
 
 
 class Severity(str, enum.Enum):

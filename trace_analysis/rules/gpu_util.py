@@ -9,7 +9,7 @@ import numpy as np
 from ..analyses.arrays import flatnonzero, linspace
 from ..analyses.intervals import coverage_before
 from ._common import GpuRule
-from .base import Example, Finding, Severity, ThresholdValue
+from .base import Example, Finding, Severity, Share, ThresholdValue
 from .context import RuleContext
 
 __all__ = ["LowGpuUtil", "GpuStarvation", "utilization_timeline"]
@@ -38,7 +38,7 @@ def utilization_timeline(ctx: RuleContext, bins: int = 30) -> dict[int, tuple[np
 class LowGpuUtil(GpuRule):
     id = "low-gpu-util"
     title = "GPU mostly idle"
-    thresholds = {"min_util": 0.5, "chunks": 30, "min_low_chunks": 3}
+    thresholds = {"min_util": Share(0.5), "chunks": 30, "min_low_chunks": 3}
     fix = (
         "Find what the host does while the GPU idles (data loading, synchronizations, Python overhead) during the "
         "chunks in the examples; overlap input loading with compute (DataLoader workers, pin_memory); raise the "

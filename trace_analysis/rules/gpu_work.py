@@ -12,7 +12,7 @@ from ..analyses.gpu import KernelType, gpu_scope, kernel_types, scope_kernel_typ
 from ..analyses.intervals import intersection_length, union_length
 from ..model import Events
 from ._common import NO_GPU, BaseRule, GpuRule, clip, gpu_window, whole_window_scope
-from .base import Example, Finding, Severity, Skip, ThresholdValue
+from .base import Example, Finding, Severity, Share, Skip, ThresholdValue
 from .context import RuleContext
 
 __all__ = ["ExposedComm", "NoTensorCores", "UnalignedGemm", "MemoryPressure"]
@@ -54,7 +54,7 @@ def _is_comm(ctx: RuleContext) -> np.ndarray:
 class ExposedComm(GpuRule):
     id = "exposed-comm"
     title = "Communication not hidden by compute"
-    thresholds = {"max_share": 0.10}
+    thresholds = {"max_share": Share(0.10)}
     fix = (
         "Overlap communication with compute: DDP bucket tuning (bucket_cap_mb), gradient accumulation with "
         "no_sync(), FSDP prefetching, or gradient compression hooks."
@@ -104,7 +104,7 @@ class ExposedComm(GpuRule):
 class NoTensorCores(GpuRule):
     id = "no-tensor-cores"
     title = "Matrix work without tensor-core kernels"
-    thresholds = {"min_capability": 7.0, "min_gemm_share": 0.0}
+    thresholds = {"min_capability": 7.0, "min_gemm_share": Share(0.0)}
     fix = (
         "Run matmuls/convolutions in reduced precision: torch.autocast(device_type='cuda', dtype=torch.bfloat16) "
         "(or float16 with GradScaler), or enable TF32 on Ampere+: torch.backends.cuda.matmul.allow_tf32 = True, "
@@ -234,7 +234,7 @@ def _runs(a: np.ndarray) -> list[tuple[int, int]]:
 class MemoryPressure(GpuRule):
     id = "memory-pressure"
     title = "GPU memory allocator near capacity"
-    thresholds = {"max_share": 0.90}
+    thresholds = {"max_share": Share(0.90)}
     fix = (
         "Lower peak memory: activation checkpointing (torch.utils.checkpoint), AMP (bf16/fp16 activations), a "
         "smaller micro-batch with gradient accumulation, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "

@@ -15,7 +15,7 @@ import numpy as np
 from ..analyses.arrays import flatnonzero, unique_inverse
 from ..analyses.idle_time import HOST_WAIT, KERNEL_WAIT, IdleTimeBreakdown, idle_time_breakdown
 from ._common import GpuRule, busiest_stream, clip, gpu_window, whole_window_scope
-from .base import Example, Finding, ThresholdValue
+from .base import Example, Finding, Share, ThresholdValue
 from .context import RuleContext
 
 __all__ = ["HostBound", "LaunchOverhead"]
@@ -75,7 +75,7 @@ def _gaps(ctx: RuleContext, idle: IdleTimeBreakdown, category: int) -> _Gaps | N
 class HostBound(GpuRule):
     id = "host-bound"
     title = "Kernels wait for the host"
-    thresholds = {"max_host_wait_share": 0.30, "kernel_wait_us": 30.0}
+    thresholds = {"max_host_wait_share": Share(0.30), "kernel_wait_us": 30.0}
     fix = (
         "The GPU runs out of queued work because the host launches too slowly: use fewer, larger ops "
         "(operator fusion, torch.compile), CUDA graphs to replay launches, or a larger batch."
@@ -109,7 +109,7 @@ class HostBound(GpuRule):
 class LaunchOverhead(GpuRule):
     id = "launch-overhead"
     title = "Many tiny gaps between back-to-back kernels"
-    thresholds = {"kernel_wait_us": 30.0, "min_share": 0.05}
+    thresholds = {"kernel_wait_us": 30.0, "min_share": Share(0.05)}
     fix = (
         "Kernels are queued but each launch still costs a few µs of GPU idle: capture the step with CUDA graphs "
         "(torch.compile mode='reduce-overhead') or fuse small ops."

@@ -10,7 +10,7 @@ import numpy as np
 from ..analyses.arrays import distinct, flatnonzero
 from ..analyses.intervals import union_length
 from ._common import BaseRule
-from .base import Finding, Severity, ThresholdValue
+from .base import Finding, Severity, Share, ThresholdValue
 from .context import RuleContext, contained_in
 
 __all__ = ["DataLoaderRule", "OptimizerRule", "CpuInitCopy", "DataParallelRule"]
@@ -60,7 +60,7 @@ _INIT_OPS = frozenset(
 class DataLoaderRule(BaseRule):
     id = "dataloader"
     title = "Input pipeline blocks the step"
-    thresholds = {"max_share": 0.05}
+    thresholds = {"max_share": Share(0.05)}
     fix = (
         "Load batches in the background: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, "
         "prefetch_factor=2+); move heavy per-sample work (decoding, augmentation) out of __getitem__'s hot path."

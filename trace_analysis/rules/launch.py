@@ -16,7 +16,7 @@ from ..analyses.arrays import median, member
 from ..analyses.launch import LaunchStats, launch_stats, queue_length
 from ..model import Cat
 from ._common import GpuRule, gpu_utilization, whole_window_scope
-from .base import Finding, Severity, ThresholdValue
+from .base import Finding, Severity, Share, ThresholdValue
 from .context import RuleContext
 
 __all__ = ["ShortKernels", "SlowRuntimeCalls", "LaunchQueue"]
@@ -53,7 +53,7 @@ def _gpu_bound_note(ctx: RuleContext, limit: float) -> tuple[bool, str]:
 class ShortKernels(GpuRule):
     id = "short-kernels"
     title = "Kernels shorter than their launch"
-    thresholds = {"max_launch_us": 50.0, "min_share_of_launches": 0.20}
+    thresholds = {"max_launch_us": 50.0, "min_share_of_launches": Share(0.20)}
     fix = (
         "Most kernels finish before the CPU finishes launching them, so the host sets the pace: fuse small ops "
         "(torch.compile), use CUDA graphs, or give each kernel more work (larger batch)."
@@ -94,7 +94,7 @@ class ShortKernels(GpuRule):
 class SlowRuntimeCalls(GpuRule):
     id = "slow-runtime-calls"
     title = "Slow CUDA runtime calls"
-    thresholds = {"max_call_us": 50.0, "min_calls": 1, "gpu_bound_util": 0.9}
+    thresholds = {"max_call_us": 50.0, "min_calls": 1, "gpu_bound_util": Share(0.9)}
     fix = (
         "Launch/copy calls that take this long usually wait on something: a full launch queue (see "
         "launch-queue), lock contention from other threads, or an oversubscribed host (check CPU usage). "
@@ -143,8 +143,8 @@ class LaunchQueue(GpuRule):
     thresholds = {
         "max_delay_us": 100.0,
         "queue_limit": 1024,
-        "min_outlier_share": 0.05,
-        "gpu_bound_util": 0.9,
+        "min_outlier_share": Share(0.05),
+        "gpu_bound_util": Share(0.9),
     }
     fix = (
         "Expected when the GPU is the bottleneck (work queues up). Otherwise check stream usage: work serialized "

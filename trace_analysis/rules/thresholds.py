@@ -1,8 +1,8 @@
 """Threshold overrides: ``rule.key=value`` strings (CLI) or mappings (library), validated against rule defaults.
 
 The type of a value is the type of the rule's default (bool, int or float); a float may be written as a
-percentage (``50%`` = 0.5). Unknown rules, unknown keys and bad values (wrong type; NaN, infinite or negative)
-raise :class:`ThresholdError` with a message that lists what would have been valid.
+percentage (``50%`` = 0.5). Unknown rules, unknown keys and bad values (wrong type; NaN, infinite or negative; above
+1 for a :class:`~.base.Share`) raise :class:`ThresholdError` with a message that lists what would have been valid.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from .base import ThresholdValue
+from .base import Share, ThresholdValue
 
 __all__ = ["ThresholdError", "parse_threshold_args", "resolve_thresholds"]
 
@@ -41,7 +41,7 @@ def _coerce(rule_id: str, key: str, default: ThresholdValue, raw: object) -> Thr
         text = str(raw).strip()
         scale = 1.0
         if text.endswith("%") and isinstance(default, float):
-            text, scale = text[:-1], 0.01
+            text, scale = text[:-1].rstrip(), 0.01
         try:
             value = float(text) * scale
         except ValueError:
@@ -50,11 +50,20 @@ def _coerce(rule_id: str, key: str, default: ThresholdValue, raw: object) -> Thr
     # report could not show the value used (non-finite floats are written as null)
     if not math.isfinite(value) or value < 0:
         raise ThresholdError(f"{where}: must be a finite non-negative number, got {raw!r}")
+    if isinstance(default, Share) and value > 1:
+        if str(raw).strip().endswith("%"):
+            raise ThresholdError(f"{where} is a share (0..1): {str(raw).strip()} is above 100%")
+        hint = f"; did you mean {value:g}%?" if value <= 100 else ""
+        raise ThresholdError(f"{where} is a share (0..1): {value:g} would be {value:.0%}{hint}")
     if isinstance(default, int):
         if value != int(value):
             raise ThresholdError(f"{where}: expected an integer, got {raw!r}")
         return int(value)
     return value
+
+
+def _plain(value: ThresholdValue) -> ThresholdValue:
+    return float(value) if isinstance(value, Share) else value
 
 
 def resolve_thresholds(
@@ -66,7 +75,8 @@ def resolve_thresholds(
     ``overrides`` is either flat (``{"low-gpu-util.min_util": 0.4}``) or nested (``{"low-gpu-util": {"min_util":
     0.4}}``); both forms may be mixed.
     """
-    merged = {rule_id: dict(values) for rule_id, values in defaults.items()}
+    # plain values (a Share default is a float subclass, which e.g. orjson does not serialize)
+    merged = {rule_id: {k: _plain(v) for k, v in values.items()} for rule_id, values in defaults.items()}
     for name, raw in (overrides or {}).items():
         if not isinstance(name, str):  # a library caller's mapping: say what is wrong, not AttributeError
             raise ThresholdError(f"threshold {name!r}: expected RULE.KEY (e.g. low-gpu-util.min_util)")
