@@ -30,13 +30,13 @@ def _trace(tmp_path, launch_ts, copy_ts, item=True):
 def test_copy_launched_before_the_window(tmp_path):
     (f,) = _trace(tmp_path, 985.0, 1002.0).findings_of("sync-calls")  # launch in skipped step 0
     assert f.evidence.counts["sync_runtime_calls"] == 0 and f.evidence.counts["blocking_dtoh_copies"] == 0
-    assert f.title == "1 .item() calls in the steady-state steps"
+    assert f.title == "1 .item() call in the steady-state steps"
 
 
 def test_copy_running_after_the_window(tmp_path):
     (f,) = _trace(tmp_path, 2985.0, 3002.0, item=False).findings_of("sync-calls")  # launch in the last step
     assert f.evidence.counts["sync_runtime_calls"] == 0 and f.evidence.counts["blocking_dtoh_copies"] == 1
-    assert "CUDA synchronize" not in f.title and "1 blocking copies" in f.title
+    assert "CUDA synchronize" not in f.title and "1 blocking copy " in f.title
 
 
 def test_gpu_idle_after_a_sync_stops_at_the_window_end(tmp_path):

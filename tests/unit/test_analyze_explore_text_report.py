@@ -52,3 +52,41 @@ def test_fix_texts_do_not_point_below_their_examples():
     for rule in ALL_RULES:
         for fix in {rule.fix, getattr(rule, "fix_single", ""), getattr(rule, "fix_zero", "")}:
             assert "examples below" not in fix, rule.id
+
+
+def test_counts_of_one_are_singular(tmp_path):
+    # "1 profiler steps", "1 .item() calls", "1 synchronous cudaMemcpy calls block": a trace with one step and one
+    # of each problem
+    import json
+    import re
+
+    from dyno.trace_analysis.report import render_html, render_json
+
+    b = TraceBuilder()
+    b.step(0, 0.0, 10_000.0)
+    b.busy_gpu(0.0, 2)
+    b.launch("k", 1_000.0, 1_300.0, 5.0, dur=250.0)  # a slow launch call
+    b.runtime("cudaStreamSynchronize", 2_000.0, 50.0)
+    b.cpu("aten::item", 3_000.0, 30.0)
+    b.runtime("cudaMemcpyAsync", 3_002.0, 10.0)
+    b.memcpy("Memcpy DtoH (Device -> Pageable)", 4_000.0, 4_010.0, 50.0, nbytes=4, dur=70.0, call="cudaMemcpy")
+    b.cpu("aten::zeros", 5_000.0, 20.0)
+    b.cpu("aten::to", 5_030.0, 10.0)
+    b.memcpy("Memcpy HtoD (Pageable -> Device)", 5_031.0, 5_040.0, 5.0, nbytes=1 << 20)
+    report = analyze(b.write(tmp_path / "t.json"))
+    titles = {f.rule_id: f.title for f in report.findings}
+    assert titles["sync-calls"] == (
+        "1 CUDA synchronize call, 1 .item() call, 1 blocking copy to pageable host memory (.cpu()) "
+        "in the 1 profiler step"
+    )
+    assert titles["sync-memcpy"].startswith("1 synchronous cudaMemcpy call blocks the host for ")
+    assert titles["slow-runtime-calls"].startswith("1 launch/copy runtime call took over 50 µs")
+    assert titles["pageable-memcpy"].startswith("2 memory copies from/to pageable memory")
+    assert titles["cpu-init-copy"] == "1 tensor filled on the CPU and then copied with .to()"
+    text = render_text(report)
+    assert "window 1 profiler step\n" in text and "(1 step from profiler step markers)" in text
+    assert "1 profiler step</td>" in render_html(report)
+    singular = re.compile(r"(?<![\d.,])1 (profiler steps|calls|copies|steps|tensors|launches|events|times|gaps)\b")
+    assert not singular.search(text), singular.search(text)
+    # the JSON window kind keeps its documented form "N profiler steps" (a value tools may parse)
+    assert json.loads(render_json(report))["ranks"][0]["window"]["kind"] == "1 profiler steps"

@@ -199,7 +199,7 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
         b = r.breakdown
         out.append(
             f"<tr><td>{r.rank}</td><td class=n>{r.events:,}</td><td class=n>{fmt_us(r.span_us)}</td>"
-            f"<td>{escape(r.window_kind)}</td><td class=n>{fmt_us(r.steps.mean_us) if r.steps else '-'}</td>"
+            f"<td>{escape(r.window_text)}</td><td class=n>{fmt_us(r.steps.mean_us) if r.steps else '-'}</td>"
             f"<td class=n>{f'{100 * b.share(b.idle_us):.1f}%' if b else 'no GPU'}</td>"
             f"<td class=n>{f'{100 * b.share(b.compute_us):.1f}%' if b else '-'}</td></tr>"
         )

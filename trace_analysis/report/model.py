@@ -127,13 +127,18 @@ class RankSummary:
     has_gpu: bool
     events: int
     span_us: float  # trace span (all events)
-    window_kind: str  # "N profiler steps" | "trace span"
+    window_kind: str  # "N profiler steps" | "trace span" (the JSON value)
     window_us: float
     steps: StepStats | None
     breakdown: Breakdown | None
     top_kernels: tuple[TableRow, ...] = ()
     top_cpu_ops: tuple[TableRow, ...] = ()
     timelines: tuple[Timeline, ...] = ()
+    window_name: str = ""  # the window in words for text ("1 profiler step"); window_kind when not given
+
+    @property
+    def window_text(self) -> str:
+        return self.window_name or self.window_kind
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -81,6 +81,7 @@ def summarize_rank(ctx: RuleContext) -> RankSummary:
         events=len(trace.events),
         span_us=hi - lo,
         window_kind=ctx.window_kind,
+        window_name=ctx.window_name,
         window_us=window,
         steps=_steps(ctx),
         breakdown=breakdown,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..rules.base import Finding
+from ..rules.base import Finding, count_of
 from .model import RankSummary, Report, TableRow
 
 __all__ = ["render_text", "fmt_us"]
@@ -27,12 +27,12 @@ def _pct(x: float | None) -> str:
 
 
 def _summary(r: RankSummary) -> list[str]:
-    lines = [f"rank {r.rank}  {r.source}", f"  events {r.events:,}  span {fmt_us(r.span_us)}  window {r.window_kind}"]
+    lines = [f"rank {r.rank}  {r.source}", f"  events {r.events:,}  span {fmt_us(r.span_us)}  window {r.window_text}"]
     if r.steps:
         s = r.steps
         lines.append(
             f"  step time: mean {fmt_us(s.mean_us)}  median {fmt_us(s.median_us)}  min {fmt_us(s.min_us)}  "
-            f"max {fmt_us(s.max_us)}  ({s.count} steps from {s.source.replace('_', ' ')} markers)"
+            f"max {fmt_us(s.max_us)}  ({count_of(s.count, 'step')} from {s.source.replace('_', ' ')} markers)"
         )
     if r.breakdown:
         b = r.breakdown

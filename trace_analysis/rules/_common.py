@@ -125,7 +125,7 @@ def gpu_window(ctx: RuleContext) -> tuple[float, float, str]:
     the trace has some (``ctx.window``, the window of every other rule), else the GPU span (HTA's span)."""
     if ctx.steps:
         lo, hi = ctx.window
-        return lo, hi, ctx.window_kind
+        return lo, hi, ctx.window_name
     span = ctx.gpu_span
     return (span[0], span[1], "GPU span") if span else (0.0, 0.0, "GPU span")
 

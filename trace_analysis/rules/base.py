@@ -26,10 +26,16 @@ __all__ = [
     "Share",
     "Skip",
     "ThresholdValue",
+    "count_of",
     "severity_for_share",
 ]
 
 ThresholdValue = float | int | bool
+
+
+def count_of(n: int, word: str, words: str | None = None) -> str:
+    """``n`` and the noun for it: "1 call", "2 calls" (``words``: an irregular plural, e.g. "copies")."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
 
 
 class Share(float):

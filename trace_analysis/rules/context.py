@@ -17,7 +17,7 @@ from ..analyses.arrays import distinct, flatnonzero
 from ..analyses.gpu import launch_rows
 from ..analyses.intervals import merge
 from ..model import GPU_ACTIVITY_CATS, Cat, Events, Trace
-from .base import Example
+from .base import Example, count_of
 
 __all__ = ["RuleContext", "StepWindow"]
 
@@ -145,7 +145,14 @@ class RuleContext:
 
     @property
     def window_kind(self) -> str:
+        """The JSON report's ``window.kind``: "N profiler steps" (also for one: a documented value tools may
+        parse) or "trace span". Text says ``window_name``."""
         return f"{len(self.steps)} profiler steps" if self.steps else "trace span"
+
+    @property
+    def window_name(self) -> str:
+        """The window in words, for titles and the text/HTML report: "1 profiler step", "5 profiler steps"."""
+        return count_of(len(self.steps), "profiler step") if self.steps else "trace span"
 
     def in_window(self, events: Events) -> np.ndarray:
         lo, hi = self.window

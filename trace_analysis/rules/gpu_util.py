@@ -9,7 +9,7 @@ import numpy as np
 from ..analyses.arrays import flatnonzero, linspace
 from ..analyses.intervals import coverage_before
 from ._common import GpuRule
-from .base import Example, Finding, Severity, Share, ThresholdValue
+from .base import Example, Finding, Severity, Share, ThresholdValue, count_of
 from .context import RuleContext
 
 __all__ = ["LowGpuUtil", "GpuStarvation", "utilization_timeline"]
@@ -50,7 +50,7 @@ class LowGpuUtil(GpuRule):
         chunks = max(int(thresholds["chunks"]), 1)
         out = []
         # the window utilization_timeline divides by: the steps, else each device's own GPU span
-        of = f"the {ctx.window_kind}" if ctx.steps else "its GPU span"
+        of = f"the {ctx.window_name}" if ctx.steps else "its GPU span"
         for dev, (edges, util) in utilization_timeline(ctx, chunks).items():
             width = float(edges[-1] - edges[0])
             widths = edges[1:] - edges[:-1]  # np.diff(edges)
@@ -120,7 +120,7 @@ class GpuStarvation(GpuRule):
             out.append(
                 self.finding(
                     ctx,
-                    f"GPU {int(d)} idle {len(big)} times for more than {min_gap / 1000:.0f} ms "
+                    f"GPU {int(d)} idle {count_of(len(big), 'time')} for more than {min_gap / 1000:.0f} ms "
                     f"(longest {gaps[order[0]] / 1000:.1f} ms)",
                     time_lost_us=lost,
                     counts={"gaps": len(big), "longest_gap_us": float(gaps[order[0]])},

@@ -15,7 +15,7 @@ import numpy as np
 from ..analyses.arrays import flatnonzero, unique_inverse
 from ..analyses.idle_time import HOST_WAIT, KERNEL_WAIT, IdleTimeBreakdown, idle_time_breakdown
 from ._common import GpuRule, busiest_stream, clip, gpu_window, whole_window_scope
-from .base import Example, Finding, Share, ThresholdValue
+from .base import Example, Finding, Share, ThresholdValue, count_of
 from .context import RuleContext
 
 __all__ = ["HostBound", "LaunchOverhead"]
@@ -128,8 +128,8 @@ class LaunchOverhead(GpuRule):
         return [
             self.finding(
                 ctx,
-                f"compute stream {gaps.stream}: {n} gaps under {limit:.0f} µs between queued kernels add up to "
-                f"{share:.1%} of the {gaps.of}",
+                f"compute stream {gaps.stream}: {count_of(n, 'gap')} under {limit:.0f} µs between queued kernels "
+                f"add up to {share:.1%} of the {gaps.of}",
                 time_lost_us=kw,
                 share=share,
                 counts={"gaps": n, "mean_gap_us": kw / max(n, 1)},

@@ -10,7 +10,7 @@ import numpy as np
 from ..analyses.arrays import distinct, flatnonzero
 from ..analyses.intervals import union_length
 from ._common import BaseRule
-from .base import Finding, Severity, Share, ThresholdValue
+from .base import Finding, Severity, Share, ThresholdValue, count_of
 from .context import RuleContext, contained_in
 
 __all__ = ["DataLoaderRule", "OptimizerRule", "CpuInitCopy", "DataParallelRule"]
@@ -81,8 +81,8 @@ class DataLoaderRule(BaseRule):
         return [
             self.finding(
                 ctx,
-                f"waiting for the DataLoader takes {share:.1%} of the {ctx.window_kind} "
-                f"({idx.shape[0]} batches, mean {lost / idx.shape[0] / 1000:.2f} ms)",
+                f"waiting for the DataLoader takes {share:.1%} of the {ctx.window_name} "
+                f"({count_of(idx.shape[0], 'batch', 'batches')}, mean {lost / idx.shape[0] / 1000:.2f} ms)",
                 time_lost_us=lost,
                 counts={"batches": idx.shape[0], "mean_us": lost / idx.shape[0]},
                 examples=ctx.longest_examples(ops, idx),
@@ -131,8 +131,8 @@ class OptimizerRule(BaseRule):
                     self.finding(
                         ctx,
                         f"single-tensor optimizer ({name}): {int(n_pt[single].sum()) if single.any() else 0} "
-                        f"per-parameter update ops over {int(single.sum()) or rows.shape[0]} steps, no foreach/fused "
-                        "kernels",
+                        f"per-parameter update ops over {count_of(int(single.sum()) or rows.shape[0], 'step')}, "
+                        "no foreach/fused kernels",
                         time_lost_us=lost,
                         counts={"optimizer_steps": int(single.sum()), "per_tensor_ops": int(n_pt[single].sum())},
                         examples=ctx.examples(ops, rows),
@@ -150,8 +150,8 @@ class OptimizerRule(BaseRule):
                 out.append(
                     self.finding(
                         ctx,
-                        f"zero_grad writes zeros into gradients ({hit.shape[0]} aten::zero_ calls in "
-                        f"{zg.shape[0]} zero_grad calls)",
+                        f"zero_grad writes zeros into gradients ({count_of(hit.shape[0], 'aten::zero_ call')} in "
+                        f"{count_of(zg.shape[0], 'zero_grad call')})",
                         time_lost_us=lost,
                         counts={"zero_calls": hit.shape[0], "zero_grad_calls": zg.shape[0]},
                         examples=ctx.examples(ops, hit),
@@ -207,7 +207,7 @@ class CpuInitCopy(BaseRule):
         return [
             self.finding(
                 ctx,
-                f"{hit.shape[0]} tensors filled on the CPU and then copied with .to()",
+                f"{count_of(hit.shape[0], 'tensor')} filled on the CPU and then copied with .to()",
                 time_lost_us=lost,
                 counts={"copies": hit.shape[0]},
                 examples=ctx.examples(ops, hit),
@@ -249,7 +249,7 @@ class DataParallelRule(BaseRule):
             out.append(
                 self.finding(
                     ctx,
-                    f"torch.nn.DataParallel in use ({dp.shape[0]} forward calls)",
+                    f"torch.nn.DataParallel in use ({count_of(dp.shape[0], 'forward call')})",
                     time_lost_us=0.0,
                     counts={"forward_calls": dp.shape[0]},
                     examples=ctx.examples(ops, dp),

@@ -16,7 +16,7 @@ from ..analyses.arrays import median, member
 from ..analyses.launch import LaunchStats, launch_stats, queue_length
 from ..model import Cat
 from ._common import GpuRule, gpu_utilization, whole_window_scope
-from .base import Finding, Severity, Share, ThresholdValue
+from .base import Finding, Severity, Share, ThresholdValue, count_of
 from .context import RuleContext
 
 __all__ = ["ShortKernels", "SlowRuntimeCalls", "LaunchQueue"]
@@ -122,7 +122,7 @@ class SlowRuntimeCalls(GpuRule):
         return [
             self.finding(
                 ctx,
-                f"{n} launch/copy runtime calls took over {limit:.0f} µs (max {dur.max():.0f} µs){note}",
+                f"{count_of(n, 'launch/copy runtime call')} took over {limit:.0f} µs (max {dur.max():.0f} µs){note}",
                 time_lost_us=float(np.maximum(call_us[slow] - limit, 0.0).sum()),
                 counts={"slow_calls": n, "max_us": float(dur.max()), "pageable_copy_calls": int(blocking.sum())},
                 examples=ctx.examples(ctx.trace.events, rows),
@@ -164,7 +164,8 @@ class LaunchQueue(GpuRule):
             return []
         gpu_bound, util = _gpu_bound_note(ctx, float(thresholds["gpu_bound_util"]))
         what = (
-            f"{int(outliers.sum())} launches ({share:.0%}) started over {float(thresholds['max_delay_us']):.0f} µs "
+            f"{count_of(int(outliers.sum()), 'launch', 'launches')} ({share:.0%}) started over "
+            f"{float(thresholds['max_delay_us']):.0f} µs "
             f"after their launch call; max queue length {qmax}"
         )
         if gpu_bound:

@@ -11,7 +11,7 @@ from ..analyses.arrays import distinct, flatnonzero, member
 from ..analyses.intervals import union_length
 from ..model import Events
 from ._common import BaseRule, GpuRule
-from .base import Finding, Severity, ThresholdValue
+from .base import Finding, Severity, ThresholdValue, count_of
 from .context import RuleContext, contained_in
 
 __all__ = ["SyncCalls", "SyncMemcpy", "SyncMemset", "PageableMemcpy"]
@@ -110,14 +110,14 @@ class SyncCalls(BaseRule):
         examples += ctx.longest_examples(ops, rows_op, limit=3 - len(examples))
         parts = []
         if n_rt:
-            parts.append(f"{n_rt} CUDA synchronize calls")
+            parts.append(count_of(n_rt, "CUDA synchronize call"))
         if n_item_outer:
-            parts.append(f"{n_item_outer} .item() calls")
+            parts.append(count_of(n_item_outer, ".item() call"))
         if n_dtoh:
-            parts.append(f"{n_dtoh} blocking copies to pageable host memory (.cpu())")
+            parts.append(count_of(n_dtoh, "blocking copy", "blocking copies") + " to pageable host memory (.cpu())")
         if n_gs:
-            parts.append(f"{n_gs} cuda_sync events")
-        where = "steady-state steps" if len(ctx.steps) >= 2 and thresholds["skip_first_step"] else ctx.window_kind
+            parts.append(count_of(n_gs, "cuda_sync event"))
+        where = "steady-state steps" if len(ctx.steps) >= 2 and thresholds["skip_first_step"] else ctx.window_name
         return [
             self.finding(
                 ctx,
@@ -192,7 +192,8 @@ def _blocking_calls(rule: GpuRule, ctx: RuleContext, idx: np.ndarray, call: str)
     return [
         rule.finding(
             ctx,
-            f"{idx.shape[0]} synchronous {call} calls block the host for {lost / 1000:.2f} ms",
+            f"{count_of(idx.shape[0], f'synchronous {call} call')} block{'s' if idx.shape[0] == 1 else ''} the host "
+            f"for {lost / 1000:.2f} ms",
             time_lost_us=lost,
             counts={"calls": idx.shape[0]},
             examples=ctx.longest_examples(rt, idx),
@@ -259,7 +260,8 @@ class PageableMemcpy(GpuRule):
         return [
             self.finding(
                 ctx,
-                f"{idx.shape[0]} memory copies from/to pageable memory ({nbytes[nbytes > 0].sum() / 2**20:.1f} MiB, "
+                f"{count_of(idx.shape[0], 'memory copy', 'memory copies')} from/to pageable memory "
+                f"({nbytes[nbytes > 0].sum() / 2**20:.1f} MiB, "
                 f"{lost / 1000:.2f} ms of GPU time)",
                 time_lost_us=lost,
                 counts={"copies": idx.shape[0], "bytes": float(nbytes[nbytes > 0].sum())},
