@@ -330,12 +330,26 @@ def test_every_catalogue_rule_is_registered():
         assert r.fix and r.title and isinstance(dict(r.thresholds), dict)
 
 
-def test_findings_sorted_by_time_lost(tmp_path):
+def test_findings_sorted_by_severity_then_time_lost(tmp_path):
     b = _host_bound()
     b.runtime("cudaStreamSynchronize", 2_000.0, 50.0)
     report = analyze(b.write(tmp_path / "t.json"))
-    lost = [f.evidence.time_lost_us for f in report.findings]
-    assert len(lost) >= 3 and lost == sorted(lost, reverse=True)
+    keys = [(f.severity.rank, f.evidence.time_lost_us) for f in report.findings]
+    assert len(keys) >= 3 and keys == sorted(keys, reverse=True)
+
+
+def test_findings_without_measurable_time_sort_by_severity(tmp_path):
+    # memory-pressure (high) and data-parallel (medium) have no time lost; sorted by time lost first they came
+    # last, below a low pageable copy of a few µs and an info finding
+    b = _busy(n=20)
+    b.memory(10.0, int(0.99 * 40 * 2**30))
+    b.cpu("DataParallel.forward", 10.0, 100.0, cat="python_function")
+    b.memcpy("Memcpy HtoD (Pageable -> Device)", 100.0, 1000.0, 5.0, nbytes=1 << 20)
+    b.launch("k", 1_200.0, 1_500.0, 5.0, dur=250.0)  # a slow launch: info on this GPU-bound trace
+    report = analyze(b.write(tmp_path / "t.json"))
+    order = [(f.rule_id, f.severity.value) for f in report.findings]
+    assert order[:2] == [("memory-pressure", "high"), ("data-parallel", "medium")], order
+    assert ("pageable-memcpy", "low") in order and order[-1][1] == "info", order
 
 
 def test_threshold_override_changes_outcome(tmp_path):

@@ -209,7 +209,7 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
     out += ["<h2>GPU time breakdown</h2>", _bar_breakdown(ranks)]
     out += ["<h2>Step time per rank</h2>", _step_chart(ranks)]
     out += ["<h2>GPU utilization over time</h2>", _timeline(ranks)]
-    out.append(f"<h2>Findings ({len(report.findings)}), most time lost first</h2>")
+    out.append(f"<h2>Findings ({len(report.findings)}), by severity, then time lost</h2>")
     if not report.findings:
         out.append("<p>No antipattern found.</p>")
     for f in report.findings:

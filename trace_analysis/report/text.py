@@ -1,4 +1,4 @@
-"""Terminal report: summary per rank, then findings by time lost (with fixes), then top tables."""
+"""Terminal report: summary per rank, then findings by severity and time lost (with fixes), then top tables."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def render_text(report: Report, *, show_clean: bool = False) -> str:
         out += _summary(r)
     for e in report.errors:
         out.append(f"could not load {e.path}: {e.reason}")
-    out += ["", f"== findings ({len(report.findings)}), most time lost first =="]
+    out += ["", f"== findings ({len(report.findings)}), by severity, then time lost =="]
     if not report.findings:
         out.append("no antipattern found")
     for i, f in enumerate(report.findings, 1):

@@ -99,10 +99,15 @@ def select_rules(names: Iterable[str] | None) -> tuple[Rule | CrossRankRule, ...
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """Most time lost first; then severity; then rule id and rank for a stable order."""
+    """Highest severity first, most time lost first within a severity; then rule id and rank (a stable order).
+
+    Severity first: findings whose cost is not measurable (memory-pressure, data-parallel, no-tensor-cores) have no
+    time lost, and capped symptoms or ``info`` findings (slow launches on a GPU-bound trace) can have much; sorted
+    by time lost alone a high finding came after every low one, and an info one ("expected here") first. Within a
+    rank severity follows the share of time lost, so this is the time-lost order wherever time is measured."""
     return sorted(
         findings,
-        key=lambda f: (-f.evidence.time_lost_us, -f.severity.rank, f.rule_id, -1 if f.rank is None else f.rank),
+        key=lambda f: (-f.severity.rank, -f.evidence.time_lost_us, f.rule_id, -1 if f.rank is None else f.rank),
     )
 
 
