@@ -177,11 +177,28 @@ class ClusterTrace:
         self._fetch_slots = threading.Semaphore(fetch_concurrency)
         self._host_slots = threading.Semaphore(cluster.max_concurrency)
         self._threads: list[threading.Thread] = []
+        self._starting = threading.Event()
+        self._starting.set()  # no StartTrace in flight
 
     # -- start ------------------------------------------------------------------------------------------------
     def start(self) -> None:
-        """StartTrace on every host at once; fills each host's record (triggered processes or the reason)."""
+        """StartTrace on every host at once; fills each host's record (triggered processes or the reason).
+
+        The fan-out runs on its own thread: a Ctrl-C here interrupts only the wait, and interrupt() then waits
+        for the StartTrace calls still in flight, so it can cancel what they started."""
         self.started_monotonic = time.monotonic()
+        self._starting = threading.Event()
+        threading.Thread(target=self._start_all, name="trace-start", daemon=True).start()
+        # An Event, not Thread.join(): a join interrupted by Ctrl-C can leave the thread looking finished.
+        self._starting.wait()
+
+    def _start_all(self) -> None:
+        try:
+            self._start_fanout()
+        finally:
+            self._starting.set()
+
+    def _start_fanout(self) -> None:
         results = self.cluster.call(lambda c: start_trace_retrying(c, self.request))
         self.start_fanout_s = time.monotonic() - self.started_monotonic
         with self._lock:
@@ -241,13 +258,20 @@ class ClusterTrace:
         """Stop following (Ctrl-C): abort fetches, cancel the traces still running on the daemons (best
         effort, within `grace_s`), and mark what did not arrive."""
         self._stop.set()
+        # A StartTrace still in flight may yet start traces: wait for its answer (the fan-out ends by its
+        # deadline); hosts that never answered keep the state "tracing" and are cancelled below all the same.
+        self._starting.wait(self.cluster.deadline_s + 1.0)
         self.wait(grace_s)
-        pending = [h for h in self.hosts if h.state == HOST_TRACING]
+        with self._lock:
+            pending = [h for h in self.hosts if h.state == HOST_TRACING]
         if pending:
             targets = {h.host.target for h in pending}
-            self.cluster.call(
+            results = self.cluster.call(
                 lambda c: c.cancel_trace(self.trace_id) if c.target in targets else None, deadline_s=grace_s
             )
+            for h, r in zip(self.hosts, results, strict=True):
+                if h.host.target in targets and r.value is not None:
+                    self._update(h, r.value, reason="cancelled: interrupted")
         with self._lock:
             for h in pending:
                 h.state, h.error = HOST_FAILED, "interrupted"

@@ -279,8 +279,14 @@ def run(args: argparse.Namespace) -> int:
             fetch_concurrency=args.fetch_concurrency,
         )
         _say(_start_text(req, len(hosts)))
-        ct.start()
-        if not ct.triggered_any:
+        interrupted = False
+        try:
+            ct.start()
+        except KeyboardInterrupt:  # StartTrace calls may be in flight: what they start must not run on unseen
+            interrupted = True
+            _say("dyno-cli trace: interrupted while starting: cancelling what was started")
+            ct.interrupt()
+        if not interrupted and not ct.triggered_any:
             return _nothing_triggered(ct, args)
 
         def manifest(status: str, code: int | None = None) -> dict[str, Any]:
@@ -297,9 +303,9 @@ def run(args: argparse.Namespace) -> int:
 
         write_manifest(folder, manifest("running"))
         progress = make_progress(f"trace {trace_id} (job {args.job_id})", live=False if args.json else None)
-        interrupted = False
         try:
-            ct.follow()
+            if not interrupted:
+                ct.follow()
             while not ct.wait(_REFRESH_S):
                 progress.update(ct.snapshot())
         except KeyboardInterrupt:

@@ -1,0 +1,96 @@
+"""Ctrl-C (SIGINT) of a real `dyno-cli trace` process at moments the other tests do not reach: while StartTrace is
+still in flight. Against an in-process fake daemon whose StartTrace blocks until the test lets it answer, so the
+signal lands at exactly that moment."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+
+from dyno.daemon.fake_server import FakeDynoServicer
+from dyno.v1 import dyno_pb2_grpc
+
+pytestmark = pytest.mark.integration
+
+
+class SlowStartServicer(FakeDynoServicer):
+    """StartTrace answers (and so starts the trace, as far as the client can know) only once `release` is set.
+    `events` records the order of starts and cancels: a cancel that overtakes its start cancels nothing."""
+
+    def __init__(self) -> None:
+        super().__init__("slow-start")
+        self.start_entered = threading.Event()
+        self.release = threading.Event()
+        self.events: list[str] = []
+
+    def StartTrace(self, request, context):  # noqa: N802 - grpc method name
+        self.start_entered.set()
+        self.release.wait(10)
+        self.events.append(f"started {request.trace_id}")
+        return super().StartTrace(request, context)
+
+    def CancelTrace(self, request, context):  # noqa: N802
+        self.events.append(f"cancelled {request.trace_id}")
+        return super().CancelTrace(request, context)
+
+
+@pytest.fixture
+def slow_daemon() -> Iterator[tuple[int, SlowStartServicer]]:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[("grpc.so_reuseport", 0)])
+    port = server.add_insecure_port("127.0.0.1:0")
+    servicer = SlowStartServicer()
+    dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
+    server.start()
+    yield port, servicer
+    servicer.release.set()
+    server.stop(0)
+
+
+# dyno-cli with Python's SIGINT handler installed even when the test runs as a background job (whose children
+# inherit SIGINT ignored, so Python would never raise KeyboardInterrupt).
+_CLI = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from dyno.client.cli import main; sys.exit(main())"
+)
+
+
+def _cli(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def test_ctrl_c_while_starting_cancels_the_trace_it_started(slow_daemon, tmp_path: Path) -> None:
+    port, servicer = slow_daemon
+    proc = _cli(
+        "trace",
+        "--host", f"127.0.0.1:{port}",
+        "--job-id", "job1",
+        "--duration-ms", "60000",
+        "--start-delay-s", "0",
+        "--trace-id", "ctrlc-start",
+        "--no-analyze",
+        "--output-dir", str(tmp_path),
+    )  # fmt: skip
+    try:
+        assert servicer.start_entered.wait(30), "StartTrace never reached the daemon"
+        proc.send_signal(signal.SIGINT)
+        # The daemon carries the request out after the Ctrl-C: its reply arrives late, as over a slow network.
+        threading.Timer(0.5, servicer.release.set).start()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert servicer.events == ["started ctrlc-start", "cancelled ctrlc-start"], f"trace left running; stderr:\n{err}"
+    assert proc.returncode == 130
+    assert "interrupted" in err and "Traceback" not in err
+    manifest = json.loads((tmp_path / "ctrlc-start" / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and [p["pid"] for p in manifest["processes"]] == [1000, 1001]
