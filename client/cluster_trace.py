@@ -176,7 +176,7 @@ class ClusterTrace:
         self._stop = threading.Event()
         self._fetch_slots = threading.Semaphore(fetch_concurrency)
         self._host_slots = threading.Semaphore(cluster.max_concurrency)
-        self._threads: list[threading.Thread] = []
+        self._workers_done: list[threading.Event] = []  # one per following thread, set when it ends
         self._starting = threading.Event()
         self._starting.set()  # no StartTrace in flight
 
@@ -189,7 +189,8 @@ class ClusterTrace:
         self.started_monotonic = time.monotonic()
         self._starting = threading.Event()
         threading.Thread(target=self._start_all, name="trace-start", daemon=True).start()
-        # An Event, not Thread.join(): a join interrupted by Ctrl-C can leave the thread looking finished.
+        # An Event, not Thread.join(): CPython <= 3.12 marks a thread finished (is_alive() False, later joins
+        # return at once) when a Ctrl-C interrupts a join() on it.
         self._starting.wait()
 
     def _start_all(self) -> None:
@@ -243,16 +244,15 @@ class ClusterTrace:
         """Start one worker per tracing host (polling, fetching); returns at once. See wait()."""
         for h in self.hosts:
             if h.state == HOST_TRACING:
-                t = threading.Thread(target=self._host_worker, args=(h,), name=f"trace-{h.dir}", daemon=True)
-                self._threads.append(t)
+                done = threading.Event()
+                self._workers_done.append(done)
+                t = threading.Thread(target=self._host_worker, args=(h, done), name=f"trace-{h.dir}", daemon=True)
                 t.start()
 
     def wait(self, timeout_s: float | None = None) -> bool:
-        """Wait for the workers; True when all have finished."""
+        """Wait for the workers; True when all have finished. Events, not Thread.join(): see start()."""
         end = None if timeout_s is None else time.monotonic() + timeout_s
-        for t in self._threads:
-            t.join(None if end is None else max(0.0, end - time.monotonic()))
-        return not any(t.is_alive() for t in self._threads)
+        return all(d.wait(None if end is None else max(0.0, end - time.monotonic())) for d in self._workers_done)
 
     def interrupt(self, grace_s: float = 3.0) -> None:
         """Stop following (Ctrl-C): abort fetches, cancel the traces still running on the daemons (best
@@ -288,13 +288,16 @@ class ClusterTrace:
             return [self.out_dir / p.file for h in self.hosts for p in h.processes if p.ok]
 
     # -- per host ---------------------------------------------------------------------------------------------
-    def _host_worker(self, h: HostRecord) -> None:
-        with self._host_slots:
-            try:
-                self._follow_host(h)
-            except Exception as e:  # a bug here must not hide the other hosts' results
-                log.exception("following %s failed", h.host)
-                self._fail_host(h, f"{type(e).__name__}: {e}", type(e).__name__)
+    def _host_worker(self, h: HostRecord, done: threading.Event) -> None:
+        try:
+            with self._host_slots:
+                try:
+                    self._follow_host(h)
+                except Exception as e:  # a bug here must not hide the other hosts' results
+                    log.exception("following %s failed", h.host)
+                    self._fail_host(h, f"{type(e).__name__}: {e}", type(e).__name__)
+        finally:
+            done.set()
 
     def _follow_host(self, h: HostRecord) -> None:
         client = self.cluster.client(h.host)

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
@@ -17,7 +18,7 @@ import grpc
 import pytest
 
 from dyno.daemon.fake_server import FakeDynoServicer
-from dyno.v1 import dyno_pb2_grpc
+from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 pytestmark = pytest.mark.integration
 
@@ -94,3 +95,61 @@ def test_ctrl_c_while_starting_cancels_the_trace_it_started(slow_daemon, tmp_pat
     assert "interrupted" in err and "Traceback" not in err
     manifest = json.loads((tmp_path / "ctrlc-start" / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and [p["pid"] for p in manifest["processes"]] == [1000, 1001]
+
+
+class SlowFetchServicer(FakeDynoServicer):
+    """Every trace is done at once; its file streams slowly (many small chunks) until the client gives up."""
+
+    def __init__(self) -> None:
+        super().__init__("slow-fetch")
+        self.fetch_entered = threading.Event()
+
+    def GetTrace(self, request, context):  # noqa: N802
+        procs = [
+            dyno_pb2.ProcessTrace(pid=p.pid, rank=p.rank, state=dyno_pb2.TRACE_STATE_DONE, size_bytes=_CHUNK * 100)
+            for p in self._processes()
+        ]
+        return dyno_pb2.TraceStatus(trace_id=request.trace_id, processes=procs, finished=True, hostname=self.hostname)
+
+    def FetchTraceFile(self, request, context):  # noqa: N802
+        self.fetch_entered.set()
+        for i in range(100):
+            if not context.is_active():
+                return
+            time.sleep(0.2)
+            yield dyno_pb2.FileChunk(data=b"x" * _CHUNK, offset=i * _CHUNK, filename=f"{request.pid}.json")
+
+
+_CHUNK = 4096
+
+
+def test_ctrl_c_while_fetching_leaves_no_partial_file(tmp_path: Path) -> None:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[("grpc.so_reuseport", 0)])
+    port = server.add_insecure_port("127.0.0.1:0")
+    servicer = SlowFetchServicer()
+    dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
+    server.start()
+    proc = _cli(
+        "trace",
+        "--host", f"127.0.0.1:{port}",
+        "--job-id", "job1",
+        "--duration-ms", "100",
+        "--start-delay-s", "0",
+        "--trace-id", "ctrlc-fetch",
+        "--no-analyze",
+        "--output-dir", str(tmp_path),
+    )  # fmt: skip
+    try:
+        assert servicer.fetch_entered.wait(30), "no fetch started"
+        time.sleep(0.5)  # a few chunks written
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        server.stop(0)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    folder = tmp_path / "ctrlc-fetch"
+    assert sorted(p.name for p in folder.rglob("*") if p.is_file()) == ["manifest.json"], err
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    assert {p["fetch"] for p in manifest["processes"]} == {"failed"}
