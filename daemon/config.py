@@ -162,6 +162,8 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:  # tomllib decodes the whole file first; TOML files must be UTF-8
+        raise ConfigError(f"config file {path} is not valid TOML: not UTF-8 (byte {e.start})") from None
     unknown = sorted(set(data) - _FILE_KEYS)
     if unknown:
         raise ConfigError(f"config file {path}: unknown key(s) {', '.join(unknown)}")

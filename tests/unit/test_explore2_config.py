@@ -1,0 +1,22 @@
+"""dynod config mistakes found by hand: each must be a ConfigError (one line, exit 2), never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dyno.daemon.config import ConfigError, build_parser, resolve_config
+
+pytestmark = pytest.mark.unit
+
+
+def _resolve(argv: list[str]):
+    return resolve_config(build_parser().parse_args(argv), default_path=Path("/nonexistent/dynod.toml"))
+
+
+def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    f = tmp_path / "dynod.toml"
+    f.write_bytes(b'listen = "\xff\xfe"\n')  # e.g. saved as Latin-1 or UTF-16 by an editor
+    with pytest.raises(ConfigError, match=r"dynod.toml is not valid TOML: .*UTF-8"):
+        _resolve(["--config", str(f)])
