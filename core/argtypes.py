@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 
-__all__ = ["number"]
+__all__ = ["INT32_MAX", "INT64_MAX", "number"]
+
+INT32_MAX = 2**31 - 1  # bounds of proto int32 / int64 fields: larger values fail to serialize
+INT64_MAX = 2**63 - 1
 
 
 def number(
@@ -15,12 +19,14 @@ def number(
     ge: float | None = None,
     le: float | None = None,
 ) -> Callable[[str], int | float]:
-    """A validator parsing `kind` and checking the bounds: e.g. number(int, ge=1, le=64) -> "must be 1-64"."""
+    """A validator parsing `kind` and checking the bounds: e.g. number(int, ge=1, le=64) -> "must be 1-64".
+
+    Floats must be finite: "inf" parses, but no duration or size means it, and it overflows timers downstream."""
     noun = "an integer" if kind is int else "a number"
     if ge is not None and le is not None:
         rule = f"must be {ge:g}-{le:g}"
     elif gt is not None:
-        rule = f"must be > {gt:g}"
+        rule = f"must be > {gt:g}" + (f" and <= {le:g}" if le is not None else "")
     elif ge is not None:
         rule = f"must be >= {ge:g}"
     else:
@@ -31,12 +37,9 @@ def number(
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
-        if (
-            value != value
-            or (gt is not None and not value > gt)
-            or (ge is not None and value < ge)
-            or (le is not None and value > le)
-        ):
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number: {text!r}")
+        if (gt is not None and not value > gt) or (ge is not None and value < ge) or (le is not None and value > le):
             raise argparse.ArgumentTypeError(f"{rule}: {text!r}")
         return value
 

@@ -38,7 +38,9 @@ __all__ = [
 ]
 
 
-_positive = number(float, gt=0)
+# Per-call deadlines: a day is far beyond any answer; unbounded values overflow the threading timers (1e308).
+MAX_CALL_TIMEOUT_S = 86400.0
+_positive = number(float, gt=0, le=MAX_CALL_TIMEOUT_S)
 _port = number(int, ge=1, le=65535)
 _concurrency = number(int, ge=1, le=4096)
 

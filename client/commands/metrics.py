@@ -7,6 +7,7 @@ import sys
 from collections import defaultdict
 from datetime import datetime
 
+from dyno.argtypes import INT32_MAX, INT64_MAX, number
 from dyno.client.commands._common import print_json, proto_to_dict
 from dyno.client.commands._hosts import (
     add_host_arguments,
@@ -14,7 +15,6 @@ from dyno.client.commands._hosts import (
     fanout_exit_code,
     print_failures,
     single_client,
-    usage_error,
 )
 from dyno.client.format import format_labels, format_value, table
 from dyno.v1 import dyno_pb2
@@ -42,12 +42,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print samples as JSON")
     p.add_argument(
         "--limit",
-        type=int,
+        type=number(int, ge=0, le=INT32_MAX),
         default=1,
         metavar="N",
         help="with --json: the newest N samples from history (0 = all; default 1)",
     )
-    p.add_argument("--since-ms", type=int, default=0, metavar="UNIX_MS", help="with --json: samples after this time")
+    p.add_argument(
+        "--since-ms",
+        type=number(int, ge=0, le=INT64_MAX),
+        default=0,
+        metavar="UNIX_MS",
+        help="with --json: samples after this time",
+    )
     p.add_argument("--watch", action="store_true", help="redraw live from the daemon's metric stream (Ctrl-C ends)")
     p.set_defaults(func=run)
 
@@ -134,8 +140,6 @@ def _watch(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.limit < 0:
-        usage_error("--limit must be >= 0")
     if args.watch:
         return _watch(args)
     limit = args.limit if args.json else 1

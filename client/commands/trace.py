@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dyno.argtypes import number
+from dyno.argtypes import INT32_MAX, INT64_MAX, number
 from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace, HostRecord, trace_exit_code
 from dyno.client.commands._common import print_json, proto_to_dict
@@ -40,7 +40,8 @@ MAX_START_DELAY_S = 3600.0  # the daemons accept start times up to 1 h ahead
 _REFRESH_S = 0.25
 
 
-_positive_int = number(int, gt=0)
+_positive_int = number(int, gt=0, le=INT32_MAX)  # pids, counts: int32 in the TraceRequest
+_duration_ms = number(int, gt=0, le=INT64_MAX)
 _non_negative_float = number(float, ge=0)
 
 
@@ -73,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="trace at most N processes per host, leaf workers before their launchers",
     )
     window = p.add_mutually_exclusive_group(required=True)
-    window.add_argument("--duration-ms", type=_positive_int, help="trace for this long")
+    window.add_argument("--duration-ms", type=_duration_ms, help="trace for this long")
     window.add_argument("--iterations", type=_positive_int, help="trace this many optimizer steps")
     p.add_argument(
         "--start-delay-s",
