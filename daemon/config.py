@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from dataclasses import dataclass, fields
@@ -187,6 +188,8 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     if isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{source}: {key} must be a number")
+        if not math.isfinite(value):  # TOML has inf and nan; no duration means them
+            raise ConfigError(f"{source}: {key} must be a finite number")
         return float(value)
     return value
 
@@ -208,6 +211,10 @@ def _validate(cfg: DaemonConfig) -> None:
         raise ConfigError(f"{where}: history_s ({cfg.history_s}) is shorter than interval_s ({cfg.interval_s})")
     if cfg.history_len > 1_000_000:
         raise ConfigError(f"{where}: history_s / interval_s = {cfg.history_len} samples; at most 1000000")
+    if cfg.trace_retention_bytes < 0:
+        raise ConfigError(f"{where}: trace_retention_bytes must be >= 0")
+    if not cfg.trace_retention_s > 0:  # else every finished trace is deleted at the next retention pass
+        raise ConfigError(f"{where}: trace_retention_s must be > 0")
     if bool(cfg.tls_cert) != bool(cfg.tls_key):
         raise ConfigError(f"{where}: tls_cert and tls_key must be given together")
     if cfg.tls_ca and not cfg.tls_cert:
