@@ -6,6 +6,7 @@ fails with "process exited or disconnected mid-trace"); the agent reconnects and
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import queue
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 GONE_REASON = "process exited or disconnected"
 _MAX_TEXT = 4096
 _MAX_ANCESTRY = 64
+
+
+MAX_UNIX_SOCKET_PATH = 107  # sockaddr_un.sun_path holds 108 bytes, the terminating NUL included
 
 
 class SocketInUseError(OSError):
@@ -144,8 +148,19 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
 
 
 def prepare_socket_path(path: Path) -> None:
-    """Create the parent dir; remove a stale socket file; refuse when another daemon answers on it."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+    """Create the parent dir; remove a stale socket file; refuse when another daemon answers on it.
+
+    Raises OSError whose message names the path (gRPC's own bind failure says neither the path nor why)."""
+    if len(os.fsencode(path)) > MAX_UNIX_SOCKET_PATH:
+        raise OSError(
+            errno.ENAMETOOLONG,
+            f"agent socket path {path} is too long for a Unix socket (> {MAX_UNIX_SOCKET_PATH} bytes)",
+        )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+    except OSError as e:
+        why = "it exists and is not a directory" if e.errno == errno.EEXIST else e.strerror
+        raise OSError(e.errno, f"cannot create the agent socket's directory {path.parent}: {why}") from None
     try:
         st = path.lstat()
     except FileNotFoundError:
@@ -185,7 +200,13 @@ class AgentServer:
             maximum_concurrent_rpcs=self._max_streams + 8,
         )
         agent_pb2_grpc.add_AgentServicer_to_server(self._servicer, server)
-        server.add_insecure_port(f"unix:{self._path}")
+        try:
+            server.add_insecure_port(f"unix:{self._path}")
+        except RuntimeError:  # grpc's "Failed to bind to address": the usual cause is the directory's permissions
+            server.stop(0)
+            raise OSError(
+                errno.EACCES, f"cannot bind the agent socket {self._path} (is its directory writable?)"
+            ) from None
         server.start()
         # Trainers of every local user must reach it (as with the kineto endpoint, an abstract socket nobody can
         # restrict): a root daemon with 0660 would silently refuse every non-root trainer. Never exposed on TCP.

@@ -1,0 +1,52 @@
+"""dynod start-up failures of its local endpoints (agent socket, kineto socket dir) found by hand: each must be
+one line naming the path and saying why, exit 1, no traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import short_tmpdir
+
+pytestmark = pytest.mark.integration
+
+
+def _dynod(*args: str) -> subprocess.CompletedProcess[str]:
+    base = ["--port", "0", "--metrics-port", "0", "--gpu-backend", "none", "--kineto-endpoint", "off"]
+    return subprocess.run(
+        [sys.executable, "-m", "dyno.daemon", *base, *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def _error_line(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("dynod: error:")]
+    assert len(errors) == 1, r.stderr
+    return errors[0]
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    d = short_tmpdir("dyno-e2-")
+    yield d
+    subprocess.run(["rm", "-rf", str(d)], check=False)
+
+
+def test_agent_socket_path_too_long_for_a_unix_socket(workdir: Path) -> None:
+    sock = workdir / ("a" * 120) / "agent.sock"
+    line = _error_line(_dynod("--state-dir", str(workdir / "state"), "--trace-dir", str(workdir / "t"),
+                              "--agent-socket", str(sock)))  # fmt: skip
+    assert str(sock) in line and "too long" in line
+
+
+def test_agent_socket_under_a_regular_file(workdir: Path) -> None:
+    blocker = workdir / "not-a-dir"
+    blocker.write_text("x")
+    line = _error_line(_dynod("--state-dir", str(workdir / "state"), "--trace-dir", str(workdir / "t"),
+                              "--agent-socket", str(blocker / "agent.sock")))  # fmt: skip
+    assert str(blocker) in line and "agent socket" in line
