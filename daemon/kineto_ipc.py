@@ -9,6 +9,7 @@ another pid is rejected.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -348,10 +349,20 @@ def _credentials(ancdata: list[tuple[int, int, bytes]]) -> tuple[int, int, int] 
 
 
 def _remove_stale_socket(path: Path) -> None:
+    """Unlink a socket file left by a dead daemon; refuse one a live daemon is bound to (unlinking it would
+    silently cut that daemon off from its trainers)."""
     try:
         st = path.lstat()
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(st.st_mode):
-        raise OSError(17, f"{path} exists and is not a socket")
-    path.unlink()
+        raise OSError(errno.EEXIST, f"{path} exists and is not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        probe.connect(str(path))  # succeeds only while some socket is bound to the path
+    except OSError:
+        path.unlink(missing_ok=True)
+        return
+    finally:
+        probe.close()
+    raise OSError(errno.EADDRINUSE, os.strerror(errno.EADDRINUSE))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import short_tmpdir
+from conftest import Dynod, short_tmpdir
 
 pytestmark = pytest.mark.integration
 
@@ -50,3 +50,21 @@ def test_agent_socket_under_a_regular_file(workdir: Path) -> None:
     line = _error_line(_dynod("--state-dir", str(workdir / "state"), "--trace-dir", str(workdir / "t"),
                               "--agent-socket", str(blocker / "agent.sock")))  # fmt: skip
     assert str(blocker) in line and "agent socket" in line
+
+
+def test_second_daemon_on_the_same_kineto_socket_dir_is_refused(workdir: Path) -> None:
+    """Two daemons given one --kineto-socket-dir: the second must fail as with one abstract name, not unlink the
+    first one's live socket (whose trainers would then reach nobody)."""
+    first = Dynod(["--kineto-socket-dir", str(workdir / "kineto")]).start()
+    try:
+        sock = workdir / "kineto" / "dynolog"
+        assert sock.is_socket()
+        line = _error_line(_dynod("--state-dir", str(workdir / "state"), "--trace-dir", str(workdir / "t"),
+                                  "--agent-socket", str(workdir / "second.sock"),
+                                  "--kineto-socket-dir", str(workdir / "kineto")))  # fmt: skip
+        assert f"cannot bind kineto endpoint {sock}" in line and "in use" in line
+        assert sock.is_socket()  # the first daemon's endpoint is still there
+        assert first.proc is not None and first.proc.poll() is None
+    finally:
+        first.stop()
+        first.cleanup()
