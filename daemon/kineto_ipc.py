@@ -246,7 +246,8 @@ class KinetoEndpoint:
                 sock.bind(self.address)
         except OSError as e:
             sock.close()
-            raise OSError(e.errno, f"cannot bind kineto endpoint {self.describe()}: {e.strerror}") from None
+            # str(e): "AF_UNIX path too long" and the like come without an errno or strerror
+            raise OSError(e.errno, f"cannot bind kineto endpoint {self.describe()}: {e.strerror or e}") from None
         # Blocking receive, no timeout: an idle daemon must not wake up 4x a second; stop() wakes the loop with
         # shutdown(), which makes a blocked recvmsg return at once on Linux.
         self._sock = sock

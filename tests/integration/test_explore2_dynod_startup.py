@@ -68,3 +68,17 @@ def test_second_daemon_on_the_same_kineto_socket_dir_is_refused(workdir: Path) -
     finally:
         first.stop()
         first.cleanup()
+
+
+def test_kineto_socket_dir_too_long_says_why(workdir: Path) -> None:
+    kdir = workdir / ("k" * 120)
+    line = _error_line(_dynod("--state-dir", str(workdir / "state"), "--trace-dir", str(workdir / "t"),
+                              "--agent-socket", str(workdir / "a.sock"), "--kineto-socket-dir", str(kdir)))  # fmt: skip
+    assert f"cannot bind kineto endpoint {kdir}/dynolog: AF_UNIX path too long" in line
+
+
+def test_kineto_endpoint_name_too_long_says_why(workdir: Path) -> None:
+    r = _dynod("--state-dir", str(workdir / "state"), "--trace-dir", str(workdir / "t"),
+               "--agent-socket", str(workdir / "a.sock"), "--kineto-endpoint", "n" * 200)  # fmt: skip
+    assert r.returncode in (1, 2) and "Traceback" not in r.stderr and "None" not in r.stderr, r.stderr
+    assert "kineto" in r.stderr and "too long" in r.stderr
