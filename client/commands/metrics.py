@@ -8,7 +8,7 @@ from collections import defaultdict
 from datetime import datetime
 
 from dyno.argtypes import INT32_MAX, INT64_MAX, number
-from dyno.client.commands._common import print_json, proto_to_dict
+from dyno.client.commands._common import host_entry, print_json, proto_to_dict
 from dyno.client.commands._hosts import (
     add_host_arguments,
     cluster_from_args,
@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         if len(results) == 1 and ok:
             print_json(proto_to_dict(ok[0].value))
         else:
-            print_json([{"host": str(r.host), **proto_to_dict(r.value)} for r in ok])
+            print_json([host_entry(r, proto_to_dict(r.value) if r.ok else {"samples": []}) for r in results])
     elif len(results) == 1 and ok:
         resp = ok[0].value
         if resp.samples:

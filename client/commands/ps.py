@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 
 from dyno.client.cluster import HostResult
-from dyno.client.commands._common import print_json, proto_to_dict
+from dyno.client.commands._common import host_entry, print_json, proto_to_dict
 from dyno.client.commands._hosts import add_host_arguments, cluster_from_args, fanout_exit_code, print_failures
 from dyno.client.format import table
 from dyno.v1 import dyno_pb2
@@ -77,15 +77,7 @@ def run(args: argparse.Namespace) -> int:
             print_json(proto_to_dict(results[0].value))
         else:
             print_json(
-                [
-                    {
-                        "host": str(r.host),
-                        "ok": r.ok,
-                        "processes": proto_to_dict(r.value)["processes"] if r.ok else [],
-                        "error": None if r.ok else f"{r.error_type}: {r.error}",
-                    }
-                    for r in results
-                ]
+                [host_entry(r, {"processes": proto_to_dict(r.value)["processes"] if r.ok else []}) for r in results]
             )
     else:
         text = render(results)

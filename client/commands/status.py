@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dyno.client.commands._common import print_json, proto_to_dict
+from dyno.client.commands._common import host_entry, print_json, proto_to_dict
 from dyno.client.commands._hosts import add_host_arguments, cluster_from_args, fanout_exit_code, print_failures
 from dyno.client.format import human_bytes, table
 from dyno.v1 import dyno_pb2
@@ -90,15 +90,7 @@ def run(args: argparse.Namespace) -> int:
         results = cluster.status()
     if args.json:
         print_json(
-            [
-                {
-                    "host": str(r.host),
-                    "ok": r.ok,
-                    "status": proto_to_dict(r.value) if r.ok else None,
-                    "error": None if r.ok else f"{r.error_type}: {r.error}",
-                }
-                for r in results
-            ]
+            [host_entry(r, {"status": proto_to_dict(r.value) if r.ok else None}) for r in results]
             if len(results) > 1
             else (proto_to_dict(results[0].value) if results[0].ok else {})
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 import dyno
-from dyno.client.commands._common import print_json, proto_to_dict
+from dyno.client.commands._common import host_entry, print_json, proto_to_dict
 from dyno.client.commands._hosts import add_host_arguments, cluster_from_args, fanout_exit_code, print_failures
 from dyno.client.format import table
 
@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(
             {
                 "client": dyno.__version__,
-                "daemons": [{"host": str(r.host), **proto_to_dict(r.value)} for r in results if r.ok],
+                "daemons": [host_entry(r, proto_to_dict(r.value) if r.ok else {}) for r in results],
             }
         )
     else:
