@@ -81,7 +81,8 @@ def build_manifest(
 
 
 def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
-    """Write <folder>/manifest.json atomically; returns its path."""
+    """Write <folder>/manifest.json atomically; returns its path. An OSError names the manifest's path (a full
+    disk fails the write or the fsync, whose errors carry no file name)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / MANIFEST_NAME
     fd, tmp = tempfile.mkstemp(prefix=f".{MANIFEST_NAME}.", dir=folder)
@@ -92,8 +93,10 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from None
         raise
     return path
 

@@ -302,7 +302,12 @@ def run(args: argparse.Namespace) -> int:
                 finished_ms=None if code is None else int(time.time() * 1000),
             )
 
-        write_manifest(folder, manifest("running"))
+        try:
+            write_manifest(folder, manifest("running"))
+        except OSError:  # e.g. a full disk: nothing could be recorded or fetched, so stop what was started
+            _say("dyno-cli trace: cannot write the manifest: cancelling the trace")
+            ct.interrupt()
+            raise
         progress = make_progress(f"trace {trace_id} (job {args.job_id})", live=False if args.json else None)
         try:
             if not interrupted:
