@@ -358,6 +358,9 @@ def _export(profiler: Any, spec: TraceSpec) -> TraceResult:
     raw = spec.output_path.with_name(spec.output_path.name + ".raw.tmp")
     try:
         profiler.export_chrome_trace(str(raw))
+        if not raw.exists():
+            # libkineto logs "Failed to write to log file!" (e.g. a full disk) instead of raising
+            raise TraceFailed(f"the profiler could not write its trace to {raw.parent}{_free_space(raw.parent)}")
         size = write_trace_file(raw, spec.output_path, spec.trace_id)
     except TraceFailed:
         raise
@@ -365,7 +368,15 @@ def _export(profiler: Any, spec: TraceSpec) -> TraceResult:
         raise TraceFailed(f"exporting the trace failed: {type(e).__name__}: {e}") from e
     finally:
         _unlink_quietly(raw)
+        _unlink_quietly(raw.with_name(raw.name + ".tmp"))  # libkineto's own temp file, left when its write failed
     return TraceResult(spec.output_path, size)
+
+
+def _free_space(directory: Path) -> str:
+    try:
+        return f" ({shutil.disk_usage(directory).free} bytes free there)"
+    except OSError:
+        return ""
 
 
 def _deadline_ms(spec: TraceSpec) -> int:
