@@ -38,6 +38,7 @@ __all__ = [
     "iter_chunks",
     "tree_size",
     "enforce_retention",
+    "discard_unfinished_kineto_file",
 ]
 
 log = logging.getLogger(__name__)
@@ -245,3 +246,18 @@ def enforce_retention(
     if removed:
         log.info("trace retention removed %d trace dir(s): %s", len(removed), ", ".join(removed[:10]))
     return RetentionResult(tuple(removed), total)
+
+
+def discard_unfinished_kineto_file(path: Path) -> str:
+    """The reason to add when libkineto left `<path>.tmp` unfinished, which it does when its write fails (it logs
+    "Failed to write to log file!" and raises nothing), e.g. on a full disk; the partial file is removed."""
+    partial = Path(str(path) + ".tmp")
+    try:
+        partial.unlink()
+    except OSError:
+        return ""
+    try:
+        free = f"; {shutil.disk_usage(path.parent).free} bytes free there"
+    except OSError:
+        free = ""
+    return f": libkineto's {partial} was never completed (a failed write? removed it{free})"

@@ -471,6 +471,8 @@ class TraceManager:
                             if trace.spec.iterations is not None
                             else ""
                         )
+                        if pt.view.protocol == PROTOCOL_KINETO:
+                            hint = tf.discard_unfinished_kineto_file(Path(pt.view.path)) or hint
                         self._set(trace, pt, TraceState.TIMED_OUT, f"no complete trace file by the deadline{hint}")
 
     def _kineto_file_check(self, trace: _Trace, pt: _ProcTrace) -> bool:
