@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {e.filename}" if e.filename else ""
         print(f"dyno-cli: error: {e.strerror or e}{where}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: say so (exit 130 alone looks like a crash in a script's log)
+        print("dyno-cli: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `dyno-cli metrics | head`
         return 0

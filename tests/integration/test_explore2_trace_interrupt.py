@@ -17,7 +17,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from dyno.daemon.fake_server import FakeDynoServicer
+from dyno.daemon.fake_server import FakeDynoServicer, start_fake_servers
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 pytestmark = pytest.mark.integration
@@ -153,3 +153,19 @@ def test_ctrl_c_while_fetching_leaves_no_partial_file(tmp_path: Path) -> None:
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"
     assert {p["fetch"] for p in manifest["processes"]} == {"failed"}
+
+
+def test_ctrl_c_of_any_command_says_interrupted() -> None:
+    (server,) = start_fake_servers(1, delay_s=10)  # a host that takes its time to answer
+    proc = _cli("status", "--host", server.target, "--timeout-s", "20")
+    try:
+        deadline = time.monotonic() + 30
+        while server.servicer.calls == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        server.stop(0)
+    assert proc.returncode == 130
+    assert err.strip() == "dyno-cli: interrupted"
