@@ -89,10 +89,11 @@ def run(args: argparse.Namespace) -> int:
     with cluster_from_args(args) as cluster:
         results = cluster.status()
     if args.json:
+        # One host that answered: its status as is; otherwise one entry per host, a failed one with its error.
         print_json(
-            [host_entry(r, {"status": proto_to_dict(r.value) if r.ok else None}) for r in results]
-            if len(results) > 1
-            else (proto_to_dict(results[0].value) if results[0].ok else {})
+            proto_to_dict(results[0].value)
+            if len(results) == 1 and results[0].ok
+            else [host_entry(r, {"status": proto_to_dict(r.value) if r.ok else None}) for r in results]
         )
     elif len(results) == 1 and results[0].ok:
         print(render(results[0].value, str(results[0].host)))

@@ -34,3 +34,13 @@ def test_every_host_is_in_the_json_with_ok_and_error(
     entries = data["daemons"] if command == "version" else data
     assert [(e["host"], e["ok"]) for e in entries] == [(fake.target, True), (dead, False)]
     assert entries[0]["error"] is None and entries[1]["error"].startswith("Unavailable: ")
+
+
+@pytest.mark.parametrize("command", ["status", "ps", "metrics"])
+def test_one_dead_host_is_an_entry_with_its_error_not_an_empty_answer(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    assert cli_main([command, "--host", dead, "--timeout-s", "1", "--json"]) == 1
+    (entry,) = json.loads(capsys.readouterr().out)
+    assert entry["host"] == dead and entry["ok"] is False and entry["error"].startswith("Unavailable: ")
