@@ -37,6 +37,10 @@ _WARN_EVERY_S = 600.0  # the same warning at most this often; debug in between
 _IDLE_TICK_S = 1.0
 
 
+# Status codes by which a daemon that is up refuses a registration (bad arguments, not allowed).
+_REFUSALS = frozenset({"INVALID_ARGUMENT", "PERMISSION_DENIED", "UNAUTHENTICATED", "FAILED_PRECONDITION"})
+
+
 class _RateLimitedLog:
     def __init__(self, every_s: float = _WARN_EVERY_S) -> None:
         self._every_s = every_s
@@ -184,6 +188,17 @@ class Agent:
     def _connection_failed(self, e: Exception) -> None:
         code = getattr(e, "code", None)
         reason = code().name if callable(code) else f"{type(e).__name__}: {e}"
+        if reason in _REFUSALS:  # the daemon is there and answered: its reason, not "no daemon"
+            details = getattr(e, "details", None)
+            self._warn.warning(
+                "refused",
+                "dyno agent: the dyno daemon at unix:%s refused to register this process: %s (%s); retrying in the "
+                "background",
+                self.socket_path,
+                details() if callable(details) else e,
+                reason,
+            )
+            return
         if self.registrations:
             self._warn.warning(
                 "lost",

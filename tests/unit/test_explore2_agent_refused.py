@@ -1,0 +1,65 @@
+"""An agent whose registration the daemon refuses (a job id over 128 characters, a bad pid...) must say that the
+daemon refused it and why, not "no dyno daemon at ... until it starts"."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+
+from dyno.client.agent import Agent
+from dyno.v1 import agent_pb2_grpc
+
+from conftest import short_tmpdir
+
+pytestmark = pytest.mark.unit
+
+
+class RefusingAgentService(agent_pb2_grpc.AgentServicer):
+    def __init__(self) -> None:
+        self.registers = threading.Event()
+
+    def Register(self, request, context):  # noqa: N802 - grpc method name
+        self.registers.set()
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "job_id/cmdline/hostname: too long")
+
+
+@pytest.fixture
+def refusing_socket() -> Iterator[tuple[Path, RefusingAgentService]]:
+    sock = short_tmpdir("dyno-e2a-") / "agent.sock"
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    service = RefusingAgentService()
+    agent_pb2_grpc.add_AgentServicer_to_server(service, server)
+    server.add_insecure_port(f"unix:{sock}")
+    server.start()
+    yield sock, service
+    server.stop(0)
+    sock.unlink(missing_ok=True)
+    sock.parent.rmdir()
+
+
+def test_a_refused_registration_is_reported_with_the_daemons_reason(
+    refusing_socket: tuple[Path, RefusingAgentService], caplog: pytest.LogCaptureFixture
+) -> None:
+    sock, service = refusing_socket
+    caplog.set_level(logging.WARNING, logger="dyno.client.agent")
+    agent = Agent("x" * 200, sock, min_backoff_s=5, max_backoff_s=5).start()
+    try:
+        assert service.registers.wait(10)
+        deadline = threading.Event()
+        for _ in range(100):  # the warning is logged right after the refused call returns
+            if caplog.records:
+                break
+            deadline.wait(0.05)
+    finally:
+        agent.stop()
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages, "nothing logged"
+    assert f"the dyno daemon at unix:{sock} refused to register this process" in messages[0]
+    assert "job_id/cmdline/hostname: too long" in messages[0] and "no dyno daemon" not in messages[0]
+    assert not agent.registered
