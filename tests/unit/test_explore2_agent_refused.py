@@ -4,6 +4,7 @@ daemon refused it and why, not "no dyno daemon at ... until it starts"."""
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 from collections.abc import Iterator
 from concurrent import futures
@@ -13,7 +14,9 @@ import grpc
 import pytest
 
 from dyno.client.agent import Agent
-from dyno.v1 import agent_pb2_grpc
+from dyno.daemon.config import DaemonConfig
+from dyno.daemon.tracing import Tracing
+from dyno.v1 import agent_pb2, agent_pb2_grpc
 
 from conftest import short_tmpdir
 
@@ -63,3 +66,26 @@ def test_a_refused_registration_is_reported_with_the_daemons_reason(
     assert f"the dyno daemon at unix:{sock} refused to register this process" in messages[0]
     assert "job_id/cmdline/hostname: too long" in messages[0] and "no dyno daemon" not in messages[0]
     assert not agent.registered
+
+
+@pytest.mark.parametrize("job_id", ["bad\njob", "tab\there", "x" * 129])
+def test_daemon_refuses_job_ids_that_no_trace_request_could_name(job_id: str) -> None:
+    """StartTrace accepts only job ids of at most 128 printable characters; a process registered under another one
+    could never be traced (and a newline breaks `dyno-cli ps`'s table), so Register refuses it naming the field."""
+    d = short_tmpdir("dyno-e2j-")
+    cfg = DaemonConfig(
+        trace_dir=d / "traces", agent_socket=d / "agent.sock", kineto_endpoint="off", state_dir=d / "state"
+    )
+    tracing = Tracing(cfg, "hostJ")
+    tracing.start()
+    channel = grpc.insecure_channel(f"unix:{cfg.agent_socket_path}")
+    try:
+        stub = agent_pb2_grpc.AgentStub(channel)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.Register(agent_pb2.RegisterRequest(pid=4242, job_id=job_id, gpu=-1), timeout=5)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and e.value.details().startswith("job_id: ")
+        assert len(tracing.registry) == 0
+    finally:
+        channel.close()
+        tracing.stop()
+        shutil.rmtree(d, ignore_errors=True)
