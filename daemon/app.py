@@ -52,6 +52,7 @@ class Daemon:
         self.health = health.HealthServicer(experimental_non_blocking=True)
         self.tracing = Tracing(config, self.hostname)
         self.server: grpc.Server | None = None
+        self.servicer: DynoServicer | None = None
         self.metrics_server = None
         self.port = 0
         self.metrics_port = 0
@@ -107,7 +108,8 @@ class Daemon:
             maximum_concurrent_rpcs=256,
             interceptors=interceptors,
         )
-        add_to_server(DynoServicer(self.status, self.history, self.hostname, trace_rpcs=self.tracing.rpcs), server)
+        self.servicer = DynoServicer(self.status, self.history, self.hostname, trace_rpcs=self.tracing.rpcs)
+        add_to_server(self.servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (DYNO_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
@@ -174,6 +176,8 @@ class Daemon:
             return
         self._stopped.set()
         self.health.enter_graceful_shutdown()
+        if self.servicer is not None:
+            self.servicer.shutdown()
         if self.server is not None:
             self.server.stop(grace_s).wait()
         if self.metrics_server is not None:
