@@ -165,7 +165,8 @@ class TraceManager:
             chosen = chosen[: spec.process_limit]
         now = self._clock_ms()
         with self._lock:
-            if trace_id in self._traces:
+            # On disk too: a trace from before a restart, or evicted from memory, keeps its folder and files
+            if trace_id in self._traces or (self._trace_dir / trace_id).exists():
                 raise TraceRequestError("trace_id", f"{trace_id!r} is already in use on this host")
             if sum(not t.finished() for t in self._traces.values()) >= self._max_active:
                 raise TraceLimitError(f"{self._max_active} traces are already active on this host")

@@ -1,0 +1,28 @@
+"""A caller-chosen trace id whose folder is already in the trace dir (a trace from before a daemon restart, or
+one evicted from memory) must be refused as "already in use", not traced again into the same folder, which
+overwrote the earlier trace's files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.trace_manager import TraceManager
+from dyno.daemon.trace_types import TraceRequestError, TraceSpec
+
+pytestmark = pytest.mark.unit
+
+
+def test_trace_id_with_a_folder_on_disk_is_refused(tmp_path: Path) -> None:
+    reg = ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: True)
+    tm = TraceManager(reg, tmp_path / "traces", "hostA")
+    reg.register(ProcessRecord(pid=7, job_id="J", protocol=PROTOCOL_AGENT, session_id="s7"))
+    earlier = tmp_path / "traces" / "exp1" / "hostA_7.pt.trace.json.gz"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_bytes(b"an earlier run's trace")
+    with pytest.raises(TraceRequestError, match="'exp1' is already in use on this host"):
+        tm.start(TraceSpec(job_id="J", duration_ms=100, trace_id="exp1"))
+    assert earlier.read_bytes() == b"an earlier run's trace"
+    assert tm.start(TraceSpec(job_id="J", duration_ms=100, trace_id="exp2")).triggered
