@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,7 +85,10 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
     disk fails the write or the fsync, whose errors carry no file name)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / MANIFEST_NAME
-    fd, tmp = tempfile.mkstemp(prefix=f".{MANIFEST_NAME}.", dir=folder)
+    # Not tempfile.mkstemp: its 0600 would hide the manifest from those who can read the traces beside it
+    # (created with the user's umask); O_EXCL with a random name gives the same safety with the umask's mode.
+    tmp = folder / f".{MANIFEST_NAME}.{secrets.token_hex(6)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(manifest, f, indent=2)

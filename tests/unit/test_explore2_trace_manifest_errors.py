@@ -73,3 +73,15 @@ def test_trace_is_cancelled_when_its_manifest_cannot_be_written(
     assert f"No space left on device: {tmp_path / 't-full' / 'manifest.json'}" in err
     assert "cancel" in err
     assert servicer.cancelled.is_set()
+
+
+def test_manifest_gets_the_same_permissions_as_the_fetched_files(tmp_path: Path) -> None:
+    """The fetched traces are created with the user's umask (0644 with 022); the manifest beside them was 0600
+    (tempfile.mkstemp's mode), so colleagues could read the traces but not what they are."""
+    old = os.umask(0o022)
+    try:
+        path = trace_manifest.write_manifest(tmp_path, {"x": 1})
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]
