@@ -39,8 +39,11 @@ def _rank(p: dyno_pb2.ProcessInfo) -> str:
     return f"{p.rank}/{p.world_size}" if p.HasField("world_size") else str(p.rank)
 
 
-def render(results: Sequence[HostResult[dyno_pb2.ListProcessesResponse]], now_ms: int | None = None) -> str:
-    """One table of every answering host's processes (failed hosts are reported apart, on stderr)."""
+def render(
+    results: Sequence[HostResult[dyno_pb2.ListProcessesResponse]], now_ms: int | None = None, job_id: str = ""
+) -> str:
+    """One table of every answering host's processes (failed hosts are reported apart, on stderr); `job_id`: the
+    filter the daemons were asked for, named when nothing matched it."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     rows = []
     for r in results:
@@ -64,7 +67,8 @@ def render(results: Sequence[HostResult[dyno_pb2.ListProcessesResponse]], now_ms
             )
     if not rows:
         answered = [r for r in results if r.ok]
-        return f"no processes registered on {len(answered)} host(s)" if answered else ""
+        what = f"no process of job {job_id!r}" if job_id else "no processes"
+        return f"{what} registered on {len(answered)} host(s)" if answered else ""
     return table(["HOST", "PID", "JOB", "RANK", "PROTOCOL", "GPU", "TRACING", "LAST SEEN", "ANCESTRY", "CMD"], rows)
 
 
@@ -80,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                 [host_entry(r, {"processes": proto_to_dict(r.value)["processes"] if r.ok else []}) for r in results]
             )
     else:
-        text = render(results)
+        text = render(results, job_id=args.job_id)
         if text:
             print(text)
     print_failures(results)
