@@ -272,6 +272,11 @@ class ClusterTrace:
             for h, r in zip(self.hosts, results, strict=True):
                 if h.host.target in targets and r.value is not None:
                     self._update(h, r.value, reason="cancelled: interrupted")
+        if not self.wait(0):
+            # A fetch from a wedged daemon notices the stop only with its next chunk: closing the channels ends
+            # its stream, so it removes its partial file before the CLI exits (its threads are daemons).
+            self.cluster.close()
+            self.wait(grace_s)
         with self._lock:
             for h in pending:
                 h.state, h.error = HOST_FAILED, "interrupted"

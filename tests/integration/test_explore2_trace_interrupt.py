@@ -169,3 +169,44 @@ def test_ctrl_c_of_any_command_says_interrupted() -> None:
         server.stop(0)
     assert proc.returncode == 130
     assert err.strip() == "dyno-cli: interrupted"
+
+
+class StalledFetchServicer(SlowFetchServicer):
+    """The file's first chunk arrives, then the daemon stalls (a wedged host): no further chunk, no end."""
+
+    def FetchTraceFile(self, request, context):  # noqa: N802
+        yield dyno_pb2.FileChunk(data=b"x" * _CHUNK, offset=0, filename=f"{request.pid}.json")
+        self.fetch_entered.set()
+        while context.is_active():
+            time.sleep(0.05)
+
+
+def test_ctrl_c_while_a_fetch_is_stalled_leaves_no_partial_file(tmp_path: Path) -> None:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[("grpc.so_reuseport", 0)])
+    port = server.add_insecure_port("127.0.0.1:0")
+    servicer = StalledFetchServicer()
+    dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
+    server.start()
+    proc = _cli(
+        "trace",
+        "--host", f"127.0.0.1:{port}",
+        "--job-id", "job1",
+        "--duration-ms", "100",
+        "--start-delay-s", "0",
+        "--trace-id", "ctrlc-stall",
+        "--no-analyze",
+        "--output-dir", str(tmp_path),
+    )  # fmt: skip
+    try:
+        assert servicer.fetch_entered.wait(30), "no fetch started"
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        server.stop(0)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    folder = tmp_path / "ctrlc-stall"
+    assert sorted(p.name for p in folder.rglob("*") if p.is_file()) == ["manifest.json"], err
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert {p["fetch"] for p in manifest["processes"]} == {"failed"}
