@@ -1,0 +1,38 @@
+"""`dyno-cli metrics --names PATTERN` matching nothing: the daemon answers with its newest sample holding no values;
+the CLI must say that nothing matched, not draw an empty "(0 values)" header."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent import futures
+
+import grpc
+import pytest
+
+from dyno.client.cli import main as cli_main
+from dyno.daemon.fake_server import FakeDynoServicer
+from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+
+pytestmark = pytest.mark.unit
+
+
+class NoMatch(FakeDynoServicer):
+    def GetMetrics(self, request, context):  # noqa: N802 - grpc method name
+        sample = dyno_pb2.Sample(timestamp_ms=int(time.time() * 1000))
+        return dyno_pb2.GetMetricsResponse(samples=[sample], hostname=self.hostname)
+
+
+@pytest.fixture
+def target() -> Iterator[str]:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=[("grpc.so_reuseport", 0)])
+    port = server.add_insecure_port("127.0.0.1:0")
+    dyno_pb2_grpc.add_DynoServicer_to_server(NoMatch("gpu7"), server)
+    server.start()
+    yield f"127.0.0.1:{port}"
+    server.stop(0)
+
+
+def test_no_metric_matching_the_names_is_said(target: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["metrics", "--host", target, "--names", "nomatch*", "--names", "gpu_x"]) == 0
+    assert capsys.readouterr().out.strip() == "gpu7: no metric matches nomatch* gpu_x"
