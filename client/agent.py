@@ -25,6 +25,7 @@ from typing import Any
 
 from dyno.client.agent_env import AgentIdentity, resolve_identity, resolve_socket_path
 from dyno.client.agent_trace import StepCounter, TraceFailed, TraceSpec, run_trace
+from dyno.logthrottle import ThrottledLog
 from dyno.trace_options import options_from_pb
 
 __all__ = ["Agent", "start", "stop", "current"]
@@ -39,21 +40,6 @@ _IDLE_TICK_S = 1.0
 
 # Status codes by which a daemon that is up refuses a registration (bad arguments, not allowed).
 _REFUSALS = frozenset({"INVALID_ARGUMENT", "PERMISSION_DENIED", "UNAUTHENTICATED", "FAILED_PRECONDITION"})
-
-
-class _RateLimitedLog:
-    def __init__(self, every_s: float = _WARN_EVERY_S) -> None:
-        self._every_s = every_s
-        self._last: dict[str, float] = {}
-
-    def warning(self, key: str, msg: str, *args: Any) -> None:
-        now = time.monotonic()
-        last = self._last.get(key)
-        if last is None or now - last >= self._every_s:
-            self._last[key] = now
-            log.warning(msg, *args)
-        else:
-            log.debug(msg, *args)
 
 
 def _torch_loaded() -> bool:
@@ -113,7 +99,7 @@ class Agent:
         self._stopping = threading.Event()
         self._registered = threading.Event()
         self._lock = threading.Lock()
-        self._warn = _RateLimitedLog()
+        self._warn = ThrottledLog(log, _WARN_EVERY_S)
         self.steps = StepCounter()
         self.session_id = ""
         self.registrations = 0  # successful Register calls (> 1 after a daemon restart)

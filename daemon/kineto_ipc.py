@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from dyno.logthrottle import ThrottledLog
+
 __all__ = [
     "HEADER_SIZE",
     "ACTIVITY_PROFILER",
@@ -220,6 +222,8 @@ class KinetoEndpoint:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.rejected = 0  # datagrams dropped (malformed or pid mismatch), for tests and status
+        # Any local user can send datagrams here: one WARNING per kind a minute, not one per datagram.
+        self._warn = ThrottledLog(log)
 
     @property
     def address(self) -> str | bytes:
@@ -292,7 +296,7 @@ class KinetoEndpoint:
                 reply = self._handle(data, ancdata)
             except FramingError as e:
                 self.rejected += 1
-                log.warning("kineto endpoint: dropped malformed datagram: %s", e)
+                self._warn.warning("malformed", "kineto endpoint: dropped malformed datagram: %s", e)
                 continue
             except Exception:
                 log.exception("kineto endpoint: handler failed")
@@ -314,7 +318,8 @@ class KinetoEndpoint:
             type_mask, pids, job_id = parse_req(payload)
             if cred is None or cred[0] != pids[0]:
                 self.rejected += 1
-                log.warning(
+                self._warn.warning(
+                    "spoofed",
                     "kineto endpoint: rejected req claiming pid %d from kernel pid %s (pid namespaces differ or "
                     "a spoofed sender)",
                     pids[0],
@@ -330,7 +335,8 @@ class KinetoEndpoint:
             gpu, pid, job_id = parse_ctxt(payload)
             if cred is None or cred[0] != pid:
                 self.rejected += 1
-                log.warning(
+                self._warn.warning(
+                    "spoofed",
                     "kineto endpoint: rejected ctxt claiming pid %d from kernel pid %s",
                     pid,
                     cred[0] if cred else "unknown",

@@ -1,0 +1,43 @@
+"""Warnings that others can trigger at will (a local user's malformed datagrams, a daemon that keeps refusing)
+are logged at most once per interval per kind; the rest go to DEBUG and are counted in the next warning."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["ThrottledLog"]
+
+
+class ThrottledLog:
+    """`warning(key, msg, *args)`: a WARNING at most every `every_s` per key, DEBUG in between."""
+
+    def __init__(
+        self, logger: logging.Logger, every_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._logger = logger
+        self._every_s = every_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def warning(self, key: str, msg: str, *args: Any) -> None:
+        now = self._clock()
+        with self._lock:
+            since = now - self._last.get(key, now - self._every_s)
+            if since < self._every_s:
+                self._held[key] = self._held.get(key, 0) + 1
+                held = -1
+            else:
+                self._last[key] = now
+                held = self._held.pop(key, 0)
+        if held < 0:
+            self._logger.debug(msg, *args)
+        elif held:
+            self._logger.warning(msg + " (and %d more like it in the last %.0f s)", *args, held, since)
+        else:
+            self._logger.warning(msg, *args)
