@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import defaultdict
 from datetime import datetime
@@ -39,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="PATTERN",
         help="only metrics matching this fnmatch pattern, e.g. 'gpu_*' (repeatable)",
     )
-    p.add_argument("--json", action="store_true", help="print samples as JSON")
+    p.add_argument("--json", action="store_true", help="print samples as JSON (with --watch: one JSON object per line)")
     p.add_argument(
         "--limit",
         type=number(int, ge=0, le=INT32_MAX),
@@ -132,7 +133,10 @@ def _watch(args: argparse.Namespace) -> int:
     with single_client(args) as c:
         try:
             for sample in c.stream_metrics(args.names):
-                sys.stdout.write(_CLEAR + render(sample, c.target) + "\n")
+                if args.json:  # one JSON object per line, for tools reading a pipe
+                    sys.stdout.write(json.dumps(proto_to_dict(sample), separators=(",", ":")) + "\n")
+                else:
+                    sys.stdout.write(_CLEAR + render(sample, c.target) + "\n")
                 sys.stdout.flush()
         except KeyboardInterrupt:
             pass

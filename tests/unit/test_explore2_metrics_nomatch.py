@@ -3,6 +3,7 @@ the CLI must say that nothing matched, not draw an empty "(0 values)" header."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from concurrent import futures
@@ -36,3 +37,25 @@ def target() -> Iterator[str]:
 def test_no_metric_matching_the_names_is_said(target: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["metrics", "--host", target, "--names", "nomatch*", "--names", "gpu_x"]) == 0
     assert capsys.readouterr().out.strip() == "gpu7: no metric matches nomatch* gpu_x"
+
+
+class TwoSamples(FakeDynoServicer):
+    def StreamMetrics(self, request, context):  # noqa: N802
+        for i in range(2):
+            yield dyno_pb2.Sample(timestamp_ms=1000 + i, metrics=[dyno_pb2.Metric(name="cpu_user_percent", value=i)])
+
+
+def test_watch_with_json_streams_one_json_object_per_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """--watch --json used to ignore --json and draw tables with terminal escape codes into a pipe."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=[("grpc.so_reuseport", 0)])
+    port = server.add_insecure_port("127.0.0.1:0")
+    dyno_pb2_grpc.add_DynoServicer_to_server(TwoSamples("gpu7"), server)
+    server.start()
+    try:
+        assert cli_main(["metrics", "--host", f"127.0.0.1:{port}", "--watch", "--json"]) == 0
+    finally:
+        server.stop(0)
+    lines = capsys.readouterr().out.splitlines()
+    samples = [json.loads(line) for line in lines]
+    assert [s["timestamp_ms"] for s in samples] == ["1000", "1001"]
+    assert samples[1]["metrics"][0]["name"] == "cpu_user_percent"
