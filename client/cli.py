@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -62,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     except DynoError as e:
         print(f"dyno-cli: error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `dyno-cli metrics | head`; before OSError, its base class
+        # Python flushes stdout again at exit, which would report the closed pipe once more.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as e:  # a full disk or a permission on the user's side: say which file, no traceback
         where = f": {e.filename}" if e.filename else ""
         print(f"dyno-cli: error: {e.strerror or e}{where}", file=sys.stderr)
@@ -69,8 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: say so (exit 130 alone looks like a crash in a script's log)
         print("dyno-cli: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # `dyno-cli metrics | head`
-        return 0
 
 
 if __name__ == "__main__":
