@@ -177,6 +177,7 @@ class ClusterTrace:
         self._fetch_slots = threading.Semaphore(fetch_concurrency)
         self._host_slots = threading.Semaphore(cluster.max_concurrency)
         self._workers_done: list[threading.Event] = []  # one per following thread, set when it ends
+        self._cancel_reasons: dict[str, str] = {}  # host dir -> why we cancelled its trace
         self._starting = threading.Event()
         self._starting.set()  # no StartTrace in flight
 
@@ -348,7 +349,12 @@ class ClusterTrace:
             self._stop.wait(self.poll_s)
 
     def _update(self, h: HostRecord, status: dyno_pb2.TraceStatus, reason: str = "") -> None:
+        """Merge a daemon's TraceStatus into `h`. `reason`: why we cancelled this host's trace; it stays the
+        error of its cancelled processes (the daemon only ever says "cancelled by request")."""
         with self._lock:
+            if reason:
+                self._cancel_reasons[h.dir] = reason
+            reason = self._cancel_reasons.get(h.dir, "")
             by_pid = {p.pid: p for p in h.processes}
             h.hostname = status.hostname or h.hostname
             for p in status.processes:
@@ -358,7 +364,7 @@ class ClusterTrace:
                     h.processes.append(rec)
                     by_pid[p.pid] = rec
                 rec.state = _STATE.get(p.state, "?")
-                rec.error = p.error or (reason if rec.state == "cancelled" else "")
+                rec.error = reason if reason and rec.state == "cancelled" else p.error
                 rec.remote_path = p.path or rec.remote_path
                 rec.size_bytes = p.size_bytes
 
