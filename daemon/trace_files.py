@@ -39,6 +39,7 @@ __all__ = [
     "tree_size",
     "enforce_retention",
     "discard_unfinished_kineto_file",
+    "forgotten_trace_hint",
 ]
 
 log = logging.getLogger(__name__)
@@ -261,3 +262,18 @@ def discard_unfinished_kineto_file(path: Path) -> str:
     except OSError:
         free = ""
     return f": libkineto's {partial} was never completed (a failed write? removed it{free})"
+
+
+def forgotten_trace_hint(trace_dir: Path, trace_id: str) -> str:
+    """For an unknown trace id whose folder exists: the daemon restarted (trace states live in memory only) or
+    dropped the old trace from memory; its files, if any, are still in the folder."""
+    folder = trace_dir / trace_id
+    try:
+        if not _TRACE_ID_RE.match(trace_id) or not folder.is_dir():
+            return ""
+    except OSError:
+        return ""
+    return (
+        f" (its folder {folder} exists: the trace was started before this daemon restarted, or is too old to be "
+        "kept in memory)"
+    )

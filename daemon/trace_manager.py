@@ -283,7 +283,7 @@ class TraceManager:
         with self._lock:
             trace = self._traces.get(trace_id)
             if trace is None:
-                raise UnknownTraceError(f"no trace {trace_id!r} on host {self._hostname}")
+                raise self._unknown(trace_id)
             return TraceView(
                 trace.trace_id,
                 trace.spec,
@@ -291,6 +291,11 @@ class TraceManager:
                 trace.finished(),
                 trace.created_ms,
             )
+
+    def _unknown(self, trace_id: str) -> UnknownTraceError:
+        return UnknownTraceError(
+            f"no trace {trace_id!r} on host {self._hostname}{tf.forgotten_trace_hint(self._trace_dir, trace_id)}"
+        )
 
     def active_traces(self) -> int:
         with self._lock:
@@ -304,7 +309,7 @@ class TraceManager:
         with self._lock:
             trace = self._traces.get(trace_id)
             if trace is None:
-                raise UnknownTraceError(f"no trace {trace_id!r} on host {self._hostname}")
+                raise self._unknown(trace_id)
             for pt in trace.procs.values():
                 if pt.view.state in FINAL_STATES:
                     continue
