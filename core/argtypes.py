@@ -37,7 +37,7 @@ def number(
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):  # (math.isfinite overflows on huge ints)
             raise argparse.ArgumentTypeError(f"must be a finite number: {text!r}")
         if (gt is not None and not value > gt) or (ge is not None and value < ge) or (le is not None and value > le):
             raise argparse.ArgumentTypeError(f"{rule}: {text!r}")

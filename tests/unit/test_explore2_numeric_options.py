@@ -20,6 +20,7 @@ _TRACE = ["trace", "--host", "127.0.0.1:1", "--job-id", "j", "--output-dir", "/n
         (["status", "--host", "127.0.0.1:1", "--timeout-s", "1e308"], "--timeout-s"),
         (["ps", "--host", "127.0.0.1:1", "--timeout-s", "-inf"], "--timeout-s"),
         ([*_TRACE, "--iterations", "99999999999"], "--iterations"),
+        ([*_TRACE, "--duration-ms", "1" + "0" * 400], "--duration-ms"),  # an int too large for a float
         ([*_TRACE, "--duration-ms", "10", "--pids", "99999999999"], "--pids"),
         ([*_TRACE, "--duration-ms", "10", "--process-limit", "99999999999"], "--process-limit"),
         ([*_TRACE, "--iterations", "2", "--iteration-roundup", "99999999999"], "--iteration-roundup"),
