@@ -180,6 +180,7 @@ class ClusterTrace:
         self._cancel_reasons: dict[str, str] = {}  # host dir -> why we cancelled its trace
         self._starting = threading.Event()
         self._starting.set()  # no StartTrace in flight
+        self._start_error: Exception | None = None
 
     # -- start ------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -193,10 +194,14 @@ class ClusterTrace:
         # An Event, not Thread.join(): CPython <= 3.12 marks a thread finished (is_alive() False, later joins
         # return at once) when a Ctrl-C interrupts a join() on it.
         self._starting.wait()
+        if self._start_error is not None:
+            raise self._start_error
 
     def _start_all(self) -> None:
         try:
             self._start_fanout()
+        except Exception as e:  # handed to start(), as if the fan-out had run on its thread
+            self._start_error = e
         finally:
             self._starting.set()
 
