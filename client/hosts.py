@@ -241,7 +241,7 @@ def read_hostfile(path: str | os.PathLike[str], default_port: int = DEFAULT_PORT
     are skipped. Errors name the file and line."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # -sig: a byte order mark (Windows editors) is not a host
     except FileNotFoundError:
         raise HostSpecError(f"hostfile {p} does not exist") from None
     except (OSError, UnicodeDecodeError) as e:
