@@ -98,7 +98,7 @@ def test_json_report_schema(tmp_path):
     assert rank["has_gpu"] and rank["steps"]["count"] == 3 and rank["breakdown"]["idle_pct"] > 50
     f = doc["findings"][0]
     assert set(f) == {"rule", "severity", "title", "rank", "evidence", "fix"}
-    assert set(f["evidence"]) == {"time_lost_us", "share", "counts", "examples"}
+    assert set(f["evidence"]) == {"time_lost_us", "share", "share_of", "counts", "examples"}
     assert {o["status"] for o in doc["rules"]} <= {"findings", "clean", "skipped", "error"}
     lost = [x["evidence"]["time_lost_us"] for x in doc["findings"]]
     assert lost == sorted(lost, reverse=True)
@@ -144,6 +144,24 @@ def test_cli_bad_input_is_one_line(tmp_path, content, expect):
     rc, out, err = _cli(str(path))
     assert rc == 1 and out == ""
     assert err.count("\n") == 1 and expect in err and "Traceback" not in err
+
+
+def test_shares_name_the_span_they_divide_by(tmp_path):
+    """With steps every share is of the window; without, the GPU-time rules divide by the GPU span and say so."""
+    for steps, basis in ((True, None), (False, "GPU span")):
+        b = TraceBuilder()
+        if steps:
+            for i in range(3):
+                b.step(i, i * 20_000.0, 20_000.0)
+        b.cpu("aten::to", 0.0, 60_000.0)  # the trace span is longer than the GPU span
+        for i in range(20):
+            b.launch("small_kernel", 1000.0 + i * 2000.0, 1005.0 + i * 2000.0, 100.0)
+        path = b.write(tmp_path / f"t{steps}.json")
+        rc, out, _ = _cli(str(path), "--json", "--rules", "low-gpu-util")
+        (finding,) = json.loads(out)["findings"]
+        assert rc == 0 and finding["evidence"]["share_of"] == basis
+        rc, out, _ = _cli(str(path), "--rules", "low-gpu-util")
+        assert f"% of {basis or 'window'})" in out
 
 
 def test_cli_refuses_to_write_the_html_report_over_an_input_trace(tmp_path):

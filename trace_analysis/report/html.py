@@ -217,7 +217,7 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
         sev = f.severity.value
         cost = f"lost {fmt_us(ev.time_lost_us)}" if ev.time_lost_us > 0 else "time lost not measurable"
         if ev.share is not None:
-            cost += f" ({100 * ev.share:.1f}% of window)"
+            cost += f" ({100 * ev.share:.1f}% of {ev.share_of or 'window'})"
         examples = "".join(
             f"<li><code>{escape(x.name[:160])}</code> at ts={x.ts_us:.3f} µs, {fmt_us(x.dur_us)} {escape(x.where)}</li>"
             for x in ev.examples

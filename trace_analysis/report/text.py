@@ -51,7 +51,7 @@ def _finding(i: int, f: Finding) -> list[str]:
     where = "all ranks" if f.rank is None else f"rank {f.rank}"
     cost = f"lost {fmt_us(e.time_lost_us)}" if e.time_lost_us > 0 else "time lost not measurable"
     if e.share is not None:
-        cost += f" ({_pct(e.share)} of window)"
+        cost += f" ({_pct(e.share)} of {e.share_of or 'window'})"
     lines = [f"{i:>2}. [{_SEV[f.severity.value]}] {f.rule_id} ({where}): {f.title}", f"      {cost}"]
     for ex in e.examples:
         lines.append(f"      e.g. {ex.name[:80]} at ts={ex.ts_us:.3f} dur {fmt_us(ex.dur_us)} {ex.where}".rstrip())

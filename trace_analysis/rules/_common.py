@@ -21,6 +21,7 @@ __all__ = [
     "busiest_stream",
     "clip",
     "gpu_utilization",
+    "gpu_share_of",
     "gpu_window",
     "whole_window_scope",
 ]
@@ -53,6 +54,7 @@ class BaseRule:
         cap: Severity = Severity.HIGH,
         fix: str | None = None,
         share: float | None = None,
+        share_of: str | None = None,
     ) -> Finding:
         if share is None:
             share = ctx.share(time_lost_us) if time_lost_us > 0 else None
@@ -68,6 +70,7 @@ class BaseRule:
                 share=None if share is None else float(share),
                 counts={k: float(v) for k, v in (counts or {}).items()},
                 examples=tuple(examples),
+                share_of=share_of,
             ),
             fix=fix or self.fix,
             rank=ctx.rank,
@@ -122,12 +125,19 @@ def whole_window_scope(ctx: RuleContext) -> bool:
 
 def gpu_window(ctx: RuleContext) -> tuple[float, float, str]:
     """(start, end, name) of the window the rules about GPU time count in and divide by: the profiler steps when
-    the trace has some (``ctx.window``, the window of every other rule), else the GPU span (HTA's span)."""
+    the trace has some (``ctx.window``, the window of every other rule), else the GPU span (HTA's span): then
+    their findings say so (``share_of``)."""
     if ctx.steps:
         lo, hi = ctx.window
         return lo, hi, ctx.window_name
     span = ctx.gpu_span
     return (span[0], span[1], "GPU span") if span else (0.0, 0.0, "GPU span")
+
+
+def gpu_share_of(ctx: RuleContext) -> str | None:
+    """``Evidence.share_of`` of the findings that divide by ``gpu_window`` (or a device's GPU span): None, the
+    analysed window, when the trace has steps."""
+    return None if ctx.steps else "GPU span"
 
 
 def clip(start: np.ndarray, end: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:

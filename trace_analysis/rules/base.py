@@ -92,17 +92,20 @@ class Example:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What a finding rests on. ``time_lost_us`` orders findings; ``share`` is of the analysed window."""
+    """What a finding rests on. ``time_lost_us`` orders findings; ``share`` is of the analysed window, or of what
+    ``share_of`` names ("GPU span": the rules about GPU time on a trace without steps)."""
 
     time_lost_us: float = 0.0
     share: float | None = None
     counts: Mapping[str, float] = field(default_factory=dict)
     examples: Sequence[Example] = ()
+    share_of: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
             "time_lost_us": self.time_lost_us,
             "share": self.share,
+            "share_of": self.share_of,
             "counts": dict(self.counts),
             "examples": [e.to_dict() for e in self.examples],
         }

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..analyses.arrays import flatnonzero, linspace
 from ..analyses.intervals import coverage_before
-from ._common import GpuRule
+from ._common import GpuRule, gpu_share_of
 from .base import Example, Finding, Severity, Share, ThresholdValue, count_of
 from .context import RuleContext
 
@@ -69,6 +69,7 @@ class LowGpuUtil(GpuRule):
                         f"GPU {dev} busy only {overall:.1%} of {of} (threshold {min_util:.0%})",
                         time_lost_us=idle,
                         share=1.0 - overall,
+                        share_of=gpu_share_of(ctx),
                         counts=counts,
                         examples=examples,
                     )
@@ -82,6 +83,7 @@ class LowGpuUtil(GpuRule):
                         f"GPU {dev} idle phases: {len(low)} of {chunks} chunks below {min_util:.0%} utilization",
                         time_lost_us=lost,
                         share=lost / width,
+                        share_of=gpu_share_of(ctx),
                         counts=counts,
                         examples=examples,
                         cap=Severity.MEDIUM,

@@ -11,7 +11,7 @@ from ..analyses.arrays import distinct, flatnonzero
 from ..analyses.gpu import KernelType, gpu_scope, kernel_types, scope_kernel_types
 from ..analyses.intervals import intersection_length, union_length
 from ..model import Events
-from ._common import NO_GPU, BaseRule, GpuRule, clip, gpu_window, whole_window_scope
+from ._common import NO_GPU, BaseRule, GpuRule, clip, gpu_share_of, gpu_window, whole_window_scope
 from .base import Example, Finding, Severity, Share, Skip, ThresholdValue
 from .context import RuleContext
 
@@ -95,6 +95,7 @@ class ExposedComm(GpuRule):
                 f"overlapping it (overlap {overlap / comm_t:.0%} of communication time)",
                 time_lost_us=exposed,
                 share=share,
+                share_of=gpu_share_of(ctx),
                 counts={"comm_us": comm_t, "overlap_share": overlap / comm_t, "kernels": idx.size},
                 examples=ctx.longest_examples(scope.rows, idx, where="stream"),
             )

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..analyses.arrays import flatnonzero, unique_inverse
 from ..analyses.idle_time import HOST_WAIT, KERNEL_WAIT, IdleTimeBreakdown, idle_time_breakdown
-from ._common import GpuRule, busiest_stream, clip, gpu_window, whole_window_scope
+from ._common import GpuRule, busiest_stream, clip, gpu_share_of, gpu_window, whole_window_scope
 from .base import Example, Finding, Share, ThresholdValue, count_of
 from .context import RuleContext
 
@@ -100,6 +100,7 @@ class HostBound(GpuRule):
                 f"compute stream {gaps.stream} waits for kernel launches {share:.1%} of the {gaps.of}",
                 time_lost_us=host_wait,
                 share=share,
+                share_of=gpu_share_of(ctx),
                 counts=counts,
                 examples=gaps.examples("host_wait gap"),
             )
@@ -132,6 +133,7 @@ class LaunchOverhead(GpuRule):
                 f"add up to {share:.1%} of the {gaps.of}",
                 time_lost_us=kw,
                 share=share,
+                share_of=gpu_share_of(ctx),
                 counts={"gaps": n, "mean_gap_us": kw / max(n, 1)},
                 examples=gaps.examples("kernel_wait gap"),
             )
