@@ -123,10 +123,11 @@ class SlowFetchServicer(FakeDynoServicer):
 _CHUNK = 4096
 
 
-def test_ctrl_c_while_fetching_leaves_no_partial_file(tmp_path: Path) -> None:
+def _interrupt_during_fetch(tmp_path: Path, servicer: SlowFetchServicer, trace_id: str, settle_s: float) -> None:
+    """Run `dyno-cli trace` against ``servicer``, Ctrl-C it ``settle_s`` after its first fetch began; check it exits
+    130 without a traceback and leaves only the manifest, every fetch 'failed'."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[("grpc.so_reuseport", 0)])
     port = server.add_insecure_port("127.0.0.1:0")
-    servicer = SlowFetchServicer()
     dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
     server.start()
     proc = _cli(
@@ -135,24 +136,29 @@ def test_ctrl_c_while_fetching_leaves_no_partial_file(tmp_path: Path) -> None:
         "--job-id", "job1",
         "--duration-ms", "100",
         "--start-delay-s", "0",
-        "--trace-id", "ctrlc-fetch",
+        "--trace-id", trace_id,
         "--no-analyze",
         "--output-dir", str(tmp_path),
     )  # fmt: skip
     try:
         assert servicer.fetch_entered.wait(30), "no fetch started"
-        time.sleep(0.5)  # a few chunks written
+        time.sleep(settle_s)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
         server.stop(0)
     assert proc.returncode == 130 and "Traceback" not in err, err
-    folder = tmp_path / "ctrlc-fetch"
+    folder = tmp_path / trace_id
     assert sorted(p.name for p in folder.rglob("*") if p.is_file()) == ["manifest.json"], err
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["status"] == "interrupted"
     assert {p["fetch"] for p in manifest["processes"]} == {"failed"}
+
+
+def test_ctrl_c_while_fetching_leaves_no_partial_file(tmp_path: Path) -> None:
+    _interrupt_during_fetch(tmp_path, SlowFetchServicer(), "ctrlc-fetch", settle_s=0.5)  # a few chunks written
+    manifest = json.loads((tmp_path / "ctrlc-fetch" / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
 
 
 def test_ctrl_c_of_any_command_says_interrupted() -> None:
@@ -182,31 +188,4 @@ class StalledFetchServicer(SlowFetchServicer):
 
 
 def test_ctrl_c_while_a_fetch_is_stalled_leaves_no_partial_file(tmp_path: Path) -> None:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[("grpc.so_reuseport", 0)])
-    port = server.add_insecure_port("127.0.0.1:0")
-    servicer = StalledFetchServicer()
-    dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
-    server.start()
-    proc = _cli(
-        "trace",
-        "--host", f"127.0.0.1:{port}",
-        "--job-id", "job1",
-        "--duration-ms", "100",
-        "--start-delay-s", "0",
-        "--trace-id", "ctrlc-stall",
-        "--no-analyze",
-        "--output-dir", str(tmp_path),
-    )  # fmt: skip
-    try:
-        assert servicer.fetch_entered.wait(30), "no fetch started"
-        time.sleep(0.3)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-        server.stop(0)
-    assert proc.returncode == 130 and "Traceback" not in err, err
-    folder = tmp_path / "ctrlc-stall"
-    assert sorted(p.name for p in folder.rglob("*") if p.is_file()) == ["manifest.json"], err
-    manifest = json.loads((folder / "manifest.json").read_text())
-    assert {p["fetch"] for p in manifest["processes"]} == {"failed"}
+    _interrupt_during_fetch(tmp_path, StalledFetchServicer(), "ctrlc-stall", settle_s=0.3)
