@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from manual_clock import Clock
 
 from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import ProcessRegistry
@@ -14,14 +15,6 @@ from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_types import TraceSpec, TraceState
 
 pytestmark = pytest.mark.unit
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.ms = 1_700_000_000_000
-
-    def __call__(self) -> int:
-        return self.ms
 
 
 def test_unfinished_kineto_temp_file_is_named_in_the_reason_and_removed(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from manual_clock import Clock
 
 from dyno.daemon import trace_files as tf
 from dyno.daemon.kineto_ipc import KinetoPoll
@@ -24,14 +25,6 @@ from dyno.daemon.trace_types import (
 from dyno.filechunks import checksum_of, new_digest
 
 pytestmark = pytest.mark.unit
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.ms = 1_700_000_000_000
-
-    def __call__(self) -> int:
-        return self.ms
 
 
 @pytest.fixture
