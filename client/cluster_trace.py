@@ -1,10 +1,15 @@
 """ClusterTrace: one trace request on many daemons (one trace id, one start), polled and fetched host by host.
 
-The engine behind `dyno-cli trace`. StartTrace goes to every host at once through `Cluster.call` (a dead host
-is a per-host error, never a delay for the others). Then each host that triggered something gets its own
-worker thread that polls GetTrace and fetches every file as soon as its process is done, so a slow or dead
-host never holds back another host's files; fetches are bounded across hosts by a semaphore. The state lives
-in plain records under one lock; `snapshot()` hands copies to the progress view and the manifest.
+The engine behind `dyno-cli trace` and `dyno-cli fetch`. A trace is joined in one of two ways: `start()` sends
+StartTrace to every host at once through `Cluster.call` (a dead host is a per-host error, never a delay for the
+others); `attach()` reads a trace that is already running or finished (started earlier, by another client or
+user) with GetTrace on every host instead. Either way each host that has processes in the trace gets its own
+worker thread (`follow()`) that polls GetTrace and fetches every file as soon as its process is done, so a slow
+or dead host never holds back another host's files; fetches are bounded across hosts by a semaphore. The state
+lives in plain records under one lock; `snapshot()` hands copies to the progress view and the manifest.
+
+Only a started trace is ours to end: at `wait_s` and on `interrupt()` a started trace's unfinished processes are
+cancelled on the daemons, an attached trace's are left running (we stop waiting; a later attach can fetch them).
 """
 
 from __future__ import annotations
@@ -13,17 +18,28 @@ import copy
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster
-from dyno.client.errors import DeadlineExceeded, DynoError, InvalidArgument, Unavailable
+from dyno.client.errors import DeadlineExceeded, DynoError, InvalidArgument, NotFound, Unavailable
 from dyno.client.hosts import Host
 from dyno.daemon.trace_files import safe_host
+from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2
 
-__all__ = ["ClusterTrace", "HostRecord", "ProcRecord", "host_dir_name", "start_trace_retrying", "trace_exit_code"]
+__all__ = [
+    "ClusterTrace",
+    "HostRecord",
+    "PreviousFile",
+    "ProcRecord",
+    "file_checksum",
+    "host_dir_name",
+    "start_trace_retrying",
+    "trace_exit_code",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +72,7 @@ class ProcRecord:
     file: str = ""  # relative to the trace folder, once fetched
     checksum: str = ""  # "xxh3_128:<hex>", verified on fetch
     fetch_s: float = 0.0
+    reused: bool = False  # the file was already in the folder (an earlier fetch) and matched its checksum
 
     @property
     def ok(self) -> bool:
@@ -90,6 +107,26 @@ class HostRecord:
         d["host"] = str(self.host)
         del d["processes"]
         return d
+
+
+@dataclass(frozen=True)
+class PreviousFile:
+    """A file an earlier run fetched into the trace folder, as its manifest recorded it."""
+
+    file: str  # relative to the trace folder
+    checksum: str  # "xxh3_128:<hex>", verified when it was fetched
+
+
+_HASH_BLOCK = 1 << 20
+
+
+def file_checksum(path: Path) -> str:
+    """The checksum a FetchTraceFile stream carries for this file ("xxh3_128:<hex>"; `xxh128sum` prints the hex)."""
+    digest = new_digest()
+    with open(path, "rb") as f:
+        while block := f.read(_HASH_BLOCK):
+            digest.update(block)
+    return checksum_of(digest)
 
 
 def trace_exit_code(hosts: list[HostRecord]) -> int:
@@ -144,8 +181,10 @@ class _Stopped(Exception):
 
 class ClusterTrace:
     """Runs one cluster-wide trace. `out_dir` is the trace folder (<output-dir>/<trace_id>); host folders go
-    below it. `wait_s`: how long after `start()` traces may take before unfinished ones are cancelled (files
-    already done are still fetched). `unreachable_s`: how long a host may fail GetTrace before it is given up."""
+    below it. `wait_s`: how long after `start()` / `attach()` traces may take before we stop waiting (a started
+    trace's unfinished processes are then cancelled; files already done are still fetched). `unreachable_s`: how
+    long a host may fail GetTrace before it is given up. `previous`: files an earlier run fetched into `out_dir`,
+    by (host, pid) (see trace_manifest.previous_files): one that still matches is kept instead of fetched again."""
 
     def __init__(
         self,
@@ -158,6 +197,7 @@ class ClusterTrace:
         poll_s: float = 0.25,
         fetch_concurrency: int = 8,
         fetch_timeout_s: float = 600.0,
+        previous: Mapping[tuple[str, int], PreviousFile] | None = None,
     ) -> None:
         if not request.trace_id:
             raise ValueError("a cluster trace needs a caller-chosen trace_id (one id on every host)")
@@ -169,9 +209,12 @@ class ClusterTrace:
         self.unreachable_s = unreachable_s
         self.poll_s = poll_s
         self.fetch_timeout_s = fetch_timeout_s
+        self.previous = dict(previous or {})
         self.hosts = [HostRecord(h, host_dir_name(h)) for h in cluster.hosts]
         self.started_monotonic = 0.0
-        self.start_fanout_s = 0.0
+        self.start_fanout_s = 0.0  # the StartTrace fan-out (or attach()'s GetTrace fan-out)
+        self.created_ms = 0  # attach(): when the daemons created the trace (the earliest of them)
+        self.owns_trace = True  # started here: ours to cancel; attach() makes it False
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._fetch_slots = threading.Semaphore(fetch_concurrency)
@@ -240,6 +283,48 @@ class ClusterTrace:
             size_bytes=p.size_bytes,
         )
 
+    # -- attach -----------------------------------------------------------------------------------------------
+    def attach(self) -> None:
+        """Join a trace already running or finished on the daemons instead of starting one: GetTrace on every host
+        at once. A host that has the trace's processes is marked tracing (follow() then polls and fetches as after
+        start()); a host that does not know the trace id (NOT_FOUND: wrong id, or the daemon restarted since,
+        forgetting its traces) or cannot be reached is failed with the reason. `request` becomes the daemons'
+        record of the request (the first host that answered). Nothing is started, and nothing will be cancelled."""
+        self.owns_trace = False
+        self.started_monotonic = time.monotonic()
+        results = self.cluster.call(lambda c: c.get_trace(self.trace_id))
+        self.start_fanout_s = time.monotonic() - self.started_monotonic
+        created: list[int] = []
+        have_request = False
+        with self._lock:
+            for h, r in zip(self.hosts, results, strict=True):
+                h.start_s = round(r.elapsed_s, 4)
+                if not r.ok or r.value is None:
+                    h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
+                    if r.error_type == NotFound.__name__:  # the daemon's message names the id (and a restart)
+                        h.error = f"{r.error} (a wrong id or host, or the daemon restarted since it was started)"
+                    continue
+                status: dyno_pb2.TraceStatus = r.value
+                if not have_request and status.HasField("request"):
+                    have_request = True
+                    self.request = dyno_pb2.TraceRequest()
+                    self.request.CopyFrom(status.request)
+                    self.request.trace_id = self.trace_id
+                if status.created_ms:
+                    created.append(status.created_ms)
+                h.hostname = status.hostname
+                h.message = "attached to a trace started earlier"
+                h.matched_pids = [p.pid for p in status.processes]
+                h.processes = [self._record(p) for p in status.processes]
+                if not status.processes:
+                    h.state, h.error = HOST_NO_MATCH, "the trace has no process on this host"
+        self.created_ms = min(created, default=0)
+
+    @property
+    def attached_any(self) -> bool:
+        """After attach(): whether any host has processes of the trace (the same test as triggered_any)."""
+        return self.triggered_any
+
     @property
     def triggered_any(self) -> bool:
         with self._lock:
@@ -261,8 +346,9 @@ class ClusterTrace:
         return all(d.wait(None if end is None else max(0.0, end - time.monotonic())) for d in self._workers_done)
 
     def interrupt(self, grace_s: float = 3.0) -> None:
-        """Stop following (Ctrl-C): abort fetches, cancel the traces still running on the daemons (best
-        effort, within `grace_s`), and mark what did not arrive."""
+        """Stop following (Ctrl-C): abort fetches, cancel the traces still running on the daemons when we
+        started them (best effort, within `grace_s`; an attached trace is left running), and mark what did not
+        arrive."""
         self._stop.set()
         # A StartTrace still in flight may yet start traces: wait for its answer (the fan-out ends by its
         # deadline); hosts that never answered keep the state "tracing" and are cancelled below all the same.
@@ -270,7 +356,7 @@ class ClusterTrace:
         self.wait(grace_s)
         with self._lock:
             pending = [h for h in self.hosts if h.state == HOST_TRACING]
-        if pending:
+        if pending and self.owns_trace:
             targets = {h.host.target for h in pending}
             results = self.cluster.call(
                 lambda c: c.cancel_trace(self.trace_id) if c.target in targets else None, deadline_s=grace_s
@@ -339,6 +425,9 @@ class ClusterTrace:
                     h.finished_ms = int(time.time() * 1000)
                 return
             now = time.monotonic()
+            if now > wait_end and not self.owns_trace:
+                self._stop_waiting(h)
+                return
             if cancelled_at is None and now > wait_end:
                 cancelled_at = now
                 log.info("%s: traces not finished after %.0f s: cancelling", h.host, self.wait_s)
@@ -352,6 +441,18 @@ class ClusterTrace:
                 self._fail_host(h, "not finished after being cancelled", "Timeout")
                 return
             self._stop.wait(self.poll_s)
+
+    def _stop_waiting(self, h: HostRecord) -> None:
+        """An attached trace still running at wait_s: not ours to cancel. What is done was fetched; the rest is
+        reported as still tracing (a later attach can fetch it)."""
+        log.info("%s: traces not finished after %.0f s: no longer waiting (not cancelled)", h.host, self.wait_s)
+        with self._lock:
+            still = [p for p in h.processes if p.state not in FINAL_STATES]
+            for p in still:
+                p.error = "still tracing when the wait ended (--timeout-s); not cancelled: fetch it again later"
+            h.state, h.error_type = HOST_FAILED, "Timeout"
+            h.error = f"{len(still)} process(es) still tracing after {self.wait_s:g} s (--timeout-s); not cancelled"
+            h.finished_ms = int(time.time() * 1000)
 
     def _update(self, h: HostRecord, status: dyno_pb2.TraceStatus, reason: str = "") -> None:
         """Merge a daemon's TraceStatus into `h`. `reason`: why we cancelled this host's trace; it stays the
@@ -393,6 +494,8 @@ class ClusterTrace:
                 self._fetch_failed(p, "interrupted before the fetch")
                 return
             start = time.monotonic()
+            if self._reuse(h, p):
+                return
             try:
                 got = client.fetch_trace_file(
                     self.trace_id, p.pid, dest, timeout_s=self.fetch_timeout_s, on_chunk=progress
@@ -407,6 +510,29 @@ class ClusterTrace:
             p.fetch, p.fetched_bytes, p.checksum = "fetched", got.size_bytes, got.checksum
             p.file = str(got.path.relative_to(self.out_dir))
             p.fetch_s = round(time.monotonic() - start, 3)
+
+    def _reuse(self, h: HostRecord, p: ProcRecord) -> bool:
+        """Keep a file an earlier run fetched into the folder when it is still that file: the daemon's name and
+        size, and the checksum recorded when it was fetched (and verified then against the daemon's). Anything
+        else (not recorded, missing, another size, a checksum mismatch) is fetched again, replacing it."""
+        prev = self.previous.get((str(h.host), p.pid))
+        if prev is None:
+            return False
+        path = self.out_dir / prev.file
+        if path.parent != self.out_dir / h.dir or (p.remote_path and Path(p.remote_path).name != path.name):
+            return False  # a manifest names only its own host folders; anything else is not trusted
+        try:
+            if not path.is_file() or path.stat().st_size != p.size_bytes:
+                return False
+            checksum = file_checksum(path)
+        except OSError:
+            return False
+        if checksum != prev.checksum:
+            log.warning("%s: %s does not match its recorded checksum: fetching it again", h.host, path)
+            return False
+        with self._lock:
+            p.fetch, p.fetched_bytes, p.checksum, p.file, p.reused = "fetched", p.size_bytes, checksum, prev.file, True
+        return True
 
     def _fetch_failed(self, p: ProcRecord, reason: str) -> None:
         with self._lock:

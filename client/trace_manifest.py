@@ -14,9 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import dyno
-from dyno.client.cluster_trace import HostRecord
+from dyno.client.cluster_trace import HostRecord, PreviousFile
 
-__all__ = ["MANIFEST_NAME", "SCHEMA", "SCHEMA_VERSION", "build_manifest", "read_manifest", "write_manifest"]
+__all__ = [
+    "MANIFEST_NAME",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "build_manifest",
+    "previous_files",
+    "read_manifest",
+    "write_manifest",
+]
 
 MANIFEST_NAME = "manifest.json"
 SCHEMA = "dyno.trace-manifest"
@@ -106,3 +114,23 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
 
 def read_manifest(folder: Path) -> dict[str, Any]:
     return json.loads((folder / MANIFEST_NAME).read_text())
+
+
+def previous_files(folder: Path) -> dict[tuple[str, int], PreviousFile]:
+    """The files an earlier run's manifest.json in `folder` records as fetched, by (host, pid), with their
+    checksums: what `dyno-cli fetch` may keep after verifying them. No manifest, an unreadable one or another
+    schema: nothing (everything is fetched again)."""
+    try:
+        manifest = read_manifest(folder)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
+        return {}
+    found: dict[tuple[str, int], PreviousFile] = {}
+    for pr in manifest.get("processes") or []:
+        try:
+            if pr["fetch"] == "fetched" and pr["file"] and str(pr["checksum"]).startswith("xxh3_128:"):
+                found[(str(pr["host"]), int(pr["pid"]))] = PreviousFile(str(pr["file"]), str(pr["checksum"]))
+        except (KeyError, TypeError, ValueError):
+            continue  # a hand-edited or foreign entry: that file is fetched again
+    return found

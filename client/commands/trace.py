@@ -5,23 +5,16 @@ analysis report."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from dyno.argtypes import INT32_MAX, INT64_MAX, number
 from dyno.client.cluster import Cluster
-from dyno.client.cluster_trace import ClusterTrace, HostRecord, trace_exit_code
-from dyno.client.commands._common import print_json, proto_to_dict
+from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
-from dyno.client.format import human_bytes, table
-from dyno.client.trace_manifest import build_manifest, write_manifest
-from dyno.client.trace_progress import make_progress
+from dyno.client.commands._trace_flow import TraceFlow, add_collect_arguments, check_writable, nothing_to_follow, say
+from dyno.client.trace_manifest import write_manifest
 from dyno.daemon.trace_files import new_trace_id, validate_trace_id
-from dyno.numpy_import import import_numpy_single_threaded
 from dyno.v1 import dyno_pb2
 
 __all__ = ["register", "run"]
@@ -37,7 +30,6 @@ AGENT_START_DELAY_S = 1.0  # used by default when no matched process speaks libk
 # multiple of 10 puts them on the same step when that skew is under 10 steps, and costs at most 9 steps' wait.
 DEFAULT_ITERATION_ROUNDUP = 10
 MAX_START_DELAY_S = 3600.0  # the daemons accept start times up to 1 h ahead
-_REFRESH_S = 0.25
 
 
 _positive_int = number(int, gt=0, le=INT32_MAX)  # pids, counts: int32 in the TraceRequest
@@ -101,20 +93,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("--with-modules", "nn.Module hierarchy"),
     ):
         p.add_argument(flag, action="store_true", help=f"record {what}")
-    p.add_argument("--output-dir", required=True, type=Path, help="files go to OUTPUT_DIR/TRACE_ID/HOST_PORT/")
-    p.add_argument(
-        "--timeout-s",
-        type=_non_negative_float,
-        default=0.0,
-        help="overall wait for the traces; then unfinished ones are cancelled (files already done are still "
+    add_collect_arguments(
+        p,
+        timeout_default=0.0,
+        timeout_help="overall wait for the traces; then unfinished ones are cancelled (files already done are still "
         "fetched). Default: start delay + duration + 60 s, or 300 s for iteration traces",
     )
-    p.add_argument(
-        "--fetch-concurrency", type=_positive_int, default=8, metavar="N", help="files fetched at once (default 8)"
-    )
-    p.add_argument("--no-analyze", action="store_true", help="do not analyze the fetched files")
-    p.add_argument("--html", type=Path, metavar="FILE", help="also write the HTML analysis report here")
-    p.add_argument("--json", action="store_true", help="print the manifest and the report as one JSON object on stdout")
     p.add_argument(
         "--fail-on-no-process",
         action=argparse.BooleanOptionalAction,
@@ -161,10 +145,6 @@ def _request(args: argparse.Namespace, trace_id: str, start_delay_s: float) -> d
     return req
 
 
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
 def _start_text(req: dyno_pb2.TraceRequest, n_hosts: int) -> str:
     if req.HasField("duration_ms"):
         what = f"{req.duration_ms} ms"
@@ -176,77 +156,12 @@ def _start_text(req: dyno_pb2.TraceRequest, n_hosts: int) -> str:
     return f"trace {req.trace_id}: job {req.job_id!r} on {n_hosts} host(s), {what}"
 
 
-def _nothing_triggered(ct: ClusterTrace, args: argparse.Namespace) -> int:
-    hosts = ct.snapshot()
-    code = 1 if args.fail_on_no_process else 0
-    if args.json:
-        print_json(
-            {
-                "trace_id": ct.trace_id,
-                "ok": code == 0,
-                "hosts": [h.to_dict() for h in hosts],
-                "processes": [],
-                "errors": [f"{h.host}: {h.error}" for h in hosts],
-            }
-        )
-    for h in hosts:  # the daemons' reasons name the jobs that are registered
-        _say(f"dyno-cli trace: {h.host}: {h.error}" + (f" ({h.error_type})" if h.error_type else ""))
-    _say(f"dyno-cli trace: nothing traced on any of {len(hosts)} host(s)")
-    return code
-
-
-def _summary(hosts: list[HostRecord]) -> str:
-    rows: list[list[object]] = []
-    for h in hosts:
-        if not h.processes:
-            rows.append([str(h.host), "-", "-", h.state.replace("_", " "), "-", "-"])
-        for p in h.processes:
-            state = p.state if p.ok or p.fetch != "failed" else "fetch_failed"
-            rows.append(
-                [
-                    str(h.host),
-                    p.pid,
-                    "-" if p.rank is None else p.rank,
-                    state,
-                    p.file if p.ok else "-",  # the reason is listed below the report
-                    human_bytes(p.fetched_bytes) if p.ok else "-",
-                ]
-            )
-    return table(["HOST", "PID", "RANK", "STATE", "FILE", "SIZE"], rows, text=("HOST", "FILE"))
-
-
-def _analyze(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str, Any] | None, str | None]:
-    """Run the analysis on exactly the fetched files; print / write its reports. Returns (report dict, error)."""
-    try:
-        import_numpy_single_threaded()
-        from dyno.trace_analysis import analyze
-        from dyno.trace_analysis.report import render_html, render_json, render_text
-
-        report = analyze([str(f) for f in files])
-        if args.html:
-            args.html.write_text(render_html(report), encoding="utf-8")
-        if not args.json:
-            print()
-            print(render_text(report))
-        return json.loads(render_json(report, indent=False)), None
-    except Exception as e:  # analysis problems are reported; they never change the trace's exit code
-        return None, f"{type(e).__name__}: {e}"
-
-
 def _default_start_delay(cluster: Cluster, job_id: str) -> float:
     """A synchronized start must wait for the slowest process to see the request: libkineto's next poll (up to
     5 s) when the job has a libkineto process or a host did not answer; a dyno agent's stream otherwise (ms)."""
     results = cluster.list_processes(job_id)
     kineto = any(p.protocol == dyno_pb2.PROTOCOL_KINETO for r in results if r.ok for p in r.value.processes)
     return DEFAULT_START_DELAY_S if kineto or not all(r.ok for r in results) else AGENT_START_DELAY_S
-
-
-def _check_writable(output_dir: Path) -> None:
-    try:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=output_dir).close()
-    except OSError as e:
-        usage_error(f"--output-dir {output_dir}: cannot write there: {e.strerror or e}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -257,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     folder: Path = args.output_dir / trace_id
     if folder.exists() and any(folder.iterdir()):
         usage_error(f"{folder} already exists and is not empty (choose another --trace-id or --output-dir)")
-    _check_writable(args.output_dir)  # before anything is traced: a trace nobody can fetch is wasted
+    check_writable(args.output_dir)  # before anything is traced: a trace nobody can fetch is wasted
     with Cluster(hosts, deadline_s=args.call_timeout_s, max_concurrency=args.max_concurrency, auth=auth) as cluster:
         start_delay_s = args.start_delay_s
         if start_delay_s is None:
@@ -270,7 +185,6 @@ def run(args: argparse.Namespace) -> int:
             wait_s = 300.0
         requested_ms = int(time.time() * 1000)
         req = _request(args, trace_id, start_delay_s)
-        request_dict = proto_to_dict(req)
         ct = ClusterTrace(
             cluster,
             req,
@@ -279,71 +193,22 @@ def run(args: argparse.Namespace) -> int:
             unreachable_s=args.call_timeout_s,
             fetch_concurrency=args.fetch_concurrency,
         )
-        _say(_start_text(req, len(hosts)))
+        say(_start_text(req, len(hosts)))
         interrupted = False
         try:
             ct.start()
         except KeyboardInterrupt:  # StartTrace calls may be in flight: what they start must not run on unseen
             interrupted = True
-            _say("dyno-cli trace: interrupted while starting: cancelling what was started")
+            say("dyno-cli trace: interrupted while starting: cancelling what was started")
             ct.interrupt()
         if not interrupted and not ct.triggered_any:
-            return _nothing_triggered(ct, args)
-
-        def manifest(status: str, code: int | None = None) -> dict[str, Any]:
-            return build_manifest(
-                trace_id=trace_id,
-                request=request_dict,
-                hosts=ct.snapshot(),
-                status=status,
-                requested_ms=requested_ms,
-                start_fanout_s=ct.start_fanout_s,
-                exit_code=code,
-                finished_ms=None if code is None else int(time.time() * 1000),
-            )
-
+            what = f"nothing traced on any of {len(hosts)} host(s)"
+            return nothing_to_follow(ct, args, "trace", what, 1 if args.fail_on_no_process else 0)
+        flow = TraceFlow(ct, args, folder, command="trace", requested_ms=requested_ms)
         try:
-            write_manifest(folder, manifest("running"))
+            write_manifest(folder, flow.manifest("running"))
         except OSError:  # e.g. a full disk: nothing could be recorded or fetched, so stop what was started
-            _say("dyno-cli trace: cannot write the manifest: cancelling the trace")
+            say("dyno-cli trace: cannot write the manifest: cancelling the trace")
             ct.interrupt()
             raise
-        progress = make_progress(f"trace {trace_id} (job {args.job_id})", live=False if args.json else None)
-        try:
-            if not interrupted:
-                ct.follow()
-            while not ct.wait(_REFRESH_S):
-                progress.update(ct.snapshot())
-        except KeyboardInterrupt:
-            interrupted = True
-            _say("dyno-cli trace: interrupted: cancelling the traces still running and writing the manifest")
-            ct.interrupt()
-        progress.close(ct.snapshot())
-        final = ct.snapshot()
-        code = 130 if interrupted else trace_exit_code(final)
-        status = "interrupted" if interrupted else {0: "complete", 3: "partial"}.get(code, "failed")
-        result = manifest(status, code)
-        write_manifest(folder, result)
-
-    files = ct.fetched_files()
-    report, analysis_error = (None, None)
-    if not args.json:
-        print(_summary(final))
-    if files and not args.no_analyze and not interrupted:
-        report, analysis_error = _analyze(args, files)
-    for line in result["errors"]:
-        _say(f"dyno-cli trace: {line}")
-    if analysis_error:
-        _say(f"dyno-cli trace: analysis failed (the traces are fine): {analysis_error}")
-    hosts_ok = sum(not h.failed for h in final)
-    _say(
-        f"dyno-cli trace: {status}: {len(files)} of {result['summary']['processes']} traced file(s) fetched, "
-        f"{hosts_ok} of {len(final)} host(s) ok; files and manifest.json in {folder}"
-    )
-    if args.json:
-        for pr in result["processes"]:
-            pr["path"] = str(folder / pr["file"]) if pr["file"] else ""
-        print_json(
-            {**result, "ok": code == 0, "output_dir": str(folder), "report": report, "analysis_error": analysis_error}
-        )
-    return code
+        return flow.run(f"trace {trace_id} (job {args.job_id})", interrupted=interrupted)

@@ -1,0 +1,195 @@
+"""What `dyno-cli trace` and `dyno-cli fetch` share once a cluster trace is joined (trace: ClusterTrace.start(),
+fetch: ClusterTrace.attach()): follow every host with live progress, fetch the files into
+OUTPUT_DIR/TRACE_ID/HOST_PORT/, write manifest.json, print the per-process summary, analyze what arrived, list
+what did not, and choose the exit code (0 everything arrived, 3 partial, 1 nothing, 130 interrupted)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from dyno.argtypes import INT32_MAX, number
+from dyno.client.cluster_trace import ClusterTrace, HostRecord, trace_exit_code
+from dyno.client.commands._common import print_json, proto_to_dict
+from dyno.client.commands._hosts import usage_error
+from dyno.client.format import human_bytes, table
+from dyno.client.trace_manifest import build_manifest, write_manifest
+from dyno.client.trace_progress import make_progress
+from dyno.numpy_import import import_numpy_single_threaded
+
+__all__ = ["TraceFlow", "add_collect_arguments", "check_writable", "nothing_to_follow", "say"]
+
+_REFRESH_S = 0.25
+_positive_int = number(int, gt=0, le=INT32_MAX)
+_non_negative_float = number(float, ge=0)
+
+
+def add_collect_arguments(p: argparse.ArgumentParser, *, timeout_default: float | None, timeout_help: str) -> None:
+    """--output-dir, --timeout-s (the overall wait; its default and meaning differ per command),
+    --fetch-concurrency, --no-analyze, --html and --json."""
+    p.add_argument("--output-dir", required=True, type=Path, help="files go to OUTPUT_DIR/TRACE_ID/HOST_PORT/")
+    p.add_argument("--timeout-s", type=_non_negative_float, default=timeout_default, help=timeout_help)
+    p.add_argument(
+        "--fetch-concurrency", type=_positive_int, default=8, metavar="N", help="files fetched at once (default 8)"
+    )
+    p.add_argument("--no-analyze", action="store_true", help="do not analyze the fetched files")
+    p.add_argument("--html", type=Path, metavar="FILE", help="also write the HTML analysis report here")
+    p.add_argument("--json", action="store_true", help="print the manifest and the report as one JSON object on stdout")
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def check_writable(output_dir: Path) -> None:
+    """Usage error (exit 2) unless files can be created in `output_dir` (made if missing)."""
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=output_dir).close()
+    except OSError as e:
+        usage_error(f"--output-dir {output_dir}: cannot write there: {e.strerror or e}")
+
+
+def nothing_to_follow(ct: ClusterTrace, args: argparse.Namespace, command: str, what: str, code: int) -> int:
+    """No host has anything to follow: each host's reason, then `what`, on stderr (and --json); no folder."""
+    hosts = ct.snapshot()
+    if args.json:
+        print_json(
+            {
+                "trace_id": ct.trace_id,
+                "ok": code == 0,
+                "hosts": [h.to_dict() for h in hosts],
+                "processes": [],
+                "errors": [f"{h.host}: {h.error}" for h in hosts],
+            }
+        )
+    for h in hosts:  # the daemons' reasons name the jobs that are registered
+        say(f"dyno-cli {command}: {h.host}: {h.error}" + (f" ({h.error_type})" if h.error_type else ""))
+    say(f"dyno-cli {command}: {what}")
+    return code
+
+
+def _summary(hosts: list[HostRecord]) -> str:
+    rows: list[list[object]] = []
+    for h in hosts:
+        if not h.processes:
+            rows.append([str(h.host), "-", "-", h.state.replace("_", " "), "-", "-"])
+        for p in h.processes:
+            state = p.state if p.ok or p.fetch != "failed" else "fetch_failed"
+            rows.append(
+                [
+                    str(h.host),
+                    p.pid,
+                    "-" if p.rank is None else p.rank,
+                    state,
+                    p.file if p.ok else "-",  # the reason is listed below the report
+                    human_bytes(p.fetched_bytes) if p.ok else "-",
+                ]
+            )
+    return table(["HOST", "PID", "RANK", "STATE", "FILE", "SIZE"], rows, text=("HOST", "FILE"))
+
+
+def _analyze(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str, Any] | None, str | None]:
+    """Run the analysis on exactly the fetched files; print / write its reports. Returns (report dict, error)."""
+    try:
+        import_numpy_single_threaded()
+        from dyno.trace_analysis import analyze
+        from dyno.trace_analysis.report import render_html, render_json, render_text
+
+        report = analyze([str(f) for f in files])
+        if args.html:
+            args.html.write_text(render_html(report), encoding="utf-8")
+        if not args.json:
+            print()
+            print(render_text(report))
+        return json.loads(render_json(report, indent=False)), None
+    except Exception as e:  # analysis problems are reported; they never change the trace's exit code
+        return None, f"{type(e).__name__}: {e}"
+
+
+class TraceFlow:
+    """Follows a joined ClusterTrace to the end for the command `command` ("trace" or "fetch"), whose options
+    are `args` (add_collect_arguments' and the host options). `folder` is OUTPUT_DIR/TRACE_ID; `requested_ms`
+    when the trace was requested (the manifest's timings)."""
+
+    def __init__(
+        self, ct: ClusterTrace, args: argparse.Namespace, folder: Path, *, command: str, requested_ms: int
+    ) -> None:
+        self.ct = ct
+        self.args = args
+        self.folder = folder
+        self.command = command
+        self.requested_ms = requested_ms
+        self.request = proto_to_dict(ct.request)
+
+    def manifest(self, status: str, code: int | None = None) -> dict[str, Any]:
+        return build_manifest(
+            trace_id=self.ct.trace_id,
+            request=self.request,
+            hosts=self.ct.snapshot(),
+            status=status,
+            requested_ms=self.requested_ms,
+            start_fanout_s=self.ct.start_fanout_s,
+            exit_code=code,
+            finished_ms=None if code is None else int(time.time() * 1000),
+        )
+
+    def run(self, title: str, *, interrupted: bool = False) -> int:
+        """Follow (unless already `interrupted` while joining), then record, summarize, analyze, report.
+        The "running" manifest is the caller's to write first (what to do when it cannot be written differs)."""
+        ct, args, folder, command = self.ct, self.args, self.folder, self.command
+        progress = make_progress(title, live=False if args.json else None)
+        try:
+            if not interrupted:
+                ct.follow()
+            while not ct.wait(_REFRESH_S):
+                progress.update(ct.snapshot())
+        except KeyboardInterrupt:
+            interrupted = True
+            if ct.owns_trace:
+                say(f"dyno-cli {command}: interrupted: cancelling the traces still running and writing the manifest")
+            else:
+                say(f"dyno-cli {command}: interrupted: writing the manifest (the trace goes on on the daemons)")
+            ct.interrupt()
+        progress.close(ct.snapshot())
+        final = ct.snapshot()
+        code = 130 if interrupted else trace_exit_code(final)
+        status = "interrupted" if interrupted else {0: "complete", 3: "partial"}.get(code, "failed")
+        result = self.manifest(status, code)
+        write_manifest(folder, result)
+
+        files = ct.fetched_files()
+        report, analysis_error = (None, None)
+        if not args.json:
+            print(_summary(final))
+        if files and not args.no_analyze and not interrupted:
+            report, analysis_error = _analyze(args, files)
+        for line in result["errors"]:
+            say(f"dyno-cli {command}: {line}")
+        if analysis_error:
+            say(f"dyno-cli {command}: analysis failed (the traces are fine): {analysis_error}")
+        hosts_ok = sum(not h.failed for h in final)
+        reused = sum(p.ok and p.reused for h in final for p in h.processes)
+        kept = f" ({reused} already there, checksum verified)" if reused else ""
+        say(
+            f"dyno-cli {command}: {status}: {len(files)} of {result['summary']['processes']} traced file(s) "
+            f"fetched{kept}, {hosts_ok} of {len(final)} host(s) ok; files and manifest.json in {folder}"
+        )
+        if args.json:
+            for pr in result["processes"]:
+                pr["path"] = str(folder / pr["file"]) if pr["file"] else ""
+            print_json(
+                {
+                    **result,
+                    "ok": code == 0,
+                    "output_dir": str(folder),
+                    "report": report,
+                    "analysis_error": analysis_error,
+                }
+            )
+        return code

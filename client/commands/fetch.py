@@ -1,0 +1,94 @@
+"""dyno-cli fetch: attach to a trace already running or finished on the daemons (started by an earlier `dyno-cli
+trace` that was interrupted or gave up waiting, by another user, or by a tool using the library), wait for its
+processes, and pull every file exactly as `dyno-cli trace` does: OUTPUT_DIR/TRACE_ID/HOST_PORT/ with
+manifest.json, progress, summary, analysis. It never starts or cancels anything."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from dyno.client.cluster import Cluster
+from dyno.client.cluster_trace import ClusterTrace
+from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
+from dyno.client.commands._trace_flow import TraceFlow, add_collect_arguments, check_writable, nothing_to_follow, say
+from dyno.client.trace_manifest import previous_files, write_manifest
+from dyno.daemon.trace_files import validate_trace_id
+from dyno.v1 import dyno_pb2
+
+__all__ = ["register", "run"]
+
+ITERATION_WAIT_S = 300.0  # as `dyno-cli trace` waits for iteration traces
+AFTER_WINDOW_S = 60.0  # a duration trace is waited for until its window's end plus this (as `trace` does)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "fetch",
+        help="fetch the files of a trace already running or finished on the daemons (e.g. after an interrupted "
+        "`trace`), then analyze them",
+        description="Attach to the trace TRACE_ID on every daemon (--host/--hosts/--hostfile/--slurm-job), started "
+        "earlier by `dyno-cli trace` (interrupted, or its --timeout-s ran out), by another user or by a tool "
+        "using the library; wait for the processes still tracing, and fetch every file as soon as it is done into "
+        "OUTPUT_DIR/TRACE_ID/HOST_PORT/ (checksum-verified) with OUTPUT_DIR/TRACE_ID/manifest.json, as `dyno-cli "
+        "trace` does; then analyze them and print the cross-rank report. fetch never starts or cancels a trace: "
+        "--timeout-s and Ctrl-C only stop waiting, and running it again later fetches the rest. Files already in "
+        "the folder from an earlier fetch are kept only when they match the checksum recorded in its "
+        "manifest.json and the daemon's size; anything else is fetched again. A daemon that does not know the "
+        "trace (wrong id, or restarted since: trace states live in its memory) is a failed host with that reason. "
+        "Exit codes: 0 every file fetched; 3 partial (failed hosts and processes are listed with reasons); 1 "
+        "nothing fetched (or no daemon knows the trace); 2 usage; 130 interrupted (the manifest is still "
+        "written).",
+    )
+    add_host_arguments(p, call_timeout_flag="--call-timeout-s")
+    p.add_argument("--trace-id", required=True, help="the trace to fetch (as `dyno-cli trace` printed it)")
+    add_collect_arguments(
+        p,
+        timeout_default=None,
+        timeout_help="overall wait for processes still tracing; then the files already done are fetched and the "
+        "others reported as still tracing (never cancelled). 0: fetch what is done now. Default: until the "
+        f"trace's window ends + {AFTER_WINDOW_S:g} s, or {ITERATION_WAIT_S:g} s for iteration traces",
+    )
+    p.set_defaults(func=run)
+
+
+def default_wait_s(request: dyno_pb2.TraceRequest, now_s: float) -> float:
+    """How long to wait for an attached trace, from the request the daemons recorded: the rest of a duration
+    trace's window plus a margin (the daemons end unfinished processes by their own timeouts), else what `trace`
+    waits for iteration traces."""
+    if not request.HasField("duration_ms"):
+        return ITERATION_WAIT_S
+    start_in = max(0.0, request.start_time_ms / 1000 - now_s) if request.HasField("start_time_ms") else 0.0
+    return start_in + request.duration_ms / 1000 + AFTER_WINDOW_S
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        validate_trace_id(args.trace_id)
+    except ValueError as e:
+        usage_error(f"--trace-id: {e}")
+    hosts = resolve_hosts(args)
+    auth = client_auth(args)
+    folder: Path = args.output_dir / args.trace_id
+    check_writable(args.output_dir)
+    previous = previous_files(folder)  # read before anything is written there
+    with Cluster(hosts, deadline_s=args.call_timeout_s, max_concurrency=args.max_concurrency, auth=auth) as cluster:
+        ct = ClusterTrace(
+            cluster,
+            dyno_pb2.TraceRequest(trace_id=args.trace_id),
+            folder,
+            wait_s=0.0,  # known once the daemons said what the trace is
+            unreachable_s=args.call_timeout_s,
+            fetch_concurrency=args.fetch_concurrency,
+            previous=previous,
+        )
+        say(f"fetch {args.trace_id}: attaching on {len(hosts)} host(s)")
+        ct.attach()
+        if not ct.attached_any:  # an earlier manifest in the folder is left as it is
+            return nothing_to_follow(ct, args, "fetch", f"no host has trace {args.trace_id!r}: nothing to fetch", 1)
+        now = time.time()
+        ct.wait_s = default_wait_s(ct.request, now) if args.timeout_s is None else args.timeout_s
+        flow = TraceFlow(ct, args, folder, command="fetch", requested_ms=ct.created_ms or int(now * 1000))
+        write_manifest(folder, flow.manifest("running"))
+        return flow.run(f"fetch {args.trace_id} (job {ct.request.job_id})")
