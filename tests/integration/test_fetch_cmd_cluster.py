@@ -1,0 +1,197 @@
+"""`dyno-cli fetch` end to end: two real dynods on free loopback ports (one with --auth-token-file), each with a
+real agent-instrumented CPU torch trainer of one job behind it. Traces are started by the library or by a
+`dyno-cli trace` that is killed before it fetched anything; `dyno-cli fetch --trace-id` then gets every file.
+The last test restarts a daemon, which forgets its traces (NOT_FOUND)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from dyno.client.auth import ClientAuth
+from dyno.client.cluster import Cluster
+from dyno.client.cluster_trace import start_trace_retrying
+from dyno.client.hosts import parse_hosts
+from dyno.filechunks import checksum_of, new_digest
+from dyno.v1 import dyno_pb2
+
+from conftest import Dynod, run_cli, short_tmpdir, wait_for
+
+pytestmark = pytest.mark.integration
+pytest.importorskip("torch")
+
+TRAINER = Path(__file__).resolve().parent / "trainers" / "agent_trainer.py"
+
+
+@dataclass
+class Job:
+    open: Dynod  # no auth
+    locked: Dynod  # --auth-token-file
+    token: Path
+    job_id: str
+
+    @property
+    def daemons(self) -> tuple[Dynod, Dynod]:
+        return self.open, self.locked
+
+    @property
+    def hosts(self) -> str:
+        return f"{self.open.target},{self.locked.target}"
+
+
+@pytest.fixture(scope="module")
+def job() -> Iterator[Job]:
+    work = short_tmpdir("dyno-fetch-")
+    token = work / "token"
+    token.write_text("fetch-cmd-test-token-0123456789ab\n")
+    token.chmod(0o600)
+    daemons = [Dynod(), Dynod(["--auth-token-file", str(token)])]
+    trainers: list[subprocess.Popen[bytes]] = []
+    job_id = f"fetch-{uuid.uuid4().hex[:8]}"
+    try:
+        for d in daemons:
+            d.start()
+        for rank, d in enumerate(daemons):
+            env = {
+                **os.environ,
+                "DYNO_AGENT_SOCKET": str(d.agent_socket),
+                "DYNO_JOB_ID": job_id,
+                "RANK": str(rank),
+                "WORLD_SIZE": "2",
+            }
+            cmd = [sys.executable, str(TRAINER), "--explicit", "--seconds", "300", "--step-sleep", "0.01"]
+            log = open(work / f"rank{rank}.log", "wb")  # noqa: SIM115 - the trainer writes it until killed
+            trainers.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env))
+            log.close()
+        with Cluster([d.target for d in daemons], deadline_s=5) as cluster:
+            wait_for(lambda: all(r.ok and r.value.processes for r in cluster.list_processes(job_id)), 90, 0.2)
+        yield Job(daemons[0], daemons[1], token, job_id)
+    finally:
+        for t in trainers:
+            t.kill()
+            t.wait(10)
+        for d in daemons:
+            d.stop()
+            d.cleanup()
+        for f in work.iterdir():
+            f.unlink()
+        work.rmdir()
+
+
+def _cluster(job: Job) -> Cluster:
+    return Cluster(parse_hosts(job.hosts), deadline_s=5, auth=ClientAuth.from_files(token_file=job.token))
+
+
+def _start(job: Job, trace_id: str, duration_ms: int = 800) -> None:
+    """Start a trace with the library (as a tool would), on every host."""
+    req = dyno_pb2.TraceRequest(job_id=job.job_id, trace_id=trace_id, duration_ms=duration_ms)
+    with _cluster(job) as cluster:
+        results = cluster.call(lambda c: start_trace_retrying(c, req))
+    assert all(r.ok and r.value.triggered for r in results), [r.error for r in results]
+
+
+def _wait_finished(job: Job, trace_id: str) -> None:
+    with _cluster(job) as cluster:
+        wait_for(lambda: all(r.ok and r.value.finished for r in cluster.call(lambda c: c.get_trace(trace_id))), 60, 0.2)
+
+
+def _fetch(job: Job, out: Path, trace_id: str, *args: str) -> subprocess.CompletedProcess:
+    return run_cli(
+        "fetch", "--hosts", job.hosts, "--auth-token-file", str(job.token), "--trace-id", trace_id,
+        "--output-dir", str(out), *args, timeout=120,
+    )  # fmt: skip
+
+
+def _check(job: Job, folder: Path, manifest: dict) -> None:
+    """Every process fetched, where the manifest says, byte for byte the daemon's file, checksum verified."""
+    assert manifest["status"] == "complete" and manifest["exit_code"] == 0 and manifest["errors"] == []
+    assert manifest["job_id"] == job.job_id and manifest["request"]["trace_id"] == manifest["trace_id"]
+    assert [h["host"] for h in manifest["hosts"]] == [job.open.target, job.locked.target]
+    procs = manifest["processes"]
+    assert sorted(p["rank"] for p in procs) == [0, 1]
+    for p, d in zip(procs, job.daemons, strict=True):
+        assert p["host"] == d.target and p["state"] == "done" and p["fetch"] == "fetched"
+        local = folder / p["file"]
+        assert local.parent.name == f"127.0.0.1_{d.port}"
+        assert Path(p["remote_path"]).parent == d.trace_dir / manifest["trace_id"]
+        data = local.read_bytes()
+        assert data == Path(p["remote_path"]).read_bytes() and len(data) == p["size_bytes"] > 0
+        assert checksum_of(new_digest(data)) == p["checksum"]
+
+
+def test_fetch_a_trace_started_by_the_library(job: Job, tmp_path: Path) -> None:
+    _start(job, "fe-lib")
+    html = tmp_path / "report.html"
+    res = _fetch(job, tmp_path, "fe-lib", "--json", "--html", str(html))  # waits for the running traces
+    assert res.returncode == 0, res.stdout + res.stderr
+    result = json.loads(res.stdout)
+    folder = tmp_path / "fe-lib"
+    assert result["ok"] and result["output_dir"] == str(folder)
+    _check(job, folder, result)
+    on_disk = json.loads((folder / "manifest.json").read_text())
+    assert on_disk["client"]["argv"][0] == "fetch"
+    _check(job, folder, on_disk)
+    # the fetched files were analyzed (no torch.distributed here, so no distributedInfo ranks to compare)
+    assert result["analysis_error"] is None and result["report"]["schema"] == "dyno.trace_analysis.report"
+    assert "<html" in html.read_text().lower()
+
+    # again into the same folder: both files verified against the manifest's checksums, none fetched again
+    res = _fetch(job, tmp_path, "fe-lib", "--no-analyze")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "2 of 2 traced file(s) fetched (2 already there, checksum verified)" in res.stderr
+    again = json.loads((folder / "manifest.json").read_text())
+    assert [p["reused"] for p in again["processes"]] == [True, True]
+    _check(job, folder, again)
+
+
+def test_fetch_after_the_trace_command_was_killed(job: Job, tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "dyno.client", "trace", "--hosts", job.hosts, "--auth-token-file", str(job.token),
+           "--job-id", job.job_id, "--duration-ms", "1500", "--start-delay-s", "0.5", "--trace-id", "fe-killed",
+           "--output-dir", str(tmp_path)]  # fmt: skip
+    folder = tmp_path / "fe-killed"
+    cli = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: (folder / "manifest.json").exists(), 60, 0.05)  # started, nothing fetched yet
+        cli.send_signal(signal.SIGKILL)  # no chance to cancel or to fetch anything
+        cli.wait(10)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert json.loads((folder / "manifest.json").read_text())["status"] == "running"
+    assert not [f for f in folder.rglob("*") if f.is_file() and f.name != "manifest.json"]
+
+    res = _fetch(job, tmp_path, "fe-killed", "--no-analyze")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "complete: 2 of 2 traced file(s) fetched" in res.stderr and "PID" in res.stdout
+    manifest = json.loads((folder / "manifest.json").read_text())
+    _check(job, folder, manifest)
+    assert manifest["request"]["duration_ms"] == "1500" and int(manifest["request"]["start_time_ms"]) > 0
+
+
+# Must stay the last test of the module: it restarts a daemon.
+def test_a_restarted_daemon_does_not_know_the_trace_partial_with_the_reason(job: Job, tmp_path: Path) -> None:
+    _start(job, "fe-restart", duration_ms=300)
+    _wait_finished(job, "fe-restart")
+    job.locked.restart()
+    res = _fetch(job, tmp_path, "fe-restart", "--no-analyze")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    reason = next(line for line in res.stderr.splitlines() if line.startswith(f"dyno-cli fetch: {job.locked.target}"))
+    assert "no trace 'fe-restart'" in reason and "restarted" in reason and "(NotFound)" in reason
+    manifest = json.loads((tmp_path / "fe-restart" / "manifest.json").read_text())
+    assert manifest["status"] == "partial" and manifest["exit_code"] == 3
+    open_host, restarted = manifest["hosts"]
+    assert open_host["state"] == "done" and restarted["state"] == "failed" and restarted["error_type"] == "NotFound"
+    (proc,) = manifest["processes"]
+    assert proc["host"] == job.open.target and proc["fetch"] == "fetched"
+    data = (tmp_path / "fe-restart" / proc["file"]).read_bytes()
+    assert checksum_of(new_digest(data)) == proc["checksum"] and data == Path(proc["remote_path"]).read_bytes()
