@@ -14,7 +14,6 @@ import sys
 
 import dyno
 from dyno.client import commands
-from dyno.client.errors import DynoError
 
 __all__ = ["main", "build_parser"]
 
@@ -54,6 +53,18 @@ def command_first(argv: list[str], commands: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C: say so (exit 130 alone looks like a crash in a script's log)
+        print("dyno-cli: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
+    # Imported here, not at the top: a Ctrl-C right after start lands in these imports (grpc, the commands), and
+    # main()'s handler must already be running then to keep it quiet. What this module imports itself is light.
+    from dyno.client.errors import DynoError
+
     names = _command_modules()
     parser = build_parser(names)
     argv = sys.argv[1:] if argv is None else argv
@@ -71,9 +82,6 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {e.filename}" if e.filename else ""
         print(f"dyno-cli: error: {e.strerror or e}{where}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # Ctrl-C: say so (exit 130 alone looks like a crash in a script's log)
-        print("dyno-cli: interrupted", file=sys.stderr)
-        return 130
 
 
 if __name__ == "__main__":
