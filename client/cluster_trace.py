@@ -19,19 +19,36 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster
 from dyno.client.errors import DeadlineExceeded, DynoError, InvalidArgument, NotFound, Unavailable
-from dyno.client.hosts import Host
-from dyno.daemon.trace_files import safe_host
-from dyno.filechunks import checksum_of, new_digest
+from dyno.client.trace_records import (
+    FINAL_STATES,
+    HOST_DONE,
+    HOST_FAILED,
+    HOST_NO_MATCH,
+    HOST_TRACING,
+    HostRecord,
+    PreviousFile,
+    ProcRecord,
+    file_checksum,
+    host_dir_name,
+    proc_record,
+    state_name,
+    trace_exit_code,
+)
 from dyno.v1 import dyno_pb2
 
+# The records live in trace_records.py; their names are re-exported here, where callers have always found them.
 __all__ = [
     "ClusterTrace",
+    "FINAL_STATES",
+    "HOST_DONE",
+    "HOST_FAILED",
+    "HOST_NO_MATCH",
+    "HOST_TRACING",
     "HostRecord",
     "PreviousFile",
     "ProcRecord",
@@ -42,102 +59,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_STATE = {v.number: v.name.removeprefix("TRACE_STATE_").lower() for v in dyno_pb2.TraceState.DESCRIPTOR.values}
-_PROTOCOL = {dyno_pb2.PROTOCOL_AGENT: "agent", dyno_pb2.PROTOCOL_KINETO: "kineto"}
-FINAL_STATES = frozenset({"done", "failed", "timed_out", "cancelled", "lost", "busy"})
-
-# Host states: tracing -> done | failed; no_match and failed are also reachable straight from StartTrace.
-HOST_TRACING, HOST_DONE, HOST_FAILED, HOST_NO_MATCH = "tracing", "done", "failed", "no_match"
-
-
-def host_dir_name(host: Host) -> str:
-    """The host's folder under the trace folder: `name_port`, safe for any filesystem (IPv6 colons become _)."""
-    return safe_host(f"{host.name}_{host.port}")
-
-
-@dataclass
-class ProcRecord:
-    """One traced (or skipped) process of one host. Mutable: owned by ClusterTrace, copied for readers."""
-
-    pid: int
-    rank: int | None = None
-    protocol: str = ""
-    state: str = "pending"  # a TraceState name in lower case, or "busy" / "lost" (set by the client)
-    error: str = ""
-    remote_path: str = ""
-    size_bytes: int = 0
-    fetched_bytes: int = 0
-    fetch: str = ""  # "" | fetching | fetched | failed
-    file: str = ""  # relative to the trace folder, once fetched
-    checksum: str = ""  # "xxh3_128:<hex>", verified on fetch
-    fetch_s: float = 0.0
-    reused: bool = False  # the file was already in the folder (an earlier fetch) and matched its checksum
-
-    @property
-    def ok(self) -> bool:
-        return self.fetch == "fetched"
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
-@dataclass
-class HostRecord:
-    host: Host
-    dir: str
-    state: str = HOST_TRACING
-    hostname: str = ""
-    error: str = ""
-    error_type: str = ""
-    message: str = ""
-    matched_pids: list[int] = field(default_factory=list)
-    busy_pids: list[int] = field(default_factory=list)
-    registered_jobs: list[str] = field(default_factory=list)
-    start_s: float = 0.0  # how long StartTrace took
-    finished_ms: int = 0
-    processes: list[ProcRecord] = field(default_factory=list)
-
-    @property
-    def failed(self) -> bool:
-        return self.state in (HOST_FAILED, HOST_NO_MATCH)
-
-    def to_dict(self) -> dict[str, object]:
-        d = asdict(self)
-        d["host"] = str(self.host)
-        del d["processes"]
-        return d
-
-
-@dataclass(frozen=True)
-class PreviousFile:
-    """A file an earlier run fetched into the trace folder, as its manifest recorded it."""
-
-    file: str  # relative to the trace folder
-    checksum: str  # "xxh3_128:<hex>", verified when it was fetched
-
-
-_HASH_BLOCK = 1 << 20
-
-
-def file_checksum(path: Path) -> str:
-    """The checksum a FetchTraceFile stream carries for this file ("xxh3_128:<hex>"; `xxh128sum` prints the hex)."""
-    digest = new_digest()
-    with open(path, "rb") as f:
-        while block := f.read(_HASH_BLOCK):
-            digest.update(block)
-    return checksum_of(digest)
-
-
-def trace_exit_code(hosts: list[HostRecord]) -> int:
-    """0: every host triggered and every process's file arrived; 1: no file arrived; 3: some did (partial)."""
-    procs = [p for h in hosts for p in h.processes]
-    if not any(p.ok for p in procs):
-        return 1
-    if any(h.failed for h in hosts) or not all(p.ok for p in procs):
-        return 3
-    return 0
-
 
 _START_RETRIES = 3
 
@@ -263,25 +184,13 @@ class ClusterTrace:
                 h.matched_pids = list(resp.matched_pids)
                 h.busy_pids = list(resp.busy_pids)
                 h.registered_jobs = list(resp.registered_jobs)
-                h.processes = [self._record(p) for p in resp.triggered]
+                h.processes = [proc_record(p) for p in resp.triggered]
                 h.processes += [
                     ProcRecord(pid, state="busy", error="already being traced by another request")
                     for pid in resp.busy_pids
                 ]
                 if not resp.triggered:
                     h.state, h.error = HOST_NO_MATCH, resp.message or "no process matched"
-
-    @staticmethod
-    def _record(p: dyno_pb2.ProcessTrace) -> ProcRecord:
-        return ProcRecord(
-            pid=p.pid,
-            rank=p.rank if p.HasField("rank") else None,
-            protocol=_PROTOCOL.get(p.protocol, ""),
-            state=_STATE.get(p.state, "?"),
-            error=p.error,
-            remote_path=p.path,
-            size_bytes=p.size_bytes,
-        )
 
     # -- attach -----------------------------------------------------------------------------------------------
     def attach(self) -> None:
@@ -315,7 +224,7 @@ class ClusterTrace:
                 h.hostname = status.hostname
                 h.message = "attached to a trace started earlier"
                 h.matched_pids = [p.pid for p in status.processes]
-                h.processes = [self._record(p) for p in status.processes]
+                h.processes = [proc_record(p) for p in status.processes]
                 if not status.processes:
                     h.state, h.error = HOST_NO_MATCH, "the trace has no process on this host"
         self.created_ms = min(created, default=0)
@@ -466,10 +375,10 @@ class ClusterTrace:
             for p in status.processes:
                 rec = by_pid.get(p.pid)
                 if rec is None:
-                    rec = self._record(p)
+                    rec = proc_record(p)
                     h.processes.append(rec)
                     by_pid[p.pid] = rec
-                rec.state = _STATE.get(p.state, "?")
+                rec.state = state_name(p.state)
                 rec.error = reason if reason and rec.state == "cancelled" else p.error
                 rec.remote_path = p.path or rec.remote_path
                 rec.size_bytes = p.size_bytes

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import dyno
-from dyno.client.cluster_trace import HostRecord, PreviousFile
+from dyno.client.trace_records import HostRecord, PreviousFile
+from dyno.filechunks import CHECKSUM_ALGORITHM
 
 __all__ = [
     "MANIFEST_NAME",
@@ -129,7 +130,7 @@ def previous_files(folder: Path) -> dict[tuple[str, int], PreviousFile]:
     found: dict[tuple[str, int], PreviousFile] = {}
     for pr in manifest.get("processes") or []:
         try:
-            if pr["fetch"] == "fetched" and pr["file"] and str(pr["checksum"]).startswith("xxh3_128:"):
+            if pr["fetch"] == "fetched" and pr["file"] and str(pr["checksum"]).startswith(CHECKSUM_ALGORITHM + ":"):
                 found[(str(pr["host"]), int(pr["pid"]))] = PreviousFile(str(pr["file"]), str(pr["checksum"]))
         except (KeyError, TypeError, ValueError):
             continue  # a hand-edited or foreign entry: that file is fetched again
