@@ -210,8 +210,9 @@ class ClusterTrace:
                 h.start_s = round(r.elapsed_s, 4)
                 if not r.ok or r.value is None:
                     h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
-                    if r.error_type == NotFound.__name__:  # the daemon's message names the id (and a restart)
-                        h.error = f"{r.error} (a wrong id or host, or the daemon restarted since it was started)"
+                    if r.error_type == NotFound.__name__ and "restarted" not in h.error:
+                        # the daemon names the id, and a restart when it still has the trace's folder
+                        h.error += " (a wrong id or host, or the daemon restarted after the trace began)"
                     continue
                 status: dyno_pb2.TraceStatus = r.value
                 if not have_request and status.HasField("request"):
