@@ -177,6 +177,30 @@ def test_fetch_after_the_trace_command_was_killed(job: Job, tmp_path: Path) -> N
     assert manifest["request"]["duration_ms"] == "1500" and int(manifest["request"]["start_time_ms"]) > 0
 
 
+def test_ctrl_c_stops_waiting_but_leaves_the_trace_running(job: Job, tmp_path: Path) -> None:
+    _start(job, "fe-int", duration_ms=30000)
+    cmd = [sys.executable, "-m", "dyno.client", "fetch", "--hosts", job.hosts, "--trace-id", "fe-int",
+           "--output-dir", str(tmp_path), "--no-analyze"]  # fmt: skip
+    cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (tmp_path / "fe-int" / "manifest.json").exists(), 60, 0.05)
+        cli.send_signal(signal.SIGINT)
+        out, err = cli.communicate(timeout=30)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 130, out + err
+    assert "Traceback" not in err and "the trace goes on" in err
+    manifest = json.loads((tmp_path / "fe-int" / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["exit_code"] == 130
+    with _cluster(job) as cluster:
+        for r in cluster.call(lambda c: c.get_trace("fe-int")):  # fetch did not cancel it
+            assert r.ok and not r.value.finished
+            assert dyno_pb2.TRACE_STATE_CANCELLED not in {p.state for p in r.value.processes}
+        assert all(r.ok for r in cluster.call(lambda c: c.cancel_trace("fe-int")))  # free the trainers
+    _wait_finished(job, "fe-int")
+
+
 # Must stay the last test of the module: it restarts a daemon.
 def test_a_restarted_daemon_does_not_know_the_trace_partial_with_the_reason(job: Job, tmp_path: Path) -> None:
     _start(job, "fe-restart", duration_ms=300)
