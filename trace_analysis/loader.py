@@ -12,9 +12,11 @@ columns plus one block. ``DYNO_NATIVE_PARSE=0`` in the environment forces the Py
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import gzip
 import io
+import itertools
 import logging
 import os
 import re
@@ -235,7 +237,8 @@ def _distinct(files: list[Path]) -> list[Path]:
 def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> MultiRankTrace:
     """Load the ranks of one job from a folder, a file, or a list of files/folders.
 
-    Bad files become ``LoadError`` entries; two files claiming the same rank keep the first and report the other.
+    Bad files become ``LoadError`` entries; two files claiming the same rank keep the first and report the other;
+    files that name no rank get the lowest free ones (``rank_source`` "order").
     Raises ``TraceLoadError`` only when nothing could be loaded and there is not a single file to report.
     """
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
@@ -251,6 +254,7 @@ def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
         else:
             files.append(p)
     traces: dict[int, Trace] = {}
+    unranked: list[Trace] = []
     for f in _distinct(files):
         try:
             t = load_trace(f)
@@ -265,12 +269,27 @@ def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
             reason = f"could not be loaded ({type(e).__name__}: {e}); please report it with the file"
             errors.append(LoadError(str(f), reason))
             continue
-        if t.rank in traces:
+        if t.meta.rank_source == "default":
+            unranked.append(t)
+        elif t.rank in traces:
             errors.append(
                 LoadError(str(f), f"duplicate rank {t.rank} (already loaded from {traces[t.rank].meta.path})")
             )
-            continue
-        traces[t.rank] = t
+        else:
+            traces[t.rank] = t
+    _number_unranked(unranked, traces)
     if not traces and not errors:
         raise TraceLoadError(str(items[0]) if items else "<none>", "no trace files given")
     return MultiRankTrace(traces=dict(sorted(traces.items())), errors=tuple(errors))
+
+
+def _number_unranked(unranked: list[Trace], traces: dict[int, Trace]) -> None:
+    """Files that name no rank (no ``distributedInfo``, no rank in the file name: processes traced without
+    torch.distributed) take the lowest ranks the others leave free, in path order; one such file alone is rank 0
+    as before. They used to all be rank 0, and every one but the first was dropped as a duplicate."""
+    free = (r for r in itertools.count() if r not in traces)
+    for t in unranked:
+        r = next(free)
+        if r != t.rank:
+            t.meta = dataclasses.replace(t.meta, rank=r, rank_source="order")
+        traces[r] = t

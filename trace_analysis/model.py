@@ -492,7 +492,7 @@ class TraceMeta:
     path: str
     rank: int
     world_size: int | None = None
-    rank_source: str = "default"  # "distributedInfo" | "filename" | "default"
+    rank_source: str = "default"  # "distributedInfo" | "filename" | "default" | "order" (see load_traces)
     distributed_info: Mapping[str, Any] = field(default_factory=dict)
     device_properties: tuple[Mapping[str, Any], ...] = ()
     trace_id: str | None = None

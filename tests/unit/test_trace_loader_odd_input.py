@@ -125,3 +125,19 @@ def test_a_pipe_is_read_like_a_file(tmp_path: Path, compress: bool) -> None:
 def test_an_empty_pipe_is_an_empty_input(tmp_path: Path) -> None:
     with _pipe(tmp_path, b"") as fifo, pytest.raises(TraceLoadError, match="empty input"):
         load_trace(fifo)
+
+
+def test_files_that_name_no_rank_take_the_free_ranks(tmp_path: Path) -> None:
+    # processes traced without torch.distributed: no distributedInfo, no rank in the file name
+    for name in ("a.json", "b.json", "c.json"):
+        _write(tmp_path / name, [_x()])
+    _write(tmp_path / "d.json", [_x()], distributedInfo={"rank": 1})
+    multi = load_traces(tmp_path)
+    assert multi.errors == ()
+    got = {r: (Path(t.meta.path).name, t.meta.rank_source) for r, t in multi.traces.items()}
+    assert got == {
+        0: ("a.json", "default"),
+        1: ("d.json", "distributedInfo"),
+        2: ("b.json", "order"),
+        3: ("c.json", "order"),
+    }
