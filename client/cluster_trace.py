@@ -37,26 +37,10 @@ from dyno.client.trace_records import (
     host_dir_name,
     proc_record,
     state_name,
-    trace_exit_code,
 )
 from dyno.v1 import dyno_pb2
 
-# The records live in trace_records.py; their names are re-exported here, where callers have always found them.
-__all__ = [
-    "ClusterTrace",
-    "FINAL_STATES",
-    "HOST_DONE",
-    "HOST_FAILED",
-    "HOST_NO_MATCH",
-    "HOST_TRACING",
-    "HostRecord",
-    "PreviousFile",
-    "ProcRecord",
-    "file_checksum",
-    "host_dir_name",
-    "start_trace_retrying",
-    "trace_exit_code",
-]
+__all__ = ["ClusterTrace", "start_trace_retrying"]
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TextIO
 
-from dyno.client.cluster_trace import HOST_DONE, HOST_FAILED, HOST_NO_MATCH, HOST_TRACING, HostRecord
 from dyno.client.format import human_bytes
+from dyno.client.trace_records import HOST_DONE, HOST_FAILED, HOST_NO_MATCH, HOST_TRACING, HostRecord
 
 __all__ = ["HostCounts", "PlainProgress", "Progress", "RichProgress", "counts", "make_progress"]
 

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from dyno.argtypes import INT32_MAX, number
-from dyno.client.cluster_trace import ClusterTrace, HostRecord, trace_exit_code
+from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._common import print_json, proto_to_dict
 from dyno.client.commands._hosts import usage_error
 from dyno.client.format import human_bytes, table
 from dyno.client.trace_manifest import build_manifest, write_manifest
 from dyno.client.trace_progress import make_progress
+from dyno.client.trace_records import HostRecord, trace_exit_code
 from dyno.numpy_import import import_numpy_single_threaded
 
 __all__ = ["TraceFlow", "add_collect_arguments", "check_writable", "nothing_to_follow", "say"]

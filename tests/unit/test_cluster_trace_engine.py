@@ -14,17 +14,11 @@ import pytest
 
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster
-from dyno.client.cluster_trace import (
-    ClusterTrace,
-    HostRecord,
-    ProcRecord,
-    host_dir_name,
-    start_trace_retrying,
-    trace_exit_code,
-)
+from dyno.client.cluster_trace import ClusterTrace, start_trace_retrying
 from dyno.client.hosts import Host
 from dyno.client.trace_manifest import MANIFEST_NAME, build_manifest, read_manifest, write_manifest
 from dyno.client.trace_progress import PlainProgress, RichProgress
+from dyno.client.trace_records import HostRecord, ProcRecord, host_dir_name, trace_exit_code
 from dyno.daemon.fake_server import FakeDynoServicer
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
