@@ -6,50 +6,23 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import pytest
+from two_host_job import Job, two_host_job
 
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
-from conftest import Dynod, free_port, run_cli, short_tmpdir, wait_for
+from conftest import Dynod, free_port, run_cli, wait_for
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("torch")
-
-TRAINER = Path(__file__).resolve().parent / "trainers" / "agent_trainer.py"
-
-
-@dataclass
-class Job:
-    open: Dynod  # no auth
-    locked: Dynod  # --auth-token-file
-    token: Path
-    job_id: str
-    trainers: list[subprocess.Popen[bytes]]
-    logs: list[Path]
-
-    @property
-    def hosts(self) -> str:
-        return f"{self.open.target},{self.locked.target}"
-
-    def host_dir(self, d: Dynod) -> str:
-        return f"127.0.0.1_{d.port}"
-
-
-def _registered(d: Dynod, job_id: str) -> list[dyno_pb2.ProcessInfo]:
-    with grpc.insecure_channel(d.target) as ch:
-        req = dyno_pb2.ListProcessesRequest(job_id=job_id)
-        return list(dyno_pb2_grpc.DynoStub(ch).ListProcesses(req, timeout=5).processes)
 
 
 def _trace_state(d: Dynod, trace_id: str) -> dyno_pb2.TraceStatus | None:
@@ -62,47 +35,8 @@ def _trace_state(d: Dynod, trace_id: str) -> dyno_pb2.TraceStatus | None:
 
 @pytest.fixture(scope="module")
 def job() -> Iterator[Job]:
-    work = short_tmpdir("dyno-ct-")
-    token = work / "token"
-    token.write_text("cluster-trace-test-token-0123456789\n")
-    token.chmod(0o600)
-    daemons = [Dynod(), Dynod(["--auth-token-file", str(token)])]
-    trainers: list[subprocess.Popen[bytes]] = []
-    logs = [work / f"rank{r}.log" for r in range(2)]
-    try:
-        for d in daemons:
-            d.start()
-        job_id = f"ct-{uuid.uuid4().hex[:8]}"
-        master = str(free_port())
-        for rank, (d, log) in enumerate(zip(daemons, logs, strict=True)):
-            env = {
-                **os.environ,
-                "PYTHONUNBUFFERED": "1",
-                "DYNO_AGENT_SOCKET": str(d.agent_socket),
-                "DYNO_JOB_ID": job_id,
-                "RANK": str(rank),
-                "LOCAL_RANK": "0",
-                "WORLD_SIZE": "2",
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": master,
-            }
-            with open(log, "wb") as out:
-                cmd = [sys.executable, str(TRAINER), "--explicit", "--dist", "--seconds", "300", "--step-sleep", "0.01"]
-                trainers.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env))
-        for d in daemons:
-            wait_for(lambda d=d: _registered(d, job_id), 90, 0.2)
-        wait_for(lambda: all("step " in log.read_text() for log in logs), 90, 0.2)
-        yield Job(daemons[0], daemons[1], token, job_id, trainers, logs)
-    finally:
-        for t in trainers:
-            t.kill()
-            t.wait(10)
-        for d in daemons:
-            d.stop()
-            d.cleanup()
-        for f in work.iterdir():
-            f.unlink()
-        work.rmdir()
+    with two_host_job("ct", ddp=True) as j:
+        yield j
 
 
 def _trace(job: Job, out: Path, *args: str, token: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:

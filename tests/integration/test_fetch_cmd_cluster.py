@@ -6,16 +6,14 @@ The last test restarts a daemon, which forgets its traces (NOT_FOUND)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from two_host_job import Job, two_host_job
 
 from dyno.client.auth import ClientAuth
 from dyno.client.cluster import Cluster
@@ -24,67 +22,16 @@ from dyno.client.hosts import parse_hosts
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2
 
-from conftest import Dynod, run_cli, short_tmpdir, wait_for
+from conftest import run_cli, wait_for
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("torch")
 
-TRAINER = Path(__file__).resolve().parent / "trainers" / "agent_trainer.py"
-
-
-@dataclass
-class Job:
-    open: Dynod  # no auth
-    locked: Dynod  # --auth-token-file
-    token: Path
-    job_id: str
-
-    @property
-    def daemons(self) -> tuple[Dynod, Dynod]:
-        return self.open, self.locked
-
-    @property
-    def hosts(self) -> str:
-        return f"{self.open.target},{self.locked.target}"
-
 
 @pytest.fixture(scope="module")
 def job() -> Iterator[Job]:
-    work = short_tmpdir("dyno-fetch-")
-    token = work / "token"
-    token.write_text("fetch-cmd-test-token-0123456789ab\n")
-    token.chmod(0o600)
-    daemons = [Dynod(), Dynod(["--auth-token-file", str(token)])]
-    trainers: list[subprocess.Popen[bytes]] = []
-    job_id = f"fetch-{uuid.uuid4().hex[:8]}"
-    try:
-        for d in daemons:
-            d.start()
-        for rank, d in enumerate(daemons):
-            env = {
-                **os.environ,
-                "DYNO_AGENT_SOCKET": str(d.agent_socket),
-                "DYNO_JOB_ID": job_id,
-                "RANK": str(rank),
-                "WORLD_SIZE": "2",
-            }
-            cmd = [sys.executable, str(TRAINER), "--explicit", "--seconds", "300", "--step-sleep", "0.01"]
-            log = open(work / f"rank{rank}.log", "wb")  # noqa: SIM115 - the trainer writes it until killed
-            trainers.append(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env))
-            log.close()
-        with Cluster([d.target for d in daemons], deadline_s=5) as cluster:
-            wait_for(lambda: all(r.ok and r.value.processes for r in cluster.list_processes(job_id)), 90, 0.2)
-        yield Job(daemons[0], daemons[1], token, job_id)
-    finally:
-        for t in trainers:
-            t.kill()
-            t.wait(10)
-        for d in daemons:
-            d.stop()
-            d.cleanup()
-        for f in work.iterdir():
-            f.unlink()
-        work.rmdir()
+    with two_host_job("fetch", ddp=False) as j:
+        yield j
 
 
 def _cluster(job: Job) -> Cluster:
