@@ -51,7 +51,7 @@ def render(s: dyno_pb2.Status, target: str) -> str:
                 [
                     [
                         g.index,
-                        g.name + (" (SIMULATED)" if g.simulated else ""),
+                        g.name + (" (SIMULATED)" if g.simulated and "simulated" not in g.name.lower() else ""),
                         g.uuid,
                         human_bytes(g.memory_total_bytes),
                     ]
