@@ -89,10 +89,14 @@ def make_trace_dir(trace_dir: Path, trace_id: str) -> Path:
     return path
 
 
-def find_trace_file(trace_dir: Path, trace_id: str, hostname: str, pid: int) -> Path | None:
-    """The completed file of (trace_id, pid) on disk, agent or kineto naming; None if there is none."""
+def find_trace_file(trace_dir: Path, trace_id: str, hostname: str, pid: int, known: Path | None = None) -> Path | None:
+    """The completed file of (trace_id, pid) on disk: `known` (the path the trace manager has for it, used only when
+    it lies directly in the trace's folder), else agent or kineto naming; None if there is none."""
     validate_trace_id(trace_id)
-    for path in (agent_output(trace_dir, trace_id, hostname, pid), kineto_output(trace_dir, trace_id, hostname, pid)):
+    candidates = [agent_output(trace_dir, trace_id, hostname, pid), kineto_output(trace_dir, trace_id, hostname, pid)]
+    if known is not None and known.parent == trace_dir / trace_id and known.name not in ("", ".", ".."):
+        candidates.insert(0, known)
+    for path in candidates:
         try:
             st = os.lstat(path)  # lstat: a symlink planted in the world-writable trace dir is not a trace
         except OSError:
@@ -265,8 +269,8 @@ def discard_unfinished_kineto_file(path: Path) -> str:
 
 
 def forgotten_trace_hint(trace_dir: Path, trace_id: str) -> str:
-    """For an unknown trace id whose folder exists: the daemon restarted (trace states live in memory only) or
-    dropped the old trace from memory; its files, if any, are still in the folder."""
+    """For an unknown trace id whose folder exists but has no (believable) record: the daemon restarted before the
+    trace finished (records are written only then, see trace_journal); its files, if any, are still in the folder."""
     folder = trace_dir / trace_id
     try:
         if not _TRACE_ID_RE.match(trace_id) or not folder.is_dir():
@@ -274,6 +278,6 @@ def forgotten_trace_hint(trace_dir: Path, trace_id: str) -> str:
     except OSError:
         return ""
     return (
-        f" (its folder {folder} exists: the trace was started before this daemon restarted, or is too old to be "
-        "kept in memory)"
+        f" (its folder {folder} exists but holds no record of a finished trace: the trace was still running when "
+        "this daemon restarted, or ran under a dyno too old to write records; its files, if any, are in that folder)"
     )

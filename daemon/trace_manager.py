@@ -10,13 +10,16 @@ import logging
 import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dyno.daemon import trace_files as tf
+from dyno.daemon import trace_journal as tj
 from dyno.daemon.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry, now_ms
+from dyno.daemon.trace_requests import MAX_JOB_ID as MAX_JOB_ID  # re-exported for the agent service
+from dyno.daemon.trace_requests import validate_spec
 from dyno.daemon.trace_types import (
     FINAL_STATES,
     AgentCancelCommand,
@@ -36,13 +39,6 @@ from dyno.daemon.trace_types import (
 __all__ = ["TraceManager", "order_for_limit"]
 
 log = logging.getLogger(__name__)
-
-MAX_DURATION_MS = 10 * 60 * 1000
-MAX_ITERATIONS = 100_000
-MAX_PIDS = 1024
-MAX_JOB_ID = 128
-MAX_PAST_START_MS = 10_000  # libkineto rejects PROFILE_START_TIME more than 10 s in the past
-MAX_FUTURE_START_MS = 3600 * 1000
 
 
 @dataclass
@@ -108,6 +104,7 @@ class TraceManager:
         self._lock = threading.Lock()
         self._traces: OrderedDict[str, _Trace] = OrderedDict()
         self._agent_queues: dict[int, tuple[str, queue.Queue[AgentCommand]]] = {}
+        self._unrecorded: list[TraceView] = []  # finished under the lock, written to disk outside it
         registry.add_removal_listener(self._on_process_removed)
 
     @property
@@ -118,38 +115,7 @@ class TraceManager:
 
     def validate(self, spec: TraceSpec) -> TraceSpec:
         """Raises TraceRequestError naming the field; returns the spec with a trace id."""
-        job = spec.job_id.strip()
-        if not job:
-            raise TraceRequestError("job_id", "required")
-        if len(job) > MAX_JOB_ID or not job.isprintable():
-            raise TraceRequestError("job_id", f"at most {MAX_JOB_ID} printable characters")
-        if len(spec.pids) > MAX_PIDS or any(p <= 0 for p in spec.pids):
-            raise TraceRequestError("pids", f"at most {MAX_PIDS} positive pids")
-        if spec.process_limit < 0:
-            raise TraceRequestError("process_limit", "must be >= 0 (0: no limit)")
-        if (spec.duration_ms is None) == (spec.iterations is None):
-            raise TraceRequestError("duration_ms", "exactly one of duration_ms and iterations is required")
-        if spec.duration_ms is not None and not 1 <= spec.duration_ms <= MAX_DURATION_MS:
-            raise TraceRequestError("duration_ms", f"must be 1..{MAX_DURATION_MS}")
-        if spec.iterations is not None and not 1 <= spec.iterations <= MAX_ITERATIONS:
-            raise TraceRequestError("iterations", f"must be 1..{MAX_ITERATIONS}")
-        if spec.start_time_ms is not None:
-            if spec.duration_ms is None:
-                raise TraceRequestError("start_time_ms", "only with duration_ms (use start_iteration_roundup)")
-            now = self._clock_ms()
-            if not now - MAX_PAST_START_MS <= spec.start_time_ms <= now + MAX_FUTURE_START_MS:
-                raise TraceRequestError("start_time_ms", "must be within 10 s in the past .. 1 h in the future")
-        if spec.start_iteration_roundup is not None:
-            if spec.iterations is None:
-                raise TraceRequestError("start_iteration_roundup", "only with iterations")
-            if not 1 <= spec.start_iteration_roundup <= MAX_ITERATIONS:
-                raise TraceRequestError("start_iteration_roundup", f"must be 1..{MAX_ITERATIONS}")
-        trace_id = spec.trace_id or tf.new_trace_id(self._clock_ms() / 1000)
-        try:
-            tf.validate_trace_id(trace_id)
-        except ValueError as e:
-            raise TraceRequestError("trace_id", str(e)) from None
-        return replace(spec, job_id=job, trace_id=trace_id)
+        return validate_spec(spec, self._clock_ms())
 
     def start(self, spec: TraceSpec) -> StartResult:
         spec = self.validate(spec)
@@ -276,21 +242,55 @@ class TraceManager:
         log.info("trace %s pid %d: %s%s", trace.trace_id, pt.view.pid, state.value, f" ({error})" if error else "")
         if state in FINAL_STATES:
             self._registry.set_busy(pt.view.pid, "")
+            if trace.finished():
+                self._unrecorded.append(self._view(trace))
+
+    def _write_records(self) -> None:
+        """Records of the traces finished since the last call, written outside the lock: disk I/O must not hold up
+        libkineto's polls (they wait ~90 ms for a reply)."""
+        with self._lock:
+            views, self._unrecorded = self._unrecorded, []
+        for view in views:
+            tj.write_record(self._trace_dir, view, self._hostname, self._clock_ms())
 
     # -- queries ----------------------------------------------------------------------------------------------
 
     def get(self, trace_id: str) -> TraceView:
+        self._recover(trace_id)
         with self._lock:
             trace = self._traces.get(trace_id)
             if trace is None:
                 raise self._unknown(trace_id)
-            return TraceView(
-                trace.trace_id,
-                trace.spec,
-                tuple(p.view for p in trace.procs.values()),
-                trace.finished(),
-                trace.created_ms,
-            )
+            return self._view(trace)
+
+    @staticmethod
+    def _view(trace: _Trace) -> TraceView:
+        procs = tuple(p.view for p in trace.procs.values())
+        return TraceView(trace.trace_id, trace.spec, procs, trace.finished(), trace.created_ms)
+
+    def _recover(self, trace_id: str) -> None:
+        """An id unknown in memory (the daemon restarted, or evicted it): load its folder's record, if any. Lazily,
+        on the first call naming it, so start-up reads nothing and memory holds at most max_kept_traces."""
+        with self._lock:
+            if trace_id in self._traces:
+                return
+        view = tj.load_record(self._trace_dir, trace_id)  # outside the lock: disk I/O
+        if view is None:
+            return
+        with self._lock:
+            if trace_id not in self._traces:
+                trace = _Trace(trace_id, view.spec, view.created_ms)
+                trace.procs = {v.pid: _ProcTrace(v, created_ms=v.updated_ms) for v in view.processes}
+                self._traces[trace_id] = trace
+                self._evict_old()
+
+    def forget(self, trace_ids: Collection[str]) -> None:
+        """Retention deleted these folders: drop their finished traces from memory too (NOT_FOUND from now on)."""
+        with self._lock:
+            for tid in trace_ids:
+                trace = self._traces.get(tid)
+                if trace is not None and trace.finished():
+                    del self._traces[tid]
 
     def _unknown(self, trace_id: str) -> UnknownTraceError:
         return UnknownTraceError(
@@ -306,6 +306,7 @@ class TraceManager:
             return {tid for tid, t in self._traces.items() if not t.finished()}
 
     def cancel(self, trace_id: str) -> TraceView:
+        self._recover(trace_id)
         with self._lock:
             trace = self._traces.get(trace_id)
             if trace is None:
@@ -323,6 +324,7 @@ class TraceManager:
                         else "cancelled by request (libkineto may still write its file; it is ignored)"
                     )
                 self._set(trace, pt, TraceState.CANCELLED, note)
+        self._write_records()
         return self.get(trace_id)
 
     def trace_file(self, trace_id: str, pid: int) -> Path:
@@ -331,6 +333,7 @@ class TraceManager:
             tf.validate_trace_id(trace_id)
         except ValueError as e:
             raise TraceRequestError("trace_id", str(e)) from None
+        self._recover(trace_id)
         with self._lock:
             trace = self._traces.get(trace_id)
             pt = trace.procs.get(pid) if trace is not None else None
@@ -341,7 +344,8 @@ class TraceManager:
                     f"trace {trace_id!r} pid {pid} has no file: {pt.view.state.value}"
                     + (f" ({pt.view.error})" if pt.view.error else "")
                 )
-        path = tf.find_trace_file(self._trace_dir, trace_id, self._hostname, pid)
+        # The path it was done at (a recovered trace's may name another host name), else whatever is on disk
+        path = tf.find_trace_file(self._trace_dir, trace_id, self._hostname, pid, Path(pt.view.path) if pt else None)
         if path is None:
             raise UnknownTraceError(f"no file for trace {trace_id!r} pid {pid} on host {self._hostname}")
         return path
@@ -438,6 +442,7 @@ class TraceManager:
                 self._set(trace, pt, TraceState.FAILED, error or "agent reported failure without a reason")
             else:
                 raise TraceRequestError("state", f"an agent reports running, done or failed, not {state.value}")
+        self._write_records()
 
     # -- housekeeping -----------------------------------------------------------------------------------------
 
@@ -445,6 +450,7 @@ class TraceManager:
         """Completion of kineto files, timeouts, then registry garbage collection. Call every ~0.5 s."""
         self._check_files_and_timeouts()
         self._registry.collect_garbage()
+        self._write_records()
 
     def _check_files_and_timeouts(self) -> None:
         now = self._clock_ms()
@@ -496,11 +502,11 @@ class TraceManager:
     def _on_process_removed(self, rec: ProcessRecord, reason: str) -> None:
         with self._lock:
             found = self._active_for(rec.pid)
-            if found is None:
-                return
-            trace, pt = found
-            if pt.view.protocol == PROTOCOL_KINETO and pt.view.state != TraceState.PENDING:
-                if self._kineto_file_check(trace, pt):  # it finished its file and exited right after
-                    return
-            when = "before picking up the trace" if pt.view.state == TraceState.PENDING else "mid-trace"
-            self._set(trace, pt, TraceState.FAILED, f"{reason} {when}")
+            if found is not None:
+                trace, pt = found
+                # a kineto process may have finished its file and exited right after
+                kineto_started = pt.view.protocol == PROTOCOL_KINETO and pt.view.state != TraceState.PENDING
+                if not (kineto_started and self._kineto_file_check(trace, pt)):
+                    when = "before picking up the trace" if pt.view.state == TraceState.PENDING else "mid-trace"
+                    self._set(trace, pt, TraceState.FAILED, f"{reason} {when}")
+        self._write_records()

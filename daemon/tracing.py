@@ -97,12 +97,13 @@ class Tracing:
         return tree_size(self.config.trace_dir)
 
     def _retention(self) -> None:
-        enforce_retention(
+        result = enforce_retention(
             self.config.trace_dir,
             max_bytes=self.config.trace_retention_bytes,
             max_age_s=self.config.trace_retention_s,
             keep=self.manager.active_trace_ids(),
         )
+        self.manager.forget(result.removed)  # their records went with the folders
 
     def _housekeeping(self) -> None:
         next_retention = time.monotonic() + self._retention_every_s

@@ -1,0 +1,61 @@
+"""Validation of a trace request (TraceSpec): every field bounded, errors naming the field, a trace id chosen."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from dyno.daemon import trace_files as tf
+from dyno.daemon.trace_types import TraceRequestError, TraceSpec
+
+__all__ = [
+    "MAX_DURATION_MS",
+    "MAX_ITERATIONS",
+    "MAX_PIDS",
+    "MAX_JOB_ID",
+    "MAX_PAST_START_MS",
+    "MAX_FUTURE_START_MS",
+    "validate_spec",
+]
+
+MAX_DURATION_MS = 10 * 60 * 1000
+MAX_ITERATIONS = 100_000
+MAX_PIDS = 1024
+MAX_JOB_ID = 128
+MAX_PAST_START_MS = 10_000  # libkineto rejects PROFILE_START_TIME more than 10 s in the past
+MAX_FUTURE_START_MS = 3600 * 1000
+
+
+def validate_spec(spec: TraceSpec, now_ms: int) -> TraceSpec:
+    """Raises TraceRequestError naming the field; returns the spec with a trace id."""
+    job = spec.job_id.strip()
+    if not job:
+        raise TraceRequestError("job_id", "required")
+    if len(job) > MAX_JOB_ID or not job.isprintable():
+        raise TraceRequestError("job_id", f"at most {MAX_JOB_ID} printable characters")
+    if len(spec.pids) > MAX_PIDS or any(p <= 0 for p in spec.pids):
+        raise TraceRequestError("pids", f"at most {MAX_PIDS} positive pids")
+    if spec.process_limit < 0:
+        raise TraceRequestError("process_limit", "must be >= 0 (0: no limit)")
+    if (spec.duration_ms is None) == (spec.iterations is None):
+        raise TraceRequestError("duration_ms", "exactly one of duration_ms and iterations is required")
+    if spec.duration_ms is not None and not 1 <= spec.duration_ms <= MAX_DURATION_MS:
+        raise TraceRequestError("duration_ms", f"must be 1..{MAX_DURATION_MS}")
+    if spec.iterations is not None and not 1 <= spec.iterations <= MAX_ITERATIONS:
+        raise TraceRequestError("iterations", f"must be 1..{MAX_ITERATIONS}")
+    if spec.start_time_ms is not None:
+        if spec.duration_ms is None:
+            raise TraceRequestError("start_time_ms", "only with duration_ms (use start_iteration_roundup)")
+        now = now_ms
+        if not now - MAX_PAST_START_MS <= spec.start_time_ms <= now + MAX_FUTURE_START_MS:
+            raise TraceRequestError("start_time_ms", "must be within 10 s in the past .. 1 h in the future")
+    if spec.start_iteration_roundup is not None:
+        if spec.iterations is None:
+            raise TraceRequestError("start_iteration_roundup", "only with iterations")
+        if not 1 <= spec.start_iteration_roundup <= MAX_ITERATIONS:
+            raise TraceRequestError("start_iteration_roundup", f"must be 1..{MAX_ITERATIONS}")
+    trace_id = spec.trace_id or tf.new_trace_id(now_ms / 1000)
+    try:
+        tf.validate_trace_id(trace_id)
+    except ValueError as e:
+        raise TraceRequestError("trace_id", str(e)) from None
+    return replace(spec, job_id=job, trace_id=trace_id)
