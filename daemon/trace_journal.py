@@ -21,6 +21,8 @@ import os
 import re
 import stat
 import tempfile
+import threading
+from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -103,7 +105,8 @@ def write_record(trace_dir: Path, view: TraceView, hostname: str, finished_ms: i
         return None
     try:
         # mkstemp: O_CREAT|O_EXCL with a random name, so nothing planted in the world-writable folder is followed
-        fd, tmp = tempfile.mkstemp(prefix=f".{RECORD_NAME}.", suffix=".tmp", dir=folder)
+        # (not "*.tmp": that is the trace files' in-progress name, which tools and tests look for)
+        fd, tmp = tempfile.mkstemp(prefix=f".{RECORD_NAME}.", suffix=".writing", dir=folder)
     except OSError as e:
         log.warning("trace %s: cannot write its record in %s: %s", view.trace_id, folder, e)
         return None
@@ -262,6 +265,25 @@ def _check_file(v: ProcessTraceView) -> ProcessTraceView:
     return replace(v, state=TraceState.FAILED, error=f"trace file {v.path} {why} since the trace finished")
 
 
+_warned: OrderedDict[tuple[str, int, int, int, str], None] = OrderedDict()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(path: Path, e: RecordError) -> None:
+    """A WARNING per bad record (per version of the file and reason), not one per GetTrace a client polls with."""
+    try:
+        st = os.lstat(path)
+        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, str(e))
+    except OSError:
+        key = (str(path), 0, 0, 0, str(e))
+    with _warned_lock:
+        seen = key in _warned
+        _warned[key] = None
+        while len(_warned) > 256:
+            _warned.popitem(last=False)
+    log.log(logging.DEBUG if seen else logging.WARNING, "ignoring trace record %s: %s", path, e)
+
+
 def load_record(trace_dir: Path, trace_id: str) -> TraceView | None:
     """The finished trace recorded in `<trace_dir>/<trace_id>`, or None: no record (an invalid id, a trace that never
     finished, one from before records existed) or one not believed (logged as a WARNING)."""
@@ -275,7 +297,7 @@ def load_record(trace_dir: Path, trace_id: str) -> TraceView | None:
             return None
         view = decode_record(data, trace_dir, trace_id)
     except RecordError as e:
-        log.warning("ignoring trace record %s: %s", path, e)
+        _warn_once(path, e)
         return None
     log.info("trace %s: recovered from its record (%d process(es))", trace_id, len(view.processes))
     return view

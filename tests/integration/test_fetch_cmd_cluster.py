@@ -19,6 +19,7 @@ from dyno.client.auth import ClientAuth
 from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import start_trace_retrying
 from dyno.client.hosts import parse_hosts
+from dyno.daemon.trace_journal import RECORD_NAME
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2
 
@@ -154,6 +155,7 @@ def test_a_restarted_daemon_still_serves_its_finished_trace(job: Job, tmp_path: 
     FetchTraceFile answer as before the restart, on the authenticated host too."""
     _start(job, "fe-restart", duration_ms=300)
     _wait_finished(job, "fe-restart")
+    wait_for((job.locked.trace_dir / "fe-restart" / RECORD_NAME).is_file, 10, 0.05)  # written just after finishing
     job.locked.restart()
     res = _fetch(job, tmp_path, "fe-restart", "--no-analyze")
     assert res.returncode == 0, res.stdout + res.stderr

@@ -49,7 +49,7 @@ def test_finished_trace_is_fetched_after_a_daemon_restart(dynod_factory, tmp_pat
         before = wait_for(lambda: (s := _get(stub, trace_id)).finished and s, 60, 0.1)
         (proc,) = before.processes
         assert proc.state == dyno_pb2.TRACE_STATE_DONE, proc.error
-        assert (d.trace_dir / trace_id / RECORD_NAME).is_file()
+        wait_for((d.trace_dir / trace_id / RECORD_NAME).is_file, 10, 0.05)  # written just after the state changes
 
         # A second trace still running when the daemon goes down: it leaves no record.
         running_id = f"run-{uuid.uuid4().hex[:8]}"

@@ -13,6 +13,7 @@ import pytest
 from dyno.daemon import trace_files as tf
 from dyno.daemon import trace_journal as tj
 from dyno.daemon.config import DaemonConfig
+from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_types import TraceSpec, TraceState, UnknownTraceError
@@ -285,3 +286,29 @@ def test_tracing_retention_pass_forgets_removed_traces(tmp_path: Path) -> None:
     assert not (config.trace_dir / tid).exists()
     with pytest.raises(UnknownTraceError):
         tracing.manager.get(tid)
+
+
+def test_kineto_trace_recovered(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    _reg, tm = manager(traces)
+    tm.kineto_poll(KinetoPoll(pid=300, ancestry=(), job_id="7", type_mask=3))
+    tm.start(TraceSpec(job_id="7", duration_ms=500, trace_id="kt"))
+    tm.kineto_poll(KinetoPoll(pid=300, ancestry=(), job_id="7", type_mask=3))  # delivered
+    (traces / "kt" / "hostA_300.pt.trace.json").write_text('{"traceEvents": []}')
+    tm.housekeeping()  # libkineto's file is complete: done, and the record is written in the same pass
+    _reg2, tm2 = manager(traces)
+    (p,) = tm2.get("kt").processes
+    assert p.state == TraceState.DONE and p.protocol == "kineto" and p.size_bytes == len('{"traceEvents": []}')
+    assert tm2.trace_file("kt", 300).name == "hostA_300.pt.trace.json"
+
+
+def test_a_bad_record_is_warned_about_once_not_at_every_poll(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    record, _doc = _recorded(tmp_path)
+    record.write_bytes(b"garbage")
+    _reg, tm = manager(record.parent.parent)
+    caplog.set_level(logging.DEBUG, logger="dyno.daemon.trace_journal")
+    for _ in range(5):
+        with pytest.raises(UnknownTraceError):
+            tm.get("t3")
+    levels = [r.levelno for r in caplog.records if "ignoring trace record" in r.getMessage()]
+    assert levels == [logging.WARNING] + [logging.DEBUG] * 4
