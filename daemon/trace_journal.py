@@ -292,10 +292,14 @@ def load_record(trace_dir: Path, trace_id: str) -> TraceView | None:
     except ValueError:
         return None
     try:
+        if not stat.S_ISDIR(os.lstat(path.parent).st_mode):
+            raise RecordError("its trace folder is not a directory (a symlink?)")
         data = _read_bounded(path)
         if data is None:
             return None
         view = decode_record(data, trace_dir, trace_id)
+    except FileNotFoundError:
+        return None
     except RecordError as e:
         _warn_once(path, e)
         return None

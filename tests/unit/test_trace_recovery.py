@@ -200,8 +200,16 @@ def test_symlinked_hard_linked_or_foreign_records_are_refused(
     record.unlink()
     os.link(good, record)
     assert tj.load_record(traces, "t3") is None and "hard link" in caplog.text
-    os.unlink(good)
+    os.unlink(record)
+    os.mkfifo(record)  # would block a plain open() forever
+    assert tj.load_record(traces, "t3") is None and "special file" in caplog.text
+    os.replace(good, record)
     assert tj.load_record(traces, "t3") is not None  # the same bytes, a plain file of ours: believed
+    os.replace(traces / "t3", tmp_path / "real")
+    (traces / "t3").symlink_to(tmp_path / "real")  # the trace folder itself a symlink
+    assert tj.load_record(traces, "t3") is None and "not a directory" in caplog.text
+    (traces / "t3").unlink()
+    os.replace(tmp_path / "real", traces / "t3")
     monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)  # a file planted by another user
     assert tj.load_record(traces, "t3") is None and "not by the daemon's uid" in caplog.text
 
