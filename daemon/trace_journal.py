@@ -92,7 +92,7 @@ def encode_record(view: TraceView, hostname: str, finished_ms: int) -> bytes:
         "request": _spec_to_json(view.spec),
         "processes": procs,
     }
-    return json.dumps(doc, indent=1).encode()
+    return json.dumps(doc, indent=1).encode() + b"\n"
 
 
 def write_record(trace_dir: Path, view: TraceView, hostname: str, finished_ms: int) -> Path | None:
