@@ -19,7 +19,7 @@ from dyno.daemon import trace_journal as tj
 from dyno.daemon.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry, now_ms
 from dyno.daemon.trace_requests import MAX_JOB_ID as MAX_JOB_ID  # re-exported for the agent service
-from dyno.daemon.trace_requests import validate_spec
+from dyno.daemon.trace_requests import validate_spec, why_nothing
 from dyno.daemon.trace_types import (
     FINAL_STATES,
     AgentCancelCommand,
@@ -125,7 +125,9 @@ class TraceManager:
         matched = [p for p in procs if not wanted or wanted & ({p.pid} | set(p.ancestry))]
         jobs = tuple(self._registry.jobs())
         if not matched:
-            return StartResult(trace_id, (), (), (), self._why_nothing(spec, procs, jobs), jobs)
+            return StartResult(
+                trace_id, (), (), (), why_nothing(spec, [p.pid for p in procs], jobs, self._hostname), jobs
+            )
         chosen = order_for_limit(matched)
         if spec.process_limit:
             chosen = chosen[: spec.process_limit]
@@ -165,19 +167,6 @@ class TraceManager:
         log.info("trace %s (job %r): %s", trace_id, spec.job_id, msg)
         self._on_start()
         return StartResult(trace_id, tuple(p.pid for p in matched), triggered, tuple(p.pid for p in busy), msg, jobs)
-
-    def _why_nothing(self, spec: TraceSpec, procs: list[ProcessRecord], jobs: tuple[str, ...]) -> str:
-        where = f"on host {self._hostname}"
-        if not procs:
-            if not jobs:
-                return f"no process of job {spec.job_id!r} is registered {where}: no processes are registered at all"
-            return f"no process of job {spec.job_id!r} is registered {where}; registered jobs: " + ", ".join(
-                repr(j) for j in jobs
-            )
-        return (
-            f"{len(procs)} process(es) of job {spec.job_id!r} registered {where}, none with pid(s) "
-            f"{', '.join(map(str, spec.pids))} in its ancestry (pids: {', '.join(str(p.pid) for p in procs)})"
-        )
 
     def _new_proc_trace(self, trace: _Trace, p: ProcessRecord, now: int) -> _ProcTrace:
         spec = trace.spec

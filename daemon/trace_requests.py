@@ -1,4 +1,5 @@
-"""Validation of a trace request (TraceSpec): every field bounded, errors naming the field, a trace id chosen."""
+"""Validation of a trace request (TraceSpec): every field bounded, errors naming the field, a trace id chosen; and
+why a valid request matched no process."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ __all__ = [
     "MAX_PAST_START_MS",
     "MAX_FUTURE_START_MS",
     "validate_spec",
+    "why_nothing",
 ]
 
 MAX_DURATION_MS = 10 * 60 * 1000
@@ -59,3 +61,18 @@ def validate_spec(spec: TraceSpec, now_ms: int) -> TraceSpec:
     except ValueError as e:
         raise TraceRequestError("trace_id", str(e)) from None
     return replace(spec, job_id=job, trace_id=trace_id)
+
+
+def why_nothing(spec: TraceSpec, job_pids: list[int], jobs: tuple[str, ...], hostname: str) -> str:
+    """Why a request matched nothing, given the pids registered for its job and every registered job."""
+    where = f"on host {hostname}"
+    if not job_pids:
+        if not jobs:
+            return f"no process of job {spec.job_id!r} is registered {where}: no processes are registered at all"
+        return f"no process of job {spec.job_id!r} is registered {where}; registered jobs: " + ", ".join(
+            repr(j) for j in jobs
+        )
+    return (
+        f"{len(job_pids)} process(es) of job {spec.job_id!r} registered {where}, none with pid(s) "
+        f"{', '.join(map(str, spec.pids))} in its ancestry (pids: {', '.join(map(str, job_pids))})"
+    )
