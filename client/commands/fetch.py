@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--timeout-s and Ctrl-C only stop waiting, and running it again later fetches the rest. Files already in "
         "the folder from an earlier fetch are kept only when they match the checksum recorded in its "
         "manifest.json and the daemon's size; anything else is fetched again. A daemon that does not know the "
-        "trace (wrong id, or restarted since: trace states live in its memory) is a failed host with that reason. "
+        "trace (wrong id or host, deleted by retention, or the daemon restarted while it was still running: "
+        "finished traces survive a restart) is a failed host with that reason. "
         "Exit codes: 0 every file fetched; 3 partial (failed hosts and processes are listed with reasons); 1 "
         "nothing fetched (or no daemon knows the trace); 2 usage; 130 interrupted (the manifest is still "
         "written).",
