@@ -180,9 +180,10 @@ class ClusterTrace:
     def attach(self) -> None:
         """Join a trace already running or finished on the daemons instead of starting one: GetTrace on every host
         at once. A host that has the trace's processes is marked tracing (follow() then polls and fetches as after
-        start()); a host that does not know the trace id (NOT_FOUND: wrong id, removed by retention, or
-        still running when the daemon restarted) or cannot be reached is failed with the reason. `request` becomes the daemons'
-        record of the request (the first host that answered). Nothing is started, and nothing will be cancelled."""
+        start()); a host that does not know the trace id (NOT_FOUND: wrong id, removed by retention, or still
+        running when the daemon restarted) or cannot be reached is failed with the reason. `request` becomes the
+        daemons' record of the request (the first host that answered). Nothing is started, and nothing will be
+        cancelled."""
         self.owns_trace = False
         self.started_monotonic = time.monotonic()
         results = self.cluster.call(lambda c: c.get_trace(self.trace_id))

@@ -192,7 +192,9 @@ def _json_type(v: Any) -> str:
     return "a string" if isinstance(v, str) else "an object"
 
 
-_NOT_TRACES = {"manifest.json"}  # written by `dyno-cli trace` beside the per-host folders
+# written by `dyno-cli trace` beside the per-host folders; by dynod in each trace's folder (analysing the daemon's
+# trace dir directly)
+_NOT_TRACES = {"manifest.json", "dynod-record.json"}
 
 
 def find_trace_files(folder: str | os.PathLike[str]) -> list[Path]:

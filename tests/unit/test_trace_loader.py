@@ -279,6 +279,7 @@ def test_folder_in_dyno_cli_trace_layout_is_walked(tmp_path: Path) -> None:
             )
         )
     (root / "manifest.json").write_text("{}")
+    (root / "node1_1778" / "dynod-record.json").write_text("{}")  # as in the daemon's own trace folders
     (root / "node1_1778" / ".abc123.7.part").write_text("partial")
     found = find_trace_files(root)
     assert [f.name for f in found] == ["node1_1778_100.pt.trace.json", "node2_1778_101.pt.trace.json"]
