@@ -33,11 +33,11 @@ from dyno.client.trace_records import (
     HostRecord,
     PreviousFile,
     ProcRecord,
-    file_checksum,
     host_dir_name,
     proc_record,
     state_name,
 )
+from dyno.filechunks import checksum_file
 from dyno.v1 import dyno_pb2
 
 __all__ = ["ClusterTrace", "start_trace_retrying"]
@@ -419,7 +419,7 @@ class ClusterTrace:
         try:
             if not path.is_file() or path.stat().st_size != p.size_bytes:
                 return False
-            checksum = file_checksum(path)
+            checksum = checksum_file(path)
         except OSError:
             return False
         if checksum != prev.checksum:

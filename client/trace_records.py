@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from dyno.client.hosts import Host
 from dyno.daemon.trace_files import safe_host
-from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2
 
 __all__ = [
@@ -20,7 +18,6 @@ __all__ = [
     "HostRecord",
     "PreviousFile",
     "ProcRecord",
-    "file_checksum",
     "host_dir_name",
     "proc_record",
     "state_name",
@@ -99,18 +96,6 @@ class PreviousFile:
 
     file: str  # relative to the trace folder
     checksum: str  # "xxh3_128:<hex>", verified when it was fetched
-
-
-_HASH_BLOCK = 1 << 20
-
-
-def file_checksum(path: Path) -> str:
-    """The checksum a FetchTraceFile stream carries for this file ("xxh3_128:<hex>"; `xxh128sum` prints the hex)."""
-    digest = new_digest()
-    with open(path, "rb") as f:
-        while block := f.read(_HASH_BLOCK):
-            digest.update(block)
-    return checksum_of(digest)
 
 
 def trace_exit_code(hosts: list[HostRecord]) -> int:

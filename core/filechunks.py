@@ -14,13 +14,22 @@ largest single cost of a fetch on the client. `xxh128sum` (xxhash's CLI) prints 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import xxhash
 
 from dyno.pbwire import read_varint, varint
 
-__all__ = ["CHECKSUM_ALGORITHM", "RawChunk", "new_digest", "checksum_of", "encode_chunk", "decode_chunk"]
+__all__ = [
+    "CHECKSUM_ALGORITHM",
+    "RawChunk",
+    "new_digest",
+    "checksum_of",
+    "checksum_file",
+    "encode_chunk",
+    "decode_chunk",
+]
 
 CHECKSUM_ALGORITHM = "xxh3_128"
 
@@ -40,6 +49,18 @@ def new_digest(data: bytes = b"") -> xxhash.xxh3_128:
 def checksum_of(digest: xxhash.xxh3_128) -> str:
     """The checksum string a stream carries: "<algorithm>:<hex digest>"."""
     return f"{CHECKSUM_ALGORITHM}:{digest.hexdigest()}"
+
+
+_HASH_BLOCK = 1 << 20
+
+
+def checksum_file(path: str | os.PathLike[str]) -> str:
+    """The checksum a FetchTraceFile stream carries for this file (`xxh128sum` prints the same hex)."""
+    digest = new_digest()
+    with open(path, "rb") as f:
+        while block := f.read(_HASH_BLOCK):
+            digest.update(block)
+    return checksum_of(digest)
 
 
 def encode_chunk(

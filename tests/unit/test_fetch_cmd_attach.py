@@ -14,8 +14,8 @@ from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.hosts import Host
 from dyno.client.trace_manifest import MANIFEST_NAME, previous_files
-from dyno.client.trace_records import PreviousFile, file_checksum, trace_exit_code
-from dyno.filechunks import checksum_of, new_digest
+from dyno.client.trace_records import PreviousFile, trace_exit_code
+from dyno.filechunks import checksum_file, checksum_of, new_digest
 from dyno.v1 import dyno_pb2
 
 from conftest import free_port
@@ -128,14 +128,14 @@ def test_files_already_there_are_kept_when_verified_and_fetched_again_otherwise(
     assert by_pid[1000].ok and by_pid[1000].reused and servicer.fetches[1000] == 1  # verified, kept
     assert by_pid[1001].ok and not by_pid[1001].reused and servicer.fetches[1001] == 2  # broken, fetched again
     assert bad.read_bytes() == servicer.content(1001) and good.read_bytes() == servicer.content(1000)
-    assert file_checksum(bad) == by_pid[1001].checksum
+    assert checksum_file(bad) == by_pid[1001].checksum
 
 
 def test_a_recorded_file_outside_its_host_folder_is_not_trusted(daemons: FakeDaemons, tmp_path: Path) -> None:
     host, servicer = daemons.start({TID})
     stray = tmp_path / f"{servicer.hostname}_1000.json"
     stray.write_bytes(servicer.content(1000))
-    previous = {(str(host), 1000): PreviousFile(f"../{stray.name}", file_checksum(stray))}
+    previous = {(str(host), 1000): PreviousFile(f"../{stray.name}", checksum_file(stray))}
     with Cluster([host], deadline_s=2) as cluster:
         ct = _attach(cluster, tmp_path / TID, previous=previous)
         ct.follow()
