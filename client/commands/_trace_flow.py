@@ -22,21 +22,45 @@ from dyno.client.trace_manifest import build_manifest, write_manifest
 from dyno.client.trace_progress import make_progress
 from dyno.client.trace_records import HostRecord, trace_exit_code
 from dyno.numpy_import import import_numpy_single_threaded
+from dyno.v1 import dyno_pb2
 
-__all__ = ["TraceFlow", "add_collect_arguments", "check_writable", "nothing_to_follow", "say"]
+__all__ = [
+    "ITERATION_WAIT_S",
+    "AFTER_WINDOW_S",
+    "TraceFlow",
+    "add_collect_arguments",
+    "check_writable",
+    "default_wait_s",
+    "non_negative_float",
+    "nothing_to_follow",
+    "positive_int32",
+    "say",
+]
 
 _REFRESH_S = 0.25
-_positive_int = number(int, gt=0, le=INT32_MAX)
-_non_negative_float = number(float, ge=0)
+positive_int32 = number(int, gt=0, le=INT32_MAX)  # pids, counts: int32 in the TraceRequest
+non_negative_float = number(float, ge=0)
+
+ITERATION_WAIT_S = 300.0  # how long iteration traces are waited for by default
+AFTER_WINDOW_S = 60.0  # a duration trace is waited for until its window's end plus this
+
+
+def default_wait_s(request: dyno_pb2.TraceRequest, now_s: float) -> float:
+    """How long to wait for a trace by default, from its request: the rest of a duration trace's window plus a
+    margin (the daemons end unfinished processes by their own timeouts), else ITERATION_WAIT_S."""
+    if not request.HasField("duration_ms"):
+        return ITERATION_WAIT_S
+    start_in = max(0.0, request.start_time_ms / 1000 - now_s) if request.HasField("start_time_ms") else 0.0
+    return start_in + request.duration_ms / 1000 + AFTER_WINDOW_S
 
 
 def add_collect_arguments(p: argparse.ArgumentParser, *, timeout_default: float | None, timeout_help: str) -> None:
     """--output-dir, --timeout-s (the overall wait; its default and meaning differ per command),
     --fetch-concurrency, --no-analyze, --html and --json."""
     p.add_argument("--output-dir", required=True, type=Path, help="files go to OUTPUT_DIR/TRACE_ID/HOST_PORT/")
-    p.add_argument("--timeout-s", type=_non_negative_float, default=timeout_default, help=timeout_help)
+    p.add_argument("--timeout-s", type=non_negative_float, default=timeout_default, help=timeout_help)
     p.add_argument(
-        "--fetch-concurrency", type=_positive_int, default=8, metavar="N", help="files fetched at once (default 8)"
+        "--fetch-concurrency", type=positive_int32, default=8, metavar="N", help="files fetched at once (default 8)"
     )
     p.add_argument("--no-analyze", action="store_true", help="do not analyze the fetched files")
     p.add_argument("--html", type=Path, metavar="FILE", help="also write the HTML analysis report here")

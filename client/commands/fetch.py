@@ -12,15 +12,21 @@ from pathlib import Path
 from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
-from dyno.client.commands._trace_flow import TraceFlow, add_collect_arguments, check_writable, nothing_to_follow, say
+from dyno.client.commands._trace_flow import (
+    AFTER_WINDOW_S,
+    ITERATION_WAIT_S,
+    TraceFlow,
+    add_collect_arguments,
+    check_writable,
+    default_wait_s,
+    nothing_to_follow,
+    say,
+)
 from dyno.client.trace_manifest import previous_files, write_manifest
 from dyno.daemon.trace_files import validate_trace_id
 from dyno.v1 import dyno_pb2
 
 __all__ = ["register", "run"]
-
-ITERATION_WAIT_S = 300.0  # as `dyno-cli trace` waits for iteration traces
-AFTER_WINDOW_S = 60.0  # a duration trace is waited for until its window's end plus this (as `trace` does)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,16 +58,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"trace's window ends + {AFTER_WINDOW_S:g} s, or {ITERATION_WAIT_S:g} s for iteration traces",
     )
     p.set_defaults(func=run)
-
-
-def default_wait_s(request: dyno_pb2.TraceRequest, now_s: float) -> float:
-    """How long to wait for an attached trace, from the request the daemons recorded: the rest of a duration
-    trace's window plus a margin (the daemons end unfinished processes by their own timeouts), else what `trace`
-    waits for iteration traces."""
-    if not request.HasField("duration_ms"):
-        return ITERATION_WAIT_S
-    start_in = max(0.0, request.start_time_ms / 1000 - now_s) if request.HasField("start_time_ms") else 0.0
-    return start_in + request.duration_ms / 1000 + AFTER_WINDOW_S
 
 
 def run(args: argparse.Namespace) -> int:

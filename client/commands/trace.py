@@ -8,11 +8,22 @@ import argparse
 import time
 from pathlib import Path
 
-from dyno.argtypes import INT32_MAX, INT64_MAX, number
+from dyno.argtypes import INT64_MAX, number
 from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
-from dyno.client.commands._trace_flow import TraceFlow, add_collect_arguments, check_writable, nothing_to_follow, say
+from dyno.client.commands._trace_flow import (
+    AFTER_WINDOW_S,
+    ITERATION_WAIT_S,
+    TraceFlow,
+    add_collect_arguments,
+    check_writable,
+    default_wait_s,
+    non_negative_float,
+    nothing_to_follow,
+    positive_int32,
+    say,
+)
 from dyno.client.trace_manifest import write_manifest
 from dyno.daemon.trace_files import new_trace_id, validate_trace_id
 from dyno.v1 import dyno_pb2
@@ -32,9 +43,7 @@ DEFAULT_ITERATION_ROUNDUP = 10
 MAX_START_DELAY_S = 3600.0  # the daemons accept start times up to 1 h ahead
 
 
-_positive_int = number(int, gt=0, le=INT32_MAX)  # pids, counts: int32 in the TraceRequest
 _duration_ms = number(int, gt=0, le=INT64_MAX)
-_non_negative_float = number(float, ge=0)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,23 +63,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--job-id", required=True, help="job id as registered (see `dyno-cli ps`), e.g. 4242 or 36199_0")
     p.add_argument(
         "--pids",
-        type=_positive_int,
+        type=positive_int32,
         nargs="+",
         default=[],
         help="only processes with one of these pids in their ancestry (a launcher's pid selects its workers)",
     )
     p.add_argument(
         "--process-limit",
-        type=_positive_int,
+        type=positive_int32,
         default=0,
         help="trace at most N processes per host, leaf workers before their launchers",
     )
     window = p.add_mutually_exclusive_group(required=True)
     window.add_argument("--duration-ms", type=_duration_ms, help="trace for this long")
-    window.add_argument("--iterations", type=_positive_int, help="trace this many optimizer steps")
+    window.add_argument("--iterations", type=positive_int32, help="trace this many optimizer steps")
     p.add_argument(
         "--start-delay-s",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=None,
         help=f"duration traces: start this many seconds from now, at one absolute instant on every host (default "
         f"{DEFAULT_START_DELAY_S:g} when any process of the job is an unmodified libkineto one, which polls every 5 s; "
@@ -78,7 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--iteration-roundup",
-        type=_positive_int,
+        type=positive_int32,
         default=None,
         metavar="K",
         help=f"iteration traces: start at the next optimizer step that is a multiple of K, on every rank (default "
@@ -97,7 +106,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         p,
         timeout_default=0.0,
         timeout_help="overall wait for the traces; then unfinished ones are cancelled (files already done are still "
-        "fetched). Default: start delay + duration + 60 s, or 300 s for iteration traces",
+        f"fetched). Default: start delay + duration + {AFTER_WINDOW_S:g} s, or {ITERATION_WAIT_S:g} s for iteration "
+        "traces",
     )
     p.add_argument(
         "--fail-on-no-process",
@@ -122,7 +132,7 @@ def _validate(args: argparse.Namespace) -> None:
             usage_error(f"--trace-id: {e}")
 
 
-def _request(args: argparse.Namespace, trace_id: str, start_delay_s: float) -> dyno_pb2.TraceRequest:
+def _request(args: argparse.Namespace, trace_id: str, start_delay_s: float, now_s: float) -> dyno_pb2.TraceRequest:
     req = dyno_pb2.TraceRequest(
         job_id=args.job_id,
         pids=args.pids,
@@ -138,7 +148,7 @@ def _request(args: argparse.Namespace, trace_id: str, start_delay_s: float) -> d
         req.duration_ms = args.duration_ms
         if start_delay_s > 0:
             # ONE absolute instant for every host: computed once, here, not by each daemon.
-            req.start_time_ms = int((time.time() + start_delay_s) * 1000)
+            req.start_time_ms = int((now_s + start_delay_s) * 1000)
     else:
         req.iterations = args.iterations
         req.start_iteration_roundup = args.iteration_roundup or DEFAULT_ITERATION_ROUNDUP
@@ -177,14 +187,10 @@ def run(args: argparse.Namespace) -> int:
         start_delay_s = args.start_delay_s
         if start_delay_s is None:
             start_delay_s = _default_start_delay(cluster, args.job_id) if args.duration_ms is not None else 0.0
-        if args.timeout_s:
-            wait_s = args.timeout_s
-        elif args.duration_ms is not None:
-            wait_s = start_delay_s + args.duration_ms / 1000 + 60
-        else:
-            wait_s = 300.0
-        requested_ms = int(time.time() * 1000)
-        req = _request(args, trace_id, start_delay_s)
+        now = time.time()
+        requested_ms = int(now * 1000)
+        req = _request(args, trace_id, start_delay_s, now)
+        wait_s = args.timeout_s or default_wait_s(req, now)
         ct = ClusterTrace(
             cluster,
             req,
