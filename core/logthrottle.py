@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -13,16 +14,23 @@ __all__ = ["ThrottledLog"]
 
 
 class ThrottledLog:
-    """`warning(key, msg, *args)`: a WARNING at most every `every_s` per key, DEBUG in between."""
+    """`warning(key, msg, *args)`: a WARNING at most every `every_s` per key, DEBUG in between (`every_s` inf: once
+    per key). At most `max_keys` keys are remembered (the least recently warned is forgotten first), so keys that
+    others choose (a file's identity) cannot grow it without bound."""
 
     def __init__(
-        self, logger: logging.Logger, every_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+        self,
+        logger: logging.Logger,
+        every_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        max_keys: int = 1024,
     ) -> None:
         self._logger = logger
         self._every_s = every_s
         self._clock = clock
+        self._max_keys = max_keys
         self._lock = threading.Lock()
-        self._last: dict[str, float] = {}
+        self._last: OrderedDict[str, float] = OrderedDict()
         self._held: dict[str, int] = {}
 
     def warning(self, key: str, msg: str, *args: Any) -> None:
@@ -34,7 +42,10 @@ class ThrottledLog:
                 held = -1
             else:
                 self._last[key] = now
+                self._last.move_to_end(key)
                 held = self._held.pop(key, 0)
+                while len(self._last) > self._max_keys:
+                    self._held.pop(self._last.popitem(last=False)[0], None)
         if held < 0:
             self._logger.debug(msg, *args)
         elif held:

@@ -17,19 +17,19 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import os
 import re
 import stat
 import tempfile
-import threading
-from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO
-from dyno.daemon.trace_files import AGENT_SUFFIX, KINETO_SUFFIX, validate_trace_id
+from dyno.daemon.trace_files import AGENT_SUFFIX, KINETO_SUFFIX, open_trace_file, validate_trace_id
 from dyno.daemon.trace_types import FINAL_STATES, ProcessTraceView, TraceSpec, TraceState, TraceView
+from dyno.logthrottle import ThrottledLog
 
 __all__ = ["RECORD_NAME", "MAX_RECORD_BYTES", "MAX_RECORD_PROCESSES", "RecordError", "write_record", "load_record"]
 
@@ -129,19 +129,20 @@ def write_record(trace_dir: Path, view: TraceView, hostname: str, finished_ms: i
 
 
 def _read_bounded(path: Path) -> bytes | None:
-    """The record's bytes; None when there is none; RecordError when it is not one the daemon wrote."""
+    """The record's bytes; None when there is none; RecordError when it is not one the daemon wrote. Opened as the
+    trace files are served (open_trace_file: no symlink, plain file, one link), and owned by the daemon's uid."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        f = open_trace_file(path)
     except FileNotFoundError:
         return None
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise RecordError("it is a symlink") from None
+        if e.errno == errno.EPERM:  # open_trace_file's refusal
+            raise RecordError("not a plain file (special file or hard link)") from None
         raise RecordError(f"unreadable: {e.strerror or e}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            raise RecordError("not a plain file (special file or hard link)")
+    with f:
+        st = os.fstat(f.fileno())
         if st.st_uid != os.geteuid():
             raise RecordError(f"owned by uid {st.st_uid}, not by the daemon's uid {os.geteuid()}")
         if st.st_size > MAX_RECORD_BYTES:
@@ -265,23 +266,17 @@ def _check_file(v: ProcessTraceView) -> ProcessTraceView:
     return replace(v, state=TraceState.FAILED, error=f"trace file {v.path} {why} since the trace finished")
 
 
-_warned: OrderedDict[tuple[str, int, int, int, str], None] = OrderedDict()
-_warned_lock = threading.Lock()
+# A WARNING per bad record (per version of the file and reason), not one per GetTrace a client polls with
+_bad_records = ThrottledLog(log, every_s=math.inf, max_keys=256)
 
 
 def _warn_once(path: Path, e: RecordError) -> None:
-    """A WARNING per bad record (per version of the file and reason), not one per GetTrace a client polls with."""
     try:
         st = os.lstat(path)
-        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, str(e))
+        version = f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
     except OSError:
-        key = (str(path), 0, 0, 0, str(e))
-    with _warned_lock:
-        seen = key in _warned
-        _warned[key] = None
-        while len(_warned) > 256:
-            _warned.popitem(last=False)
-    log.log(logging.DEBUG if seen else logging.WARNING, "ignoring trace record %s: %s", path, e)
+        version = "0:0:0"
+    _bad_records.warning(f"{path}|{version}|{e}", "ignoring trace record %s: %s", path, e)
 
 
 def load_record(trace_dir: Path, trace_id: str) -> TraceView | None:
