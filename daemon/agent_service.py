@@ -23,7 +23,8 @@ import grpc
 import dyno
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import MAX_JOB_ID, TraceManager
+from dyno.daemon.trace_manager import TraceManager
+from dyno.daemon.trace_requests import JOB_ID_RULE, job_id_ok
 from dyno.daemon.trace_types import (
     AgentCancelCommand,
     AgentTraceCommand,
@@ -71,9 +72,8 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "pid: required (> 0)")
         if len(request.ancestry) > _MAX_ANCESTRY:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"ancestry: at most {_MAX_ANCESTRY} pids")
-        if len(request.job_id) > MAX_JOB_ID or not request.job_id.isprintable():
-            # StartTrace accepts no other job id: a process registered under one could never be traced
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"job_id: at most {MAX_JOB_ID} printable characters")
+        if not job_id_ok(request.job_id):  # StartTrace names no other: such a process could never be traced
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"job_id: {JOB_ID_RULE}")
         if len(request.cmdline) > _MAX_TEXT or len(request.hostname) > 256:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "cmdline/hostname: too long")
         session = uuid.uuid4().hex

@@ -18,7 +18,6 @@ from dyno.daemon import trace_files as tf
 from dyno.daemon import trace_journal as tj
 from dyno.daemon.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry, now_ms
-from dyno.daemon.trace_requests import MAX_JOB_ID as MAX_JOB_ID  # re-exported for the agent service
 from dyno.daemon.trace_requests import validate_spec, why_nothing
 from dyno.daemon.trace_types import (
     FINAL_STATES,

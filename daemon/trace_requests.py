@@ -13,6 +13,8 @@ __all__ = [
     "MAX_ITERATIONS",
     "MAX_PIDS",
     "MAX_JOB_ID",
+    "JOB_ID_RULE",
+    "job_id_ok",
     "MAX_PAST_START_MS",
     "MAX_FUTURE_START_MS",
     "validate_spec",
@@ -25,6 +27,12 @@ MAX_PIDS = 1024
 MAX_JOB_ID = 128
 MAX_PAST_START_MS = 10_000  # libkineto rejects PROFILE_START_TIME more than 10 s in the past
 MAX_FUTURE_START_MS = 3600 * 1000
+JOB_ID_RULE = f"at most {MAX_JOB_ID} printable characters"
+
+
+def job_id_ok(job_id: str) -> bool:
+    """A job id a trace request can name (registration refuses any other: such a process could never be traced)."""
+    return len(job_id) <= MAX_JOB_ID and job_id.isprintable()
 
 
 def validate_spec(spec: TraceSpec, now_ms: int) -> TraceSpec:
@@ -32,8 +40,8 @@ def validate_spec(spec: TraceSpec, now_ms: int) -> TraceSpec:
     job = spec.job_id.strip()
     if not job:
         raise TraceRequestError("job_id", "required")
-    if len(job) > MAX_JOB_ID or not job.isprintable():
-        raise TraceRequestError("job_id", f"at most {MAX_JOB_ID} printable characters")
+    if not job_id_ok(job):
+        raise TraceRequestError("job_id", JOB_ID_RULE)
     if len(spec.pids) > MAX_PIDS or any(p <= 0 for p in spec.pids):
         raise TraceRequestError("pids", f"at most {MAX_PIDS} positive pids")
     if spec.process_limit < 0:
