@@ -74,6 +74,15 @@ class RuleContext:
         return launch_rows(self.trace, self.memcpy)
 
     @cached_property
+    def pageable_memcpy(self) -> np.ndarray:
+        """Mask over ``memcpy``: copies from or to pageable host memory (Kineto names them "... (Pageable -> ...)").
+        Read-only: pageable-memcpy, sync-calls and slow-runtime-calls all ask."""
+        mc = self.memcpy
+        mask = self.mask(mc, lambda n: "Pageable" in n, "Pageable")
+        mask.setflags(write=False)
+        return mask
+
+    @cached_property
     def gpu_sync(self) -> Events:
         return self.trace.events_of(Cat.CUDA_SYNC)
 

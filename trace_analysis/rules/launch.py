@@ -133,8 +133,7 @@ class SlowRuntimeCalls(GpuRule):
 
 def _pageable_copy_rows(ctx: RuleContext) -> np.ndarray:
     """Rows in ``trace.events`` of the memcpys from/to pageable host memory."""
-    mc = ctx.memcpy
-    return mc.index[ctx.mask(mc, lambda n: "Pageable" in n, "Pageable")]
+    return ctx.memcpy.index[ctx.pageable_memcpy]
 
 
 class LaunchQueue(GpuRule):

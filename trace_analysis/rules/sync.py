@@ -56,12 +56,13 @@ class SyncCalls(BaseRule):
         rt_win = (rt.ts >= lo) & (rt.ts < hi)
         rt_sel = ctx.names_in(rt, SYNC_RUNTIME)
         op_sel = ctx.names_in(ops, SYNC_OPS) & (ops.ts >= lo) & (ops.ts < hi)
-        n_item_all = int((ctx.names_in(ops, ("aten::item",)) & op_sel).sum())
+        is_item = ctx.names_in(ops, ("aten::item",))
+        n_item_all = int((is_item & op_sel).sum())
         op_sel &= ~_host_reads(ctx, op_sel)
         # .cpu() / .item() on a GPU tensor: a copy to pageable host memory blocks the host until it is done
         mc = ctx.memcpy
         launch = ctx.memcpy_launch
-        to_host = (launch >= 0) & ctx.mask(mc, lambda n: "DtoH" in n and "Pageable" in n, "DtoH")
+        to_host = (launch >= 0) & ctx.pageable_memcpy & ctx.mask(mc, lambda n: "DtoH" in n, "DtoH")
         dtoh_calls = _positions(rt.index, launch[to_host])
         rt_sel[dtoh_calls] = True
         rt_sel &= rt_win
@@ -71,7 +72,8 @@ class SyncCalls(BaseRule):
         gs_sel = (gs.ts >= lo) & (gs.ts < hi)
         n_rt, n_item, n_gs = int(rt_sel.sum()) - n_dtoh, int(op_sel.sum()), int(gs_sel.sum())
         # aten::item contains aten::_local_scalar_dense: count the outer calls only
-        n_item_outer = int((ctx.names_in(ops, ("aten::item",)) & op_sel).sum()) or n_item
+        n_item_device = int((is_item & op_sel).sum())
+        n_item_outer = n_item_device or n_item
         if n_rt + n_dtoh + n_item + n_gs < max(int(thresholds["min_calls"]), 1):
             return []
         host_s = np.concatenate((rt.ts[rt_sel], ops.ts[op_sel]))
@@ -83,7 +85,7 @@ class SyncCalls(BaseRule):
             "cuda_sync_events": n_gs,
             "blocking_dtoh_copies": n_dtoh,
             "host_blocked_us": host_blocked,
-            "cpu_item_calls": n_item_all - int((ctx.names_in(ops, ("aten::item",)) & op_sel).sum()),
+            "cpu_item_calls": n_item_all - n_item_device,
         }
         if ctx.has_gpu:
             # The cost on the GPU side: after each sync returns the device is drained and stays idle until the
@@ -252,7 +254,7 @@ class PageableMemcpy(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         mc = ctx.memcpy
-        idx = flatnonzero(ctx.mask(mc, lambda n: "Pageable" in n, "Pageable") & ctx.in_window(mc))
+        idx = flatnonzero(ctx.pageable_memcpy & ctx.in_window(mc))
         if idx.shape[0] < max(int(thresholds["min_copies"]), 1):
             return []
         lost = float(mc.dur[idx].sum())
