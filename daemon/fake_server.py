@@ -12,9 +12,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import grpc
 
@@ -22,7 +23,7 @@ from dyno import __version__
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
-__all__ = ["FakeDynoServicer", "FakeServer", "start_fake_servers"]
+__all__ = ["FakeDynoServicer", "FakeServer", "serve", "start_fake_servers", "whole_file_chunk"]
 
 log = logging.getLogger(__name__)
 
@@ -132,23 +133,31 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
         self, request: dyno_pb2.FetchTraceFileRequest, context: grpc.ServicerContext
     ) -> Iterator[dyno_pb2.FileChunk]:
         self._enter(context)
-        yield dyno_pb2.FileChunk(
-            data=_FILE,
-            offset=0,
-            last=True,
-            total_size=len(_FILE),
-            filename="fake.json",
-            checksum=checksum_of(new_digest(_FILE)),
-        )
+        yield whole_file_chunk(_FILE, "fake.json")
+
+
+def whole_file_chunk(data: bytes, filename: str) -> dyno_pb2.FileChunk:
+    """A FetchTraceFile answer in one chunk: the whole file, with its size and checksum."""
+    return dyno_pb2.FileChunk(
+        data=data,
+        offset=0,
+        last=True,
+        total_size=len(data),
+        filename=filename,
+        checksum=checksum_of(new_digest(data)),
+    )
+
+
+S = TypeVar("S", bound=dyno_pb2_grpc.DynoServicer)
 
 
 @dataclass
-class FakeServer:
+class FakeServer(Generic[S]):
     """One running fake endpoint."""
 
     server: grpc.Server
     port: int
-    servicer: FakeDynoServicer
+    servicer: S
 
     @property
     def target(self) -> str:
@@ -166,16 +175,36 @@ def start_fake_servers(
     interceptors: Sequence[grpc.ServerInterceptor] = (),
     credentials: grpc.ServerCredentials | None = None,
     delay_s: float = 0.0,
-) -> list[FakeServer]:
+) -> list[FakeServer[FakeDynoServicer]]:
     """Start `count` fake servers on free ports of `host`, sharing `executor` (one is made if None)."""
     pool = executor or futures.ThreadPoolExecutor(max_workers=min(64, 4 + count), thread_name_prefix="fake-dyno")
-    servers: list[FakeServer] = []
-    for _ in range(count):
-        server = grpc.server(pool, interceptors=list(interceptors), options=[("grpc.so_reuseport", 0)])
-        address = f"{host}:0"
-        port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
-        servicer = FakeDynoServicer(f"fake-{port}", delay_s=delay_s)
-        dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
-        server.start()
-        servers.append(FakeServer(server, port, servicer))
-    return servers
+    return [
+        serve(
+            lambda port: FakeDynoServicer(f"fake-{port}", delay_s=delay_s),
+            host=host,
+            executor=pool,
+            interceptors=interceptors,
+            credentials=credentials,
+        )
+        for _ in range(count)
+    ]
+
+
+def serve(
+    make_servicer: Callable[[int], S],
+    *,
+    host: str = "127.0.0.1",
+    executor: futures.ThreadPoolExecutor | None = None,
+    interceptors: Sequence[grpc.ServerInterceptor] = (),
+    credentials: grpc.ServerCredentials | None = None,
+) -> FakeServer[S]:
+    """A Dyno servicer on a free port of `host` (`make_servicer(port)` builds it once the port is known); a pool
+    of 8 threads is made when no `executor` is given."""
+    pool = executor or futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="fake-dyno")
+    server = grpc.server(pool, interceptors=list(interceptors), options=[("grpc.so_reuseport", 0)])
+    address = f"{host}:0"
+    port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+    servicer = make_servicer(port)
+    dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
+    server.start()
+    return FakeServer(server, port, servicer)

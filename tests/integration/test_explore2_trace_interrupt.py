@@ -11,14 +11,12 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from concurrent import futures
 from pathlib import Path
 
-import grpc
 import pytest
 
-from dyno.daemon.fake_server import FakeDynoServicer, start_fake_servers
-from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+from dyno.daemon.fake_server import FakeDynoServicer, serve, start_fake_servers
+from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.integration
 
@@ -46,14 +44,10 @@ class SlowStartServicer(FakeDynoServicer):
 
 @pytest.fixture
 def slow_daemon() -> Iterator[tuple[int, SlowStartServicer]]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[("grpc.so_reuseport", 0)])
-    port = server.add_insecure_port("127.0.0.1:0")
-    servicer = SlowStartServicer()
-    dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
-    server.start()
-    yield port, servicer
-    servicer.release.set()
-    server.stop(0)
+    fake = serve(lambda _port: SlowStartServicer())
+    yield fake.port, fake.servicer
+    fake.servicer.release.set()
+    fake.server.stop(0)
 
 
 # dyno-cli with Python's SIGINT handler installed even when the test runs as a background job (whose children
@@ -126,13 +120,10 @@ _CHUNK = 4096
 def _interrupt_during_fetch(tmp_path: Path, servicer: SlowFetchServicer, trace_id: str, settle_s: float) -> None:
     """Run `dyno-cli trace` against ``servicer``, Ctrl-C it ``settle_s`` after its first fetch began; check it exits
     130 without a traceback and leaves only the manifest, every fetch 'failed'."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[("grpc.so_reuseport", 0)])
-    port = server.add_insecure_port("127.0.0.1:0")
-    dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
-    server.start()
+    fake = serve(lambda _port: servicer)
     proc = _cli(
         "trace",
-        "--host", f"127.0.0.1:{port}",
+        "--host", fake.target,
         "--job-id", "job1",
         "--duration-ms", "100",
         "--start-delay-s", "0",
@@ -147,7 +138,7 @@ def _interrupt_during_fetch(tmp_path: Path, servicer: SlowFetchServicer, trace_i
         _, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
-        server.stop(0)
+        fake.server.stop(0)
     assert proc.returncode == 130 and "Traceback" not in err, err
     folder = tmp_path / trace_id
     assert sorted(p.name for p in folder.rglob("*") if p.is_file()) == ["manifest.json"], err

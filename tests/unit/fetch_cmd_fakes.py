@@ -12,9 +12,8 @@ from concurrent import futures
 import grpc
 
 from dyno.client.hosts import Host
-from dyno.daemon.fake_server import FakeDynoServicer
-from dyno.filechunks import checksum_of, new_digest
-from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+from dyno.daemon.fake_server import FakeDynoServicer, serve, whole_file_chunk
+from dyno.v1 import dyno_pb2
 
 __all__ = ["KnownTraceServicer", "FakeDaemons"]
 
@@ -83,14 +82,7 @@ class KnownTraceServicer(FakeDynoServicer):
         self._known(request.trace_id, context)
         self.fetches[request.pid] = self.fetches.get(request.pid, 0) + 1
         data = self.content(request.pid)
-        yield dyno_pb2.FileChunk(
-            data=data,
-            offset=0,
-            last=True,
-            total_size=len(data),
-            checksum=checksum_of(new_digest(data)),
-            filename=f"{self.hostname}_{request.pid}.json",
-        )
+        yield whole_file_chunk(data, f"{self.hostname}_{request.pid}.json")
 
 
 class FakeDaemons:
@@ -101,13 +93,10 @@ class FakeDaemons:
         self._servers: list[grpc.Server] = []
 
     def start(self, traces: set[str], finish_after: int | None = 0) -> tuple[Host, KnownTraceServicer]:
-        server = grpc.server(self._pool, options=[("grpc.so_reuseport", 0)])
-        port = server.add_insecure_port("127.0.0.1:0")
-        servicer = KnownTraceServicer(f"node{len(self._servers)}", traces, finish_after)
-        dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
-        server.start()
-        self._servers.append(server)
-        return Host("127.0.0.1", port), servicer
+        name = f"node{len(self._servers)}"
+        fake = serve(lambda _port: KnownTraceServicer(name, traces, finish_after), executor=self._pool)
+        self._servers.append(fake.server)
+        return Host("127.0.0.1", fake.port), fake.servicer
 
     def stop(self) -> None:
         for s in self._servers:

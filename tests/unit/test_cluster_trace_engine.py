@@ -19,9 +19,9 @@ from dyno.client.hosts import Host
 from dyno.client.trace_manifest import MANIFEST_NAME, build_manifest, read_manifest, write_manifest
 from dyno.client.trace_progress import PlainProgress, RichProgress
 from dyno.client.trace_records import HostRecord, ProcRecord, host_dir_name, trace_exit_code
-from dyno.daemon.fake_server import FakeDynoServicer
+from dyno.daemon.fake_server import FakeDynoServicer, serve, whole_file_chunk
 from dyno.filechunks import checksum_of, new_digest
-from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+from dyno.v1 import dyno_pb2
 
 from conftest import free_port
 
@@ -67,14 +67,7 @@ class TracingServicer(FakeDynoServicer):
 
     def FetchTraceFile(self, request, context) -> Iterator[dyno_pb2.FileChunk]:  # noqa: N802
         data = self._content(request.pid)
-        yield dyno_pb2.FileChunk(
-            data=data,
-            offset=0,
-            last=True,
-            total_size=len(data),
-            checksum=checksum_of(new_digest(data)),
-            filename=f"{self.hostname}_{request.pid}.json",
-        )
+        yield whole_file_chunk(data, f"{self.hostname}_{request.pid}.json")
 
 
 class LostReplyServicer(TracingServicer):
@@ -98,13 +91,10 @@ def fakes() -> Iterator:
     servers: list[grpc.Server] = []
 
     def make(finish: bool = True, cls: type[TracingServicer] = TracingServicer) -> tuple[Host, TracingServicer]:
-        server = grpc.server(pool, options=[("grpc.so_reuseport", 0)])
-        port = server.add_insecure_port("127.0.0.1:0")
-        servicer = cls(f"node{len(servers)}", finish)
-        dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
-        server.start()
-        servers.append(server)
-        return Host("127.0.0.1", port), servicer
+        name = f"node{len(servers)}"
+        fake = serve(lambda _port: cls(name, finish), executor=pool)
+        servers.append(fake.server)
+        return Host("127.0.0.1", fake.port), fake.servicer
 
     yield make
     for s in servers:

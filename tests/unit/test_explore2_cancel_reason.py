@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from concurrent import futures
 from pathlib import Path
 
-import grpc
 import pytest
 
 from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.hosts import Host
-from dyno.daemon.fake_server import FakeDynoServicer
-from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+from dyno.daemon.fake_server import FakeDynoServicer, serve
+from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
 
@@ -44,12 +42,9 @@ class RunsUntilCancelled(FakeDynoServicer):
 
 @pytest.fixture
 def host() -> Iterator[Host]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=[("grpc.so_reuseport", 0)])
-    port = server.add_insecure_port("127.0.0.1:0")
-    dyno_pb2_grpc.add_DynoServicer_to_server(RunsUntilCancelled(), server)
-    server.start()
-    yield Host("127.0.0.1", port)
-    server.stop(0)
+    fake = serve(lambda _port: RunsUntilCancelled())
+    yield Host("127.0.0.1", fake.port)
+    fake.server.stop(0)
 
 
 def test_a_timeout_cancel_says_it_was_the_timeout(host: Host, tmp_path: Path) -> None:

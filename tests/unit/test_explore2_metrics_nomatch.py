@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from concurrent import futures
 
-import grpc
 import pytest
 
 from dyno.client.cli import main as cli_main
-from dyno.daemon.fake_server import FakeDynoServicer
-from dyno.v1 import dyno_pb2, dyno_pb2_grpc
+from dyno.daemon.fake_server import FakeDynoServicer, serve
+from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
 
@@ -26,12 +24,9 @@ class NoMatch(FakeDynoServicer):
 
 @pytest.fixture
 def target() -> Iterator[str]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=[("grpc.so_reuseport", 0)])
-    port = server.add_insecure_port("127.0.0.1:0")
-    dyno_pb2_grpc.add_DynoServicer_to_server(NoMatch("gpu7"), server)
-    server.start()
-    yield f"127.0.0.1:{port}"
-    server.stop(0)
+    fake = serve(lambda _port: NoMatch("gpu7"))
+    yield fake.target
+    fake.server.stop(0)
 
 
 def test_no_metric_matching_the_names_is_said(target: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -47,14 +42,11 @@ class TwoSamples(FakeDynoServicer):
 
 def test_watch_with_json_streams_one_json_object_per_line(capsys: pytest.CaptureFixture[str]) -> None:
     """--watch --json used to ignore --json and draw tables with terminal escape codes into a pipe."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=[("grpc.so_reuseport", 0)])
-    port = server.add_insecure_port("127.0.0.1:0")
-    dyno_pb2_grpc.add_DynoServicer_to_server(TwoSamples("gpu7"), server)
-    server.start()
+    fake = serve(lambda _port: TwoSamples("gpu7"))
     try:
-        assert cli_main(["metrics", "--host", f"127.0.0.1:{port}", "--watch", "--json"]) == 0
+        assert cli_main(["metrics", "--host", fake.target, "--watch", "--json"]) == 0
     finally:
-        server.stop(0)
+        fake.server.stop(0)
     lines = capsys.readouterr().out.splitlines()
     samples = [json.loads(line) for line in lines]
     assert [s["timestamp_ms"] for s in samples] == ["1000", "1001"]

@@ -7,17 +7,14 @@ import errno
 import os
 import threading
 from collections.abc import Iterator
-from concurrent import futures
 from pathlib import Path
 
-import grpc
 import pytest
 
 from dyno.client import trace_manifest
 from dyno.client.cli import main as cli_main
 from dyno.client.commands import trace as trace_command
-from dyno.daemon.fake_server import FakeDynoServicer
-from dyno.v1 import dyno_pb2_grpc
+from dyno.daemon.fake_server import FakeDynoServicer, serve
 
 pytestmark = pytest.mark.unit
 
@@ -46,13 +43,9 @@ class CancelRecorder(FakeDynoServicer):
 
 @pytest.fixture
 def fake() -> Iterator[tuple[str, CancelRecorder]]:
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=[("grpc.so_reuseport", 0)])
-    port = server.add_insecure_port("127.0.0.1:0")
-    servicer = CancelRecorder()
-    dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
-    server.start()
-    yield f"127.0.0.1:{port}", servicer
-    server.stop(0)
+    fake = serve(lambda _port: CancelRecorder())
+    yield fake.target, fake.servicer
+    fake.server.stop(0)
 
 
 def test_trace_is_cancelled_when_its_manifest_cannot_be_written(
