@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from dyno.client.auth import ClientAuth
 from dyno.client.client import DynoClient
@@ -72,6 +72,13 @@ class HostResult(Generic[T]):
     error: str | None = None
     error_type: str | None = None
     elapsed_s: float = 0.0
+
+    @property
+    def answer(self) -> T:
+        """``value`` of an ok result, typed as the call's answer (``value`` is ``T | None`` for failed ones)."""
+        if not self.ok:
+            raise ValueError(f"{self.host}: no answer ({self.error})")
+        return cast(T, self.value)
 
 
 def succeeded(results: Sequence[HostResult[T]]) -> list[HostResult[T]]:

@@ -23,6 +23,7 @@ import grpc
 import dyno
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.rpc_abort import abort
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_requests import JOB_ID_RULE, job_id_ok
 from dyno.daemon.trace_types import (
@@ -69,13 +70,13 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
 
     def Register(self, request: agent_pb2.RegisterRequest, context: grpc.ServicerContext) -> agent_pb2.RegisterResponse:
         if request.pid <= 0:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "pid: required (> 0)")
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "pid: required (> 0)")
         if len(request.ancestry) > _MAX_ANCESTRY:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"ancestry: at most {_MAX_ANCESTRY} pids")
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"ancestry: at most {_MAX_ANCESTRY} pids")
         if not job_id_ok(request.job_id):  # StartTrace names no other: such a process could never be traced
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"job_id: {JOB_ID_RULE}")
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"job_id: {JOB_ID_RULE}")
         if len(request.cmdline) > _MAX_TEXT or len(request.hostname) > 256:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "cmdline/hostname: too long")
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "cmdline/hostname: too long")
         session = uuid.uuid4().hex
         self._registry.register(
             ProcessRecord(
@@ -100,7 +101,7 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
         pid, session = request.pid, request.session_id
         rec = self._registry.get(pid)
         if rec is None or rec.session_id != session or not session:
-            context.abort(grpc.StatusCode.NOT_FOUND, f"pid {pid} is not registered with this session: Register first")
+            abort(context, grpc.StatusCode.NOT_FOUND, f"pid {pid} is not registered with this session: Register first")
         q = self._tm.agent_attach(pid, session)
         self._registry.set_connected(pid, session, True)
         # Wake the loop at once when the client goes away or the server stops (not at the next keepalive).
@@ -138,14 +139,14 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
         self, request: agent_pb2.ReportTraceRequest, context: grpc.ServicerContext
     ) -> agent_pb2.ReportTraceResponse:
         state = pc.STATE_FROM_PB.get(request.state)
-        if state not in (TraceState.RUNNING, TraceState.DONE, TraceState.FAILED):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "state: must be RUNNING, DONE or FAILED")
+        if state is None or state not in (TraceState.RUNNING, TraceState.DONE, TraceState.FAILED):
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "state: must be RUNNING, DONE or FAILED")
         try:
             self._tm.agent_report(request.pid, request.trace_id, state, request.error[:_MAX_TEXT])
         except UnknownTraceError as e:
-            context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+            abort(context, grpc.StatusCode.NOT_FOUND, str(e))
         except TraceRequestError as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
         self._registry.touch(request.pid)
         return agent_pb2.ReportTraceResponse()
 

@@ -18,6 +18,7 @@ import grpc
 
 from dyno import secretfiles
 from dyno.daemon.config import ConfigError
+from dyno.daemon.rpc_abort import abort
 
 __all__ = [
     "AUTH_METADATA_KEY",
@@ -43,13 +44,19 @@ PROTECTED_METHODS: frozenset[str] = frozenset(
 
 
 class AuthConfig(Protocol):
-    """The fields of DaemonConfig this module reads (a Protocol so tests can pass a small dataclass)."""
+    """The fields of DaemonConfig this module reads (a Protocol so tests can pass a small dataclass); read-only
+    properties, so a frozen dataclass satisfies it."""
 
-    listen: str
-    auth_token_file: Path | None
-    tls_cert: Path | None
-    tls_key: Path | None
-    tls_ca: Path | None
+    @property
+    def listen(self) -> str: ...
+    @property
+    def auth_token_file(self) -> Path | None: ...
+    @property
+    def tls_cert(self) -> Path | None: ...
+    @property
+    def tls_key(self) -> Path | None: ...
+    @property
+    def tls_ca(self) -> Path | None: ...
 
 
 class AuthConfigError(ConfigError):
@@ -125,11 +132,11 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
 
 
 def _abort(request: Any, context: grpc.ServicerContext) -> Any:
-    context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
+    abort(context, grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
 
 
 def _abort_stream(request: Any, context: grpc.ServicerContext) -> Any:
-    context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
+    abort(context, grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
     yield  # pragma: no cover - makes this a generator, as a streaming handler must be
 
 

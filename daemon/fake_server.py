@@ -20,6 +20,7 @@ from typing import Generic, TypeVar
 import grpc
 
 from dyno import __version__
+from dyno.daemon.rpc_abort import abort
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
@@ -108,7 +109,7 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
     def StartTrace(self, request: dyno_pb2.TraceRequest, context: grpc.ServicerContext) -> dyno_pb2.StartTraceResponse:
         self._enter(context)
         if not request.job_id:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "job_id is required")
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "job_id is required")
         procs = [p for p in self._processes() if p.job_id == request.job_id]
         trace_id = request.trace_id or f"fake-{int(time.time() * 1000)}"
         return dyno_pb2.StartTraceResponse(

@@ -12,6 +12,7 @@ import grpc
 
 import dyno
 from dyno.daemon.history import History, name_filter
+from dyno.daemon.rpc_abort import abort
 from dyno.daemon.wire import StoredEncoder, sample_message
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
@@ -45,10 +46,10 @@ class TraceRpcsProtocol(Protocol):
 def _check_names(names: Any, context: grpc.ServicerContext) -> list[str]:
     names = list(names)
     if len(names) > MAX_NAME_PATTERNS:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"names: at most {MAX_NAME_PATTERNS} patterns")
+        abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"names: at most {MAX_NAME_PATTERNS} patterns")
     for n in names:
         if not n or len(n) > 200:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "names: each pattern must be 1-200 characters")
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "names: each pattern must be 1-200 characters")
     return names
 
 
@@ -85,9 +86,9 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
     ) -> dyno_pb2.GetMetricsResponse:
         names = _check_names(request.names, context)
         if request.since_ms < 0:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "since_ms: must be >= 0 (unix ms)")
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "since_ms: must be >= 0 (unix ms)")
         if not 0 <= request.limit <= MAX_METRICS_LIMIT:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"limit: must be 0-{MAX_METRICS_LIMIT}")
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"limit: must be 0-{MAX_METRICS_LIMIT}")
         stored = self._history.stored(request.since_ms, request.limit)
         return self._encoder.response(stored, self._hostname, self._history.series.matching(names))
 
@@ -99,7 +100,7 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         try:
             while context.is_active():
                 if self._stopping.is_set():
-                    context.abort(grpc.StatusCode.UNAVAILABLE, "dynod is shutting down")
+                    abort(context, grpc.StatusCode.UNAVAILABLE, "dynod is shutting down")
                 sample = sub.get(timeout=_STREAM_POLL_S)
                 if sample is None:
                     continue
@@ -109,7 +110,7 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
 
     def _delegate(self, name: str, request: Any, context: grpc.ServicerContext) -> Any:
         if self._traces is None:
-            context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{name}: tracing is not enabled in this daemon")
+            abort(context, grpc.StatusCode.UNIMPLEMENTED, f"{name}: tracing is not enabled in this daemon")
         return getattr(self._traces, name)(request, context)
 
     def ListProcesses(self, request, context):  # type: ignore[no-untyped-def]

@@ -102,7 +102,7 @@ class TraceManager:
         self._clock_ms = clock_ms
         self._lock = threading.Lock()
         self._traces: OrderedDict[str, _Trace] = OrderedDict()
-        self._agent_queues: dict[int, tuple[str, queue.Queue[AgentCommand]]] = {}
+        self._agent_queues: dict[int, tuple[str, queue.Queue[AgentCommand | None]]] = {}
         self._unrecorded: list[TraceView] = []  # finished under the lock, written to disk outside it
         registry.add_removal_listener(self._on_process_removed)
 
@@ -377,9 +377,9 @@ class TraceManager:
 
     # -- agent ------------------------------------------------------------------------------------------------
 
-    def agent_attach(self, pid: int, session_id: str) -> queue.Queue[AgentCommand]:
+    def agent_attach(self, pid: int, session_id: str) -> queue.Queue[AgentCommand | None]:
         """A Watch stream opened: its queue, preloaded with this pid's undelivered trace, if any."""
-        q: queue.Queue[AgentCommand] = queue.Queue()
+        q: queue.Queue[AgentCommand | None] = queue.Queue()
         with self._lock:
             self._agent_queues[pid] = (session_id, q)
             found = self._active_for(pid)

@@ -14,6 +14,7 @@ import grpc
 
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.registry import ProcessRegistry
+from dyno.daemon.rpc_abort import abort
 from dyno.daemon.trace_files import MAX_CHUNK, ChecksumCache, iter_chunks
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_types import TraceLimitError, TraceRequestError, TraceView, UnknownTraceError
@@ -42,12 +43,12 @@ class TraceRpcs:
         try:
             result = self._tm.start(pc.spec_from_pb(request))
         except TraceRequestError as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except TraceLimitError as e:
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
+            abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
         except OSError as e:
             log.error("StartTrace: cannot prepare the trace dir: %s", e)
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"cannot prepare the trace dir on this host: {e}")
+            abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"cannot prepare the trace dir on this host: {e}")
         return dyno_pb2.StartTraceResponse(
             trace_id=result.trace_id,
             matched_pids=list(result.matched_pids),
@@ -71,22 +72,22 @@ class TraceRpcs:
         try:
             return pc.trace_view_to_pb(op(trace_id), self._hostname)
         except UnknownTraceError as e:
-            context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+            abort(context, grpc.StatusCode.NOT_FOUND, str(e))
 
     def FetchTraceFile(self, request: dyno_pb2.FetchTraceFileRequest, context: grpc.ServicerContext) -> Iterator[bytes]:
         """Encoded FileChunk messages (dyno.filechunks; served with a pass-through serializer, see
         dyno.daemon.server.add_to_server)."""
         _require_id(request.trace_id, context)
         if request.pid <= 0:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "pid: required (> 0)")
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "pid: required (> 0)")
         if request.chunk_size > MAX_CHUNK:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"chunk_size: at most {MAX_CHUNK}")
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"chunk_size: at most {MAX_CHUNK}")
         try:
             path = self._tm.trace_file(request.trace_id, request.pid)
         except TraceRequestError as e:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except UnknownTraceError as e:
-            context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+            abort(context, grpc.StatusCode.NOT_FOUND, str(e))
         return self._stream(path, request.chunk_size, context)
 
     def _stream(self, path: Path, chunk_size: int, context: grpc.ServicerContext) -> Iterator[bytes]:
@@ -96,9 +97,9 @@ class TraceRpcs:
                     c.data, c.offset, c.last, checksum=c.checksum, total_size=c.total_size, filename=c.filename
                 )
         except OSError as e:  # removed by retention mid-stream, or unreadable
-            context.abort(grpc.StatusCode.NOT_FOUND, f"trace file unreadable: {e.strerror or e}")
+            abort(context, grpc.StatusCode.NOT_FOUND, f"trace file unreadable: {e.strerror or e}")
 
 
 def _require_id(trace_id: str, context: grpc.ServicerContext) -> None:
     if not trace_id:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "trace_id: required")
+        abort(context, grpc.StatusCode.INVALID_ARGUMENT, "trace_id: required")

@@ -507,7 +507,8 @@ class TraceBuilder:
         could write it exactly, else its raw text (bytes), normalized here as ``_raw_json_ids`` does."""
         known = self._raw_json_ids_known
         table = self.strings
-        ids: list[int | None] = list(map(table._ids.get, values))  # most repeat across batches: one dict hit each
+        by_text = cast("dict[str | bytes, int]", table._ids)  # a bytes value is simply never found
+        ids: list[int | None] = list(map(by_text.get, values))  # most repeat across batches: one dict hit each
         for i in [i for i, v in enumerate(ids) if v is None]:  # first-seen order, as the other paths intern them
             v = values[i]
             if isinstance(v, str):

@@ -134,7 +134,7 @@ def _default_port(args: argparse.Namespace) -> int:
         return int(args.port)
     env = os.environ.get("DYNO_PORT", "")
     try:
-        return _port(env) if env else DEFAULT_PORT
+        return int(_port(env)) if env else DEFAULT_PORT
     except argparse.ArgumentTypeError as e:
         raise HostSpecError(f"$DYNO_PORT: {e}") from None
 

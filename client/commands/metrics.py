@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             print_json([host_entry(r, proto_to_dict(r.value) if r.ok else {"samples": []}) for r in results])
     elif len(results) == 1 and ok:
-        resp = ok[0].value
+        resp = ok[0].answer
         if resp.samples and args.names and not resp.samples[-1].metrics:
             # the daemon filters each sample's values: a sample with none left means nothing matched
             print(f"{resp.hostname}: no metric matches {' '.join(args.names)}")
@@ -165,6 +165,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"{resp.hostname}: no samples yet")
     elif ok:
-        print(render_many([(str(r.host), r.value.samples[-1]) for r in ok if r.value.samples]))
+        print(render_many([(str(r.host), r.answer.samples[-1]) for r in ok if r.answer.samples]))
     print_failures(results)
     return fanout_exit_code(results)

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             else [host_entry(r, {"status": proto_to_dict(r.value) if r.ok else None}) for r in results]
         )
     elif len(results) == 1 and results[0].ok:
-        print(render(results[0].value, str(results[0].host)))
+        print(render(results[0].answer, str(results[0].host)))
     elif len(results) > 1:
         print(render_many(results))
     print_failures(results)

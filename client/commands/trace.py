@@ -170,7 +170,7 @@ def _default_start_delay(cluster: Cluster, job_id: str) -> float:
     """A synchronized start must wait for the slowest process to see the request: libkineto's next poll (up to
     5 s) when the job has a libkineto process or a host did not answer; a dyno agent's stream otherwise (ms)."""
     results = cluster.list_processes(job_id)
-    kineto = any(p.protocol == dyno_pb2.PROTOCOL_KINETO for r in results if r.ok for p in r.value.processes)
+    kineto = any(p.protocol == dyno_pb2.PROTOCOL_KINETO for r in results if r.ok for p in r.answer.processes)
     return DEFAULT_START_DELAY_S if kineto or not all(r.ok for r in results) else AGENT_START_DELAY_S
 
 

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
             print(
                 table(
                     ["HOST", "DYNOD", "API", "PYTHON", "GRPC"],
-                    [[str(r.host), r.value.version, r.value.api, r.value.python, r.value.grpc] for r in ok],
+                    [[str(r.host), r.answer.version, r.answer.api, r.answer.python, r.answer.grpc] for r in ok],
                 )
             )
     print_failures(results)

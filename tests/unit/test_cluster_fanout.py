@@ -58,6 +58,9 @@ def test_results_in_host_order_with_per_host_errors() -> None:
     assert results[3].error_type == "NotFound"
     assert [r.host.name for r in succeeded(results)] == ["a", "c"]
     assert [r.host.name for r in failed(results)] == ["b", "d"]
+    assert results[0].answer == "status of a (timeout 5.0)"  # the typed value of an ok result
+    with pytest.raises(ValueError, match="b:1778: no answer \\(cannot reach dynod\\)"):
+        _ = results[1].answer  # a failed host has none: never a silent None
 
 
 def test_hosts_are_deduplicated_and_clients_cached_and_closed() -> None:
