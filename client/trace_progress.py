@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from dyno.client.format import human_bytes
 from dyno.client.trace_records import HOST_DONE, HOST_FAILED, HOST_NO_MATCH, HOST_TRACING, HostRecord
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 __all__ = ["HostCounts", "PlainProgress", "Progress", "RichProgress", "counts", "make_progress"]
 
@@ -57,7 +60,7 @@ class Progress(Protocol):
 class PlainProgress:
     """Plain lines on `out`: one per host when its state changes, and a one-line total every `every_s`."""
 
-    def __init__(self, out: TextIO, every_s: float = 2.0, clock=time.monotonic) -> None:
+    def __init__(self, out: TextIO, every_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.out = out
         self.every_s = every_s
         self._clock = clock
@@ -138,7 +141,7 @@ class RichProgress:
             rows.append(([f"... {len(hosts) - len(shown)} more hosts", *[""] * 6], "", ""))
         return rows
 
-    def _table(self, hosts: Sequence[HostRecord], reason_w: int = 0):  # -> rich.table.Table
+    def _table(self, hosts: Sequence[HostRecord], reason_w: int = 0) -> Table:
         from rich import box
         from rich.table import Table
 
@@ -159,7 +162,7 @@ class RichProgress:
             t.add_row(*cells, style=style)
         return t
 
-    def _render(self, hosts: Sequence[HostRecord]):
+    def _render(self, hosts: Sequence[HostRecord]) -> Table:
         # The fixed columns keep their natural width; REASON gets what is left of the terminal, cut to fit, so
         # every host stays on one line.
         free = self._console.width - self._console.measure(self._table(hosts)).maximum - 3

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         def __len__(self) -> int:
             return 1 << 20
 
-        def __getitem__(self, i: int):
+        def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
             if self.delay_s:
                 time.sleep(self.delay_s)  # a slow decode / remote read
             g = torch.Generator().manual_seed(i)

@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from concurrent import futures
+from wsgiref.simple_server import WSGIServer
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -53,7 +54,7 @@ class Daemon:
         self.tracing = Tracing(config, self.hostname)
         self.server: grpc.Server | None = None
         self.servicer: DynoServicer | None = None
-        self.metrics_server = None
+        self.metrics_server: WSGIServer | None = None
         self.port = 0
         self.metrics_port = 0
         self._stopped = threading.Event()

@@ -14,7 +14,7 @@ import queue
 import threading
 from array import array
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dyno.daemon.samplers.base import Labels, Reading
@@ -32,7 +32,7 @@ class Sample:
     readings: tuple[Reading, ...]
 
 
-def name_filter(patterns: Sequence[str]):
+def name_filter(patterns: Sequence[str]) -> Callable[[str], bool]:
     """A predicate on metric names for fnmatch-style patterns; no patterns means everything."""
     if not patterns:
         return lambda name: True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
@@ -99,7 +100,7 @@ def build_registry(collector: DynoCollector) -> CollectorRegistry:
     return registry
 
 
-def serve_metrics(registry: CollectorRegistry, addr: str, port: int):
+def serve_metrics(registry: CollectorRegistry, addr: str, port: int) -> WSGIServer:
     """Start the /metrics HTTP server in a daemon thread; returns the server (call .shutdown() to stop).
     Raises OSError when the port cannot be bound."""
     server, _thread = start_http_server(port, addr=addr, registry=registry)

@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from dyno.filechunks import checksum_of, new_digest
 
@@ -106,7 +107,7 @@ def find_trace_file(trace_dir: Path, trace_id: str, hostname: str, pid: int, kno
     return None
 
 
-def open_trace_file(path: Path):  # noqa: ANN201 - a binary file object
+def open_trace_file(path: Path) -> BinaryIO:
     """Open a trace file for streaming, refusing what a local user could plant in the world-writable per-trace
     directory to make the (root) daemon serve another file: symlinks (O_NOFOLLOW), non-regular files, and hard
     links (a second name for someone else's file)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from dyno.daemon.history import Sample, SeriesTable, StoredSample
 from dyno.daemon.samplers.base import Labels
@@ -48,7 +48,7 @@ def _series_prefix(name: str, labels: Labels) -> bytes:
     return prefix
 
 
-def encode_sample(sample: Sample, keep=None) -> bytes:
+def encode_sample(sample: Sample, keep: Callable[[str], bool] | None = None) -> bytes:
     """Wire bytes of a dyno.v1.Sample; `keep(name)` filters metrics."""
     parts = [b"\x08" + varint(sample.timestamp_ms)] if sample.timestamp_ms else []
     for r in sample.readings:
@@ -58,7 +58,7 @@ def encode_sample(sample: Sample, keep=None) -> bytes:
     return b"".join(parts)
 
 
-def sample_message(sample: Sample, keep=None) -> dyno_pb2.Sample:
+def sample_message(sample: Sample, keep: Callable[[str], bool] | None = None) -> dyno_pb2.Sample:
     return dyno_pb2.Sample.FromString(encode_sample(sample, keep))
 
 

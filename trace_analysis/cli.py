@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from dyno.numpy_import import import_numpy_single_threaded
 
@@ -71,7 +72,7 @@ def _input_at(target: str, paths: Sequence[str]) -> str | None:
     return None
 
 
-def run_analyze(args: argparse.Namespace, out=None, err=None) -> int:  # noqa: ANN001 - text streams
+def run_analyze(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     import_numpy_single_threaded()

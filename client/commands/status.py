@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
+from dyno.client.cluster import HostResult
 from dyno.client.commands._common import host_entry, print_json, proto_to_dict
 from dyno.client.commands._hosts import add_host_arguments, cluster_from_args, fanout_exit_code, print_failures
 from dyno.client.format import human_bytes, table
@@ -62,13 +64,13 @@ def render(s: dyno_pb2.Status, target: str) -> str:
     return "\n".join(lines)
 
 
-def render_many(results) -> str:
+def render_many(results: Sequence[HostResult[dyno_pb2.Status]]) -> str:
     rows = []
     for r in results:
         if not r.ok:
             rows.append([str(r.host), "-", "-", "-", f"{r.error_type}", "-", "-"])
             continue
-        s: dyno_pb2.Status = r.value
+        s = r.answer
         samplers = {st.name: st for st in s.samplers}
         gpu = samplers.get("gpu")
         rows.append(

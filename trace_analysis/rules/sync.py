@@ -178,7 +178,7 @@ def _positions(sorted_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return pos[sorted_rows[pos] == rows]
 
 
-def _running_at(g, t: np.ndarray) -> np.ndarray:
+def _running_at(g: Events, t: np.ndarray) -> np.ndarray:
     """For each time t, whether some GPU row spans it (row start < t < row end); rows sorted by ts."""
     if not len(g):
         return np.zeros(t.shape[0], bool)
