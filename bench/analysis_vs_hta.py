@@ -15,7 +15,7 @@ Targets (issue 4): dyno >= 10x faster than HTA, <= 0.5x HTA's peak RSS, <= 1.5x 
 synthetic trace of >= 2 million events analyzed with peak RSS below its uncompressed JSON size.
 
     python bench/analysis_vs_hta.py --hta-python /work/hta-venv/bin/python [--traces DIR] [--events 2000000]
-                                    [--python-parse]
+                                    [--python-parse] [--cases simple_add alexnet]
 """
 
 from __future__ import annotations
@@ -305,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         "--hta-python", help="python of a venv with HolisticTraceAnalysis==0.5.0 (HTA columns skipped if absent)"
     )
     ap.add_argument("--traces", type=Path, default=DEFAULT_TRACES, help="folder of the shared GPU traces")
+    ap.add_argument(
+        "--cases", nargs="+", choices=SHARED_CASES, default=SHARED_CASES, metavar="CASE", help="only these traces"
+    )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--events", type=int, default=2_000_000, help="synthetic trace size (0: skip)")
     ap.add_argument("--json", dest="json_out", type=Path, help="also write the results as JSON")
@@ -322,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="dyno-bench-") as tmpd:
         tmp = Path(tmpd)
-        for case in SHARED_CASES:
+        for case in args.cases:
             folder = args.traces / case
             files = sorted(folder.glob("*.json*"))
             if not files:
