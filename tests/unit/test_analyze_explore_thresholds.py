@@ -75,6 +75,7 @@ SHARE_KEYS = [
     ("exposed-comm", "max_share"),
     ("no-tensor-cores", "min_gemm_share"),
     ("memory-pressure", "max_share"),
+    ("straggler", "min_excess"),  # `min_excess=5` meant 5%, not 500% (which silenced the rule)
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..analyses.ranks import rank_spread
-from .base import Evidence, Finding, Severity, Skip, ThresholdValue, severity_for_share
+from .base import Evidence, Finding, Severity, Share, Skip, ThresholdValue, severity_for_share
 from .context import RuleContext
 
 __all__ = ["Straggler"]
@@ -19,7 +19,7 @@ __all__ = ["Straggler"]
 class Straggler:
     id = "straggler"
     title = "One rank slower than the others"
-    thresholds = {"mad_factor": 2.0, "min_excess": 0.05}
+    thresholds = {"mad_factor": 2.0, "min_excess": Share(0.05)}  # of the median step / of the window
     fix = (
         "Inspect the straggler host (dyno metrics: CPU, GPU clocks/thermal throttling, PCIe/NIC errors), look for "
         "data skew (longer samples on that rank) or extra work done only there (logging, checkpointing on rank 0)."
