@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from dyno.job_ids import ENV_JOB_ID, job_id_from_env
+
 __all__ = [
     "ENV_SOCKET",
     "ENV_JOB_ID",
@@ -23,10 +25,7 @@ __all__ = [
 ]
 
 ENV_SOCKET = "DYNO_AGENT_SOCKET"
-ENV_JOB_ID = "DYNO_JOB_ID"
 _MAX_CMDLINE = 1024
-# torchrun's default rendezvous id when none is given: it names no job.
-_MEANINGLESS_RUN_IDS = {"", "none"}
 
 
 @dataclass(frozen=True)
@@ -53,20 +52,11 @@ def _env_int(env: Mapping[str, str], name: str) -> int | None:
 
 
 def resolve_job_id(explicit: str | None = None, env: Mapping[str, str] | None = None) -> str:
-    """The argument, else DYNO_JOB_ID, else the Slurm job (array jobs as "<array job>_<task>", the id users see
-    in squeue), else TORCHELASTIC_RUN_ID (unless torchrun's default "none"); "" when none is known."""
-    env = os.environ if env is None else env
+    """The argument, else dyno.job_ids.job_id_from_env (DYNO_JOB_ID, Slurm ids, TORCHELASTIC_RUN_ID): the rule the
+    daemon applies to a kineto trainer's environment too; "" when none is known."""
     if explicit:
         return str(explicit)
-    if env.get(ENV_JOB_ID, "").strip():
-        return env[ENV_JOB_ID].strip()
-    array_job, array_task = env.get("SLURM_ARRAY_JOB_ID", "").strip(), env.get("SLURM_ARRAY_TASK_ID", "").strip()
-    if array_job and array_task:
-        return f"{array_job}_{array_task}"
-    if env.get("SLURM_JOB_ID", "").strip():
-        return env["SLURM_JOB_ID"].strip()
-    run_id = env.get("TORCHELASTIC_RUN_ID", "").strip()
-    return "" if run_id.lower() in _MEANINGLESS_RUN_IDS else run_id
+    return job_id_from_env(os.environ if env is None else env)
 
 
 def resolve_socket_path(explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:

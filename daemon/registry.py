@@ -73,6 +73,12 @@ class ProcessRecord:
     session_id: str = ""  # agent: the Register session; "" for kineto
     connected: bool = False  # agent: a Watch stream is open (liveness comes from the stream, not polls)
     uid: int = -1  # kineto: kernel-reported uid of the sender
+    # Other job ids it answers to: kineto's decimal integer when its environment named another (kineto_identity.py)
+    job_aliases: tuple[str, ...] = ()
+
+    def answers_to(self, job_id: str) -> bool:
+        """Whether a request for this job id matches it: its own id or an alias."""
+        return job_id == self.job_id or job_id in self.job_aliases
 
 
 RemovalListener = Callable[[ProcessRecord, str], None]
@@ -117,7 +123,8 @@ class ProcessRegistry:
             )
             self._procs[record.pid] = rec
         if old is None:
-            log.info("registered %s process pid=%d job=%r", rec.protocol, rec.pid, rec.job_id)
+            also = f" (also {', '.join(map(repr, rec.job_aliases))})" if rec.job_aliases else ""
+            log.info("registered %s process pid=%d job=%r%s", rec.protocol, rec.pid, rec.job_id, also)
         return rec
 
     def touch(self, pid: int) -> bool:
@@ -151,9 +158,10 @@ class ProcessRegistry:
     def list(self, job_id: str = "") -> list[ProcessRecord]:
         with self._lock:
             procs = list(self._procs.values())
-        return sorted((p for p in procs if not job_id or p.job_id == job_id), key=lambda p: (p.job_id, p.pid))
+        return sorted((p for p in procs if not job_id or p.answers_to(job_id)), key=lambda p: (p.job_id, p.pid))
 
     def jobs(self) -> builtins.list[str]:
+        """The registered job ids (aliases left out: they name the same processes)."""
         with self._lock:
             return sorted({p.job_id for p in self._procs.values()})
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from dyno.daemon import trace_files as tf
 from dyno.daemon import trace_journal as tj
+from dyno.daemon.kineto_identity import KinetoIdentifier, KinetoIdentity
 from dyno.daemon.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry, now_ms
 from dyno.daemon.trace_requests import validate_spec, why_nothing
@@ -60,15 +61,6 @@ class _Trace:
         return all(p.view.state in FINAL_STATES for p in self.procs.values())
 
 
-def _read_cmdline(pid: int) -> str:
-    """The kernel's view of a local process's command line (libkineto does not send one)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read(4096).replace(b"\0", b" ").decode("utf-8", "replace").strip()
-    except OSError:
-        return ""
-
-
 def order_for_limit(procs: list[ProcessRecord]) -> list[ProcessRecord]:
     """Leaf workers first: a process whose pid is in another matched process's ancestry is a launcher."""
     ancestors = {a for p in procs for a in p.ancestry}
@@ -89,8 +81,10 @@ class TraceManager:
         max_kept_traces: int = 1000,
         clock_ms: Callable[[], int] = now_ms,
         on_start: Callable[[], None] = lambda: None,
+        kineto_identifier: KinetoIdentifier | None = None,
     ) -> None:
         self._registry = registry
+        self._identifier = kineto_identifier or KinetoIdentifier()  # reads /proc/<pid>/{environ,cmdline}
         self._on_start = on_start  # e.g. wakes the housekeeping thread from its idle pace
         self._trace_dir = trace_dir
         self._hostname = hostname
@@ -341,16 +335,16 @@ class TraceManager:
     # -- libkineto --------------------------------------------------------------------------------------------
 
     def kineto_poll(self, poll: KinetoPoll) -> str | None:
-        known = self._registry.get(poll.pid)
-        cmdline = known.cmdline if known is not None else _read_cmdline(poll.pid)
+        ident = self._kineto_identity(poll)  # /proc reads, if any, before taking self._lock
         self._registry.register(
             ProcessRecord(
                 pid=poll.pid,
-                job_id=poll.job_id,
+                job_id=ident.job_id,
+                job_aliases=ident.aliases,
                 protocol=PROTOCOL_KINETO,
                 ancestry=poll.ancestry,
                 uid=poll.uid,
-                cmdline=cmdline,
+                cmdline=ident.cmdline,
                 hostname=self._hostname,
             )
         )
@@ -372,7 +366,26 @@ class TraceManager:
                 self._set(trace, pt, TraceState.RUNNING)
         return None
 
+    def _kineto_identity(self, poll: KinetoPoll) -> KinetoIdentity:
+        """Cached with the registration: /proc is read on a pid's first poll only. A pid that now answers with
+        another uid or kineto job id is another process and is read again; an exited one is dropped by
+        housekeeping (~0.5 s), so a later process reusing its pid registers afresh too."""
+        known = self._registry.get(poll.pid)
+        if (
+            known is not None
+            and known.protocol == PROTOCOL_KINETO
+            and known.uid == poll.uid
+            and known.answers_to(poll.job_id)
+        ):
+            return KinetoIdentity(known.job_id, known.job_aliases, known.cmdline)
+        return self._identifier.identify(poll.pid, poll.job_id)
+
     def kineto_context_count(self, gpu: int, pid: int, job_id: str) -> int:
+        known = self._registry.get(pid)
+        if known is not None and known.answers_to(job_id):
+            job_id = known.job_id
+        else:  # not registered yet: the id its first poll will register under
+            job_id = self._identifier.job_id(pid) or job_id
         return sum(1 for p in self._registry.list(job_id) if p.protocol == PROTOCOL_KINETO and p.gpu == gpu) or 1
 
     # -- agent ------------------------------------------------------------------------------------------------

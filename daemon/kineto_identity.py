@@ -1,0 +1,133 @@
+"""Who a local libkineto sender is, from /proc: its command line and its job id, which libkineto does not send.
+
+libkineto sends `$SLURM_JOB_ID` as an int64, else 0. So a trainer outside Slurm registers as job "0", and a Slurm
+array task as its raw SLURM_JOB_ID, while dyno's agent registers the same job as "<array job>_<task>". The daemon
+therefore reads the sender's /proc/<pid>/environ once, when the pid first registers, and applies the agent's own
+rule (dyno.job_ids.job_id_from_env). Kineto's decimal id stays an alias the process also answers to, so requests
+naming it keep matching. Any failure (another user's process without root or CAP_SYS_PTRACE, the process gone, an
+environment over the size cap, an id the request rule refuses, no /proc) means "unknown": kineto's id, as before.
+
+Reads run in the kineto IPC thread before the trace manager takes its lock; the reader is injected for tests.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dyno.daemon.trace_requests import JOB_ID_RULE, job_id_ok
+from dyno.job_ids import JOB_ID_VARIABLES, job_id_from_env
+from dyno.logthrottle import ThrottledLog
+
+__all__ = [
+    "MAX_ENVIRON_BYTES",
+    "MAX_CMDLINE_BYTES",
+    "ProcFileReader",
+    "KinetoIdentity",
+    "KinetoIdentifier",
+    "read_proc_file",
+    "parse_environ",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_ENVIRON_BYTES = 1 << 20  # the kernel allows far larger environments; a job id never needs them
+MAX_CMDLINE_BYTES = 4096
+
+# (pid, file name under /proc/<pid>, limit) -> the file's first bytes, at most limit + 1 of them (more than limit
+# means the file is larger); OSError when it cannot be read.
+ProcFileReader = Callable[[int, str, int], bytes]
+
+
+def read_proc_file(pid: int, name: str, limit: int, *, proc_root: Path = Path("/proc")) -> bytes:
+    """At most limit + 1 bytes of /proc/<pid>/<name> (one byte more than allowed tells "too large")."""
+    with open(proc_root / str(pid) / name, "rb") as f:
+        return f.read(limit + 1)
+
+
+def parse_environ(data: bytes, names: tuple[str, ...] = JOB_ID_VARIABLES) -> dict[str, str]:
+    """The named variables of a NUL-separated environ block, decoded as os.environ does (utf-8, surrogateescape).
+    The first definition of a name wins, as for getenv(3) and os.environ."""
+    wanted = {n.encode() for n in names}
+    found: dict[str, str] = {}
+    for entry in data.split(b"\0"):
+        name, sep, value = entry.partition(b"=")
+        if sep and name in wanted:
+            found.setdefault(name.decode(), value.decode("utf-8", "surrogateescape"))
+    return found
+
+
+@dataclass(frozen=True)
+class KinetoIdentity:
+    """job_id: the id it registers under; aliases: other ids it also answers to (kineto's integer, when the
+    environment named another); cmdline: "" when unreadable."""
+
+    job_id: str
+    aliases: tuple[str, ...] = ()
+    cmdline: str = ""
+
+
+class KinetoIdentifier:
+    """identify(pid, kineto_job_id) -> KinetoIdentity. Reads /proc each call: callers cache per registration."""
+
+    def __init__(self, read: ProcFileReader = read_proc_file, *, max_environ_bytes: int = MAX_ENVIRON_BYTES) -> None:
+        self._read = read
+        self._max_environ = max_environ_bytes
+        # Local users choose their environments and start processes at will: warn once in a while, not per process
+        self._warn = ThrottledLog(log, every_s=600.0)
+
+    def identify(self, pid: int, kineto_job_id: str) -> KinetoIdentity:
+        job_id = self.job_id(pid)
+        cmdline = self.cmdline(pid)
+        if not job_id or job_id == kineto_job_id:
+            return KinetoIdentity(kineto_job_id, (), cmdline)
+        log.debug("kineto pid %d: job %r from its environment (libkineto sent %s)", pid, job_id, kineto_job_id)
+        return KinetoIdentity(job_id, (kineto_job_id,), cmdline)
+
+    def job_id(self, pid: int) -> str:
+        """The job id the agent's rule finds in the process's environment; "" when unknown or unusable."""
+        try:
+            data = self._read(pid, "environ", self._max_environ)
+        except OSError as e:
+            if e.errno in (errno.EACCES, errno.EPERM):
+                self._warn.warning(
+                    "denied",
+                    "cannot read /proc/%d/environ (%s): kineto processes of other users register under libkineto's "
+                    "integer job id (SLURM_JOB_ID, else 0); run dynod as root (or with CAP_SYS_PTRACE) to see "
+                    "Slurm array and non-Slurm job ids",
+                    pid,
+                    e.strerror or e,
+                )
+            else:  # the process exited meanwhile, or no /proc here
+                log.debug("kineto pid %d: environment unreadable: %s", pid, e)
+            return ""
+        if len(data) > self._max_environ:
+            self._warn.warning(
+                "too-large",
+                "kineto pid %d: environment larger than %d bytes, not searched for a job id (using libkineto's)",
+                pid,
+                self._max_environ,
+            )
+            return ""
+        job_id = job_id_from_env(parse_environ(data))
+        if job_id and not job_id_ok(job_id):
+            self._warn.warning(
+                "bad-job-id",
+                "kineto pid %d: job id %r from its environment is not %s; using libkineto's",
+                pid,
+                job_id[:200],
+                JOB_ID_RULE,
+            )
+            return ""
+        return job_id
+
+    def cmdline(self, pid: int) -> str:
+        """The kernel's view of the command line; "" when unreadable."""
+        try:
+            data = self._read(pid, "cmdline", MAX_CMDLINE_BYTES)
+        except OSError:
+            return ""
+        return data[:MAX_CMDLINE_BYTES].replace(b"\0", b" ").decode("utf-8", "replace").strip()
