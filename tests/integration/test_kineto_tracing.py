@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from dyno.client.client import DynoClient
+from dyno.job_ids import JOB_ID_VARIABLES
 from dyno.v1 import dyno_pb2
 
 from conftest import Dynod, run_cli, short_tmpdir, wait_for
@@ -45,14 +46,18 @@ class Trainers:
     def job(self, offset: int) -> str:
         return str(self.base_job + offset)
 
-    def spawn(self, job: str, *extra: str) -> subprocess.Popen[bytes]:
-        env = {
-            **os.environ,
-            "KINETO_USE_DAEMON": "1",
-            "KINETO_IPC_SOCKET_DIR": str(self.kineto_dir),
-            "KINETO_CONFIG": str(self.dir / "kineto.conf"),
-            "SLURM_JOB_ID": job,
-        }
+    def spawn(self, job: str, *extra: str, env_extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        # The daemon reads job ids from the trainer's environment: none inherited from where the tests run.
+        env = {k: v for k, v in os.environ.items() if k not in JOB_ID_VARIABLES}
+        env.update(
+            {
+                "KINETO_USE_DAEMON": "1",
+                "KINETO_IPC_SOCKET_DIR": str(self.kineto_dir),
+                "KINETO_CONFIG": str(self.dir / "kineto.conf"),
+                "SLURM_JOB_ID": job,
+                **(env_extra or {}),
+            }
+        )
         proc = subprocess.Popen(
             [sys.executable, str(TRAINER), *extra],
             env=env,
@@ -229,3 +234,29 @@ def test_trainer_killed_mid_trace_fails_with_reason(env: Trainers) -> None:
     (p,) = final.processes
     assert p.state == dyno_pb2.TRACE_STATE_FAILED
     assert p.error == "process exited mid-trace"
+
+
+def test_slurm_array_task_is_traced_by_its_array_id(env: Trainers, tmp_path: Path) -> None:
+    """libkineto sends only SLURM_JOB_ID (36200); the daemon reads the array id from the trainer's environment, so
+    the id users see in squeue (and the agent registers) matches, and kineto's integer still does."""
+    array = env.spawn("36200", env_extra={"SLURM_ARRAY_JOB_ID": "36199", "SLURM_ARRAY_TASK_ID": "0"})
+    try:
+        (p,) = env.registered("36199_0", 1)
+        assert p.pid == array.pid and p.job_id == "36199_0"
+        out = run_cli("ps", "--port", str(env.daemon.port), "--host", "127.0.0.1", "--json")
+        assert out.returncode == 0, out.stderr
+        rows = {r["pid"]: r for r in json.loads(out.stdout)["processes"]}
+        assert rows[array.pid]["job_id"] == "36199_0" and rows[array.pid]["protocol"] == "PROTOCOL_KINETO"
+        res = trace_cli(env, tmp_path, "--job-id", "36199_0", "--duration-ms", "200", "--start-delay-s", "0")
+        assert res.returncode == 0, res.stdout + res.stderr
+        result = json.loads(res.stdout)
+        (proc,) = result["processes"]
+        assert proc["pid"] == array.pid and proc["state"] == "done"
+        assert any(e.get("cat") == "cpu_op" for e in load_trace(proc["path"])["traceEvents"])
+        with env.client() as c:
+            assert [q.job_id for q in c.get_trace(result["trace_id"]).processes] == ["36199_0"]
+            # `--job-id 36200`, as before, names the same process
+            assert [q.pid for q in c.list_processes("36200").processes] == [array.pid]
+    finally:
+        os.killpg(array.pid, signal.SIGKILL)
+        array.wait()
