@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno.daemon.kineto_ipc import KinetoPoll
@@ -20,7 +21,9 @@ pytestmark = pytest.mark.unit
 def test_unfinished_kineto_temp_file_is_named_in_the_reason_and_removed(tmp_path: Path) -> None:
     clock = Clock()
     reg = ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: True, clock_ms=clock)
-    tm = TraceManager(reg, tmp_path / "traces", "hostA", completion_slack_s=5, clock_ms=clock)
+    tm = TraceManager(
+        reg, tmp_path / "traces", "hostA", completion_slack_s=5, clock_ms=clock, kineto_identifier=no_proc_identifier()
+    )
     poll = KinetoPoll(pid=300, ancestry=(), job_id="7", type_mask=3)
     tm.kineto_poll(poll)
     tm.start(TraceSpec(job_id="7", duration_ms=500, trace_id="kfull"))

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno.daemon import trace_files as tf
-from dyno.daemon.kineto_identity import KinetoIdentifier
 from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
 from dyno.daemon.trace_manager import TraceManager, order_for_limit
@@ -42,13 +42,9 @@ def env(tmp_path: Path):  # type: ignore[no-untyped-def]
         iteration_timeout_s=60,
         max_active_traces=3,
         clock_ms=clock,
-        kineto_identifier=KinetoIdentifier(no_proc),  # the fake pids may be real processes here
+        kineto_identifier=no_proc_identifier(),  # the fake pids may be real processes here
     )
     return clock, alive, reg, tm
-
-
-def no_proc(pid: int, name: str, limit: int) -> bytes:
-    raise FileNotFoundError(f"/proc/{pid}/{name}")
 
 
 def agent(pid: int, job: str = "J", ancestry: tuple[int, ...] = (), rank: int | None = None) -> ProcessRecord:

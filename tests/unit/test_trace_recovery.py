@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from fake_proc import no_proc_identifier
 
 from dyno.daemon import trace_files as tf
 from dyno.daemon import trace_journal as tj
@@ -39,7 +40,7 @@ FULL_SPEC = TraceSpec(
 
 def manager(trace_dir: Path, hostname: str = "hostA", **kw: int) -> tuple[ProcessRegistry, TraceManager]:
     reg = ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: True)
-    return reg, TraceManager(reg, trace_dir, hostname, **kw)  # type: ignore[arg-type]
+    return reg, TraceManager(reg, trace_dir, hostname, kineto_identifier=no_proc_identifier(), **kw)  # type: ignore[arg-type]
 
 
 def finish(
