@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dyno.diskspace import free_space_note
+
 __all__ = ["TraceSpec", "TraceResult", "TraceFailed", "StepCounter", "run_trace", "write_trace_file"]
 
 log = logging.getLogger(__name__)
@@ -373,10 +375,8 @@ def _export(profiler: Any, spec: TraceSpec) -> TraceResult:
 
 
 def _free_space(directory: Path) -> str:
-    try:
-        return f" ({shutil.disk_usage(directory).free} bytes free there)"
-    except OSError:
-        return ""
+    note = free_space_note(directory)
+    return f" ({note})" if note else ""
 
 
 def _deadline_ms(spec: TraceSpec) -> int:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from dyno.diskspace import free_space_note
 from dyno.filechunks import checksum_of, new_digest
 
 __all__ = [
@@ -262,10 +263,8 @@ def discard_unfinished_kineto_file(path: Path) -> str:
         partial.unlink()
     except OSError:
         return ""
-    try:
-        free = f"; {shutil.disk_usage(path.parent).free} bytes free there"
-    except OSError:
-        free = ""
+    note = free_space_note(path.parent)
+    free = f"; {note}" if note else ""
     return f": libkineto's {partial} was never completed (a failed write? removed it{free})"
 
 
