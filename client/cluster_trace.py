@@ -45,6 +45,12 @@ __all__ = ["ClusterTrace", "start_trace_retrying"]
 log = logging.getLogger(__name__)
 
 _START_RETRIES = 3
+# Added to a daemon's NOT_FOUND for attach(). A restart alone does not lose a trace: a finished one left a record in
+# its folder (daemon/trace_journal.py) and is served from it; only one still running then is forgotten.
+_NOT_FOUND_HINT = (
+    " (the id is unknown there: a wrong id or host, or the daemon restarted while the trace was still running; "
+    "finished traces are kept across restarts until retention removes them)"
+)
 
 
 def start_trace_retrying(c: DynoClient, request: dyno_pb2.TraceRequest) -> dyno_pb2.StartTraceResponse:
@@ -197,7 +203,7 @@ class ClusterTrace:
                     h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
                     if r.error_type == NotFound.__name__ and "restarted" not in h.error:
                         # the daemon names the id, and a restart when it still has the trace's folder
-                        h.error += " (a wrong id or host, or the daemon restarted after the trace began)"
+                        h.error += _NOT_FOUND_HINT
                     continue
                 status: dyno_pb2.TraceStatus = r.value
                 if not have_request and status.HasField("request"):
