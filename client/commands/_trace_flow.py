@@ -6,10 +6,14 @@ what did not, and choose the exit code (0 everything arrived, 3 partial, 1 nothi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +39,10 @@ __all__ = [
     "nothing_to_follow",
     "positive_int32",
     "say",
+    "trace_folder",
 ]
+
+log = logging.getLogger(__name__)
 
 _REFRESH_S = 0.25
 positive_int32 = number(int, gt=0, le=INT32_MAX)  # pids, counts: int32 in the TraceRequest
@@ -78,6 +85,41 @@ def check_writable(output_dir: Path) -> None:
         tempfile.TemporaryFile(dir=output_dir).close()
     except OSError as e:
         usage_error(f"--output-dir {output_dir}: cannot write there: {e.strerror or e}")
+
+
+@contextlib.contextmanager
+def trace_folder(folder: Path) -> Iterator[Path]:
+    """The run's OUTPUT_DIR/TRACE_ID. When the run fails (an exception: a full disk when the manifest is written,
+    any write failure) and the folder did not exist before it and holds no file, it is removed again: an empty
+    folder records nothing and looks like a result. A folder that existed before, or that holds any file (a
+    manifest, a trace, anything), is never touched: nothing is lost on failure."""
+    existed = os.path.lexists(folder)
+    try:
+        yield folder
+    except BaseException:
+        if not existed:
+            _remove_if_empty(folder)
+        raise
+
+
+def _remove_if_empty(folder: Path) -> None:
+    """Remove `folder` and its subfolders when it holds nothing but empty folders (e.g. a host folder made for a
+    fetch that failed); else leave all of it. rmdir only: it refuses a folder that is not empty, so a file that
+    appears meanwhile is never removed."""
+    dirs: list[Path] = []
+
+    def only_folders(d: Path) -> bool:
+        dirs.append(d)
+        with os.scandir(d) as it:
+            return all(e.is_dir(follow_symlinks=False) and only_folders(Path(e.path)) for e in it)
+
+    try:
+        if not folder.is_dir() or folder.is_symlink() or not only_folders(folder):
+            return
+        for d in reversed(dirs):  # children before their parents
+            d.rmdir()
+    except OSError as e:  # best effort: the run's own error is what the user must see
+        log.debug("could not remove the empty folder %s: %s", folder, e)
 
 
 def nothing_to_follow(ct: ClusterTrace, args: argparse.Namespace, command: str, what: str, code: int) -> int:

@@ -21,6 +21,7 @@ from dyno.client.commands._trace_flow import (
     default_wait_s,
     nothing_to_follow,
     say,
+    trace_folder,
 )
 from dyno.client.trace_manifest import previous_files, write_manifest
 from dyno.daemon.trace_files import validate_trace_id
@@ -87,5 +88,6 @@ def run(args: argparse.Namespace) -> int:
         now = time.time()
         ct.wait_s = default_wait_s(ct.request, now) if args.timeout_s is None else args.timeout_s
         flow = TraceFlow(ct, args, folder, command="fetch", requested_ms=ct.created_ms or int(now * 1000))
-        write_manifest(folder, flow.manifest("running"))
-        return flow.run(f"fetch {args.trace_id} (job {ct.request.job_id})")
+        with trace_folder(folder):  # a failure leaves no empty folder behind (one that was there is kept)
+            write_manifest(folder, flow.manifest("running"))
+            return flow.run(f"fetch {args.trace_id} (job {ct.request.job_id})")

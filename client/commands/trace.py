@@ -23,6 +23,7 @@ from dyno.client.commands._trace_flow import (
     nothing_to_follow,
     positive_int32,
     say,
+    trace_folder,
 )
 from dyno.client.trace_manifest import write_manifest
 from dyno.daemon.trace_files import new_trace_id, validate_trace_id
@@ -211,10 +212,11 @@ def run(args: argparse.Namespace) -> int:
             what = f"nothing traced on any of {len(hosts)} host(s)"
             return nothing_to_follow(ct, args, "trace", what, 1 if args.fail_on_no_process else 0)
         flow = TraceFlow(ct, args, folder, command="trace", requested_ms=requested_ms)
-        try:
-            write_manifest(folder, flow.manifest("running"))
-        except OSError:  # e.g. a full disk: nothing could be recorded or fetched, so stop what was started
-            say("dyno-cli trace: cannot write the manifest: cancelling the trace")
-            ct.interrupt()
-            raise
-        return flow.run(f"trace {trace_id} (job {args.job_id})", interrupted=interrupted)
+        with trace_folder(folder):  # a failure leaves no empty folder behind
+            try:
+                write_manifest(folder, flow.manifest("running"))
+            except OSError:  # e.g. a full disk: nothing could be recorded or fetched, so stop what was started
+                say("dyno-cli trace: cannot write the manifest: cancelling the trace")
+                ct.interrupt()
+                raise
+            return flow.run(f"trace {trace_id} (job {args.job_id})", interrupted=interrupted)
