@@ -25,7 +25,6 @@ from dyno.daemon import proto_convert as pc
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_requests import JOB_ID_RULE, job_id_ok
 from dyno.daemon.trace_types import (
     AgentCancelCommand,
     AgentTraceCommand,
@@ -33,6 +32,7 @@ from dyno.daemon.trace_types import (
     TraceState,
     UnknownTraceError,
 )
+from dyno.request_limits import JOB_ID_RULE, job_id_ok
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 
 __all__ = ["AgentServicer", "AgentServer", "SocketInUseError", "GONE_REASON"]

@@ -14,6 +14,7 @@ import dyno
 from dyno.daemon.history import History, name_filter
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.wire import StoredEncoder, sample_message
+from dyno.request_limits import MAX_METRICS_LIMIT, MAX_NAME_PATTERN_LEN, MAX_NAME_PATTERNS
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 __all__ = [
@@ -21,15 +22,11 @@ __all__ = [
     "TraceRpcsProtocol",
     "add_to_server",
     "DYNO_SERVICE",
-    "MAX_METRICS_LIMIT",
-    "MAX_NAME_PATTERNS",
 ]
 
 log = logging.getLogger(__name__)
 
 DYNO_SERVICE = dyno_pb2.DESCRIPTOR.services_by_name["Dyno"].full_name
-MAX_METRICS_LIMIT = 100_000
-MAX_NAME_PATTERNS = 256
 _STREAM_POLL_S = 0.5
 
 
@@ -48,8 +45,12 @@ def _check_names(names: Any, context: grpc.ServicerContext) -> list[str]:
     if len(names) > MAX_NAME_PATTERNS:
         abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"names: at most {MAX_NAME_PATTERNS} patterns")
     for n in names:
-        if not n or len(n) > 200:
-            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "names: each pattern must be 1-200 characters")
+        if not 1 <= len(n) <= MAX_NAME_PATTERN_LEN:
+            abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"names: each pattern must be 1-{MAX_NAME_PATTERN_LEN} characters",
+            )
     return names
 
 

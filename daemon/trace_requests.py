@@ -7,32 +7,17 @@ from dataclasses import replace
 
 from dyno.daemon import trace_files as tf
 from dyno.daemon.trace_types import TraceRequestError, TraceSpec
+from dyno.request_limits import (
+    JOB_ID_RULE,
+    MAX_DURATION_MS,
+    MAX_FUTURE_START_MS,
+    MAX_ITERATIONS,
+    MAX_PAST_START_MS,
+    MAX_PIDS,
+    job_id_ok,
+)
 
-__all__ = [
-    "MAX_DURATION_MS",
-    "MAX_ITERATIONS",
-    "MAX_PIDS",
-    "MAX_JOB_ID",
-    "JOB_ID_RULE",
-    "job_id_ok",
-    "MAX_PAST_START_MS",
-    "MAX_FUTURE_START_MS",
-    "validate_spec",
-    "why_nothing",
-]
-
-MAX_DURATION_MS = 10 * 60 * 1000
-MAX_ITERATIONS = 100_000
-MAX_PIDS = 1024
-MAX_JOB_ID = 128
-MAX_PAST_START_MS = 10_000  # libkineto rejects PROFILE_START_TIME more than 10 s in the past
-MAX_FUTURE_START_MS = 3600 * 1000
-JOB_ID_RULE = f"at most {MAX_JOB_ID} printable characters"
-
-
-def job_id_ok(job_id: str) -> bool:
-    """A job id a trace request can name (registration refuses any other: such a process could never be traced)."""
-    return len(job_id) <= MAX_JOB_ID and job_id.isprintable()
+__all__ = ["validate_spec", "why_nothing"]
 
 
 def validate_spec(spec: TraceSpec, now_ms: int) -> TraceSpec:

@@ -8,7 +8,7 @@ import sys
 from collections import defaultdict
 from datetime import datetime
 
-from dyno.argtypes import INT32_MAX, INT64_MAX, number
+from dyno.argtypes import INT64_MAX, number
 from dyno.client.commands._common import host_entry, print_json, proto_to_dict
 from dyno.client.commands._hosts import (
     add_host_arguments,
@@ -16,11 +16,20 @@ from dyno.client.commands._hosts import (
     fanout_exit_code,
     print_failures,
     single_client,
+    usage_error,
 )
 from dyno.client.format import format_labels, format_value, table
+from dyno.request_limits import MAX_METRICS_LIMIT, MAX_NAME_PATTERN_LEN, MAX_NAME_PATTERNS
 from dyno.v1 import dyno_pb2
 
 _CLEAR = "\x1b[H\x1b[2J"
+
+
+def _pattern(text: str) -> str:
+    """A --names pattern the daemons accept (they refuse the whole request otherwise)."""
+    if not 1 <= len(text) <= MAX_NAME_PATTERN_LEN:
+        raise argparse.ArgumentTypeError(f"each pattern must be 1-{MAX_NAME_PATTERN_LEN} characters: {text[:40]!r}")
+    return text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,16 +46,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--names",
         action="append",
         default=[],
+        type=_pattern,
         metavar="PATTERN",
-        help="only metrics matching this fnmatch pattern, e.g. 'gpu_*' (repeatable)",
+        help=f"only metrics matching this fnmatch pattern, e.g. 'gpu_*' (repeatable, at most {MAX_NAME_PATTERNS} "
+        f"patterns of 1-{MAX_NAME_PATTERN_LEN} characters)",
     )
     p.add_argument("--json", action="store_true", help="print samples as JSON (with --watch: one JSON object per line)")
     p.add_argument(
         "--limit",
-        type=number(int, ge=0, le=INT32_MAX),
+        type=number(int, ge=0, le=MAX_METRICS_LIMIT),
         default=1,
         metavar="N",
-        help="with --json: the newest N samples from history (0 = all; default 1)",
+        help=f"with --json: the newest N samples from history (0 = all; default 1; at most {MAX_METRICS_LIMIT})",
     )
     p.add_argument(
         "--since-ms",
@@ -144,6 +155,8 @@ def _watch(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if len(args.names) > MAX_NAME_PATTERNS:  # checked here, before any host is called, as the daemons would
+        usage_error(f"--names: at most {MAX_NAME_PATTERNS} patterns (got {len(args.names)})")
     if args.watch:
         return _watch(args)
     limit = args.limit if args.json else 1

@@ -8,7 +8,7 @@ import argparse
 import time
 from pathlib import Path
 
-from dyno.argtypes import INT64_MAX, number
+from dyno.argtypes import number
 from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
@@ -19,7 +19,6 @@ from dyno.client.commands._trace_flow import (
     add_collect_arguments,
     check_writable,
     default_wait_s,
-    non_negative_float,
     nothing_to_follow,
     positive_int32,
     say,
@@ -27,6 +26,14 @@ from dyno.client.commands._trace_flow import (
 )
 from dyno.client.trace_manifest import write_manifest
 from dyno.daemon.trace_files import new_trace_id, validate_trace_id
+from dyno.request_limits import (
+    JOB_ID_RULE,
+    MAX_DURATION_MS,
+    MAX_FUTURE_START_MS,
+    MAX_ITERATIONS,
+    MAX_PIDS,
+    job_id_ok,
+)
 from dyno.v1 import dyno_pb2
 
 __all__ = ["register", "run"]
@@ -41,10 +48,23 @@ AGENT_START_DELAY_S = 1.0  # used by default when no matched process speaks libk
 # step in lockstep but see the request at different steps (kineto: up to one 5 s poll apart); rounding up to a
 # multiple of 10 puts them on the same step when that skew is under 10 steps, and costs at most 9 steps' wait.
 DEFAULT_ITERATION_ROUNDUP = 10
-MAX_START_DELAY_S = 3600.0  # the daemons accept start times up to 1 h ahead
+MAX_START_DELAY_S = MAX_FUTURE_START_MS / 1000  # the daemons refuse later starts
+
+# The daemons' bounds (dyno.request_limits), checked here too: a value beyond them is a usage error before any
+# host is called, not INVALID_ARGUMENT from every host after the fan-out.
+_duration_ms = number(int, ge=1, le=MAX_DURATION_MS)
+_iterations = number(int, ge=1, le=MAX_ITERATIONS)
+_start_delay_s = number(float, ge=0, le=MAX_START_DELAY_S)
 
 
-_duration_ms = number(int, gt=0, le=INT64_MAX)
+def _job_id(text: str) -> str:
+    """The job id as the daemons take it (stripped); refused as they would refuse it."""
+    job = text.strip()
+    if not job:
+        raise argparse.ArgumentTypeError("must not be empty")
+    if not job_id_ok(job):
+        raise argparse.ArgumentTypeError(f"{JOB_ID_RULE}: {text[:40]!r}" + ("..." if len(text) > 40 else ""))
+    return job
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,13 +81,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "listed with reasons); 1 nothing traced; 2 usage; 130 interrupted (the manifest is still written).",
     )
     add_host_arguments(p, call_timeout_flag="--call-timeout-s")
-    p.add_argument("--job-id", required=True, help="job id as registered (see `dyno-cli ps`), e.g. 4242 or 36199_0")
+    p.add_argument(
+        "--job-id",
+        required=True,
+        type=_job_id,
+        help=f"job id as registered (see `dyno-cli ps`), e.g. 4242 or 36199_0 ({JOB_ID_RULE})",
+    )
     p.add_argument(
         "--pids",
         type=positive_int32,
         nargs="+",
         default=[],
-        help="only processes with one of these pids in their ancestry (a launcher's pid selects its workers)",
+        help=f"only processes with one of these pids in their ancestry (a launcher's pid selects its workers; at "
+        f"most {MAX_PIDS} pids)",
     )
     p.add_argument(
         "--process-limit",
@@ -76,23 +102,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="trace at most N processes per host, leaf workers before their launchers",
     )
     window = p.add_mutually_exclusive_group(required=True)
-    window.add_argument("--duration-ms", type=_duration_ms, help="trace for this long")
-    window.add_argument("--iterations", type=positive_int32, help="trace this many optimizer steps")
+    window.add_argument("--duration-ms", type=_duration_ms, help=f"trace for this long (1-{MAX_DURATION_MS} ms)")
+    window.add_argument("--iterations", type=_iterations, help=f"trace this many optimizer steps (1-{MAX_ITERATIONS})")
     p.add_argument(
         "--start-delay-s",
-        type=non_negative_float,
+        type=_start_delay_s,
         default=None,
         help=f"duration traces: start this many seconds from now, at one absolute instant on every host (default "
         f"{DEFAULT_START_DELAY_S:g} when any process of the job is an unmodified libkineto one, which polls every 5 s; "
-        f"{AGENT_START_DELAY_S:g} when all are dyno agents; 0 starts each process as soon as it sees the request)",
+        f"{AGENT_START_DELAY_S:g} when all are dyno agents; 0 starts each process as soon as it sees the request; at "
+        f"most {MAX_START_DELAY_S:g})",
     )
     p.add_argument(
         "--iteration-roundup",
-        type=positive_int32,
+        type=_iterations,
         default=None,
         metavar="K",
         help=f"iteration traces: start at the next optimizer step that is a multiple of K, on every rank (default "
-        f"{DEFAULT_ITERATION_ROUNDUP})",
+        f"{DEFAULT_ITERATION_ROUNDUP}; 1-{MAX_ITERATIONS})",
     )
     p.add_argument("--trace-id", default="", help="use this trace id ([A-Za-z0-9_.-]{1,64}); default: a new one")
     for flag, what in (
@@ -124,8 +151,8 @@ def _validate(args: argparse.Namespace) -> None:
         usage_error("--start-delay-s applies to --duration-ms traces (iteration traces use --iteration-roundup)")
     if args.duration_ms is not None and args.iteration_roundup is not None:
         usage_error("--iteration-roundup applies to --iterations traces (duration traces use --start-delay-s)")
-    if args.start_delay_s is not None and args.start_delay_s > MAX_START_DELAY_S:
-        usage_error(f"--start-delay-s must be at most {MAX_START_DELAY_S:g} (the daemons refuse later starts)")
+    if len(args.pids) > MAX_PIDS:
+        usage_error(f"--pids: at most {MAX_PIDS} pids (got {len(args.pids)})")
     if args.trace_id:
         try:
             validate_trace_id(args.trace_id)

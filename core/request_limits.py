@@ -1,0 +1,41 @@
+"""The bounds dynod puts on the dyno.v1 requests a client can send, in one place for both sides.
+
+The daemon refuses a request beyond them with INVALID_ARGUMENT naming the field (other clients exist: it keeps
+its own checks); dyno-cli checks the options that reach them before calling any host, so such a value is a usage
+error (exit 2, the option and the allowed range named) instead of a failure on every host after the fan-out.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "JOB_ID_RULE",
+    "MAX_DURATION_MS",
+    "MAX_FUTURE_START_MS",
+    "MAX_ITERATIONS",
+    "MAX_JOB_ID",
+    "MAX_METRICS_LIMIT",
+    "MAX_NAME_PATTERN_LEN",
+    "MAX_NAME_PATTERNS",
+    "MAX_PAST_START_MS",
+    "MAX_PIDS",
+    "job_id_ok",
+]
+
+# TraceRequest (StartTrace)
+MAX_DURATION_MS = 10 * 60 * 1000  # duration_ms: 1..this
+MAX_ITERATIONS = 100_000  # iterations and start_iteration_roundup: 1..this
+MAX_PIDS = 1024  # pids: at most this many
+MAX_JOB_ID = 128  # job_id: at most this many printable characters (Register's job_id too)
+MAX_PAST_START_MS = 10_000  # start_time_ms: libkineto rejects PROFILE_START_TIME more than 10 s in the past
+MAX_FUTURE_START_MS = 3600 * 1000  # start_time_ms: at most 1 h ahead
+JOB_ID_RULE = f"at most {MAX_JOB_ID} printable characters"
+
+# GetMetricsRequest / StreamMetricsRequest
+MAX_METRICS_LIMIT = 100_000  # limit: 0..this (0: all)
+MAX_NAME_PATTERNS = 256  # names: at most this many patterns
+MAX_NAME_PATTERN_LEN = 200  # names: each pattern 1..this characters
+
+
+def job_id_ok(job_id: str) -> bool:
+    """A job id a trace request can name (registration refuses any other: such a process could never be traced)."""
+    return len(job_id) <= MAX_JOB_ID and job_id.isprintable()
