@@ -17,7 +17,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from dyno.argtypes import job_id
 from dyno.client.agent_env import ENV_JOB_ID, ENV_SOCKET
+from dyno.request_limits import JOB_ID_RULE
 
 __all__ = ["BOOTSTRAP_DIR", "ENV_AGENT", "agent_environment", "build_parser", "main"]
 
@@ -38,6 +40,12 @@ def agent_environment(
     return env
 
 
+def _job_id(text: str) -> str:
+    """A job id dynod accepts (else every process would be refused at registration, untraceable); blank (e.g. an
+    unset variable in a launcher script) leaves the default as before."""
+    return job_id(text) if text.strip() else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dyno-run",
@@ -48,7 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
         f"job id (else SLURM_ARRAY_JOB_ID_SLURM_ARRAY_TASK_ID, SLURM_JOB_ID, TORCHELASTIC_RUN_ID); {ENV_SOCKET} "
         "the daemon's agent socket (else the daemon's default path); RANK/LOCAL_RANK/WORLD_SIZE the rank info.",
     )
-    p.add_argument("--job-id", help=f"job id to register with (sets {ENV_JOB_ID})")
+    p.add_argument(
+        "--job-id",
+        type=_job_id,
+        help=f"job id to register with (sets {ENV_JOB_ID}; {JOB_ID_RULE}, as dynod requires; blank: the default)",
+    )
     p.add_argument("--socket", metavar="PATH", help=f"the daemon's agent socket (sets {ENV_SOCKET})")
     p.add_argument(
         "--print-env", action="store_true", help="print `export` lines for the variables instead of running a command"

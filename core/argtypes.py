@@ -6,7 +6,9 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["INT32_MAX", "INT64_MAX", "number"]
+from dyno.request_limits import JOB_ID_RULE, job_id_ok
+
+__all__ = ["INT32_MAX", "INT64_MAX", "job_id", "number"]
 
 INT32_MAX = 2**31 - 1  # bounds of proto int32 / int64 fields: larger values fail to serialize
 INT64_MAX = 2**63 - 1
@@ -45,3 +47,14 @@ def number(
 
     parse.__name__ = f"{kind.__name__}_value"  # argparse names the type in "invalid ... value" messages
     return parse
+
+
+def job_id(text: str) -> str:
+    """A job id as the daemons take it (stripped), refused as they would refuse it: a trace naming another matches
+    nothing, and a process registering with one is refused (dyno.request_limits)."""
+    job = text.strip()
+    if not job:
+        raise argparse.ArgumentTypeError("must not be empty")
+    if not job_id_ok(job):
+        raise argparse.ArgumentTypeError(f"{JOB_ID_RULE}: {text[:40]!r}" + ("..." if len(text) > 40 else ""))
+    return job

@@ -8,7 +8,7 @@ import argparse
 import time
 from pathlib import Path
 
-from dyno.argtypes import number
+from dyno.argtypes import job_id, number
 from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
@@ -32,7 +32,6 @@ from dyno.request_limits import (
     MAX_FUTURE_START_MS,
     MAX_ITERATIONS,
     MAX_PIDS,
-    job_id_ok,
 )
 from dyno.v1 import dyno_pb2
 
@@ -57,16 +56,6 @@ _iterations = number(int, ge=1, le=MAX_ITERATIONS)
 _start_delay_s = number(float, ge=0, le=MAX_START_DELAY_S)
 
 
-def _job_id(text: str) -> str:
-    """The job id as the daemons take it (stripped); refused as they would refuse it."""
-    job = text.strip()
-    if not job:
-        raise argparse.ArgumentTypeError("must not be empty")
-    if not job_id_ok(job):
-        raise argparse.ArgumentTypeError(f"{JOB_ID_RULE}: {text[:40]!r}" + ("..." if len(text) > 40 else ""))
-    return job
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "trace",
@@ -84,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--job-id",
         required=True,
-        type=_job_id,
+        type=job_id,
         help=f"job id as registered (see `dyno-cli ps`), e.g. 4242 or 36199_0 ({JOB_ID_RULE})",
     )
     p.add_argument(

@@ -14,6 +14,7 @@ from dyno.client.cli import build_parser
 from dyno.client.cli import main as cli_main
 from dyno.client.client import DynoClient
 from dyno.client.errors import InvalidArgument
+from dyno.client.run import main as run_main
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 from dyno.daemon.history import History
 from dyno.daemon.server import DynoServicer
@@ -164,3 +165,20 @@ def test_the_daemon_keeps_refusing_the_same_metrics_requests() -> None:
     finally:
         client.close()
         daemon.server.stop(0)
+
+
+@pytest.mark.parametrize("bad", ["x" * (MAX_JOB_ID + 1), "a\x01b"])
+def test_dyno_run_refuses_a_job_id_dynod_would_refuse_at_registration(
+    bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """dynod refuses such a Register (job_id_ok): every process of the trainer would be refused, untraceable."""
+    with pytest.raises(SystemExit) as e:
+        run_main(["--job-id", bad, "--print-env"])
+    assert e.value.code == 2 and f"argument --job-id: {JOB_ID_RULE}" in capsys.readouterr().err
+
+
+def test_dyno_run_job_id_at_the_limit_or_blank_is_accepted(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_main(["--job-id", "x" * MAX_JOB_ID, "--print-env"]) == 0
+    assert f"DYNO_JOB_ID={'x' * MAX_JOB_ID}" in capsys.readouterr().out
+    assert run_main(["--job-id", " ", "--print-env"]) == 0  # blank: the default job id (resolved in the trainer)
+    assert "DYNO_JOB_ID" not in capsys.readouterr().out
