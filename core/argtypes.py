@@ -14,6 +14,13 @@ INT32_MAX = 2**31 - 1  # bounds of proto int32 / int64 fields: larger values fai
 INT64_MAX = 2**63 - 1
 
 
+def _bound(value: float | None) -> str:
+    """A bound as users type it: 2147483647, not 2.14748e+09 ("%g" keeps 6 digits); 0.5 stays 0.5."""
+    if value is not None and float(value).is_integer():
+        return str(int(value))
+    return f"{value:g}"
+
+
 def number(
     kind: type[int] | type[float] = float,
     *,
@@ -26,13 +33,13 @@ def number(
     Floats must be finite: "inf" parses, but no duration or size means it, and it overflows timers downstream."""
     noun = "an integer" if kind is int else "a number"
     if ge is not None and le is not None:
-        rule = f"must be {ge:g}-{le:g}"
+        rule = f"must be {_bound(ge)}-{_bound(le)}"
     elif gt is not None:
-        rule = f"must be > {gt:g}" + (f" and <= {le:g}" if le is not None else "")
+        rule = f"must be > {_bound(gt)}" + (f" and <= {_bound(le)}" if le is not None else "")
     elif ge is not None:
-        rule = f"must be >= {ge:g}"
+        rule = f"must be >= {_bound(ge)}"
     else:
-        rule = f"must be <= {le:g}"
+        rule = f"must be <= {_bound(le)}"
 
     def parse(text: str) -> int | float:
         try:

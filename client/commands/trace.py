@@ -19,6 +19,7 @@ from dyno.client.commands._trace_flow import (
     add_collect_arguments,
     check_writable,
     default_wait_s,
+    non_negative_float,
     nothing_to_follow,
     positive_int32,
     say,
@@ -53,7 +54,6 @@ MAX_START_DELAY_S = MAX_FUTURE_START_MS / 1000  # the daemons refuse later start
 # host is called, not INVALID_ARGUMENT from every host after the fan-out.
 _duration_ms = number(int, ge=1, le=MAX_DURATION_MS)
 _iterations = number(int, ge=1, le=MAX_ITERATIONS)
-_start_delay_s = number(float, ge=0, le=MAX_START_DELAY_S)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -95,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     window.add_argument("--iterations", type=_iterations, help=f"trace this many optimizer steps (1-{MAX_ITERATIONS})")
     p.add_argument(
         "--start-delay-s",
-        type=_start_delay_s,
+        type=non_negative_float,
         default=None,
         help=f"duration traces: start this many seconds from now, at one absolute instant on every host (default "
         f"{DEFAULT_START_DELAY_S:g} when any process of the job is an unmodified libkineto one, which polls every 5 s; "
@@ -140,6 +140,8 @@ def _validate(args: argparse.Namespace) -> None:
         usage_error("--start-delay-s applies to --duration-ms traces (iteration traces use --iteration-roundup)")
     if args.duration_ms is not None and args.iteration_roundup is not None:
         usage_error("--iteration-roundup applies to --iterations traces (duration traces use --start-delay-s)")
+    if args.start_delay_s is not None and args.start_delay_s > MAX_START_DELAY_S:
+        usage_error(f"--start-delay-s: must be 0-{MAX_START_DELAY_S:g} (the daemons refuse later starts)")
     if len(args.pids) > MAX_PIDS:
         usage_error(f"--pids: at most {MAX_PIDS} pids (got {len(args.pids)})")
     if args.trace_id:

@@ -5,11 +5,14 @@ one set of bounds in dyno.request_limits."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import argparse
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from dyno.argtypes import INT32_MAX, number
 from dyno.client.cli import build_parser
 from dyno.client.cli import main as cli_main
 from dyno.client.client import DynoClient
@@ -60,7 +63,7 @@ _TRACE_CASES = [
     ),
     (
         ["--duration-ms", "100", "--start-delay-s", str(MAX_DELAY_S + 0.5)],
-        f"argument --start-delay-s: must be 0-{MAX_DELAY_S}: ",
+        f"--start-delay-s: must be 0-{MAX_DELAY_S} (the daemons refuse later starts)",
     ),
     (["--duration-ms", "100", "--job-id", "x" * (MAX_JOB_ID + 1)], f"argument --job-id: {JOB_ID_RULE}: "),
     (["--duration-ms", "100", "--job-id", "a\tb"], f"argument --job-id: {JOB_ID_RULE}: 'a\\tb'"),
@@ -182,3 +185,16 @@ def test_dyno_run_job_id_at_the_limit_or_blank_is_accepted(capsys: pytest.Captur
     assert f"DYNO_JOB_ID={'x' * MAX_JOB_ID}" in capsys.readouterr().out
     assert run_main(["--job-id", " ", "--print-env"]) == 0  # blank: the default job id (resolved in the trainer)
     assert "DYNO_JOB_ID" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "validator, text, rule",
+    [
+        (number(int, gt=0, le=INT32_MAX), "0", f"must be > 0 and <= {INT32_MAX}: '0'"),  # was 2.14748e+09
+        (number(int, ge=1, le=MAX_DURATION_MS), "0", f"must be 1-{MAX_DURATION_MS}: '0'"),
+        (number(float, ge=0.5), "0.25", "must be >= 0.5: '0.25'"),
+    ],
+)
+def test_ranges_are_written_as_typed(validator: Callable[[str], float], text: str, rule: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=re.escape(rule)):
+        validator(text)
