@@ -42,7 +42,11 @@ def validate_spec(spec: TraceSpec, now_ms: int) -> TraceSpec:
             raise TraceRequestError("start_time_ms", "only with duration_ms (use start_iteration_roundup)")
         now = now_ms
         if not now - MAX_PAST_START_MS <= spec.start_time_ms <= now + MAX_FUTURE_START_MS:
-            raise TraceRequestError("start_time_ms", "must be within 10 s in the past .. 1 h in the future")
+            raise TraceRequestError(
+                "start_time_ms",
+                f"must be within {MAX_PAST_START_MS / 1000:g} s in the past .. {MAX_FUTURE_START_MS / 1000:g} s in "
+                "the future",
+            )
     if spec.start_iteration_roundup is not None:
         if spec.iterations is None:
             raise TraceRequestError("start_iteration_roundup", "only with iterations")

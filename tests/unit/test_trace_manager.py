@@ -120,6 +120,8 @@ def test_validation_names_the_field(env) -> None:  # type: ignore[no-untyped-def
         assert err.value.field == field_name
     with pytest.raises(TraceRequestError):
         tm.validate(TraceSpec(job_id="J", duration_ms=5, trace_id=".."))
+    with pytest.raises(TraceRequestError, match=r"within 10 s in the past \.\. 3600 s in the future"):
+        tm.validate(TraceSpec(job_id="J", duration_ms=5, start_time_ms=clock.ms + 3_600_001))  # from request_limits
 
 
 def test_nothing_matched_says_why(env) -> None:  # type: ignore[no-untyped-def]
