@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from dyno.client.hosts import Host
-from dyno.daemon.trace_files import safe_host
+from dyno.trace_ids import safe_host
 from dyno.v1 import dyno_pb2
 
 __all__ = [

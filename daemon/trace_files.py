@@ -9,8 +9,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import re
-import secrets
 import shutil
 import stat
 import threading
@@ -23,15 +21,13 @@ from typing import BinaryIO
 
 from dyno.diskspace import free_space_note
 from dyno.filechunks import checksum_of, new_digest
+from dyno.trace_ids import is_trace_id, safe_host, validate_trace_id
 
 __all__ = [
     "MAX_CHUNK",
     "Chunk",
     "ChecksumCache",
     "RetentionResult",
-    "validate_trace_id",
-    "new_trace_id",
-    "safe_host",
     "kineto_log_file",
     "kineto_output",
     "agent_output",
@@ -47,26 +43,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_CHUNK = 1024 * 1024
-_TRACE_ID_RE = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")  # \Z: "$" would let a trailing newline through
-_HOST_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 KINETO_SUFFIX = ".pt.trace.json"
 AGENT_SUFFIX = ".pt.trace.json.gz"
-
-
-def validate_trace_id(trace_id: str) -> str:
-    """Raises ValueError unless trace_id is [A-Za-z0-9_.-]{1,64} and not a relative path component."""
-    if not _TRACE_ID_RE.match(trace_id) or set(trace_id) == {"."}:
-        raise ValueError("trace_id must match [A-Za-z0-9_.-]{1,64} and not be only dots")
-    return trace_id
-
-
-def new_trace_id(now_s: float | None = None) -> str:
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() if now_s is None else now_s))
-    return f"{stamp}-{secrets.token_hex(4)}"
-
-
-def safe_host(hostname: str) -> str:
-    return _HOST_UNSAFE.sub("_", hostname) or "host"
 
 
 def kineto_log_file(trace_dir: Path, trace_id: str, hostname: str) -> Path:
@@ -234,7 +212,7 @@ def enforce_retention(
         return RetentionResult((), 0)
     for entry in entries:
         try:
-            if entry.is_dir(follow_symlinks=False) and _TRACE_ID_RE.match(entry.name) and set(entry.name) != {"."}:
+            if entry.is_dir(follow_symlinks=False) and is_trace_id(entry.name):
                 size = tree_size(Path(entry.path))
                 dirs.append((entry.stat(follow_symlinks=False).st_mtime, entry.name, size))
                 total += size
@@ -273,7 +251,7 @@ def forgotten_trace_hint(trace_dir: Path, trace_id: str) -> str:
     trace finished (records are written only then, see trace_journal); its files, if any, are still in the folder."""
     folder = trace_dir / trace_id
     try:
-        if not _TRACE_ID_RE.match(trace_id) or not folder.is_dir():
+        if not is_trace_id(trace_id) or not folder.is_dir():
             return ""
     except OSError:
         return ""

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO
-from dyno.daemon.trace_files import AGENT_SUFFIX, KINETO_SUFFIX, open_trace_file, validate_trace_id
+from dyno.daemon.trace_files import AGENT_SUFFIX, KINETO_SUFFIX, open_trace_file
 from dyno.daemon.trace_types import FINAL_STATES, ProcessTraceView, TraceSpec, TraceState, TraceView
 from dyno.logthrottle import ThrottledLog
+from dyno.trace_ids import validate_trace_id
 
 __all__ = ["RECORD_NAME", "MAX_RECORD_BYTES", "MAX_RECORD_PROCESSES", "RecordError", "write_record", "load_record"]
 

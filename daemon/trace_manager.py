@@ -34,6 +34,7 @@ from dyno.daemon.trace_types import (
     TraceView,
     UnknownTraceError,
 )
+from dyno.trace_ids import validate_trace_id
 
 # The values it takes and returns live in dyno.daemon.trace_types; import them from there.
 __all__ = ["TraceManager", "order_for_limit"]
@@ -312,7 +313,7 @@ class TraceManager:
     def trace_file(self, trace_id: str, pid: int) -> Path:
         """The completed file of one process; UnknownTraceError if there is none (yet)."""
         try:
-            tf.validate_trace_id(trace_id)
+            validate_trace_id(trace_id)
         except ValueError as e:
             raise TraceRequestError("trace_id", str(e)) from None
         self._recover(trace_id)

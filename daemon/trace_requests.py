@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dyno.daemon import trace_files as tf
 from dyno.daemon.trace_types import TraceRequestError, TraceSpec
 from dyno.request_limits import (
     JOB_ID_RULE,
@@ -16,6 +15,7 @@ from dyno.request_limits import (
     MAX_PIDS,
     job_id_ok,
 )
+from dyno.trace_ids import new_trace_id, validate_trace_id
 
 __all__ = ["validate_spec", "why_nothing"]
 
@@ -52,9 +52,9 @@ def validate_spec(spec: TraceSpec, now_ms: int) -> TraceSpec:
             raise TraceRequestError("start_iteration_roundup", "only with iterations")
         if not 1 <= spec.start_iteration_roundup <= MAX_ITERATIONS:
             raise TraceRequestError("start_iteration_roundup", f"must be 1..{MAX_ITERATIONS}")
-    trace_id = spec.trace_id or tf.new_trace_id(now_ms / 1000)
+    trace_id = spec.trace_id or new_trace_id(now_ms / 1000)
     try:
-        tf.validate_trace_id(trace_id)
+        validate_trace_id(trace_id)
     except ValueError as e:
         raise TraceRequestError("trace_id", str(e)) from None
     return replace(spec, job_id=job, trace_id=trace_id)

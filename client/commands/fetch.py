@@ -24,7 +24,7 @@ from dyno.client.commands._trace_flow import (
     trace_folder,
 )
 from dyno.client.trace_manifest import previous_files, write_manifest
-from dyno.daemon.trace_files import validate_trace_id
+from dyno.trace_ids import validate_trace_id
 from dyno.v1 import dyno_pb2
 
 __all__ = ["register", "run"]

@@ -26,7 +26,6 @@ from dyno.client.commands._trace_flow import (
     trace_folder,
 )
 from dyno.client.trace_manifest import write_manifest
-from dyno.daemon.trace_files import new_trace_id, validate_trace_id
 from dyno.request_limits import (
     JOB_ID_RULE,
     MAX_DURATION_MS,
@@ -34,6 +33,7 @@ from dyno.request_limits import (
     MAX_ITERATIONS,
     MAX_PIDS,
 )
+from dyno.trace_ids import new_trace_id, validate_trace_id
 from dyno.v1 import dyno_pb2
 
 __all__ = ["register", "run"]

@@ -335,15 +335,6 @@ def test_retention_by_age_and_size_keeps_active(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["active", "new", "not a trace id"]
 
 
-def test_trace_ids_and_paths() -> None:
-    assert tf.validate_trace_id("a.B_c-1") == "a.B_c-1"
-    for bad in ["", "a/b", "..", ".", "x" * 65, "a b", "abc\n"]:
-        with pytest.raises(ValueError):
-            tf.validate_trace_id(bad)
-    tf.validate_trace_id(tf.new_trace_id())
-    assert tf.safe_host("node 1/x") == "node_1_x"
-
-
 def test_checksum_cache_skips_rehash_and_misses_on_change(tmp_path: Path) -> None:
     path = tmp_path / "t.bin"
     path.write_bytes(b"a" * 3000)
