@@ -71,7 +71,7 @@ class Daemon:
             hostname=self.hostname,
             version=dyno.__version__,
             uptime_s=time.monotonic() - self.started_at,
-            samplers=[sampler_state_to_proto(s.state()) for s in self.samplers],
+            samplers=[sampler_state_to_proto(s) for s in self.loop.sampler_states()],
             gpus=[gpu_to_proto(g) for g in gpus],
             trace_dir=str(cfg.trace_dir),
             trace_dir_bytes=self.tracing.trace_dir_bytes(),
@@ -134,7 +134,7 @@ class Daemon:
         collector = DynoCollector(
             self.history,
             ExporterInfo(self.hostname, dyno.__version__),
-            lambda: [s.state() for s in self.samplers],
+            self.loop.sampler_states,
         )
         addr = cfg.metrics_listen or cfg.listen
         try:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 
 from dyno.daemon.history import History, Sample
-from dyno.daemon.samplers.base import Reading, Sampler
+from dyno.daemon.samplers.base import Reading, Sampler, SamplerState
 
 __all__ = ["SamplingLoop", "next_deadline"]
 
@@ -42,16 +43,43 @@ class SamplingLoop:
         self.ticks = 0
         self.missed_ticks = 0
         self.last_tick_duration_s = 0.0
+        # sampler name -> (error text, failed ticks in a row) while its sample() keeps raising
+        self._failing: dict[str, tuple[str, int]] = {}
+
+    def sampler_states(self) -> list[SamplerState]:
+        """Each sampler's own state, turned unavailable (with the error) while its sample() raises, so status and
+        dyno_sampler_up show a broken sampler as down rather than "ok" with no values."""
+        states = []
+        for sampler in self._samplers:
+            state = sampler.state()
+            failing = self._failing.get(sampler.name)
+            if failing is not None and state.ok:
+                state = dataclasses.replace(state, ok=False, reason=f"sampling failed: {failing[0]}")
+            states.append(state)
+        return states
+
+    def _sample_one(self, sampler: Sampler, readings: list[Reading]) -> None:
+        name = sampler.name
+        try:
+            readings.extend(sampler.sample())
+        except Exception as e:  # one sampler's bug must never stop the loop
+            failing = self._failing.get(name)
+            self._failing[name] = (f"{type(e).__name__}: {e}", failing[1] + 1 if failing else 1)
+            if failing is None:  # the traceback once per failure episode, not once per tick into the journal
+                log.exception("sampler %s failed (its values are skipped until it recovers)", name)
+            else:
+                log.debug("sampler %s failed again: %s", name, self._failing[name][0])
+            return
+        failing = self._failing.pop(name, None)
+        if failing is not None:
+            log.info("sampler %s recovered after %d failed ticks", name, failing[1])
 
     def tick(self) -> Sample:
         """Take one sample from every sampler; a sampler that raises loses its values for this tick only."""
         readings: list[Reading] = []
         t0 = self._clock()
         for sampler in self._samplers:
-            try:
-                readings.extend(sampler.sample())
-            except Exception:  # one sampler's bug must never stop the loop
-                log.exception("sampler %s failed", getattr(sampler, "name", sampler))
+            self._sample_one(sampler, readings)
         sample = Sample(int(self._wall() * 1000), tuple(readings))
         self._history.append(sample)
         self.ticks += 1

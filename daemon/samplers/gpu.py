@@ -82,11 +82,9 @@ class GpuSampler:
     def sample(self) -> list[Reading]:
         if self._closed:
             return []
-        try:
-            samples = self._nvml.sample_all()
-        except Exception:  # last line of defence: NVML errors are handled per counter inside Nvml
-            log.exception("GPU sampling failed")
-            return []
+        # NVML errors are handled per counter inside Nvml; anything else propagates to the sampling loop, which
+        # logs it once and reports this sampler down until it works again
+        samples = self._nvml.sample_all()
         self._last = samples
         out: list[Reading] = []
         procs: list[GpuProcess] = []

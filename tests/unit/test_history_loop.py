@@ -120,3 +120,28 @@ def test_series_table_is_bounded(monkeypatch):
     h.append(Sample(1, tuple(Reading(f"m{i}", float(i)) for i in range(5))))
     assert len(h.series) == 3
     assert [r.name for r in h.query()[0].readings] == ["m0", "m1", "m2"]
+
+
+def test_failing_sampler_is_reported_down_and_logged_once_not_every_tick(caplog):
+    """A sampler raising every tick: one ERROR with the traceback, not one per tick (3600 an hour in the journal);
+    its state turns unavailable (status, dyno_sampler_up 0) with the error, and recovers when it works again."""
+    import logging
+
+    h = History(capacity=10)
+    bad = _Fake("gpu", fail=True)
+    loop = SamplingLoop([bad, _Fake("host", [Reading("x", 1.0)])], h, 1.0)
+    assert [s.ok for s in loop.sampler_states()] == [True, True]
+    with caplog.at_level(logging.INFO, logger="dyno.daemon.loop"):
+        for _ in range(100):
+            loop.tick()
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(loud) == 1 and loud[0].exc_info is not None and "gpu" in loud[0].getMessage()
+    gpu, host = loop.sampler_states()
+    assert not gpu.ok and "RuntimeError: boom" in gpu.reason and gpu.backend == "fake"
+    assert host.ok
+    caplog.clear()
+    bad.fail = False
+    with caplog.at_level(logging.INFO, logger="dyno.daemon.loop"):
+        loop.tick()
+    assert [s.ok for s in loop.sampler_states()] == [True, True]
+    assert any("recovered" in r.getMessage() for r in caplog.records)

@@ -420,3 +420,28 @@ def test_real_pynvml_on_this_host() -> None:
             assert state.reason and not state.simulated
     finally:
         sampler.close()
+
+
+def test_unexpected_sampling_error_reaches_the_loop_once_and_marks_the_gpu_sampler_down(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An NVML failure outside the per-counter handling (a bug, a vanished device list) used to be logged with a
+    traceback on every tick by GpuSampler itself while its state stayed ok; the sampling loop now sees it."""
+    import logging
+
+    from dyno.daemon.history import History
+    from dyno.daemon.loop import SamplingLoop
+
+    sampler = make_gpu_sampler("nvml", pynvml_module=FakePynvml([FakeDevice()]))
+    loop = SamplingLoop([sampler], History(4), 1.0)
+
+    def broken() -> list[Any]:
+        raise IndexError("device list changed")
+
+    monkeypatch.setattr(sampler._nvml, "sample_all", broken)  # type: ignore[attr-defined]
+    with caplog.at_level(logging.DEBUG):
+        for _ in range(20):
+            loop.tick()
+    assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) == 1
+    (state,) = loop.sampler_states()
+    assert not state.ok and "IndexError: device list changed" in state.reason
