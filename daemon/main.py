@@ -42,8 +42,14 @@ def main(argv: list[str] | None = None) -> int:
         log.info("received %s, shutting down", signal.Signals(signum).name)
         stop.set()
 
+    def _on_hup(_signum: int, _frame: object) -> None:
+        # The default action would kill dynod on the spot (no drain, traces lost) when a terminal closes or
+        # someone expects `kill -HUP` to reload; nothing is re-read at run time, so say so and keep serving.
+        log.warning("received SIGHUP, ignored: the configuration is read only at start; restart dynod to apply it")
+
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGHUP, _on_hup)
 
     try:
         daemon = Daemon(config)
