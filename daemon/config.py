@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="address of the gRPC and metrics servers (default 127.0.0.1; other addresses need "
         "--auth-token-file or TLS, else a warning)",
     )
+    a("--metrics-listen", help="address of the metrics server when it differs from --listen (default: --listen)")
     a("--port", type=_port, help="gRPC port (default 1778; 0 picks a free one and logs it)")
     a("--metrics-port", type=_port, help="Prometheus /metrics HTTP port (default 9778; 0 disables)")
     a(
@@ -196,6 +197,11 @@ def _coerce(key: str, value: Any, source: str) -> Any:
 
 def _validate(cfg: DaemonConfig) -> None:
     where = str(cfg.config_path) if cfg.config_path else "flags"
+    # else gRPC's C core fails the bind late with "host must not be empty" (exit 1, not a config error)
+    if not cfg.listen or any(c.isspace() for c in cfg.listen):
+        raise ConfigError(f"{where}: listen must be a host name or address, not {cfg.listen!r}")
+    if any(c.isspace() for c in cfg.metrics_listen):
+        raise ConfigError(f"{where}: metrics_listen must be a host name or address, not {cfg.metrics_listen!r}")
     if cfg.gpu_backend not in GPU_BACKENDS:
         raise ConfigError(f"{where}: gpu_backend must be one of {', '.join(GPU_BACKENDS)}, not {cfg.gpu_backend!r}")
     if cfg.log_level not in LOG_LEVELS:
@@ -209,8 +215,9 @@ def _validate(cfg: DaemonConfig) -> None:
         raise ConfigError(f"{where}: interval_s and history_s must be > 0")
     if cfg.history_s < cfg.interval_s:
         raise ConfigError(f"{where}: history_s ({cfg.history_s}) is shorter than interval_s ({cfg.interval_s})")
-    if cfg.history_len > 1_000_000:
-        raise ConfigError(f"{where}: history_s / interval_s = {cfg.history_len} samples; at most 1000000")
+    if cfg.history_s / cfg.interval_s > 1_000_000:  # the ratio, not history_len: 1e300 printed 300 digits
+        samples = cfg.history_s / cfg.interval_s
+        raise ConfigError(f"{where}: history_s / interval_s = {samples:.6g} samples; at most 1000000")
     if cfg.trace_retention_bytes < 0:
         raise ConfigError(f"{where}: trace_retention_bytes must be >= 0")
     if not cfg.trace_retention_s > 0:  # else every finished trace is deleted at the next retention pass
@@ -236,6 +243,10 @@ def resolve_config(args: argparse.Namespace, default_path: Path = DEFAULT_CONFIG
         flag_value = getattr(args, f.name, None)
         if f.name != "config_path" and flag_value is not None:
             values[f.name] = flag_value
+    for key in ("listen", "metrics_listen"):  # "[::1]" as in a URL or gRPC target means the address ::1
+        value = values.get(key)
+        if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+            values[key] = value[1:-1]
     cfg = DaemonConfig(**values, config_path=path)
     _validate(cfg)
     return cfg

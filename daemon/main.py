@@ -10,6 +10,7 @@ import threading
 
 from dyno.daemon.config import ConfigError, build_parser, resolve_config
 from dyno.daemon.sdnotify import notify
+from dyno.netaddr import host_port
 
 __all__ = ["main"]
 
@@ -57,19 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     except StartupError as e:
         print(f"dynod: error: {e}", file=sys.stderr)
         return 1
-    metrics = (
-        f"http://{config.metrics_listen or config.listen}:{daemon.metrics_port}/metrics"
-        if daemon.metrics_port
-        else "off"
-    )
-    log.info(
-        "dynod %s ready: grpc=%s:%d metrics=%s pid=%d",
-        daemon.status().version,
-        config.listen,
-        daemon.port,
-        metrics,
-        os.getpid(),
-    )
+    # host_port puts IPv6 literals in brackets: "http://::1:9778/metrics" is no URL
+    metrics_at = host_port(config.metrics_listen or config.listen, daemon.metrics_port)
+    metrics = f"http://{metrics_at}/metrics" if daemon.metrics_port else "off"
+    grpc_at = host_port(config.listen, daemon.port)
+    log.info("dynod %s ready: grpc=%s metrics=%s pid=%d", daemon.status().version, grpc_at, metrics, os.getpid())
     notify("READY=1")
     stop.wait()  # the signal handler sets it; no periodic wake-ups while idle
     notify("STOPPING=1")

@@ -24,3 +24,28 @@ def test_sighup_is_logged_and_ignored_not_a_silent_death(dynod_factory) -> None:
     with DynoClient(d.target) as c:
         assert c.health() == "SERVING"
     assert d.stop() == 0
+
+
+def _ipv6_loopback() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback")
+def test_ready_line_on_ipv6_names_a_metrics_url_that_works(dynod_factory) -> None:
+    """On --listen ::1 the ready line said metrics=http://::1:PORT/metrics, which no HTTP client can open."""
+    import urllib.request
+
+    from dyno.daemon.process import READY_LINE
+
+    d = dynod_factory("--listen", "[::1]", gpu_backend="none")  # brackets as in a URL: the same address
+    match = next(m for m in map(READY_LINE.search, d.lines) if m)
+    assert match["host"] == "[::1]" and int(match["port"]) == d.port
+    with urllib.request.urlopen(match["metrics"], timeout=10) as r:
+        assert b"dyno_build_info" in r.read()

@@ -1,0 +1,54 @@
+"""dynod settings an operator gets wrong, or writes the way other tools accept: each a clear one-line ConfigError
+(exit 2) or the obvious meaning, never a late bind failure from gRPC's C core (exit 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dyno.daemon.config import ConfigError, build_parser, resolve_config
+
+pytestmark = pytest.mark.unit
+
+
+def _resolve(argv: list[str]):
+    return resolve_config(build_parser().parse_args(argv), default_path=Path("/nonexistent/dynod.toml"))
+
+
+def _file(tmp_path: Path, text: str) -> str:
+    f = tmp_path / "dynod.toml"
+    f.write_text(text)
+    return str(f)
+
+
+@pytest.mark.parametrize("value", ["", "  ", "a b"])
+def test_an_empty_or_blank_listen_address_is_a_config_error(tmp_path: Path, value: str) -> None:
+    with pytest.raises(ConfigError, match="listen"):
+        _resolve(["--config", _file(tmp_path, f'listen = "{value}"\n')])
+    with pytest.raises(ConfigError, match="listen"):
+        _resolve(["--listen", value])
+    with pytest.raises(ConfigError, match="metrics_listen"):
+        _resolve(["--config", _file(tmp_path, 'metrics_listen = "a b"\n')])
+
+
+def test_bracketed_ipv6_listen_addresses_mean_the_address(tmp_path: Path) -> None:
+    # gRPC accepted "[::1]" while the metrics server could not resolve it ("Name or service not known", exit 1)
+    cfg = _resolve(["--config", _file(tmp_path, 'listen = "[::1]"\nmetrics_listen = "[::]"\n')])
+    assert (cfg.listen, cfg.metrics_listen) == ("::1", "::")
+
+
+def test_metrics_listen_has_a_flag_like_every_other_key(tmp_path: Path) -> None:
+    # the docs say every key is a flag name; metrics_listen was file-only
+    cfg = _resolve(["--config", _file(tmp_path, 'metrics_listen = "127.0.0.1"\n'), "--metrics-listen", "0.0.0.0"])
+    assert cfg.metrics_listen == "0.0.0.0"
+
+
+def test_a_huge_history_is_refused_in_one_short_line(tmp_path: Path) -> None:
+    # the refusal printed history_s / interval_s as a 300-digit integer
+    with pytest.raises(ConfigError) as e:
+        _resolve(["--config", _file(tmp_path, "history_s = 1e300\n")])
+    assert len(str(e.value)) < 200 and "1000000" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        _resolve(["--interval-s", "1e-300"])
+    assert len(str(e.value)) < 200
