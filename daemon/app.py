@@ -16,8 +16,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 import dyno
-from dyno.daemon.auth import AuthConfigError, build_server_credentials, build_server_interceptors, warn_if_exposed
-from dyno.daemon.config import DaemonConfig
+from dyno.daemon.auth import build_server_credentials, build_server_interceptors, warn_if_exposed
+from dyno.daemon.config import ConfigError, DaemonConfig
 from dyno.daemon.convert import gpu_to_proto, sampler_state_to_proto
 from dyno.daemon.history import History
 from dyno.daemon.loop import SamplingLoop
@@ -97,11 +97,10 @@ class Daemon:
 
     def _start_grpc(self) -> None:
         cfg = self.config
-        try:  # token interceptor and TLS credentials (dyno.daemon.auth); none when not configured
-            credentials = build_server_credentials(cfg)
-            interceptors = build_server_interceptors(cfg)
-        except AuthConfigError as e:
-            raise StartupError(str(e)) from None
+        # token interceptor and TLS credentials (dyno.daemon.auth; none when not configured). Their AuthConfigError
+        # is a ConfigError: the operator's files are wrong, exit 2 like any other config mistake.
+        credentials = build_server_credentials(cfg)
+        interceptors = build_server_interceptors(cfg)
         # so_reuseport off: a second daemon on the same port must fail loudly, not share the port.
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="dyno-grpc"),
@@ -165,7 +164,7 @@ class Daemon:
                 raise StartupError(f"{e.strerror or e}{hint}") from None
             self._start_grpc()
             self._start_metrics()
-        except StartupError:
+        except (StartupError, ConfigError):
             self.stop(grace_s=0)
             raise
         self.health.set("", health_pb2.HealthCheckResponse.SERVING)

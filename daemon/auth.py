@@ -10,6 +10,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+import ssl
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
@@ -90,7 +91,27 @@ def build_server_credentials(config: AuthConfig) -> grpc.ServerCredentials | Non
     cert = _read_pem(config.tls_cert, "TLS certificate")
     key = _read_pem(config.tls_key, "TLS private key")
     ca = _read_pem(config.tls_ca, "TLS CA bundle") if config.tls_ca is not None else None
+    _check_tls_files(config.tls_cert, config.tls_key, config.tls_ca)
     return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
+
+
+def _check_tls_files(cert: Path, key: Path, ca: Path | None) -> None:
+    """Load the files with the ssl module first: gRPC only fails add_secure_port on a bad certificate, a key that
+    is not the certificate's (or is encrypted) or a CA bundle without certificates, and says nothing of which."""
+    for path, what in ((cert, "TLS certificate"), (ca, "TLS CA bundle")):
+        if path is not None:
+            try:
+                ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+            except (ssl.SSLError, OSError) as e:
+                raise AuthConfigError(
+                    f"{what} {path} holds no usable certificate ({getattr(e, 'reason', None) or e})"
+                ) from None
+    try:  # password b"": an encrypted key fails here instead of prompting on a terminal
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=b"")
+    except (ssl.SSLError, OSError) as e:
+        if getattr(e, "reason", None) == "KEY_VALUES_MISMATCH":
+            raise AuthConfigError(f"TLS private key {key} does not match the certificate {cert}") from None
+        raise AuthConfigError(f"TLS private key {key} is not a usable unencrypted private key ({e})") from None
 
 
 def _bearer(metadata: Iterable[tuple[str, Any]] | None) -> bytes | None:

@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     except StartupError as e:
         print(f"dynod: error: {e}", file=sys.stderr)
         return 1
+    except ConfigError as e:  # unusable token or TLS files, found when the server is built
+        print(f"dynod: error: {e}", file=sys.stderr)
+        return 2
     # host_port puts IPv6 literals in brackets: "http://::1:9778/metrics" is no URL
     metrics_at = host_port(config.metrics_listen or config.listen, daemon.metrics_port)
     metrics = f"http://{metrics_at}/metrics" if daemon.metrics_port else "off"

@@ -207,5 +207,5 @@ def test_dynod_refuses_a_missing_token_file(dynod_factory: Callable[..., Dynod],
     # code and the message are what matter.
     with contextlib.suppress(RuntimeError):
         d.start()
-    assert d.proc is not None and d.proc.wait(15) == 1
+    assert d.proc is not None and d.proc.wait(15) == 2  # a config error, like any other unusable setting
     wait_for(lambda: f"dynod: error: auth token file {tmp_path / 'missing'} does not exist" in d.log)

@@ -49,3 +49,24 @@ def test_ready_line_on_ipv6_names_a_metrics_url_that_works(dynod_factory) -> Non
     assert match["host"] == "[::1]" and int(match["port"]) == d.port
     with urllib.request.urlopen(match["metrics"], timeout=10) as r:
         assert b"dyno_build_info" in r.read()
+
+
+def test_tls_key_of_another_certificate_is_one_line_exit_2(dynod_factory, tmp_path) -> None:
+    """It was exit 1 with gRPC's C-core errors and "cannot listen on 127.0.0.1:PORT ... (address in use or not
+    available?)"; a certificate problem is a configuration error (exit 2, which the unit does not restart)."""
+    import subprocess
+    import sys
+
+    from tls_certs import have_openssl, make_test_certs
+
+    if not have_openssl():
+        pytest.skip("openssl CLI not available to make test certificates")
+    certs = make_test_certs(tmp_path)
+    d = dynod_factory(gpu_backend="none", metrics=False, start=False)
+    args = [*d.args, "--tls-cert", str(certs / "server.pem"), "--tls-key", str(certs / "client.key")]
+    r = subprocess.run([sys.executable, "-m", "dyno.daemon", *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("dynod: error:")]
+    assert len(errors) == 1 and "does not match the certificate" in errors[0], r.stderr
+    assert "address in use" not in r.stderr and "Traceback" not in r.stderr
+    assert not d.agent_socket.exists()  # what had started was torn down

@@ -313,3 +313,21 @@ def test_client_auth_errors(tmp_path: Path, certs: Path) -> None:
     with pytest.raises(AuthError, match="is empty"):
         ClientAuth.from_files(token_file=_token_file(tmp_path, ""))
     assert ClientAuth.from_files(token_file=_token_file(tmp_path)).token == TOKEN
+
+
+def test_tls_files_that_grpc_would_refuse_are_named_before_the_bind(certs: Path, tmp_path: Path) -> None:
+    """A key that does not belong to the certificate, a PEM that holds no certificate, or a CA bundle without a
+    usable certificate: gRPC only fails add_secure_port, which dynod reported as "cannot listen on ... (address in
+    use or not available?)", sending the operator after a port conflict."""
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("-----BEGIN CERTIFICATE-----\nZ2FyYmFnZQ==\n-----END CERTIFICATE-----\n")
+    cert, key, other_key = certs / "server.pem", certs / "server.key", certs / "client.key"
+    with pytest.raises(AuthConfigError, match=r"private key .*client.key does not match .*server.pem"):
+        build_server_credentials(DaemonConfig(tls_cert=cert, tls_key=other_key))
+    with pytest.raises(AuthConfigError, match=r"TLS certificate .*garbage.pem"):
+        build_server_credentials(DaemonConfig(tls_cert=garbage, tls_key=key))
+    with pytest.raises(AuthConfigError, match=r"TLS private key .*garbage.pem"):
+        build_server_credentials(DaemonConfig(tls_cert=cert, tls_key=garbage))
+    with pytest.raises(AuthConfigError, match=r"TLS CA bundle .*garbage.pem"):
+        build_server_credentials(DaemonConfig(tls_cert=cert, tls_key=key, tls_ca=garbage))
+    assert build_server_credentials(DaemonConfig(tls_cert=cert, tls_key=key, tls_ca=certs / "ca.pem")) is not None
