@@ -16,9 +16,10 @@ from dyno.filechunks import CHECKSUM_ALGORITHM, checksum_of, decode_chunk, new_d
 from dyno.malloc_tuning import tune_for_streaming
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
-__all__ = ["DynoClient", "DEFAULT_PORT", "FetchedFile"]
+__all__ = ["DynoClient", "DEFAULT_PORT", "FetchedFile", "MAX_RECEIVE_BYTES"]
 
 DEFAULT_PORT = 1778
+MAX_RECEIVE_BYTES = 64 * 1024 * 1024  # largest answer accepted (dynod keeps GetMetrics to half of it)
 T = TypeVar("T")
 
 
@@ -53,7 +54,7 @@ class DynoClient:
         # lookahead: a new connection's stream window starts at 64 KiB and grows only as gRPC's BDP probe learns;
         # a CLI fetches on a fresh connection, and its first 200 MB stream ran at a fifth of the speed of later ones
         opts = [
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
             ("grpc.http2.lookahead_bytes", 8 * 1024 * 1024),
             *options,
         ]

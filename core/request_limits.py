@@ -14,6 +14,7 @@ __all__ = [
     "MAX_ITERATIONS",
     "MAX_JOB_ID",
     "MAX_METRICS_LIMIT",
+    "MAX_METRICS_RESPONSE_BYTES",
     "MAX_NAME_PATTERN_LEN",
     "MAX_NAME_PATTERNS",
     "MAX_PAST_START_MS",
@@ -32,6 +33,10 @@ JOB_ID_RULE = f"at most {MAX_JOB_ID} printable characters"
 
 # GetMetricsRequest / StreamMetricsRequest
 MAX_METRICS_LIMIT = 100_000  # limit: 0..this (0: all)
+# GetMetrics answers at most this many encoded bytes (half of what dyno-cli receives): an hour of 1 s samples of 8
+# GPUs is ~110 MB, which no client took and which cost the daemon ~6x that in memory to build. Beyond it the
+# daemon says how many of the newest samples fit.
+MAX_METRICS_RESPONSE_BYTES = 32 * 1024 * 1024
 MAX_NAME_PATTERNS = 256  # names: at most this many patterns
 MAX_NAME_PATTERN_LEN = 200  # names: each pattern 1..this characters
 

@@ -13,8 +13,13 @@ import grpc
 import dyno
 from dyno.daemon.history import History, name_filter
 from dyno.daemon.rpc_abort import abort
-from dyno.daemon.wire import StoredEncoder, sample_message
-from dyno.request_limits import MAX_METRICS_LIMIT, MAX_NAME_PATTERN_LEN, MAX_NAME_PATTERNS
+from dyno.daemon.wire import ResponseTooLarge, StoredEncoder, sample_message
+from dyno.request_limits import (
+    MAX_METRICS_LIMIT,
+    MAX_METRICS_RESPONSE_BYTES,
+    MAX_NAME_PATTERN_LEN,
+    MAX_NAME_PATTERNS,
+)
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 __all__ = [
@@ -91,7 +96,17 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         if not 0 <= request.limit <= MAX_METRICS_LIMIT:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"limit: must be 0-{MAX_METRICS_LIMIT}")
         stored = self._history.stored(request.since_ms, request.limit)
-        return self._encoder.response(stored, self._hostname, self._history.series.matching(names))
+        try:
+            return self._encoder.response(
+                stored, self._hostname, self._history.series.matching(names), MAX_METRICS_RESPONSE_BYTES
+            )
+        except ResponseTooLarge as e:
+            abort(
+                context,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{e.asked} samples are more than one answer may carry ({MAX_METRICS_RESPONSE_BYTES >> 20} MiB); "
+                f"the newest {e.fit} fit: ask for fewer (limit, a later since_ms, or names)",
+            )
 
     def StreamMetrics(
         self, request: dyno_pb2.StreamMetricsRequest, context: grpc.ServicerContext

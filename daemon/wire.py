@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from dyno.daemon.history import Sample, SeriesTable, StoredSample
 from dyno.daemon.samplers.base import Labels
 from dyno.pbwire import varint
 from dyno.v1 import dyno_pb2
 
-__all__ = ["encode_sample", "samples_response", "sample_message", "StoredEncoder"]
+__all__ = ["encode_sample", "samples_response", "sample_message", "StoredEncoder", "ResponseTooLarge"]
 
 _DOUBLE = struct.Struct("<d").pack
 _MAX_CACHED_SERIES = 100_000
@@ -67,6 +67,14 @@ def samples_response(samples: Iterable[Sample], hostname: str) -> dyno_pb2.GetMe
     return dyno_pb2.GetMetricsResponse.FromString(body)
 
 
+class ResponseTooLarge(Exception):
+    """The samples asked for encode to more than the byte budget; `fit` of the newest ones would not."""
+
+    def __init__(self, fit: int, asked: int) -> None:
+        super().__init__(f"{asked} samples asked for, the newest {fit} fit")
+        self.fit, self.asked = fit, asked
+
+
 class StoredEncoder:
     """Encodes the history's stored samples, with one cached prefix per series id of its SeriesTable."""
 
@@ -92,7 +100,21 @@ class StoredEncoder:
         return b"".join(parts)
 
     def response(
-        self, stored: Iterable[StoredSample], hostname: str, keep: set[int] | None = None
+        self,
+        stored: Sequence[StoredSample],
+        hostname: str,
+        keep: set[int] | None = None,
+        max_bytes: int | None = None,
     ) -> dyno_pb2.GetMetricsResponse:
-        body = b"".join(_len_field(0x0A, self.encode(s, keep)) for s in stored)
-        return dyno_pb2.GetMetricsResponse.FromString(body + _len_field(0x12, hostname.encode()))
+        """The response for `stored` (oldest first). Encoded newest first, so that beyond `max_bytes` it stops at
+        once (memory bounded by the budget) and raises ResponseTooLarge saying how many of the newest fit."""
+        parts: list[bytes] = []
+        size = 0
+        for s in reversed(stored):
+            part = _len_field(0x0A, self.encode(s, keep))
+            size += len(part)
+            if max_bytes is not None and size > max_bytes:
+                raise ResponseTooLarge(len(parts), len(stored))
+            parts.append(part)
+        parts.reverse()
+        return dyno_pb2.GetMetricsResponse.FromString(b"".join(parts) + _len_field(0x12, hostname.encode()))

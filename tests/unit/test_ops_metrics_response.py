@@ -1,0 +1,66 @@
+"""GetMetrics over a long history: the answer must fit what a client can receive, and building it must not take the
+daemon's memory with it. An hour of 1 s samples of 8 GPUs is ~110 MB encoded: `dyno-cli metrics --json --limit 0`
+failed with "Received message larger than max" after the daemon had built it (~800 MB peak, over the unit's
+MemoryMax=512M, for one read-only call anyone may make)."""
+
+from __future__ import annotations
+
+import re
+
+import grpc
+import pytest
+
+from dyno.daemon import server as server_module
+from dyno.daemon.history import History, Sample
+from dyno.daemon.samplers.base import Reading, labels
+from dyno.daemon.server import DynoServicer
+from dyno.v1 import dyno_pb2
+
+pytestmark = pytest.mark.unit
+
+
+class _Aborted(Exception):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class _Context:
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        raise _Aborted(code, details)
+
+
+def _servicer(samples: int) -> DynoServicer:
+    h = History(samples)
+    for t in range(1, samples + 1):
+        h.append(
+            Sample(t, tuple(Reading("gpu_power_watts", float(t), labels(gpu=g, uuid=f"GPU-{g}")) for g in range(50)))
+        )
+    return DynoServicer(lambda: dyno_pb2.Status(), h, "node1")
+
+
+def _get(servicer: DynoServicer, limit: int = 0, names: tuple[str, ...] = ()) -> dyno_pb2.GetMetricsResponse:
+    request = dyno_pb2.GetMetricsRequest(limit=limit, names=list(names))
+    return servicer.GetMetrics(request, _Context())  # type: ignore[arg-type]
+
+
+def test_an_answer_too_big_for_a_client_is_refused_saying_how_many_samples_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    servicer = _servicer(100)
+    one = len(_get(servicer, limit=1).SerializeToString())
+    monkeypatch.setattr(server_module, "MAX_METRICS_RESPONSE_BYTES", 30 * one)
+    with pytest.raises(_Aborted) as e:
+        _get(servicer)
+    assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    fit = int(re.search(r"the newest (\d+) fit", e.value.details)[1])
+    assert 25 <= fit <= 30 and "limit" in e.value.details and "names" in e.value.details
+    got = _get(servicer, limit=fit)  # what it says fits does
+    assert [s.timestamp_ms for s in got.samples] == list(range(101 - fit, 101))
+    with pytest.raises(_Aborted):
+        _get(servicer, limit=fit + 1)
+    assert len(_get(servicer, names=("nomatch",)).samples) == 100  # filtered: small again
+
+
+def test_the_default_bound_is_below_what_dyno_cli_accepts() -> None:
+    from dyno.client import client
+
+    assert server_module.MAX_METRICS_RESPONSE_BYTES <= client.MAX_RECEIVE_BYTES // 2
