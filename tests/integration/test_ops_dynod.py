@@ -70,3 +70,20 @@ def test_tls_key_of_another_certificate_is_one_line_exit_2(dynod_factory, tmp_pa
     assert len(errors) == 1 and "does not match the certificate" in errors[0], r.stderr
     assert "address in use" not in r.stderr and "Traceback" not in r.stderr
     assert not d.agent_socket.exists()  # what had started was torn down
+
+
+def test_sd_notify_ready_once_serving_and_stopping_on_sigterm(dynod_factory, tmp_path) -> None:
+    """The unit is Type=notify: `systemctl start` waits for READY=1, which must come once the ports answer."""
+    import socket
+
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(str(path))
+        sock.settimeout(30)
+        d = dynod_factory(gpu_backend="none", metrics=False, env={"NOTIFY_SOCKET": str(path)}, start=False)
+        d.start()
+        assert sock.recv(4096) == b"READY=1"
+        with DynoClient(d.target) as c:
+            assert c.health() == "SERVING"
+        assert d.stop() == 0
+        assert sock.recv(4096) == b"STOPPING=1"

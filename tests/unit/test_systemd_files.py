@@ -74,3 +74,8 @@ def test_systemd_analyze_verify_is_clean(tmp_path: Path) -> None:
     done = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "dynod.service" not in done.stderr, done.stderr  # no warnings about our unit
+
+
+def test_a_config_error_is_not_restarted() -> None:
+    """dynod exits 2 for configuration errors (daemon/main.py); retrying them only fills the journal."""
+    assert unit()["Service"]["RestartPreventExitStatus"] == "2"
