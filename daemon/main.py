@@ -7,22 +7,62 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
+from typing import TextIO
 
 from dyno.daemon.config import ConfigError, build_parser, resolve_config
 from dyno.daemon.sdnotify import notify
 from dyno.netaddr import host_port
 
-__all__ = ["main"]
+__all__ = ["main", "log_formatter"]
 
 log = logging.getLogger("dynod")
 
 
+_FORMAT = "%(levelname)s %(name)s: %(message)s"
+# syslog priorities (sd-daemon.h SD_ERR ...) of the logging levels, for the "<N>" prefix journald reads
+_PRIORITIES = ((logging.CRITICAL, 2), (logging.ERROR, 3), (logging.WARNING, 4), (logging.INFO, 6))
+
+
+def _on_journal(stream: TextIO, env: Mapping[str, str]) -> bool:
+    """Whether `stream` is the journal stream systemd gave this process: JOURNAL_STREAM names its device:inode
+    (a child that merely inherited the variable writes elsewhere)."""
+    want = env.get("JOURNAL_STREAM")
+    if not want:
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError):  # no real file descriptor (io.UnsupportedOperation is both)
+        return False
+    return want == f"{st.st_dev}:{st.st_ino}"
+
+
+class _JournalFormatter(logging.Formatter):
+    """Every line (a traceback's too) starts with its syslog priority, "<4>WARNING ...": journald stores stderr
+    lines at "info" otherwise, and `journalctl -p warning` found nothing. The journal adds time and unit."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        priority = next((p for level, p in _PRIORITIES if record.levelno >= level), 7)
+        return "\n".join(f"<{priority}>{line}" for line in super().format(record).split("\n"))
+
+
+def log_formatter(stream: TextIO, env: Mapping[str, str]) -> logging.Formatter:
+    """The formatter for dynod's stderr: journald priorities on the journal stream, else timestamped lines."""
+    if _on_journal(stream, env):
+        return _JournalFormatter(_FORMAT)
+    return logging.Formatter("%(asctime)s " + _FORMAT)
+
+
 def _setup_logging(level: str) -> None:
-    # Under journald (JOURNAL_STREAM set) timestamps and the unit name are added by the journal.
-    fmt = "%(levelname)s %(name)s: %(message)s"
-    if not os.environ.get("JOURNAL_STREAM"):
-        fmt = "%(asctime)s " + fmt
-    logging.basicConfig(level=level.upper(), format=fmt, stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(log_formatter(sys.stderr, os.environ))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
+
+
+def _error(message: str) -> None:
+    """The one line dynod prints before exiting non-zero, at error priority in the journal."""
+    prefix = "<3>" if _on_journal(sys.stderr, os.environ) else ""
+    print(f"{prefix}dynod: error: {message}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = resolve_config(args)
     except ConfigError as e:
-        print(f"dynod: error: {e}", file=sys.stderr)
+        _error(str(e))
         return 2
     _setup_logging(config.log_level)
 
@@ -56,10 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         daemon = Daemon(config)
         daemon.start()
     except StartupError as e:
-        print(f"dynod: error: {e}", file=sys.stderr)
+        _error(str(e))
         return 1
     except ConfigError as e:  # unusable token or TLS files, found when the server is built
-        print(f"dynod: error: {e}", file=sys.stderr)
+        _error(str(e))
         return 2
     # host_port puts IPv6 literals in brackets: "http://::1:9778/metrics" is no URL
     metrics_at = host_port(config.metrics_listen or config.listen, daemon.metrics_port)
