@@ -145,6 +145,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve libkineto in filesystem-socket mode in DIR (trainers set KINETO_IPC_SOCKET_DIR=DIR)",
     )
     a(
+        "--trace-retention-bytes",
+        type=number(int, gt=0),
+        help="delete the oldest finished traces while the trace dir holds more than this (default 10 GiB)",
+    )
+    a(
+        "--trace-retention-s",
+        type=_positive_float,
+        help="delete finished traces older than this many seconds (default 604800, 7 days)",
+    )
+    a(
         "--auth-token-file",
         type=Path,
         help="file holding a shared bearer token required by StartTrace, CancelTrace and FetchTraceFile",
@@ -218,8 +228,8 @@ def _validate(cfg: DaemonConfig) -> None:
     if cfg.history_s / cfg.interval_s > 1_000_000:  # the ratio, not history_len: 1e300 printed 300 digits
         samples = cfg.history_s / cfg.interval_s
         raise ConfigError(f"{where}: history_s / interval_s = {samples:.6g} samples; at most 1000000")
-    if cfg.trace_retention_bytes < 0:
-        raise ConfigError(f"{where}: trace_retention_bytes must be >= 0")
+    if cfg.trace_retention_bytes <= 0:  # 0 is no "unlimited": every finished trace went at the next pass
+        raise ConfigError(f"{where}: trace_retention_bytes must be > 0 (there is no unlimited; give a size)")
     if not cfg.trace_retention_s > 0:  # else every finished trace is deleted at the next retention pass
         raise ConfigError(f"{where}: trace_retention_s must be > 0")
     if bool(cfg.tls_cert) != bool(cfg.tls_key):

@@ -30,7 +30,7 @@ def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> Non
         ("trace_retention_s = nan\n", "trace_retention_s must be a finite number"),
         ("trace_retention_s = -1\n", "trace_retention_s must be > 0"),
         ("trace_retention_s = 0\n", "trace_retention_s must be > 0"),
-        ("trace_retention_bytes = -5\n", "trace_retention_bytes must be >= 0"),
+        ("trace_retention_bytes = -5\n", "trace_retention_bytes must be > 0"),
     ],
 )
 def test_durations_and_retention_in_the_file_are_checked(tmp_path: Path, content: str, message: str) -> None:

@@ -52,3 +52,22 @@ def test_a_huge_history_is_refused_in_one_short_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         _resolve(["--interval-s", "1e-300"])
     assert len(str(e.value)) < 200
+
+
+def test_zero_trace_retention_bytes_is_not_taken_for_unlimited(tmp_path: Path) -> None:
+    # 0 often means "no limit"; here it deleted every finished trace within 30 s, before anyone fetched it
+    with pytest.raises(ConfigError, match=r"trace_retention_bytes must be > 0 \(there is no unlimited"):
+        _resolve(["--config", _file(tmp_path, "trace_retention_bytes = 0\n")])
+
+
+def test_every_config_key_has_its_flag() -> None:
+    """The docs and the example say every key is a flag name; metrics_listen and the trace retention keys were
+    file-only, so a flag on the unit's ExecStart= line could not override them."""
+    from dataclasses import fields
+
+    from dyno.daemon.config import DaemonConfig
+
+    flags = {a.dest for a in build_parser()._actions}
+    assert {f.name for f in fields(DaemonConfig)} - {"config_path"} <= flags
+    cfg = _resolve(["--trace-retention-bytes", "1000", "--trace-retention-s", "60"])
+    assert (cfg.trace_retention_bytes, cfg.trace_retention_s) == (1000, 60.0)
