@@ -95,6 +95,31 @@ _PATH_KEYS = {
 _FILE_KEYS = {f.name for f in fields(DaemonConfig)} - {"config_path"}
 
 
+# Trace retention deletes every folder of the trace dir past its age or size, whoever made it: the trace dir must
+# be dynod's own, never one of these (nor the state dir or above it).
+_SHARED_DIRS = (
+    "/", "/tmp", "/var/tmp", "/dev/shm", "/run", "/var", "/var/lib", "/home", "/root", "/usr", "/etc", "/opt",
+    "/srv", "/mnt", "/media",
+)  # fmt: skip
+
+
+def _check_trace_dir(cfg: DaemonConfig, where: str) -> None:
+    trace_dir = os.path.realpath(cfg.trace_dir)
+    shared = {os.path.realpath(d) for d in (*_SHARED_DIRS, Path.home())}
+    if trace_dir in shared:
+        own = Path(trace_dir) / "dyno-traces"
+        raise ConfigError(
+            f"{where}: trace_dir {cfg.trace_dir} is a shared directory: trace retention deletes every folder in the "
+            f"trace dir older than trace_retention_s; give dynod a folder of its own, e.g. {own}"
+        )
+    state_dir = os.path.realpath(cfg.state_dir)
+    if os.path.commonpath([trace_dir, state_dir]) == trace_dir:
+        raise ConfigError(
+            f"{where}: trace_dir {cfg.trace_dir} holds the state_dir {cfg.state_dir}, whose folders trace retention "
+            "would delete; use separate folders"
+        )
+
+
 _positive_float = number(float, gt=0)
 _port = number(int, ge=0, le=65535)
 _count = number(int, ge=1, le=64)
@@ -232,6 +257,7 @@ def _validate(cfg: DaemonConfig) -> None:
         raise ConfigError(f"{where}: trace_retention_bytes must be > 0 (there is no unlimited; give a size)")
     if not cfg.trace_retention_s > 0:  # else every finished trace is deleted at the next retention pass
         raise ConfigError(f"{where}: trace_retention_s must be > 0")
+    _check_trace_dir(cfg, where)
     if bool(cfg.tls_cert) != bool(cfg.tls_key):
         raise ConfigError(f"{where}: tls_cert and tls_key must be given together")
     if cfg.tls_ca and not cfg.tls_cert:

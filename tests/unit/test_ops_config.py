@@ -71,3 +71,21 @@ def test_every_config_key_has_its_flag() -> None:
     assert {f.name for f in fields(DaemonConfig)} - {"config_path"} <= flags
     cfg = _resolve(["--trace-retention-bytes", "1000", "--trace-retention-s", "60"])
     assert (cfg.trace_retention_bytes, cfg.trace_retention_s) == (1000, 60.0)
+
+
+@pytest.mark.parametrize("shared", ["/tmp", "/tmp/", "/var/tmp", "/", "/dev/shm", "/home", "/var/lib", "/run"])
+def test_a_shared_directory_is_refused_as_trace_dir(tmp_path: Path, shared: str) -> None:
+    """Retention deletes every folder of the trace dir past trace_retention_s (or over the size), whoever made
+    it: trace_dir = "/tmp" (natural, since libkineto writes below /tmp) had root dynod delete /tmp/.X11-unix and
+    every user's week-old folder there."""
+    with pytest.raises(ConfigError, match=r"trace_dir .* is a shared directory"):
+        _resolve(["--config", _file(tmp_path, f'trace_dir = "{shared}"\n')])
+
+
+def test_the_state_dir_is_refused_as_trace_dir(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"trace_dir .* holds the state_dir"):
+        _resolve(["--state-dir", str(tmp_path / "state"), "--trace-dir", str(tmp_path / "state")])
+    with pytest.raises(ConfigError, match=r"trace_dir .* holds the state_dir"):
+        _resolve(["--state-dir", str(tmp_path / "state"), "--trace-dir", str(tmp_path)])
+    cfg = _resolve(["--state-dir", str(tmp_path / "state"), "--trace-dir", str(tmp_path / "traces")])
+    assert cfg.trace_dir == tmp_path / "traces"
