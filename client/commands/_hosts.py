@@ -190,11 +190,12 @@ def cluster_from_args(args: argparse.Namespace) -> Cluster:
     )
 
 
-def single_client(args: argparse.Namespace) -> DynoClient:
-    """A DynoClient for commands that talk to exactly one daemon; more than one host is a usage error."""
+def single_client(args: argparse.Namespace, what: str = "this command talks to one daemon") -> DynoClient:
+    """A DynoClient for commands that talk to exactly one daemon; more than one host is a usage error (`what`
+    says which part of the command needs one)."""
     hosts = resolve_hosts(args)
     if len(hosts) != 1:
-        usage_error(f"this command talks to one daemon, but the options name {len(hosts)}")
+        usage_error(f"{what}, but the options name {len(hosts)}")
     return open_client(hosts[0], client_auth(args), timeout_s=args.call_timeout_s)
 
 

@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "metrics",
         help="GPU and host metrics (tables, --watch live, --json)",
         description="Show the newest sample of a daemon's metrics as tables (one per kind of entity: GPUs, CPUs, "
-        "network devices, ...). --watch redraws live as the daemon samples; --json prints samples from the "
+        "network devices, ...). --watch redraws live as one daemon samples; --json prints samples from the "
         "daemon's history. With several hosts (--hosts, --hostfile, --slurm-job): one GPU table and one host "
         "table across all of them.",
     )
@@ -141,7 +141,7 @@ def render_many(samples: list[tuple[str, dyno_pb2.Sample]]) -> str:
 
 
 def _watch(args: argparse.Namespace) -> int:
-    with single_client(args) as c:
+    with single_client(args, "--watch follows one daemon (without --watch: one table across hosts)") as c:
         try:
             for sample in c.stream_metrics(args.names):
                 if args.json:  # one JSON object per line, for tools reading a pipe
