@@ -79,7 +79,14 @@ def translate(err: grpc.RpcError, target: str) -> DynoError:
     code = err.code() if hasattr(err, "code") else None
     details = err.details() if hasattr(err, "details") else str(err)
     cls = _BY_CODE.get(code, DynoError) if code is not None else DynoError
-    if cls is Unavailable:
+    if cls is Unavailable and "handshake" in details.lower():  # e.g. "Tls handshake failed ... CERTIFICATE_VERIFY"
+        message = (
+            "TLS handshake with dynod failed (its certificate not signed by --tls-ca, a name other than "
+            f"--tls-server-name, or a client certificate it refuses?): {details}"
+        )
+    elif cls is Unavailable and "Socket closed" in details:  # what a TLS port does to a plaintext client
+        message = f"dynod closed the connection (does it serve TLS? then pass --tls-ca): {details}"
+    elif cls is Unavailable:
         message = f"cannot reach dynod (is it running and listening there?): {details}"
     elif cls is DeadlineExceeded:
         message = "dynod did not answer before the deadline"
