@@ -194,7 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _read_file(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            raw = f.read()
+        # an editor's UTF-8 byte order mark is no TOML: tomllib said "Invalid statement (at line 1, column 1)"
+        data = tomllib.loads(raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:

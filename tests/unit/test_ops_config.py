@@ -89,3 +89,11 @@ def test_the_state_dir_is_refused_as_trace_dir(tmp_path: Path) -> None:
         _resolve(["--state-dir", str(tmp_path / "state"), "--trace-dir", str(tmp_path)])
     cfg = _resolve(["--state-dir", str(tmp_path / "state"), "--trace-dir", str(tmp_path / "traces")])
     assert cfg.trace_dir == tmp_path / "traces"
+
+
+def test_a_config_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    # some editors (Notepad, PowerShell's Out-File) save UTF-8 with a BOM: it was "Invalid statement (line 1, col 1)"
+    f = tmp_path / "dynod.toml"
+    f.write_bytes(b'\xef\xbb\xbfport = 2000\r\nlisten = "0.0.0.0"\r\n')
+    cfg = _resolve(["--config", str(f)])
+    assert (cfg.port, cfg.listen) == (2000, "0.0.0.0")
