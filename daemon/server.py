@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 DYNO_SERVICE = dyno_pb2.DESCRIPTOR.services_by_name["Dyno"].full_name
 _STREAM_POLL_S = 0.5
+# Each live StreamMetrics holds one of the server's RPC threads (app.py: 32) until it ends; beyond this many the
+# next is refused, so open `dyno-cli metrics --watch` sessions can never leave status, health or tracing waiting.
+MAX_METRIC_STREAMS = 16
 
 
 class TraceRpcsProtocol(Protocol):
@@ -73,6 +76,7 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         self._hostname = hostname
         self._traces = trace_rpcs
         self._stopping = threading.Event()
+        self._stream_slots = threading.BoundedSemaphore(MAX_METRIC_STREAMS)
 
     def shutdown(self) -> None:
         """Ends the metric streams (within _STREAM_POLL_S): they never end by themselves, so the server's drain
@@ -116,6 +120,20 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         self, request: dyno_pb2.StreamMetricsRequest, context: grpc.ServicerContext
     ) -> Iterator[dyno_pb2.Sample]:
         keep = name_filter(_check_names(request.names, context))
+        if not self._stream_slots.acquire(blocking=False):
+            abort(
+                context,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{MAX_METRIC_STREAMS} live metric streams are already open on this daemon; try again later",
+            )
+        # released by grpc when the RPC ends however it ends (a generator that never started has no finally to run)
+        if not context.add_callback(self._stream_slots.release):
+            self._stream_slots.release()  # already over
+        return self._stream(request, keep, context)
+
+    def _stream(
+        self, request: dyno_pb2.StreamMetricsRequest, keep: Callable[[str], bool], context: grpc.ServicerContext
+    ) -> Iterator[dyno_pb2.Sample]:
         sub = self._history.subscribe()
         try:
             while context.is_active():

@@ -89,3 +89,34 @@ def test_over_grpc_the_encoded_answer_and_the_refusal_arrive_intact(monkeypatch:
             assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "the newest 0 fit" in e.value.details()
     finally:
         server.stop(0)
+
+
+class _StreamContext(_Context):
+    def __init__(self) -> None:
+        self.callbacks: list = []
+
+    def add_callback(self, callback) -> bool:  # type: ignore[no-untyped-def]
+        self.callbacks.append(callback)
+        return True
+
+    def is_active(self) -> bool:
+        return True
+
+    def end(self) -> None:  # what grpc does when the RPC ends, however it ends
+        for callback in self.callbacks:
+            callback()
+
+
+def test_live_streams_are_bounded_so_they_cannot_starve_every_other_call() -> None:
+    """Each StreamMetrics holds one of dynod's 32 RPC threads for as long as it runs: 32 `dyno-cli metrics --watch`
+    (nobody needs a token for it) left GetStatus, health checks and StartTrace waiting until their deadline."""
+    servicer = _servicer(2)
+    contexts = [_StreamContext() for _ in range(server_module.MAX_METRIC_STREAMS)]
+    streams = [servicer.StreamMetrics(dyno_pb2.StreamMetricsRequest(), c) for c in contexts]  # type: ignore[arg-type]
+    assert server_module.MAX_METRIC_STREAMS <= 16  # half the worker threads at most
+    with pytest.raises(_Aborted) as e:
+        servicer.StreamMetrics(dyno_pb2.StreamMetricsRequest(), _StreamContext())  # type: ignore[arg-type]
+    assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "live metric streams" in e.value.details
+    contexts[0].end()  # one stream ends (client gone, cancelled, deadline): its place is free
+    assert servicer.StreamMetrics(dyno_pb2.StreamMetricsRequest(), _StreamContext()) is not None  # type: ignore[arg-type]
+    assert len(streams) == server_module.MAX_METRIC_STREAMS
