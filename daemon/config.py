@@ -246,6 +246,8 @@ def _validate(cfg: DaemonConfig) -> None:
     for key in ("port", "metrics_port"):
         if not 0 <= getattr(cfg, key) <= 65535:
             raise ConfigError(f"{where}: {key} out of range 0-65535")
+    if cfg.port == cfg.metrics_port != 0 and (cfg.metrics_listen or cfg.listen) == cfg.listen:
+        raise ConfigError(f"{where}: port and metrics_port are both {cfg.port}; give the metrics endpoint its own")
     if not 1 <= cfg.sim_gpus <= 64:
         raise ConfigError(f"{where}: sim_gpus must be 1-64")
     if not cfg.interval_s > 0 or not cfg.history_s > 0:

@@ -97,3 +97,12 @@ def test_a_config_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> N
     f.write_bytes(b'\xef\xbb\xbfport = 2000\r\nlisten = "0.0.0.0"\r\n')
     cfg = _resolve(["--config", str(f)])
     assert (cfg.port, cfg.listen) == (2000, "0.0.0.0")
+
+
+def test_the_same_port_for_grpc_and_metrics_is_a_config_error(tmp_path: Path) -> None:
+    # it was found only after gRPC had bound the port: "cannot serve metrics ...: Address already in use", exit 1
+    with pytest.raises(ConfigError, match="port and metrics_port are both 2000"):
+        _resolve(["--config", _file(tmp_path, "port = 2000\nmetrics_port = 2000\n")])
+    assert _resolve(["--port", "0", "--metrics-port", "0"]).metrics_port == 0  # 0: any free port / disabled
+    cfg = _resolve(["--port", "2000", "--metrics-port", "2000", "--metrics-listen", "10.0.0.1", "--listen", "10.0.0.2"])
+    assert cfg.port == cfg.metrics_port == 2000  # different addresses may share a port number
