@@ -147,7 +147,9 @@ def _watch(args: argparse.Namespace) -> int:
                 if args.json:  # one JSON object per line, for tools reading a pipe
                     sys.stdout.write(json.dumps(proto_to_dict(sample), separators=(",", ":")) + "\n")
                 else:
-                    sys.stdout.write(_CLEAR + render(sample, c.target) + "\n")
+                    # redraw in place on a terminal; into a pipe or file, one block after another
+                    clear = _CLEAR if sys.stdout.isatty() else "\n"
+                    sys.stdout.write(clear + render(sample, c.target) + "\n")
                 sys.stdout.flush()
         except KeyboardInterrupt:
             pass

@@ -17,3 +17,22 @@ def test_watch_with_several_hosts_names_watch(capsys: pytest.CaptureFixture[str]
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--watch follows one daemon" in err and "2" in err
     assert "without --watch" in err
+
+
+def test_watch_into_a_pipe_or_file_writes_no_terminal_escapes(capsys: pytest.CaptureFixture[str]) -> None:
+    """`dyno-cli metrics --watch | tee log` (or > file) got a clear-screen escape before every sample."""
+    from dyno.daemon.fake_server import FakeDynoServicer, serve
+    from dyno.v1 import dyno_pb2
+
+    class TwoSamples(FakeDynoServicer):
+        def StreamMetrics(self, request, context):  # type: ignore[no-untyped-def]  # noqa: N802
+            for i in range(2):
+                yield dyno_pb2.Sample(timestamp_ms=1000 + i, metrics=[dyno_pb2.Metric(name="load_average_1m", value=i)])
+
+    fake = serve(lambda _port: TwoSamples("gpu7"))
+    try:
+        assert cli_main(["metrics", "--host", fake.target, "--watch"]) == 0
+    finally:
+        fake.server.stop(0)
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and out.count("load_average_1m") == 2
