@@ -149,6 +149,8 @@ class Daemon:
             state = s.state()
             if state.ok:
                 log.info("sampler %s: ok (%s%s)", s.name, state.backend, ", simulated" if state.simulated else "")
+            elif state.backend == "none":  # the operator's choice (--gpu-backend none), nothing to warn about
+                log.info("sampler %s: %s", s.name, state.reason)
             else:
                 log.warning("sampler %s: unavailable: %s", s.name, state.reason)
         self.loop.tick()  # primes rate counters and gives the first queries data at once

@@ -87,3 +87,11 @@ def test_sd_notify_ready_once_serving_and_stopping_on_sigterm(dynod_factory, tmp
             assert c.health() == "SERVING"
         assert d.stop() == 0
         assert sock.recv(4096) == b"STOPPING=1"
+
+
+def test_a_sampler_disabled_on_purpose_is_no_warning(dynod_factory) -> None:
+    """--gpu-backend none on CPU nodes logged "WARNING ... sampler gpu: unavailable" at every start, which
+    `journalctl -p warning` and log alerts then report across the whole CPU fleet."""
+    d = dynod_factory(gpu_backend="none", metrics=False)
+    gpu_lines = [line for line in d.lines if "sampler gpu" in line]
+    assert len(gpu_lines) == 1 and "disabled" in gpu_lines[0] and "WARNING" not in gpu_lines[0]
