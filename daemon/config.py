@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import os
 import sys
@@ -191,6 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _with_hint(key: str) -> str:
+    """`key`, and the key probably meant: flags are spelled with '-' and keys with '_' (metrics-port)."""
+    close = difflib.get_close_matches(key.replace("-", "_"), sorted(_FILE_KEYS), n=1, cutoff=0.75)
+    return f"{key} (did you mean {close[0]}?)" if close else key
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
@@ -205,7 +212,7 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid TOML: not UTF-8 (byte {e.start})") from None
     unknown = sorted(set(data) - _FILE_KEYS)
     if unknown:
-        raise ConfigError(f"config file {path}: unknown key(s) {', '.join(unknown)}")
+        raise ConfigError(f"config file {path}: unknown key(s) {', '.join(map(_with_hint, unknown))}")
     return data
 
 

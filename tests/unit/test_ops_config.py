@@ -106,3 +106,11 @@ def test_the_same_port_for_grpc_and_metrics_is_a_config_error(tmp_path: Path) ->
     assert _resolve(["--port", "0", "--metrics-port", "0"]).metrics_port == 0  # 0: any free port / disabled
     cfg = _resolve(["--port", "2000", "--metrics-port", "2000", "--metrics-listen", "10.0.0.1", "--listen", "10.0.0.2"])
     assert cfg.port == cfg.metrics_port == 2000  # different addresses may share a port number
+
+
+def test_an_unknown_key_names_the_key_meant(tmp_path: Path) -> None:
+    # flags are spelled with '-', keys with '_': "metrics-port = 9000" only said "unknown key(s) metrics-port"
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) metrics-port \(did you mean metrics_port\?\)"):
+        _resolve(["--config", _file(tmp_path, "metrics-port = 9000\n")])
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) interval \(did you mean interval_s\?\), zzz$"):
+        _resolve(["--config", _file(tmp_path, "interval = 2\nzzz = 1\n")])
