@@ -192,9 +192,18 @@ def is_loopback(address: str) -> bool:
 
 
 def warn_if_exposed(config: AuthConfig, logger: logging.Logger | None = None) -> bool:
-    """Log a loud warning when listening beyond loopback without a token or TLS. Returns whether it warned."""
-    if is_loopback(config.listen) or config.auth_token_file is not None or config.tls_cert is not None:
+    """Log a loud warning when listening beyond loopback without a token or client certificates (mTLS): TLS without
+    --tls-ca encrypts, but anyone who reaches the port may still start traces. Returns whether it warned."""
+    if is_loopback(config.listen) or config.auth_token_file is not None or config.tls_ca is not None:
         return False
+    if config.tls_cert is not None:
+        (logger or log).warning(
+            "SECURITY: listening on %s with TLS but neither --tls-ca (client certificates) nor --auth-token-file: "
+            "TLS encrypts, but anyone who can reach this port can start traces in your processes and download "
+            "trace files. Add --auth-token-file or --tls-ca.",
+            config.listen,
+        )
+        return True
     (logger or log).warning(
         "SECURITY: listening on %s without --auth-token-file or TLS: anyone who can reach this port can start "
         "traces in your processes and download trace files. Configure --auth-token-file (or --tls-cert/--tls-key/"

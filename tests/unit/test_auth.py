@@ -199,7 +199,13 @@ def test_warn_if_exposed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> No
     assert "SECURITY" in caplog.text and "0.0.0.0" in caplog.text and "--auth-token-file" in caplog.text
     assert warn_if_exposed(DaemonConfig(listen="127.0.0.1")) is False
     assert warn_if_exposed(DaemonConfig(listen="0.0.0.0", auth_token_file=tmp_path / "t")) is False
-    assert warn_if_exposed(DaemonConfig(listen="::", tls_cert=tmp_path / "c", tls_key=tmp_path / "k")) is False
+    # TLS with client certificates (mTLS) authenticates; server-only TLS encrypts, yet anyone may start traces
+    mtls = DaemonConfig(listen="::", tls_cert=tmp_path / "c", tls_key=tmp_path / "k", tls_ca=tmp_path / "ca")
+    assert warn_if_exposed(mtls) is False
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert warn_if_exposed(DaemonConfig(listen="::", tls_cert=tmp_path / "c", tls_key=tmp_path / "k")) is True
+    assert "SECURITY" in caplog.text and "encrypts" in caplog.text and "--tls-ca" in caplog.text
 
 
 # ---- TLS and mTLS --------------------------------------------------------------------------------------------------
