@@ -20,6 +20,7 @@ import grpc
 from dyno import secretfiles
 from dyno.daemon.config import ConfigError
 from dyno.daemon.rpc_abort import abort
+from dyno.logthrottle import ThrottledLog
 
 __all__ = [
     "AUTH_METADATA_KEY",
@@ -132,6 +133,9 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
             raise ValueError("token must be non-empty")
         self._token = token.encode("utf-8")
         self._protected = frozenset(protected)
+        # rejections are security events (WARNING) that any client can cause at will: one per method a minute,
+        # the rest counted into the next one
+        self._rejections = ThrottledLog(log, every_s=60.0)
 
     def authorized(self, metadata: Iterable[tuple[str, Any]] | None) -> bool:
         presented = _bearer(metadata)
@@ -148,7 +152,8 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
             return handler
         if self.authorized(handler_call_details.invocation_metadata):
             return handler
-        log.info("rejected %s: %s", handler_call_details.method, UNAUTHENTICATED_MESSAGE)
+        method = handler_call_details.method
+        self._rejections.warning(method, "rejected %s: %s", method, UNAUTHENTICATED_MESSAGE)
         return _rejecting_handler(handler)
 
 

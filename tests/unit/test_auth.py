@@ -337,3 +337,18 @@ def test_tls_files_that_grpc_would_refuse_are_named_before_the_bind(certs: Path,
     with pytest.raises(AuthConfigError, match=r"TLS CA bundle .*garbage.pem"):
         build_server_credentials(DaemonConfig(tls_cert=cert, tls_key=key, tls_ca=garbage))
     assert build_server_credentials(DaemonConfig(tls_cert=cert, tls_key=key, tls_ca=certs / "ca.pem")) is not None
+
+
+def test_rejected_calls_are_logged_as_warnings_at_most_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:
+    """Each rejected call was an INFO line: a script without the token (or a scanner) wrote one per call, and
+    the lines that matter for security were at the priority nobody alerts on."""
+    from types import SimpleNamespace
+
+    interceptor = TokenAuthInterceptor(TOKEN)
+    handler = grpc.unary_unary_rpc_method_handler(lambda request, context: None)
+    details = SimpleNamespace(method="/dyno.v1.Dyno/StartTrace", invocation_metadata=())
+    with caplog.at_level(logging.DEBUG, logger="dyno.daemon.auth"):
+        for _ in range(100):
+            interceptor.intercept_service(lambda _d: handler, details)  # type: ignore[arg-type]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "StartTrace" in warnings[0].getMessage()
