@@ -106,7 +106,8 @@ _SHARED_DIRS = (
 
 def _check_trace_dir(cfg: DaemonConfig, where: str) -> None:
     trace_dir = os.path.realpath(cfg.trace_dir)
-    shared = {os.path.realpath(d) for d in (*_SHARED_DIRS, Path.home())}
+    home = os.path.expanduser("~")  # not Path.home(): it raises for a uid without a passwd entry (containers)
+    shared = {os.path.realpath(d) for d in (*_SHARED_DIRS, home) if os.path.isabs(d)}
     if trace_dir in shared:
         own = Path(trace_dir) / "dyno-traces"
         raise ConfigError(
