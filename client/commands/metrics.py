@@ -55,9 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--limit",
         type=number(int, ge=0, le=MAX_METRICS_LIMIT),
-        default=1,
+        default=None,
         metavar="N",
-        help=f"with --json: the newest N samples from history (0 = all; default 1; at most {MAX_METRICS_LIMIT})",
+        help="with --json: the newest N samples from history (0 = all; default 1, or all with --since-ms; at most "
+        f"{MAX_METRICS_LIMIT})",
     )
     p.add_argument(
         "--since-ms",
@@ -161,7 +162,12 @@ def run(args: argparse.Namespace) -> int:
         usage_error(f"--names: at most {MAX_NAME_PATTERNS} patterns (got {len(args.names)})")
     if args.watch:
         return _watch(args)
-    limit = args.limit if args.json else 1
+    if not args.json:
+        limit = 1
+    elif args.limit is None:  # --since-ms alone means every sample since then
+        limit = 0 if args.since_ms else 1
+    else:
+        limit = args.limit
     with cluster_from_args(args) as cluster:
         results = cluster.metrics(args.names, since_ms=args.since_ms, limit=limit)
     ok = [r for r in results if r.ok]

@@ -36,3 +36,25 @@ def test_watch_into_a_pipe_or_file_writes_no_terminal_escapes(capsys: pytest.Cap
         fake.server.stop(0)
     out = capsys.readouterr().out
     assert "\x1b" not in out and out.count("load_average_1m") == 2
+
+
+def test_json_since_without_limit_gives_every_sample_since(capsys: pytest.CaptureFixture[str]) -> None:
+    """`metrics --json --since-ms T` asked the daemon for the newest sample only (--limit defaulted to 1), so
+    "everything since T" came back as one sample with no word about the rest."""
+    from dyno.daemon.fake_server import FakeDynoServicer, serve
+    from dyno.v1 import dyno_pb2
+
+    asked: list[tuple[int, int]] = []
+
+    class Recording(FakeDynoServicer):
+        def GetMetrics(self, request, context):  # type: ignore[no-untyped-def]  # noqa: N802
+            asked.append((request.since_ms, request.limit))
+            return dyno_pb2.GetMetricsResponse(hostname=self.hostname)
+
+    fake = serve(lambda _port: Recording("gpu7"))
+    try:
+        for argv in (["--since-ms", "1000"], ["--since-ms", "1000", "--limit", "5"], []):
+            assert cli_main(["metrics", "--host", fake.target, "--json", *argv]) == 0
+    finally:
+        fake.server.stop(0)
+    assert asked == [(1000, 0), (1000, 5), (0, 1)]
