@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dyno.client.agent_env import AgentIdentity, resolve_identity, resolve_socket_path
+from dyno.client.agent_env import AgentIdentity, multiprocessing_role, resolve_identity, resolve_socket_path
 from dyno.client.agent_trace import StepCounter, TraceFailed, TraceSpec, run_trace
 from dyno.logthrottle import ThrottledLog
 from dyno.trace_options import options_from_pb
@@ -156,8 +156,8 @@ class Agent:
     def _connection_loop(self) -> None:
         backoff = self._min_backoff_s
         while not self._stopping.is_set():
-            if self._wait_for_torch and not _torch_loaded():
-                self._stopping.wait(0.5)  # auto-started: only processes that use torch register
+            if self._wait_for_torch and not self._may_register():
+                self._stopping.wait(0.5)
                 continue
             try:
                 if self._session():
@@ -170,6 +170,17 @@ class Agent:
                 break
             self._stopping.wait(backoff * random.uniform(0.8, 1.2))
             backoff = min(backoff * 2, self._max_backoff_s)
+
+    def _may_register(self) -> bool:
+        """Auto-started (dyno-run): only processes that use torch register, and of multiprocessing spawn children
+        only trainers (torch.multiprocessing.spawn workers), not helpers (DataLoader workers), whose agent stops."""
+        argv = getattr(sys, "orig_argv", None) or sys.argv
+        role = multiprocessing_role(argv, sys.modules.get("multiprocessing"))
+        if role == "helper":
+            self._stopping.set()
+            self._queue.put(None)  # wakes the trace thread, which ends too
+            return False
+        return role == "process" and _torch_loaded()
 
     def _connection_failed(self, e: Exception) -> None:
         code = getattr(e, "code", None)

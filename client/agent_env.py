@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 from dyno.job_ids import ENV_JOB_ID, job_id_from_env
 
@@ -22,10 +23,16 @@ __all__ = [
     "resolve_socket_path",
     "resolve_identity",
     "ancestry",
+    "MP_CHILD_FLAG",
+    "multiprocessing_role",
 ]
 
 ENV_SOCKET = "DYNO_AGENT_SOCKET"
 _MAX_CMDLINE = 1024
+MP_CHILD_FLAG = "--multiprocessing-fork"  # on the command line of every multiprocessing spawn child
+# Non-daemonic multiprocessing children that are still helpers: ProcessPoolExecutor workers (not daemonic since
+# Python 3.9) run this module's function.
+_POOL_WORKER_MODULES = ("concurrent.futures.process",)
 
 
 @dataclass(frozen=True)
@@ -114,3 +121,18 @@ def resolve_identity(
         hostname=socket.gethostname(),
         cmdline=" ".join(argv)[:_MAX_CMDLINE],
     )
+
+
+def multiprocessing_role(argv: Sequence[str], mp: Any | None) -> Literal["process", "pending", "helper"]:
+    """Whether a process started with `argv` may register, given the `multiprocessing` module (None when not
+    imported). A multiprocessing spawn child is either a trainer (torch.multiprocessing.spawn's workers, a DDP
+    script's own Process per rank: non-daemonic) or a helper (DataLoader workers: daemonic; ProcessPoolExecutor
+    workers), and which one is known only once it runs its target: until then (it is unpickling the target and
+    importing torch on the way) it is "pending". Every other process is a "process" and may register."""
+    if MP_CHILD_FLAG not in argv:
+        return "process"
+    if mp is None or mp.parent_process() is None:  # set by Process._bootstrap, right before the target runs
+        return "pending"
+    current = mp.current_process()
+    target = getattr(getattr(current, "_target", None), "__module__", "")
+    return "helper" if current.daemon or target in _POOL_WORKER_MODULES else "process"

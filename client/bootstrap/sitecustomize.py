@@ -2,7 +2,8 @@
 
 This directory is put first on PYTHONPATH (with DYNO_AGENT=1) by dyno-run; Python imports `sitecustomize` at
 start-up. The agent registers only once the process imports torch, and never in multiprocessing helper children
-(DataLoader spawn workers and the like). A `sitecustomize` that this one shadows still runs afterwards.
+(DataLoader spawn workers and the like); torch.multiprocessing.spawn workers do register. A `sitecustomize` that
+this one shadows still runs afterwards.
 """
 
 import os
@@ -15,8 +16,10 @@ def _start_dyno_agent() -> None:
     if os.environ.get("DYNO_AGENT", "") in ("", "0"):
         return
     argv = getattr(sys, "orig_argv", None) or sys.argv
-    # Helpers, not trainers: multiprocessing spawn/forkserver/resource-tracker children, inductor compile workers.
-    if "--multiprocessing-fork" in argv or any(a.startswith(_HELPER_PREFIXES) for a in argv):
+    # Helpers, not trainers: the multiprocessing forkserver and resource tracker, inductor compile workers. A
+    # multiprocessing spawn child ("--multiprocessing-fork") may be either (a torch.multiprocessing.spawn worker or
+    # a DataLoader worker): the agent tells them apart once the child runs its target (dyno.client.agent_env).
+    if "--multiprocessing-fork" not in argv and any(a.startswith(_HELPER_PREFIXES) for a in argv):
         return
     # grpc's fork handlers off unless asked for (they must be chosen before grpc is imported): the agent's Watch
     # call is always in flight, so each fork() (DataLoader workers) would log "skipping fork() handlers".

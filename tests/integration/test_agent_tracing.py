@@ -25,6 +25,7 @@ pytestmark = pytest.mark.integration
 pytest.importorskip("torch")
 
 TRAINER = Path(__file__).resolve().parent / "trainers" / "agent_trainer.py"
+SPAWN_TRAINER = TRAINER.with_name("spawn_trainer.py")
 DONE = dyno_pb2.TRACE_STATE_DONE
 FAILED = dyno_pb2.TRACE_STATE_FAILED
 
@@ -32,8 +33,10 @@ FAILED = dyno_pb2.TRACE_STATE_FAILED
 class Trainer:
     """One trainer process; stdout and stderr are collected by threads (a full pipe would stall it)."""
 
-    def __init__(self, args: list[str], env: dict[str, str], *, dyno_run: list[str] | None = None) -> None:
-        cmd = [sys.executable, str(TRAINER), *args]
+    def __init__(
+        self, args: list[str], env: dict[str, str], *, dyno_run: list[str] | None = None, script: Path = TRAINER
+    ) -> None:
+        cmd = [sys.executable, str(script), *args]
         if dyno_run is not None:
             cmd = [sys.executable, "-m", "dyno.client.run", *dyno_run, "--", *cmd]
         self.proc = subprocess.Popen(
@@ -200,6 +203,26 @@ def test_dyno_run_starts_agent_without_code_change(dynod_factory, trainers, tmp_
     assert _load(proc["path"])["trace_id"] == result["trace_id"]
     t.proc.send_signal(signal.SIGTERM)  # signals reach the trainer itself; its exit status is dyno-run's
     assert t.proc.wait(15) == -signal.SIGTERM
+
+
+def test_dyno_run_registers_torch_multiprocessing_spawn_workers(dynod_factory, trainers) -> None:
+    # torch.multiprocessing.spawn workers are the trainers (the parent only waits); they were never registered
+    # because every multiprocessing spawn child was taken for a helper. Their DataLoader workers still are helpers.
+    d = dynod_factory()
+    job = _job()
+    t = trainers(
+        ["--seconds", "120"], {}, dyno_run=["--job-id", job, "--socket", str(d.agent_socket)], script=SPAWN_TRAINER
+    )
+    started = wait_for(lambda: next((line.split() for line in t.out if line.startswith("worker ")), None), 60, 0.1)
+    worker, loader = int(started[1]), int(started[3])
+    info = _wait_registered(d, job, worker)
+    assert t.pid in info.ancestry
+    proc = _trace(d, job_id=job, iterations=2, start_iteration_roundup=1, process_limit=1)  # the leaf: the worker
+    assert (proc.pid, proc.state) == (worker, DONE), proc.error
+    steps = [e for e in _load(proc.path)["traceEvents"] if str(e.get("name", "")).startswith("Optimizer.step#SGD")]
+    assert len(steps) == 2
+    registered = {p.pid for p in _registered(d, job)}
+    assert worker in registered and loader not in registered, registered
 
 
 def test_agent_reregisters_after_daemon_restart(dynod_factory, trainers) -> None:

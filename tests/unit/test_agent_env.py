@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import multiprocessing
 import os
+import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,6 +59,37 @@ def test_identity_unknowns_and_explicit_overrides() -> None:
     assert (ident.rank, ident.local_rank, ident.world_size, ident.gpu, ident.job_id) == (None, None, None, -1, "")
     ident = agent_env.resolve_identity("j", rank=0, world_size=2, env={"RANK": "5", "WORLD_SIZE": "9"})
     assert (ident.job_id, ident.rank, ident.world_size) == ("j", 0, 2)
+
+
+# --- multiprocessing children -------------------------------------------------------------------------------------
+
+
+def _fake_mp(*, bootstrapped: bool, daemon: bool = False, target_module: str = "torch.multiprocessing.spawn") -> Any:
+    target = types.SimpleNamespace(__module__=target_module)
+    current = types.SimpleNamespace(daemon=daemon, _target=target)
+    return types.SimpleNamespace(
+        parent_process=lambda: object() if bootstrapped else None, current_process=lambda: current
+    )
+
+
+SPAWN_ARGV = ["python", "-c", "from multiprocessing.spawn import spawn_main; spawn_main()", "--multiprocessing-fork"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "mp", "role"),
+    [
+        (["python", "train.py"], None, "process"),
+        (["python", "train.py"], multiprocessing, "process"),
+        (SPAWN_ARGV, None, "pending"),
+        (SPAWN_ARGV, _fake_mp(bootstrapped=False), "pending"),  # still unpickling its target (importing torch)
+        (SPAWN_ARGV, _fake_mp(bootstrapped=True), "process"),  # a torch.multiprocessing.spawn worker: a trainer
+        (SPAWN_ARGV, _fake_mp(bootstrapped=True, target_module="__mp_main__"), "process"),  # mp.Process per rank
+        (SPAWN_ARGV, _fake_mp(bootstrapped=True, daemon=True), "helper"),  # DataLoader workers are daemonic
+        (SPAWN_ARGV, _fake_mp(bootstrapped=True, target_module="concurrent.futures.process"), "helper"),
+    ],
+)
+def test_multiprocessing_role(argv: list[str], mp: Any, role: str) -> None:
+    assert agent_env.multiprocessing_role(argv, mp) == role
 
 
 # --- socket path --------------------------------------------------------------------------------------------------
