@@ -52,6 +52,7 @@ ACTIVITY_PROFILER = 2  # `type & 2`: the client accepts an activity (trace) conf
 MAX_PIDS = 64  # kineto sends own pid + up to 10 ancestors
 MAX_DATAGRAM = 64 * 1024
 DAEMON_SOCKET_NAME = "dynolog"  # libkineto's hard-coded destination in filesystem mode
+CLIENT_SOCKET_PREFIX = "dynoconfigclient"  # libkineto's client sockets: dynoconfigclient<uuid>, never unlinked
 
 
 class FramingError(ValueError):
@@ -258,6 +259,31 @@ class KinetoEndpoint:
         self._thread = threading.Thread(target=self._serve, name="kineto-ipc", daemon=True)
         self._thread.start()
         log.info("kineto endpoint listening on %s", self.describe())
+        self.remove_stale_clients()
+
+    def remove_stale_clients(self) -> int:
+        """Filesystem mode: unlink the client socket files of exited trainers (libkineto leaves one per process
+        that imported torch, DataLoader workers included, so the directory would grow without bound). Only
+        sockets no process is bound to go. Returns how many were removed."""
+        if self._socket_dir is None:
+            return 0
+        removed = 0
+        try:
+            names = [n for n in os.listdir(self._socket_dir) if n.startswith(CLIENT_SOCKET_PREFIX)]
+        except OSError as e:
+            log.debug("kineto endpoint: cannot list %s: %s", self._socket_dir, e)
+            return 0
+        for name in names:
+            path = self._socket_dir / name
+            try:
+                if stat.S_ISSOCK(path.lstat().st_mode) and not _socket_in_use(path):
+                    path.unlink()
+                    removed += 1
+            except OSError as e:  # gone meanwhile, or not ours to remove
+                log.debug("kineto endpoint: cannot remove %s: %s", path, e)
+        if removed:
+            log.debug("kineto endpoint: removed %d stale client socket(s) from %s", removed, self._socket_dir)
+        return removed
 
     def stop(self) -> None:
         self._stop.set()
@@ -364,12 +390,19 @@ def _remove_stale_socket(path: Path) -> None:
         return
     if not stat.S_ISSOCK(st.st_mode):
         raise OSError(errno.EEXIST, f"{path} exists and is not a socket")
+    if not _socket_in_use(path):
+        path.unlink(missing_ok=True)
+        return
+    raise OSError(errno.EADDRINUSE, os.strerror(errno.EADDRINUSE))
+
+
+def _socket_in_use(path: Path) -> bool:
+    """Whether some process is bound to the datagram socket file at path."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
         probe.connect(str(path))  # succeeds only while some socket is bound to the path
     except OSError:
-        path.unlink(missing_ok=True)
-        return
+        return False
     finally:
         probe.close()
-    raise OSError(errno.EADDRINUSE, os.strerror(errno.EADDRINUSE))
+    return True

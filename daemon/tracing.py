@@ -10,7 +10,7 @@ import time
 from dyno.daemon.agent_service import AgentServer, AgentServicer
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.kineto_ipc import KinetoEndpoint
-from dyno.daemon.registry import ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
 from dyno.daemon.trace_files import enforce_retention, tree_size
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_service import TraceRpcs
@@ -51,6 +51,8 @@ class Tracing:
             self.kineto = KinetoEndpoint(self.manager, socket_dir=config.kineto_socket_dir)
         elif config.kineto_endpoint != "off":
             self.kineto = KinetoEndpoint(self.manager, name=config.kineto_endpoint)
+        if self.kineto is not None:
+            self.registry.add_removal_listener(self._on_process_removed)
         self._housekeeping_s = housekeeping_s
         self._idle_housekeeping_s = idle_housekeeping_s
         self._retention_every_s = retention_every_s
@@ -86,6 +88,10 @@ class Tracing:
             self.kineto.stop()
         if self._thread is not None:
             self._thread.join(timeout=2)
+
+    def _on_process_removed(self, record: ProcessRecord, reason: str) -> None:
+        if record.protocol == PROTOCOL_KINETO and self.kineto is not None:
+            self.kineto.remove_stale_clients()  # its client socket file, in filesystem mode
 
     def process_count(self) -> int:
         return len(self.registry)
