@@ -370,10 +370,24 @@ class ClusterTrace:
                     rec = proc_record(p)
                     h.processes.append(rec)
                     by_pid[p.pid] = rec
-                rec.state = state_name(p.state)
-                rec.error = reason if reason and rec.state == "cancelled" else p.error
+                previous, rec.state = rec.state, state_name(p.state)
+                if not (reason and rec.state == "cancelled"):
+                    rec.error = p.error
+                elif not rec.error.startswith(reason):  # once, with what it was doing when we cancelled it
+                    rec.error = reason + self._unstarted_note(previous, rec.protocol)
                 rec.remote_path = p.path or rec.remote_path
                 rec.size_bytes = p.size_bytes
+
+    def _unstarted_note(self, state: str, protocol: str) -> str:
+        """Why a process we cancelled had not begun tracing, from its state then ("" when it had, or may have:
+        libkineto reports no start)."""
+        if state == "pending":
+            return ": the process had not picked the request up"
+        if state != "delivered" or protocol == "kineto":
+            return ""
+        if self.request.HasField("iterations"):
+            return ": no optimizer step had started the trace (does the program call optimizer.step()?)"
+        return ": the trace had not started yet"
 
     def _fetch_done(self, client: DynoClient, h: HostRecord) -> None:
         with self._lock:

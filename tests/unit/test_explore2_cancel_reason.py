@@ -19,15 +19,18 @@ pytestmark = pytest.mark.unit
 
 
 class RunsUntilCancelled(FakeDynoServicer):
-    def __init__(self) -> None:
+    def __init__(self, state: int = dyno_pb2.TRACE_STATE_RUNNING) -> None:
         super().__init__("node0")
         self.cancelled = threading.Event()
+        self.state = state  # until cancelled
 
     def _status(self, trace_id: str) -> dyno_pb2.TraceStatus:
         done = self.cancelled.is_set()
-        state = dyno_pb2.TRACE_STATE_CANCELLED if done else dyno_pb2.TRACE_STATE_RUNNING
+        state = dyno_pb2.TRACE_STATE_CANCELLED if done else self.state
         procs = [
-            dyno_pb2.ProcessTrace(pid=p.pid, state=state, error="cancelled by request" if done else "")
+            dyno_pb2.ProcessTrace(
+                pid=p.pid, protocol=p.protocol, state=state, error="cancelled by request" if done else ""
+            )
             for p in self._processes()
         ]
         return dyno_pb2.TraceStatus(trace_id=trace_id, processes=procs, finished=done, hostname=self.hostname)
@@ -40,20 +43,44 @@ class RunsUntilCancelled(FakeDynoServicer):
         return self._status(request.trace_id)
 
 
-@pytest.fixture
-def host() -> Iterator[Host]:
-    fake = serve(lambda _port: RunsUntilCancelled())
+def _host(state: int) -> Iterator[Host]:
+    fake = serve(lambda _port: RunsUntilCancelled(state))
     yield Host("127.0.0.1", fake.port)
     fake.server.stop(0)
 
 
-def test_a_timeout_cancel_says_it_was_the_timeout(host: Host, tmp_path: Path) -> None:
-    request = dyno_pb2.TraceRequest(job_id="job1", trace_id="t-timeout", duration_ms=60_000)
+@pytest.fixture
+def host() -> Iterator[Host]:
+    yield from _host(dyno_pb2.TRACE_STATE_RUNNING)
+
+
+@pytest.fixture
+def waiting_host() -> Iterator[Host]:
+    """Its agents got the request but never started: an iteration trace of a program that does not step."""
+    yield from _host(dyno_pb2.TRACE_STATE_DELIVERED)
+
+
+def _errors_after_timeout(host: Host, request: dyno_pb2.TraceRequest, out: Path) -> set[str]:
     with Cluster([host], deadline_s=2) as cluster:
-        ct = ClusterTrace(cluster, request, tmp_path, wait_s=0.2, poll_s=0.05)
+        ct = ClusterTrace(cluster, request, out, wait_s=0.2, poll_s=0.05)
         ct.start()
         ct.follow()
         assert ct.wait(10)
     (h,) = ct.snapshot()
     assert {p.state for p in h.processes} == {"cancelled"}
-    assert {p.error for p in h.processes} == {"cancelled by dyno-cli (--timeout-s)"}
+    return {p.error for p in h.processes}
+
+
+def test_a_timeout_cancel_says_it_was_the_timeout(host: Host, tmp_path: Path) -> None:
+    request = dyno_pb2.TraceRequest(job_id="job1", trace_id="t-timeout", duration_ms=60_000)
+    assert _errors_after_timeout(host, request, tmp_path) == {"cancelled by dyno-cli (--timeout-s)"}
+
+
+def test_a_timeout_cancel_of_an_iteration_trace_that_never_started_says_why(waiting_host: Host, tmp_path: Path) -> None:
+    # The CLI's default wait (300 s) ends before the daemon's iteration deadline, so its cancel is all a user
+    # sees of a program that never calls optimizer.step(): it must name that, not just the timeout.
+    request = dyno_pb2.TraceRequest(job_id="job1", trace_id="t-nostep", iterations=3)
+    assert _errors_after_timeout(waiting_host, request, tmp_path) == {
+        "cancelled by dyno-cli (--timeout-s): no optimizer step had started the trace (does the program call "
+        "optimizer.step()?)"
+    }
