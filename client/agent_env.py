@@ -109,7 +109,6 @@ def resolve_identity(
     """This process's identity: explicit arguments over the torch.distributed variables RANK / LOCAL_RANK /
     WORLD_SIZE over unknown."""
     env = os.environ if env is None else env
-    argv = getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]
     return AgentIdentity(
         pid=os.getpid(),
         ancestry=ancestry(),
@@ -119,8 +118,19 @@ def resolve_identity(
         world_size=world_size if world_size is not None else _env_int(env, "WORLD_SIZE"),
         gpu=_gpu(env),
         hostname=socket.gethostname(),
-        cmdline=" ".join(argv)[:_MAX_CMDLINE],
+        cmdline=" ".join(_command_line())[:_MAX_CMDLINE],
     )
+
+
+def _command_line() -> list[str]:
+    argv = getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]
+    if MP_CHILD_FLAG not in argv:
+        return list(argv)
+    # A spawn child's own command line is multiprocessing's bootstrap, the same for every child; its sys.argv is
+    # its parent's (set by multiprocessing), which names the program, and the process name tells children apart.
+    mp = sys.modules.get("multiprocessing")
+    name = mp.current_process().name if mp is not None else "multiprocessing child"
+    return [argv[0], *sys.argv, f"[{name}]"]
 
 
 def multiprocessing_role(argv: Sequence[str], mp: Any | None) -> Literal["process", "pending", "helper"]:

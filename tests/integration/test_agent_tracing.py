@@ -217,6 +217,7 @@ def test_dyno_run_registers_torch_multiprocessing_spawn_workers(dynod_factory, t
     worker, loader = int(started[1]), int(started[3])
     info = _wait_registered(d, job, worker)
     assert t.pid in info.ancestry
+    assert "spawn_trainer.py --seconds 120 [" in info.cmdline, info.cmdline  # the program, not multiprocessing's -c
     proc = _trace(d, job_id=job, iterations=2, start_iteration_roundup=1, process_limit=1)  # the leaf: the worker
     assert (proc.pid, proc.state) == (worker, DONE), proc.error
     steps = [e for e in _load(proc.path)["traceEvents"] if str(e.get("name", "")).startswith("Optimizer.step#SGD")]

@@ -7,6 +7,7 @@ import gzip
 import json
 import multiprocessing
 import os
+import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,18 @@ SPAWN_ARGV = ["python", "-c", "from multiprocessing.spawn import spawn_main; spa
 )
 def test_multiprocessing_role(argv: list[str], mp: Any, role: str) -> None:
     assert agent_env.multiprocessing_role(argv, mp) == role
+
+
+def test_spawn_child_cmdline_names_the_program_and_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every spawn child's real command line is multiprocessing's bootstrap: `dyno-cli ps` showed identical,
+    # meaningless CMDs for all of them.
+    monkeypatch.setattr(sys, "orig_argv", ["/venv/bin/python", *SPAWN_ARGV[1:]])
+    monkeypatch.setattr(sys, "argv", ["train.py", "--lr", "0.1"])  # the parent's, as multiprocessing sets it
+    assert agent_env.resolve_identity(env={}).cmdline == (
+        f"/venv/bin/python train.py --lr 0.1 [{multiprocessing.current_process().name}]"
+    )
+    monkeypatch.setattr(sys, "orig_argv", ["python", "train.py", "--lr", "0.1"])
+    assert agent_env.resolve_identity(env={}).cmdline == "python train.py --lr 0.1"
 
 
 # --- socket path --------------------------------------------------------------------------------------------------
