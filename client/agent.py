@@ -215,9 +215,10 @@ class Agent:
     def _session(self) -> bool:
         """One connection: register, then watch until the stream ends. True when registration succeeded."""
         from dyno import __version__
+
+        grpc = _import_grpc()  # first: the generated stub module below imports grpc too
         from dyno.v1 import agent_pb2, agent_pb2_grpc
 
-        grpc = _import_grpc()
         # A fresh channel per attempt: a channel that saw the daemon down backs off its own reconnects for up to
         # minutes, which would delay re-registration after a restart.
         channel = grpc.insecure_channel(f"unix:{self.socket_path}", options=[("grpc.enable_http_proxy", 0)])
