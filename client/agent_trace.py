@@ -210,6 +210,8 @@ class StepCounter:
                 return
             try:
                 done = plan.on_step(self.steps)
+            except TraceFailed as e:
+                plan.error, done = str(e), True
             except Exception as e:  # never let tracing break a training step
                 plan.error = f"profiler failed on the training thread: {type(e).__name__}: {e}"
                 done = True
@@ -317,6 +319,13 @@ class _Profiler:
         self._prof: Any = None
 
     def start(self) -> None:
+        # One profiler per process: starting ours inside the program's own (torch.profiler.profile) took its
+        # session over, and its results came out empty ("disableProfiler called but no active profiling session").
+        if getattr(self._torch.autograd.profiler, "_is_profiler_enabled", False):
+            raise TraceFailed(
+                "the program is running its own torch profiler (torch.profiler.profile or autograd.profiler); "
+                "two cannot run at once: trace again when it has stopped"
+            )
         self._prof = self._torch.autograd.profiler.profile(**self._kwargs)
         self._prof.__enter__()
         self._add_distributed_info()
@@ -423,7 +432,9 @@ def _run_iterations(
     deadline = _deadline_ms(spec)
 
     def wait(event: threading.Event) -> bool:
-        while not event.is_set() and not cancel.is_set() and _now_ms() < deadline:
+        # plan.finished ends the wait for the start too: a profiler that failed to start on the training thread
+        # finishes the plan without starting it (this waited for the deadline, up to 10 minutes, to say so).
+        while not event.is_set() and not plan.finished.is_set() and not cancel.is_set() and _now_ms() < deadline:
             event.wait(min(max(deadline - _now_ms(), 1) / 1000.0, 0.5))
         return event.is_set()
 
