@@ -331,7 +331,13 @@ class _Profiler:
         self._add_distributed_info()
 
     def stop(self) -> None:
+        # torch keeps one profiler session per process: a profiler the program started and stopped during ours
+        # ended our session too (torch clears its "enabled" flag then). Exporting what is left crashed the trainer
+        # (SIGSEGV in export_chrome_trace), so there is nothing to export.
+        taken_over = not getattr(self._torch.autograd.profiler, "_is_profiler_enabled", True)
         self._prof.__exit__(None, None, None)
+        if taken_over:
+            raise TraceFailed("the program started its own torch profiler during the trace, which ended ours")
 
     def export_chrome_trace(self, path: str) -> None:
         self._prof.export_chrome_trace(path)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client.agent_trace import StepCounter, TraceFailed, TraceResult, TraceSpec, run_trace
+from dyno.client.agent_trace import StepCounter, TraceFailed, TraceResult, TraceSpec, _profiler_factory, run_trace
 
 pytestmark = pytest.mark.unit
 torch = pytest.importorskip("torch")
@@ -73,3 +73,17 @@ def test_iteration_trace_refused_on_the_training_thread(tmp_path: Path) -> None:
     assert isinstance(result, TraceFailed) and _REASON in str(result)
     assert any(e.name == "aten::addmm" for e in own.events())
     assert not list(tmp_path.iterdir())
+
+
+def test_a_profiler_the_program_runs_during_ours_ends_the_trace_without_export(tmp_path: Path) -> None:
+    # The program's own torch.profiler.profile inside a running duration trace ended our session; exporting what
+    # was left killed the trainer with SIGSEGV. The stop now says so instead, and nothing is exported.
+    model = torch.nn.Linear(8, 2)
+    spec = TraceSpec(trace_id="t-over", output_path=tmp_path / "c.pt.trace.json.gz", duration_ms=10)
+    ours = _profiler_factory(spec, all_threads=True)()
+    ours.start()
+    with torch.profiler.profile() as own:
+        model(torch.randn(4, 8))
+    with pytest.raises(TraceFailed, match="started its own torch profiler during the trace"):
+        ours.stop()
+    assert any(e.name == "aten::addmm" for e in own.events())
