@@ -105,13 +105,20 @@ class ProcessRegistry:
         self._listeners.append(listener)
 
     def register(self, record: ProcessRecord) -> ProcessRecord:
-        """Insert or refresh a process; keeps registered_ms and busy state of an existing entry of the same pid."""
+        """Insert or refresh a process; keeps registered_ms and busy state of an existing entry of the same pid. A
+        connected agent's entry is not replaced by libkineto polls from the same process (returned as is)."""
         if record.protocol not in _PROTOCOLS:
             raise ValueError(f"unknown protocol {record.protocol!r}")
         now = self._clock_ms()
         ancestry = tuple(p for p in record.ancestry if p > 1)[:MAX_ANCESTRY]
         with self._lock:
             old = self._procs.get(record.pid)
+            if old is not None and old.connected and record.protocol == PROTOCOL_KINETO:
+                # A trainer with both the dyno agent and KINETO_USE_DAEMON=1 (set fleet-wide for dynolog): the
+                # agent (richer options, asked for by dyno-run) stays; libkineto's polls replaced it every 5 s,
+                # orphaning its Watch stream. The polls still keep it seen.
+                self._procs[record.pid] = old = replace(old, last_seen_ms=now)
+                return old
             keep = old is not None and old.protocol == record.protocol and old.job_id == record.job_id
             rec = replace(
                 record,

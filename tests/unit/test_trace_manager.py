@@ -91,6 +91,27 @@ def test_registry_keeps_registration_time_and_filters_job(env) -> None:  # type:
     assert reg.jobs() == ["A", "B"]
 
 
+def test_kineto_polls_do_not_replace_a_connected_agent_of_the_same_process(env) -> None:  # type: ignore[no-untyped-def]
+    # dyno-run in an environment with KINETO_USE_DAEMON=1: one process speaks both protocols. The agent was
+    # replaced by a kineto record at libkineto's next poll, its Watch stream orphaned and its options lost.
+    clock, alive, reg, tm = env
+    alive.add(300)
+    reg.register(agent(300))
+    assert reg.set_connected(300, "s300", True)
+    clock.ms += 5000
+    assert tm.kineto_poll(kpoll(300)) is None
+    rec = reg.get(300)
+    assert (rec.protocol, rec.session_id, rec.last_seen_ms) == (PROTOCOL_AGENT, "s300", clock.ms)
+    started = tm.start(TraceSpec(job_id="J", iterations=2, with_flops=True))
+    assert [p.protocol for p in started.triggered] == [PROTOCOL_AGENT]
+    assert tm.kineto_poll(kpoll(300)) is None  # the trace goes to the agent, never as a kineto config
+    # Once the agent's stream is gone, libkineto may take the process over (still traceable).
+    tm.cancel(started.trace_id)
+    reg.set_connected(300, "s300", False)
+    tm.kineto_poll(kpoll(300))
+    assert reg.get(300).protocol == PROTOCOL_KINETO
+
+
 def test_stale_session_cannot_remove_a_reregistered_process(env) -> None:  # type: ignore[no-untyped-def]
     _clock, _alive, reg, _tm = env
     reg.register(agent(5))
