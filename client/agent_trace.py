@@ -288,6 +288,27 @@ class _ImportWatcher(importlib.abc.MetaPathFinder):
 # --- running ------------------------------------------------------------------------------------------------------
 
 
+_running_profilers: set[int] = set()  # ids of our _Profilers between start and stop
+
+
+def _stop_inherited_profiler() -> None:
+    """After fork(), in the child: a child forked while one of our traces runs (a DataLoader worker) inherits the
+    profiler session, still recording, and nothing would ever stop it: every op it runs stays buffered (hundreds
+    of MB in a busy worker). Stop it there; the parent's trace is not affected."""
+    if not _running_profilers:
+        return
+    _running_profilers.clear()
+    torch = sys.modules.get("torch")
+    try:
+        torch._C._autograd._disable_profiler()  # type: ignore[union-attr]
+    except Exception:  # never break the child over this
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_stop_inherited_profiler)
+
+
 class _Profiler:
     """torch.autograd.profiler.profile driven by hand. Not torch.profiler.profile: its start() evaluates
     `hasattr(torch, "_inductor")`, a lazy import of inductor that, run on the agent thread while the trainer is
@@ -328,6 +349,7 @@ class _Profiler:
             )
         self._prof = self._torch.autograd.profiler.profile(**self._kwargs)
         self._prof.__enter__()
+        _running_profilers.add(id(self))
         self._add_distributed_info()
 
     def stop(self) -> None:
@@ -335,6 +357,7 @@ class _Profiler:
         # ended our session too (torch clears its "enabled" flag then). Exporting what is left crashed the trainer
         # (SIGSEGV in export_chrome_trace), so there is nothing to export.
         taken_over = not getattr(self._torch.autograd.profiler, "_is_profiler_enabled", True)
+        _running_profilers.discard(id(self))
         self._prof.__exit__(None, None, None)
         if taken_over:
             raise TraceFailed("the program started its own torch profiler during the trace, which ended ours")
