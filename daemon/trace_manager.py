@@ -372,11 +372,9 @@ class TraceManager:
         another uid or kineto job id is another process and is read again; an exited one is dropped by
         housekeeping (~0.5 s), so a later process reusing its pid registers afresh too."""
         known = self._registry.get(poll.pid)
-        if (
-            known is not None
-            and known.protocol == PROTOCOL_KINETO
-            and known.uid == poll.uid
-            and known.answers_to(poll.job_id)
+        if known is not None and (
+            (known.protocol == PROTOCOL_KINETO and known.uid == poll.uid and known.answers_to(poll.job_id))
+            or (known.protocol == PROTOCOL_AGENT and known.connected)  # the registry keeps the agent: no /proc read
         ):
             return KinetoIdentity(known.job_id, known.job_aliases, known.cmdline)
         return self._identifier.identify(poll.pid, poll.job_id)

@@ -7,10 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_proc import no_proc_identifier
+from fake_proc import no_proc, no_proc_identifier
 from manual_clock import Clock
 
 from dyno.daemon import trace_files as tf
+from dyno.daemon.kineto_identity import KinetoIdentifier
 from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
 from dyno.daemon.trace_manager import TraceManager, order_for_limit
@@ -99,7 +100,10 @@ def test_kineto_polls_do_not_replace_a_connected_agent_of_the_same_process(env) 
     reg.register(agent(300))
     assert reg.set_connected(300, "s300", True)
     clock.ms += 5000
+    reads: list[int] = []
+    tm._identifier = KinetoIdentifier(lambda pid, name, limit: reads.append(pid) or no_proc(pid, name, limit))
     assert tm.kineto_poll(kpoll(300)) is None
+    assert reads == [], "a poll of a process the agent holds must not read its /proc every 5 s"
     rec = reg.get(300)
     assert (rec.protocol, rec.session_id, rec.last_seen_ms) == (PROTOCOL_AGENT, "s300", clock.ms)
     started = tm.start(TraceSpec(job_id="J", iterations=2, with_flops=True))
