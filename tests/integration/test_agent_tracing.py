@@ -243,7 +243,10 @@ def test_agent_reregisters_after_daemon_restart(dynod_factory, trainers) -> None
 def test_trainer_without_daemon_runs_to_completion(trainers) -> None:
     missing = short_tmpdir() / "no-daemon.sock"
     t = trainers(["--explicit", "--steps", "150", "--step-sleep", "0"], {"DYNO_AGENT_SOCKET": str(missing)})
-    assert t.proc.wait(120) == 0, "".join(t.err)
+    try:
+        assert t.proc.wait(120) == 0, "".join(t.err)
+    finally:
+        missing.parent.rmdir()  # empty: nothing ever listened there
     wait_for(lambda: any(line.startswith("finished 150") for line in t.out), 5)
     assert "no dyno daemon" in "".join(t.err)
 
