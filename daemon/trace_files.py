@@ -60,13 +60,22 @@ def agent_output(trace_dir: Path, trace_id: str, hostname: str, pid: int) -> Pat
     return trace_dir / trace_id / f"{safe_host(hostname)}_{pid}{AGENT_SUFFIX}"
 
 
+_TRACE_DIR_MODE = 0o1733
+
+
 def make_trace_dir(trace_dir: Path, trace_id: str) -> Path:
     """<trace-dir>/<trace_id>, writable by trainers of any user (sticky and not listable, like a drop box)."""
     trace_dir.mkdir(parents=True, exist_ok=True)
     path = trace_dir / validate_trace_id(trace_id)
     path.mkdir(exist_ok=True)
-    os.chmod(path, 0o1733)
+    os.chmod(path, _TRACE_DIR_MODE)
     return path
+
+
+def _made_by_dynod(name: str, st: os.stat_result) -> bool:
+    """A folder make_trace_dir made: a trace-id name, this daemon's owner and the drop-box mode. Anything else in
+    the trace dir (a user's folder, another tool's) is not dynod's to delete, whatever its age."""
+    return is_trace_id(name) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == _TRACE_DIR_MODE
 
 
 def find_trace_file(trace_dir: Path, trace_id: str, hostname: str, pid: int, known: Path | None = None) -> Path | None:
@@ -201,7 +210,8 @@ def enforce_retention(
 ) -> RetentionResult:
     """Delete whole trace directories, oldest first, past max_age_s or while the total exceeds max_bytes.
 
-    Only directories named like trace ids are touched; `keep` (active traces) never is.
+    Only the trace folders dynod made (``_made_by_dynod``) are counted and deleted; `keep` (active traces) never
+    is. Other folders there are left alone and do not count: retention must not delete what it did not create.
     """
     now = time.time() if now_s is None else now_s
     dirs: list[tuple[float, str, int]] = []
@@ -212,9 +222,12 @@ def enforce_retention(
         return RetentionResult((), 0)
     for entry in entries:
         try:
-            if entry.is_dir(follow_symlinks=False) and is_trace_id(entry.name):
+            if entry.is_dir(follow_symlinks=False):
+                st = entry.stat(follow_symlinks=False)
+                if not _made_by_dynod(entry.name, st):
+                    continue
                 size = tree_size(Path(entry.path))
-                dirs.append((entry.stat(follow_symlinks=False).st_mtime, entry.name, size))
+                dirs.append((st.st_mtime, entry.name, size))
                 total += size
             elif entry.is_file(follow_symlinks=False):
                 total += entry.stat(follow_symlinks=False).st_size

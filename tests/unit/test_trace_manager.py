@@ -347,17 +347,21 @@ def test_chunks_cover_file_with_checksum_on_last(tmp_path: Path) -> None:
 def test_retention_by_age_and_size_keeps_active(tmp_path: Path) -> None:
     now = time.time()
     for i, name in enumerate(["old", "mid", "new", "active"]):
-        d = tmp_path / name
-        d.mkdir()
+        d = tf.make_trace_dir(tmp_path, name)
         (d / "f").write_bytes(b"x" * 100)
         os.utime(d, (now - 1000 + i * 100, now - 1000 + i * 100))
     os.utime(tmp_path / "active", (now - 5000, now - 5000))
     (tmp_path / "not a trace id").mkdir()
+    # someone else's folder, named like a trace id and older than everything: not dynod's to delete or count
+    foreign = tmp_path / "projects"
+    foreign.mkdir()
+    (foreign / "data").write_bytes(b"y" * 10_000)
+    os.utime(foreign, (now - 9000, now - 9000))
     r = tf.enforce_retention(tmp_path, max_bytes=10_000, max_age_s=950, keep={"active"}, now_s=now)
     assert r.removed == ("old",)
     r = tf.enforce_retention(tmp_path, max_bytes=250, max_age_s=1e9, keep={"active"}, now_s=now)
     assert r.removed == ("mid",) and r.total_bytes == 200
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["active", "new", "not a trace id"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["active", "new", "not a trace id", "projects"]
 
 
 def test_checksum_cache_skips_rehash_and_misses_on_change(tmp_path: Path) -> None:
