@@ -240,7 +240,7 @@ class KinetoEndpoint:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
             if self._socket_dir is not None:
-                self._socket_dir.mkdir(parents=True, exist_ok=True)
+                _make_socket_dir(self._socket_dir)
                 path = Path(str(self.address))
                 _remove_stale_socket(path)
                 sock.bind(str(path))
@@ -371,6 +371,18 @@ class KinetoEndpoint:
             count = self._handler.kineto_context_count(gpu, pid, str(job_id))
             return encode_message("ctxt", struct.pack("<i", count))
         raise FramingError(f"unknown message type {kind!r}")
+
+
+def _make_socket_dir(path: Path) -> None:
+    """The filesystem-mode socket folder. Made here, it is 1777 like /tmp: each trainer creates its own client
+    socket file in it (``dynoconfigclient<uuid>``), whatever its user, and the sticky bit keeps users from removing
+    each other's (0755 from the umask let only dynod's own user trace). A folder that exists keeps its mode: the
+    admin chose who may use it."""
+    try:
+        path.mkdir(parents=True)
+    except FileExistsError:
+        return
+    os.chmod(path, 0o1777)
 
 
 def _credentials(ancdata: list[tuple[int, int, bytes]]) -> tuple[int, int, int] | None:

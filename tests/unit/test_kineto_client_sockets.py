@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,6 +72,25 @@ def test_endpoint_removes_stale_client_sockets_only(sock_dir: Path) -> None:
             assert not later.exists() and Path(live.getsockname()).exists()
         finally:
             ep.stop()
+
+
+def test_a_socket_dir_dynod_makes_lets_trainers_of_any_user_in(sock_dir: Path) -> None:
+    made = sock_dir / "made" / "here"
+    ep = KinetoEndpoint(_Handler(), socket_dir=made)
+    ep.start()
+    try:
+        assert stat.S_IMODE(made.stat().st_mode) == 0o1777  # like /tmp: anyone adds a socket, none removes another's
+    finally:
+        ep.stop()
+    own = sock_dir / "admins"
+    own.mkdir(mode=0o750)
+    os.chmod(own, 0o750)
+    ep = KinetoEndpoint(_Handler(), socket_dir=own)
+    ep.start()
+    try:
+        assert stat.S_IMODE(own.stat().st_mode) == 0o750  # an existing folder keeps the mode its admin gave it
+    finally:
+        ep.stop()
 
 
 def test_abstract_endpoint_has_nothing_to_remove() -> None:
