@@ -8,7 +8,7 @@ import argparse
 import time
 from pathlib import Path
 
-from dyno.argtypes import job_id, number
+from dyno.argtypes import INT32_MAX, job_id, number
 from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
@@ -54,6 +54,7 @@ MAX_START_DELAY_S = MAX_FUTURE_START_MS / 1000  # the daemons refuse later start
 # host is called, not INVALID_ARGUMENT from every host after the fan-out.
 _duration_ms = number(int, ge=1, le=MAX_DURATION_MS)
 _iterations = number(int, ge=1, le=MAX_ITERATIONS)
+_process_limit = number(int, ge=0, le=INT32_MAX)  # 0: no limit, as the daemons read it
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -86,9 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--process-limit",
-        type=positive_int32,
+        type=_process_limit,
         default=0,
-        help="trace at most N processes per host, leaf workers before their launchers",
+        help="trace at most N processes per host, leaf workers before their launchers (default 0: no limit)",
     )
     window = p.add_mutually_exclusive_group(required=True)
     window.add_argument("--duration-ms", type=_duration_ms, help=f"trace for this long (1-{MAX_DURATION_MS} ms)")

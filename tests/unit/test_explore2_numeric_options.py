@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from dyno.client.cli import main as cli_main
+from dyno.client.commands import trace as trace_cmd
 from dyno.daemon.config import build_parser as dynod_parser
 
 pytestmark = pytest.mark.unit
@@ -44,3 +47,10 @@ def test_dynod_rejects_infinite_durations(option: str, value: str, capsys: pytes
     with pytest.raises(SystemExit) as e:
         dynod_parser().parse_args([option, value])
     assert e.value.code == 2 and f"argument {option}: must be a finite number" in capsys.readouterr().err
+
+
+def test_process_limit_zero_is_the_default_no_limit() -> None:
+    parser = argparse.ArgumentParser()
+    trace_cmd.register(parser.add_subparsers())
+    args = parser.parse_args([*_TRACE, "--duration-ms", "10", "--process-limit", "0"])
+    assert args.process_limit == 0 == parser.parse_args([*_TRACE, "--duration-ms", "10"]).process_limit
