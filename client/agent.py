@@ -28,7 +28,7 @@ from dyno.client.agent_trace import StepCounter, TraceFailed, TraceSpec, run_tra
 from dyno.logthrottle import ThrottledLog
 from dyno.trace_options import options_from_pb
 
-__all__ = ["Agent", "start", "stop", "current"]
+__all__ = ["Agent", "EXIT_FINISH_S", "start", "stop", "current"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,9 @@ _REGISTER_TIMEOUT_S = 3.0
 _REPORT_TIMEOUT_S = 3.0
 _WARN_EVERY_S = 600.0  # the same warning at most this often; debug in between
 _IDLE_TICK_S = 1.0
+# At a normal exit during a duration trace: how long the program's exit may wait for the profiler to stop, the
+# recorded part to be written and reported. Past it the trace is reported failed and the program exits.
+EXIT_FINISH_S = 5.0
 
 
 # Status codes by which a daemon that is up refuses a registration (bad arguments, not allowed).
@@ -111,6 +114,12 @@ class Agent:
         # trace id -> its cancel event, for the running trace and those queued behind a cancelled one
         self._traces: dict[str, threading.Event] = {}
         self._threads: list[threading.Thread] = []
+        self._exiting = threading.Event()  # the program is exiting normally: finish a recording trace early
+        self._recording: TraceSpec | None = None  # the trace whose profiler runs (RUNNING reported), if any
+        self._idle = threading.Event()  # set while no trace is being run by the trace thread
+        self._idle.set()
+        self._given_up: str | None = None  # a trace reported failed at exit while still being written
+        self._exit_hook = False
 
     # --- public ---------------------------------------------------------------------------------------------
 
@@ -133,6 +142,40 @@ class Agent:
             t.start()
             self._threads.append(t)
         return self
+
+    def finish_at_exit(self, timeout_s: float = EXIT_FINISH_S) -> None:
+        """At a normal exit (atexit): a duration trace that is recording stops early, and what it recorded is
+        written and reported done with a note; waits at most timeout_s for that, then reports it failed. A trace
+        not recording yet is left to stop(), which cancels it. Registered when a trace first starts recording, so
+        that it runs before torch's and grpc's own atexit handlers (LIFO) and before stop() closes the channel."""
+        if os.getpid() != self._pid or self._stopping.is_set():
+            return
+        with self._lock:
+            spec = self._recording
+            cancel = self._traces.get(spec.trace_id) if spec else None
+        if spec is None or cancel is None or cancel.is_set():
+            return
+        trace_id = spec.trace_id
+        # An iteration trace's profiler is stopped here, on this thread, if this is the thread that trained;
+        # otherwise it is left as it was (stop() cancels it; the daemon says the process exited mid-trace).
+        if spec.iterations and not self.steps.finish_early():
+            return
+        log.info("dyno agent: the program is exiting during trace %s; writing what was recorded", trace_id)
+        self._exiting.set()
+        cancel.set()
+        if self._idle.wait(timeout_s):
+            return
+        with self._lock:
+            late = self._recording is spec
+            if late:
+                self._given_up = trace_id
+        if late:
+            self._report(
+                trace_id,
+                "FAILED",
+                error=f"the program exited during the trace and writing what it had recorded took longer than "
+                f"{timeout_s:g} s; no file",
+            )
 
     def stop(self, timeout_s: float = 2.0) -> None:
         """Stop both threads; a running trace is cancelled (no file). Safe to call twice and from atexit."""
@@ -324,9 +367,12 @@ class Agent:
                 self._traces.pop(spec.trace_id, None)
             return
         outcome: dict[str, Any]
+        self._idle.clear()
         try:
-            result = run_trace(spec, self.steps, cancel, lambda: self._report(spec.trace_id, "RUNNING"))
+            result = run_trace(spec, self.steps, cancel, lambda: self._on_recording(spec), self._exiting)
             outcome = {"state": "DONE", "path": str(result.path), "size_bytes": result.size_bytes}
+            if result.note:
+                outcome["error"] = result.note  # the daemon keeps a done trace's text as its note
             log.info("dyno agent: trace %s written to %s (%d bytes)", spec.trace_id, result.path, result.size_bytes)
         except TraceFailed as e:
             log.info("dyno agent: trace %s failed: %s", spec.trace_id, e)
@@ -339,7 +385,25 @@ class Agent:
             # that report lands (back-to-back traces were refused as "busy" in that window).
             with self._lock:
                 self._traces.pop(spec.trace_id, None)
-        self._report(spec.trace_id, **outcome)
+                self._recording = None
+                given_up, self._given_up = self._given_up == spec.trace_id, None
+        if given_up:  # finish_at_exit stopped waiting and reported it failed: no file may stay behind
+            if outcome["state"] == "DONE":
+                Path(outcome["path"]).unlink(missing_ok=True)
+        else:
+            self._report(spec.trace_id, **outcome)
+        self._idle.set()
+
+    def _on_recording(self, spec: TraceSpec) -> None:
+        with self._lock:
+            self._recording = spec
+            first = not self._exit_hook
+            self._exit_hook = True
+        if first:
+            # Now, not at start(): torch and grpc are loaded by now and their atexit handlers registered, so ours
+            # runs before theirs and before stop() (atexit runs handlers last registered first).
+            atexit.register(self.finish_at_exit)
+        self._report(spec.trace_id, "RUNNING")
 
     def _report(self, trace_id: str, state: str, *, path: str = "", size_bytes: int = 0, error: str = "") -> None:
         try:

@@ -19,13 +19,21 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from dyno.diskspace import free_space_note
 
-__all__ = ["TraceSpec", "TraceResult", "TraceFailed", "StepCounter", "run_trace", "write_trace_file"]
+__all__ = [
+    "TraceSpec",
+    "TraceResult",
+    "TraceFailed",
+    "StepCounter",
+    "exited_early_note",
+    "run_trace",
+    "write_trace_file",
+]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +66,15 @@ class TraceSpec:
 class TraceResult:
     path: Path
     size_bytes: int
+    note: str = ""  # reported with DONE, e.g. why the trace is shorter than asked
+
+
+def exited_early_note(recorded: str, requested: str) -> str:
+    """The note of a trace cut short because the program exited normally during it ("2.1 s", "10 s")."""
+    return (
+        f"ended early: the program exited after {recorded} of the requested {requested}; "
+        "the file holds what was recorded until then"
+    )
 
 
 class TraceFailed(Exception):
@@ -142,6 +159,8 @@ class _IterationPlan:
         self.stop_step = 0
         self.steps_seen = 0
         self.error: str | None = None
+        self.thread = 0  # ident of the thread that started the profiler (the training thread)
+        self.ended_early = False  # stopped by finish_early: the program exited
 
     def on_step(self, step: int) -> bool:
         """Called after optimizer step number `step`; True when the plan is over."""
@@ -156,6 +175,7 @@ class _IterationPlan:
                 return False
             self.profiler = self.make_profiler()
             self.profiler.start()
+            self.thread = threading.get_ident()
             self.first_step, self.stop_step = step, step + (self.spec.iterations or 1)
             self.started.set()
             return False
@@ -230,6 +250,28 @@ class StepCounter:
             if plan.profiler is None and self._plan is plan:
                 self._plan = None
                 plan.finished.set()
+
+    def finish_early(self) -> bool:
+        """At a normal exit, on the thread running the atexit handlers: when that thread started the current
+        plan's profiler (it trained on the main thread, and steps no more), stop the profiler here and end the
+        plan as completed early, its recorded steps to be written. True when it did. Another thread's profiler
+        cannot be stopped from here (torch's session is that thread's): False, and the plan is left alone."""
+        with self._plan_lock:
+            plan = self._plan
+            if plan is None or plan.profiler is None or plan.cancelled or plan.thread != threading.get_ident():
+                return False
+            plan.steps_seen = self.steps - plan.first_step
+            try:
+                plan.profiler.stop()
+                plan.completed = True
+            except TraceFailed as e:
+                plan.error = str(e)
+            except Exception as e:
+                plan.error = f"profiler failed to stop at exit: {type(e).__name__}: {e}"
+            plan.ended_early = True
+            self._plan = None
+            plan.finished.set()
+            return True
 
     def wait_idle(self, cancel: threading.Event, timeout_s: float = _WIND_DOWN_S) -> None:
         """Wait for an abandoned plan whose profiler runs to be stopped by the training thread: two profilers
@@ -422,10 +464,16 @@ def _deadline_ms(spec: TraceSpec) -> int:
 
 
 def run_trace(
-    spec: TraceSpec, steps: StepCounter, cancel: threading.Event, on_running: Callable[[], None]
+    spec: TraceSpec,
+    steps: StepCounter,
+    cancel: threading.Event,
+    on_running: Callable[[], None],
+    exiting: threading.Event | None = None,
 ) -> TraceResult:
     """Take the trace described by spec and write its file. Blocks the calling (agent) thread, not the trainer.
-    Raises TraceFailed with the reason; returns early with TraceFailed("cancelled") when `cancel` is set."""
+    Raises TraceFailed with the reason; returns early with TraceFailed("cancelled") when `cancel` is set. When
+    `exiting` is set too (the program is exiting normally), a duration trace that is recording stops early and
+    what it recorded is written, with a note in the result; one not recording yet is cancelled all the same."""
     if spec.start_time_ms and spec.deadline_ms and spec.start_time_ms >= spec.deadline_ms:
         raise TraceFailed("the requested start time is past the trace's deadline")
     _check_output_dir(spec.output_path)
@@ -442,13 +490,18 @@ def run_trace(
     profiler = make()
     profiler.start()
     on_running()
-    stop_at = time.monotonic() + spec.duration_ms / 1000.0
+    started = time.monotonic()
+    stop_at = started + spec.duration_ms / 1000.0
     while not cancel.is_set() and time.monotonic() < stop_at:
         cancel.wait(min(stop_at - time.monotonic(), 1.0))
+    recorded_s = time.monotonic() - started
     profiler.stop()
-    if cancel.is_set():
+    if not cancel.is_set():
+        return _export(profiler, spec)
+    if exiting is None or not exiting.is_set():
         raise TraceFailed("cancelled")
-    return _export(profiler, spec)
+    result = _export(profiler, spec)
+    return replace(result, note=exited_early_note(f"{recorded_s:.1f} s", f"{spec.duration_ms / 1000.0:g} s"))
 
 
 def _run_iterations(
@@ -480,4 +533,8 @@ def _run_iterations(
         if not plan.started.is_set():
             raise TraceFailed("no optimizer step started the trace before the deadline (is the trainer stepping?)")
         raise TraceFailed(f"only {plan.steps_seen} of {spec.iterations} optimizer steps before the deadline")
-    return _export(plan.profiler, spec)
+    result = _export(plan.profiler, spec)
+    if plan.ended_early:
+        note = exited_early_note(f"{plan.steps_seen} optimizer step(s)", f"{spec.iterations}")
+        return replace(result, note=note)
+    return result

@@ -422,7 +422,8 @@ class TraceManager:
             self._set(trace, pt, TraceState.DELIVERED)
 
     def agent_report(self, pid: int, trace_id: str, state: TraceState, error: str = "") -> None:
-        """RUNNING, DONE or FAILED from the agent; DONE is believed only when the assigned file is there."""
+        """RUNNING, DONE or FAILED from the agent; DONE is believed only when the assigned file is there. `error`:
+        FAILED's reason, or an optional note with DONE (kept in the process's error field)."""
         with self._lock:
             trace = self._traces.get(trace_id)
             pt = trace.procs.get(pid) if trace else None
@@ -437,7 +438,8 @@ class TraceManager:
                 except OSError:
                     self._set(trace, pt, TraceState.FAILED, f"agent reported done but {pt.view.path} is missing")
                 else:
-                    self._set(trace, pt, TraceState.DONE, size=size)
+                    # A done trace's text is a note, not a failure (e.g. it ended early: the program exited).
+                    self._set(trace, pt, TraceState.DONE, error, size=size)
             elif state == TraceState.FAILED:
                 self._set(trace, pt, TraceState.FAILED, error or "agent reported failure without a reason")
             else:

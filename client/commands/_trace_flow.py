@@ -238,6 +238,10 @@ class TraceFlow:
             report, analysis_error = _analyze(args, files)
         for line in result["errors"]:
             say(f"dyno-cli {command}: {line}")
+        for h in final:  # a file that arrived with a note (e.g. it ended early): worth saying, not a failure
+            for p in h.processes:
+                if p.ok and p.error:
+                    say(f"dyno-cli {command}: {h.host} pid {p.pid}: note: {p.error}")
         if analysis_error:
             say(f"dyno-cli {command}: analysis failed (the traces are fine): {analysis_error}")
         hosts_ok = sum(not h.failed for h in final)
