@@ -36,7 +36,7 @@ _REGISTER_TIMEOUT_S = 3.0
 _REPORT_TIMEOUT_S = 3.0
 _WARN_EVERY_S = 600.0  # the same warning at most this often; debug in between
 _IDLE_TICK_S = 1.0
-# At a normal exit during a duration trace: how long the program's exit may wait for the profiler to stop, the
+# At a normal exit during a trace: how long the program's exit may wait for the profiler to stop, the
 # recorded part to be written and reported. Past it the trace is reported failed and the program exits.
 EXIT_FINISH_S = 5.0
 
@@ -144,10 +144,11 @@ class Agent:
         return self
 
     def finish_at_exit(self, timeout_s: float = EXIT_FINISH_S) -> None:
-        """At a normal exit (atexit): a duration trace that is recording stops early, and what it recorded is
-        written and reported done with a note; waits at most timeout_s for that, then reports it failed. A trace
-        not recording yet is left to stop(), which cancels it. Registered when a trace first starts recording, so
-        that it runs before torch's and grpc's own atexit handlers (LIFO) and before stop() closes the channel."""
+        """At a normal exit (atexit): a trace that is recording stops early, and what it recorded is written and
+        reported done with a note; waits at most timeout_s for that, then reports it failed. A trace not recording
+        yet (and an iteration trace this thread cannot stop) is left to stop(), which cancels it. Registered when a
+        trace first starts recording, so that it runs before torch's and grpc's own atexit handlers (LIFO) and
+        before stop() closes the channel."""
         if os.getpid() != self._pid or self._stopping.is_set():
             return
         with self._lock:

@@ -1,5 +1,5 @@
-"""A trainer that exits normally while a long duration trace runs: the agent writes what was recorded and reports
-it done with a note (a real dynod, a real CPU torch trainer, the trace taken and fetched by dyno-cli trace)."""
+"""A trainer that exits normally while a long trace (duration or iterations) runs: the agent writes what was
+recorded and reports it done with a note (a real dynod, a real CPU torch trainer, taken and fetched by dyno-cli)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,18 @@ pytest.importorskip("torch")
 TRAINER = Path(__file__).resolve().parent / "trainers" / "agent_trainer.py"
 
 
-def test_trainer_exiting_mid_duration_trace_keeps_what_was_recorded(dynod_factory, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "window, requested",
+    [
+        (["--duration-ms", "20000"], "of the requested 20 s"),
+        # stopped by the atexit handler on the main thread, the one that stepped the optimizer
+        (["--iterations", "100000"], "optimizer step(s) of the requested 100000"),
+    ],
+    ids=["duration", "iterations"],
+)
+def test_trainer_exiting_mid_trace_keeps_what_was_recorded(
+    dynod_factory, tmp_path: Path, window: list[str], requested: str
+) -> None:
     d = dynod_factory()
     job = f"agent-exit-{uuid.uuid4().hex[:8]}"
     stop_file, out_file, err_file = tmp_path / "stop", tmp_path / "trainer.out", tmp_path / "trainer.err"
@@ -48,7 +59,7 @@ def test_trainer_exiting_mid_duration_trace_keeps_what_was_recorded(dynod_factor
         wait_for(lambda: "step " in out_file.read_text(), 60, 0.1)
 
         cli: list[subprocess.CompletedProcess] = []
-        args = ["trace", "--host", "127.0.0.1", "--port", str(d.port), "--job-id", job, "--duration-ms", "20000"]
+        args = ["trace", "--host", "127.0.0.1", "--port", str(d.port), "--job-id", job, *window]
         args += ["--output-dir", str(tmp_path / "traces"), "--json", "--no-analyze", "--timeout-s", "60"]
         cli_thread = threading.Thread(target=lambda: cli.append(run_cli(*args, timeout=120)), daemon=True)
         cli_thread.start()
@@ -72,7 +83,7 @@ def test_trainer_exiting_mid_duration_trace_keeps_what_was_recorded(dynod_factor
         (proc,) = result["processes"]
         assert proc["pid"] == trainer.pid and proc["state"] == "done" and proc["fetch"] == "fetched"
         assert proc["error"].startswith("ended early: the program exited after "), proc["error"]
-        assert "of the requested 20 s" in proc["error"]
+        assert requested in proc["error"]
         assert result["errors"] == [] and result["status"] == "complete"
         assert f"pid {trainer.pid}: note: ended early: the program exited" in res.stderr
 
