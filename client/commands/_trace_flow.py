@@ -26,6 +26,7 @@ from dyno.client.trace_manifest import build_manifest, write_manifest
 from dyno.client.trace_progress import make_progress
 from dyno.client.trace_records import HostRecord, trace_exit_code
 from dyno.numpy_import import import_numpy_single_threaded
+from dyno.trace_ids import validate_trace_id
 from dyno.v1 import dyno_pb2
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "AFTER_WINDOW_S",
     "TraceFlow",
     "add_collect_arguments",
+    "check_trace_id",
     "check_writable",
     "default_wait_s",
     "non_negative_float",
@@ -76,6 +78,14 @@ def add_collect_arguments(p: argparse.ArgumentParser, *, timeout_default: float 
 
 def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
+
+
+def check_trace_id(trace_id: str) -> None:
+    """Usage error (exit 2) unless `trace_id` is one the daemons accept (dyno.trace_ids)."""
+    try:
+        validate_trace_id(trace_id)
+    except ValueError as e:
+        usage_error(f"--trace-id: {e}")
 
 
 def check_writable(output_dir: Path) -> None:

@@ -11,12 +11,13 @@ from pathlib import Path
 
 from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace
-from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
+from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts
 from dyno.client.commands._trace_flow import (
     AFTER_WINDOW_S,
     ITERATION_WAIT_S,
     TraceFlow,
     add_collect_arguments,
+    check_trace_id,
     check_writable,
     default_wait_s,
     nothing_to_follow,
@@ -24,7 +25,6 @@ from dyno.client.commands._trace_flow import (
     trace_folder,
 )
 from dyno.client.trace_manifest import previous_files, write_manifest
-from dyno.trace_ids import validate_trace_id
 from dyno.v1 import dyno_pb2
 
 __all__ = ["register", "run"]
@@ -62,10 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        validate_trace_id(args.trace_id)
-    except ValueError as e:
-        usage_error(f"--trace-id: {e}")
+    check_trace_id(args.trace_id)
     hosts = resolve_hosts(args)
     auth = client_auth(args)
     folder: Path = args.output_dir / args.trace_id

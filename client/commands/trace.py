@@ -17,6 +17,7 @@ from dyno.client.commands._trace_flow import (
     ITERATION_WAIT_S,
     TraceFlow,
     add_collect_arguments,
+    check_trace_id,
     check_writable,
     default_wait_s,
     non_negative_float,
@@ -33,7 +34,7 @@ from dyno.request_limits import (
     MAX_ITERATIONS,
     MAX_PIDS,
 )
-from dyno.trace_ids import new_trace_id, validate_trace_id
+from dyno.trace_ids import new_trace_id
 from dyno.v1 import dyno_pb2
 
 __all__ = ["register", "run"]
@@ -146,10 +147,7 @@ def _validate(args: argparse.Namespace) -> None:
     if len(args.pids) > MAX_PIDS:
         usage_error(f"--pids: at most {MAX_PIDS} pids (got {len(args.pids)})")
     if args.trace_id:
-        try:
-            validate_trace_id(args.trace_id)
-        except ValueError as e:
-            usage_error(f"--trace-id: {e}")
+        check_trace_id(args.trace_id)
 
 
 def _request(args: argparse.Namespace, trace_id: str, start_delay_s: float, now_s: float) -> dyno_pb2.TraceRequest:
