@@ -99,15 +99,6 @@ class StoredEncoder:
                 parts.append(_len_field(0x12, prefixes[i] + _DOUBLE(v)))
         return b"".join(parts)
 
-    def response(
-        self,
-        stored: Sequence[StoredSample],
-        hostname: str,
-        keep: set[int] | None = None,
-        max_bytes: int | None = None,
-    ) -> dyno_pb2.GetMetricsResponse:
-        return dyno_pb2.GetMetricsResponse.FromString(self.response_bytes(stored, hostname, keep, max_bytes))
-
     def response_bytes(
         self,
         stored: Sequence[StoredSample],

@@ -52,8 +52,8 @@ def test_stored_encoder_matches_reference_and_filters():
     for s in samples:
         h.append(s)
     enc = StoredEncoder(h.series)
-    resp = enc.response(h.stored(), "node-7")
+    resp = dyno_pb2.GetMetricsResponse.FromString(enc.response_bytes(h.stored(), "node-7"))
     assert list(resp.samples) == [sample_to_proto(s) for s in samples]
     keep = h.series.matching(["gpu_*"])
-    first = enc.response(h.stored(limit=2), "n", keep).samples[0]
+    first = dyno_pb2.GetMetricsResponse.FromString(enc.response_bytes(h.stored(limit=2), "n", keep)).samples[0]
     assert [m.name for m in first.metrics] == ["gpu_power_watts", "gpu_power_watts"]
