@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from dyno.job_ids import ENV_JOB_ID, job_id_from_env
+from dyno.job_ids import job_id_from_env
 
 __all__ = [
     "ENV_SOCKET",
-    "ENV_JOB_ID",
     "AgentIdentity",
     "resolve_job_id",
     "resolve_socket_path",

@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dyno.argtypes import job_id
-from dyno.client.agent_env import ENV_JOB_ID, ENV_SOCKET
+from dyno.client.agent_env import ENV_SOCKET
+from dyno.job_ids import ENV_JOB_ID
 from dyno.request_limits import JOB_ID_RULE
 
 __all__ = ["BOOTSTRAP_DIR", "ENV_AGENT", "agent_environment", "build_parser", "main"]
