@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dyno.daemon.trace_requests import JOB_ID_RULE, job_id_ok
 from dyno.job_ids import JOB_ID_VARIABLES, job_id_from_env
 from dyno.logthrottle import ThrottledLog
+from dyno.request_limits import JOB_ID_RULE, job_id_ok
 
 __all__ = [
     "MAX_ENVIRON_BYTES",
