@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from dyno.client.errors import DynoError, Unavailable, translate
+from dyno.client.errors import DynoError, ResourceExhausted, Unavailable, translate
 from dyno.filechunks import CHECKSUM_ALGORITHM, checksum_of, decode_chunk, new_digest
 from dyno.malloc_tuning import tune_for_streaming
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
@@ -21,6 +22,37 @@ __all__ = ["DynoClient", "DEFAULT_PORT", "FetchedFile", "MAX_RECEIVE_BYTES"]
 DEFAULT_PORT = 1778
 MAX_RECEIVE_BYTES = 64 * 1024 * 1024  # largest answer accepted (dynod keeps GetMetrics to half of it)
 T = TypeVar("T")
+# dynod's hint on a refusal that is worth retrying soon (dyno.daemon.stream_slots.RETRY_AFTER_KEY; the wire name is
+# the contract, the client does not import the daemon)
+_RETRY_AFTER_KEY = "dyno-retry-after-ms"
+_MAX_BUSY_WAIT_S = 2.0  # the longest single wait between tries of a busy daemon
+
+
+class _Busy(Exception):
+    """The daemon refused the call for now (all its streams of the kind taken) and said when to try again."""
+
+    def __init__(self, error: DynoError, retry_after_s: float) -> None:
+        super().__init__(str(error))
+        self.error, self.retry_after_s = error, retry_after_s
+
+
+def _retry_hint_s(err: grpc.RpcError) -> float | None:
+    """The daemon's retry hint in s, when `err` is a RESOURCE_EXHAUSTED that carries one."""
+    if err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    for key, value in err.trailing_metadata() or ():
+        if key == _RETRY_AFTER_KEY:
+            try:
+                return max(0.0, int(value) / 1000)
+            except ValueError:
+                return None
+    return None
+
+
+def _busy_backoff_s(tries: int, first_s: float) -> float:
+    """The wait after the `tries`-th refusal of a busy daemon: doubling from its hint, capped, with jitter so that
+    the clients refused together do not come back together."""
+    return min(_MAX_BUSY_WAIT_S, first_s * 2 ** (tries - 1)) * random.uniform(0.5, 1.0)
 
 
 @dataclass(frozen=True)
@@ -153,19 +185,45 @@ class DynoClient:
         Memory stays at one chunk (<= 1 MiB); its data is written and hashed from a view into the received message
         (no copy; a writer thread measured no faster). `on_chunk(bytes_received_so_far)` runs after each chunk
         (progress views); an exception from it aborts the fetch (the partial file is removed) and propagates.
+        A daemon with all its fetch streams taken refuses the stream with a retry hint: the fetch then waits
+        (_busy_backoff_s: from the hint, doubling, at most 2 s, jittered), calls `on_chunk(0)` and tries again until
+        `timeout_s` would be over; after that it raises ResourceExhausted naming the daemon and how long it tried.
         The first fetch raises glibc's malloc thresholds for the process (dyno.malloc_tuning: without it, every
         received MiB was page-faulted in anew, about half of the client's CPU time).
         """
         tune_for_streaming()
         dest = Path(dest_dir)
         dest.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + timeout_s
+        started, tries = time.monotonic(), 0
+        while True:
+            tries += 1
+            try:
+                return self._fetch_once(trace_id, pid, dest, deadline, on_chunk)
+            except _Busy as busy:
+                wait = _busy_backoff_s(tries, busy.retry_after_s)
+                if time.monotonic() + wait >= deadline:
+                    raise ResourceExhausted(
+                        f"{busy.error.message} (still refused after {tries} tries in "
+                        f"{time.monotonic() - started:.1f} s)",
+                        self.target,
+                        busy.error.code,
+                    ) from None
+                time.sleep(wait)
+                if on_chunk is not None:
+                    on_chunk(0)  # lets the caller abort while the daemon is busy, as it can between chunks
+
+    def _fetch_once(
+        self, trace_id: str, pid: int, dest: Path, deadline: float, on_chunk: Callable[[int], None] | None
+    ) -> FetchedFile:
+        """One FetchTraceFile stream into dest; raises _Busy when the daemon refused it as busy (nothing sent)."""
         tmp = dest / f".{trace_id}.{pid}.{os.getpid()}.part"
         digest = new_digest()
         name, total, received, checksum = "", -1, 0, ""
         req = dyno_pb2.FetchTraceFileRequest(trace_id=trace_id, pid=pid)
         try:
             with open(tmp, "wb") as f:
-                for message in self.stream(self._fetch_raw, req, timeout_s=timeout_s):
+                for message in self._fetch_stream(req, max(0.05, deadline - time.monotonic())):
                     try:
                         chunk = decode_chunk(message)
                     except ValueError as e:
@@ -202,6 +260,18 @@ class DynoClient:
         finally:
             tmp.unlink(missing_ok=True)
         return FetchedFile(path=path, size_bytes=received, checksum=checksum)
+
+    def _fetch_stream(self, request: dyno_pb2.FetchTraceFileRequest, timeout_s: float) -> Iterator[bytes]:
+        """FetchTraceFile's raw chunks; like stream(), but a refusal with the daemon's retry hint raises _Busy."""
+        try:
+            yield from self._fetch_raw(request, timeout=timeout_s, metadata=self._metadata)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.CANCELLED:
+                return
+            retry_after_s = _retry_hint_s(e)
+            if retry_after_s is not None:
+                raise _Busy(translate(e, self.target), retry_after_s) from None
+            raise translate(e, self.target) from None
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     def close(self) -> None:

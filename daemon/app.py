@@ -25,7 +25,8 @@ from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, 
 from dyno.daemon.samplers.base import Sampler
 from dyno.daemon.samplers.gpu import make_gpu_sampler
 from dyno.daemon.samplers.host import HostSampler
-from dyno.daemon.server import DYNO_SERVICE, DynoServicer, add_to_server
+from dyno.daemon.server import DYNO_SERVICE, DynoServicer, add_reflection, add_to_server
+from dyno.daemon.stream_slots import RPC_THREADS
 from dyno.daemon.tracing import Tracing
 from dyno.netaddr import host_port
 from dyno.v1 import dyno_pb2
@@ -103,7 +104,7 @@ class Daemon:
         interceptors = build_server_interceptors(cfg)
         # so_reuseport off: a second daemon on the same port must fail loudly, not share the port.
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="dyno-grpc"),
+            futures.ThreadPoolExecutor(max_workers=RPC_THREADS, thread_name_prefix="dyno-grpc"),
             options=[("grpc.so_reuseport", 0)],
             maximum_concurrent_rpcs=256,
             interceptors=interceptors,
@@ -111,9 +112,8 @@ class Daemon:
         self.servicer = DynoServicer(self.status, self.history, self.hostname, trace_rpcs=self.tracing.rpcs)
         add_to_server(self.servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection(
-            (DYNO_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
-            server,
+        add_reflection(  # capped: each session holds an RPC thread (dyno.daemon.stream_slots)
+            server, (DYNO_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME)
         )
         address = host_port(cfg.listen, cfg.port)
         try:

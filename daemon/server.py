@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 import platform
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import grpc
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 import dyno
 from dyno.daemon.history import History, name_filter
 from dyno.daemon.rpc_abort import abort
+from dyno.daemon.stream_slots import MAX_METRIC_STREAMS, MAX_REFLECTION_STREAMS, StreamSlots
 from dyno.daemon.wire import ResponseTooLarge, StoredEncoder, sample_message
 from dyno.request_limits import (
     MAX_METRICS_LIMIT,
@@ -26,16 +28,15 @@ __all__ = [
     "DynoServicer",
     "TraceRpcsProtocol",
     "add_to_server",
+    "add_reflection",
     "DYNO_SERVICE",
+    "MAX_METRIC_STREAMS",
 ]
 
 log = logging.getLogger(__name__)
 
 DYNO_SERVICE = dyno_pb2.DESCRIPTOR.services_by_name["Dyno"].full_name
 _STREAM_POLL_S = 0.5
-# Each live StreamMetrics holds one of the server's RPC threads (app.py: 32) until it ends; beyond this many the
-# next is refused, so open `dyno-cli metrics --watch` sessions can never leave status, health or tracing waiting.
-MAX_METRIC_STREAMS = 16
 
 
 class TraceRpcsProtocol(Protocol):
@@ -76,7 +77,9 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         self._hostname = hostname
         self._traces = trace_rpcs
         self._stopping = threading.Event()
-        self._stream_slots = threading.BoundedSemaphore(MAX_METRIC_STREAMS)
+        # Each live StreamMetrics holds one of the server's RPC threads until it ends; beyond this many the next is
+        # refused, so open `dyno-cli metrics --watch` sessions can never leave status, health or tracing waiting.
+        self._stream_slots = StreamSlots(MAX_METRIC_STREAMS, "live metric streams")
 
     def shutdown(self) -> None:
         """Ends the metric streams (within _STREAM_POLL_S): they never end by themselves, so the server's drain
@@ -120,15 +123,7 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         self, request: dyno_pb2.StreamMetricsRequest, context: grpc.ServicerContext
     ) -> Iterator[dyno_pb2.Sample]:
         keep = name_filter(_check_names(request.names, context))
-        if not self._stream_slots.acquire(blocking=False):
-            abort(
-                context,
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"{MAX_METRIC_STREAMS} live metric streams are already open on this daemon; try again later",
-            )
-        # released by grpc when the RPC ends however it ends (a generator that never started has no finally to run)
-        if not context.add_callback(self._stream_slots.release):
-            self._stream_slots.release()  # already over
+        self._stream_slots.take(context)
         return self._stream(request, keep, context)
 
     def _stream(
@@ -184,3 +179,22 @@ def add_to_server(servicer: DynoServicer, server: grpc.Server) -> None:
         response_serializer=None,
     )
     server.add_registered_method_handlers(DYNO_SERVICE, {"FetchTraceFile": fetch, "GetMetrics": metrics})
+
+
+class _CappedReflection:
+    """grpc's reflection servicer behind a StreamSlots cap: ServerReflectionInfo is a bidi stream that holds its
+    RPC thread for as long as the client keeps it open, idle or not (anyone who can reach the port)."""
+
+    def __init__(self, service_names: Sequence[str]) -> None:
+        self._inner = reflection.ReflectionServicer(tuple(service_names))
+        self._slots = StreamSlots(MAX_REFLECTION_STREAMS, "reflection streams")
+
+    def ServerReflectionInfo(self, request_iterator: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+        self._slots.take(context)
+        return self._inner.ServerReflectionInfo(request_iterator, context)  # type: ignore[no-any-return]
+
+
+def add_reflection(server: grpc.Server, service_names: Sequence[str]) -> None:
+    """Serve grpc reflection for `service_names` (as reflection.enable_server_reflection does), at most
+    MAX_REFLECTION_STREAMS sessions at once."""
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(_CappedReflection(service_names), server)

@@ -15,6 +15,7 @@ import grpc
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.rpc_abort import abort
+from dyno.daemon.stream_slots import MAX_FETCH_STREAMS, StreamSlots
 from dyno.daemon.trace_files import MAX_CHUNK, ChecksumCache, iter_chunks
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_types import TraceLimitError, TraceRequestError, TraceView, UnknownTraceError
@@ -24,6 +25,7 @@ from dyno.v1 import dyno_pb2
 __all__ = ["TraceRpcs"]
 
 log = logging.getLogger(__name__)
+_FETCH_RETRY_AFTER_MS = 200  # a client's first wait when the fetch streams are all taken (it backs off from there)
 
 
 class TraceRpcs:
@@ -32,6 +34,9 @@ class TraceRpcs:
         self._registry = registry
         self._hostname = hostname
         self._checksums = ChecksumCache()
+        # each stream holds an RPC thread until the client has read the file (a slow link: minutes); refusals carry
+        # a retry hint, on which DynoClient.fetch_trace_file waits and tries again
+        self._fetch_slots = StreamSlots(MAX_FETCH_STREAMS, "trace file streams", retry_after_ms=_FETCH_RETRY_AFTER_MS)
 
     def ListProcesses(
         self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext
@@ -88,6 +93,7 @@ class TraceRpcs:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except UnknownTraceError as e:
             abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+        self._fetch_slots.take(context)
         return self._stream(path, request.chunk_size, context)
 
     def _stream(self, path: Path, chunk_size: int, context: grpc.ServicerContext) -> Iterator[bytes]:
