@@ -9,7 +9,6 @@ import socket
 import threading
 import time
 from concurrent import futures
-from wsgiref.simple_server import WSGIServer
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -21,6 +20,7 @@ from dyno.daemon.config import ConfigError, DaemonConfig
 from dyno.daemon.convert import gpu_to_proto, sampler_state_to_proto
 from dyno.daemon.history import History
 from dyno.daemon.loop import SamplingLoop
+from dyno.daemon.metrics_http import MetricsHTTPServer
 from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, serve_metrics
 from dyno.daemon.samplers.base import Sampler
 from dyno.daemon.samplers.gpu import make_gpu_sampler
@@ -55,7 +55,7 @@ class Daemon:
         self.tracing = Tracing(config, self.hostname)
         self.server: grpc.Server | None = None
         self.servicer: DynoServicer | None = None
-        self.metrics_server: WSGIServer | None = None
+        self.metrics_server: MetricsHTTPServer | None = None
         self.port = 0
         self.metrics_port = 0
         self._stopped = threading.Event()
@@ -141,7 +141,7 @@ class Daemon:
         except OSError as e:
             raise StartupError(f"cannot serve metrics on {addr}:{cfg.metrics_port}: {e.strerror or e}") from None
         self.metrics_server = server
-        self.metrics_port = server.server_port
+        self.metrics_port = server.port
 
     def start(self) -> None:
         self._prepare_dirs()
@@ -183,8 +183,7 @@ class Daemon:
         if self.server is not None:
             self.server.stop(grace_s).wait()
         if self.metrics_server is not None:
-            self.metrics_server.shutdown()
-            self.metrics_server.server_close()
+            self.metrics_server.close()
         self.tracing.stop()
         self.loop.stop()
         for s in self.samplers:

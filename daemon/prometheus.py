@@ -5,13 +5,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
-from prometheus_client.exposition import start_http_server
 
 from dyno.daemon.history import History
+from dyno.daemon.metrics_http import MetricsHTTPServer
 from dyno.daemon.samplers.base import Reading, SamplerState
 from dyno.daemon.samplers.gpu_metrics import COUNTER_METRICS
 
@@ -100,8 +99,8 @@ def build_registry(collector: DynoCollector) -> CollectorRegistry:
     return registry
 
 
-def serve_metrics(registry: CollectorRegistry, addr: str, port: int) -> WSGIServer:
-    """Start the /metrics HTTP server in a daemon thread; returns the server (call .shutdown() to stop).
-    Raises OSError when the port cannot be bound."""
-    server, _thread = start_http_server(port, addr=addr, registry=registry)
-    return server
+def serve_metrics(registry: CollectorRegistry, addr: str, port: int) -> MetricsHTTPServer:
+    """Start the /metrics HTTP server (one thread, bounded connections: dyno.daemon.metrics_http) with
+    prometheus_client's own WSGI app; returns the server (`.port`; `.close()` stops it). Raises OSError when the
+    port cannot be bound."""
+    return MetricsHTTPServer(make_wsgi_app(registry), addr, port)
