@@ -22,10 +22,14 @@ from dyno.daemon.trace_types import TraceLimitError, TraceRequestError, TraceVie
 from dyno.filechunks import encode_chunk
 from dyno.v1 import dyno_pb2
 
-__all__ = ["TraceRpcs"]
+__all__ = ["MAX_PROCESS_LIST_BYTES", "TraceRpcs"]
 
 log = logging.getLogger(__name__)
 _FETCH_RETRY_AFTER_MS = 200  # a client's first wait when the fetch streams are all taken (it backs off from there)
+# ListProcesses answers at most this much (a record is at most ~4.7 KB: agent cmdline 4096, job id 128, 32 ancestors;
+# a typical one ~200 bytes). The registry takes any local Register of a live pid, so without it a local flood made an
+# answer no client accepts (dyno-cli: 64 MiB) and the daemon built all of it first.
+MAX_PROCESS_LIST_BYTES = 16 * 1024 * 1024
 
 
 class TraceRpcs:
@@ -42,7 +46,21 @@ class TraceRpcs:
         self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext
     ) -> dyno_pb2.ListProcessesResponse:
         procs = self._registry.list(request.job_id)
-        return dyno_pb2.ListProcessesResponse(processes=[pc.process_to_pb(p) for p in procs], hostname=self._hostname)
+        answer = dyno_pb2.ListProcessesResponse(hostname=self._hostname)
+        size = 0
+        for p in procs:  # built one at a time, so a refusal costs at most the bound
+            msg = pc.process_to_pb(p)
+            size += msg.ByteSize() + 4  # + its field tag and length
+            if size > MAX_PROCESS_LIST_BYTES:
+                what = f"job {request.job_id!r}" if request.job_id else "all jobs"
+                abort(
+                    context,
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"the {len(procs)} processes registered for {what} are more than one answer may carry "
+                    f"({MAX_PROCESS_LIST_BYTES >> 20} MiB): ask for one job (job_id)",
+                )
+            answer.processes.append(msg)
+        return answer
 
     def StartTrace(self, request: dyno_pb2.TraceRequest, context: grpc.ServicerContext) -> dyno_pb2.StartTraceResponse:
         try:
