@@ -26,9 +26,9 @@ __all__ = ["MAX_PROCESS_LIST_BYTES", "TraceRpcs"]
 
 log = logging.getLogger(__name__)
 _FETCH_RETRY_AFTER_MS = 200  # a client's first wait when the fetch streams are all taken (it backs off from there)
-# ListProcesses answers at most this much (a record is at most ~4.7 KB: agent cmdline 4096, job id 128, 32 ancestors;
-# a typical one ~200 bytes). The registry takes any local Register of a live pid, so without it a local flood made an
-# answer no client accepts (dyno-cli: 64 MiB) and the daemon built all of it first.
+# ListProcesses answers at most this much (a record is at most ~4.7 KB: agent cmdline 4096, job id 128, 32 ancestors).
+# Any local user may Register pids on the agent socket (0666) and the registry has no count cap, so without it a
+# flood made an answer no client accepts (dyno-cli: 64 MiB), which the daemon built in full first.
 MAX_PROCESS_LIST_BYTES = 16 * 1024 * 1024
 
 
