@@ -18,11 +18,24 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-__all__ = ["DaemonConfig", "ConfigError", "GPU_BACKENDS", "DEFAULT_CONFIG_PATH", "build_parser", "resolve_config"]
+__all__ = [
+    "DaemonConfig",
+    "ConfigError",
+    "GPU_BACKENDS",
+    "MIN_INTERVAL_S",
+    "DEFAULT_CONFIG_PATH",
+    "build_parser",
+    "resolve_config",
+]
 
 DEFAULT_CONFIG_PATH = Path("/etc/dyno/dynod.toml")
 GPU_BACKENDS = ("auto", "nvml", "sim", "none")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+# The shortest sampling interval. NVML refreshes GPU utilization every 1/6 s to 1 s depending on the product,
+# averages power over 1 s (Ampere and later), and its GPM metrics need samples > 100 ms apart: a faster loop reads
+# the same values again. One tick (host + 8 GPUs, history append) costs ~0.23 ms of CPU on a 2-core VM with the
+# simulator (bench/sample_cost.py), more with real NVML calls: at 0.1 s that is already ~0.2% of a core.
+MIN_INTERVAL_S = 0.1
 
 
 class ConfigError(Exception):
@@ -104,22 +117,17 @@ _SHARED_DIRS = (
 )  # fmt: skip
 
 
-def _check_trace_dir(cfg: DaemonConfig, where: str) -> None:
-    trace_dir = os.path.realpath(cfg.trace_dir)
+def _shared_dir_problem(trace_dir_value: Path) -> str | None:
+    trace_dir = os.path.realpath(trace_dir_value)
     home = os.path.expanduser("~")  # not Path.home(): it raises for a uid without a passwd entry (containers)
     shared = {os.path.realpath(d) for d in (*_SHARED_DIRS, home) if os.path.isabs(d)}
     if trace_dir in shared:
         own = Path(trace_dir) / "dyno-traces"
-        raise ConfigError(
-            f"{where}: trace_dir {cfg.trace_dir} is a shared directory: trace retention deletes every folder in the "
+        return (
+            f"trace_dir {trace_dir_value} is a shared directory: trace retention deletes every folder in the "
             f"trace dir older than trace_retention_s; give dynod a folder of its own, e.g. {own}"
         )
-    state_dir = os.path.realpath(cfg.state_dir)
-    if os.path.commonpath([trace_dir, state_dir]) == trace_dir:
-        raise ConfigError(
-            f"{where}: trace_dir {cfg.trace_dir} holds the state_dir {cfg.state_dir}, whose folders trace retention "
-            "would delete; use separate folders"
-        )
+    return None
 
 
 _positive_float = number(float, gt=0)
@@ -155,7 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
         "sampling (default auto)",
     )
     a("--sim-gpus", type=_count, help="number of simulated GPUs with --gpu-backend sim (default 8)")
-    a("--interval-s", type=_positive_float, help="sampling interval in seconds (default 1)")
+    a(
+        "--interval-s",
+        type=_positive_float,
+        help=f"sampling interval in seconds (default 1, at least {MIN_INTERVAL_S:g}: NVML updates no faster)",
+    )
     a("--history-s", type=_positive_float, help="how much sample history to keep in memory (default 3600)")
     a("--state-dir", type=Path, help="state directory (default /var/lib/dyno as root, else ~/.local/state/dyno)")
     a("--trace-dir", type=Path, help="where trace files are written (default /tmp/dyno-traces[-UID])")
@@ -240,61 +252,115 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     return value
 
 
-def _validate(cfg: DaemonConfig) -> None:
-    where = str(cfg.config_path) if cfg.config_path else "flags"
-    # else gRPC's C core fails the bind late with "host must not be empty" (exit 1, not a config error)
-    if not cfg.listen or any(c.isspace() for c in cfg.listen):
-        raise ConfigError(f"{where}: listen must be a host name or address, not {cfg.listen!r}")
-    if any(c.isspace() for c in cfg.metrics_listen):
-        raise ConfigError(f"{where}: metrics_listen must be a host name or address, not {cfg.metrics_listen!r}")
-    if cfg.gpu_backend not in GPU_BACKENDS:
-        raise ConfigError(f"{where}: gpu_backend must be one of {', '.join(GPU_BACKENDS)}, not {cfg.gpu_backend!r}")
-    if cfg.log_level not in LOG_LEVELS:
-        raise ConfigError(f"{where}: log_level must be one of {', '.join(LOG_LEVELS)}")
-    for key in ("port", "metrics_port"):
-        if not 0 <= getattr(cfg, key) <= 65535:
-            raise ConfigError(f"{where}: {key} out of range 0-65535")
+def _value_problem(key: str, value: Any) -> str | None:
+    """What is wrong with one key's value on its own, whatever the other keys say; None when nothing is."""
+    if key == "listen" and (not value or any(c.isspace() for c in value)):
+        # else gRPC's C core fails the bind late with "host must not be empty" (exit 1, not a config error)
+        return f"listen must be a host name or address, not {value!r}"
+    if key == "metrics_listen" and any(c.isspace() for c in value):
+        return f"metrics_listen must be a host name or address, not {value!r}"
+    if key == "gpu_backend" and value not in GPU_BACKENDS:
+        return f"gpu_backend must be one of {', '.join(GPU_BACKENDS)}, not {value!r}"
+    if key == "log_level" and value not in LOG_LEVELS:
+        return f"log_level must be one of {', '.join(LOG_LEVELS)}"
+    if key in ("port", "metrics_port") and not 0 <= value <= 65535:
+        return f"{key} out of range 0-65535"
+    if key == "sim_gpus" and not 1 <= value <= 64:
+        return "sim_gpus must be 1-64"
+    if key == "interval_s" and not value >= MIN_INTERVAL_S:  # a 1 us interval spun the sampling loop
+        return (
+            f"interval_s {value:g} is below the minimum of {MIN_INTERVAL_S:g} s (NVML updates its counters no faster)"
+        )
+    if key == "history_s" and not value > 0:
+        return "history_s must be > 0"
+    if key == "trace_retention_bytes" and value <= 0:  # 0 is no "unlimited": every finished trace went at once
+        return "trace_retention_bytes must be > 0 (there is no unlimited; give a size)"
+    if key == "trace_retention_s" and not value > 0:  # else every finished trace is deleted at the next pass
+        return "trace_retention_s must be > 0"
+    if key == "trace_dir":
+        return _shared_dir_problem(value)
+    if key == "kineto_endpoint" and (not value or "\0" in value or "/" in value):
+        return "kineto_endpoint must be a plain name (or 'off')"
+    return None
+
+
+def _check_value(key: str, value: Any, source: str) -> None:
+    problem = _value_problem(key, value)
+    if problem is not None:
+        raise ConfigError(f"{source}: {problem}")
+
+
+def _check_combination(cfg: DaemonConfig, sources: dict[str, str]) -> None:
+    """The rules between keys, on the resolved config; an error names where each key involved came from."""
+
+    def where(*keys: str) -> str:
+        named = dict.fromkeys(sources[k] for k in keys if k in sources)  # ordered, without repeats
+        return " and ".join(named) or "defaults"
+
     if cfg.port == cfg.metrics_port != 0 and (cfg.metrics_listen or cfg.listen) == cfg.listen:
-        raise ConfigError(f"{where}: port and metrics_port are both {cfg.port}; give the metrics endpoint its own")
-    if not 1 <= cfg.sim_gpus <= 64:
-        raise ConfigError(f"{where}: sim_gpus must be 1-64")
-    if not cfg.interval_s > 0 or not cfg.history_s > 0:
-        raise ConfigError(f"{where}: interval_s and history_s must be > 0")
+        raise ConfigError(
+            f"{where('port', 'metrics_port')}: port and metrics_port are both {cfg.port}; "
+            "give the metrics endpoint its own"
+        )
     if cfg.history_s < cfg.interval_s:
-        raise ConfigError(f"{where}: history_s ({cfg.history_s}) is shorter than interval_s ({cfg.interval_s})")
+        raise ConfigError(
+            f"{where('history_s', 'interval_s')}: history_s ({cfg.history_s:g}) is shorter than interval_s "
+            f"({cfg.interval_s:g})"
+        )
     if cfg.history_s / cfg.interval_s > 1_000_000:  # the ratio, not history_len: 1e300 printed 300 digits
         samples = cfg.history_s / cfg.interval_s
-        raise ConfigError(f"{where}: history_s / interval_s = {samples:.6g} samples; at most 1000000")
-    if cfg.trace_retention_bytes <= 0:  # 0 is no "unlimited": every finished trace went at the next pass
-        raise ConfigError(f"{where}: trace_retention_bytes must be > 0 (there is no unlimited; give a size)")
-    if not cfg.trace_retention_s > 0:  # else every finished trace is deleted at the next retention pass
-        raise ConfigError(f"{where}: trace_retention_s must be > 0")
-    _check_trace_dir(cfg, where)
+        raise ConfigError(
+            f"{where('history_s', 'interval_s')}: history_s / interval_s = {samples:.6g} samples; at most 1000000"
+        )
+    trace_dir, state_dir = os.path.realpath(cfg.trace_dir), os.path.realpath(cfg.state_dir)
+    if os.path.commonpath([trace_dir, state_dir]) == trace_dir:
+        raise ConfigError(
+            f"{where('trace_dir', 'state_dir')}: trace_dir {cfg.trace_dir} holds the state_dir {cfg.state_dir}, "
+            "whose folders trace retention would delete; use separate folders"
+        )
     if bool(cfg.tls_cert) != bool(cfg.tls_key):
-        raise ConfigError(f"{where}: tls_cert and tls_key must be given together")
+        raise ConfigError(f"{where('tls_cert', 'tls_key')}: tls_cert and tls_key must be given together")
     if cfg.tls_ca and not cfg.tls_cert:
-        raise ConfigError(f"{where}: tls_ca needs tls_cert and tls_key")
-    if not cfg.kineto_endpoint or "\0" in cfg.kineto_endpoint or "/" in cfg.kineto_endpoint:
-        raise ConfigError(f"{where}: kineto_endpoint must be a plain name (or 'off')")
+        raise ConfigError(f"{where('tls_ca')}: tls_ca needs tls_cert and tls_key")
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def _unbracket(key: str, value: Any) -> Any:
+    """ "[::1]" as in a URL or gRPC target means the address ::1."""
+    if key in ("listen", "metrics_listen") and isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+        return value[1:-1]
+    return value
 
 
 def resolve_config(args: argparse.Namespace, default_path: Path = DEFAULT_CONFIG_PATH) -> DaemonConfig:
-    """Flags over file over defaults. Raises ConfigError for anything the user must fix."""
+    """Flags over file over defaults. Raises ConfigError for anything the user must fix.
+
+    Every value the file sets is checked on its own, even where a flag overrides it: a bad file is reported
+    (naming the file and the key) the first time dynod reads it, not the day the overriding flag goes away. The
+    rules between keys (history_s >= interval_s, tls_cert with tls_key, ...) apply to the resolved values, since a
+    file may leave part of a pair to the command line."""
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     path: Path | None = args.config
     if path is None and default_path.exists():
         path = default_path
     if path is not None:
-        for key, value in _read_file(path).items():
-            values[key] = _coerce(key, value, str(path))
+        for key, raw in _read_file(path).items():
+            value = _unbracket(key, _coerce(key, raw, str(path)))
+            _check_value(key, value, str(path))
+            values[key], sources[key] = value, str(path)
     for f in fields(DaemonConfig):
         flag_value = getattr(args, f.name, None)
         if f.name != "config_path" and flag_value is not None:
-            values[f.name] = flag_value
-    for key in ("listen", "metrics_listen"):  # "[::1]" as in a URL or gRPC target means the address ::1
-        value = values.get(key)
-        if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
-            values[key] = value[1:-1]
+            value = _unbracket(f.name, flag_value)
+            _check_value(f.name, value, _flag(f.name))
+            values[f.name], sources[f.name] = value, _flag(f.name)
     cfg = DaemonConfig(**values, config_path=path)
-    _validate(cfg)
+    for f in fields(DaemonConfig):  # the defaults too: a default trace dir can be a shared one (uid 0 in a $HOME)
+        if f.name not in sources:
+            _check_value(f.name, getattr(cfg, f.name), "default")
+    _check_combination(cfg, sources)
     return cfg
