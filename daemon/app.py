@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 
 import dyno
 from dyno.daemon.auth import build_server_credentials, build_server_interceptors, warn_if_exposed
+from dyno.daemon.bindcheck import bind_problem
 from dyno.daemon.config import ConfigError, DaemonConfig
 from dyno.daemon.convert import gpu_to_proto, sampler_state_to_proto
 from dyno.daemon.history import History
@@ -102,6 +103,11 @@ class Daemon:
         # is a ConfigError: the operator's files are wrong, exit 2 like any other config mistake.
         credentials = build_server_credentials(cfg)
         interceptors = build_server_interceptors(cfg)
+        address = host_port(cfg.listen, cfg.port)
+        # a plain socket first: a failed gRPC bind prints gRPC's own C-core log lines before dynod's (bindcheck.py)
+        problem = bind_problem(cfg.listen, cfg.port)
+        if problem is not None:
+            raise StartupError(f"cannot listen on {address}: {problem}")
         # so_reuseport off: a second daemon on the same port must fail loudly, not share the port.
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=RPC_THREADS, thread_name_prefix="dyno-grpc"),
@@ -115,7 +121,6 @@ class Daemon:
         add_reflection(  # capped: each session holds an RPC thread (dyno.daemon.stream_slots)
             server, (DYNO_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME)
         )
-        address = host_port(cfg.listen, cfg.port)
         try:
             port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
         except RuntimeError as e:
