@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import stat
+import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -21,6 +22,7 @@ from typing import BinaryIO
 
 from dyno.diskspace import free_space_note
 from dyno.filechunks import checksum_of, new_digest
+from dyno.logthrottle import ThrottledLog
 from dyno.trace_ids import is_trace_id, safe_host, validate_trace_id
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "kineto_log_file",
     "kineto_output",
     "agent_output",
+    "MARKER_NAME",
     "make_trace_dir",
     "find_trace_file",
     "iter_chunks",
@@ -61,21 +64,73 @@ def agent_output(trace_dir: Path, trace_id: str, hostname: str, pid: int) -> Pat
 
 
 _TRACE_DIR_MODE = 0o1733
+# In every folder make_trace_dir makes, before anyone else can write there: what tells retention the folder is
+# dynod's when the mode cannot (a filesystem that drops the sticky bit, or ignores chmod). Believed only as a plain
+# file (no symlink, one link) owned by the daemon's uid and naming its own folder: the sticky bit keeps trainers
+# from replacing it, and another user's file, or a hard link to one in another folder, does not pass.
+MARKER_NAME = ".dynod-trace"
+_MARKER_MAX = 256
+
+
+def _marker_bytes(trace_id: str) -> bytes:
+    return f"dynod trace folder {trace_id}\n".encode()
+
+
+def _write_marker(folder: Path, trace_id: str) -> None:
+    # mkstemp (O_EXCL, a random name) + rename: nothing planted in a folder that existed already is followed
+    fd, tmp = tempfile.mkstemp(prefix=f"{MARKER_NAME}.", suffix=".writing", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(_marker_bytes(trace_id))
+        os.replace(tmp, folder / MARKER_NAME)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def make_trace_dir(trace_dir: Path, trace_id: str) -> Path:
-    """<trace-dir>/<trace_id>, writable by trainers of any user (sticky and not listable, like a drop box)."""
+    """<trace-dir>/<trace_id>, writable by trainers of any user (sticky and not listable, like a drop box), with
+    dynod's marker file (MARKER_NAME) written while the folder is still private. A folder this call made is removed
+    again when it cannot be finished (chmod refused), so no half-made folder is left behind."""
     trace_dir.mkdir(parents=True, exist_ok=True)
     path = trace_dir / validate_trace_id(trace_id)
-    path.mkdir(exist_ok=True)
-    os.chmod(path, _TRACE_DIR_MODE)
+    try:
+        path.mkdir(mode=0o700)
+        made = True
+    except FileExistsError:
+        made = False
+        if not stat.S_ISDIR(os.lstat(path).st_mode):  # a symlink (or file) in its place is not followed
+            raise OSError(errno.EEXIST, "exists and is not a directory", str(path)) from None
+    try:
+        _write_marker(path, trace_id)
+        os.chmod(path, _TRACE_DIR_MODE)
+    except OSError:
+        if made:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
     return path
 
 
-def _made_by_dynod(name: str, st: os.stat_result) -> bool:
-    """A folder make_trace_dir made: a trace-id name, this daemon's owner and the drop-box mode. Anything else in
-    the trace dir (a user's folder, another tool's) is not dynod's to delete, whatever its age."""
-    return is_trace_id(name) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == _TRACE_DIR_MODE
+def _has_marker(folder: Path, trace_id: str) -> bool:
+    try:
+        f = open_trace_file(folder / MARKER_NAME)  # no symlink, a plain file, one link
+    except OSError:
+        return False
+    with f:
+        st = os.fstat(f.fileno())
+        return st.st_uid == os.geteuid() and f.read(_MARKER_MAX) == _marker_bytes(trace_id)
+
+
+def _made_by_dynod(path: Path, st: os.stat_result) -> bool:
+    """A folder make_trace_dir made: a trace-id name, this daemon's owner, and the drop-box mode or dynod's marker
+    (folders from before the marker have only the mode; a filesystem dropping the sticky bit leaves only the
+    marker). Anything else in the trace dir (a user's folder, another tool's) is not dynod's to delete."""
+    if not is_trace_id(path.name) or st.st_uid != os.geteuid():
+        return False
+    return stat.S_IMODE(st.st_mode) == _TRACE_DIR_MODE or _has_marker(path, path.name)
 
 
 def find_trace_file(trace_dir: Path, trace_id: str, hostname: str, pid: int, known: Path | None = None) -> Path | None:
@@ -202,7 +257,37 @@ def tree_size(path: Path) -> int:
 @dataclass(frozen=True)
 class RetentionResult:
     removed: tuple[str, ...]
-    total_bytes: int  # what the trace dir holds afterwards
+    total_bytes: int  # what dynod's traces (and loose files) in the trace dir hold afterwards: the size limit's figure
+    dir_bytes: int  # everything under the trace dir afterwards, others' folders too (GetStatus' trace_dir_bytes)
+    foreign: tuple[str, ...] = ()  # trace-id-named folders skipped as not dynod's
+
+
+# A WARNING per hour at most: the same foreign folders are found again at every pass (every 30 s)
+_skipped = ThrottledLog(log, every_s=3600.0, max_keys=4)
+
+
+def _warn_skipped(trace_dir: Path, foreign: list[str], unsticky: list[str]) -> None:
+    if foreign:
+        _skipped.warning(
+            "foreign",
+            "trace retention leaves %d folder(s) in %s alone that dynod did not make (another owner, or neither "
+            "mode 1733 nor dynod's %s marker): they are neither deleted nor counted against trace_retention_bytes; "
+            "remove them yourself if they are old traces: %s",
+            len(foreign),
+            trace_dir,
+            MARKER_NAME,
+            ", ".join(sorted(foreign)[:10]),
+        )
+    if unsticky:
+        _skipped.warning(
+            "mode",
+            "%d trace folder(s) in %s lost their mode 1733 (does this filesystem drop the sticky bit?): retention "
+            "still knows them by dynod's marker, but trainers of different users can delete each other's traces "
+            "there: %s",
+            len(unsticky),
+            trace_dir,
+            ", ".join(sorted(unsticky)[:10]),
+        )
 
 
 def enforce_retention(
@@ -212,27 +297,39 @@ def enforce_retention(
 
     Only the trace folders dynod made (``_made_by_dynod``) are counted and deleted; `keep` (active traces) never
     is. Other folders there are left alone and do not count: retention must not delete what it did not create.
+    Trace-id-named folders skipped that way are logged (a throttled WARNING), since old traces that no longer
+    look like dynod's would otherwise stay forever unnoticed. The pass walks everything anyway, so it also
+    measures the whole trace dir (``dir_bytes``), which GetStatus reports from then on (see trace_usage).
     """
     now = time.time() if now_s is None else now_s
     dirs: list[tuple[float, str, int]] = []
     total = 0
+    others = 0  # bytes in folders that are not dynod's
+    foreign: list[str] = []
+    unsticky: list[str] = []
     try:
         entries = list(os.scandir(trace_dir))
     except OSError:
-        return RetentionResult((), 0)
+        return RetentionResult((), 0, 0)
     for entry in entries:
         try:
             if entry.is_dir(follow_symlinks=False):
                 st = entry.stat(follow_symlinks=False)
-                if not _made_by_dynod(entry.name, st):
-                    continue
                 size = tree_size(Path(entry.path))
+                if not _made_by_dynod(Path(entry.path), st):
+                    others += size
+                    if is_trace_id(entry.name):
+                        foreign.append(entry.name)
+                    continue
+                if stat.S_IMODE(st.st_mode) != _TRACE_DIR_MODE:
+                    unsticky.append(entry.name)
                 dirs.append((st.st_mtime, entry.name, size))
                 total += size
             elif entry.is_file(follow_symlinks=False):
                 total += entry.stat(follow_symlinks=False).st_size
         except OSError:
             continue
+    _warn_skipped(trace_dir, foreign, unsticky)
     removed: list[str] = []
     for mtime, name, size in sorted(dirs):
         if name in keep:
@@ -243,7 +340,7 @@ def enforce_retention(
             total -= size
     if removed:
         log.info("trace retention removed %d trace dir(s): %s", len(removed), ", ".join(removed[:10]))
-    return RetentionResult(tuple(removed), total)
+    return RetentionResult(tuple(removed), total, total + others, tuple(sorted(foreign)))
 
 
 def discard_unfinished_kineto_file(path: Path) -> str:

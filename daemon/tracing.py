@@ -11,9 +11,10 @@ from dyno.daemon.agent_service import AgentServer, AgentServicer
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.kineto_ipc import KinetoEndpoint
 from dyno.daemon.registry import PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_files import enforce_retention, tree_size
+from dyno.daemon.trace_files import enforce_retention
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_service import TraceRpcs
+from dyno.daemon.trace_usage import TraceDirUsage
 
 __all__ = ["Tracing"]
 
@@ -56,6 +57,9 @@ class Tracing:
         self._housekeeping_s = housekeeping_s
         self._idle_housekeeping_s = idle_housekeeping_s
         self._retention_every_s = retention_every_s
+        # GetStatus' trace_dir_bytes: recorded by each retention pass, measured by the reader only when no pass has
+        # recorded it for two retention periods (trace_usage.py)
+        self.usage = TraceDirUsage(config.trace_dir, max_age_s=2 * retention_every_s)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -100,7 +104,8 @@ class Tracing:
         return self.manager.active_traces()
 
     def trace_dir_bytes(self) -> int:
-        return tree_size(self.config.trace_dir)
+        """Bytes under the trace dir as the last retention pass found them (at most 2 x retention_every_s old)."""
+        return self.usage.bytes()
 
     def _retention(self) -> None:
         result = enforce_retention(
@@ -110,6 +115,7 @@ class Tracing:
             keep=self.manager.active_trace_ids(),
         )
         self.manager.forget(result.removed)  # their records went with the folders
+        self.usage.record(result.dir_bytes)
 
     def _housekeeping(self) -> None:
         next_retention = time.monotonic() + self._retention_every_s

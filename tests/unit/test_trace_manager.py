@@ -360,7 +360,8 @@ def test_retention_by_age_and_size_keeps_active(tmp_path: Path) -> None:
     r = tf.enforce_retention(tmp_path, max_bytes=10_000, max_age_s=950, keep={"active"}, now_s=now)
     assert r.removed == ("old",)
     r = tf.enforce_retention(tmp_path, max_bytes=250, max_age_s=1e9, keep={"active"}, now_s=now)
-    assert r.removed == ("mid",) and r.total_bytes == 200
+    markers = sum((tmp_path / name / tf.MARKER_NAME).stat().st_size for name in ("new", "active"))
+    assert r.removed == ("mid",) and r.total_bytes == 200 + markers
     assert sorted(p.name for p in tmp_path.iterdir()) == ["active", "new", "not a trace id", "projects"]
 
 
