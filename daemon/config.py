@@ -33,7 +33,7 @@ GPU_BACKENDS = ("auto", "nvml", "sim", "none")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # The shortest sampling interval. NVML refreshes GPU utilization every 1/6 s to 1 s depending on the product,
 # averages power over 1 s (Ampere and later), and its GPM metrics need samples > 100 ms apart: a faster loop reads
-# the same values again. One tick (host + 8 GPUs, history append) costs ~0.23 ms of CPU on a 2-core VM with the
+# the same values again. One tick (host + 8 GPUs, history append) costs ~0.22 ms of CPU on a 2-core VM with the
 # simulator (bench/sample_cost.py), more with real NVML calls: at 0.1 s that is already ~0.2% of a core.
 MIN_INTERVAL_S = 0.1
 
@@ -329,7 +329,7 @@ def _flag(key: str) -> str:
 
 
 def _unbracket(key: str, value: Any) -> Any:
-    """ "[::1]" as in a URL or gRPC target means the address ::1."""
+    """A bracketed address, "[::1]" as in a URL or a gRPC target, means the address ::1."""
     if key in ("listen", "metrics_listen") and isinstance(value, str) and value.startswith("[") and value.endswith("]"):
         return value[1:-1]
     return value
@@ -359,7 +359,7 @@ def resolve_config(args: argparse.Namespace, default_path: Path = DEFAULT_CONFIG
             _check_value(f.name, value, _flag(f.name))
             values[f.name], sources[f.name] = value, _flag(f.name)
     cfg = DaemonConfig(**values, config_path=path)
-    for f in fields(DaemonConfig):  # the defaults too: a default trace dir can be a shared one (uid 0 in a $HOME)
+    for f in fields(DaemonConfig):  # the defaults too, as ever: the default dirs come from $HOME and $XDG_*
         if f.name not in sources:
             _check_value(f.name, getattr(cfg, f.name), "default")
     _check_combination(cfg, sources)
