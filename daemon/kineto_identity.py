@@ -25,6 +25,7 @@ from dyno.request_limits import JOB_ID_RULE, job_id_ok
 __all__ = [
     "MAX_ENVIRON_BYTES",
     "MAX_CMDLINE_BYTES",
+    "DATA_WORKER_NAMES",
     "ProcFileReader",
     "KinetoIdentity",
     "KinetoIdentifier",
@@ -36,6 +37,13 @@ log = logging.getLogger(__name__)
 
 MAX_ENVIRON_BYTES = 1 << 20  # the kernel allows far larger environments; a job id never needs them
 MAX_CMDLINE_BYTES = 4096
+_MAX_COMM_BYTES = 64  # the kernel's task name is at most 15 bytes and a newline
+# The names torch gives a DataLoader worker's main thread (torch/utils/data/_utils/worker.py `_worker_loop`:
+# `_set_thread_name("pt_data_worker")`, torch >= 2.2), so the kernel's /proc/<pid>/comm of the worker process. A
+# spawn-started worker's command line is multiprocessing's (`python -c from multiprocessing.spawn import
+# spawn_main; ... --multiprocessing-fork`), exactly that of a torch.multiprocessing.spawn trainer: only this name
+# tells a helper from a trainer (checked with torch 2.13: trainer "python", worker "pt_data_worker").
+DATA_WORKER_NAMES = frozenset({"pt_data_worker"})
 
 # (pid, file name under /proc/<pid>, limit) -> the file's first bytes, at most limit + 1 of them (more than limit
 # means the file is larger); OSError when it cannot be read.
@@ -123,6 +131,16 @@ class KinetoIdentifier:
             )
             return ""
         return job_id
+
+    def is_data_worker(self, pid: int) -> bool:
+        """Whether the process is a DataLoader worker (a helper of a trainer, never worth tracing first), by its
+        kernel task name. Read when a request is matched, not cached: torch names the worker once its loop starts,
+        after it imported torch and registered. False when unreadable or still starting."""
+        try:
+            data = self._read(pid, "comm", _MAX_COMM_BYTES)
+        except OSError:
+            return False
+        return data.strip().decode("utf-8", "replace") in DATA_WORKER_NAMES
 
     def cmdline(self, pid: int) -> str:
         """The kernel's view of the command line; "" when unreadable."""

@@ -62,10 +62,15 @@ class _Trace:
         return all(p.view.state in FINAL_STATES for p in self.procs.values())
 
 
-def order_for_limit(procs: list[ProcessRecord]) -> list[ProcessRecord]:
-    """Leaf workers first: a process whose pid is in another matched process's ancestry is a launcher."""
-    ancestors = {a for p in procs for a in p.ancestry}
-    return sorted(procs, key=lambda p: (p.pid in ancestors, p.rank if p.rank is not None else 1 << 30, p.pid))
+def order_for_limit(procs: list[ProcessRecord], helpers: Collection[int] = ()) -> list[ProcessRecord]:
+    """Leaf trainers first: a process whose pid is in another matched trainer's ancestry is a launcher; `helpers`
+    (pids of DataLoader workers: children of a trainer, never trainers themselves) come last and make no launcher
+    of their parent."""
+    ancestors = {a for p in procs if p.pid not in helpers for a in p.ancestry}
+    return sorted(
+        procs,
+        key=lambda p: (p.pid in helpers, p.pid in ancestors, p.rank if p.rank is not None else 1 << 30, p.pid),
+    )
 
 
 class TraceManager:
@@ -122,7 +127,7 @@ class TraceManager:
             return StartResult(
                 trace_id, (), (), (), why_nothing(spec, [p.pid for p in procs], jobs, self._hostname), jobs
             )
-        chosen = order_for_limit(matched)
+        chosen = order_for_limit(matched, self._data_workers(matched) if spec.process_limit else ())
         if spec.process_limit:
             chosen = chosen[: spec.process_limit]
         now = self._clock_ms()
@@ -161,6 +166,11 @@ class TraceManager:
         log.info("trace %s (job %r): %s", trace_id, spec.job_id, msg)
         self._on_start()
         return StartResult(trace_id, tuple(p.pid for p in matched), triggered, tuple(p.pid for p in busy), msg, jobs)
+
+    def _data_workers(self, procs: list[ProcessRecord]) -> set[int]:
+        """Pids of DataLoader workers among kineto processes (the agent never registers one); /proc reads, made
+        before taking self._lock."""
+        return {p.pid for p in procs if p.protocol == PROTOCOL_KINETO and self._identifier.is_data_worker(p.pid)}
 
     def _new_proc_trace(self, trace: _Trace, p: ProcessRecord, now: int) -> _ProcTrace:
         spec = trace.spec
