@@ -18,6 +18,7 @@ from dyno.daemon import trace_files as tf
 from dyno.daemon import trace_journal as tj
 from dyno.daemon.kineto_identity import KinetoIdentifier, KinetoIdentity
 from dyno.daemon.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
+from dyno.daemon.kineto_window import iteration_fallback_note
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry, now_ms
 from dyno.daemon.trace_requests import validate_spec, why_nothing
 from dyno.daemon.trace_types import (
@@ -465,6 +466,7 @@ class TraceManager:
         self._write_records()
 
     def _check_files_and_timeouts(self) -> None:
+        notes = self._kineto_notes()
         now = self._clock_ms()
         with self._lock:
             for trace in self._traces.values():
@@ -475,7 +477,7 @@ class TraceManager:
                     if state in FINAL_STATES:
                         continue
                     if pt.view.protocol == PROTOCOL_KINETO and state != TraceState.PENDING:
-                        if self._kineto_file_check(trace, pt):
+                        if self._kineto_file_check(trace, pt, notes):
                             continue
                     if state == TraceState.PENDING and now - pt.created_ms > self._delivery_timeout_ms:
                         how = (
@@ -499,26 +501,47 @@ class TraceManager:
                             hint = tf.discard_unfinished_kineto_file(Path(pt.view.path)) or hint
                         self._set(trace, pt, TraceState.TIMED_OUT, f"no complete trace file by the deadline{hint}")
 
-    def _kineto_file_check(self, trace: _Trace, pt: _ProcTrace) -> bool:
-        """Under self._lock: True when the kineto file is complete (state set to done)."""
+    def _kineto_notes(self, pid: int | None = None) -> dict[tuple[str, int], str]:
+        """The done notes of kineto iteration traces (of `pid`, or all) whose file is complete, keyed by (trace id,
+        pid): read from the files outside self._lock (a file may be large), so they are there when the trace turns
+        done. "" when libkineto recorded the iterations; a note when it fell back to its 500 ms window."""
+        with self._lock:
+            todo = [
+                (t.trace_id, pt.view.pid, Path(pt.view.path), t.spec.iterations)
+                for t in self._traces.values()
+                if t.spec.iterations is not None and not t.finished()
+                for pt in t.procs.values()
+                if pt.view.protocol == PROTOCOL_KINETO
+                and pt.view.state in (TraceState.DELIVERED, TraceState.RUNNING)
+                and pid in (None, pt.view.pid)
+            ]
+        return {(tid, p): iteration_fallback_note(path, n) for tid, p, path, n in todo if path.exists()}
+
+    def _kineto_file_check(self, trace: _Trace, pt: _ProcTrace, notes: dict[tuple[str, int], str]) -> bool:
+        """Under self._lock: True when the kineto file is complete (state set to done, with its note from `notes`;
+        an iteration trace's file not looked at yet waits for the next round)."""
         path = Path(pt.view.path)
+        key = (trace.trace_id, pt.view.pid)
         try:
             size = path.stat().st_size
         except OSError:
             if pt.view.state == TraceState.DELIVERED and Path(str(path) + ".tmp").exists():
                 self._set(trace, pt, TraceState.RUNNING)
             return False
-        self._set(trace, pt, TraceState.DONE, size=size)
+        if trace.spec.iterations is not None and key not in notes:
+            return False
+        self._set(trace, pt, TraceState.DONE, notes.get(key, ""), size=size)
         return True
 
     def _on_process_removed(self, rec: ProcessRecord, reason: str) -> None:
+        notes = self._kineto_notes(rec.pid) if rec.protocol == PROTOCOL_KINETO else {}
         with self._lock:
             found = self._active_for(rec.pid)
             if found is not None:
                 trace, pt = found
                 # a kineto process may have finished its file and exited right after
                 kineto_started = pt.view.protocol == PROTOCOL_KINETO and pt.view.state != TraceState.PENDING
-                if not (kineto_started and self._kineto_file_check(trace, pt)):
+                if not (kineto_started and self._kineto_file_check(trace, pt, notes)):
                     when = "before picking up the trace" if pt.view.state == TraceState.PENDING else "mid-trace"
                     self._set(trace, pt, TraceState.FAILED, f"{reason} {when}")
         self._write_records()
