@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dyno.client.agent_env import AgentIdentity, multiprocessing_role, resolve_identity, resolve_socket_path
+from dyno.client.agent_output import OutputFiles
 from dyno.client.agent_trace import StepCounter, TraceFailed, TraceSpec, run_trace
 from dyno.logthrottle import ThrottledLog
 from dyno.trace_options import options_from_pb
@@ -119,6 +120,8 @@ class Agent:
         self._idle = threading.Event()  # set while no trace is being run by the trace thread
         self._idle.set()
         self._given_up: str | None = None  # a trace reported failed at exit while still being written
+        self._files: OutputFiles | None = None  # the files of the trace being run
+        self._abandoned: OutputFiles | None = None  # those of the trace given up at exit (swept again at stop)
         self._exit_hook = False
 
     # --- public ---------------------------------------------------------------------------------------------
@@ -169,8 +172,13 @@ class Agent:
         with self._lock:
             late = self._recording is spec
             if late:
-                self._given_up = trace_id
+                self._given_up, self._abandoned = trace_id, self._files
         if late:
+            # The program exits now, maybe in the middle of the export: nothing of the trace may stay in the trace
+            # folder (a partial export, a half-written copy). What the export writes after this, stop() sweeps
+            # again, and dynod once the process is gone.
+            if self._abandoned is not None:
+                self._abandoned.abandon()
             self._report(
                 trace_id,
                 "FAILED",
@@ -194,6 +202,8 @@ class Agent:
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(max(0.0, deadline - time.monotonic()))
+        if self._abandoned is not None:  # what the export of a trace given up at exit wrote since
+            self._abandoned.abandon()
 
     # --- connection -----------------------------------------------------------------------------------------
 
@@ -368,9 +378,12 @@ class Agent:
                 self._traces.pop(spec.trace_id, None)
             return
         outcome: dict[str, Any]
+        files = OutputFiles(spec.output_path)
+        with self._lock:
+            self._files = files
         self._idle.clear()
         try:
-            result = run_trace(spec, self.steps, cancel, lambda: self._on_recording(spec), self._exiting)
+            result = run_trace(spec, self.steps, cancel, lambda: self._on_recording(spec), self._exiting, files)
             outcome = {"state": "DONE", "path": str(result.path), "size_bytes": result.size_bytes}
             if result.note:
                 outcome["error"] = result.note  # the daemon keeps a done trace's text as its note
@@ -386,11 +399,10 @@ class Agent:
             # that report lands (back-to-back traces were refused as "busy" in that window).
             with self._lock:
                 self._traces.pop(spec.trace_id, None)
-                self._recording = None
+                self._recording, self._files = None, None
                 given_up, self._given_up = self._given_up == spec.trace_id, None
         if given_up:  # finish_at_exit stopped waiting and reported it failed: no file may stay behind
-            if outcome["state"] == "DONE":
-                Path(outcome["path"]).unlink(missing_ok=True)
+            files.abandon()
         else:
             self._report(spec.trace_id, **outcome)
         self._idle.set()

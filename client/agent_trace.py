@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dyno.client.agent_output import OutputFiles, TraceAbandoned, unlink_quietly
 from dyno.diskspace import free_space_note
 
 __all__ = [
@@ -105,29 +106,29 @@ def _with_trace_id(head: bytes, trace_id: str) -> bytes:
     return head[: brace + 1] + value + sep + rest
 
 
-def write_trace_file(raw_json: Path, output: Path, trace_id: str) -> int:
+def write_trace_file(raw_json: Path, output: Path, trace_id: str, files: OutputFiles | None = None) -> int:
     """Copy the profiler's JSON export to `output` with trace_id embedded, gzip-compressed when `output` ends in
-    .gz, atomically (`<output>.tmp`, then rename), streaming. Returns the final size in bytes."""
-    tmp = output.with_name(output.name + ".tmp")
+    .gz, atomically (`<output>.tmp`, then rename), streaming. Returns the final size in bytes. With `files`, nothing
+    is created or renamed once they were abandoned (TraceFailed)."""
+    files = files or OutputFiles(output)
+    tmp = files.tmp
     try:
         with open(raw_json, "rb") as src:
             head = _with_trace_id(src.read(_HEAD_BYTES), trace_id)
             opener = gzip.open if output.name.endswith(".gz") else open
-            with opener(tmp, "wb") as dst:  # type: ignore[operator]
+            with files.creating():
+                dst = opener(tmp, "wb")
+            with dst:
                 dst.write(head)
                 shutil.copyfileobj(src, dst, 1024 * 1024)
-        os.replace(tmp, output)
+        with files.creating():
+            os.replace(tmp, output)
+    except TraceAbandoned as e:
+        raise TraceFailed(str(e)) from e
     except OSError as e:
-        _unlink_quietly(tmp)
+        unlink_quietly(tmp)
         raise TraceFailed(f"cannot write {output}: {e.strerror or e}") from e
     return output.stat().st_size
-
-
-def _unlink_quietly(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:
-        pass
 
 
 def _check_output_dir(output: Path) -> None:
@@ -436,21 +437,27 @@ def _sleep_until(when_ms: int, cancel: threading.Event) -> None:
         cancel.wait(min(left, 1.0))
 
 
-def _export(profiler: Any, spec: TraceSpec) -> TraceResult:
-    raw = spec.output_path.with_name(spec.output_path.name + ".raw.tmp")
+def _export(profiler: Any, spec: TraceSpec, files: OutputFiles | None = None) -> TraceResult:
+    files = files or OutputFiles(spec.output_path)
+    raw = files.raw
     try:
+        with files.creating():  # not even begun once abandoned (the program exits)
+            pass
         profiler.export_chrome_trace(str(raw))
         if not raw.exists():
             # libkineto logs "Failed to write to log file!" (e.g. a full disk) instead of raising
             raise TraceFailed(f"the profiler could not write its trace to {raw.parent}{_free_space(raw.parent)}")
-        size = write_trace_file(raw, spec.output_path, spec.trace_id)
+        size = write_trace_file(raw, spec.output_path, spec.trace_id, files)
     except TraceFailed:
         raise
+    except TraceAbandoned as e:
+        raise TraceFailed(str(e)) from e
     except Exception as e:
         raise TraceFailed(f"exporting the trace failed: {type(e).__name__}: {e}") from e
     finally:
-        _unlink_quietly(raw)
-        _unlink_quietly(raw.with_name(raw.name + ".tmp"))  # libkineto's own temp file, left when its write failed
+        # The raw export, and libkineto's own temp file of it, left when its write failed
+        for path in files.temporaries()[:2]:
+            unlink_quietly(path)
     return TraceResult(spec.output_path, size)
 
 
@@ -469,17 +476,20 @@ def run_trace(
     cancel: threading.Event,
     on_running: Callable[[], None],
     exiting: threading.Event | None = None,
+    files: OutputFiles | None = None,
 ) -> TraceResult:
     """Take the trace described by spec and write its file. Blocks the calling (agent) thread, not the trainer.
     Raises TraceFailed with the reason; returns early with TraceFailed("cancelled") when `cancel` is set. When
     `exiting` is set too (the program is exiting normally), a duration trace that is recording stops early and
-    what it recorded is written, with a note in the result; one not recording yet is cancelled all the same."""
+    what it recorded is written, with a note in the result; one not recording yet is cancelled all the same.
+    `files`: the trace's output files (default: of spec.output_path), which the caller may abandon meanwhile."""
+    files = files or OutputFiles(spec.output_path)
     if spec.start_time_ms and spec.deadline_ms and spec.start_time_ms >= spec.deadline_ms:
         raise TraceFailed("the requested start time is past the trace's deadline")
     _check_output_dir(spec.output_path)
     steps.wait_idle(cancel)
     if spec.iterations:
-        return _run_iterations(spec, steps, cancel, on_running)
+        return _run_iterations(spec, steps, cancel, on_running, files)
     if not spec.duration_ms or spec.duration_ms <= 0:
         raise TraceFailed("the request has neither a duration nor an iteration count")
     make = _profiler_factory(spec, all_threads=True)
@@ -497,15 +507,15 @@ def run_trace(
     recorded_s = time.monotonic() - started
     profiler.stop()
     if not cancel.is_set():
-        return _export(profiler, spec)
+        return _export(profiler, spec, files)
     if exiting is None or not exiting.is_set():
         raise TraceFailed("cancelled")
-    result = _export(profiler, spec)
+    result = _export(profiler, spec, files)
     return replace(result, note=exited_early_note(f"{recorded_s:.1f} s", f"{spec.duration_ms / 1000.0:g} s"))
 
 
 def _run_iterations(
-    spec: TraceSpec, steps: StepCounter, cancel: threading.Event, on_running: Callable[[], None]
+    spec: TraceSpec, steps: StepCounter, cancel: threading.Event, on_running: Callable[[], None], files: OutputFiles
 ) -> TraceResult:
     if not steps.installed:
         raise TraceFailed("no optimizer step hook: torch.optim is not loaded in this process")
@@ -533,7 +543,7 @@ def _run_iterations(
         if not plan.started.is_set():
             raise TraceFailed("no optimizer step started the trace before the deadline (is the trainer stepping?)")
         raise TraceFailed(f"only {plan.steps_seen} of {spec.iterations} optimizer steps before the deadline")
-    result = _export(plan.profiler, spec)
+    result = _export(plan.profiler, spec, files)
     if plan.ended_early:
         note = exited_early_note(f"{plan.steps_seen} optimizer step(s)", f"{spec.iterations}")
         return replace(result, note=note)

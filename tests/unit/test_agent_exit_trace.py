@@ -133,7 +133,9 @@ def test_finish_early_leaves_another_threads_profiler_alone(tmp_path: Path) -> N
 def test_agent_reports_done_with_the_note(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     recording = threading.Event()
 
-    def fake_run_trace(spec: TraceSpec, steps: Any, cancel: Any, on_running: Any, exiting: Any) -> TraceResult:
+    def fake_run_trace(
+        spec: TraceSpec, steps: Any, cancel: Any, on_running: Any, exiting: Any, files: Any = None
+    ) -> TraceResult:
         on_running()
         recording.set()
         cancel.wait(30)
@@ -156,7 +158,9 @@ def test_agent_exit_past_the_cap_reports_failed_and_leaves_no_file(
 ) -> None:
     recording, release = threading.Event(), threading.Event()
 
-    def slow_export(spec: TraceSpec, steps: Any, cancel: Any, on_running: Any, exiting: Any) -> TraceResult:
+    def slow_export(
+        spec: TraceSpec, steps: Any, cancel: Any, on_running: Any, exiting: Any, files: Any = None
+    ) -> TraceResult:
         on_running()
         recording.set()
         cancel.wait(30)
@@ -183,7 +187,9 @@ def test_agent_exit_with_a_pending_trace_changes_nothing(monkeypatch: pytest.Mon
     started = threading.Event()
     seen: list[str] = []
 
-    def pending(spec: TraceSpec, steps: Any, cancel: Any, on_running: Any, exiting: Any) -> TraceResult:
+    def pending(
+        spec: TraceSpec, steps: Any, cancel: Any, on_running: Any, exiting: Any, files: Any = None
+    ) -> TraceResult:
         started.set()
         cancel.wait(30)  # waiting for its start time: never recording
         seen.append(f"cancel={cancel.is_set()} exiting={exiting.is_set()}")

@@ -35,7 +35,9 @@ class FakeDaemon:
 
 @pytest.fixture
 def setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[agent_mod.Agent, FakeDaemon]:
-    def fake_run_trace(spec: TraceSpec, steps: Any, cancel: Any, on_running: Any, exiting: Any = None) -> TraceResult:
+    def fake_run_trace(
+        spec: TraceSpec, steps: Any, cancel: Any, on_running: Any, exiting: Any = None, files: Any = None
+    ) -> TraceResult:
         on_running()
         spec.output_path.write_bytes(b"{}")
         return TraceResult(spec.output_path, 2)
