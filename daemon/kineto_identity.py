@@ -25,6 +25,7 @@ from dyno.request_limits import JOB_ID_RULE, job_id_ok
 __all__ = [
     "MAX_ENVIRON_BYTES",
     "MAX_CMDLINE_BYTES",
+    "MAX_STAT_BYTES",
     "DATA_WORKER_NAMES",
     "ProcFileReader",
     "KinetoIdentity",
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 
 MAX_ENVIRON_BYTES = 1 << 20  # the kernel allows far larger environments; a job id never needs them
 MAX_CMDLINE_BYTES = 4096
+MAX_STAT_BYTES = 4096
+_STARTTIME_AFTER_COMM = 19  # stat field 22 (starttime) is the 20th after the command name (field 2)
 _MAX_COMM_BYTES = 64  # the kernel's task name is at most 15 bytes and a newline
 # The names torch gives a DataLoader worker's main thread (torch/utils/data/_utils/worker.py `_worker_loop`:
 # `_set_thread_name("pt_data_worker")`, torch >= 2.2), so the kernel's /proc/<pid>/comm of the worker process. A
@@ -71,11 +74,13 @@ def parse_environ(data: bytes, names: tuple[str, ...] = JOB_ID_VARIABLES) -> dic
 @dataclass(frozen=True)
 class KinetoIdentity:
     """job_id: the id it registers under; aliases: other ids it also answers to (kineto's integer, when the
-    environment named another); cmdline: "" when unreadable."""
+    environment named another); cmdline: "" when unreadable; start_time: tells it from a later process that reuses
+    its pid."""
 
     job_id: str
     aliases: tuple[str, ...] = ()
     cmdline: str = ""
+    start_time: int = 0  # see KinetoIdentifier.start_time; 0: unknown
 
 
 class KinetoIdentifier:
@@ -88,12 +93,27 @@ class KinetoIdentifier:
         self._warn = ThrottledLog(log, every_s=600.0)
 
     def identify(self, pid: int, kineto_job_id: str) -> KinetoIdentity:
+        start_time = self.start_time(pid)  # first: the environment read next is of this process or a later one
         job_id = self.job_id(pid)
         cmdline = self.cmdline(pid)
         if not job_id or job_id == kineto_job_id:
-            return KinetoIdentity(kineto_job_id, (), cmdline)
+            return KinetoIdentity(kineto_job_id, (), cmdline, start_time)
         log.debug("kineto pid %d: job %r from its environment (libkineto sent %s)", pid, job_id, kineto_job_id)
-        return KinetoIdentity(job_id, (kineto_job_id,), cmdline)
+        return KinetoIdentity(job_id, (kineto_job_id,), cmdline, start_time)
+
+    def start_time(self, pid: int) -> int:
+        """When the process started, in clock ticks since boot (/proc/<pid>/stat field 22): a pid reused by another
+        process has another one, whatever its uid and job. 0 when unreadable or malformed."""
+        try:
+            data = self._read(pid, "stat", MAX_STAT_BYTES)
+        except OSError:
+            return 0
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so count fields after its last ")"
+        fields = data[:MAX_STAT_BYTES].rpartition(b")")[2].split()
+        try:
+            return max(0, int(fields[_STARTTIME_AFTER_COMM]))
+        except (IndexError, ValueError):
+            return 0
 
     def job_id(self, pid: int) -> str:
         """The job id the agent's rule finds in the process's environment; "" when unknown or unusable."""

@@ -75,6 +75,13 @@ class ProcessRecord:
     uid: int = -1  # kineto: kernel-reported uid of the sender
     # Other job ids it answers to: kineto's decimal integer when its environment named another (kineto_identity.py)
     job_aliases: tuple[str, ...] = ()
+    # kineto: the process's start time (/proc/<pid>/stat), which tells it from a later process reusing its pid; 0:
+    # unknown
+    start_time: int = 0
+
+    def same_process(self, start_time: int) -> bool:
+        """False when both start times are known and differ: the pid now belongs to another process."""
+        return not (self.start_time and start_time and self.start_time != start_time)
 
     def answers_to(self, job_id: str) -> bool:
         """Whether a request for this job id matches it: its own id or an alias."""
@@ -106,7 +113,9 @@ class ProcessRegistry:
 
     def register(self, record: ProcessRecord) -> ProcessRecord:
         """Insert or refresh a process; keeps registered_ms and busy state of an existing entry of the same pid. A
-        connected agent's entry is not replaced by libkineto polls from the same process (returned as is)."""
+        connected agent's entry is not replaced by libkineto polls from the same process (returned as is). An entry
+        of another process that had the pid (its start time differs) is removed first: the listeners hear it
+        exited."""
         if record.protocol not in _PROTOCOLS:
             raise ValueError(f"unknown protocol {record.protocol!r}")
         now = self._clock_ms()
@@ -119,7 +128,9 @@ class ProcessRegistry:
                 # orphaning its Watch stream. The polls still keep it seen.
                 self._procs[record.pid] = old = replace(old, last_seen_ms=now)
                 return old
-            keep = old is not None and old.protocol == record.protocol and old.job_id == record.job_id
+            # A pid reused before garbage collection noticed the exit (~0.5 s): the old process is gone.
+            reused = old is not None and not old.same_process(record.start_time)
+            keep = not reused and old is not None and old.protocol == record.protocol and old.job_id == record.job_id
             rec = replace(
                 record,
                 ancestry=ancestry,
@@ -129,7 +140,9 @@ class ProcessRegistry:
                 current_trace_id=old.current_trace_id if keep and old else "",
             )
             self._procs[record.pid] = rec
-        if old is None:
+        if reused and old is not None:
+            self._notify([(old, "process exited (its pid was reused)")])
+        if old is None or reused:
             also = f" (also {', '.join(map(repr, rec.job_aliases))})" if rec.job_aliases else ""
             log.info("registered %s process pid=%d job=%r%s", rec.protocol, rec.pid, rec.job_id, also)
         return rec

@@ -372,6 +372,7 @@ class TraceManager:
                 uid=poll.uid,
                 cmdline=ident.cmdline,
                 hostname=self._hostname,
+                start_time=ident.start_time,
             )
         )
         now = self._clock_ms()
@@ -393,15 +394,17 @@ class TraceManager:
         return None
 
     def _kineto_identity(self, poll: KinetoPoll) -> KinetoIdentity:
-        """Cached with the registration: /proc is read on a pid's first poll only. A pid that now answers with
-        another uid or kineto job id is another process and is read again; an exited one is dropped by
-        housekeeping (~0.5 s), so a later process reusing its pid registers afresh too."""
+        """Cached with the registration: the environment and command line are read on a pid's first poll only. The
+        cache is keyed on the process, not the pid: its start time (/proc/<pid>/stat, read on every poll) differs
+        for a later process reusing the pid, even one of the same uid and kineto job id polling before housekeeping
+        (~0.5 s) dropped the old one; that one is read again. Another uid or kineto job id is another process too."""
         known = self._registry.get(poll.pid)
-        if known is not None and (
-            (known.protocol == PROTOCOL_KINETO and known.uid == poll.uid and known.answers_to(poll.job_id))
-            or (known.protocol == PROTOCOL_AGENT and known.connected)  # the registry keeps the agent: no /proc read
-        ):
-            return KinetoIdentity(known.job_id, known.job_aliases, known.cmdline)
+        if known is not None and known.protocol == PROTOCOL_AGENT and known.connected:
+            return KinetoIdentity(known.job_id, known.job_aliases, known.cmdline)  # the registry keeps the agent
+        if known is not None and known.protocol == PROTOCOL_KINETO:
+            start_time = self._identifier.start_time(poll.pid)
+            if known.same_process(start_time) and known.uid == poll.uid and known.answers_to(poll.job_id):
+                return KinetoIdentity(known.job_id, known.job_aliases, known.cmdline, start_time or known.start_time)
         return self._identifier.identify(poll.pid, poll.job_id)
 
     def kineto_context_count(self, gpu: int, pid: int, job_id: str) -> int:
