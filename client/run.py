@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,10 +24,102 @@ from dyno.client.agent_env import ENV_SOCKET
 from dyno.job_ids import ENV_JOB_ID
 from dyno.request_limits import JOB_ID_RULE
 
-__all__ = ["BOOTSTRAP_DIR", "ENV_AGENT", "agent_environment", "build_parser", "main"]
+__all__ = [
+    "BOOTSTRAP_DIR",
+    "ENV_AGENT",
+    "agent_environment",
+    "bootstrap_skipping_flags",
+    "build_parser",
+    "main",
+]
 
 ENV_AGENT = "DYNO_AGENT"
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "bootstrap"
+
+# Interpreter options that keep the bootstrap's sitecustomize from running: -E and -I ignore PYTHONPATH (where the
+# bootstrap is), -S skips the `site` module (which imports sitecustomize). os.environ is untouched by them, so the
+# processes such an interpreter starts without the flag (torchrun's workers) still start the agent.
+_SKIPPING_FLAGS = {"E": "ignores PYTHONPATH", "I": "ignores PYTHONPATH", "S": "does not import site"}
+_PYTHON_NAME = re.compile(r"\A(?:python|pypy)[0-9.]*\Z")
+_ENV_ASSIGNMENT = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*=")
+_MAX_SHEBANG = 512
+
+
+def _interpreter_args(command: Sequence[str], depth: int = 0) -> list[str] | None:
+    """The options-and-arguments given to Python by `command`: `python ...`, `/usr/bin/env [VAR=x] python ...`, or a
+    script whose `#!` line runs Python (its options there, then the command's). None when it is not Python."""
+    if not command or depth > 2:
+        return None
+    name = os.path.basename(command[0])
+    if name == "env":
+        rest = [a for a in command[1:] if not _ENV_ASSIGNMENT.match(a)]  # `env -S "python -I"` is not followed
+        return _interpreter_args(rest, depth + 1) if rest and not rest[0].startswith("-") else None
+    if _PYTHON_NAME.match(name):
+        return list(command[1:])
+    shebang = _shebang(command[0])
+    if shebang is None:
+        return None
+    inner = _interpreter_args(shebang, depth + 1)
+    return None if inner is None else [*inner, *command[1:]]
+
+
+def _shebang(program: str) -> list[str] | None:
+    """The words of `program`'s `#!` line (the program found on PATH as exec does), None if it has none."""
+    path = program if os.sep in program else shutil.which(program)
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            line = f.readline(_MAX_SHEBANG)
+    except OSError:
+        return None
+    if not line.startswith(b"#!"):
+        return None
+    words = line[2:].decode("utf-8", "replace").split()
+    # `#!/usr/bin/env -S python3 -I`: env splits the rest into words itself
+    if len(words) > 2 and os.path.basename(words[0]) == "env" and words[1] == "-S":
+        words = [words[0], *words[2:]]
+    return words or None
+
+
+def bootstrap_skipping_flags(command: Sequence[str]) -> list[str]:
+    """The interpreter options in `command` (e.g. ["-I"]) that keep dyno-run's bootstrap, so the agent, from
+    starting in the process it runs; [] when none (or the command is not Python). Options are read as Python
+    reads them, up to the script, `-c` or `-m`: combined (`-Iu`) or not, `-W`/`-X` taking a value."""
+    args = _interpreter_args(command)
+    found: list[str] = []
+    i = 0
+    while args is not None and i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--" or arg == "-" or not arg.startswith("-"):
+            break
+        if arg.startswith("--"):
+            i += arg == "--check-hash-based-pycs"  # the only long option taking a value
+            continue
+        for at, flag in enumerate(arg[1:], 1):
+            if flag in "cm":  # the rest is the command or module: no more options
+                return found
+            if flag in "WX":  # the rest of this word, else the next word, is the option's value
+                i += at == len(arg) - 1
+                break
+            if flag in _SKIPPING_FLAGS and f"-{flag}" not in found:
+                found.append(f"-{flag}")
+    return found
+
+
+def _warn_skipped_bootstrap(command: Sequence[str]) -> None:
+    flags = bootstrap_skipping_flags(command)
+    if not flags:
+        return
+    why = "; ".join(f"{f} {_SKIPPING_FLAGS[f[1]]}" for f in flags)
+    print(
+        f"dyno-run: warning: Python runs {' '.join(flags)} here, which keeps dyno-run's bootstrap from running ({why}):"
+        f" the dyno agent will not start in {command[0]!r}, and dyno-cli trace will not find it. Drop "
+        f"{'/'.join(flags)}, or call dyno.client.agent.start() in the program. Python processes it starts without "
+        "the option (e.g. torchrun's workers) still start the agent.",
+        file=sys.stderr,
+    )
 
 
 def agent_environment(
@@ -84,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         build_parser().print_usage(sys.stderr)
         print("dyno-run: error: no command given (put it after --)", file=sys.stderr)
         return 2
+    _warn_skipped_bootstrap(command)
     try:
         os.execvpe(command[0], command, {**os.environ, **env})
     except OSError as e:
