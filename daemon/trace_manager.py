@@ -14,13 +14,13 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from dyno.client.agent_output import OutputFiles
 from dyno.daemon import trace_files as tf
 from dyno.daemon import trace_journal as tj
 from dyno.daemon.kineto_identity import KinetoIdentifier, KinetoIdentity
 from dyno.daemon.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
 from dyno.daemon.kineto_window import iteration_fallback_note
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry, now_ms
+from dyno.daemon.trace_leftovers import leftover_paths, remove_leftovers
 from dyno.daemon.trace_requests import validate_spec, why_nothing
 from dyno.daemon.trace_types import (
     FINAL_STATES,
@@ -73,19 +73,6 @@ def order_for_limit(procs: list[ProcessRecord], helpers: Collection[int] = ()) -
         procs,
         key=lambda p: (p.pid in helpers, p.pid in ancestors, p.rank if p.rank is not None else 1 << 30, p.pid),
     )
-
-
-def _remove_leftovers(paths: list[Path]) -> None:
-    """Unlink what is there (never following a link: unlink removes a planted symlink itself)."""
-    for path in paths:
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            log.warning("cannot remove %s, left by an unfinished trace: %s", path, e.strerror or e)
-            continue
-        log.info("removed %s, left by an unfinished trace", path)
 
 
 class TraceManager:
@@ -562,21 +549,9 @@ class TraceManager:
                     when = "before picking up the trace" if pt.view.state == TraceState.PENDING else "mid-trace"
                     self._set(trace, pt, TraceState.FAILED, f"{reason} {when}")
             leftovers = self._leftovers(rec.pid)
-        _remove_leftovers(leftovers)
+        remove_leftovers(leftovers)  # outside the lock: disk I/O
         self._write_records()
 
     def _leftovers(self, pid: int) -> list[Path]:
-        """Under self._lock, once a process is gone: the files its traces that did not end done may have left in
-        their folders (it exited or was killed while writing: at exit past agent.EXIT_FINISH_S, mid-export). An
-        agent trace leaves its temporaries, and a final file published too late; libkineto its `.tmp`."""
-        paths: list[Path] = []
-        for trace in self._traces.values():
-            pt = trace.procs.get(pid)
-            if pt is None or pt.view.state not in FINAL_STATES or pt.view.state == TraceState.DONE:
-                continue
-            path = Path(pt.view.path)
-            if pt.view.protocol == PROTOCOL_AGENT:
-                paths += [*OutputFiles(path).temporaries(), path]
-            else:
-                paths.append(Path(str(path) + ".tmp"))
-        return paths
+        """Under self._lock, once a process is gone: what its traces that did not end done may have left."""
+        return [p for t in self._traces.values() if pid in t.procs for p in leftover_paths(t.procs[pid].view)]
