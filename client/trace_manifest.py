@@ -97,9 +97,8 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
     # Not tempfile.mkstemp: its 0600 would hide the manifest from those who can read the traces beside it
     # (created with the user's umask); O_EXCL with a random name gives the same safety with the umask's mode.
     tmp = folder / f".{MANIFEST_NAME}.{secrets.token_hex(6)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "w") as f:
+    try:  # the open too: whatever stops the write (a Ctrl-C included) removes the temp file
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w") as f:
             json.dump(manifest, f, indent=2)
             f.write("\n")
             f.flush()

@@ -21,6 +21,7 @@ from dyno.argtypes import INT32_MAX, number
 from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._common import print_json, proto_to_dict
 from dyno.client.commands._hosts import usage_error
+from dyno.client.commands._interrupts import InterruptGuard
 from dyno.client.format import human_bytes, table
 from dyno.client.trace_manifest import build_manifest, write_manifest
 from dyno.client.trace_progress import make_progress
@@ -203,6 +204,9 @@ class TraceFlow:
         self.command = command
         self.requested_ms = requested_ms
         self.request = proto_to_dict(ct.request)
+        # The command holds it from its first StartTrace (or GetTrace) to its end: see _interrupts.
+        cleanup = "cancelling the traces and writing manifest.json" if ct.owns_trace else "writing manifest.json"
+        self.guard = InterruptGuard(f"dyno-cli {command}: Ctrl-C: {cleanup} first (a few seconds at most)")
 
     def manifest(self, status: str, code: int | None = None) -> dict[str, Any]:
         return build_manifest(
@@ -221,18 +225,20 @@ class TraceFlow:
         The "running" manifest is the caller's to write first (what to do when it cannot be written differs)."""
         ct, args, folder, command = self.ct, self.args, self.folder, self.command
         progress = make_progress(title, live=False if args.json else None)
-        try:
-            if not interrupted:
-                ct.follow()
-            while not ct.wait(_REFRESH_S):
-                progress.update(ct.snapshot())
-        except KeyboardInterrupt:
-            interrupted = True
-            if ct.owns_trace:
-                say(f"dyno-cli {command}: interrupted: cancelling the traces still running and writing the manifest")
-            else:
-                say(f"dyno-cli {command}: interrupted: writing the manifest (the trace goes on on the daemons)")
-            ct.interrupt()
+        if not interrupted:
+            try:
+                with self.guard.interruptible():
+                    ct.follow()
+                    while not ct.wait(_REFRESH_S):
+                        progress.update(ct.snapshot())
+            except KeyboardInterrupt:
+                interrupted = True
+                if ct.owns_trace:
+                    what = "cancelling the traces still running and writing the manifest"
+                else:
+                    what = "writing the manifest (the trace goes on on the daemons)"
+                say(f"dyno-cli {command}: interrupted: {what}")
+                ct.interrupt()
         progress.close(ct.snapshot())
         final = ct.snapshot()
         code = 130 if interrupted else trace_exit_code(final)
@@ -244,15 +250,23 @@ class TraceFlow:
         report, analysis_error = (None, None)
         if not args.json:
             print(_summary(final))
-        if files and not args.no_analyze and not interrupted:
-            report, analysis_error = _analyze(args, files)
+        if interrupted:
+            self.guard.discard()  # a Ctrl-C while cancelling asked for what is being done: the end
+        elif files and not args.no_analyze:
+            try:
+                with self.guard.interruptible():
+                    report, analysis_error = _analyze(args, files)
+            except KeyboardInterrupt:  # only the analysis stops: the files and the manifest are complete
+                code, analysis_error = 130, "interrupted"
         for line in result["errors"]:
             say(f"dyno-cli {command}: {line}")
         for h in final:  # a file that arrived with a note (e.g. it ended early): worth saying, not a failure
             for p in h.processes:
                 if p.ok and p.error:
                     say(f"dyno-cli {command}: {h.host} pid {p.pid}: note: {p.error}")
-        if analysis_error:
+        if analysis_error == "interrupted":
+            say(f"dyno-cli {command}: analysis interrupted (the files and manifest.json are complete)")
+        elif analysis_error:
             say(f"dyno-cli {command}: analysis failed (the traces are fine): {analysis_error}")
         hosts_ok = sum(not h.failed for h in final)
         reused = sum(p.ok and p.reused for h in final for p in h.processes)

@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         now = time.time()
         ct.wait_s = default_wait_s(ct.request, now) if args.timeout_s is None else args.timeout_s
         flow = TraceFlow(ct, args, folder, command="fetch", requested_ms=ct.created_ms or int(now * 1000))
-        with trace_folder(folder):  # a failure leaves no empty folder behind (one that was there is kept)
+        # A Ctrl-C from here on is held back except where the command waits, so manifest.json is always whole.
+        with flow.guard, trace_folder(folder):  # a failure leaves no empty folder behind (one that was there is kept)
             write_manifest(folder, flow.manifest("running"))
             return flow.run(f"fetch {args.trace_id} (job {ct.request.job_id})")

@@ -217,23 +217,27 @@ def run(args: argparse.Namespace) -> int:
             unreachable_s=args.call_timeout_s,
             fetch_concurrency=args.fetch_concurrency,
         )
-        say(_start_text(req, len(hosts)))
-        interrupted = False
-        try:
-            ct.start()
-        except KeyboardInterrupt:  # StartTrace calls may be in flight: what they start must not run on unseen
-            interrupted = True
-            say("dyno-cli trace: interrupted while starting: cancelling what was started")
-            ct.interrupt()
-        if not interrupted and not ct.triggered_any:
-            what = f"nothing traced on any of {len(hosts)} host(s)"
-            return nothing_to_follow(ct, args, "trace", what, 1 if args.fail_on_no_process else 0)
         flow = TraceFlow(ct, args, folder, command="trace", requested_ms=requested_ms)
-        with trace_folder(folder):  # a failure leaves no empty folder behind
+        say(_start_text(req, len(hosts)))
+        # From the first StartTrace on, a Ctrl-C must end in the traces cancelled and a whole manifest: it is held
+        # back except where the command waits (flow.guard), so it cannot cut a cancel or a manifest write.
+        with flow.guard, trace_folder(folder):  # a failure leaves no empty folder behind
+            interrupted = False
             try:
-                write_manifest(folder, flow.manifest("running"))
-            except OSError:  # e.g. a full disk: nothing could be recorded or fetched, so stop what was started
-                say("dyno-cli trace: cannot write the manifest: cancelling the trace")
+                with flow.guard.interruptible():
+                    ct.start()
+            except KeyboardInterrupt:  # StartTrace calls may be in flight: what they start must not run on unseen
+                interrupted = True
+                say("dyno-cli trace: interrupted while starting: cancelling what was started")
                 ct.interrupt()
-                raise
+            if not interrupted and not ct.triggered_any:
+                what = f"nothing traced on any of {len(hosts)} host(s)"
+                return nothing_to_follow(ct, args, "trace", what, 1 if args.fail_on_no_process else 0)
+            if not interrupted:  # (an interrupted start is recorded once, by flow.run)
+                try:
+                    write_manifest(folder, flow.manifest("running"))
+                except OSError:  # e.g. a full disk: nothing could be recorded or fetched, so stop what was started
+                    say("dyno-cli trace: cannot write the manifest: cancelling the trace")
+                    ct.interrupt()
+                    raise
             return flow.run(f"trace {trace_id} (job {args.job_id})", interrupted=interrupted)
