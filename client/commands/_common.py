@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.protobuf import json_format
+
+from dyno.client.format import table
 
 if TYPE_CHECKING:
     from dyno.client.cluster import HostResult
 
-__all__ = ["host_entry", "print_json", "proto_to_dict"]
+__all__ = ["host_entry", "host_table", "print_json", "proto_to_dict"]
+
+T = TypeVar("T")
 
 
 def proto_to_dict(msg: Any) -> dict[str, Any]:
@@ -25,3 +30,16 @@ def host_entry(r: HostResult[Any], fields: dict[str, Any]) -> dict[str, Any]:
     """One host's object in a multi-host --json answer: every host is listed, failed ones too, so a tool can
     tell which failed and why: {"host", "ok", **fields, "error": None or "ErrorType: message"}."""
     return {"host": str(r.host), "ok": r.ok, **fields, "error": None if r.ok else f"{r.error_type}: {r.error}"}
+
+
+def host_table(headers: Sequence[str], results: Sequence[HostResult[T]], row: Callable[[T], Sequence[object]]) -> str:
+    """One row per host, in host order, failed hosts included: HOST (the first header), then `row(answer)`; a
+    failed host's row has its error type (e.g. Unavailable) in the first column after HOST and '-' in the others
+    (the error itself goes to stderr, print_failures)."""
+    rows: list[list[object]] = []
+    for r in results:
+        if r.ok:
+            rows.append([str(r.host), *row(r.answer)])
+        else:
+            rows.append([str(r.host), r.error_type or "failed", *["-"] * (len(headers) - 2)])
+    return table(headers, rows, text=headers[:1])

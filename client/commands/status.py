@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 from dyno.client.cluster import HostResult
-from dyno.client.commands._common import host_entry, print_json, proto_to_dict
+from dyno.client.commands._common import host_entry, host_table, print_json, proto_to_dict
 from dyno.client.commands._hosts import add_host_arguments, cluster_from_args, fanout_exit_code, print_failures
 from dyno.client.format import human_bytes, table
 from dyno.v1 import dyno_pb2
@@ -64,27 +64,20 @@ def render(s: dyno_pb2.Status, target: str) -> str:
     return "\n".join(lines)
 
 
+def _row(s: dyno_pb2.Status) -> list[object]:
+    gpu = next((st for st in s.samplers if st.name == "gpu"), None)
+    return [
+        s.version,
+        f"{s.uptime_s:.0f}s",
+        str(len(s.gpus)),
+        _sampler_text(gpu) if gpu else "-",
+        str(s.registered_processes),
+        str(s.active_traces),
+    ]
+
+
 def render_many(results: Sequence[HostResult[dyno_pb2.Status]]) -> str:
-    rows = []
-    for r in results:
-        if not r.ok:
-            rows.append([str(r.host), "-", "-", "-", f"{r.error_type}", "-", "-"])
-            continue
-        s = r.answer
-        samplers = {st.name: st for st in s.samplers}
-        gpu = samplers.get("gpu")
-        rows.append(
-            [
-                str(r.host),
-                s.version,
-                f"{s.uptime_s:.0f}s",
-                str(len(s.gpus)),
-                _sampler_text(gpu) if gpu else "-",
-                str(s.registered_processes),
-                str(s.active_traces),
-            ]
-        )
-    return table(["HOST", "VERSION", "UP", "GPUS", "GPU SAMPLER", "PROCS", "TRACES"], rows)
+    return host_table(["HOST", "VERSION", "UP", "GPUS", "GPU SAMPLER", "PROCS", "TRACES"], results, _row)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 import dyno
-from dyno.client.commands._common import host_entry, print_json, proto_to_dict
+from dyno.client.cluster import HostResult
+from dyno.client.commands._common import host_entry, host_table, print_json, proto_to_dict
 from dyno.client.commands._hosts import add_host_arguments, cluster_from_args, fanout_exit_code, print_failures
-from dyno.client.format import table
+from dyno.v1 import dyno_pb2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,6 +21,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_host_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run)
+
+
+def render(results: Sequence[HostResult[dyno_pb2.VersionInfo]]) -> str:
+    """One row per daemon, failed ones included (with the error type, as in `status`)."""
+    return host_table(
+        ["HOST", "DYNOD", "API", "PYTHON", "GRPC"], results, lambda v: [v.version, v.api, v.python, v.grpc]
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,13 +42,6 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(f"dyno-cli {dyno.__version__}")
-        ok = [r for r in results if r.ok]
-        if ok:
-            print(
-                table(
-                    ["HOST", "DYNOD", "API", "PYTHON", "GRPC"],
-                    [[str(r.host), r.answer.version, r.answer.api, r.answer.python, r.answer.grpc] for r in ok],
-                )
-            )
+        print(render(results))
     print_failures(results)
     return fanout_exit_code(results)
