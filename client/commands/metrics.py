@@ -18,8 +18,13 @@ from dyno.client.commands._hosts import (
     single_client,
     usage_error,
 )
-from dyno.client.format import format_labels, format_value, table
-from dyno.request_limits import MAX_METRICS_LIMIT, MAX_NAME_PATTERN_LEN, MAX_NAME_PATTERNS
+from dyno.client.format import format_labels, format_value, human_bytes, table
+from dyno.request_limits import (
+    MAX_METRICS_LIMIT,
+    MAX_METRICS_RESPONSE_BYTES,
+    MAX_NAME_PATTERN_LEN,
+    MAX_NAME_PATTERNS,
+)
 from dyno.v1 import dyno_pb2
 
 _CLEAR = "\x1b[H\x1b[2J"
@@ -51,7 +56,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"only metrics matching this fnmatch pattern, e.g. 'gpu_*' (repeatable, at most {MAX_NAME_PATTERNS} "
         f"patterns of 1-{MAX_NAME_PATTERN_LEN} characters)",
     )
-    p.add_argument("--json", action="store_true", help="print samples as JSON (with --watch: one JSON object per line)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print samples as JSON (with --watch: one JSON object per line); a daemon answers with at most "
+        f"{human_bytes(MAX_METRICS_RESPONSE_BYTES)} of samples, beyond that the host fails naming how many of the "
+        "newest fit (narrow with --limit, --since-ms or --names)",
+    )
     p.add_argument(
         "--limit",
         type=number(int, ge=0, le=MAX_METRICS_LIMIT),
