@@ -35,6 +35,7 @@ __all__ = [
     "AFTER_WINDOW_S",
     "TraceFlow",
     "add_collect_arguments",
+    "check_html",
     "check_trace_id",
     "check_writable",
     "default_wait_s",
@@ -90,26 +91,50 @@ def check_trace_id(trace_id: str) -> None:
 
 
 def check_writable(output_dir: Path) -> None:
-    """Usage error (exit 2) unless files can be created in `output_dir` (made if missing)."""
+    """Usage error (exit 2) unless files can be created in `output_dir`. Nothing is made here: the folders are
+    made when the first file is written, so a run that records nothing (no host traced) leaves no folder behind."""
+    existing = output_dir
+    while not os.path.lexists(existing) and existing.parent != existing:
+        existing = existing.parent  # the folder that mkdir will create the missing ones in
+    if not existing.is_dir():
+        what = "a file is there" if existing == output_dir else f"{existing} is not a folder"
+        usage_error(f"--output-dir {output_dir}: not a folder ({what})")
     try:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=output_dir).close()
+        tempfile.TemporaryFile(dir=existing).close()
     except OSError as e:
-        usage_error(f"--output-dir {output_dir}: cannot write there: {e.strerror or e}")
+        usage_error(f"--output-dir {output_dir}: cannot write in {existing}: {e.strerror or e}")
+
+
+def check_html(html: Path | None) -> None:
+    """Usage error (exit 2) unless the --html report can be written where asked: in an existing folder, not over
+    a folder. Checked before anything is traced, not found out after the trace."""
+    if html is None:
+        return
+    if html.is_dir():
+        usage_error(f"--html {html}: is a folder (give a file name)")
+    folder = html.parent
+    if not folder.is_dir():
+        usage_error(f"--html {html}: {folder} is not an existing folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        usage_error(f"--html {html}: cannot write in {folder}")
 
 
 @contextlib.contextmanager
 def trace_folder(folder: Path) -> Iterator[Path]:
     """The run's OUTPUT_DIR/TRACE_ID. When the run fails (an exception: a full disk when the manifest is written,
-    any write failure) and the folder did not exist before it and holds no file, it is removed again: an empty
-    folder records nothing and looks like a result. A folder that existed before, or that holds any file (a
-    manifest, a trace, anything), is never touched: nothing is lost on failure."""
+    any write failure) and the folder did not exist before it and holds no file, it is removed again, with the
+    folders above it that the run made (a new OUTPUT_DIR): an empty folder records nothing and looks like a
+    result. A folder that existed before, or that holds any file (a manifest, a trace, anything), is never
+    touched: nothing is lost on failure."""
     existed = os.path.lexists(folder)
+    top = folder  # the highest folder this run will have made
+    while not os.path.lexists(top.parent) and top.parent != top:
+        top = top.parent
     try:
         yield folder
     except BaseException:
         if not existed:
-            _remove_if_empty(folder)
+            _remove_if_empty(top)
         raise
 
 

@@ -17,6 +17,7 @@ from dyno.client.commands._trace_flow import (
     ITERATION_WAIT_S,
     TraceFlow,
     add_collect_arguments,
+    check_html,
     check_trace_id,
     check_writable,
     default_wait_s,
@@ -201,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
     if folder.exists() and any(folder.iterdir()):
         usage_error(f"{folder} already exists and is not empty (choose another --trace-id or --output-dir)")
     check_writable(args.output_dir)  # before anything is traced: a trace nobody can fetch is wasted
+    check_html(args.html)
     with Cluster(hosts, deadline_s=args.call_timeout_s, max_concurrency=args.max_concurrency, auth=auth) as cluster:
         start_delay_s = args.start_delay_s
         if start_delay_s is None:

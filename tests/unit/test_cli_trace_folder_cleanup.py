@@ -60,7 +60,7 @@ def test_trace_on_a_full_disk_leaves_no_empty_trace_folder(
     out = tmp_path / "out"
     assert _trace(fake.target, out) == 1
     assert f"No space left on device: {out / TID / 'manifest.json'}" in capsys.readouterr().err
-    assert out.is_dir() and list(out.iterdir()) == []  # OUTPUT_DIR stays; its TRACE_ID/ is gone
+    assert list(tmp_path.iterdir()) == []  # its TRACE_ID/ is gone, and the OUTPUT_DIR this run made
 
 
 def test_trace_keeps_an_empty_trace_folder_that_was_there_before(
