@@ -51,6 +51,12 @@ _NOT_FOUND_HINT = (
     " (the id is unknown there: a wrong id or host, or the daemon restarted while the trace was still running; "
     "finished traces are kept across restarts until retention removes them)"
 )
+# Added to a daemon's "already in use" from start(): the usual cause with a new trace id is one daemon listed twice,
+# under two names or addresses (gpu1 and its IP, localhost and 127.0.0.1): the other entry traced it.
+_IN_USE_HINT = (
+    " (this daemon already has a trace with this id: a --trace-id used before, or the same daemon listed twice "
+    "under different names or addresses, e.g. localhost and 127.0.0.1)"
+)
 
 
 def start_trace_retrying(c: DynoClient, request: dyno_pb2.TraceRequest) -> dyno_pb2.StartTraceResponse:
@@ -167,6 +173,8 @@ class ClusterTrace:
                 h.start_s = round(r.elapsed_s, 4)
                 if not r.ok or r.value is None:
                     h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
+                    if r.error_type == InvalidArgument.__name__ and "already in use" in h.error:
+                        h.error += _IN_USE_HINT
                     continue
                 resp: dyno_pb2.StartTraceResponse = r.value
                 h.hostname = resp.hostname
