@@ -426,7 +426,10 @@ class ClusterTrace:
             except _Stopped:
                 self._fetch_failed(p, "interrupted during the fetch")
                 return
-            except (DynoError, OSError) as e:
+            except DynoError as e:  # its message, not str(e): the host is named already
+                self._fetch_failed(p, f"fetch failed: {e.message}")
+                return
+            except OSError as e:
                 self._fetch_failed(p, f"fetch failed: {e}")
                 return
         with self._lock:
