@@ -53,6 +53,9 @@ def command_first(argv: list[str], commands: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # grpc's own log lines (e.g. one per failed TLS handshake attempt, at INFO) repeat what the one-line error
+    # already says; set before grpc is first imported. GRPC_VERBOSITY=debug still shows them.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     try:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C: say so (exit 130 alone looks like a crash in a script's log)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import grpc
 
+from dyno.client.hosts import DEFAULT_PORT
+
 __all__ = [
     "DynoError",
     "Unavailable",
@@ -86,6 +88,14 @@ def translate(err: grpc.RpcError, target: str) -> DynoError:
         )
     elif cls is Unavailable and "Socket closed" in details:  # what a TLS port does to a plaintext client
         message = f"dynod closed the connection (does it serve TLS? then pass --tls-ca): {details}"
+    elif "Failed parsing HTTP/2" in details or "http2 header with status" in details:
+        # An HTTP/1 server (dynod's own Prometheus port is the usual one to mistake for it) or an HTTP proxy.
+        message = (
+            "something other than dynod answers there (an HTTP server? dynod's Prometheus --metrics-port is not "
+            f"its gRPC --port, default {DEFAULT_PORT}): {details}"
+        )
+    elif cls is Unimplemented:
+        message = f"the server there does not know this call (not a dynod, or an older one): {details}"
     elif cls is Unavailable:
         message = f"cannot reach dynod (is it running and listening there?): {details}"
     elif cls is DeadlineExceeded:
