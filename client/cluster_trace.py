@@ -141,6 +141,9 @@ class ClusterTrace:
         self._starting = threading.Event()
         self._starting.set()  # no StartTrace in flight
         self._start_error: Exception | None = None
+        # Hosts whose StartTrace got no answer in time: the request may have reached the daemon and started the
+        # trace all the same (a slow or lost reply), so interrupt() cancels there too.
+        self._unconfirmed: set[str] = set()
 
     # -- start ------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -175,6 +178,8 @@ class ClusterTrace:
                     h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
                     if r.error_type == InvalidArgument.__name__ and "already in use" in h.error:
                         h.error += _IN_USE_HINT
+                    if r.error_type == DeadlineExceeded.__name__:
+                        self._unconfirmed.add(h.dir)
                     continue
                 resp: dyno_pb2.StartTraceResponse = r.value
                 h.hostname = resp.hostname
@@ -265,14 +270,18 @@ class ClusterTrace:
         self.wait(grace_s)
         with self._lock:
             pending = [h for h in self.hosts if h.state == HOST_TRACING]
-        if pending and self.owns_trace:
-            targets = {h.host.target for h in pending}
+            unconfirmed = [h for h in self.hosts if h.dir in self._unconfirmed]
+        if (pending or unconfirmed) and self.owns_trace:
+            targets = {h.host.target for h in pending + unconfirmed}
             results = self.cluster.call(
                 lambda c: c.cancel_trace(self.trace_id) if c.target in targets else None, deadline_s=grace_s
             )
             for h, r in zip(self.hosts, results, strict=True):
                 if h.host.target in targets and r.value is not None:
                     self._update(h, r.value, reason="cancelled: interrupted")
+                    if h in unconfirmed and r.value.processes:  # (a daemon that never got it answers NOT_FOUND)
+                        with self._lock:
+                            h.error += " (its trace had started all the same: cancelled)"
         if not self.wait(0):
             # A fetch from a wedged daemon notices the stop only with its next chunk: closing the channels ends
             # its stream, so it removes its partial file before the CLI exits (its threads are daemons).

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,3 +135,35 @@ def test_ctrl_c_during_the_last_manifest_write_keeps_it_whole(daemon, tmp_path: 
     manifest = _whole_manifest(tmp_path / "ctrlc-last")
     assert manifest["status"] == "failed" and manifest["exit_code"] == 1  # what the trace came to, fully recorded
     assert "HOST" in out  # the summary was printed before the held Ctrl-C ended the command
+
+
+class LateReply(RunsUntilCancelled):
+    """StartTrace starts the trace at once but its reply comes after the client's deadline (a slow or lost reply):
+    to the client the host failed with DeadlineExceeded, yet the daemon is tracing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.start_entered = threading.Event()
+
+    def StartTrace(self, request, context):  # noqa: N802
+        response = super().StartTrace(request, context)
+        self.start_entered.set()
+        time.sleep(2.0)
+        return response
+
+
+def test_ctrl_c_cancels_a_trace_whose_start_reply_missed_the_deadline(tmp_path: Path) -> None:
+    fake = serve(lambda _port: LateReply())
+    proc = _trace(fake.target, tmp_path, "ctrlc-late", 0, "--call-timeout-s", "1")  # 0: no SIGINT from fsync
+    try:
+        assert fake.servicer.start_entered.wait(30), "StartTrace never reached the daemon"
+        proc.send_signal(signal.SIGINT)
+        out, err = _finish(proc)
+    finally:
+        fake.server.stop(0)
+    assert fake.servicer.events == ["started ctrlc-late", "cancelled ctrlc-late"], f"left running; stderr:\n{err}"
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    manifest = _whole_manifest(tmp_path / "ctrlc-late")
+    (host,) = manifest["hosts"]
+    assert host["error_type"] == "DeadlineExceeded" and "started all the same: cancelled" in host["error"]
+    assert {p["state"] for p in manifest["processes"]} == {"cancelled"}
