@@ -6,10 +6,12 @@ import argparse
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime
 
 from dyno.argtypes import INT64_MAX, number
-from dyno.client.commands._common import host_entry, print_json, proto_to_dict
+from dyno.client.cluster import HostResult
+from dyno.client.commands._common import host_entry, host_table, print_json, proto_to_dict
 from dyno.client.commands._hosts import (
     add_host_arguments,
     cluster_from_args,
@@ -130,25 +132,41 @@ _HOST_COLUMNS = [
 ]
 
 
-def render_many(samples: list[tuple[str, dyno_pb2.Sample]]) -> str:
-    """One GPU table (a row per host and GPU) and one host table (a row per host) across every host."""
-    gpu_rows, host_rows = [], []
-    for host, sample in samples:
-        gpus: dict[str, dict[str, float]] = defaultdict(dict)
-        hostvals: dict[str, float] = {}
-        for m in sample.metrics:
-            if "gpu" in m.labels and "reason" not in m.labels:
-                gpus[m.labels["gpu"]][m.name] = m.value
-            elif m.labels.get("cpu", "total") == "total" and not set(m.labels) - {"cpu"}:
-                hostvals[m.name] = m.value
+def _host_values(sample: dyno_pb2.Sample) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """A sample's per-GPU values (by GPU index) and its host-wide values (CPU total, memory, load)."""
+    gpus: dict[str, dict[str, float]] = defaultdict(dict)
+    hostvals: dict[str, float] = {}
+    for m in sample.metrics:
+        if "gpu" in m.labels and "reason" not in m.labels:
+            gpus[m.labels["gpu"]][m.name] = m.value
+        elif m.labels.get("cpu", "total") == "total" and not set(m.labels) - {"cpu"}:
+            hostvals[m.name] = m.value
+    return gpus, hostvals
+
+
+def _host_row(resp: dyno_pb2.GetMetricsResponse) -> list[object]:
+    if not resp.samples:
+        return ["no samples yet", *["-"] * (len(_HOST_COLUMNS) - 1)]
+    _, vals = _host_values(resp.samples[-1])
+    return [format_value(n, vals[n]) if n in vals else "-" for _, n in _HOST_COLUMNS]
+
+
+def render_many(results: Sequence[HostResult[dyno_pb2.GetMetricsResponse]]) -> str:
+    """One GPU table (a row per host and GPU) and one host table with a row for every host, failed ones (their
+    error type) and ones without a sample yet included, as in `status`."""
+    gpu_rows = []
+    for r in results:
+        if not r.ok or not r.answer.samples:
+            continue
+        gpus, _ = _host_values(r.answer.samples[-1])
         for gpu in sorted(gpus, key=int):
             vals = gpus[gpu]
-            gpu_rows.append([host, gpu, *[format_value(n, vals[n]) if n in vals else "-" for _, n in _GPU_COLUMNS]])
-        host_rows.append([host, *[format_value(n, hostvals[n]) if n in hostvals else "-" for _, n in _HOST_COLUMNS]])
+            row = [format_value(n, vals[n]) if n in vals else "-" for _, n in _GPU_COLUMNS]
+            gpu_rows.append([str(r.host), gpu, *row])
     out = []
     if gpu_rows:
         out += [table(["HOST", "GPU", *[h for h, _ in _GPU_COLUMNS]], gpu_rows), ""]
-    out.append(table(["HOST", *[h for h, _ in _HOST_COLUMNS]], host_rows))
+    out.append(host_table(["HOST", *[h for h, _ in _HOST_COLUMNS]], results, _host_row))
     return "\n".join(out)
 
 
@@ -196,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
             print(render(resp.samples[-1], resp.hostname))
         else:
             print(f"{resp.hostname}: no samples yet")
-    elif ok:
-        print(render_many([(str(r.host), r.answer.samples[-1]) for r in ok if r.answer.samples]))
+    elif len(results) > 1:
+        print(render_many(results))
     print_failures(results)
     return fanout_exit_code(results)
