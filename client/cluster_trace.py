@@ -438,8 +438,9 @@ class ClusterTrace:
             except DynoError as e:  # its message, not str(e): the host is named already
                 self._fetch_failed(p, f"fetch failed: {e.message}")
                 return
-            except OSError as e:
-                self._fetch_failed(p, f"fetch failed: {e}")
+            except OSError as e:  # a full disk's write errors name no file: say where
+                where = f"{e.filename}" if e.filename else f"a file in {dest}"
+                self._fetch_failed(p, f"fetch failed: cannot write {where}: {e.strerror or e}")
                 return
         with self._lock:
             p.fetch, p.fetched_bytes, p.checksum = "fetched", got.size_bytes, got.checksum

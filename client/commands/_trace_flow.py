@@ -293,6 +293,12 @@ class TraceFlow:
             say(f"dyno-cli {command}: analysis interrupted (the files and manifest.json are complete)")
         elif analysis_error:
             say(f"dyno-cli {command}: analysis failed (the traces are fine): {analysis_error}")
+        left = sum(p.state == "done" and not p.ok for h in final for p in h.processes)
+        if left:  # files the daemons still serve (retention permitting): say how to get them without tracing again
+            say(
+                f"dyno-cli {command}: {left} traced file(s) not fetched are still on the daemons: `dyno-cli fetch "
+                f"--trace-id {ct.trace_id} --output-dir {args.output_dir}` with the same host options gets them"
+            )
         hosts_ok = sum(not h.failed for h in final)
         reused = sum(p.ok and p.reused for h in final for p in h.processes)
         kept = f" ({reused} already there, checksum verified)" if reused else ""
