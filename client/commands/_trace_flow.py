@@ -269,7 +269,12 @@ class TraceFlow:
         code = 130 if interrupted else trace_exit_code(final)
         status = "interrupted" if interrupted else {0: "complete", 3: "partial"}.get(code, "failed")
         result = self.manifest(status, code)
-        write_manifest(folder, result)
+        manifest_error = None
+        try:
+            write_manifest(folder, result)
+        except OSError as e:  # a full disk: what arrived is still shown and analyzed; the exit code says it failed
+            manifest_error = f"cannot write {e.filename}: {e.strerror or e}"
+            code = 1
 
         files = ct.fetched_files()
         report, analysis_error = (None, None)
@@ -306,16 +311,21 @@ class TraceFlow:
             f"dyno-cli {command}: {status}: {len(files)} of {result['summary']['processes']} traced file(s) "
             f"fetched{kept}, {hosts_ok} of {len(final)} host(s) ok; files and manifest.json in {folder}"
         )
+        if manifest_error:
+            say(f"dyno-cli: error: {manifest_error} (the manifest.json there, if any, is an earlier one)")
         if args.json:
+            where = folder.absolute()  # absolute, as documented: a tool may read them from another directory
             for pr in result["processes"]:
-                pr["path"] = str(folder / pr["file"]) if pr["file"] else ""
+                pr["path"] = str(where / pr["file"]) if pr["file"] else ""
             print_json(
                 {
                     **result,
+                    "exit_code": code,  # the CLI's: 1 when the manifest could not be written, 130 when interrupted
                     "ok": code == 0,
-                    "output_dir": str(folder),
+                    "output_dir": str(where),
                     "report": report,
                     "analysis_error": analysis_error,
+                    "manifest_error": manifest_error,
                 }
             )
         return code
