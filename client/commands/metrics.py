@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Show the newest sample of a daemon's metrics as tables (one per kind of entity: GPUs, CPUs, "
         "network devices, ...). --watch redraws live as one daemon samples; --json prints samples from the "
         "daemon's history. With several hosts (--hosts, --hostfile, --slurm-job): one GPU table and one host "
-        "table across all of them.",
+        "table across all of them (every host has a row there, a failed one with its error type; exit code 3 when some "
+        "hosts failed, 1 when all did).",
     )
     add_host_arguments(p)
     p.add_argument(

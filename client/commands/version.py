@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "version",
         help="daemon and client versions",
-        description="Show the versions of dyno-cli and of the daemons it talks to.",
+        description="Show the versions of dyno-cli and of the daemons it talks to: one row per host, a failed host "
+        "with its error type (the error on stderr); exit code 3 when some hosts failed, 1 when all did.",
     )
     add_host_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
