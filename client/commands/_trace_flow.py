@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -96,13 +97,12 @@ def check_writable(output_dir: Path) -> None:
     existing = output_dir
     while not os.path.lexists(existing) and existing.parent != existing:
         existing = existing.parent  # the folder that mkdir will create the missing ones in
-    if not existing.is_dir():
-        what = "a file is there" if existing == output_dir else f"{existing} is not a folder"
-        usage_error(f"--output-dir {output_dir}: not a folder ({what})")
     try:
+        if not existing.is_dir():  # the path, or a folder on it, is a file (mkdir said "File exists" for the path)
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
         tempfile.TemporaryFile(dir=existing).close()
     except OSError as e:
-        usage_error(f"--output-dir {output_dir}: cannot write in {existing}: {e.strerror or e}")
+        usage_error(f"--output-dir {output_dir}: cannot write there: {e.strerror or e}")
 
 
 def check_html(html: Path | None) -> None:

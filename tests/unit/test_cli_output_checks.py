@@ -51,11 +51,12 @@ def test_output_dir_that_is_a_file_is_a_usage_error_before_any_call(
 ) -> None:
     afile = tmp_path / "afile"
     afile.write_text("keep me\n")
+    out = afile / under if under else afile
     with pytest.raises(SystemExit) as e:
-        _trace(fake.target, afile / under if under else afile)
+        _trace(fake.target, out)
     assert e.value.code == 2
     line = _one_error_line(capsys.readouterr().err)
-    assert line.startswith(f"dyno-cli: error: --output-dir {afile}") and "not a folder" in line
+    assert line == f"dyno-cli: error: --output-dir {out}: cannot write there: Not a directory"  # not "File exists"
     assert fake.servicer.calls == 0 and afile.read_text() == "keep me\n"
 
 
