@@ -37,6 +37,7 @@ __all__ = [
     "TraceFlow",
     "add_collect_arguments",
     "check_html",
+    "check_trace_folder",
     "check_trace_id",
     "check_writable",
     "default_wait_s",
@@ -103,6 +104,15 @@ def check_writable(output_dir: Path) -> None:
         tempfile.TemporaryFile(dir=existing).close()
     except OSError as e:
         usage_error(f"--output-dir {output_dir}: cannot write there: {e.strerror or e}")
+
+
+def check_trace_folder(folder: Path, *, may_hold_files: bool) -> None:
+    """Usage error (exit 2) unless OUTPUT_DIR/TRACE_ID is missing or a folder, and (for `trace`: a new trace must
+    not mix with another's files) empty unless `may_hold_files` (`fetch` reuses what an earlier run fetched)."""
+    if os.path.lexists(folder) and not folder.is_dir():
+        usage_error(f"{folder} exists and is not a folder (choose another --trace-id or --output-dir)")
+    if not may_hold_files and folder.is_dir() and any(folder.iterdir()):
+        usage_error(f"{folder} already exists and is not empty (choose another --trace-id or --output-dir)")
 
 
 def check_html(html: Path | None) -> None:

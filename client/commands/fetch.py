@@ -18,6 +18,7 @@ from dyno.client.commands._trace_flow import (
     TraceFlow,
     add_collect_arguments,
     check_html,
+    check_trace_folder,
     check_trace_id,
     check_writable,
     default_wait_s,
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     auth = client_auth(args)
     folder: Path = args.output_dir / args.trace_id
     check_writable(args.output_dir)
+    check_trace_folder(folder, may_hold_files=True)
     check_html(args.html)
     previous = previous_files(folder)  # read before anything is written there
     with Cluster(hosts, deadline_s=args.call_timeout_s, max_concurrency=args.max_concurrency, auth=auth) as cluster:

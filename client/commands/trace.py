@@ -18,6 +18,7 @@ from dyno.client.commands._trace_flow import (
     TraceFlow,
     add_collect_arguments,
     check_html,
+    check_trace_folder,
     check_trace_id,
     check_writable,
     default_wait_s,
@@ -199,8 +200,7 @@ def run(args: argparse.Namespace) -> int:
     auth = client_auth(args)
     trace_id = args.trace_id or new_trace_id()
     folder: Path = args.output_dir / trace_id
-    if folder.exists() and any(folder.iterdir()):
-        usage_error(f"{folder} already exists and is not empty (choose another --trace-id or --output-dir)")
+    check_trace_folder(folder, may_hold_files=False)
     check_writable(args.output_dir)  # before anything is traced: a trace nobody can fetch is wasted
     check_html(args.html)
     with Cluster(hosts, deadline_s=args.call_timeout_s, max_concurrency=args.max_concurrency, auth=auth) as cluster:

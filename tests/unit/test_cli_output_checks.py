@@ -88,3 +88,21 @@ def test_html_that_cannot_be_written_is_refused_before_any_call(
     assert e.value.code == 2
     assert _one_error_line(capsys.readouterr().err).startswith(f"dyno-cli: error: --html {html}: ")
     assert fake.servicer.calls == 0 and not out.exists()
+
+
+@pytest.mark.parametrize("command", ["trace", "fetch"])
+def test_a_file_where_the_trace_folder_goes_is_a_usage_error(
+    fake, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """OUTPUT_DIR/TRACE_ID is a file: trace failed with exit 1 ("Not a directory", from listing it), fetch with exit
+    1 after attaching ("File exists", from making it)."""
+    (tmp_path / "t-out").write_text("not a trace folder\n")
+    with pytest.raises(SystemExit) as e:
+        if command == "trace":
+            _trace(fake.target, tmp_path)
+        else:
+            cli_main(["fetch", "--host", fake.target, "--trace-id", "t-out", "--output-dir", str(tmp_path)])
+    assert e.value.code == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.startswith(f"dyno-cli: error: {tmp_path / 't-out'} exists and is not a folder (choose another")
+    assert fake.servicer.calls == 0
