@@ -194,6 +194,28 @@ class ClusterTrace:
                 ]
                 if not resp.triggered:
                     h.state, h.error = HOST_NO_MATCH, resp.message or "no process matched"
+        self._confirm_unanswered()
+
+    def _confirm_unanswered(self) -> None:
+        """A host whose StartTrace reply missed the deadline may have started the trace all the same (a slow or lost
+        reply): ask it once with GetTrace, and follow it like the others when it has the trace's processes, instead
+        of leaving that trace running unseen. Skipped once interrupted: interrupt() cancels there instead."""
+        with self._lock:
+            targets = {h.host.target for h in self.hosts if h.dir in self._unconfirmed}
+        if not targets or self._stop.is_set():
+            return
+        results = self.cluster.call(lambda c: c.get_trace(self.trace_id) if c.target in targets else None)
+        with self._lock:
+            for h, r in zip(self.hosts, results, strict=True):
+                status = r.value
+                if h.host.target not in targets or status is None or not status.processes:
+                    continue  # NOT_FOUND (it never started there), or no answer again: the host stays failed
+                h.state, h.error, h.error_type = HOST_TRACING, "", ""
+                h.hostname = status.hostname
+                h.message = "started (confirmed by GetTrace: the StartTrace reply came after the deadline)"
+                h.matched_pids = [p.pid for p in status.processes]
+                h.processes = [proc_record(p) for p in status.processes]
+                self._unconfirmed.discard(h.dir)
 
     # -- attach -----------------------------------------------------------------------------------------------
     def attach(self) -> None:
@@ -265,8 +287,9 @@ class ClusterTrace:
         arrive."""
         self._stop.set()
         # A StartTrace still in flight may yet start traces: wait for its answer (the fan-out ends by its
-        # deadline); hosts that never answered keep the state "tracing" and are cancelled below all the same.
-        self._starting.wait(self.cluster.deadline_s + 1.0)
+        # deadline, the GetTrace of _confirm_unanswered by one more); hosts that never answered keep the state
+        # "tracing" and are cancelled below all the same.
+        self._starting.wait(2 * self.cluster.deadline_s + 1.0)
         self.wait(grace_s)
         with self._lock:
             pending = [h for h in self.hosts if h.state == HOST_TRACING]
