@@ -1,8 +1,8 @@
 """``dyno-cli analyze`` / ``python -m dyno.trace_analysis``: analyse traces, print a report.
 
 The lead mounts it with ``add_analyze_arguments(subparser)`` and ``run_analyze(args)``. Exit codes: 0 ok,
-1 failure (bad input, nothing loaded, bad threshold/rule), 2 usage (argparse). Errors print one line on stderr,
-never a traceback.
+1 failure (bad input, nothing loaded, bad threshold/rule), 2 usage (argparse, or no PATH), 130 interrupted. Errors
+print one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -19,12 +19,25 @@ from dyno.numpy_import import import_numpy_single_threaded
 
 __all__ = ["add_analyze_arguments", "run_analyze", "main"]
 
+DESCRIPTION = (
+    "Load PyTorch profiler / Kineto traces (plain or gzip JSON; a folder is one job's ranks), compute HTA-style "
+    "breakdowns and cross-rank figures, run the antipattern rules, and print a report ordered by severity, then "
+    "time lost (--json for tooling, --html FILE for a standalone report)."
+)
+EXIT_CODES = (
+    "Exit codes: 0 report printed (findings or not); 1 failure (no trace could be loaded, unknown rule, bad "
+    "threshold, HTML file not writable); 2 usage (no PATH, a bad option); 130 interrupted. A file that fails to "
+    "load is reported on stderr and in the report's errors; the other ranks are analysed."
+)
+
 logger = logging.getLogger(__name__)
 
 
 def add_analyze_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The analyze options. Importing this module and building the parser load neither numpy nor the rules: every
     dyno-cli command builds the whole parser, and `dyno-cli status` should not pay ~0.15 s for them."""
+    if parser.epilog is None:  # the exit codes, also under dyno-cli's own description of the command
+        parser.epilog = EXIT_CODES
     parser.add_argument("paths", nargs="*", metavar="PATH", help="trace file(s) (.json/.json.gz) or folder(s) of ranks")
     parser.add_argument("--json", action="store_true", help="print the JSON report (schema v1) instead of text")
     parser.add_argument("--html", metavar="FILE", help="also write a standalone HTML report to FILE")
@@ -114,7 +127,7 @@ def run_analyze(args: argparse.Namespace, out: TextIO | None = None, err: TextIO
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="python -m dyno.trace_analysis", description="Analyse PyTorch/Kineto traces")
+    parser = argparse.ArgumentParser(prog="python -m dyno.trace_analysis", description=DESCRIPTION)
     add_analyze_arguments(parser)
     args = parser.parse_args(argv)
     try:
