@@ -24,11 +24,11 @@ from dyno.daemon.rpc_abort import abort
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
-__all__ = ["FakeDynoServicer", "FakeServer", "serve", "start_fake_servers", "whole_file_chunk"]
+__all__ = ["FAKE_TRACE_FILE", "FakeDynoServicer", "FakeServer", "serve", "start_fake_servers", "whole_file_chunk"]
 
 log = logging.getLogger(__name__)
 
-_FILE = b'{"traceEvents": []}\n'
+FAKE_TRACE_FILE = b'{"traceEvents": []}\n'  # what FetchTraceFile sends, as "fake.json"
 
 
 class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
@@ -126,6 +126,11 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
         self._enter(context)
         return dyno_pb2.TraceStatus(trace_id=request.trace_id, finished=True, hostname=self.hostname)
 
+    def done_status(self, trace_id: str) -> dyno_pb2.TraceStatus:
+        """A finished trace whose one process wrote FAKE_TRACE_FILE: for subclasses whose GetTrace has a file."""
+        done = dyno_pb2.ProcessTrace(pid=1000, rank=0, state=dyno_pb2.TRACE_STATE_DONE, size_bytes=len(FAKE_TRACE_FILE))
+        return dyno_pb2.TraceStatus(trace_id=trace_id, processes=[done], finished=True, hostname=self.hostname)
+
     def CancelTrace(self, request: dyno_pb2.CancelTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
         self._enter(context)
         return dyno_pb2.TraceStatus(trace_id=request.trace_id, finished=True, hostname=self.hostname)
@@ -134,7 +139,7 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
         self, request: dyno_pb2.FetchTraceFileRequest, context: grpc.ServicerContext
     ) -> Iterator[dyno_pb2.FileChunk]:
         self._enter(context)
-        yield whole_file_chunk(_FILE, "fake.json")
+        yield whole_file_chunk(FAKE_TRACE_FILE, "fake.json")
 
 
 def whole_file_chunk(data: bytes, filename: str) -> dyno_pb2.FileChunk:

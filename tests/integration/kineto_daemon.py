@@ -34,8 +34,17 @@ class KinetoDaemon:
     def new_job(self) -> str:
         return str(5_000_000 + uuid.uuid4().int % 1_000_000)
 
-    def start_trainer(self, script: str, *args: str, job: str, ready: Callable[[str], bool]) -> tuple:
-        """Start trainers/<script> and read its stdout up to the line `ready` accepts; -> (process, that line)."""
+    def start_trainer(
+        self,
+        script: str | Path,
+        *args: str,
+        job: str,
+        ready: Callable[[str], bool],
+        env_extra: dict[str, str] | None = None,
+    ) -> tuple:
+        """Start trainers/<script> (or the absolute path `script`) and read its stdout up to the line `ready`
+        accepts; -> (process, that line)."""
+        # The daemon reads job ids from the trainer's environment: none inherited from where the tests run.
         env = {k: v for k, v in os.environ.items() if k not in JOB_ID_VARIABLES}
         env.update(
             {
@@ -43,6 +52,7 @@ class KinetoDaemon:
                 "KINETO_IPC_SOCKET_DIR": str(self.kineto_dir),
                 "KINETO_CONFIG": str(self.dir / "kineto.conf"),
                 "SLURM_JOB_ID": job,
+                **(env_extra or {}),
             }
         )
         proc = subprocess.Popen(

@@ -9,22 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kineto_daemon import KinetoDaemon
 
 from dyno.client.client import DynoClient
-from dyno.job_ids import JOB_ID_VARIABLES
 from dyno.v1 import dyno_pb2
 
-from conftest import Dynod, run_cli, short_tmpdir, wait_for
+from conftest import run_cli, wait_for
 
 pytest.importorskip("torch")
 pytestmark = [pytest.mark.integration, pytest.mark.torch]
@@ -32,67 +29,25 @@ pytestmark = [pytest.mark.integration, pytest.mark.torch]
 TRAINER = Path(__file__).with_name("tracing_trainer.py")
 
 
-class Trainers:
+class Trainers(KinetoDaemon):
     """The module's daemon and trainer processes."""
 
     def __init__(self) -> None:
-        self.dir = short_tmpdir("dyno-kt-")
-        self.kineto_dir = self.dir / "k"
-        self.daemon = Dynod(["--kineto-socket-dir", str(self.kineto_dir)], gpu_backend="none", metrics=False)
-        (self.dir / "kineto.conf").write_text("ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=1\n")
-        self.procs: list[subprocess.Popen[bytes]] = []
+        super().__init__()
         self.base_job = 4_000_000 + uuid.uuid4().int % 1_000_000
 
     def job(self, offset: int) -> str:
         return str(self.base_job + offset)
 
-    def spawn(self, job: str, *extra: str, env_extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        # The daemon reads job ids from the trainer's environment: none inherited from where the tests run.
-        env = {k: v for k, v in os.environ.items() if k not in JOB_ID_VARIABLES}
-        env.update(
-            {
-                "KINETO_USE_DAEMON": "1",
-                "KINETO_IPC_SOCKET_DIR": str(self.kineto_dir),
-                "KINETO_CONFIG": str(self.dir / "kineto.conf"),
-                "SLURM_JOB_ID": job,
-                **(env_extra or {}),
-            }
-        )
-        proc = subprocess.Popen(
-            [sys.executable, str(TRAINER), *extra],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    def spawn(self, job: str, *extra: str, env_extra: dict[str, str] | None = None) -> subprocess.Popen[str]:
         # Wait for the training loop (a worker prints "ready"): a trace taken during start-up has no ops in it.
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.strip() == b"ready":
-                break
-        threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep draining
-        self.procs.append(proc)
+        proc, _ = self.start_trainer(
+            TRAINER, *extra, job=job, ready=lambda line: line.strip() == "ready", env_extra=env_extra
+        )
         return proc
 
     def client(self) -> DynoClient:
         return DynoClient(self.daemon.target, timeout_s=5)
-
-    def registered(self, job: str, count: int) -> list[dyno_pb2.ProcessInfo]:
-        with self.client() as c:
-            return wait_for(
-                lambda: (lambda ps: ps if len(ps) >= count else None)(list(c.list_processes(job).processes)),
-                timeout_s=60,
-                interval_s=0.2,
-            )
-
-    def close(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-        self.daemon.stop()
-        self.daemon.cleanup()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

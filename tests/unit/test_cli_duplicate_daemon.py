@@ -16,11 +16,8 @@ import pytest
 from dyno.client.cli import main as cli_main
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 from dyno.daemon.rpc_abort import abort
-from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
-
-_FILE = b'{"traceEvents": []}\n'  # what FakeDynoServicer.FetchTraceFile sends
 
 
 class OneIdOnce(FakeDynoServicer):
@@ -42,8 +39,7 @@ class OneIdOnce(FakeDynoServicer):
         return super().StartTrace(request, context)
 
     def GetTrace(self, request, context):  # noqa: N802 - its one process is done, with the fake's file
-        done = dyno_pb2.ProcessTrace(pid=1000, rank=0, state=dyno_pb2.TRACE_STATE_DONE, size_bytes=len(_FILE))
-        return dyno_pb2.TraceStatus(trace_id=request.trace_id, processes=[done], finished=True, hostname=self.hostname)
+        return self.done_status(request.trace_id)
 
 
 @pytest.fixture

@@ -17,18 +17,14 @@ import pytest
 from dyno.client.cli import main as cli_main
 from dyno.client.commands import _trace_flow
 from dyno.client.trace_manifest import write_manifest
-from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
-from dyno.v1 import dyno_pb2
+from dyno.daemon.fake_server import FAKE_TRACE_FILE, FakeDynoServicer, FakeServer, serve
 
 pytestmark = pytest.mark.unit
-
-_FILE = b'{"traceEvents": []}\n'  # what FakeDynoServicer.FetchTraceFile sends
 
 
 class OneDone(FakeDynoServicer):
     def GetTrace(self, request, context):  # noqa: N802 - grpc method name
-        done = dyno_pb2.ProcessTrace(pid=1000, rank=0, state=dyno_pb2.TRACE_STATE_DONE, size_bytes=len(_FILE))
-        return dyno_pb2.TraceStatus(trace_id=request.trace_id, processes=[done], finished=True, hostname=self.hostname)
+        return self.done_status(request.trace_id)
 
 
 @pytest.fixture
@@ -58,7 +54,7 @@ def test_what_arrived_is_shown_and_the_exit_code_says_failed(
     assert f"{host_dir}/fake.json" in out  # the summary table
     manifest = tmp_path / "t-final" / "manifest.json"
     assert f"dyno-cli: error: cannot write {manifest}: No space left on device" in err and "Traceback" not in err
-    assert (tmp_path / "t-final" / host_dir / "fake.json").read_bytes() == _FILE
+    assert (tmp_path / "t-final" / host_dir / "fake.json").read_bytes() == FAKE_TRACE_FILE
     assert json.loads(manifest.read_text())["status"] == "running"  # the earlier one, whole
 
 
@@ -83,4 +79,4 @@ def test_json_paths_are_absolute_for_a_relative_output_dir(
     answer = json.loads(capsys.readouterr().out)
     assert answer["output_dir"] == str(tmp_path / "rel" / "t-final")
     (proc,) = answer["processes"]
-    assert Path(proc["path"]).is_absolute() and Path(proc["path"]).read_bytes() == _FILE
+    assert Path(proc["path"]).is_absolute() and Path(proc["path"]).read_bytes() == FAKE_TRACE_FILE

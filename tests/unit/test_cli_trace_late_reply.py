@@ -15,13 +15,10 @@ import grpc
 import pytest
 
 from dyno.client.cli import main as cli_main
-from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
+from dyno.daemon.fake_server import FAKE_TRACE_FILE, FakeDynoServicer, FakeServer, serve
 from dyno.daemon.rpc_abort import abort
-from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
-
-_FILE = b'{"traceEvents": []}\n'  # what FakeDynoServicer.FetchTraceFile sends
 
 
 class LateReply(FakeDynoServicer):
@@ -45,8 +42,7 @@ class LateReply(FakeDynoServicer):
             known = request.trace_id in self.started
         if not known:
             abort(context, grpc.StatusCode.NOT_FOUND, f"no trace {request.trace_id!r}")
-        done = dyno_pb2.ProcessTrace(pid=1000, rank=0, state=dyno_pb2.TRACE_STATE_DONE, size_bytes=len(_FILE))
-        return dyno_pb2.TraceStatus(trace_id=request.trace_id, processes=[done], finished=True, hostname=self.hostname)
+        return self.done_status(request.trace_id)
 
 
 @pytest.fixture
@@ -71,7 +67,7 @@ def test_a_trace_started_despite_a_late_reply_is_followed_and_fetched(
     (host,) = answer["hosts"]
     assert host["state"] == "done" and "confirmed by GetTrace" in host["message"]
     (proc,) = answer["processes"]
-    assert proc["fetch"] == "fetched" and Path(proc["path"]).read_bytes() == _FILE
+    assert proc["fetch"] == "fetched" and Path(proc["path"]).read_bytes() == FAKE_TRACE_FILE
 
 
 def test_a_late_reply_that_started_nothing_stays_failed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

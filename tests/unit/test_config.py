@@ -5,18 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from dynod_config import resolve
 
-from dyno.daemon.config import ConfigError, DaemonConfig, build_parser, resolve_config
+from dyno.daemon.config import ConfigError, DaemonConfig, build_parser
 
 pytestmark = pytest.mark.unit
 
 
-def _resolve(argv, default_path=Path("/nonexistent/dynod.toml")):
-    return resolve_config(build_parser().parse_args(argv), default_path=default_path)
-
-
 def test_defaults():
-    cfg = _resolve([])
+    cfg = resolve([])
     assert cfg == DaemonConfig()
     assert (cfg.listen, cfg.port, cfg.metrics_port, cfg.gpu_backend) == ("127.0.0.1", 1778, 9778, "auto")
     assert cfg.history_len == 3600
@@ -26,7 +23,7 @@ def test_defaults():
 def test_flags_override_file_override_defaults(tmp_path):
     f = tmp_path / "dynod.toml"
     f.write_text('port = 2000\ngpu_backend = "sim"\nsim_gpus = 4\ninterval_s = 2\ntrace_dir = "/tmp/x"\n')
-    cfg = _resolve(["--config", str(f), "--port", "3000"])
+    cfg = resolve(["--config", str(f), "--port", "3000"])
     assert cfg.port == 3000  # flag wins
     assert (cfg.gpu_backend, cfg.sim_gpus, cfg.interval_s) == ("sim", 4, 2.0)  # file
     assert cfg.trace_dir == Path("/tmp/x") and cfg.metrics_port == 9778  # file, default
@@ -37,7 +34,7 @@ def test_flags_override_file_override_defaults(tmp_path):
 def test_default_config_path_used_when_present(tmp_path):
     f = tmp_path / "dynod.toml"
     f.write_text("metrics_port = 0\n")
-    assert _resolve([], default_path=f).metrics_port == 0
+    assert resolve([], default_path=f).metrics_port == 0
 
 
 @pytest.mark.parametrize(
@@ -57,12 +54,12 @@ def test_file_errors_are_clear(tmp_path, content, message):
     f = tmp_path / "dynod.toml"
     f.write_text(content)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        _resolve(["--config", str(f)])
+        resolve(["--config", str(f)])
 
 
 def test_unreadable_file(tmp_path):
     with pytest.raises(ConfigError, match="cannot read config file"):
-        _resolve(["--config", str(tmp_path / "nope.toml")])
+        resolve(["--config", str(tmp_path / "nope.toml")])
 
 
 @pytest.mark.parametrize(

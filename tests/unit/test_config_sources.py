@@ -6,36 +6,27 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from dynod_config import config_file, resolve
 
-from dyno.daemon.config import MIN_INTERVAL_S, ConfigError, build_parser, resolve_config
+from dyno.daemon.config import MIN_INTERVAL_S, ConfigError
 from dyno.daemon.main import main
 
 pytestmark = pytest.mark.unit
 
 
-def _resolve(argv: list[str]):
-    return resolve_config(build_parser().parse_args(argv), default_path=Path("/nonexistent/dynod.toml"))
-
-
-def _file(tmp_path: Path, text: str) -> str:
-    f = tmp_path / "dynod.toml"
-    f.write_text(text)
-    return str(f)
-
-
 def test_an_interval_below_the_minimum_is_refused_naming_value_and_minimum(tmp_path: Path) -> None:
     # --interval-s 0.000001 was accepted: the sampling loop would run back to back on a whole core
     with pytest.raises(ConfigError) as e:
-        _resolve(["--interval-s", "0.000001", "--history-s", "0.5"])
+        resolve(["--interval-s", "0.000001", "--history-s", "0.5"])
     assert str(e.value).startswith("--interval-s: interval_s 1e-06 is below the minimum of 0.1 s")
-    f = _file(tmp_path, "interval_s = 0.05\n")
+    f = config_file(tmp_path, "interval_s = 0.05\n")
     with pytest.raises(ConfigError, match=rf"^{f}: interval_s 0.05 is below the minimum of 0.1 s"):
-        _resolve(["--config", f])
-    assert _resolve(["--interval-s", str(MIN_INTERVAL_S)]).interval_s == MIN_INTERVAL_S
+        resolve(["--config", f])
+    assert resolve(["--interval-s", str(MIN_INTERVAL_S)]).interval_s == MIN_INTERVAL_S
 
 
 def test_dynod_exits_2_with_one_line_for_a_too_short_interval(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert main(["--config", _file(tmp_path, 'log_level = "info"\n'), "--interval-s", "0.000001"]) == 2
+    assert main(["--config", config_file(tmp_path, 'log_level = "info"\n'), "--interval-s", "0.000001"]) == 2
     lines = capsys.readouterr().err.splitlines()
     assert lines == [
         "dynod: error: --interval-s: interval_s 1e-06 is below the minimum of 0.1 s (NVML updates its "
@@ -61,27 +52,27 @@ def test_a_bad_file_value_is_reported_even_when_a_flag_overrides_it(
 ) -> None:
     """The flag used to win silently: the broken file then failed only at the first restart without the flag
     (a removed drop-in, a changed unit), far from the edit that broke it."""
-    f = _file(tmp_path, content)
+    f = config_file(tmp_path, content)
     with pytest.raises(ConfigError) as e:
-        _resolve(["--config", f, *argv])
+        resolve(["--config", f, *argv])
     assert str(e.value).startswith(f"{f}: ") and message in str(e.value)
 
 
 def test_an_error_between_keys_names_where_each_came_from(tmp_path: Path) -> None:
-    f = _file(tmp_path, "history_s = 5\n")
+    f = config_file(tmp_path, "history_s = 5\n")
     with pytest.raises(ConfigError, match=rf"^{f} and --interval-s: history_s \(5\) is shorter than interval_s \(10\)"):
-        _resolve(["--config", f, "--interval-s", "10"])
+        resolve(["--config", f, "--interval-s", "10"])
     # both from flags: the file (which sets neither) was blamed before
-    f = _file(tmp_path, "port = 2000\n")
+    f = config_file(tmp_path, "port = 2000\n")
     with pytest.raises(ConfigError, match=r"^--history-s and --interval-s: history_s \(0.5\) is shorter"):
-        _resolve(["--config", f, "--history-s", "0.5", "--interval-s", "1"])
+        resolve(["--config", f, "--history-s", "0.5", "--interval-s", "1"])
     with pytest.raises(ConfigError, match=r"^--interval-s: history_s \(3600\) is shorter than interval_s \(7200\)"):
-        _resolve(["--interval-s", "7200"])
+        resolve(["--interval-s", "7200"])
 
 
 def test_a_pair_may_be_split_between_file_and_flags(tmp_path: Path) -> None:
     """The rules between keys apply to the resolved config: the file may leave one half of a pair to a flag."""
-    f = _file(tmp_path, 'tls_cert = "/etc/dyno/tls/server.crt"\ninterval_s = 10\nhistory_s = 5\n')
-    cfg = _resolve(["--config", f, "--tls-key", "/etc/dyno/tls/server.key", "--history-s", "60"])
+    f = config_file(tmp_path, 'tls_cert = "/etc/dyno/tls/server.crt"\ninterval_s = 10\nhistory_s = 5\n')
+    cfg = resolve(["--config", f, "--tls-key", "/etc/dyno/tls/server.key", "--history-s", "60"])
     assert (cfg.tls_cert, cfg.tls_key) == (Path("/etc/dyno/tls/server.crt"), Path("/etc/dyno/tls/server.key"))
     assert (cfg.interval_s, cfg.history_s) == (10.0, 60.0)

@@ -5,21 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from dynod_config import resolve
 
-from dyno.daemon.config import ConfigError, build_parser, resolve_config
+from dyno.daemon.config import ConfigError
 
 pytestmark = pytest.mark.unit
-
-
-def _resolve(argv: list[str]):
-    return resolve_config(build_parser().parse_args(argv), default_path=Path("/nonexistent/dynod.toml"))
 
 
 def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
     f = tmp_path / "dynod.toml"
     f.write_bytes(b'listen = "\xff\xfe"\n')  # e.g. saved as Latin-1 or UTF-16 by an editor
     with pytest.raises(ConfigError, match=r"dynod.toml is not valid TOML: .*UTF-8"):
-        _resolve(["--config", str(f)])
+        resolve(["--config", str(f)])
 
 
 @pytest.mark.parametrize(
@@ -37,4 +34,4 @@ def test_durations_and_retention_in_the_file_are_checked(tmp_path: Path, content
     f = tmp_path / "dynod.toml"
     f.write_text(content)
     with pytest.raises(ConfigError, match=message):
-        _resolve(["--config", str(f)])
+        resolve(["--config", str(f)])

@@ -9,6 +9,7 @@ import re
 
 import grpc
 import pytest
+from grpc_context import Aborted, AbortingContext
 
 from dyno.daemon import server as server_module
 from dyno.daemon.history import History, Sample
@@ -17,17 +18,6 @@ from dyno.daemon.server import DynoServicer
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
-
-
-class _Aborted(Exception):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code, self.details = code, details
-
-
-class _Context:
-    def abort(self, code: grpc.StatusCode, details: str) -> None:
-        raise _Aborted(code, details)
 
 
 def _servicer(samples: int) -> DynoServicer:
@@ -41,21 +31,21 @@ def _servicer(samples: int) -> DynoServicer:
 
 def _get(servicer: DynoServicer, limit: int = 0, names: tuple[str, ...] = ()) -> dyno_pb2.GetMetricsResponse:
     request = dyno_pb2.GetMetricsRequest(limit=limit, names=list(names))
-    return servicer.GetMetrics(request, _Context())  # type: ignore[arg-type]
+    return servicer.GetMetrics(request, AbortingContext())  # type: ignore[arg-type]
 
 
 def test_an_answer_too_big_for_a_client_is_refused_saying_how_many_samples_fit(monkeypatch: pytest.MonkeyPatch) -> None:
     servicer = _servicer(100)
     one = len(_get(servicer, limit=1).SerializeToString())
     monkeypatch.setattr(server_module, "MAX_METRICS_RESPONSE_BYTES", 30 * one)
-    with pytest.raises(_Aborted) as e:
+    with pytest.raises(Aborted) as e:
         _get(servicer)
     assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     fit = int(re.search(r"the newest (\d+) fit", e.value.details)[1])
     assert 25 <= fit <= 30 and "limit" in e.value.details and "names" in e.value.details
     got = _get(servicer, limit=fit)  # what it says fits does
     assert [s.timestamp_ms for s in got.samples] == list(range(101 - fit, 101))
-    with pytest.raises(_Aborted):
+    with pytest.raises(Aborted):
         _get(servicer, limit=fit + 1)
     assert len(_get(servicer, names=("nomatch",)).samples) == 100  # filtered: small again
 
@@ -91,7 +81,7 @@ def test_over_grpc_the_encoded_answer_and_the_refusal_arrive_intact(monkeypatch:
         server.stop(0)
 
 
-class _StreamContext(_Context):
+class _StreamContext(AbortingContext):
     def __init__(self) -> None:
         self.callbacks: list = []
 
@@ -114,7 +104,7 @@ def test_live_streams_are_bounded_so_they_cannot_starve_every_other_call() -> No
     contexts = [_StreamContext() for _ in range(server_module.MAX_METRIC_STREAMS)]
     streams = [servicer.StreamMetrics(dyno_pb2.StreamMetricsRequest(), c) for c in contexts]  # type: ignore[arg-type]
     assert server_module.MAX_METRIC_STREAMS <= 16  # half the worker threads at most
-    with pytest.raises(_Aborted) as e:
+    with pytest.raises(Aborted) as e:
         servicer.StreamMetrics(dyno_pb2.StreamMetricsRequest(), _StreamContext())  # type: ignore[arg-type]
     assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "live metric streams" in e.value.details
     contexts[0].end()  # one stream ends (client gone, cancelled, deadline): its place is free

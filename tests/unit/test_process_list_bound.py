@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from grpc_context import Aborted, AbortingContext
 
 from dyno.daemon import trace_service
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
@@ -13,17 +14,6 @@ from dyno.daemon.trace_service import TraceRpcs
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
-
-
-class _Aborted(Exception):
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code, self.details = code, details
-
-
-class _Context:
-    def abort(self, code: grpc.StatusCode, details: str) -> None:
-        raise _Aborted(code, details)
 
 
 def _rpcs(jobs: dict[str, int]) -> TraceRpcs:
@@ -37,7 +27,7 @@ def _rpcs(jobs: dict[str, int]) -> TraceRpcs:
 
 
 def _list(rpcs: TraceRpcs, job_id: str = "") -> dyno_pb2.ListProcessesResponse:
-    return rpcs.ListProcesses(dyno_pb2.ListProcessesRequest(job_id=job_id), _Context())  # type: ignore[arg-type]
+    return rpcs.ListProcesses(dyno_pb2.ListProcessesRequest(job_id=job_id), AbortingContext())  # type: ignore[arg-type]
 
 
 def test_an_answer_past_the_bound_is_refused_naming_the_count_and_the_job_filter(
@@ -45,7 +35,7 @@ def test_an_answer_past_the_bound_is_refused_naming_the_count_and_the_job_filter
 ) -> None:
     rpcs = _rpcs({"flood": 40, "train": 3})
     monkeypatch.setattr(trace_service, "MAX_PROCESS_LIST_BYTES", 20 * 4100)
-    with pytest.raises(_Aborted) as e:
+    with pytest.raises(Aborted) as e:
         _list(rpcs)
     assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "the 43 processes registered for all jobs" in e.value.details and "job_id" in e.value.details

@@ -2,17 +2,17 @@
 writes the raw file, it prints "exported" and stalls for --export-stall-s seconds (the export still "running").
 
 Usage: slow_export_trainer.py --stop-file F [--export-stall-s S]
-Trains on the main thread until F exists ("step <n>" every 50 steps), then returns from the script normally.
+Trains (agent_trainer.py's loop) on the main thread until F exists ("step <n>" every 50 steps), then returns from
+the script normally.
 """
 
 import argparse
-import os
+import runpy
+import sys
 import time
+from pathlib import Path
 
-import torch
 import torch.autograd.profiler as autograd_profiler
-
-from dyno.client import agent
 
 p = argparse.ArgumentParser()
 p.add_argument("--stop-file", required=True)
@@ -29,19 +29,7 @@ def slow_export(self, path):  # type: ignore[no-untyped-def]
 
 
 autograd_profiler.profile.export_chrome_trace = slow_export
-agent.start()
-
-model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x, y = torch.randn(16, 32), torch.randn(16, 8)
-step = 0
-while not os.path.exists(args.stop_file):
-    loss = torch.nn.functional.mse_loss(model(x), y)
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    step += 1
-    if step % 50 == 0:
-        print(f"step {step}", flush=True)
-    time.sleep(0.002)
-print(f"finished {step}", flush=True)
+# The training loop is agent_trainer's; it starts the agent after the patch above.
+trainer = str(Path(__file__).with_name("agent_trainer.py"))
+sys.argv = [trainer, "--explicit", "--stop-file", args.stop_file, "--seconds", "3600"]
+runpy.run_path(trainer, run_name="__main__")
