@@ -22,7 +22,7 @@ import grpc
 
 import dyno
 from dyno.daemon import proto_convert as pc
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, RegistryFullError
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_types import (
@@ -32,6 +32,7 @@ from dyno.daemon.trace_types import (
     TraceState,
     UnknownTraceError,
 )
+from dyno.logthrottle import ThrottledLog
 from dyno.request_limits import JOB_ID_RULE, job_id_ok
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 
@@ -60,6 +61,7 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._queues: set[queue.Queue] = set()
+        self._full_log = ThrottledLog(log, every_s=600.0)  # refusals others can cause at will
 
     def shutdown(self) -> None:
         """Ends every Watch stream promptly (server stop)."""
@@ -77,7 +79,26 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"job_id: {JOB_ID_RULE}")
         if len(request.cmdline) > _MAX_TEXT or len(request.hostname) > 256:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, "cmdline/hostname: too long")
+        # Any local user may call (0666): a pid that names no process here (made up, exited, or of another pid
+        # namespace such as a container's) would only fill the registry until garbage collection.
+        if not self._registry.is_alive(request.pid):
+            abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"pid: no process {request.pid} on this host (a trainer in another pid namespace, e.g. a container, "
+                "cannot register with the host's daemon)",
+            )
         session = uuid.uuid4().hex
+        try:
+            self._register(request, session)
+        except RegistryFullError as e:
+            self._full_log.warning("full", "agent registration refused: %s", e)
+            abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
+        return agent_pb2.RegisterResponse(
+            session_id=session, keepalive_ms=self._keepalive_ms, daemon_version=dyno.__version__
+        )
+
+    def _register(self, request: agent_pb2.RegisterRequest, session: str) -> None:
         self._registry.register(
             ProcessRecord(
                 pid=request.pid,
@@ -92,9 +113,6 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
                 hostname=request.hostname,
                 session_id=session,
             )
-        )
-        return agent_pb2.RegisterResponse(
-            session_id=session, keepalive_ms=self._keepalive_ms, daemon_version=dyno.__version__
         )
 
     def Watch(self, request: agent_pb2.WatchRequest, context: grpc.ServicerContext) -> Iterator[agent_pb2.AgentCommand]:

@@ -2,11 +2,20 @@
 
 Plain, thread-safe, clock and liveness injectable. Dead pids and clients silent past a timeout are dropped by
 `collect_garbage()`; listeners hear about every removal so a running trace can be failed with the reason.
+
+Bounded: any local user can register (the agent socket is 0666, the kineto endpoint an abstract socket), so at most
+`max_processes` entries are kept, and at most `max_per_uid` of one user's processes, which leaves room for other
+users' trainers when one user's buggy launcher floods it. A new pid past a cap raises RegistryFullError, after dead
+pids and silent clients were dropped (at most once per PRUNE_EVERY_MS, so a flood of refused calls cannot make each
+one walk the whole table). The uid of a kineto process is the kernel's (SCM_CREDENTIALS); of an agent process, the
+owner of /proc/<pid>: grpc tells a servicer nothing about the peer of a Unix socket (no SO_PEERCRED, grpc/grpc#15511),
+so it is the claimed process's uid, not necessarily the caller's.
 """
 
 from __future__ import annotations
 
 import builtins
+import collections
 import logging
 import os
 import threading
@@ -19,7 +28,11 @@ __all__ = [
     "PROTOCOL_KINETO",
     "ProcessRecord",
     "ProcessRegistry",
+    "RegistryFullError",
+    "MAX_PROCESSES",
+    "MAX_PROCESSES_PER_UID",
     "pid_alive",
+    "pid_uid",
     "now_ms",
 ]
 
@@ -29,6 +42,11 @@ PROTOCOL_AGENT = "agent"
 PROTOCOL_KINETO = "kineto"
 _PROTOCOLS = (PROTOCOL_AGENT, PROTOCOL_KINETO)
 MAX_ANCESTRY = 32
+# A host runs a few dozen trainers (8 GPUs x (trainer + DataLoader workers) + launchers); an entry is ~5 KB at most
+# (its command line is capped at 4 KB), so the whole table stays under ~20 MB.
+MAX_PROCESSES = 4096
+MAX_PROCESSES_PER_UID = 1024
+PRUNE_EVERY_MS = 1000
 
 
 def now_ms() -> int:
@@ -54,6 +72,18 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def pid_uid(pid: int) -> int:
+    """The uid owning /proc/<pid> (the process's effective uid; root for a non-dumpable one), -1 when unknown."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except (OSError, ValueError):
+        return -1
+
+
+class RegistryFullError(Exception):
+    """A new process past the registry's total or per-uid cap; the message says which (RESOURCE_EXHAUSTED)."""
+
+
 @dataclass(frozen=True)
 class ProcessRecord:
     pid: int
@@ -72,7 +102,7 @@ class ProcessRecord:
     hostname: str = ""
     session_id: str = ""  # agent: the Register session; "" for kineto
     connected: bool = False  # agent: a Watch stream is open (liveness comes from the stream, not polls)
-    uid: int = -1  # kineto: kernel-reported uid of the sender
+    uid: int = -1  # kineto: kernel-reported uid of the sender; agent: owner of /proc/<pid>; -1: unknown
     # Other job ids it answers to: kineto's decimal integer when its environment named another (kineto_identity.py)
     job_aliases: tuple[str, ...] = ()
     # kineto: the process's start time (/proc/<pid>/stat), which tells it from a later process reusing its pid; 0:
@@ -99,25 +129,44 @@ class ProcessRegistry:
         *,
         silent_timeout_s: float = 30.0,
         is_alive: Callable[[int], bool] = pid_alive,
+        uid_of: Callable[[int], int] = pid_uid,
         clock_ms: Callable[[], int] = now_ms,
+        max_processes: int = MAX_PROCESSES,
+        max_per_uid: int = MAX_PROCESSES_PER_UID,
     ) -> None:
         self._silent_timeout_ms = int(silent_timeout_s * 1000)
         self._is_alive = is_alive
+        self._uid_of = uid_of
         self._clock_ms = clock_ms
+        self.max_processes = max_processes
+        self.max_per_uid = max_per_uid
         self._lock = threading.Lock()
         self._procs: dict[int, ProcessRecord] = {}
+        self._per_uid: collections.Counter[int] = collections.Counter()
+        self._last_prune_ms: int | None = None
         self._listeners: list[RemovalListener] = []
 
     def add_removal_listener(self, listener: RemovalListener) -> None:
         self._listeners.append(listener)
 
+    def is_alive(self, pid: int) -> bool:
+        """Whether the pid names a live process (the liveness check the registry was built with)."""
+        return self._is_alive(pid)
+
     def register(self, record: ProcessRecord) -> ProcessRecord:
         """Insert or refresh a process; keeps registered_ms and busy state of an existing entry of the same pid. A
         connected agent's entry is not replaced by libkineto polls from the same process (returned as is). An entry
         of another process that had the pid (its start time differs) is removed first: the listeners hear it
-        exited."""
+        exited. Raises RegistryFullError for a new process past a cap (see the module's doc)."""
         if record.protocol not in _PROTOCOLS:
             raise ValueError(f"unknown protocol {record.protocol!r}")
+        if record.uid < 0:
+            record = replace(record, uid=self._uid_of(record.pid))  # a /proc read, outside the lock
+        refusal = self._admission(record)
+        if refusal is not None and self._prune():
+            refusal = self._admission(record)
+        if refusal is not None:
+            raise RegistryFullError(refusal)
         now = self._clock_ms()
         ancestry = tuple(p for p in record.ancestry if p > 1)[:MAX_ANCESTRY]
         with self._lock:
@@ -126,7 +175,7 @@ class ProcessRegistry:
                 # A trainer with both the dyno agent and KINETO_USE_DAEMON=1 (set fleet-wide for dynolog): the
                 # agent (richer options, asked for by dyno-run) stays; libkineto's polls replaced it every 5 s,
                 # orphaning its Watch stream. The polls still keep it seen.
-                self._procs[record.pid] = old = replace(old, last_seen_ms=now)
+                self._put(old := replace(old, last_seen_ms=now))
                 return old
             # A pid reused before garbage collection noticed the exit (~0.5 s): the old process is gone.
             reused = old is not None and not old.same_process(record.start_time)
@@ -139,7 +188,11 @@ class ProcessRegistry:
                 busy=old.busy if keep and old else False,
                 current_trace_id=old.current_trace_id if keep and old else "",
             )
-            self._procs[record.pid] = rec
+            # Checked again under the lock: concurrent registrations may have taken the last places meanwhile
+            refusal = self._refusal(rec)
+            if refusal is not None:
+                raise RegistryFullError(refusal)
+            self._put(rec)
         if reused and old is not None:
             self._notify([(old, "process exited (its pid was reused)")])
         if old is None or reused:
@@ -152,7 +205,7 @@ class ProcessRegistry:
             rec = self._procs.get(pid)
             if rec is None:
                 return False
-            self._procs[pid] = replace(rec, last_seen_ms=self._clock_ms())
+            self._put(replace(rec, last_seen_ms=self._clock_ms()))
             return True
 
     def set_connected(self, pid: int, session_id: str, connected: bool) -> bool:
@@ -161,7 +214,7 @@ class ProcessRegistry:
             rec = self._procs.get(pid)
             if rec is None or rec.session_id != session_id:
                 return False
-            self._procs[pid] = replace(rec, connected=connected, last_seen_ms=self._clock_ms())
+            self._put(replace(rec, connected=connected, last_seen_ms=self._clock_ms()))
             return True
 
     def set_busy(self, pid: int, trace_id: str) -> None:
@@ -169,7 +222,7 @@ class ProcessRegistry:
         with self._lock:
             rec = self._procs.get(pid)
             if rec is not None:
-                self._procs[pid] = replace(rec, busy=bool(trace_id), current_trace_id=trace_id)
+                self._put(replace(rec, busy=bool(trace_id), current_trace_id=trace_id))
 
     def get(self, pid: int) -> ProcessRecord | None:
         with self._lock:
@@ -195,7 +248,7 @@ class ProcessRegistry:
             rec = self._procs.get(pid)
             if rec is None or (session_id is not None and rec.session_id != session_id):
                 return None
-            del self._procs[pid]
+            self._drop(pid)
         self._notify([(rec, reason)])
         return rec
 
@@ -218,10 +271,64 @@ class ProcessRegistry:
                 cur = self._procs.get(rec.pid)
                 if cur is None or cur.last_seen_ms != rec.last_seen_ms or cur.session_id != rec.session_id:
                     continue
-                del self._procs[rec.pid]
+                self._drop(rec.pid)
             dropped.append((rec, reason))
         self._notify(dropped)
         return dropped
+
+    def uid_counts(self) -> dict[int, int]:
+        """Registered processes per uid (-1: unknown)."""
+        with self._lock:
+            return {uid: n for uid, n in self._per_uid.items() if n}
+
+    # -- caps -------------------------------------------------------------------------------------------------
+
+    def _put(self, rec: ProcessRecord) -> None:
+        """Under self._lock: insert or replace the pid's entry, keeping the per-uid counts."""
+        old = self._procs.get(rec.pid)
+        if old is not None:
+            self._per_uid[old.uid] -= 1
+        self._procs[rec.pid] = rec
+        self._per_uid[rec.uid] += 1
+
+    def _drop(self, pid: int) -> None:
+        """Under self._lock: remove the pid's entry, keeping the per-uid counts."""
+        rec = self._procs.pop(pid)
+        self._per_uid[rec.uid] -= 1
+        if self._per_uid[rec.uid] <= 0:
+            del self._per_uid[rec.uid]
+
+    def _refusal(self, rec: ProcessRecord) -> str | None:
+        """Under self._lock: why `rec` may not be added (None: it may). Refreshing an entry of the pid is always
+        allowed; it counts against a cap only as a new process or as one of another uid."""
+        old = self._procs.get(rec.pid)
+        if old is None and len(self._procs) >= self.max_processes:
+            return (
+                f"{len(self._procs)} processes are registered with this daemon, its limit "
+                f"({self.max_processes}); pid {rec.pid} is not registered"
+            )
+        same_uid = old is not None and old.uid == rec.uid
+        if not same_uid and self._per_uid[rec.uid] >= self.max_per_uid:
+            who = f"uid {rec.uid}" if rec.uid >= 0 else "an unknown uid"
+            return (
+                f"{self._per_uid[rec.uid]} processes of {who} are registered with this daemon, the limit per "
+                f"user ({self.max_per_uid}); pid {rec.pid} is not registered"
+            )
+        return None
+
+    def _admission(self, rec: ProcessRecord) -> str | None:
+        with self._lock:
+            return self._refusal(rec)
+
+    def _prune(self) -> bool:
+        """Drop dead pids and silent clients before refusing a registration; False (nothing done) when the last
+        prune was less than PRUNE_EVERY_MS ago."""
+        now = self._clock_ms()
+        with self._lock:
+            if self._last_prune_ms is not None and now - self._last_prune_ms < PRUNE_EVERY_MS:
+                return False
+            self._last_prune_ms = now
+        return bool(self.collect_garbage())
 
     def _notify(self, removed: Iterable[tuple[ProcessRecord, str]]) -> None:
         for rec, reason in removed:

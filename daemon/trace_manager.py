@@ -19,7 +19,14 @@ from dyno.daemon import trace_journal as tj
 from dyno.daemon.kineto_identity import KinetoIdentifier, KinetoIdentity
 from dyno.daemon.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
 from dyno.daemon.kineto_window import iteration_fallback_note
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry, now_ms
+from dyno.daemon.registry import (
+    PROTOCOL_AGENT,
+    PROTOCOL_KINETO,
+    ProcessRecord,
+    ProcessRegistry,
+    RegistryFullError,
+    now_ms,
+)
 from dyno.daemon.trace_leftovers import leftover_paths, remove_leftovers
 from dyno.daemon.trace_requests import validate_spec, why_nothing
 from dyno.daemon.trace_types import (
@@ -36,6 +43,7 @@ from dyno.daemon.trace_types import (
     TraceView,
     UnknownTraceError,
 )
+from dyno.logthrottle import ThrottledLog
 from dyno.trace_ids import validate_trace_id
 
 # The values it takes and returns live in dyno.daemon.trace_types; import them from there.
@@ -106,6 +114,7 @@ class TraceManager:
         self._traces: OrderedDict[str, _Trace] = OrderedDict()
         self._agent_queues: dict[int, tuple[str, queue.Queue[AgentCommand | None]]] = {}
         self._unrecorded: list[TraceView] = []  # finished under the lock, written to disk outside it
+        self._full_log = ThrottledLog(log, every_s=600.0)  # a full registry refuses every poll of every new pid
         registry.add_removal_listener(self._on_process_removed)
 
     @property
@@ -349,19 +358,23 @@ class TraceManager:
 
     def kineto_poll(self, poll: KinetoPoll) -> str | None:
         ident = self._kineto_identity(poll)  # /proc reads, if any, before taking self._lock
-        self._registry.register(
-            ProcessRecord(
-                pid=poll.pid,
-                job_id=ident.job_id,
-                job_aliases=ident.aliases,
-                protocol=PROTOCOL_KINETO,
-                ancestry=poll.ancestry,
-                uid=poll.uid,
-                cmdline=ident.cmdline,
-                hostname=self._hostname,
-                start_time=ident.start_time,
+        try:
+            self._registry.register(
+                ProcessRecord(
+                    pid=poll.pid,
+                    job_id=ident.job_id,
+                    job_aliases=ident.aliases,
+                    protocol=PROTOCOL_KINETO,
+                    ancestry=poll.ancestry,
+                    uid=poll.uid,
+                    cmdline=ident.cmdline,
+                    hostname=self._hostname,
+                    start_time=ident.start_time,
+                )
             )
-        )
+        except RegistryFullError as e:  # libkineto cannot be told why: it polls again in 5 s
+            self._full_log.warning("full", "kineto poll not registered: %s", e)
+            return None
         now = self._clock_ms()
         with self._lock:
             found = self._active_for(poll.pid)
