@@ -22,6 +22,7 @@ import grpc
 
 import dyno
 from dyno.daemon import proto_convert as pc
+from dyno.daemon.connection_limits import agent_server_options
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, RegistryFullError
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.trace_manager import TraceManager
@@ -220,6 +221,7 @@ class AgentServer:
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self._max_streams + 8, thread_name_prefix="agent-rpc"),
             maximum_concurrent_rpcs=self._max_streams + 8,
+            options=agent_server_options(),  # connections, streams per connection, idle (connection_limits.py)
         )
         agent_pb2_grpc.add_AgentServicer_to_server(self._servicer, server)
         try:

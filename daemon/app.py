@@ -18,6 +18,7 @@ import dyno
 from dyno.daemon.auth import build_server_credentials, build_server_interceptors, warn_if_exposed
 from dyno.daemon.bindcheck import bind_problem
 from dyno.daemon.config import ConfigError, DaemonConfig
+from dyno.daemon.connection_limits import server_options
 from dyno.daemon.convert import gpu_to_proto, sampler_state_to_proto
 from dyno.daemon.history import History
 from dyno.daemon.loop import SamplingLoop
@@ -108,10 +109,11 @@ class Daemon:
         problem = bind_problem(cfg.listen, cfg.port)
         if problem is not None:
             raise StartupError(f"cannot listen on {address}: {problem}")
-        # so_reuseport off: a second daemon on the same port must fail loudly, not share the port.
+        # so_reuseport off: a second daemon on the same port must fail loudly, not share the port. Connections,
+        # streams per connection, idle and dead peers are bounded (connection_limits.py).
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=RPC_THREADS, thread_name_prefix="dyno-grpc"),
-            options=[("grpc.so_reuseport", 0)],
+            options=[("grpc.so_reuseport", 0), *server_options()],
             maximum_concurrent_rpcs=256,
             interceptors=interceptors,
         )
