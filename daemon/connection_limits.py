@@ -19,8 +19,9 @@ The semantics are grpc's (gRFC A8 client/server keepalive, A9 server-side connec
   are bounded by their own caps (stream_slots.py), and a dead peer by the keepalive pings below, not by age.
 - `grpc.keepalive_time_ms` / `grpc.keepalive_timeout_ms` (and `grpc.http2.ping_timeout_ms`, which newer grpc
   uses for the ack wait): the server pings each connection with calls in flight every KEEPALIVE_TIME_MS and closes
-  it when no ack comes within KEEPALIVE_TIMEOUT_MS, ending its streams (and releasing their threads and slots). `grpc.http2.max_pings_without_data` 0 lets it keep pinging a stream that
-  sends nothing (a fetch stalled by flow control), which grpc otherwise stops after 2 pings.
+  it when no ack comes within KEEPALIVE_TIMEOUT_MS, ending its streams (and releasing their threads and slots).
+  `grpc.http2.max_pings_without_data` 0 lets it keep pinging a stream that sends nothing (a fetch stalled by flow
+  control), which grpc otherwise stops after 2 pings.
 - `grpc.server_handshake_timeout_ms`: a connection that never completes its HTTP/2 (or TLS) handshake is closed
   after this, instead of holding a place for grpc's default 120 s.
 """
