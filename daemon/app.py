@@ -81,7 +81,7 @@ class Daemon:
             registered_processes=self.tracing.process_count(),
             active_traces=self.tracing.active_traces(),
             interval_s=cfg.interval_s,
-            history_s=cfg.history_s,
+            history_s=self.history_window_s(),
             samples_in_history=len(self.history),
             pid=os.getpid(),
             agent_socket=str(cfg.agent_socket_path),
@@ -161,6 +161,7 @@ class Daemon:
             else:
                 log.warning("sampler %s: unavailable: %s", s.name, state.reason)
         self.loop.tick()  # primes rate counters and gives the first queries data at once
+        self._warn_if_history_cut()
         self.loop.start()
         try:
             try:
@@ -178,6 +179,28 @@ class Daemon:
             raise
         self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         self.health.set(DYNO_SERVICE, health_pb2.HealthCheckResponse.SERVING)
+
+    def history_window_s(self) -> float:
+        """The seconds of samples the history keeps: history_s, or less where its byte budget ends first."""
+        return min(self.config.history_s, self.history.fitting_len() * self.config.interval_s)
+
+    def _warn_if_history_cut(self) -> None:
+        """Once, after the first sample: the byte budget keeps less than history_s (history.MAX_HISTORY_BYTES)."""
+        cfg = self.config
+        kept = self.history.fitting_len()
+        if kept >= self.history.capacity:
+            return
+        log.warning(
+            "history: keeping the last %g s (%d samples), not history_s %g s: %d values per sample at interval_s %g "
+            "would take ~%d MiB, more than the history's %d MiB budget",
+            self.history_window_s(),
+            kept,
+            cfg.history_s,
+            len(latest.readings) if (latest := self.history.latest()) is not None else 0,
+            cfg.interval_s,
+            self.history.sample_bytes * self.history.capacity / 2**20,
+            self.history.max_bytes / 2**20,
+        )
 
     def stop(self, grace_s: float = 5.0) -> None:
         """Health NOT_SERVING, drain in-flight RPCs for up to `grace_s`, then stop everything. Idempotent."""

@@ -4,6 +4,11 @@ Samples are stored compactly: each series (name + labels) is interned once in a 
 is two flat arrays (series ids, values), the ids array shared with the previous sample when the set of series
 did not change (the usual case). An hour of 1 s samples of 8 GPUs (~270 values each) takes ~8 MB this way,
 against ~75 MB as Reading objects, and adds no objects for the garbage collector to walk.
+
+Bounded twice: at most `capacity` samples (history_s / interval_s) and at most `max_bytes` of sample storage
+(MAX_HISTORY_BYTES), whichever is reached first: at interval_s 0.1 the samples of an hour take ten times the memory
+of 1 s, and history_s / interval_s may be up to 1,000,000 samples, far past the unit's MemoryMax. Past the budget
+the oldest samples go first, so the window kept is shorter than history_s (dynod logs it once at start).
 """
 
 from __future__ import annotations
@@ -19,9 +24,25 @@ from dataclasses import dataclass
 
 from dyno.daemon.samplers.base import Labels, Reading
 
-__all__ = ["Sample", "StoredSample", "SeriesTable", "History", "Subscription", "name_filter"]
+__all__ = [
+    "MAX_HISTORY_BYTES",
+    "Sample",
+    "StoredSample",
+    "SeriesTable",
+    "History",
+    "Subscription",
+    "name_filter",
+]
 
 log = logging.getLogger(__name__)
+
+# Sample storage the history may take. systemd/dynod.service has MemoryHigh=256M, MemoryMax=512M and dynod's own
+# steady state is ~55 MB; this leaves room for trace transfers and a 32 MiB GetMetrics answer. Enough for ~10 hours
+# of 1 s samples of 8 GPUs (271 values), ~1 hour at 0.1 s (docs/BENCHMARKS.md).
+MAX_HISTORY_BYTES = 96 * 1024 * 1024
+# What one stored sample costs besides its arrays' items: the StoredSample (slots), its timestamp int, two array
+# headers, the deque's slot and malloc's rounding (bench/history_memory.py measures it against RSS).
+SAMPLE_OVERHEAD_BYTES = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +106,14 @@ class SeriesTable:
         return {i for i, (name, _labels) in enumerate(list(self.keys)) if keep(name)}
 
 
+def _values_cost(s: StoredSample) -> int:
+    return SAMPLE_OVERHEAD_BYTES + s.values.itemsize * len(s.values)
+
+
+def _ids_cost(ids: array) -> int:
+    return ids.itemsize * len(ids)
+
+
 class Subscription:
     """A bounded queue of new samples for one live stream; a slow reader loses the oldest, never blocks the loop."""
 
@@ -115,12 +144,16 @@ class Subscription:
 
 
 class History:
-    """Ring of the last `capacity` samples. Appends are O(1); memory is bounded by the capacity."""
+    """Ring of the last `capacity` samples, at most `max_bytes` of them. Appends are O(1) (amortized)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, *, max_bytes: int | None = None) -> None:
+        """`max_bytes` None: MAX_HISTORY_BYTES."""
         if capacity < 1:
             raise ValueError("capacity must be >= 1")
-        self._ring: deque[StoredSample] = deque(maxlen=capacity)
+        self._ring: deque[StoredSample] = deque()
+        self.max_bytes = MAX_HISTORY_BYTES if max_bytes is None else max_bytes
+        self._bytes = 0  # sample storage now: values, each distinct ids array once, per-sample overhead
+        self._last_cost = 0  # the newest sample's cost without its ids array (shared in the steady state)
         self._lock = threading.Lock()
         self._subscribers: set[Subscription] = set()
         self._latest: Sample | None = None
@@ -144,14 +177,52 @@ class History:
             self._last_ids = packed
         stored = StoredSample(sample.timestamp_ms, packed, array("d", values))
         with self._lock:
+            while self._ring and (
+                len(self._ring) >= self.capacity or self._bytes + self._cost(stored) > self.max_bytes
+            ):
+                self._evict_oldest()
+            self._bytes += self._cost(stored)
             self._ring.append(stored)
+            self._last_cost = _values_cost(stored)  # a steady sample shares the ids array of the one before
             self._latest = sample
             subscribers = list(self._subscribers)
         for sub in subscribers:
             sub.put(sample)
 
+    def _cost(self, new: StoredSample) -> int:
+        """Under self._lock: what appending `new` adds, its ids array unless the newest sample shares it."""
+        shared = bool(self._ring) and self._ring[-1].ids is new.ids
+        return _values_cost(new) + (0 if shared else _ids_cost(new.ids))
+
+    def _evict_oldest(self) -> None:
+        """Under self._lock. An ids array is shared by a run of consecutive samples: it was counted with the first of
+        them and goes with the last."""
+        old = self._ring.popleft()
+        self._bytes -= _values_cost(old)
+        if not self._ring or self._ring[0].ids is not old.ids:
+            self._bytes -= _ids_cost(old.ids)
+
     def __len__(self) -> int:
         return len(self._ring)
+
+    @property
+    def bytes_used(self) -> int:
+        """Sample storage now, in bytes (the measure `max_bytes` bounds)."""
+        with self._lock:
+            return self._bytes
+
+    @property
+    def sample_bytes(self) -> int:
+        """What one more sample like the newest takes in the steady state (its ids array shared); 0 before any."""
+        with self._lock:
+            return self._last_cost
+
+    def fitting_len(self) -> int:
+        """How many samples like the newest the history keeps: `capacity`, or fewer when the byte budget is reached
+        first (`capacity` before the first sample)."""
+        with self._lock:
+            cost = self._last_cost
+        return self.capacity if cost == 0 else max(1, min(self.capacity, self.max_bytes // cost))
 
     def latest(self) -> Sample | None:
         return self._latest
