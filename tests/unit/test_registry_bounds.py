@@ -234,7 +234,7 @@ def test_kineto_polls_past_the_cap_are_not_registered_and_get_no_config(
     for pid in (31, 32):
         world.spawn(pid, 1000)
         assert tm.kineto_poll(KinetoPoll(pid=pid, ancestry=(), job_id="7", type_mask=3, uid=1000)) is None
-    with caplog.at_level(logging.WARNING, logger="dyno.daemon.trace_manager"):
+    with caplog.at_level(logging.WARNING, logger="dyno.daemon.trace_kineto"):
         for _ in range(3):  # libkineto polls every 5 s
             assert (
                 tm.kineto_poll(KinetoPoll(pid=world.spawn(33, 1000), ancestry=(), job_id="7", type_mask=3, uid=1000))

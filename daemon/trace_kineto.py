@@ -1,0 +1,143 @@
+"""The libkineto side of the trace manager: polls register processes (their identity read from /proc once) and
+pick up pending configs; a kineto trace is done when its file is complete (libkineto reports nothing back)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from pathlib import Path
+
+from dyno.daemon import trace_files as tf
+from dyno.daemon.kineto_identity import KinetoIdentity
+from dyno.daemon.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
+from dyno.daemon.kineto_window import iteration_fallback_note
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, RegistryFullError
+from dyno.daemon.trace_table import ProcTrace, TraceEntry, TraceTable
+from dyno.daemon.trace_types import TraceRequestError, TraceState
+from dyno.logthrottle import ThrottledLog
+
+__all__ = ["KinetoTraces"]
+
+log = logging.getLogger(__name__)
+
+
+class KinetoTraces(TraceTable):
+    """kineto_poll and kineto_context_count (what dyno.daemon.kineto_ipc.KinetoEndpoint calls), the config of a
+    kineto process's part in a trace, and the checks of kineto files for the manager's housekeeping."""
+
+    @functools.cached_property
+    def _full_log(self) -> ThrottledLog:
+        return ThrottledLog(log, every_s=600.0)  # a full registry refuses every poll of every new pid
+
+    def kineto_poll(self, poll: KinetoPoll) -> str | None:
+        ident = self._kineto_identity(poll)  # /proc reads, if any, before taking self._lock
+        try:
+            self._registry.register(
+                ProcessRecord(
+                    pid=poll.pid,
+                    job_id=ident.job_id,
+                    job_aliases=ident.aliases,
+                    protocol=PROTOCOL_KINETO,
+                    ancestry=poll.ancestry,
+                    uid=poll.uid,
+                    cmdline=ident.cmdline,
+                    hostname=self._hostname,
+                    start_time=ident.start_time,
+                )
+            )
+        except RegistryFullError as e:  # libkineto cannot be told why: it polls again in 5 s
+            self._full_log.warning("full", "kineto poll not registered: %s", e)
+            return None
+        now = self._clock_ms()
+        with self._lock:
+            found = self._active_for(poll.pid)
+            if found is None:
+                return None
+            trace, pt = found
+            if pt.view.protocol != PROTOCOL_KINETO:
+                return None
+            if pt.view.state == TraceState.PENDING and poll.wants_activities:
+                pt.delivered_ms = now
+                pt.deadline_ms = self._completion_deadline(trace.spec, now)
+                self._set(trace, pt, TraceState.DELIVERED)
+                return pt.kineto_config
+            if pt.view.state == TraceState.DELIVERED and not poll.wants_activities:
+                # libkineto stops asking for activity configs while one is pending or running.
+                self._set(trace, pt, TraceState.RUNNING)
+        return None
+
+    def _kineto_identity(self, poll: KinetoPoll) -> KinetoIdentity:
+        """Cached with the registration: the environment and command line are read on a pid's first poll only. The
+        cache is keyed on the process, not the pid: its start time (/proc/<pid>/stat, read on every poll) differs
+        for a later process reusing the pid, even one of the same uid and kineto job id polling before housekeeping
+        (~0.5 s) dropped the old one; that one is read again. Another uid or kineto job id is another process too."""
+        known = self._registry.get(poll.pid)
+        if known is not None and known.protocol == PROTOCOL_AGENT and known.connected:
+            return KinetoIdentity(known.job_id, known.job_aliases, known.cmdline)  # the registry keeps the agent
+        if known is not None and known.protocol == PROTOCOL_KINETO:
+            start_time = self._identifier.start_time(poll.pid)
+            if known.same_process(start_time) and known.uid == poll.uid and known.answers_to(poll.job_id):
+                return KinetoIdentity(known.job_id, known.job_aliases, known.cmdline, start_time or known.start_time)
+        return self._identifier.identify(poll.pid, poll.job_id)
+
+    def kineto_context_count(self, gpu: int, pid: int, job_id: str) -> int:
+        known = self._registry.get(pid)
+        if known is not None and known.answers_to(job_id):
+            job_id = known.job_id
+        else:  # not registered yet: the id its first poll will register under
+            job_id = self._identifier.job_id(pid) or job_id
+        return sum(1 for p in self._registry.list(job_id) if p.protocol == PROTOCOL_KINETO and p.gpu == gpu) or 1
+
+    def _kineto_config(self, trace: TraceEntry, p: ProcessRecord) -> tuple[Path, str]:
+        """The output path and the libkineto config line of one process's part in a trace."""
+        spec = trace.spec
+        path = tf.kineto_output(self._trace_dir, trace.trace_id, self._hostname, p.pid)
+        try:
+            config = trace_config(
+                trace_id=trace.trace_id,
+                log_file=tf.kineto_log_file(self._trace_dir, trace.trace_id, self._hostname),
+                duration_ms=spec.duration_ms,
+                iterations=spec.iterations,
+                start_time_ms=spec.start_time_ms,
+                start_iteration_roundup=spec.start_iteration_roundup,
+                record_shapes=spec.record_shapes,
+                profile_memory=spec.profile_memory,
+                with_stack=spec.with_stack,
+                with_flops=spec.with_flops,
+                with_modules=spec.with_modules,
+            )
+        except ConfigValueError as e:  # e.g. a trace dir path containing '=': never send a broken line
+            raise TraceRequestError("trace_id", f"cannot express this trace for libkineto: {e}") from None
+        return path, config
+
+    def _kineto_notes(self, pid: int | None = None) -> dict[tuple[str, int], str]:
+        """The done notes of kineto iteration traces (of `pid`, or all) whose file is complete, keyed by (trace id,
+        pid): read from the files outside self._lock (a file may be large), so they are there when the trace turns
+        done. "" when libkineto recorded the iterations; a note when it fell back to its 500 ms window."""
+        with self._lock:
+            todo = [
+                (t.trace_id, pt.view.pid, Path(pt.view.path), t.spec.iterations)
+                for t in self._traces.values()
+                if t.spec.iterations is not None and not t.finished()
+                for pt in t.procs.values()
+                if pt.view.protocol == PROTOCOL_KINETO
+                and pt.view.state in (TraceState.DELIVERED, TraceState.RUNNING)
+                and pid in (None, pt.view.pid)
+            ]
+        return {(tid, p): iteration_fallback_note(path, n) for tid, p, path, n in todo if path.exists()}
+
+    def _kineto_file_check(self, trace: TraceEntry, pt: ProcTrace, notes: dict[tuple[str, int], str]) -> bool:
+        """Under self._lock: True when the kineto file is complete (state set to done, with its note from `notes`;
+        an iteration trace's file not looked at yet waits for the next round)."""
+        path = Path(pt.view.path)
+        key = (trace.trace_id, pt.view.pid)
+        try:
+            size = path.stat().st_size
+        except OSError:
+            if pt.view.state == TraceState.DELIVERED and Path(str(path) + ".tmp").exists():
+                self._set(trace, pt, TraceState.RUNNING)
+            return False
+        if trace.spec.iterations is not None and key not in notes:
+            return False
+        self._set(trace, pt, TraceState.DONE, notes.get(key, ""), size=size)
+        return True

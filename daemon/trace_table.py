@@ -1,0 +1,163 @@
+"""The trace manager's state: the traces it knows (each with its processes' states), the lock that guards them and
+the state changes every protocol makes. TraceManager (trace_manager.py) is this table with the libkineto side
+(trace_kineto.py), the agent side (trace_agents.py), requests, queries and housekeeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from dyno.daemon import trace_files as tf
+from dyno.daemon import trace_journal as tj
+from dyno.daemon.kineto_identity import KinetoIdentifier
+from dyno.daemon.registry import ProcessRecord, ProcessRegistry, now_ms
+from dyno.daemon.trace_types import (
+    FINAL_STATES,
+    AgentCommand,
+    ProcessTraceView,
+    TraceSpec,
+    TraceState,
+    TraceView,
+    UnknownTraceError,
+)
+
+__all__ = ["ProcTrace", "TraceEntry", "TraceTable", "order_for_limit"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ProcTrace:
+    view: ProcessTraceView
+    created_ms: int
+    delivered_ms: int = 0
+    deadline_ms: int = 0  # completion deadline once delivered
+    kineto_config: str = ""
+
+
+@dataclass
+class TraceEntry:
+    trace_id: str
+    spec: TraceSpec
+    created_ms: int
+    procs: dict[int, ProcTrace] = field(default_factory=dict)
+
+    def finished(self) -> bool:
+        return all(p.view.state in FINAL_STATES for p in self.procs.values())
+
+
+def order_for_limit(procs: list[ProcessRecord], helpers: Collection[int] = ()) -> list[ProcessRecord]:
+    """Leaf trainers first: a process whose pid is in another matched trainer's ancestry is a launcher; `helpers`
+    (pids of DataLoader workers: children of a trainer, never trainers themselves) come last and make no launcher
+    of their parent."""
+    ancestors = {a for p in procs if p.pid not in helpers for a in p.ancestry}
+    return sorted(
+        procs,
+        key=lambda p: (p.pid in helpers, p.pid in ancestors, p.rank if p.rank is not None else 1 << 30, p.pid),
+    )
+
+
+class TraceTable:
+    """The traces and their processes' states, under one lock; the base of TraceManager."""
+
+    def __init__(
+        self,
+        registry: ProcessRegistry,
+        trace_dir: Path,
+        hostname: str,
+        *,
+        delivery_timeout_s: float = 30.0,
+        completion_slack_s: float = 30.0,
+        iteration_timeout_s: float = 600.0,
+        max_active_traces: int = 32,
+        max_kept_traces: int = 1000,
+        clock_ms: Callable[[], int] = now_ms,
+        on_start: Callable[[], None] = lambda: None,
+        kineto_identifier: KinetoIdentifier | None = None,
+    ) -> None:
+        self._registry = registry
+        self._identifier = kineto_identifier or KinetoIdentifier()  # reads /proc/<pid>/{environ,cmdline}
+        self._on_start = on_start  # e.g. wakes the housekeeping thread from its idle pace
+        self._trace_dir = trace_dir
+        self._hostname = hostname
+        self._delivery_timeout_ms = int(delivery_timeout_s * 1000)
+        self._slack_ms = int(completion_slack_s * 1000)
+        self._iteration_timeout_ms = int(iteration_timeout_s * 1000)
+        self._max_active = max_active_traces
+        self._max_kept = max_kept_traces
+        self._clock_ms = clock_ms
+        self._lock = threading.Lock()
+        self._traces: OrderedDict[str, TraceEntry] = OrderedDict()
+        self._agent_queues: dict[int, tuple[str, queue.Queue[AgentCommand | None]]] = {}
+        self._unrecorded: list[TraceView] = []  # finished under the lock, written to disk outside it
+        registry.add_removal_listener(self._on_process_removed)
+
+    @property
+    def trace_dir(self) -> Path:
+        return self._trace_dir
+
+    def _completion_deadline(self, spec: TraceSpec, delivered_ms: int) -> int:
+        if spec.duration_ms is not None:
+            return max(delivered_ms, spec.start_time_ms or 0) + spec.duration_ms + self._slack_ms
+        return delivered_ms + self._iteration_timeout_ms
+
+    def _evict_old(self) -> None:
+        while len(self._traces) > self._max_kept:
+            victim = next((tid for tid, t in self._traces.items() if t.finished()), None)
+            if victim is None:
+                return
+            del self._traces[victim]
+
+    def _active_for(self, pid: int) -> tuple[TraceEntry, ProcTrace] | None:
+        for trace in reversed(self._traces.values()):
+            pt = trace.procs.get(pid)
+            if pt is not None and pt.view.state not in FINAL_STATES:
+                return trace, pt
+        return None
+
+    def _set(
+        self, trace: TraceEntry, pt: ProcTrace, state: TraceState, error: str = "", size: int | None = None
+    ) -> None:
+        """State change under self._lock; clears the busy flag outside of it via the caller's list."""
+        if pt.view.state in FINAL_STATES:
+            return
+        pt.view = replace(
+            pt.view,
+            state=state,
+            error=error,
+            updated_ms=self._clock_ms(),
+            size_bytes=pt.view.size_bytes if size is None else size,
+        )
+        log.info("trace %s pid %d: %s%s", trace.trace_id, pt.view.pid, state.value, f" ({error})" if error else "")
+        if state in FINAL_STATES:
+            self._registry.set_busy(pt.view.pid, "")
+            if trace.finished():
+                self._unrecorded.append(self._view(trace))
+
+    def _write_records(self) -> None:
+        """Records of the traces finished since the last call, written outside the lock: disk I/O must not hold up
+        libkineto's polls (they wait ~90 ms for a reply)."""
+        with self._lock:
+            views, self._unrecorded = self._unrecorded, []
+        for view in views:
+            tj.write_record(self._trace_dir, view, self._hostname, self._clock_ms())
+
+    @staticmethod
+    def _view(trace: TraceEntry) -> TraceView:
+        procs = tuple(p.view for p in trace.procs.values())
+        return TraceView(trace.trace_id, trace.spec, procs, trace.finished(), trace.created_ms)
+
+    def _unknown(self, trace_id: str) -> UnknownTraceError:
+        return UnknownTraceError(
+            f"no trace {trace_id!r} on host {self._hostname}{tf.forgotten_trace_hint(self._trace_dir, trace_id)}"
+        )
+
+    def _on_process_removed(self, rec: ProcessRecord, reason: str) -> None:
+        """What a registered process's removal means for its traces: TraceManager fails them and cleans up."""
+        raise NotImplementedError
