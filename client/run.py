@@ -21,6 +21,7 @@ from pathlib import Path
 
 from dyno.argtypes import job_id
 from dyno.client.agent_env import ENV_SOCKET
+from dyno.client.python_argv import parse_python_args
 from dyno.job_ids import ENV_JOB_ID
 from dyno.request_limits import JOB_ID_RULE
 
@@ -85,27 +86,11 @@ def _shebang(program: str) -> list[str] | None:
 def bootstrap_skipping_flags(command: Sequence[str]) -> list[str]:
     """The interpreter options in `command` (e.g. ["-I"]) that keep dyno-run's bootstrap, so the agent, from
     starting in the process it runs; [] when none (or the command is not Python). Options are read as Python
-    reads them, up to the script, `-c` or `-m`: combined (`-Iu`) or not, `-W`/`-X` taking a value."""
+    reads them (dyno.client.python_argv), up to the script, `-c` or `-m`."""
     args = _interpreter_args(command)
-    found: list[str] = []
-    i = 0
-    while args is not None and i < len(args):
-        arg = args[i]
-        i += 1
-        if arg == "--" or arg == "-" or not arg.startswith("-"):
-            break
-        if arg.startswith("--"):
-            i += arg == "--check-hash-based-pycs"  # the only long option taking a value
-            continue
-        for at, flag in enumerate(arg[1:], 1):
-            if flag in "cm":  # the rest is the command or module: no more options
-                return found
-            if flag in "WX":  # the rest of this word, else the next word, is the option's value
-                i += at == len(arg) - 1
-                break
-            if flag in _SKIPPING_FLAGS and f"-{flag}" not in found:
-                found.append(f"-{flag}")
-    return found
+    if args is None:
+        return []
+    return [f"-{flag}" for flag in parse_python_args(args).flags if flag in _SKIPPING_FLAGS]
 
 
 def _warn_skipped_bootstrap(command: Sequence[str]) -> None:

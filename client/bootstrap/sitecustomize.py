@@ -2,8 +2,9 @@
 
 This directory is put first on PYTHONPATH (with DYNO_AGENT=1) by dyno-run; Python imports `sitecustomize` at
 start-up. The agent registers only once the process imports torch, and never in multiprocessing helper children
-(DataLoader spawn workers and the like); torch.multiprocessing.spawn workers do register. A `sitecustomize` that
-this one shadows still runs afterwards.
+(DataLoader spawn workers and the like) nor in torch's launcher (torchrun, python -m torch.distributed.run), whose
+workers register; torch.multiprocessing.spawn workers do register. A `sitecustomize` that this one shadows still
+runs afterwards.
 """
 
 import os
@@ -27,9 +28,14 @@ def _start_dyno_agent() -> None:
     if added:
         os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
     try:
-        from dyno.client import agent
+        from dyno.client.agent_env import torch_launcher
 
-        agent.start(wait_for_torch=True)
+        # torch's launcher (torchrun, python -m torch.distributed.run) imports torch but trains nothing: only its
+        # workers, which run this bootstrap too, are trainers.
+        if torch_launcher(argv) is None:
+            from dyno.client import agent
+
+            agent.start(wait_for_torch=True)
     except Exception as e:  # never keep the program from starting
         sys.stderr.write(f"dyno agent: not started: {type(e).__name__}: {e}\n")
     finally:
