@@ -4,10 +4,11 @@
     agent.start()                      # job id etc. from the environment; returns at once
 
 or, with no code change, `dyno-run -- python train.py` (see dyno.client.run). The agent connects to the daemon's
-Agent service on a Unix socket (DYNO_AGENT_SOCKET, else the daemon's default path), registers, and keeps a Watch
-stream open through which trace requests arrive as they are made. Everything runs in two daemon threads: one
-holds the connection (reconnecting with backoff and registering again after a daemon restart), one runs traces.
-No exception ever reaches the trainer; a missing daemon is logged once as a warning, then at debug level.
+Agent service on a Unix socket (DYNO_AGENT_SOCKET, else the default of a dynod of this user or the system dynod's,
+whichever listens), registers, and keeps a Watch stream open through which trace requests arrive as they are made.
+Everything runs in two daemon threads: one holds the connection (reconnecting with backoff and registering again
+after a daemon restart), one runs traces. No exception ever reaches the trainer; a missing daemon is logged once as
+a warning, then at debug level.
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dyno.client.agent_env import AgentIdentity, multiprocessing_role, resolve_identity, resolve_socket_path
+from dyno.client.agent_env import (
+    ENV_SOCKET,
+    AgentIdentity,
+    multiprocessing_role,
+    pick_socket,
+    resolve_identity,
+    socket_candidates,
+)
 from dyno.client.agent_output import OutputFiles
 from dyno.client.agent_trace import StepCounter, TraceFailed, TraceSpec, run_trace
 from dyno.logthrottle import ThrottledLog
@@ -95,7 +103,10 @@ class Agent:
         max_backoff_s: float = 5.0,
     ) -> None:
         self._job_id, self._rank, self._local_rank, self._world_size = job_id, rank, local_rank, world_size
-        self.socket_path: Path = resolve_socket_path(socket_path)
+        # Without an explicit socket: the trainer's own user's default, then the system daemon's; which one is
+        # picked again at each connection attempt (the one that listens), so either daemon may start later.
+        self.socket_candidates: tuple[Path, ...] = socket_candidates(socket_path)
+        self.socket_path: Path = self.socket_candidates[0]
         self.identity: AgentIdentity = resolve_identity(job_id, rank=rank, local_rank=local_rank, world_size=world_size)
         self._wait_for_torch = wait_for_torch
         self._min_backoff_s, self._max_backoff_s = min_backoff_s, max_backoff_s
@@ -258,12 +269,15 @@ class Agent:
                 reason,
             )
         else:
+            tried = " or ".join(f"unix:{path}" for path in self.socket_candidates)
+            hint = f" (set {ENV_SOCKET} to the daemon's --agent-socket)" if len(self.socket_candidates) > 1 else ""
             self._warn.warning(
                 "absent",
-                "dyno agent: no dyno daemon at unix:%s (%s); tracing is unavailable until "
-                "it starts, retrying in the background",
-                self.socket_path,
+                "dyno agent: no dyno daemon at %s (%s); tracing is unavailable until it starts, retrying in the "
+                "background%s",
+                tried,
                 reason,
+                hint,
             )
 
     def _session(self) -> bool:
@@ -275,6 +289,7 @@ class Agent:
 
         # A fresh channel per attempt: a channel that saw the daemon down backs off its own reconnects for up to
         # minutes, which would delay re-registration after a restart.
+        self.socket_path = pick_socket(self.socket_candidates)
         channel = grpc.insecure_channel(f"unix:{self.socket_path}", options=[("grpc.enable_http_proxy", 0)])
         try:
             stub = agent_pb2_grpc.AgentStub(channel)
@@ -466,7 +481,8 @@ def start(
 ) -> Agent:
     """Start this process's agent (idempotent: a running agent is returned as is). Returns at once; connecting
     and registering happen in the background. job_id defaults to DYNO_JOB_ID / SLURM ids / TORCHELASTIC_RUN_ID,
-    rank info to RANK / LOCAL_RANK / WORLD_SIZE, socket_path to DYNO_AGENT_SOCKET or the daemon's default.
+    rank info to RANK / LOCAL_RANK / WORLD_SIZE, socket_path to DYNO_AGENT_SOCKET, else whichever of the default
+    socket of a dynod of this user and the system dynod's (/run/dyno/agent.sock) listens (agent_env.socket_candidates).
     wait_for_torch: register only once the process has imported torch (used by dyno-run's bootstrap)."""
     global _agent
     with _agent_lock:

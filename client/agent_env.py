@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +20,10 @@ __all__ = [
     "ENV_SOCKET",
     "AgentIdentity",
     "resolve_job_id",
+    "SYSTEM_AGENT_SOCKET",
+    "socket_candidates",
+    "accepts_connection",
+    "pick_socket",
     "resolve_socket_path",
     "resolve_identity",
     "ancestry",
@@ -29,6 +33,9 @@ __all__ = [
 ]
 
 ENV_SOCKET = "DYNO_AGENT_SOCKET"
+# The agent socket of a dynod run by root, e.g. the systemd unit (the root default of dyno.daemon.config): tried
+# after the trainer's own user's default, so that a trainer of an ordinary user finds the system daemon too.
+SYSTEM_AGENT_SOCKET = Path("/run/dyno/agent.sock")
 _MAX_CMDLINE = 1024
 MP_CHILD_FLAG = "--multiprocessing-fork"  # on the command line of every multiprocessing spawn child
 # Non-daemonic multiprocessing children that are still helpers: ProcessPoolExecutor workers (not daemonic since
@@ -71,17 +78,53 @@ def resolve_job_id(explicit: str | None = None, env: Mapping[str, str] | None = 
     return job_id_from_env(os.environ if env is None else env)
 
 
-def resolve_socket_path(explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
-    """The argument, else DYNO_AGENT_SOCKET, else the daemon's own default (DaemonConfig.agent_socket_path), so
-    agent and daemon cannot disagree about it."""
-    env = os.environ if env is None else env
-    if explicit:
-        return Path(explicit)
-    if env.get(ENV_SOCKET, "").strip():
-        return Path(env[ENV_SOCKET].strip())
+def _user_default_socket() -> Path:
     from dyno.daemon.config import DaemonConfig  # light: stdlib only; shared so the default lives in one place
 
     return DaemonConfig().agent_socket_path
+
+
+def socket_candidates(
+    explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> tuple[Path, ...]:
+    """Where the daemon's Agent socket may be: the argument, else DYNO_AGENT_SOCKET, alone when given; else the
+    default of a dynod run by this process's own user (DaemonConfig.agent_socket_path: /run/dyno for root, else
+    $XDG_RUNTIME_DIR/dyno or the state dir), then the system dynod's (SYSTEM_AGENT_SOCKET, the systemd unit's),
+    each once. A trainer of an ordinary user looked only in its own runtime dir and never found a root dynod."""
+    env = os.environ if env is None else env
+    if explicit:
+        return (Path(explicit),)
+    if env.get(ENV_SOCKET, "").strip():
+        return (Path(env[ENV_SOCKET].strip()),)
+    own = _user_default_socket()
+    return (own,) if own == SYSTEM_AGENT_SOCKET else (own, SYSTEM_AGENT_SOCKET)
+
+
+def accepts_connection(path: Path, timeout_s: float = 0.5) -> bool:
+    """Whether something listens on the Unix socket at path (a stale socket file refuses the connection)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def pick_socket(candidates: Sequence[Path], listening: Callable[[Path], bool] = accepts_connection) -> Path:
+    """Of the candidate socket paths (in order of preference): the first something listens on, else the first that
+    exists (a daemon that is restarting), else the first. A single candidate is returned as is, unprobed."""
+    if len(candidates) == 1:
+        return candidates[0]
+    for path in candidates:
+        if listening(path):
+            return path
+    return next((path for path in candidates if path.exists()), candidates[0])
+
+
+def resolve_socket_path(explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
+    """The daemon's Agent socket for now: pick_socket(socket_candidates(explicit, env))."""
+    return pick_socket(socket_candidates(explicit, env))
 
 
 def _gpu(env: Mapping[str, str]) -> int:

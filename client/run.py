@@ -134,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
         "`dyno-cli trace` can profile it on demand. COMMAND replaces dyno-run (same pid, signals, exit status).",
         epilog=f"Environment: {ENV_AGENT}=1 enables the agent (0 disables it in a process); {ENV_JOB_ID} sets the "
         f"job id (else SLURM_ARRAY_JOB_ID_SLURM_ARRAY_TASK_ID, SLURM_JOB_ID, TORCHELASTIC_RUN_ID); {ENV_SOCKET} "
-        "the daemon's agent socket (else the daemon's default path); RANK/LOCAL_RANK/WORLD_SIZE the rank info.",
+        "the daemon's agent socket (else a dynod of this user's default path or the system dynod's "
+        "/run/dyno/agent.sock, whichever listens); RANK/LOCAL_RANK/WORLD_SIZE the rank info.",
     )
     p.add_argument(
         "--job-id",
