@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dyno.client.agent_flops import FlopArgs, flop_counts, flops_note
 from dyno.client.agent_output import OutputFiles, TraceAbandoned, unlink_quietly
 from dyno.diskspace import free_space_note
 
@@ -106,21 +107,35 @@ def _with_trace_id(head: bytes, trace_id: str) -> bytes:
     return head[: brace + 1] + value + sep + rest
 
 
-def write_trace_file(raw_json: Path, output: Path, trace_id: str, files: OutputFiles | None = None) -> int:
+def write_trace_file(
+    raw_json: Path,
+    output: Path,
+    trace_id: str,
+    files: OutputFiles | None = None,
+    line_filter: Callable[[bytes], bytes] | None = None,
+) -> int:
     """Copy the profiler's JSON export to `output` with trace_id embedded, gzip-compressed when `output` ends in
     .gz, atomically (`<output>.tmp`, then rename), streaming. Returns the final size in bytes. With `files`, nothing
-    is created or renamed once they were abandoned (TraceFailed)."""
+    is created or renamed once they were abandoned (TraceFailed). `line_filter` rewrites the export line by line
+    (e.g. agent_flops.FlopArgs); without it the bytes are copied as they are."""
     files = files or OutputFiles(output)
     tmp = files.tmp
     try:
         with open(raw_json, "rb") as src:
-            head = _with_trace_id(src.read(_HEAD_BYTES), trace_id)
+            head = src.read(_HEAD_BYTES)
+            if line_filter is not None:
+                head += src.readline()  # whole lines only, for the filter
+            head = _with_trace_id(head, trace_id)
             opener = gzip.open if output.name.endswith(".gz") else open
             with files.creating():
                 dst = opener(tmp, "wb")
             with dst:
-                dst.write(head)
-                shutil.copyfileobj(src, dst, 1024 * 1024)
+                if line_filter is None:
+                    dst.write(head)
+                    shutil.copyfileobj(src, dst, 1024 * 1024)
+                else:
+                    dst.write(line_filter(head))
+                    dst.writelines(line_filter(line) for line in src)
         with files.creating():
             os.replace(tmp, output)
     except TraceAbandoned as e:
@@ -408,6 +423,10 @@ class _Profiler:
     def export_chrome_trace(self, path: str) -> None:
         self._prof.export_chrome_trace(path)
 
+    def flop_counts(self) -> dict[int, int]:
+        """{event index: FLOP estimate} of the recorded ops (with_flops), which the export leaves out."""
+        return flop_counts(self._prof.kineto_results)
+
     def _add_distributed_info(self) -> None:
         # What torch.profiler.profile records too: multi-rank analysis reads the rank from it.
         dist = sys.modules.get("torch.distributed")
@@ -440,6 +459,7 @@ def _sleep_until(when_ms: int, cancel: threading.Event) -> None:
 def _export(profiler: Any, spec: TraceSpec, files: OutputFiles | None = None) -> TraceResult:
     files = files or OutputFiles(spec.output_path)
     raw = files.raw
+    note = ""
     try:
         with files.creating():  # not even begun once abandoned (the program exits)
             pass
@@ -447,7 +467,13 @@ def _export(profiler: Any, spec: TraceSpec, files: OutputFiles | None = None) ->
         if not raw.exists():
             # libkineto logs "Failed to write to log file!" (e.g. a full disk) instead of raising
             raise TraceFailed(f"the profiler could not write its trace to {raw.parent}{_free_space(raw.parent)}")
-        size = write_trace_file(raw, spec.output_path, spec.trace_id, files)
+        flops = profiler.flop_counts() if spec.with_flops else {}
+        flop_args = FlopArgs(flops) if flops else None
+        size = write_trace_file(raw, spec.output_path, spec.trace_id, files, flop_args)
+        if spec.with_flops:
+            note = flops_note(flops, flop_args)
+            if note:
+                log.info("dyno agent: trace %s: %s", spec.trace_id, note)
     except TraceFailed:
         raise
     except TraceAbandoned as e:
@@ -458,7 +484,11 @@ def _export(profiler: Any, spec: TraceSpec, files: OutputFiles | None = None) ->
         # The raw export, and libkineto's own temp file of it, left when its write failed
         for path in files.temporaries()[:2]:
             unlink_quietly(path)
-    return TraceResult(spec.output_path, size)
+    return TraceResult(spec.output_path, size, note)
+
+
+def _add_note(result: TraceResult, note: str) -> TraceResult:
+    return replace(result, note="; ".join(n for n in (note, result.note) if n))
 
 
 def _free_space(directory: Path) -> str:
@@ -511,7 +541,7 @@ def run_trace(
     if exiting is None or not exiting.is_set():
         raise TraceFailed("cancelled")
     result = _export(profiler, spec, files)
-    return replace(result, note=exited_early_note(f"{recorded_s:.1f} s", f"{spec.duration_ms / 1000.0:g} s"))
+    return _add_note(result, exited_early_note(f"{recorded_s:.1f} s", f"{spec.duration_ms / 1000.0:g} s"))
 
 
 def _run_iterations(
@@ -546,5 +576,5 @@ def _run_iterations(
     result = _export(plan.profiler, spec, files)
     if plan.ended_early:
         note = exited_early_note(f"{plan.steps_seen} optimizer step(s)", f"{spec.iterations}")
-        return replace(result, note=note)
+        return _add_note(result, note)
     return result

@@ -200,7 +200,10 @@ def test_dyno_run_starts_agent_without_code_change(dynod_factory, trainers, tmp_
     (proc,) = result["processes"]
     assert proc["pid"] == t.pid and proc["state"] == "done"
     assert Path(proc["path"]).parent == tmp_path / result["trace_id"] / f"127.0.0.1_{d.port}"
-    assert _load(proc["path"])["trace_id"] == result["trace_id"]
+    doc = _load(proc["path"])
+    assert doc["trace_id"] == result["trace_id"]
+    # --with-flops: the FLOP estimates torch's export leaves out are in the file (the model's Linear layers: addmm)
+    assert any(e.get("name") == "aten::addmm" and e["args"].get("flops", 0) > 0 for e in doc["traceEvents"])
     t.proc.send_signal(signal.SIGTERM)  # signals reach the trainer itself; its exit status is dyno-run's
     assert t.proc.wait(15) == -signal.SIGTERM
 
