@@ -17,41 +17,26 @@ import atexit
 import logging
 import os
 import queue
-import random
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from dyno.client.agent_env import (
-    ENV_SOCKET,
-    AgentIdentity,
-    multiprocessing_role,
-    pick_socket,
-    resolve_identity,
-    socket_candidates,
-)
+from dyno.client.agent_connection import DaemonConnection
+from dyno.client.agent_env import AgentIdentity, multiprocessing_role, resolve_identity
 from dyno.client.agent_output import OutputFiles
 from dyno.client.agent_trace import StepCounter, TraceFailed, TraceSpec, run_trace
-from dyno.logthrottle import ThrottledLog
 from dyno.trace_options import options_from_pb
 
 __all__ = ["Agent", "EXIT_FINISH_S", "start", "stop", "current"]
 
 log = logging.getLogger(__name__)
 
-_REGISTER_TIMEOUT_S = 3.0
-_REPORT_TIMEOUT_S = 3.0
-_WARN_EVERY_S = 600.0  # the same warning at most this often; debug in between
 _IDLE_TICK_S = 1.0
 # At a normal exit during a trace: how long the program's exit may wait for the profiler to stop, the
 # recorded part to be written and reported. Past it the trace is reported failed and the program exits.
 EXIT_FINISH_S = 5.0
-
-
-# Status codes by which a daemon that is up refuses a registration (bad arguments, not allowed).
-_REFUSALS = frozenset({"INVALID_ARGUMENT", "PERMISSION_DENIED", "UNAUTHENTICATED", "FAILED_PRECONDITION"})
 
 
 def _torch_loaded() -> bool:
@@ -59,23 +44,6 @@ def _torch_loaded() -> bool:
     # avoidable risk.
     torch = sys.modules.get("torch")
     return torch is not None and not getattr(getattr(torch, "__spec__", None), "_initializing", False)
-
-
-def _import_grpc() -> Any:
-    """grpc, imported without its fork handlers unless the program asked for them: with our Watch call always in
-    flight, every fork() of the trainer (DataLoader workers) would otherwise log "Other threads are currently
-    calling into gRPC, skipping fork() handlers"; the forked children never use our channel."""
-    if "grpc" in sys.modules:
-        return sys.modules["grpc"]
-    added = "GRPC_ENABLE_FORK_SUPPORT" not in os.environ
-    if added:
-        os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
-    try:
-        import grpc
-    finally:
-        if added:
-            os.environ.pop("GRPC_ENABLE_FORK_SUPPORT", None)  # leave the trainer's children as they were
-    return grpc
 
 
 def _spec_from_pb(cfg: Any) -> TraceSpec:
@@ -102,26 +70,23 @@ class Agent:
         min_backoff_s: float = 0.2,
         max_backoff_s: float = 5.0,
     ) -> None:
-        self._job_id, self._rank, self._local_rank, self._world_size = job_id, rank, local_rank, world_size
-        # Without an explicit socket: the trainer's own user's default, then the system daemon's; which one is
-        # picked again at each connection attempt (the one that listens), so either daemon may start later.
-        self.socket_candidates: tuple[Path, ...] = socket_candidates(socket_path)
-        self.socket_path: Path = self.socket_candidates[0]
-        self.identity: AgentIdentity = resolve_identity(job_id, rank=rank, local_rank=local_rank, world_size=world_size)
-        self._wait_for_torch = wait_for_torch
-        self._min_backoff_s, self._max_backoff_s = min_backoff_s, max_backoff_s
         self._pid = os.getpid()
         self._stopping = threading.Event()
-        self._registered = threading.Event()
         self._lock = threading.Lock()
-        self._warn = ThrottledLog(log, _WARN_EVERY_S)
         self.steps = StepCounter()
-        self.session_id = ""
-        self.registrations = 0  # successful Register calls (> 1 after a daemon restart)
-        self._stub: Any = None
-        self._stream: Any = None
-        self._keepalive_s = 5.0
-        self._last_message = time.monotonic()
+
+        def identify() -> AgentIdentity:  # again at each registration: the environment may have changed
+            return resolve_identity(job_id, rank=rank, local_rank=local_rank, world_size=world_size)
+
+        self._conn = DaemonConnection(
+            socket_path,
+            identify,
+            self._dispatch,
+            self._stopping,
+            may_register=self._may_register if wait_for_torch else None,
+            min_backoff_s=min_backoff_s,
+            max_backoff_s=max_backoff_s,
+        )
         self._queue: queue.Queue[TraceSpec | None] = queue.Queue()
         # trace id -> its cancel event, for the running trace and those queued behind a cancelled one
         self._traces: dict[str, threading.Event] = {}
@@ -140,10 +105,34 @@ class Agent:
     @property
     def registered(self) -> bool:
         """True while registered with a daemon and watching for requests."""
-        return self._registered.is_set()
+        return self._conn.registered.is_set()
 
     def wait_registered(self, timeout_s: float | None = None) -> bool:
-        return self._registered.wait(timeout_s)
+        return self._conn.registered.wait(timeout_s)
+
+    @property
+    def socket_path(self) -> Path:
+        """The daemon's socket: the one connected to, or tried last."""
+        return self._conn.socket_path
+
+    @property
+    def socket_candidates(self) -> tuple[Path, ...]:
+        """Where the daemon's socket is looked for, in order (agent_env.socket_candidates)."""
+        return self._conn.socket_candidates
+
+    @property
+    def identity(self) -> AgentIdentity:
+        """What this process registers (registered) with."""
+        return self._conn.identity
+
+    @property
+    def session_id(self) -> str:
+        return self._conn.session_id
+
+    @property
+    def registrations(self) -> int:
+        """Successful Register calls (> 1 after a daemon restart)."""
+        return self._conn.registrations
 
     def start(self) -> Agent:
         # The optimizer hook goes in on this (the trainer's) thread, or on the thread importing torch.optim.
@@ -151,7 +140,7 @@ class Agent:
             self.steps.install()
         except Exception:
             log.debug("dyno agent: cannot install the optimizer step hook", exc_info=True)
-        for target, name in ((self._connection_loop, "dyno-agent"), (self._trace_loop, "dyno-agent-trace")):
+        for target, name in ((self._conn.run, "dyno-agent"), (self._trace_loop, "dyno-agent-trace")):
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
@@ -203,11 +192,10 @@ class Agent:
             return
         self._stopping.set()
         with self._lock:
-            cancels, stream = list(self._traces.values()), self._stream
+            cancels = list(self._traces.values())
         for cancel in cancels:
             cancel.set()
-        if stream is not None:
-            stream.cancel()
+        self._conn.cancel()
         self._queue.put(None)  # wakes the trace thread
         deadline = time.monotonic() + timeout_s
         for t in self._threads:
@@ -216,25 +204,7 @@ class Agent:
         if self._abandoned is not None:  # what the export of a trace given up at exit wrote since
             self._abandoned.abandon()
 
-    # --- connection -----------------------------------------------------------------------------------------
-
-    def _connection_loop(self) -> None:
-        backoff = self._min_backoff_s
-        while not self._stopping.is_set():
-            if self._wait_for_torch and not self._may_register():
-                self._stopping.wait(0.5)
-                continue
-            try:
-                if self._session():
-                    backoff = self._min_backoff_s
-            except Exception as e:  # noqa: BLE001 - nothing may escape into the trainer
-                self._connection_failed(e)
-            finally:
-                self._registered.clear()
-            if self._stopping.is_set():
-                break
-            self._stopping.wait(backoff * random.uniform(0.8, 1.2))
-            backoff = min(backoff * 2, self._max_backoff_s)
+    # --- commands from the daemon --------------------------------------------------------------------------
 
     def _may_register(self) -> bool:
         """Auto-started (dyno-run): only processes that use torch register, and of multiprocessing spawn children
@@ -246,102 +216,6 @@ class Agent:
             self._queue.put(None)  # wakes the trace thread, which ends too
             return False
         return role == "process" and _torch_loaded()
-
-    def _connection_failed(self, e: Exception) -> None:
-        code = getattr(e, "code", None)
-        reason = code().name if callable(code) else f"{type(e).__name__}: {e}"
-        if reason in _REFUSALS:  # the daemon is there and answered: its reason, not "no daemon"
-            details = getattr(e, "details", None)
-            self._warn.warning(
-                "refused",
-                "dyno agent: the dyno daemon at unix:%s refused to register this process: %s (%s); retrying in the "
-                "background",
-                self.socket_path,
-                details() if callable(details) else e,
-                reason,
-            )
-            return
-        if self.registrations:
-            self._warn.warning(
-                "lost",
-                "dyno agent: lost the daemon at unix:%s (%s); reconnecting in the background",
-                self.socket_path,
-                reason,
-            )
-        else:
-            tried = " or ".join(f"unix:{path}" for path in self.socket_candidates)
-            hint = f" (set {ENV_SOCKET} to the daemon's --agent-socket)" if len(self.socket_candidates) > 1 else ""
-            self._warn.warning(
-                "absent",
-                "dyno agent: no dyno daemon at %s (%s); tracing is unavailable until it starts, retrying in the "
-                "background%s",
-                tried,
-                reason,
-                hint,
-            )
-
-    def _session(self) -> bool:
-        """One connection: register, then watch until the stream ends. True when registration succeeded."""
-        from dyno import __version__
-
-        grpc = _import_grpc()  # first: the generated stub module below imports grpc too
-        from dyno.v1 import agent_pb2, agent_pb2_grpc
-
-        # A fresh channel per attempt: a channel that saw the daemon down backs off its own reconnects for up to
-        # minutes, which would delay re-registration after a restart.
-        self.socket_path = pick_socket(self.socket_candidates)
-        channel = grpc.insecure_channel(f"unix:{self.socket_path}", options=[("grpc.enable_http_proxy", 0)])
-        try:
-            stub = agent_pb2_grpc.AgentStub(channel)
-            ident = resolve_identity(
-                self._job_id, rank=self._rank, local_rank=self._local_rank, world_size=self._world_size
-            )
-            self.identity = ident
-            resp = stub.Register(
-                agent_pb2.RegisterRequest(
-                    pid=ident.pid,
-                    ancestry=list(ident.ancestry),
-                    job_id=ident.job_id,
-                    rank=ident.rank,
-                    local_rank=ident.local_rank,
-                    world_size=ident.world_size,
-                    gpu=ident.gpu,
-                    hostname=ident.hostname,
-                    cmdline=ident.cmdline,
-                    agent_version=__version__,
-                ),
-                timeout=_REGISTER_TIMEOUT_S,
-            )
-            stream = stub.Watch(agent_pb2.WatchRequest(pid=ident.pid, session_id=resp.session_id))
-            with self._lock:
-                if self._stopping.is_set():
-                    stream.cancel()
-                self._stub, self._stream, self.session_id = stub, stream, resp.session_id
-                self._keepalive_s = max(resp.keepalive_ms, 100) / 1000.0 if resp.keepalive_ms else 5.0
-                self._last_message = time.monotonic()
-            self.registrations += 1
-            log.info(
-                "dyno agent: registered pid %d (job %r) with dynod at unix:%s",
-                ident.pid,
-                ident.job_id,
-                self.socket_path,
-            )
-            self._registered.set()
-            try:
-                for command in stream:
-                    self._last_message = time.monotonic()
-                    self._dispatch(command)
-            except grpc.RpcError as e:
-                if self._stopping.is_set() or e.code() == grpc.StatusCode.CANCELLED:
-                    return True
-                self._connection_failed(e)
-                return True
-            self._warn.warning("lost", "dyno agent: the daemon closed the stream; reconnecting in the background")
-            return True
-        finally:
-            with self._lock:
-                self._stream, self._stub = None, None
-            channel.close()
 
     def _dispatch(self, command: Any) -> None:
         kind = command.WhichOneof("kind")
@@ -371,19 +245,10 @@ class Agent:
             try:
                 spec = self._queue.get(timeout=_IDLE_TICK_S)
             except queue.Empty:
-                self._check_keepalive()
+                self._conn.check_keepalive()
                 continue
             if spec is not None:
                 self._run_one(spec)
-
-    def _check_keepalive(self) -> None:
-        # A daemon that hangs without closing the socket: the keepalives stop, we reconnect.
-        with self._lock:
-            stream = self._stream
-            silent_s = time.monotonic() - self._last_message
-        if stream is not None and silent_s > 3 * self._keepalive_s + 1.0:
-            log.debug("dyno agent: no keepalive for %.1f s; reconnecting", silent_s)
-            stream.cancel()
 
     def _run_one(self, spec: TraceSpec) -> None:
         with self._lock:
@@ -434,25 +299,7 @@ class Agent:
         self._report(spec.trace_id, "RUNNING")
 
     def _report(self, trace_id: str, state: str, *, path: str = "", size_bytes: int = 0, error: str = "") -> None:
-        try:
-            from dyno.v1 import agent_pb2, dyno_pb2
-
-            stub = self._stub
-            if stub is None:
-                raise ConnectionError("not connected")
-            stub.ReportTrace(
-                agent_pb2.ReportTraceRequest(
-                    pid=self._pid,
-                    trace_id=trace_id,
-                    state=dyno_pb2.TraceState.Value(f"TRACE_STATE_{state}"),
-                    path=path,
-                    size_bytes=size_bytes,
-                    error=error[:4096],
-                ),
-                timeout=_REPORT_TIMEOUT_S,
-            )
-        except Exception as e:  # noqa: BLE001 - the daemon may be gone; its own timeouts cover a lost report
-            log.debug("dyno agent: cannot report %s for trace %s: %s", state, trace_id, e)
+        self._conn.report(trace_id, state, path=path, size_bytes=size_bytes, error=error)
 
 
 _agent: Agent | None = None

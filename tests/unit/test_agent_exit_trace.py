@@ -31,7 +31,7 @@ class FakeStub:
 def _agent(tmp_path: Path) -> tuple[agent_mod.Agent, FakeStub]:
     a = agent_mod.Agent(job_id="j1", socket_path=tmp_path / "agent.sock")
     stub = FakeStub()
-    a._stub = stub
+    a._conn._stub = stub
     return a, stub
 
 

@@ -33,7 +33,7 @@ sys.meta_path.insert(0, Recorder())
 from dyno.client.agent import Agent
 
 try:
-    Agent(socket_path=sys.argv[1])._session()
+    Agent(socket_path=sys.argv[1])._conn._session()
 except Exception:
     pass  # no daemon there: only the import order matters
 print(seen, os.environ.get("GRPC_ENABLE_FORK_SUPPORT"))

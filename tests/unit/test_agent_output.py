@@ -117,7 +117,7 @@ def test_agent_exit_past_the_cap_removes_the_partial_export(monkeypatch: pytest.
     monkeypatch.setattr(agent_mod, "run_trace", stalled_export)
     monkeypatch.setattr(agent_mod.atexit, "register", lambda f: None)
     a = agent_mod.Agent(job_id="j1", socket_path=tmp_path / "agent.sock")
-    a._stub = stub = Stub()
+    a._conn._stub = stub = Stub()
     spec = TraceSpec(trace_id="t1", output_path=tmp_path / "h_1.pt.trace.json.gz", duration_ms=60_000)
     a._submit(spec)
     t = threading.Thread(target=a._run_one, args=(a._queue.get_nowait(),), daemon=True)

@@ -46,7 +46,7 @@ def setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[agent_mod.Ag
     a = agent_mod.Agent(job_id="j1", socket_path=tmp_path / "agent.sock")
     daemon = FakeDaemon()
     daemon.agent = a
-    a._stub = daemon
+    a._conn._stub = daemon
     return a, daemon
 
 
