@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from dyno.client.agent_flops import FlopArgs, flops_note
-from dyno.client.agent_trace import TraceSpec, _export, _profiler_factory, write_trace_file
+from dyno.client.agent_profiler import profiler_factory
+from dyno.client.agent_trace import TraceSpec, _export, write_trace_file
 
 pytestmark = pytest.mark.unit
 torch = pytest.importorskip("torch")
@@ -21,7 +22,7 @@ def _trace(tmp_path: Path, work, *, with_flops: bool = True) -> tuple[list[dict]
     spec = TraceSpec(
         trace_id="t-flops", output_path=tmp_path / "f.pt.trace.json.gz", duration_ms=10, with_flops=with_flops
     )
-    profiler = _profiler_factory(spec, all_threads=True)()
+    profiler = profiler_factory(spec, all_threads=True)()
     profiler.start()
     work()
     profiler.stop()

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client.agent_trace import TraceSpec, _profiler_factory
+from dyno.client.agent_profiler import profiler_factory
+from dyno.client.agent_trace import TraceSpec
 
 pytestmark = pytest.mark.unit
 torch = pytest.importorskip("torch")
@@ -19,7 +20,7 @@ torch = pytest.importorskip("torch")
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 def test_forked_child_does_not_keep_recording(tmp_path: Path) -> None:
     spec = TraceSpec(trace_id="t-fork", output_path=tmp_path / "f.pt.trace.json.gz", duration_ms=10)
-    ours = _profiler_factory(spec, all_threads=True)()
+    ours = profiler_factory(spec, all_threads=True)()
     starter = threading.Thread(target=ours.start)  # as the agent does: on its own thread, for all threads
     starter.start()
     starter.join()

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client.agent_trace import StepCounter, TraceFailed, TraceResult, TraceSpec, _profiler_factory, run_trace
+from dyno.client.agent_profiler import profiler_factory
+from dyno.client.agent_trace import StepCounter, TraceFailed, TraceResult, TraceSpec, run_trace
 
 pytestmark = pytest.mark.unit
 torch = pytest.importorskip("torch")
@@ -80,7 +81,7 @@ def test_a_profiler_the_program_runs_during_ours_ends_the_trace_without_export(t
     # was left killed the trainer with SIGSEGV. The stop now says so instead, and nothing is exported.
     model = torch.nn.Linear(8, 2)
     spec = TraceSpec(trace_id="t-over", output_path=tmp_path / "c.pt.trace.json.gz", duration_ms=10)
-    ours = _profiler_factory(spec, all_threads=True)()
+    ours = profiler_factory(spec, all_threads=True)()
     ours.start()
     with torch.profiler.profile() as own:
         model(torch.randn(4, 8))

@@ -106,7 +106,7 @@ def test_agent_without_a_socket_registers_with_the_system_daemon(
     dirs: tuple[Path, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
     user, system = dirs
-    caplog.set_level(logging.WARNING, logger="dyno.client.agent")
+    caplog.set_level(logging.WARNING, logger="dyno.client.agent_connection")
     agent = Agent("sockjob", min_backoff_s=0.05, max_backoff_s=0.1).start()
     tracing = None
     try:

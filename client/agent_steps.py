@@ -1,0 +1,206 @@
+"""Counting optimizer steps for iteration traces: torch's global optimizer step post-hook, installed on the thread
+that imports torch.optim, runs the current iteration plan, which starts and stops the profiler on the training
+thread so that a trace holds exactly N steps."""
+
+from __future__ import annotations
+
+import importlib.abc
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dyno.client.agent_spec import TraceFailed, TraceSpec, now_ms
+
+__all__ = ["IterationPlan", "StepCounter"]
+
+log = logging.getLogger(__name__)
+
+_OPTIMIZER_MODULE = "torch.optim.optimizer"
+_WIND_DOWN_S = 5.0  # how long a new trace waits for an abandoned iteration trace's profiler to stop
+
+
+class IterationPlan:
+    """An iteration trace in progress; driven by StepCounter on the training thread."""
+
+    def __init__(self, spec: TraceSpec, make_profiler: Callable[[], Any]) -> None:
+        self.spec = spec
+        self.make_profiler = make_profiler
+        self.roundup = max(1, spec.start_iteration_roundup or 1)
+        self.started = threading.Event()
+        self.finished = threading.Event()
+        self.cancelled = False
+        self.completed = False
+        self.profiler: Any = None
+        self.first_step = 0
+        self.stop_step = 0
+        self.steps_seen = 0
+        self.error: str | None = None
+        self.thread = 0  # ident of the thread that started the profiler (the training thread)
+        self.ended_early = False  # stopped by finish_early: the program exited
+
+    def on_step(self, step: int) -> bool:
+        """Called after optimizer step number `step`; True when the plan is over."""
+        if self.cancelled:
+            if self.profiler is not None:
+                self.profiler.stop()  # stop what we started; the result is discarded
+            return True
+        if self.profiler is None:
+            if self.spec.start_time_ms and now_ms() < self.spec.start_time_ms:
+                return False
+            if step % self.roundup:
+                return False
+            self.profiler = self.make_profiler()
+            self.profiler.start()
+            self.thread = threading.get_ident()
+            self.first_step, self.stop_step = step, step + (self.spec.iterations or 1)
+            self.started.set()
+            return False
+        self.steps_seen = step - self.first_step
+        if step >= self.stop_step:
+            self.profiler.stop()
+            self.completed = True
+            return True
+        return False
+
+
+class StepCounter:
+    """Counts optimizer steps process-wide through torch's global optimizer step post-hook and runs the current
+    iteration plan. The hook is registered on the thread that imports torch.optim (or that calls install), never
+    from the agent thread: the optimizer iterates the global hook dict while stepping."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self._plan: IterationPlan | None = None
+        self._installed = False
+        self._lock = threading.Lock()
+        self._plan_lock = threading.Lock()
+
+    @property
+    def installed(self) -> bool:
+        return self._installed
+
+    def install(self) -> None:
+        """Register the hook now if torch.optim is loaded, else as soon as it finishes loading."""
+        module = sys.modules.get(_OPTIMIZER_MODULE)
+        if module is not None and hasattr(module, "register_optimizer_step_post_hook"):
+            self._register(module)
+        elif not any(isinstance(f, _ImportWatcher) for f in sys.meta_path):
+            sys.meta_path.insert(0, _ImportWatcher(_OPTIMIZER_MODULE, self._register))
+
+    def _register(self, module: Any) -> None:
+        with self._lock:
+            if self._installed:
+                return
+            module.register_optimizer_step_post_hook(self._hook)
+            self._installed = True
+        log.debug("dyno agent: optimizer step hook installed")
+
+    def _hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        # The training thread's hot path: one increment and one attribute read when no trace is running.
+        self.steps += 1
+        if self._plan is None:
+            return
+        with self._plan_lock:  # against abandon() from the agent thread
+            plan = self._plan
+            if plan is None:
+                return
+            try:
+                done = plan.on_step(self.steps)
+            except TraceFailed as e:
+                plan.error, done = str(e), True
+            except Exception as e:  # never let tracing break a training step
+                plan.error = f"profiler failed on the training thread: {type(e).__name__}: {e}"
+                done = True
+            if done:
+                self._plan = None
+                plan.finished.set()
+
+    def set_plan(self, plan: IterationPlan) -> None:
+        self._plan = plan
+
+    def abandon(self, plan: IterationPlan) -> None:
+        """Give up on plan (cancelled or past its deadline). Never started: dropped now. Started: the training
+        thread stops its profiler at the next step."""
+        with self._plan_lock:
+            plan.cancelled = True
+            if plan.profiler is None and self._plan is plan:
+                self._plan = None
+                plan.finished.set()
+
+    def finish_early(self) -> bool:
+        """At a normal exit, on the thread running the atexit handlers: when that thread started the current
+        plan's profiler (it trained on the main thread, and steps no more), stop the profiler here and end the
+        plan as completed early, its recorded steps to be written. True when it did. Another thread's profiler
+        cannot be stopped from here (torch's session is that thread's): False, and the plan is left alone."""
+        with self._plan_lock:
+            plan = self._plan
+            if plan is None or plan.profiler is None or plan.cancelled or plan.thread != threading.get_ident():
+                return False
+            plan.steps_seen = self.steps - plan.first_step
+            try:
+                plan.profiler.stop()
+                plan.completed = True
+            except TraceFailed as e:
+                plan.error = str(e)
+            except Exception as e:
+                plan.error = f"profiler failed to stop at exit: {type(e).__name__}: {e}"
+            plan.ended_early = True
+            self._plan = None
+            plan.finished.set()
+            return True
+
+    def wait_idle(self, cancel: threading.Event, timeout_s: float = _WIND_DOWN_S) -> None:
+        """Wait for an abandoned plan whose profiler runs to be stopped by the training thread: two profilers
+        cannot run at once."""
+        plan, until = self._plan, time.monotonic() + timeout_s
+        while plan is not None and not cancel.is_set() and time.monotonic() < until:
+            plan.finished.wait(0.05)
+            plan = self._plan
+        if plan is not None:
+            raise TraceFailed(
+                "cancelled"
+                if cancel.is_set()
+                else "a previous trace's profiler is still running: the trainer has "
+                "not stepped its optimizer since it was cancelled"
+            )
+
+
+class _ImportWatcher(importlib.abc.MetaPathFinder):
+    """Calls `callback(module)` right after module `name` is executed, on the importing thread; then removes
+    itself."""
+
+    def __init__(self, name: str, callback: Callable[[Any], None]) -> None:
+        self.name = name
+        self.callback = callback
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        spec = None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(fullname, path, target) if find else None
+            if spec is not None:
+                break
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original = loader.exec_module
+        callback = self.callback
+
+        def exec_module(module: Any) -> None:
+            original(module)
+            try:
+                callback(module)
+            except Exception:
+                log.debug("dyno agent: optimizer hook installation failed", exc_info=True)
+
+        loader.exec_module = exec_module
+        return spec
