@@ -5,7 +5,8 @@ when `with_flops=True`, but torch 2.13's Chrome-trace export writes none of them
 `torch.profiler.profile` too): they reach only `key_averages()`. So the agent reads them from the profiler's results
 (`KinetoEvent.flops()`, by the event's index in `kineto_results.events()`) and adds `"flops": N` to the args of
 the matching `cpu_op` events while copying the export, which numbers each op event with that same index
-(`"Ev Idx": i`), as older torch versions wrote it. Streaming, line by line: the file is never parsed whole.
+(`"Ev Idx": i`), as older torch versions wrote it. Streaming, in blocks of whole lines: the file is never
+parsed whole.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def flop_counts(kineto_results: Any) -> dict[int, int]:
 
 
 class FlopArgs:
-    """A line filter for the trace copy: adds `"flops": N` next to the `"Ev Idx": i` of each event with a count.
-    `added` counts the events it annotated."""
+    """A filter for the trace copy, given whole lines (any number at once): adds `"flops": N` next to the
+    `"Ev Idx": i` of each event with a count. `added` counts the events it annotated."""
 
     def __init__(self, counts: Mapping[int, int]) -> None:
         self._counts = counts
@@ -55,8 +56,6 @@ class FlopArgs:
         return match.group(0) + b', "flops": ' + str(flops).encode()
 
     def __call__(self, chunk: bytes) -> bytes:
-        if b'"Ev Idx"' not in chunk:  # most lines: the cheap test first
-            return chunk
         return _EVENT_INDEX.sub(self._annotate, chunk)
 
 

@@ -15,6 +15,7 @@ from dyno.client.agent_spec import TraceFailed
 
 __all__ = ["write_trace_file", "check_output_dir"]
 
+_CHUNK_BYTES = 1024 * 1024
 _HEAD_BYTES = 64 * 1024  # kineto writes its metadata (incl. "trace_id") in the first few hundred bytes
 _TRACE_ID_KEY = re.compile(rb'"trace_id"\s*:\s*"(?:[^"\\]|\\.)*"')
 
@@ -45,8 +46,8 @@ def write_trace_file(
 ) -> int:
     """Copy the profiler's JSON export to `output` with trace_id embedded, gzip-compressed when `output` ends in
     .gz, atomically (`<output>.tmp`, then rename), streaming. Returns the final size in bytes. With `files`, nothing
-    is created or renamed once they were abandoned (TraceFailed). `line_filter` rewrites the export line by line
-    (e.g. agent_flops.FlopArgs); without it the bytes are copied as they are."""
+    is created or renamed once they were abandoned (TraceFailed). `line_filter` rewrites the export, given whole lines
+    (blocks of them; e.g. agent_flops.FlopArgs); without it the bytes are copied as they are."""
     files = files or OutputFiles(output)
     tmp = files.tmp
     try:
@@ -61,10 +62,11 @@ def write_trace_file(
             with dst:
                 if line_filter is None:
                     dst.write(head)
-                    shutil.copyfileobj(src, dst, 1024 * 1024)
-                else:
+                    shutil.copyfileobj(src, dst, _CHUNK_BYTES)
+                else:  # in large blocks of whole lines: a write per line made the copy ~15x slower
                     dst.write(line_filter(head))
-                    dst.writelines(line_filter(line) for line in src)
+                    while block := src.read(_CHUNK_BYTES):
+                        dst.write(line_filter(block + src.readline()))
         with files.creating():
             os.replace(tmp, output)
     except TraceAbandoned as e:
