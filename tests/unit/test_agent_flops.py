@@ -73,3 +73,18 @@ def test_flop_args_filter_and_the_note_when_nothing_matched(tmp_path: Path) -> N
     write_trace_file(raw, tmp_path / "out.json", "tid", line_filter=args)
     doc = json.loads((tmp_path / "out.json").read_text())
     assert doc["trace_id"] == "tid" and doc["traceEvents"][0]["args"] == {"Ev Idx": 4, "flops": 100}
+
+
+def test_every_event_of_a_multi_block_export_is_annotated(tmp_path: Path) -> None:
+    # Several MiB: the copy goes in blocks, each completed to a whole line, so no "Ev Idx" is cut in two.
+    n = 30_000
+    events = ",\n".join(
+        f'  {{"ph": "X", "name": "aten::mm", "args": {{"pad": "{"x" * 60}", "Ev Idx": {i}}}}}' for i in range(n)
+    )
+    raw = tmp_path / "raw.json"
+    raw.write_text('{\n  "traceEvents": [\n' + events + "\n]}\n")
+    assert raw.stat().st_size > 2 * 1024 * 1024
+    args = FlopArgs({i: i + 1 for i in range(n)})
+    write_trace_file(raw, tmp_path / "out.json.gz", "tid", line_filter=args)
+    doc = json.loads(gzip.decompress((tmp_path / "out.json.gz").read_bytes()))
+    assert args.added == n and [e["args"]["flops"] for e in doc["traceEvents"]] == list(range(1, n + 1))
