@@ -1,7 +1,8 @@
 """`dyno-cli`: talk to one dynod (or many: see --hosts in the commands that support it).
 
 Each subcommand lives in dyno.client.commands.<name> and exposes `register(subparsers)`; its parser sets
-`func(args) -> int`. Errors from daemons become one line on stderr and exit code 1; usage errors exit 2.
+`func(args) -> int`. Errors from daemons become one line on stderr and exit code 1; usage errors exit 2 (the codes
+are dyno.exit_codes', and each command's --help lists its own).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pkgutil
 import sys
 
 import dyno
+from dyno import exit_codes
 from dyno.client import commands
 
 __all__ = ["main", "build_parser"]
@@ -32,8 +34,9 @@ def build_parser(names: list[str] | None = None) -> argparse.ArgumentParser:
         prog="dyno-cli",
         description="dyno command-line client: daemon status and metrics, registered PyTorch processes, "
         "on-demand tracing, and trace analysis.",
-        epilog="Run `dyno-cli COMMAND --help` for a command's options; they may also come before COMMAND "
-        "(`dyno-cli --host gpu1 status`, as with dynolog's dyno). Exit codes: 0 ok, 1 failure, 2 usage.",
+        epilog="Run `dyno-cli COMMAND --help` for a command's options and its exit codes; options may also come "
+        "before COMMAND (`dyno-cli --host gpu1 status`, as with dynolog's dyno). "
+        + exit_codes.describe(exit_codes.GENERAL),
     )
     parser.add_argument("--version", action="version", version=f"dyno-cli {dyno.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -60,31 +63,33 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C: say so (exit 130 alone looks like a crash in a script's log)
         print("dyno-cli: interrupted", file=sys.stderr)
-        return 130
+        return exit_codes.INTERRUPTED
 
 
 def _main(argv: list[str] | None) -> int:
     # Imported here, not at the top: a Ctrl-C right after start lands in these imports (grpc, the commands), and
     # main()'s handler must already be running then to keep it quiet. What this module imports itself is light.
     from dyno.client.errors import DynoError
+    from dyno.trace_analysis.cli import parse_args
 
     names = _command_modules()
     parser = build_parser(names)
-    argv = sys.argv[1:] if argv is None else argv
-    args = parser.parse_args(command_first(argv, names))
+    argv = command_first(sys.argv[1:] if argv is None else argv, names)
+    # analyze --json: a usage error is a JSON error object on stdout too (tools read it from there)
+    args = parse_args(parser, argv) if argv[:1] == ["analyze"] else parser.parse_args(argv)
     try:
         return int(args.func(args))
     except DynoError as e:
         print(f"dyno-cli: error: {e}", file=sys.stderr)
-        return 1
+        return exit_codes.FAILURE
     except BrokenPipeError:  # `dyno-cli metrics | head`; before OSError, its base class
         # Python flushes stdout again at exit, which would report the closed pipe once more.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return exit_codes.OK
     except OSError as e:  # a full disk or a permission on the user's side: say which file, no traceback
         where = f": {e.filename}" if e.filename else ""
         print(f"dyno-cli: error: {e.strerror or e}{where}", file=sys.stderr)
-        return 1
+        return exit_codes.FAILURE
 
 
 if __name__ == "__main__":

@@ -7,10 +7,11 @@ import difflib
 import math
 import os
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from dyno import exit_codes
 from dyno.argtypes import number
 
 if sys.version_info >= (3, 11):
@@ -24,6 +25,8 @@ __all__ = [
     "GPU_BACKENDS",
     "MIN_INTERVAL_S",
     "DEFAULT_CONFIG_PATH",
+    "EXIT_CODES",
+    "KINETO_NAME",
     "build_parser",
     "resolve_config",
 ]
@@ -36,6 +39,16 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 # the same values again. One tick (host + 8 GPUs, history append) costs ~0.22 ms of CPU on a 2-core VM with the
 # simulator (bench/sample_cost.py), more with real NVML calls: at 0.1 s that is already ~0.2% of a core.
 MIN_INTERVAL_S = 0.1
+# The name libkineto connects to: the default abstract socket, and the fixed file name in --kineto-socket-dir mode.
+KINETO_NAME = "dynolog"
+
+
+# dynod's exit codes (daemon/main.py returns them; --help prints them)
+EXIT_CODES: dict[int, str] = {
+    exit_codes.OK: "stopped cleanly (SIGTERM or SIGINT)",
+    exit_codes.FAILURE: "cannot start (a port or socket in use, a directory that cannot be written...)",
+    exit_codes.USAGE: "configuration error in the flags or the config file (one line: dynod: error: ...)",
+}
 
 
 class ConfigError(Exception):
@@ -75,7 +88,7 @@ class DaemonConfig:
     state_dir: Path = _default_state_dir()
     trace_dir: Path = _default_trace_dir()
     agent_socket: Path | None = None  # None: <runtime dir>/agent.sock
-    kineto_endpoint: str = "dynolog"  # abstract socket name; "off" disables
+    kineto_endpoint: str = KINETO_NAME  # abstract socket name; "off" disables
     kineto_socket_dir: Path | None = None  # filesystem-socket mode (KINETO_IPC_SOCKET_DIR)
     trace_retention_bytes: int = 10 * 1024**3
     trace_retention_s: float = 7 * 24 * 3600.0
@@ -88,7 +101,9 @@ class DaemonConfig:
 
     @property
     def agent_socket_path(self) -> Path:
-        return self.agent_socket if self.agent_socket is not None else _default_runtime_dir() / "agent.sock"
+        if self.agent_socket is not None:
+            return self.agent_socket
+        return Path(os.path.abspath(_default_runtime_dir() / "agent.sock"))  # absolute even from a relative $XDG_*
 
     @property
     def history_len(self) -> int:
@@ -142,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
         "dyno.v1 gRPC API and Prometheus metrics, and hands on-demand trace requests to registered "
         "PyTorch processes.",
         epilog=f"Settings come from flags, then the TOML file (--config, default {DEFAULT_CONFIG_PATH} if present; "
-        "keys are the flag names with '_' for '-'), then defaults.",
+        "keys are the flag names with '_' for '-'), then defaults. " + exit_codes.describe(EXIT_CODES),
     )
     # Every default is None so that only flags the user gave override the file.
     a = p.add_argument
@@ -158,40 +173,62 @@ def build_parser() -> argparse.ArgumentParser:
     a(
         "--gpu-backend",
         choices=GPU_BACKENDS,
-        help="auto: NVML if a driver is present, else the GPU sampler "
-        "reports unavailable; sim: N simulated GPUs (labelled simulated) for machines without GPUs; none: no GPU "
-        "sampling (default auto)",
+        help="auto or nvml: NVML, else the GPU sampler reports unavailable with the reason (never simulated); "
+        "sim: --sim-gpus simulated GPUs (labelled simulated) for machines without GPUs; none: no GPU sampling "
+        "(default auto)",
     )
-    a("--sim-gpus", type=_count, help="number of simulated GPUs with --gpu-backend sim (default 8)")
+    a("--sim-gpus", type=_count, help="number of simulated GPUs with --gpu-backend sim (1-64, default 8)")
     a(
         "--interval-s",
         type=_positive_float,
-        help=f"sampling interval in seconds (default 1, at least {MIN_INTERVAL_S:g}: NVML updates no faster)",
+        help=f"sampling interval in seconds (default 1; minimum {MIN_INTERVAL_S:g}: NVML updates no faster)",
     )
-    a("--history-s", type=_positive_float, help="how much sample history to keep in memory (default 3600)")
-    a("--state-dir", type=Path, help="state directory (default /var/lib/dyno as root, else ~/.local/state/dyno)")
-    a("--trace-dir", type=Path, help="where trace files are written (default /tmp/dyno-traces[-UID])")
+    a(
+        "--history-s",
+        type=_positive_float,
+        help="seconds of samples kept in memory (default 3600; at least --interval-s, at most 1000000 samples)",
+    )
+    a(
+        "--state-dir",
+        type=Path,
+        help="state directory (default /var/lib/dyno as root, else $XDG_STATE_HOME/dyno, i.e. ~/.local/state/dyno "
+        "when XDG_STATE_HOME is unset)",
+    )
+    a(
+        "--trace-dir",
+        type=Path,
+        help="where trainers write trace files: a folder of dynod's own, not a shared one such as /tmp (default "
+        "/tmp/dyno-traces as root, else /tmp/dyno-traces-UID)",
+    )
     a(
         "--agent-socket",
         type=Path,
-        help="Unix socket of the local Agent service (default /run/dyno/agent.sock "
-        "as root, else $XDG_RUNTIME_DIR/dyno/agent.sock)",
+        help="Unix socket of the local Agent service (default /run/dyno/agent.sock as root, else "
+        "$XDG_RUNTIME_DIR/dyno/agent.sock, else STATE_DIR/run/agent.sock when XDG_RUNTIME_DIR is unset)",
     )
-    a("--kineto-endpoint", help="abstract socket name for libkineto's daemon protocol (default dynolog; off disables)")
+    a(
+        "--kineto-endpoint",
+        help=f"abstract socket name for libkineto's daemon protocol, KINETO_USE_DAEMON=1 trainers (default "
+        f"{KINETO_NAME}; off disables it). Not used with --kineto-socket-dir: giving both (a name other than "
+        f"{KINETO_NAME}, or off) is a configuration error",
+    )
     a(
         "--kineto-socket-dir",
         type=Path,
-        help="serve libkineto in filesystem-socket mode in DIR (trainers set KINETO_IPC_SOCKET_DIR=DIR)",
+        metavar="DIR",
+        help=f"serve libkineto as the filesystem socket DIR/{KINETO_NAME} instead of the abstract socket (trainers "
+        "set KINETO_IPC_SOCKET_DIR=DIR)",
     )
     a(
         "--trace-retention-bytes",
         type=number(int, gt=0),
-        help="delete the oldest finished traces while the trace dir holds more than this (default 10 GiB)",
+        help="delete the oldest finished traces while the trace dir holds more than this many bytes (> 0; default "
+        "10737418240, 10 GiB)",
     )
     a(
         "--trace-retention-s",
         type=_positive_float,
-        help="delete finished traces older than this many seconds (default 604800, 7 days)",
+        help="delete finished traces older than this many seconds (> 0; default 604800, 7 days)",
     )
     a(
         "--auth-token-file",
@@ -322,6 +359,14 @@ def _check_combination(cfg: DaemonConfig, sources: dict[str, str]) -> None:
         raise ConfigError(f"{where('tls_cert', 'tls_key')}: tls_cert and tls_key must be given together")
     if cfg.tls_ca and not cfg.tls_cert:
         raise ConfigError(f"{where('tls_ca')}: tls_ca needs tls_cert and tls_key")
+    if cfg.kineto_socket_dir is not None and "kineto_endpoint" in sources and cfg.kineto_endpoint != KINETO_NAME:
+        # Socket-dir mode serves libkineto's fixed name DIR/dynolog: another name, or "off", cannot be honoured, and
+        # was silently ignored. "dynolog" itself (the default, as the shipped example file spells it) agrees.
+        raise ConfigError(
+            f"{where('kineto_endpoint', 'kineto_socket_dir')}: kineto_endpoint {cfg.kineto_endpoint!r} conflicts with "
+            f"kineto_socket_dir {cfg.kineto_socket_dir} (which serves libkineto as {cfg.kineto_socket_dir}/"
+            f'{KINETO_NAME}); give one of them (no kineto endpoint at all: kineto_endpoint = "off" alone)'
+        )
 
 
 def _flag(key: str) -> str:
@@ -363,4 +408,11 @@ def resolve_config(args: argparse.Namespace, default_path: Path = DEFAULT_CONFIG
         if f.name not in sources:
             _check_value(f.name, getattr(cfg, f.name), "default")
     _check_combination(cfg, sources)
-    return cfg
+    return _absolute(cfg)
+
+
+def _absolute(cfg: DaemonConfig) -> DaemonConfig:
+    """Every path made absolute (against dynod's working directory at start, where a relative one pointed): what
+    GetStatus reports and `dyno-cli status` prints must mean the same from any directory."""
+    paths = {k: getattr(cfg, k) for k in (*_PATH_KEYS, "config_path")}
+    return replace(cfg, **{k: Path(os.path.abspath(v)) for k, v in paths.items() if v is not None})

@@ -1,4 +1,5 @@
-"""`dynod` entry point: flags/config, logging, signals, exit codes (0 clean, 1 cannot start, 2 bad config)."""
+"""`dynod` entry point: flags/config, logging, signals, exit codes (config.EXIT_CODES: 0 clean, 1 cannot start, 2 bad
+config)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import threading
 from collections.abc import Mapping
 from typing import TextIO
 
+from dyno import exit_codes
 from dyno.daemon.config import ConfigError, build_parser, resolve_config
 from dyno.daemon.sdnotify import notify
 from dyno.netaddr import host_port
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         config = resolve_config(args)
     except ConfigError as e:
         _error(str(e))
-        return 2
+        return exit_codes.USAGE
     _setup_logging(config.log_level)
 
     from dyno.daemon.app import Daemon, StartupError  # after logging, so import-time warnings are formatted
@@ -97,10 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         daemon.start()
     except StartupError as e:
         _error(str(e))
-        return 1
+        return exit_codes.FAILURE
     except ConfigError as e:  # unusable token or TLS files, found when the server is built
         _error(str(e))
-        return 2
+        return exit_codes.USAGE
     # host_port puts IPv6 literals in brackets: "http://::1:9778/metrics" is no URL
     metrics_at = host_port(config.metrics_listen or config.listen, daemon.metrics_port)
     metrics = f"http://{metrics_at}/metrics" if daemon.metrics_port else "off"
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     notify("STOPPING=1")
     daemon.stop()
     log.info("stopped")
-    return 0
+    return exit_codes.OK
 
 
 if __name__ == "__main__":

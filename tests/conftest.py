@@ -61,7 +61,8 @@ class Dynod(DynodProcess):
             "--state-dir", str(self.dir / "state"),
             "--trace-dir", str(self.trace_dir),
             "--agent-socket", str(self.agent_socket),
-            "--kineto-endpoint", self.kineto_endpoint,
+            # a unique abstract name, unless the test serves libkineto in a socket dir (giving both is an error)
+            *([] if "--kineto-socket-dir" in (extra_args or []) else ["--kineto-endpoint", self.kineto_endpoint]),
             *(extra_args or []),
         ]  # fmt: skip
         super().__init__(args, env=env)

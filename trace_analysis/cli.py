@@ -1,13 +1,18 @@
 """``dyno-cli analyze`` / ``python -m dyno.trace_analysis``: analyse traces, print a report.
 
-The lead mounts it with ``add_analyze_arguments(subparser)`` and ``run_analyze(args)``. Exit codes: 0 ok,
-1 failure (bad input, nothing loaded, bad threshold/rule), 2 usage (argparse, or no PATH), 130 interrupted. Errors
-print one line on stderr, never a traceback.
+The lead mounts it with ``add_analyze_arguments(subparser)`` and ``run_analyze(args)``; ``parse_args`` parses
+so that a usage error under --json is a JSON error object too. Exit codes: EXIT_CODES (0 ok, 1 failure: bad input,
+nothing loaded, bad threshold/rule; 2 usage: argparse, or no PATH; 130 interrupted). Errors print one line on
+stderr, never a traceback; with --json, stdout always holds one JSON object: the report, or the error object
+(ERROR_SCHEMA, docs/ANALYSIS_REPORT.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import logging
 import os
 import sys
@@ -15,19 +20,29 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from dyno import exit_codes
 from dyno.numpy_import import import_numpy_single_threaded
 
-__all__ = ["add_analyze_arguments", "run_analyze", "main"]
+__all__ = ["ERROR_SCHEMA", "EXIT_CODES", "add_analyze_arguments", "error_json", "main", "parse_args", "run_analyze"]
 
+ERROR_SCHEMA = "dyno.trace_analysis.error"  # what --json prints when there is no report
+ERROR_SCHEMA_VERSION = 1
 DESCRIPTION = (
     "Load PyTorch profiler / Kineto traces (plain or gzip JSON; a folder is one job's ranks), compute HTA-style "
     "breakdowns and cross-rank figures, run the antipattern rules, and print a report ordered by severity, then "
     "time lost (--json for tooling, --html FILE for a standalone report)."
 )
-EXIT_CODES = (
-    "Exit codes: 0 report printed (findings or not); 1 failure (no trace could be loaded, unknown rule, bad "
-    "threshold, HTML file not writable); 2 usage (no PATH, a bad option); 130 interrupted. A file that fails to "
-    "load is reported on stderr and in the report's errors; the other ranks are analysed."
+EXIT_CODES: dict[int, str] = {
+    exit_codes.OK: "report printed (findings or not)",
+    exit_codes.FAILURE: "failure (no trace could be loaded, unknown rule, bad threshold, HTML file not writable or "
+    "an input trace)",
+    exit_codes.USAGE: "usage (no PATH, a bad option)",
+    exit_codes.INTERRUPTED: "interrupted (Ctrl-C)",
+}
+EPILOG = (
+    exit_codes.describe(EXIT_CODES) + " A file that fails to load is reported on stderr and in the report's errors; "
+    "the other ranks are analysed. With --json, a failure prints a JSON error object instead of the report "
+    f'({{"schema": "{ERROR_SCHEMA}", "ok": false, "exit_code": N, "error": "..."}}).'
 )
 
 logger = logging.getLogger(__name__)
@@ -37,7 +52,7 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     """The analyze options. Importing this module and building the parser load neither numpy nor the rules: every
     dyno-cli command builds the whole parser, and `dyno-cli status` should not pay ~0.15 s for them."""
     if parser.epilog is None:  # the exit codes, also under dyno-cli's own description of the command
-        parser.epilog = EXIT_CODES
+        parser.epilog = EPILOG
     parser.add_argument("paths", nargs="*", metavar="PATH", help="trace file(s) (.json/.json.gz) or folder(s) of ranks")
     parser.add_argument("--json", action="store_true", help="print the JSON report (schema v1) instead of text")
     parser.add_argument("--html", metavar="FILE", help="also write a standalone HTML report to FILE")
@@ -85,9 +100,51 @@ def _input_at(target: str, paths: Sequence[str]) -> str | None:
     return None
 
 
+def error_json(code: int, message: str) -> str:
+    """The JSON object --json prints instead of a report when the command fails (docs/ANALYSIS_REPORT.md)."""
+    doc = {"schema": ERROR_SCHEMA, "version": ERROR_SCHEMA_VERSION, "ok": False, "exit_code": code, "error": message}
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _json_requested(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for --json (options end at "--")."""
+    words = list(argv)
+    return "--json" in (words[: words.index("--")] if "--" in words else words)
+
+
+def parse_args(
+    parser: argparse.ArgumentParser, argv: Sequence[str], *, out: TextIO | None = None
+) -> argparse.Namespace:
+    """``parser.parse_args(argv)``; when argv asks for --json, a usage error also prints the JSON error object on
+    `out` (stdout) before argparse's usage lines on stderr and its exit 2, so a tool reading stdout gets JSON."""
+    if not _json_requested(argv):
+        return parser.parse_args(argv)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            args = parser.parse_args(argv)
+    except SystemExit as e:
+        said = captured.getvalue()
+        if e.code == exit_codes.USAGE:
+            last = said.rstrip("\n").rsplit("\n", 1)[-1]
+            message = last.split(": error: ", 1)[-1]  # "dyno-cli analyze: error: MESSAGE"
+            (out or sys.stdout).write(error_json(exit_codes.USAGE, message))
+        sys.stderr.write(said)
+        raise
+    sys.stderr.write(captured.getvalue())  # anything argparse said without failing
+    return args
+
+
 def run_analyze(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+
+    def fail(code: int, message: str) -> int:
+        err.write(f"dyno analyze: {message}\n")
+        if getattr(args, "json", False):  # tools reading stdout get JSON whatever happened
+            out.write(error_json(code, message))
+        return code
+
     import_numpy_single_threaded()
     from .api import AnalysisError, analyze
     from .report import render_html, render_json, render_text
@@ -95,42 +152,37 @@ def run_analyze(args: argparse.Namespace, out: TextIO | None = None, err: TextIO
 
     if getattr(args, "list_rules", False):
         out.write(_list_rules())
-        return 0
+        return exit_codes.OK
     if not args.paths:
-        err.write("dyno analyze: give at least one trace file or folder (PATH...)\n")
-        return 2
+        return fail(exit_codes.USAGE, "give at least one trace file or folder (PATH...)")
     if args.html and (clash := _input_at(args.html, args.paths)):
-        err.write(f"dyno analyze: --html {args.html} is the input trace {clash}: refusing to overwrite it\n")
-        return 1
+        return fail(exit_codes.FAILURE, f"--html {args.html} is the input trace {clash}: refusing to overwrite it")
     try:
         thresholds = parse_threshold_args(args.threshold or [])
         report = analyze(args.paths, rules=args.rules, thresholds=thresholds)
     except (ThresholdError, AnalysisError) as e:
-        err.write(f"dyno analyze: {e}\n")
-        return 1
+        return fail(exit_codes.FAILURE, str(e))
     except MemoryError:
-        err.write("dyno analyze: out of memory while loading the traces\n")
-        return 1
+        return fail(exit_codes.FAILURE, "out of memory while loading the traces")
     for problem in report.errors:
         err.write(f"dyno analyze: skipped {problem.path}: {problem.reason}\n")
     if args.html:
         try:
             Path(args.html).write_text(render_html(report), encoding="utf-8")
         except OSError as e:
-            err.write(f"dyno analyze: cannot write {args.html}: {e.strerror or e}\n")
-            return 1
+            return fail(exit_codes.FAILURE, f"cannot write {args.html}: {e.strerror or e}")
     out.write(render_json(report) if args.json else render_text(report))
     if args.html and not args.json:
         out.write(f"HTML report written to {args.html}\n")
-    return 0
+    return exit_codes.OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
     parser = argparse.ArgumentParser(prog="python -m dyno.trace_analysis", description=DESCRIPTION)
     add_analyze_arguments(parser)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, sys.argv[1:] if argv is None else argv)
     try:
         return run_analyze(args)
     except KeyboardInterrupt:  # Ctrl-C during a long load: the shell's code, no traceback (as dyno-cli)
-        return 130
+        return exit_codes.INTERRUPTED

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from dyno import exit_codes
 from dyno.argtypes import number
 from dyno.client.auth import AuthError, ClientAuth
 from dyno.client.client import DynoClient
@@ -26,6 +27,7 @@ from dyno.client.hosts import (
 )
 
 __all__ = [
+    "FANOUT_EXIT_CODES",
     "add_host_arguments",
     "client_auth",
     "cluster_from_args",
@@ -126,7 +128,7 @@ def _env_path(name: str) -> Path | None:
 def usage_error(message: str) -> NoReturn:
     """One line on stderr, exit code 2 (as argparse does for usage errors)."""
     print(f"dyno-cli: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+    raise SystemExit(exit_codes.USAGE)
 
 
 def _default_port(args: argparse.Namespace) -> int:
@@ -199,15 +201,22 @@ def single_client(args: argparse.Namespace, what: str = "this command talks to o
     return open_client(hosts[0], client_auth(args), timeout_s=args.call_timeout_s)
 
 
-EXIT_OK, EXIT_FAILED, EXIT_PARTIAL = 0, 1, 3
+# The --help table of the commands that end with fanout_exit_code (status, version, metrics, ps).
+FANOUT_EXIT_CODES: dict[int, str] = {
+    exit_codes.OK: "every host answered",
+    exit_codes.FAILURE: "no host answered, or another error (said on stderr)",
+    exit_codes.USAGE: "usage (bad options, a malformed host list)",
+    exit_codes.PARTIAL: "some hosts failed (each named on stderr)",
+    exit_codes.INTERRUPTED: "interrupted (Ctrl-C)",
+}
 
 
 def fanout_exit_code(results: list[HostResult[Any]]) -> int:
     """0 when every host answered, 3 when some did not (partial), 1 when none did."""
     bad = len(failed(results))
     if bad == 0:
-        return EXIT_OK
-    return EXIT_FAILED if bad == len(results) else EXIT_PARTIAL
+        return exit_codes.OK
+    return exit_codes.FAILURE if bad == len(results) else exit_codes.PARTIAL
 
 
 def print_failures(results: list[HostResult[Any]], file: TextIO | None = None) -> None:

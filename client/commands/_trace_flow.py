@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dyno import exit_codes
 from dyno.argtypes import INT32_MAX, number
 from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._common import print_json, proto_to_dict
@@ -32,7 +33,10 @@ from dyno.trace_ids import validate_trace_id
 from dyno.v1 import dyno_pb2
 
 __all__ = [
+    "COLLECT_EXIT_CODES",
     "ITERATION_WAIT_S",
+    "MAX_FETCH_CONCURRENCY",
+    "MAX_WAIT_S",
     "AFTER_WINDOW_S",
     "TraceFlow",
     "add_collect_arguments",
@@ -53,8 +57,26 @@ log = logging.getLogger(__name__)
 _REFRESH_S = 0.25
 positive_int32 = number(int, gt=0, le=INT32_MAX)  # pids, counts: int32 in the TraceRequest
 non_negative_float = number(float, ge=0)
+# Files fetched at once across hosts. Each host's files come one after another, so more than one per host never
+# runs; and the streams share this machine's disk and NIC (the daemons serve at most 12 at once each): beyond a few
+# dozen nothing gets faster, only more threads and open files.
+MAX_FETCH_CONCURRENCY = 256
+# The overall wait for the traces: a day is far beyond any trace window (duration traces last at most 10 min).
+MAX_WAIT_S = 86400.0
+_fetch_concurrency = number(int, ge=1, le=MAX_FETCH_CONCURRENCY)
+_wait_s = number(float, ge=0, le=MAX_WAIT_S)
 
 ITERATION_WAIT_S = 300.0  # how long iteration traces are waited for by default
+# What trace and fetch return (TraceFlow.run, nothing_to_follow); each command says what 1 means for it.
+COLLECT_EXIT_CODES: dict[int, str] = {
+    exit_codes.OK: "every host's processes traced and every file fetched",
+    exit_codes.USAGE: "usage, before any host is called (bad options, values beyond the daemons' request limits, "
+    "malformed host lists, an output folder that exists or cannot be written)",
+    exit_codes.PARTIAL: "partial: some files arrived, but a host failed or matched nothing, or a process failed, "
+    "timed out or was busy, or its file did not arrive (each listed on stderr with its reason)",
+    exit_codes.INTERRUPTED: "interrupted by Ctrl-C (manifest.json is still written; during the analysis only the "
+    "analysis stops)",
+}
 AFTER_WINDOW_S = 60.0  # a duration trace is waited for until its window's end plus this
 
 
@@ -71,9 +93,15 @@ def add_collect_arguments(p: argparse.ArgumentParser, *, timeout_default: float 
     """--output-dir, --timeout-s (the overall wait; its default and meaning differ per command),
     --fetch-concurrency, --no-analyze, --html and --json."""
     p.add_argument("--output-dir", required=True, type=Path, help="files go to OUTPUT_DIR/TRACE_ID/HOST_PORT/")
-    p.add_argument("--timeout-s", type=non_negative_float, default=timeout_default, help=timeout_help)
     p.add_argument(
-        "--fetch-concurrency", type=positive_int32, default=8, metavar="N", help="files fetched at once (default 8)"
+        "--timeout-s", type=_wait_s, default=timeout_default, metavar="S", help=f"{timeout_help} (0-{MAX_WAIT_S:g})"
+    )
+    p.add_argument(
+        "--fetch-concurrency",
+        type=_fetch_concurrency,
+        default=8,
+        metavar="N",
+        help=f"files fetched at once, across hosts (default 8; 1-{MAX_FETCH_CONCURRENCY})",
     )
     p.add_argument("--no-analyze", action="store_true", help="do not analyze the fetched files")
     p.add_argument("--html", type=Path, metavar="FILE", help="also write the HTML analysis report here")
@@ -187,6 +215,9 @@ def nothing_to_follow(ct: ClusterTrace, args: argparse.Namespace, command: str, 
     return code
 
 
+_STATUS = {exit_codes.OK: "complete", exit_codes.PARTIAL: "partial"}  # the manifest's status; else "failed"
+
+
 def _summary(hosts: list[HostRecord]) -> str:
     rows: list[list[object]] = []
     for h in hosts:
@@ -276,15 +307,15 @@ class TraceFlow:
                 ct.interrupt()
         progress.close(ct.snapshot())
         final = ct.snapshot()
-        code = 130 if interrupted else trace_exit_code(final)
-        status = "interrupted" if interrupted else {0: "complete", 3: "partial"}.get(code, "failed")
+        code = exit_codes.INTERRUPTED if interrupted else trace_exit_code(final)
+        status = "interrupted" if interrupted else _STATUS.get(code, "failed")
         result = self.manifest(status, code)
         manifest_error = None
         try:
             write_manifest(folder, result)
         except OSError as e:  # a full disk: what arrived is still shown and analyzed; the exit code says it failed
             manifest_error = f"cannot write {e.filename}: {e.strerror or e}"
-            code = 1
+            code = exit_codes.FAILURE
 
         files = ct.fetched_files()
         report, analysis_error = (None, None)
@@ -297,7 +328,7 @@ class TraceFlow:
                 with self.guard.interruptible():
                     report, analysis_error = _analyze(args, files)
             except KeyboardInterrupt:  # only the analysis stops: the files and the manifest are complete
-                code, analysis_error = 130, "interrupted"
+                code, analysis_error = exit_codes.INTERRUPTED, "interrupted"
         for line in result["errors"]:
             say(f"dyno-cli {command}: {line}")
         for h in final:  # a file that arrived with a note (e.g. it ended early): worth saying, not a failure
@@ -312,7 +343,7 @@ class TraceFlow:
         if left:  # files the daemons still serve (retention permitting): say how to get them without tracing again
             say(
                 f"dyno-cli {command}: {left} traced file(s) not fetched are still on the daemons: `dyno-cli fetch "
-                f"--trace-id {ct.trace_id} --output-dir {args.output_dir}` with the same host options gets them"
+                f"--trace-id {ct.trace_id} --output-dir {folder.parent}` with the same host options gets them"
             )
         hosts_ok = sum(not h.failed for h in final)
         reused = sum(p.ok and p.reused for h in final for p in h.processes)

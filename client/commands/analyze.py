@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="analyze PyTorch/Kineto traces: breakdowns and antipatterns",
         description="Load PyTorch profiler / Kineto traces (plain or gzip JSON; a folder is one job's ranks), "
         "compute HTA-style breakdowns and cross-rank figures, run the antipattern rules, and print a report "
-        "sorted by time lost (--json for tooling, --html FILE for a standalone report). Exit 0 ok, 1 failure.",
+        "sorted by time lost (--json for tooling, --html FILE for a standalone report).",
     )
     add_analyze_arguments(p)
     p.set_defaults(func=run_analyze)

@@ -14,6 +14,7 @@ from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts
 from dyno.client.commands._trace_flow import (
     AFTER_WINDOW_S,
+    COLLECT_EXIT_CODES,
     ITERATION_WAIT_S,
     TraceFlow,
     add_collect_arguments,
@@ -27,9 +28,16 @@ from dyno.client.commands._trace_flow import (
     trace_folder,
 )
 from dyno.client.trace_manifest import previous_files, write_manifest
+from dyno.exit_codes import FAILURE, OK, describe
 from dyno.v1 import dyno_pb2
 
-__all__ = ["register", "run"]
+__all__ = ["EXIT_CODES", "register", "run"]
+
+EXIT_CODES = {
+    **COLLECT_EXIT_CODES,
+    OK: "every file fetched",
+    FAILURE: "nothing fetched, no daemon knows the trace, or manifest.json could not be written",
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,10 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the folder from an earlier fetch are kept only when they match the checksum recorded in its "
         "manifest.json and the daemon's size; anything else is fetched again. A daemon that does not know the "
         "trace (wrong id or host, deleted by retention, or the daemon restarted while it was still running: "
-        "finished traces survive a restart) is a failed host with that reason. "
-        "Exit codes: 0 every file fetched; 3 partial (failed hosts and processes are listed with reasons); 1 "
-        "nothing fetched (or no daemon knows the trace); 2 usage; 130 interrupted (the manifest is still "
-        "written).",
+        "finished traces survive a restart) is a failed host with that reason.",
+        epilog=describe(EXIT_CODES),
     )
     add_host_arguments(p, call_timeout_flag="--call-timeout-s")
     p.add_argument("--trace-id", required=True, help="the trace to fetch (as `dyno-cli trace` printed it)")
@@ -67,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     check_trace_id(args.trace_id)
     hosts = resolve_hosts(args)
     auth = client_auth(args)
-    folder: Path = args.output_dir / args.trace_id
+    folder: Path = (args.output_dir / args.trace_id).absolute()  # every path printed is absolute
     check_writable(args.output_dir)
     check_trace_folder(folder, may_hold_files=True)
     check_html(args.html)
@@ -85,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
         say(f"fetch {args.trace_id}: attaching on {len(hosts)} host(s)")
         ct.attach()
         if not ct.attached_any:  # an earlier manifest in the folder is left as it is
-            return nothing_to_follow(ct, args, "fetch", f"no host has trace {args.trace_id!r}: nothing to fetch", 1)
+            what = f"no host has trace {args.trace_id!r}: nothing to fetch"
+            return nothing_to_follow(ct, args, "fetch", what, FAILURE)
         now = time.time()
         ct.wait_s = default_wait_s(ct.request, now) if args.timeout_s is None else args.timeout_s
         flow = TraceFlow(ct, args, folder, command="fetch", requested_ms=ct.created_ms or int(now * 1000))

@@ -13,6 +13,7 @@ from dyno.argtypes import INT64_MAX, number
 from dyno.client.cluster import HostResult
 from dyno.client.commands._common import host_entry, host_table, print_json, proto_to_dict
 from dyno.client.commands._hosts import (
+    FANOUT_EXIT_CODES,
     add_host_arguments,
     cluster_from_args,
     fanout_exit_code,
@@ -21,6 +22,7 @@ from dyno.client.commands._hosts import (
     usage_error,
 )
 from dyno.client.format import format_labels, format_value, human_bytes, table
+from dyno.exit_codes import INTERRUPTED, OK, describe
 from dyno.request_limits import (
     MAX_METRICS_LIMIT,
     MAX_METRICS_RESPONSE_BYTES,
@@ -30,6 +32,12 @@ from dyno.request_limits import (
 from dyno.v1 import dyno_pb2
 
 _CLEAR = "\x1b[H\x1b[2J"
+# --watch runs until Ctrl-C: that is its normal end, so it exits 0 then
+EXIT_CODES = {
+    **FANOUT_EXIT_CODES,
+    OK: FANOUT_EXIT_CODES[OK] + ", or --watch ended by Ctrl-C",
+    INTERRUPTED: FANOUT_EXIT_CODES[INTERRUPTED] + " (not --watch: 0)",
+}
 
 
 def _pattern(text: str) -> str:
@@ -46,8 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Show the newest sample of a daemon's metrics as tables (one per kind of entity: GPUs, CPUs, "
         "network devices, ...). --watch redraws live as one daemon samples; --json prints samples from the "
         "daemon's history. With several hosts (--hosts, --hostfile, --slurm-job): one GPU table and one host "
-        "table across all of them (every host has a row there, a failed one with its error type; exit code 3 when some "
-        "hosts failed, 1 when all did).",
+        "table across all of them (every host has a row there, a failed one with its error type).",
+        epilog=describe(EXIT_CODES),
     )
     add_host_arguments(p)
     p.add_argument(
@@ -184,7 +192,7 @@ def _watch(args: argparse.Namespace) -> int:
                 sys.stdout.flush()
         except KeyboardInterrupt:
             pass
-    return 0
+    return OK
 
 
 def run(args: argparse.Namespace) -> int:

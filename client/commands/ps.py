@@ -9,8 +9,15 @@ from collections.abc import Sequence
 
 from dyno.client.cluster import HostResult
 from dyno.client.commands._common import host_entry, print_json, proto_to_dict
-from dyno.client.commands._hosts import add_host_arguments, cluster_from_args, fanout_exit_code, print_failures
+from dyno.client.commands._hosts import (
+    FANOUT_EXIT_CODES,
+    add_host_arguments,
+    cluster_from_args,
+    fanout_exit_code,
+    print_failures,
+)
 from dyno.client.format import table
+from dyno.exit_codes import describe
 from dyno.v1 import dyno_pb2
 
 __all__ = ["register", "render"]
@@ -24,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="registered PyTorch processes",
         description="List the trainer processes registered with the daemons: host, pid, job id, rank, protocol "
         "(agent or kineto), GPU, whether a trace is running, when it was last heard from, and its ancestry (what "
-        "--pids of `dyno-cli trace` matches). One table across every host given; exit code 3 when some hosts "
-        "failed, 1 when all did.",
+        "--pids of `dyno-cli trace` matches). One table across every host given.",
+        epilog=describe(FANOUT_EXIT_CODES),
     )
     add_host_arguments(p)
     p.add_argument("--job-id", default="", help="only processes of this job")

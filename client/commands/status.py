@@ -7,8 +7,15 @@ from collections.abc import Sequence
 
 from dyno.client.cluster import HostResult
 from dyno.client.commands._common import host_entry, host_table, print_json, proto_to_dict
-from dyno.client.commands._hosts import add_host_arguments, cluster_from_args, fanout_exit_code, print_failures
+from dyno.client.commands._hosts import (
+    FANOUT_EXIT_CODES,
+    add_host_arguments,
+    cluster_from_args,
+    fanout_exit_code,
+    print_failures,
+)
 from dyno.client.format import human_bytes, table
+from dyno.exit_codes import describe
 from dyno.v1 import dyno_pb2
 
 
@@ -17,8 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "status",
         help="daemon status: samplers, GPUs, registered processes",
         description="Show daemon status: version, uptime, each sampler (ok or unavailable with the reason), the "
-        "GPU inventory, registered trainer processes and trace-dir usage. With several hosts, one row per host; "
-        "exit code 3 when some hosts failed, 1 when all did.",
+        "GPU inventory, registered trainer processes and trace-dir usage (its path absolute). With several hosts, "
+        "one row per host, failed hosts included.",
+        epilog=describe(FANOUT_EXIT_CODES),
     )
     add_host_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")

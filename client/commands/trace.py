@@ -14,6 +14,7 @@ from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
 from dyno.client.commands._trace_flow import (
     AFTER_WINDOW_S,
+    COLLECT_EXIT_CODES,
     ITERATION_WAIT_S,
     TraceFlow,
     add_collect_arguments,
@@ -29,6 +30,7 @@ from dyno.client.commands._trace_flow import (
     trace_folder,
 )
 from dyno.client.trace_manifest import write_manifest
+from dyno.exit_codes import FAILURE, OK, describe
 from dyno.request_limits import (
     JOB_ID_RULE,
     MAX_DURATION_MS,
@@ -59,6 +61,12 @@ _duration_ms = number(int, ge=1, le=MAX_DURATION_MS)
 _iterations = number(int, ge=1, le=MAX_ITERATIONS)
 _process_limit = number(int, ge=0, le=INT32_MAX)  # 0: no limit, as the daemons read it
 
+EXIT_CODES = {
+    **COLLECT_EXIT_CODES,
+    FAILURE: "nothing traced (no process triggered on any host; --no-fail-on-no-process makes that 0), no file "
+    "arrived, or manifest.json could not be written",
+}
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -70,8 +78,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "is done into OUTPUT_DIR/TRACE_ID/HOST_PORT/ (checksum-verified) with OUTPUT_DIR/TRACE_ID/manifest.json; "
         "then analyze them and print the cross-rank report. --timeout-s is the overall wait for the traces; "
         "--call-timeout-s is each RPC's deadline (and how long a daemon may stay unreachable before it is given "
-        "up). Exit codes: 0 every host traced and every file fetched; 3 partial (failed hosts and processes are "
-        "listed with reasons); 1 nothing traced; 2 usage; 130 interrupted (the manifest is still written).",
+        "up).",
+        epilog=describe(EXIT_CODES),
     )
     add_host_arguments(p, call_timeout_flag="--call-timeout-s")
     p.add_argument(
@@ -85,8 +93,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=positive_int32,
         nargs="+",
         default=[],
-        help=f"only processes with one of these pids in their ancestry (a launcher's pid selects its workers; at "
-        f"most {MAX_PIDS} pids)",
+        help=f"only processes whose own pid, or the pid of one of their ancestors, is one of these: a process's "
+        f"pid selects it, a launcher's pid selects the launcher and its workers (at most {MAX_PIDS} pids)",
     )
     p.add_argument(
         "--process-limit",
@@ -199,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     hosts = resolve_hosts(args)
     auth = client_auth(args)
     trace_id = args.trace_id or new_trace_id()
-    folder: Path = args.output_dir / trace_id
+    folder: Path = (args.output_dir / trace_id).absolute()  # every path printed is absolute
     check_trace_folder(folder, may_hold_files=False)
     check_writable(args.output_dir)  # before anything is traced: a trace nobody can fetch is wasted
     check_html(args.html)
@@ -234,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
                 ct.interrupt()
             if not interrupted and not ct.triggered_any:
                 what = f"nothing traced on any of {len(hosts)} host(s)"
-                return nothing_to_follow(ct, args, "trace", what, 1 if args.fail_on_no_process else 0)
+                return nothing_to_follow(ct, args, "trace", what, FAILURE if args.fail_on_no_process else OK)
             if not interrupted:  # (an interrupted start is recorded once, by flow.run)
                 try:
                     write_manifest(folder, flow.manifest("running"))

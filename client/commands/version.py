@@ -8,7 +8,14 @@ from collections.abc import Sequence
 import dyno
 from dyno.client.cluster import HostResult
 from dyno.client.commands._common import host_entry, host_table, print_json, proto_to_dict
-from dyno.client.commands._hosts import add_host_arguments, cluster_from_args, fanout_exit_code, print_failures
+from dyno.client.commands._hosts import (
+    FANOUT_EXIT_CODES,
+    add_host_arguments,
+    cluster_from_args,
+    fanout_exit_code,
+    print_failures,
+)
+from dyno.exit_codes import describe
 from dyno.v1 import dyno_pb2
 
 
@@ -17,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "version",
         help="daemon and client versions",
         description="Show the versions of dyno-cli and of the daemons it talks to: one row per host, a failed host "
-        "with its error type (the error on stderr); exit code 3 when some hosts failed, 1 when all did.",
+        "with its error type (the error on stderr).",
+        epilog=describe(FANOUT_EXIT_CODES),
     )
     add_host_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
