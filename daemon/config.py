@@ -23,6 +23,9 @@ __all__ = [
     "DaemonConfig",
     "ConfigError",
     "GPU_BACKENDS",
+    "MAX_INTERVAL_S",
+    "MAX_TRACE_RETENTION_BYTES",
+    "MAX_TRACE_RETENTION_S",
     "MIN_INTERVAL_S",
     "DEFAULT_CONFIG_PATH",
     "EXIT_CODES",
@@ -39,6 +42,11 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 # the same values again. One tick (host + 8 GPUs, history append) costs ~0.22 ms of CPU on a 2-core VM with the
 # simulator (bench/sample_cost.py), more with real NVML calls: at 0.1 s that is already ~0.2% of a core.
 MIN_INTERVAL_S = 0.1
+# Upper bounds, so that a typo (an extra digit, a value in ms) is an error rather than a daemon that never samples
+# or never cleans up: a day between samples, traces kept ten years at most, a trace dir of at most 1 PiB.
+MAX_INTERVAL_S = 86400.0
+MAX_TRACE_RETENTION_S = 10 * 365 * 86400.0
+MAX_TRACE_RETENTION_BYTES = 2**50
 # The name libkineto connects to: the default abstract socket, and the fixed file name in --kineto-socket-dir mode.
 KINETO_NAME = "dynolog"
 
@@ -181,7 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     a(
         "--interval-s",
         type=_positive_float,
-        help=f"sampling interval in seconds (default 1; minimum {MIN_INTERVAL_S:g}: NVML updates no faster)",
+        help=f"sampling interval in seconds (default 1; {MIN_INTERVAL_S:g}-{MAX_INTERVAL_S:g}: NVML updates no "
+        "faster than every 0.1 s)",
     )
     a(
         "--history-s",
@@ -222,13 +231,14 @@ def build_parser() -> argparse.ArgumentParser:
     a(
         "--trace-retention-bytes",
         type=number(int, gt=0),
-        help="delete the oldest finished traces while the trace dir holds more than this many bytes (> 0; default "
-        "10737418240, 10 GiB)",
+        help="delete the oldest finished traces while the trace dir holds more than this many bytes (default "
+        f"10737418240, 10 GiB; 1-{MAX_TRACE_RETENTION_BYTES}, 1 PiB)",
     )
     a(
         "--trace-retention-s",
         type=_positive_float,
-        help="delete finished traces older than this many seconds (> 0; default 604800, 7 days)",
+        help=f"delete finished traces older than this many seconds (default 604800, 7 days; > 0, at most "
+        f"{MAX_TRACE_RETENTION_S:.0f}, 10 years)",
     )
     a(
         "--auth-token-file",
@@ -308,12 +318,18 @@ def _value_problem(key: str, value: Any) -> str | None:
         return (
             f"interval_s {value:g} is below the minimum of {MIN_INTERVAL_S:g} s (NVML updates its counters no faster)"
         )
+    if key == "interval_s" and value > MAX_INTERVAL_S:
+        return f"interval_s {value:g} is above the maximum of {MAX_INTERVAL_S:g} s"
     if key == "history_s" and not value > 0:
         return "history_s must be > 0"
     if key == "trace_retention_bytes" and value <= 0:  # 0 is no "unlimited": every finished trace went at once
         return "trace_retention_bytes must be > 0 (there is no unlimited; give a size)"
+    if key == "trace_retention_bytes" and value > MAX_TRACE_RETENTION_BYTES:
+        return f"trace_retention_bytes {value} is above the maximum of {MAX_TRACE_RETENTION_BYTES} (1 PiB)"
     if key == "trace_retention_s" and not value > 0:  # else every finished trace is deleted at the next pass
         return "trace_retention_s must be > 0"
+    if key == "trace_retention_s" and value > MAX_TRACE_RETENTION_S:
+        return f"trace_retention_s {value:g} is above the maximum of {MAX_TRACE_RETENTION_S:.0f} (10 years)"
     if key == "trace_dir":
         return _shared_dir_problem(value)
     if key == "kineto_endpoint" and (not value or "\0" in value or "/" in value):

@@ -13,6 +13,9 @@ import pytest
 
 from dyno.daemon.config import (
     KINETO_NAME,
+    MAX_INTERVAL_S,
+    MAX_TRACE_RETENTION_BYTES,
+    MAX_TRACE_RETENTION_S,
     MIN_INTERVAL_S,
     ConfigError,
     DaemonConfig,
@@ -73,9 +76,9 @@ def test_gpu_backend_help_explains_nvml_as_the_table_does() -> None:
     assert "`auto` or `nvml`" in _table_row("gpu_backend")
 
 
-def test_interval_minimum_is_stated() -> None:
-    assert f"minimum {MIN_INTERVAL_S:g}" in _option_help("--interval-s")
-    assert f"at least {MIN_INTERVAL_S:g}" in _table_row("interval_s")
+def test_interval_bounds_are_stated() -> None:
+    assert f"{MIN_INTERVAL_S:g}-{MAX_INTERVAL_S:g}" in _option_help("--interval-s")
+    assert f"({MIN_INTERVAL_S:g}-{MAX_INTERVAL_S:g})" in _table_row("interval_s")
 
 
 def test_kineto_help_says_endpoint_and_socket_dir_do_not_combine() -> None:
@@ -159,3 +162,30 @@ def test_relative_paths_are_made_absolute_against_the_working_directory(
     assert cfg.config_path == tmp_path / "conf" / "dynod.toml"
     for value in (cfg.trace_dir, cfg.state_dir, cfg.agent_socket_path, cfg.kineto_socket_dir, cfg.config_path):
         assert value is not None and value.is_absolute()
+
+
+# --- upper bounds --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("interval_s", MAX_INTERVAL_S * 2, "is above the maximum of 86400 s"),
+        ("trace_retention_s", MAX_TRACE_RETENTION_S + 1, "is above the maximum of 315360000 (10 years)"),
+        ("trace_retention_bytes", MAX_TRACE_RETENTION_BYTES + 1, "is above the maximum of 1125899906842624 (1 PiB)"),
+    ],
+)
+def test_values_above_the_upper_bounds_are_configuration_errors(
+    key: str, value: float, message: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    flag = "--" + key.replace("_", "-")
+    extra = ["--history-s", str(MAX_INTERVAL_S * 4)] if key == "interval_s" else []
+    with pytest.raises(ConfigError, match=rf"^{flag}: {key} .*{re.escape(message)}"):
+        _resolve([flag, str(value), *extra])
+    f = tmp_path / "dynod.toml"
+    f.write_text(f"{key} = {value!r}\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(f))}: {key} .*{re.escape(message)}"):
+        _resolve(["--config", str(f)])
+    assert main([flag, str(value), *extra]) == 2
+    assert len(capsys.readouterr().err.splitlines()) == 1
+    _resolve([flag, str(int(value) // 2 if key == "trace_retention_bytes" else value / 2), *extra])  # in range: fine
