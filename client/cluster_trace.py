@@ -5,8 +5,9 @@ StartTrace to every host at once through `Cluster.call` (a dead host is a per-ho
 others); `attach()` reads a trace that is already running or finished (started earlier, by another client or
 user) with GetTrace on every host instead. Either way each host that has processes in the trace gets its own
 worker thread (`follow()`) that polls GetTrace and fetches every file as soon as its process is done, so a slow
-or dead host never holds back another host's files; fetches are bounded across hosts by a semaphore. The state
-lives in plain records under one lock; `snapshot()` hands copies to the progress view and the manifest.
+or dead host never holds back another host's files (trace_fetch.TraceFetcher: bounded across hosts, checksum-verified,
+reused when an earlier run fetched them). StartTrace itself, retried safely, is trace_start.start_trace_retrying.
+The state lives in plain records under one lock; `snapshot()` hands copies to the progress view and the manifest.
 
 Only a started trace is ours to end: at `wait_s` and on `interrupt()` a started trace's unfinished processes are
 cancelled on the daemons, an attached trace's are left running (we stop waiting; a later attach can fetch them).
@@ -21,9 +22,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster
 from dyno.client.errors import DeadlineExceeded, DynoError, InvalidArgument, NotFound, Unavailable
+from dyno.client.trace_fetch import TraceFetcher
 from dyno.client.trace_records import (
     FINAL_STATES,
     HOST_DONE,
@@ -37,63 +38,12 @@ from dyno.client.trace_records import (
     proc_record,
     state_name,
 )
-from dyno.filechunks import checksum_file
+from dyno.client.trace_start import IN_USE_HINT, NOT_FOUND_HINT, start_trace_retrying
 from dyno.v1 import dyno_pb2
 
-__all__ = ["ClusterTrace", "start_trace_retrying"]
+__all__ = ["ClusterTrace", "start_trace_retrying"]  # start_trace_retrying: dyno.client.trace_start's, as before
 
 log = logging.getLogger(__name__)
-
-_START_RETRIES = 3
-# Added to a daemon's NOT_FOUND for attach(). A restart alone does not lose a trace: a finished one left a record in
-# its folder (daemon/trace_journal.py) and is served from it; only one still running then is forgotten.
-_NOT_FOUND_HINT = (
-    " (the id is unknown there: a wrong id or host, or the daemon restarted while the trace was still running; "
-    "finished traces are kept across restarts until retention removes them)"
-)
-# Added to a daemon's "already in use" from start(): the usual cause with a new trace id is one daemon listed twice,
-# under two names or addresses (gpu1 and its IP, localhost and 127.0.0.1): the other entry traced it.
-_IN_USE_HINT = (
-    " (this daemon already has a trace with this id: a --trace-id used before, or the same daemon listed twice "
-    "under different names or addresses, e.g. localhost and 127.0.0.1)"
-)
-
-
-def start_trace_retrying(c: DynoClient, request: dyno_pb2.TraceRequest) -> dyno_pb2.StartTraceResponse:
-    """StartTrace with a caller-chosen trace id, retried on UNAVAILABLE within the client's deadline.
-
-    DynoClient never retries StartTrace on its own (a retry after a lost reply would start a second trace), but a
-    cold channel often fails to connect before the request is sent (hundreds of hosts dialled at once). With the
-    caller's trace id a retry is safe: if an earlier attempt did reach the daemon, the retry is refused as
-    "already in use" and the trace's state is read back instead."""
-    if not request.trace_id:
-        raise ValueError("start_trace_retrying needs request.trace_id")
-    end = time.monotonic() + c.timeout_s
-    attempt = 0
-    while True:
-        try:
-            return c.start_trace(request)
-        except Unavailable:
-            attempt += 1
-            backoff = 0.1 * 2 ** (attempt - 1)
-            if attempt > _START_RETRIES or time.monotonic() + backoff >= end:
-                raise
-            time.sleep(backoff)
-        except InvalidArgument as e:
-            if not (attempt and "already in use" in e.message):
-                raise
-            status = c.get_trace(request.trace_id)
-            return dyno_pb2.StartTraceResponse(
-                trace_id=status.trace_id,
-                matched_pids=[p.pid for p in status.processes],
-                triggered=status.processes,
-                message="started (confirmed after a retry)",
-                hostname=status.hostname,
-            )
-
-
-class _Stopped(Exception):
-    """Raised inside a fetch's progress callback to abort it when the user interrupts."""
 
 
 class ClusterTrace:
@@ -125,8 +75,6 @@ class ClusterTrace:
         self.wait_s = wait_s
         self.unreachable_s = unreachable_s
         self.poll_s = poll_s
-        self.fetch_timeout_s = fetch_timeout_s
-        self.previous = dict(previous or {})
         self.hosts = [HostRecord(h, host_dir_name(h)) for h in cluster.hosts]
         self.started_monotonic = 0.0
         self.start_fanout_s = 0.0  # the StartTrace fan-out (or attach()'s GetTrace fan-out)
@@ -134,7 +82,15 @@ class ClusterTrace:
         self.owns_trace = True  # started here: ours to cancel; attach() makes it False
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._fetch_slots = threading.Semaphore(fetch_concurrency)
+        self.fetcher = TraceFetcher(
+            self.trace_id,
+            out_dir,
+            lock=self._lock,
+            stop=self._stop,
+            concurrency=fetch_concurrency,
+            timeout_s=fetch_timeout_s,
+            previous=previous,
+        )
         self._host_slots = threading.Semaphore(cluster.max_concurrency)
         self._workers_done: list[threading.Event] = []  # one per following thread, set when it ends
         self._cancel_reasons: dict[str, str] = {}  # host dir -> why we cancelled its trace
@@ -177,7 +133,7 @@ class ClusterTrace:
                 if not r.ok or r.value is None:
                     h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
                     if r.error_type == InvalidArgument.__name__ and "already in use" in h.error:
-                        h.error += _IN_USE_HINT
+                        h.error += IN_USE_HINT
                     if r.error_type == DeadlineExceeded.__name__:
                         self._unconfirmed.add(h.dir)
                     continue
@@ -238,7 +194,7 @@ class ClusterTrace:
                     h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
                     if r.error_type == NotFound.__name__ and "restarted" not in h.error:
                         # the daemon names the id, and a restart when it still has the trace's folder
-                        h.error += _NOT_FOUND_HINT
+                        h.error += NOT_FOUND_HINT
                     continue
                 status: dyno_pb2.TraceStatus = r.value
                 if not have_request and status.HasField("request"):
@@ -356,7 +312,7 @@ class ClusterTrace:
                 continue
             failing_since = None
             self._update(h, status)
-            self._fetch_done(client, h)
+            self.fetcher.fetch_done(client, h)
             if status.finished:
                 with self._lock:
                     for p in h.processes:
@@ -428,74 +384,6 @@ class ClusterTrace:
         if self.request.HasField("iterations"):
             return ": no optimizer step had started the trace (does the program call optimizer.step()?)"
         return ": the trace had not started yet"
-
-    def _fetch_done(self, client: DynoClient, h: HostRecord) -> None:
-        with self._lock:
-            todo = [p for p in h.processes if p.state == "done" and not p.fetch]
-            for p in todo:
-                p.fetch = "fetching"
-        for p in todo:
-            self._fetch(client, h, p)
-
-    def _fetch(self, client: DynoClient, h: HostRecord, p: ProcRecord) -> None:
-        def progress(received: int) -> None:
-            p.fetched_bytes = received  # one int store: readers may see the old or the new value
-            if self._stop.is_set():
-                raise _Stopped
-
-        dest = self.out_dir / h.dir
-        with self._fetch_slots:
-            if self._stop.is_set():
-                self._fetch_failed(p, "interrupted before the fetch")
-                return
-            start = time.monotonic()
-            if self._reuse(h, p):
-                return
-            try:
-                got = client.fetch_trace_file(
-                    self.trace_id, p.pid, dest, timeout_s=self.fetch_timeout_s, on_chunk=progress
-                )
-            except _Stopped:
-                self._fetch_failed(p, "interrupted during the fetch")
-                return
-            except DynoError as e:  # its message, not str(e): the host is named already
-                self._fetch_failed(p, f"fetch failed: {e.message}")
-                return
-            except OSError as e:  # a full disk's write errors name no file: say where
-                where = f"{e.filename}" if e.filename else f"a file in {dest}"
-                self._fetch_failed(p, f"fetch failed: cannot write {where}: {e.strerror or e}")
-                return
-        with self._lock:
-            p.fetch, p.fetched_bytes, p.checksum = "fetched", got.size_bytes, got.checksum
-            p.file = str(got.path.relative_to(self.out_dir))
-            p.fetch_s = round(time.monotonic() - start, 3)
-
-    def _reuse(self, h: HostRecord, p: ProcRecord) -> bool:
-        """Keep a file an earlier run fetched into the folder when it is still that file: the daemon's name and
-        size, and the checksum recorded when it was fetched (and verified then against the daemon's). Anything
-        else (not recorded, missing, another size, a checksum mismatch) is fetched again, replacing it."""
-        prev = self.previous.get((str(h.host), p.pid))
-        if prev is None:
-            return False
-        path = self.out_dir / prev.file
-        if path.parent != self.out_dir / h.dir or (p.remote_path and Path(p.remote_path).name != path.name):
-            return False  # a manifest names only its own host folders; anything else is not trusted
-        try:
-            if not path.is_file() or path.stat().st_size != p.size_bytes:
-                return False
-            checksum = checksum_file(path)
-        except OSError:
-            return False
-        if checksum != prev.checksum:
-            log.warning("%s: %s does not match its recorded checksum: fetching it again", h.host, path)
-            return False
-        with self._lock:
-            p.fetch, p.fetched_bytes, p.checksum, p.file, p.reused = "fetched", p.size_bytes, checksum, prev.file, True
-        return True
-
-    def _fetch_failed(self, p: ProcRecord, reason: str) -> None:
-        with self._lock:
-            p.fetch, p.error = "failed", reason
 
     def _fail_host(self, h: HostRecord, error: str, error_type: str) -> None:
         with self._lock:

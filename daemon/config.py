@@ -431,4 +431,5 @@ def _absolute(cfg: DaemonConfig) -> DaemonConfig:
     """Every path made absolute (against dynod's working directory at start, where a relative one pointed): what
     GetStatus reports and `dyno-cli status` prints must mean the same from any directory."""
     paths = {k: getattr(cfg, k) for k in (*_PATH_KEYS, "config_path")}
-    return replace(cfg, **{k: Path(os.path.abspath(v)) for k, v in paths.items() if v is not None})
+    absolute: dict[str, Any] = {k: Path(os.path.abspath(v)) for k, v in paths.items() if v is not None}
+    return replace(cfg, **absolute)
