@@ -17,7 +17,9 @@ pytestmark = pytest.mark.integration
 
 
 def _dynod(*args: str) -> subprocess.CompletedProcess[str]:
-    base = ["--port", "0", "--metrics-port", "0", "--gpu-backend", "none", "--kineto-endpoint", "off"]
+    base = ["--port", "0", "--metrics-port", "0", "--gpu-backend", "none"]
+    if "--kineto-socket-dir" not in args:  # giving both is a configuration error
+        base += ["--kineto-endpoint", "off"]
     return subprocess.run(
         [sys.executable, "-m", "dyno.daemon", *base, *args], capture_output=True, text=True, timeout=60
     )
