@@ -36,7 +36,7 @@ _CLEAR = "\x1b[H\x1b[2J"
 EXIT_CODES = {
     **FANOUT_EXIT_CODES,
     OK: FANOUT_EXIT_CODES[OK] + ", or --watch ended by Ctrl-C",
-    INTERRUPTED: FANOUT_EXIT_CODES[INTERRUPTED] + " (not --watch: 0)",
+    INTERRUPTED: "interrupted (Ctrl-C; it ends --watch with 0)",
 }
 
 
