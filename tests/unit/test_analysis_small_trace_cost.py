@@ -143,7 +143,8 @@ def test_member_equals_np_isin() -> None:
 
 
 def test_small_sub_tables_read_sparse_columns_like_the_bisection(tmp_path) -> None:
-    from dyno.trace_analysis.model import EVENT_DTYPES, Cat, _densify
+    from dyno.trace_analysis.events import _densify
+    from dyno.trace_analysis.model import EVENT_DTYPES, Cat
 
     t = _trace(tmp_path)
     sparse = dict(t.events._sparse)

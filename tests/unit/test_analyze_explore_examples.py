@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 from analysis_trace_builder import TraceBuilder
 
-from dyno.trace_analysis import analyze, model
+from dyno.trace_analysis import analyze, events
 
 pytestmark = pytest.mark.unit
 
 
-@pytest.mark.parametrize("keep_rows", [model._KEEP_GATHERED_ROWS, 0])  # 0: behave as a large trace
+@pytest.mark.parametrize("keep_rows", [events._KEEP_GATHERED_ROWS, 0])  # 0: behave as a large trace
 def test_kernel_examples_name_the_stream(tmp_path, monkeypatch, keep_rows):
-    monkeypatch.setattr(model, "_KEEP_GATHERED_ROWS", keep_rows)
+    monkeypatch.setattr(events, "_KEEP_GATHERED_ROWS", keep_rows)
     b = TraceBuilder()
     t = 0.0
     for _ in range(20):  # launches of 5 µs for kernels of 2 µs on stream 9: all short
