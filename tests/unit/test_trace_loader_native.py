@@ -249,7 +249,8 @@ def test_mutated_batches_never_accepted_beyond_the_typed_decoder_and_give_the_sa
     accepts, the typed decoder accepts too, and both build the same model from it."""
     import random
 
-    from dyno.trace_analysis.builder import TraceBuilder, _sparsify
+    from dyno.trace_analysis.assembly import sparsify
+    from dyno.trace_analysis.builder import TraceBuilder
 
     assert eventdecode._native is not None
     rng = random.Random(11)
@@ -282,8 +283,8 @@ def test_mutated_batches_never_accepted_beyond_the_typed_decoder_and_give_the_sa
         for chunks_a, chunks_b in ((a.ev_chunks, b2.ev_chunks), (a.flow_chunks, b2.flow_chunks)):
             for ca, cb in zip(chunks_a, chunks_b, strict=True):
                 if chunks_a is a.ev_chunks:  # as every batch but the last is stored (the last is kept as built)
-                    _sparsify(ca)
-                    _sparsify(cb)
+                    sparsify(ca)
+                    sparsify(cb)
                 for key in ca:  # dense arrays, or sparse (rows, values)
                     parts_a = (ca[key].rows, ca[key].values) if hasattr(ca[key], "rows") else (ca[key],)
                     parts_b = (cb[key].rows, cb[key].values) if hasattr(cb[key], "rows") else (cb[key],)
