@@ -13,9 +13,9 @@ from dyno.trace_analysis import analyze
 pytestmark = pytest.mark.unit
 
 
-def _gemm_trace(tmp_path, **props):
+def _gemm_trace(tmp_path, kernel="volta_sgemm_128x64_nn", **props):
     b = TraceBuilder()
-    b.busy_gpu(0.0, 5, name="volta_sgemm_128x64_nn")
+    b.busy_gpu(0.0, 5, name=kernel)
     b.memory(10.0, 2**30)
     doc = b.to_json()
     doc["deviceProperties"][0].update(props)
@@ -30,9 +30,17 @@ def _outcome(report, rule_id):
 
 
 def test_non_numeric_compute_capability_is_unknown(tmp_path, caplog):
-    report = analyze(_gemm_trace(tmp_path, computeMajor="x"), rules=["no-tensor-cores"])
+    # a kernel name without an architecture tag: nothing else tells the capability
+    report = analyze(_gemm_trace(tmp_path, kernel="sgemm_128x64_nn", computeMajor="x"), rules=["no-tensor-cores"])
     o = _outcome(report, "no-tensor-cores")
     assert o.status == "skipped" and "capability unknown" in o.reason
+    assert "Traceback" not in caplog.text
+
+
+def test_non_numeric_compute_capability_falls_back_to_kernel_names(tmp_path, caplog):
+    report = analyze(_gemm_trace(tmp_path, computeMajor="x"), rules=["no-tensor-cores"])
+    (f,) = report.findings_of("no-tensor-cores")
+    assert "compute-capability ≥7.0 GPU (from kernel names" in f.title
     assert "Traceback" not in caplog.text
 
 

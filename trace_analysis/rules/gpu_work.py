@@ -27,6 +27,14 @@ _TENSOR_CORE_WORDS = (
 )  # fmt: skip
 _GEMM = re.compile("|".join(_GEMM_WORDS), re.I)
 _TENSOR_CORE = re.compile("|".join(_TENSOR_CORE_WORDS), re.I)
+# Architecture tags of NVIDIA library kernels (cuBLAS "ampere_sgemm_...", "sm80_xmma_...", CUTLASS
+# "cutlass_80_tensorop_..."): the device's compute capability when the trace has no deviceProperties (older
+# PyTorch, or tools that trim metadata). A kernel built for an older architecture runs on newer GPUs, so the
+# highest tag is a lower bound of the device's capability.
+_ARCH_NAMES = {"volta": (7, 0), "turing": (7, 5), "ampere": (8, 0), "ada": (8, 9), "hopper": (9, 0)}
+_ARCH_RX = re.compile(
+    r"(?:^|[^a-z0-9])(?:sm_?(\d{1,2})(\d)|cutlass_(\d{1,2})(\d)|(volta|turing|ampere|ada|hopper))_", re.I
+)
 _MATMUL_OPS = frozenset({"aten::mm", "aten::bmm", "aten::addmm", "aten::linear", "aten::matmul", "aten::baddbmm"})
 _HALF = ("c10::Half", "c10::BFloat16", "Half", "BFloat16")
 
@@ -102,6 +110,35 @@ class ExposedComm(GpuRule):
         ]
 
 
+def capability_from_kernel_names(ctx: RuleContext) -> tuple[int, int] | None:
+    """The highest architecture tag among the kernel names of ``ctx`` (see ``_ARCH_RX``), or None."""
+
+    def compute() -> tuple[int, int] | None:
+        strings = ctx.trace.strings
+        best: tuple[int, int] | None = None
+        for i in ctx.trace.name_ids(ctx.kernels).tolist():
+            for m in _ARCH_RX.finditer(strings[i]):
+                major, minor, c_major, c_minor, arch = m.groups()
+                if arch:
+                    cap = _ARCH_NAMES[arch.lower()]
+                else:
+                    cap = (int(major or c_major), int(minor or c_minor))
+                best = cap if best is None or cap > best else best
+        return best
+
+    got: tuple[int, int] | None = ctx.trace.cached(("rules.capability_from_kernel_names",), compute)
+    return got
+
+
+def _capability(ctx: RuleContext) -> tuple[tuple[int, int] | None, bool]:
+    """(compute capability of the first GPU, whether it was inferred from kernel names rather than read from
+    deviceProperties)."""
+    cap = ctx.device_capability(ctx.first_gpu_device)
+    if cap is not None:
+        return cap, False
+    return capability_from_kernel_names(ctx), True
+
+
 class NoTensorCores(GpuRule):
     id = "no-tensor-cores"
     title = "Matrix work without tensor-core kernels"
@@ -115,15 +152,18 @@ class NoTensorCores(GpuRule):
     def applies(self, ctx: RuleContext) -> Skip | None:
         if not ctx.has_gpu:
             return NO_GPU
-        dev = ctx.first_gpu_device
-        if ctx.device_capability(dev) is None:
-            return Skip("device compute capability unknown (no deviceProperties in the trace)", None)
+        if _capability(ctx)[0] is None:
+            return Skip(
+                "device compute capability unknown (no deviceProperties in the trace and no architecture in the "
+                "kernel names)",
+                None,
+            )
         return None
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         k = ctx.kernels
-        dev = ctx.first_gpu_device
-        cap = ctx.device_capability(dev) or (0, 0)
+        found, inferred = _capability(ctx)
+        cap = found or (0, 0)
         if cap[0] + cap[1] / 10 < float(thresholds["min_capability"]):
             return []
         gemm = ctx.mask(k, lambda n: _has_word(n, _GEMM_WORDS, _GEMM)) & ~_is_comm(ctx)
@@ -143,7 +183,8 @@ class NoTensorCores(GpuRule):
             self.finding(
                 ctx,
                 f"{idx.size} GEMM/convolution kernels ({gemm_t / 1000:.1f} ms, {share:.1%} of the window) and none "
-                f"uses tensor cores on a compute-capability {cap[0]}.{cap[1]} GPU",
+                f"uses tensor cores on a compute-capability {'≥' if inferred else ''}{cap[0]}.{cap[1]} GPU"
+                + (" (from kernel names: no deviceProperties in the trace)" if inferred else ""),
                 counts={"gemm_kernels": idx.size, "gemm_us": gemm_t, "gemm_share": share},
                 examples=ctx.longest_examples(k, idx, where="stream"),
                 # the gain (often 2-8x on these kernels) is not measurable from the trace: fixed severity
