@@ -30,7 +30,7 @@ def _trace(tmp_path, launch_ts, copy_ts, item=True):
 def test_copy_launched_before_the_window(tmp_path):
     (f,) = _trace(tmp_path, 985.0, 1002.0).findings_of("sync-calls")  # launch in skipped step 0
     assert f.evidence.counts["sync_runtime_calls"] == 0 and f.evidence.counts["blocking_dtoh_copies"] == 0
-    assert f.title == "1 .item() call in the steady-state steps"
+    assert f.title == "1 .item() call in the steady-state steps: host blocked 20 µs, no GPU idle after them"
 
 
 def test_copy_running_after_the_window(tmp_path):

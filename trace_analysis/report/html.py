@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from html import escape
 
+from ..units import clip_name, fmt_us
 from .model import RankSummary, Report, TableRow
-from .text import fmt_us
 
 __all__ = ["render_html"]
 
@@ -177,7 +177,7 @@ def _table(rows: tuple[TableRow, ...], share_label: str) -> str:
         "<tr>"
         + (f"<td class=n>{fmt_us(r.self_us or 0.0)}</td>" if with_self else "")
         + f"<td class=n>{fmt_us(r.total_us)}</td><td class=n>{100 * r.share:.1f}%</td><td class=n>{r.count}</td>"
-        f"<td>{escape(r.kind or '')}</td><td><code>{escape(r.name[:160])}</code></td>"
+        f"<td>{escape(r.kind or '')}</td><td><code>{escape(clip_name(r.name, 160))}</code></td>"
         f"<td class=n>{'' if r.example_ts_us is None else f'{r.example_ts_us:.3f}'}</td></tr>"
         for r in rows
     )
@@ -219,7 +219,8 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
         if ev.share is not None:
             cost += f" ({100 * ev.share:.1f}% of {ev.share_of or 'window'})"
         examples = "".join(
-            f"<li><code>{escape(x.name[:160])}</code> at ts={x.ts_us:.3f} µs, {fmt_us(x.dur_us)} {escape(x.where)}</li>"
+            f"<li><code>{escape(clip_name(x.name, 160))}</code> at ts={x.ts_us:.3f} µs, {fmt_us(x.dur_us)} "
+            f"{escape(x.where)}</li>"
             for x in ev.examples
         )
         counts = ", ".join(f"{escape(k)}={v:g}" for k, v in ev.counts.items())

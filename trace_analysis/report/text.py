@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 from ..rules.base import Finding, count_of
+from ..units import clip_name, fmt_us
 from .model import RankSummary, Report, TableRow
 
 __all__ = ["render_text", "fmt_us"]
 
 _SEV = {"high": "HIGH", "medium": "MED ", "low": "LOW ", "info": "INFO"}
-
-
-def fmt_us(us: float) -> str:
-    """Human duration from µs: 0.4 µs, 850 µs, 12.3 ms, 4.56 s."""
-    a = abs(us)
-    if a >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if a >= 1e3:
-        return f"{us / 1e3:.1f} ms"
-    if 0 < a < 9.95:  # torch writes µs with ns decimals: a 0.4 µs op is not "0 µs"
-        return f"{us:.1f} µs"
-    return f"{us:.0f} µs"
 
 
 def _pct(x: float | None) -> str:
@@ -54,7 +43,9 @@ def _finding(i: int, f: Finding) -> list[str]:
         cost += f" ({_pct(e.share)} of {e.share_of or 'window'})"
     lines = [f"{i:>2}. [{_SEV[f.severity.value]}] {f.rule_id} ({where}): {f.title}", f"      {cost}"]
     for ex in e.examples:
-        lines.append(f"      e.g. {ex.name[:80]} at ts={ex.ts_us:.3f} dur {fmt_us(ex.dur_us)} {ex.where}".rstrip())
+        lines.append(
+            f"      e.g. {clip_name(ex.name, 80)} at ts={ex.ts_us:.3f} dur {fmt_us(ex.dur_us)} {ex.where}".rstrip()
+        )
     lines.append(f"      fix: {f.fix}")
     return lines
 
@@ -64,9 +55,8 @@ def _kernel_table(rows: tuple[TableRow, ...]) -> list[str]:
         return []
     lines = ["  top GPU kernels / copies by GPU time", f"    {'total':>10} {'gpu%':>6} {'count':>7} {'type':<13} name"]
     for r in rows:
-        lines.append(
-            f"    {fmt_us(r.total_us):>10} {_pct(r.share):>6} {r.count:>7} {(r.kind or '-'):<13} {r.name[:80]}"
-        )
+        name = clip_name(r.name, 80)
+        lines.append(f"    {fmt_us(r.total_us):>10} {_pct(r.share):>6} {r.count:>7} {(r.kind or '-'):<13} {name}")
     return lines
 
 
@@ -79,7 +69,9 @@ def _op_table(rows: tuple[TableRow, ...]) -> list[str]:
     ]
     for r in rows:
         self_us = fmt_us(r.self_us) if r.self_us is not None else "-"
-        lines.append(f"    {self_us:>10} {fmt_us(r.total_us):>10} {_pct(r.share):>6} {r.count:>7}  {r.name[:80]}")
+        lines.append(
+            f"    {self_us:>10} {fmt_us(r.total_us):>10} {_pct(r.share):>6} {r.count:>7}  {clip_name(r.name, 80)}"
+        )
     return lines
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..analyses.arrays import flatnonzero, linspace
 from ..analyses.intervals import coverage_before
+from ..units import fmt_us
 from ._common import GpuRule, gpu_share_of
 from .base import Example, Finding, Severity, Share, ThresholdValue, count_of
 from .context import RuleContext
@@ -122,8 +123,8 @@ class GpuStarvation(GpuRule):
             out.append(
                 self.finding(
                     ctx,
-                    f"GPU {int(d)} idle {count_of(len(big), 'time')} for more than {min_gap / 1000:.0f} ms "
-                    f"(longest {gaps[order[0]] / 1000:.1f} ms)",
+                    f"GPU {int(d)} idle {count_of(len(big), 'time')} for more than {fmt_us(min_gap)} "
+                    f"(longest {fmt_us(float(gaps[order[0]]))})",
                     time_lost_us=lost,
                     counts={"gaps": len(big), "longest_gap_us": float(gaps[order[0]])},
                     examples=examples,

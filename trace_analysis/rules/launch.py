@@ -15,6 +15,7 @@ import numpy as np
 from ..analyses.arrays import median, member
 from ..analyses.launch import LaunchStats, launch_stats, queue_length
 from ..model import Cat
+from ..units import fmt_us
 from ._common import GpuRule, gpu_utilization, whole_window_scope
 from .base import Finding, Severity, Share, ThresholdValue, count_of
 from .context import RuleContext
@@ -122,7 +123,8 @@ class SlowRuntimeCalls(GpuRule):
         return [
             self.finding(
                 ctx,
-                f"{count_of(n, 'launch/copy runtime call')} took over {limit:.0f} µs (max {dur.max():.0f} µs){note}",
+                f"{count_of(n, 'launch/copy runtime call')} took over {fmt_us(limit)} "
+                f"(max {fmt_us(float(dur.max()))}){note}",
                 time_lost_us=float(np.maximum(call_us[slow] - limit, 0.0).sum()),
                 counts={"slow_calls": n, "max_us": float(dur.max()), "pageable_copy_calls": int(blocking.sum())},
                 examples=ctx.examples(ctx.trace.events, rows),
@@ -162,14 +164,15 @@ class LaunchQueue(GpuRule):
         if share < float(thresholds["min_outlier_share"]) and not saturated:
             return []
         gpu_bound, util = _gpu_bound_note(ctx, float(thresholds["gpu_bound_util"]))
+        delay = st.launch_delay[outliers]
+        # the delays themselves: the examples show the delayed GPU rows (their own duration), not how late they ran
+        late = f" (median delay {fmt_us(median(delay))}, longest {fmt_us(float(delay.max()))})" if delay.size else ""
         what = (
             f"{count_of(int(outliers.sum()), 'launch', 'launches')} ({share:.0%}) started over "
-            f"{float(thresholds['max_delay_us']):.0f} µs "
-            f"after their launch call; max queue length {qmax}"
+            f"{fmt_us(float(thresholds['max_delay_us']))} after their launch call{late}; max queue length {qmax}"
         )
         if gpu_bound:
             what += f" ({util}: expected when GPU-bound)"
-        delay = st.launch_delay[outliers]
         rows = st.gpu_row[outliers][(-delay).argsort(kind="stable")]
         return [
             self.finding(

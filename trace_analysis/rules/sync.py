@@ -10,6 +10,7 @@ import numpy as np
 from ..analyses.arrays import distinct, flatnonzero, member
 from ..analyses.intervals import union_length
 from ..model import Events
+from ..units import fmt_bytes, fmt_us
 from ._common import BaseRule, GpuRule
 from .base import Finding, Severity, ThresholdValue, count_of
 from .context import RuleContext, contained_in
@@ -120,10 +121,16 @@ class SyncCalls(BaseRule):
         if n_gs:
             parts.append(count_of(n_gs, "cuda_sync event"))
         where = "steady-state steps" if len(ctx.steps) >= 2 and thresholds["skip_first_step"] else ctx.window_name
+        # Both costs, so that the time lost (GPU idle after the syncs) and the examples (the longest syncs: host
+        # time) add up: a copy that blocks the host 147 ms while the GPU is busy costs the GPU nothing.
+        cost = ""
+        if ctx.has_gpu:
+            idle = f"GPU idle {fmt_us(lost)} after them" if lost > 0 else "no GPU idle after them"
+            cost = f": host blocked {fmt_us(host_blocked)}, {idle}"
         return [
             self.finding(
                 ctx,
-                f"{', '.join(parts)} in the {where}",
+                f"{', '.join(parts)} in the {where}{cost}",
                 time_lost_us=lost,
                 counts=counts,
                 examples=examples,
@@ -263,8 +270,7 @@ class PageableMemcpy(GpuRule):
             self.finding(
                 ctx,
                 f"{count_of(idx.shape[0], 'memory copy', 'memory copies')} from/to pageable memory "
-                f"({nbytes[nbytes > 0].sum() / 2**20:.1f} MiB, "
-                f"{lost / 1000:.2f} ms of GPU time)",
+                f"({fmt_bytes(float(nbytes[nbytes > 0].sum()))}, {fmt_us(lost)} of GPU time)",
                 time_lost_us=lost,
                 counts={"copies": idx.shape[0], "bytes": float(nbytes[nbytes > 0].sum())},
                 examples=ctx.longest_examples(mc, idx, where="stream"),

@@ -1,0 +1,176 @@
+"""Readable figures in finding titles and reports, and no-tensor-cores without deviceProperties.
+
+Found by reading `dyno-cli analyze` on the shared GPU traces: titles gave raw µs for second-long figures
+("max 4219264 µs", "longest 13250.1 ms"), "0.0 MiB" for 15 KiB of copies, launch-queue examples showed the
+delayed rows' own durations and never the delay, sync-calls lost 28 ms while its examples blocked the host 147 ms
+(the title named neither cost), long kernel names were cut mid-template with nothing to say so, and
+no-tensor-cores was skipped on traces without deviceProperties whose kernel names say the architecture
+("ampere_sgemm_...", "cutlass_80_tensorop_...")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from analysis_trace_builder import TraceBuilder
+
+from dyno.trace_analysis import analyze
+from dyno.trace_analysis.report import render_html, render_text
+from dyno.trace_analysis.units import clip_name, fmt_bytes, fmt_us
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [(0, "0 B"), (1023, "1023 B"), (15_320, "15.0 KiB"), (233.1 * 2**20, "233.1 MiB"), (1.5 * 2**30, "1.50 GiB")],
+)
+def test_fmt_bytes(n, text):
+    assert fmt_bytes(n) == text
+
+
+def test_clip_name_marks_a_cut_and_leaves_short_names_alone():
+    assert clip_name("aten::add", 80) == "aten::add"
+    assert clip_name("x" * 80, 80) == "x" * 80
+    cut = clip_name("void at::native::vectorized_elementwise_kernel<4, float>(int)", 20)
+    assert len(cut) == 20 and cut.endswith("…") and cut.startswith("void at::native::ve")
+
+
+def test_fmt_us_is_still_exported_by_the_text_report():
+    from dyno.trace_analysis.report.text import fmt_us as text_fmt_us
+
+    assert text_fmt_us is fmt_us
+
+
+def _report(tmp_path, b, rules=None):
+    return analyze(b.write(tmp_path / "t.json"), rules=rules)
+
+
+def test_long_gaps_and_calls_are_in_seconds(tmp_path):
+    b = TraceBuilder()
+    b.busy_gpu(0.0, 5)
+    b.launch("k", 600.0, 2_000_600.0, 100.0, dur=1_500_000.0)  # a 1.5 s launch call, then a 2 s GPU gap
+    report = _report(tmp_path, b, rules=["gpu-starvation", "slow-runtime-calls"])
+    (starve,) = report.findings_of("gpu-starvation")
+    assert starve.title == "GPU 0 idle 1 time for more than 500.0 ms (longest 2.00 s)"
+    (slow,) = report.findings_of("slow-runtime-calls")
+    assert slow.title.startswith("1 launch/copy runtime call took over 50 µs (max 1.50 s)")
+
+
+def test_short_gaps_keep_small_units(tmp_path):
+    b = TraceBuilder()
+    b.busy_gpu(0.0, 5)
+    b.launch("k", 600.0, 501_100.0, 100.0, dur=80.0)  # a 500.6 ms gap, an 80 µs call
+    report = _report(tmp_path, b, rules=["gpu-starvation", "slow-runtime-calls"])
+    (starve,) = report.findings_of("gpu-starvation")
+    assert "(longest 500.6 ms)" in starve.title
+    (slow,) = report.findings_of("slow-runtime-calls")
+    assert "(max 80 µs)" in slow.title
+
+
+def test_small_pageable_copies_say_kib_not_zero_mib(tmp_path):
+    b = TraceBuilder()
+    b.busy_gpu(0.0, 5)
+    for i in range(3):
+        b.memcpy("Memcpy HtoD (Pageable -> Device)", 600.0 + 20 * i, 700.0 + 20 * i, 4.0, nbytes=5120)
+    (f,) = _report(tmp_path, b, rules=["pageable-memcpy"]).findings_of("pageable-memcpy")
+    assert "(15.0 KiB, 12 µs of GPU time)" in f.title and "MiB" not in f.title
+
+
+def test_launch_queue_title_gives_the_delays(tmp_path):
+    b = TraceBuilder()
+    for i in range(10):  # launched 1 µs apart, each run 1 ms after the last: delays 1000, 1999, ..., 9991 µs
+        b.launch("late_kernel", float(i), 1000.0 * (i + 1), 5.0)
+    (f,) = _report(tmp_path, b, rules=["launch-queue"]).findings_of("launch-queue")
+    assert "(median delay 5.5 ms, longest 10.0 ms)" in f.title, f.title
+
+
+def test_sync_calls_title_names_both_costs(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0.0, 10_000.0)
+    b.busy_gpu(0.0, 2)
+    b.runtime("cudaStreamSynchronize", 2_000.0, 50.0)
+    b.launch("k", 3_000.0, 3_010.0, 5.0)  # the GPU idles from the sync's return (2050) to 3010
+    (f,) = _report(tmp_path, b, rules=["sync-calls"]).findings_of("sync-calls")
+    assert f.title == "1 CUDA synchronize call in the 1 profiler step: host blocked 50 µs, GPU idle 960 µs after them"
+    assert f.evidence.time_lost_us == pytest.approx(960.0)
+
+
+def test_sync_calls_on_a_cpu_trace_has_no_gpu_cost(tmp_path):
+    b = TraceBuilder(capability=None)
+    b.cpu("aten::item", 100.0, 10.0)
+    (f,) = _report(tmp_path, b, rules=["sync-calls"]).findings_of("sync-calls")
+    assert "host blocked" not in f.title and "GPU" not in f.title
+
+
+def test_long_names_are_cut_with_a_mark_in_text_and_html(tmp_path):
+    long = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, at::detail::Array<char*, 1> >"
+    )
+    b = TraceBuilder()
+    for i in range(20):  # short kernels: short-kernels finds them, with this name in its examples
+        b.launch(long, 100.0 * i, 100.0 * i + 10.0, 2.0)
+    report = _report(tmp_path, b)
+    text = render_text(report)
+    cut = long[:79] + "…"
+    assert f"e.g. {cut} at ts=" in text
+    assert f"{cut}\n" in text  # the kernel table
+    assert long not in text
+    html = render_html(report)
+    assert "&lt;char*, 1&gt; &gt;</code>" in html  # 113 characters: under the HTML limit, whole
+
+
+def _gemm_only(tmp_path, *kernels):
+    b = TraceBuilder(capability=None)  # no deviceProperties
+    t = 0.0
+    for k in kernels:
+        t = b.busy_gpu(t, 5, name=k)
+    return analyze(b.write(tmp_path / "t.json"), rules=["no-tensor-cores"])
+
+
+def _outcome(report, rule_id):
+    (o,) = [o for o in report.rules if o.rule_id == rule_id]
+    return o
+
+
+def test_no_tensor_cores_reads_the_architecture_from_kernel_names(tmp_path):
+    report = _gemm_only(tmp_path, "ampere_sgemm_128x64_nn")
+    (f,) = report.findings_of("no-tensor-cores")
+    assert "compute-capability ≥8.0 GPU (from kernel names: no deviceProperties in the trace)" in f.title
+
+
+def test_no_tensor_cores_takes_the_highest_architecture_tag(tmp_path):
+    report = _gemm_only(tmp_path, "volta_sgemm_128x64_nn", "sm90_xmma_fprop_foo_tf32")
+    assert _outcome(report, "no-tensor-cores").status == "clean"  # runs: sm90 has tensor cores, and one uses them
+    report = _gemm_only(tmp_path, "volta_sgemm_128x64_nn", "sm_86_sgemm_foo")
+    (f,) = report.findings_of("no-tensor-cores")
+    assert "≥8.6" in f.title
+
+
+def test_no_tensor_cores_runs_clean_on_tensor_core_kernels_without_device_properties(tmp_path):
+    report = _gemm_only(tmp_path, "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4>")
+    assert _outcome(report, "no-tensor-cores").status == "clean"
+
+
+def test_no_tensor_cores_still_skips_without_any_architecture(tmp_path):
+    report = _gemm_only(tmp_path, "my_sgemm_kernel", "Xsm80_not_a_tag")
+    o = _outcome(report, "no-tensor-cores")
+    assert o.status == "skipped" and "no architecture in the kernel names" in o.reason
+
+
+def test_device_properties_win_over_kernel_names(tmp_path):
+    b = TraceBuilder(capability=(7, 0))
+    b.busy_gpu(0.0, 5, name="ampere_sgemm_128x64_nn")
+    (f,) = analyze(b.write(tmp_path / "t.json"), rules=["no-tensor-cores"]).findings_of("no-tensor-cores")
+    assert "compute-capability 7.0 GPU" in f.title and "kernel names" not in f.title
+
+
+def test_shared_trace_without_device_properties_runs_no_tensor_cores():
+    root = Path(__file__).resolve().parents[2]
+    # <repo root>/../shared (a git worktree under /work/wt/<name>: one level further up), as the shared-trace tests
+    found = [c for c in (root.parent / "shared", root.parent.parent / "shared") if c.is_dir()]
+    folder = found[0] / "traces" / "gpu" / "trace_filter" if found else root
+    if not folder.is_dir() or not found:
+        pytest.skip("shared GPU traces not available")
+    report = analyze([folder], rules=["no-tensor-cores"])
+    assert {o.status for o in report.rules if o.rule_id == "no-tensor-cores"} == {"clean"}
