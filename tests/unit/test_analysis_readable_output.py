@@ -158,6 +158,24 @@ def test_no_tensor_cores_still_skips_without_any_architecture(tmp_path):
     assert o.status == "skipped" and "no architecture in the kernel names" in o.reason
 
 
+def test_no_tensor_cores_runs_without_capability_when_there_is_nothing_to_judge(tmp_path):
+    report = _gemm_only(tmp_path, "vectorized_elementwise_kernel")  # no GEMM at all
+    assert _outcome(report, "no-tensor-cores").status == "clean"
+    report = _gemm_only(tmp_path, "my_gemm_s16816_kernel")  # a tensor-core GEMM, no architecture tag
+    assert _outcome(report, "no-tensor-cores").status == "clean"
+
+
+def test_unaligned_gemm_asks_for_shapes_only_when_there_are_matmuls(tmp_path):
+    b = TraceBuilder(capability=None)  # CPU-only, no record_shapes
+    b.cpu("aten::add", 10.0, 5.0)
+    report = analyze(b.write(tmp_path / "plain.json"), rules=["unaligned-gemm"])
+    assert _outcome(report, "unaligned-gemm").status == "clean"
+    b.cpu("aten::linear", 20.0, 5.0)
+    report = analyze(b.write(tmp_path / "mm.json"), rules=["unaligned-gemm"])
+    o = _outcome(report, "unaligned-gemm")
+    assert o.status == "skipped" and "record_shapes=True" in (o.enable_with or "")
+
+
 def test_device_properties_win_over_kernel_names(tmp_path):
     b = TraceBuilder(capability=(7, 0))
     b.busy_gpu(0.0, 5, name="ampere_sgemm_128x64_nn")

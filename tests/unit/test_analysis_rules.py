@@ -250,7 +250,9 @@ def test_unaligned_gemm_positive_negative_and_needs_shapes(tmp_path):
     got, _ = _run(mm([[13, 64], [64, 32]]), tmp_path, "unaligned-gemm")
     assert len(got) == 1 and "13" in got[0].evidence.examples[0].name
     assert _run(mm([[16, 64], [64, 32]]), tmp_path, "unaligned-gemm", "aligned.json")[0] == []
-    got, outcome = _run(_busy(), tmp_path, "unaligned-gemm", "noshapes.json")
+    noshapes = _busy()
+    noshapes.cpu("aten::mm", 10.0, 30.0)
+    got, outcome = _run(noshapes, tmp_path, "unaligned-gemm", "noshapes.json")
     assert outcome[0].status == "skipped" and "record_shapes" in (outcome[0].enable_with or "")
 
 

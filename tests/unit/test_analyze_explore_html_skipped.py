@@ -20,6 +20,7 @@ def test_not_applicable_rules_on_one_line(tmp_path):
         b = TraceBuilder(rank=r, world_size=3)  # CPU-only ranks, no shapes: unaligned-gemm is skipped for real
         for i in range(3):
             b.step(i, i * 1000.0, 1000.0)
+            b.cpu("aten::mm", i * 1000.0 + 10.0, 50.0)  # a matmul whose shapes were not recorded
         b.write(tmp_path / f"rank-{r}.json")
     html = render_html(analyze(tmp_path))
     section = html[html.index("Rules that did not run") : html.index("<h2>Tables")]

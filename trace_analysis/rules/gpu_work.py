@@ -139,6 +139,31 @@ def _capability(ctx: RuleContext) -> tuple[tuple[int, int] | None, bool]:
     return capability_from_kernel_names(ctx), True
 
 
+def _gemm_rows(ctx: RuleContext) -> np.ndarray:
+    """Mask over ``ctx.kernels``: GEMM/convolution kernels, NCCL excluded (cached, read-only)."""
+
+    def compute() -> np.ndarray:
+        m = ctx.mask(ctx.kernels, lambda n: _has_word(n, _GEMM_WORDS, _GEMM)) & ~_is_comm(ctx)
+        m.setflags(write=False)
+        return m
+
+    got: np.ndarray = ctx.trace.cached(("rules.gemm_rows",), compute)
+    return got
+
+
+def _any_tensor_core_gemm(ctx: RuleContext) -> bool:
+    """Whether a GEMM kernel's name says it uses tensor cores. Tested on the GEMM rows' names only (a non-GEMM
+    kernel's long template name costs ~5 µs against 17 words, and only ``tensor-core & gemm`` is read)."""
+
+    def compute() -> bool:
+        strings = ctx.trace.strings
+        names = distinct(ctx.kernels.name[_gemm_rows(ctx)]).tolist()
+        return any(_has_word(strings[i], _TENSOR_CORE_WORDS, _TENSOR_CORE) for i in names)
+
+    got: bool = ctx.trace.cached(("rules.any_tensor_core_gemm",), compute)
+    return got
+
+
 class NoTensorCores(GpuRule):
     id = "no-tensor-cores"
     title = "Matrix work without tensor-core kernels"
@@ -152,7 +177,9 @@ class NoTensorCores(GpuRule):
     def applies(self, ctx: RuleContext) -> Skip | None:
         if not ctx.has_gpu:
             return NO_GPU
-        if _capability(ctx)[0] is None:
+        # the capability matters only for GEMMs that use no tensor cores: without GEMMs the rule has nothing to
+        # flag, and one tensor-core GEMM is proof enough (either way it runs, and finds nothing)
+        if _capability(ctx)[0] is None and _gemm_rows(ctx).any() and not _any_tensor_core_gemm(ctx):
             return Skip(
                 "device compute capability unknown (no deviceProperties in the trace and no architecture in the "
                 "kernel names)",
@@ -162,17 +189,12 @@ class NoTensorCores(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         k = ctx.kernels
+        gemm = _gemm_rows(ctx)
+        if not gemm.any() or _any_tensor_core_gemm(ctx):
+            return []
         found, inferred = _capability(ctx)
         cap = found or (0, 0)
         if cap[0] + cap[1] / 10 < float(thresholds["min_capability"]):
-            return []
-        gemm = ctx.mask(k, lambda n: _has_word(n, _GEMM_WORDS, _GEMM)) & ~_is_comm(ctx)
-        if not gemm.any():
-            return []
-        # any tensor-core GEMM? Tested on the GEMM rows' names only (a non-GEMM kernel's long template name
-        # costs ~5 µs against 17 words, and only ``tensor-core & gemm`` is read)
-        strings = ctx.trace.strings
-        if any(_has_word(strings[i], _TENSOR_CORE_WORDS, _TENSOR_CORE) for i in distinct(k.name[gemm]).tolist()):
             return []
         idx = flatnonzero(gemm)
         gemm_t = float(k.dur[idx].sum())
@@ -203,7 +225,9 @@ class UnalignedGemm(BaseRule):
     )
 
     def applies(self, ctx: RuleContext) -> Skip | None:
-        if not ctx.record_shapes:
+        # without matmul ops there is nothing to judge: recording shapes would change nothing, so the rule runs
+        # (and finds nothing) instead of asking for a new trace
+        if not ctx.record_shapes and ctx.names_in(ctx.cpu_ops, _MATMUL_OPS).any():
             return Skip(
                 "no input shapes in the trace", "record shapes (torch.profiler record_shapes=True, --record-shapes)"
             )
