@@ -3,7 +3,7 @@ report format writes the same units)."""
 
 from __future__ import annotations
 
-__all__ = ["clip_name", "fmt_bytes", "fmt_us"]
+__all__ = ["clip_name", "fmt_bytes", "fmt_ts", "fmt_us"]
 
 
 def fmt_us(us: float) -> str:
@@ -28,6 +28,12 @@ def fmt_bytes(n: float) -> str:
     if a < 1024**3:
         return f"{n / 1024**2:.1f} MiB"
     return f"{n / 1024**3:.2f} GiB"
+
+
+def fmt_ts(ts_us: float) -> str:
+    """A trace timestamp (µs, the trace's own clock) as written to be searched for: whole µs without decimals
+    (Kineto's usual form, 1694039994139319), ns-resolution ones with their three decimals."""
+    return f"{ts_us:.0f}" if float(ts_us).is_integer() else f"{ts_us:.3f}"
 
 
 def clip_name(name: str, limit: int) -> str:

@@ -16,7 +16,7 @@ from analysis_trace_builder import TraceBuilder
 
 from dyno.trace_analysis import analyze
 from dyno.trace_analysis.report import render_html, render_text
-from dyno.trace_analysis.units import clip_name, fmt_bytes, fmt_us
+from dyno.trace_analysis.units import clip_name, fmt_bytes, fmt_ts, fmt_us
 
 pytestmark = pytest.mark.unit
 
@@ -27,6 +27,12 @@ pytestmark = pytest.mark.unit
 )
 def test_fmt_bytes(n, text):
     assert fmt_bytes(n) == text
+
+
+def test_fmt_ts_drops_the_decimals_of_whole_microseconds():
+    assert fmt_ts(1694039994139319.0) == "1694039994139319"
+    assert fmt_ts(1712195495578460.25) == "1712195495578460.250"  # ns-resolution traces keep theirs
+    assert fmt_ts(float("nan")) == "nan"
 
 
 def test_clip_name_marks_a_cut_and_leaves_short_names_alone():
@@ -113,7 +119,7 @@ def test_long_names_are_cut_with_a_mark_in_text_and_html(tmp_path):
     report = _report(tmp_path, b)
     text = render_text(report)
     cut = long[:79] + "…"
-    assert f"e.g. {cut} at ts=" in text
+    assert f"e.g. {cut} at ts=10 dur 2.0 µs" in text
     assert f"{cut}\n" in text  # the kernel table
     assert long not in text
     html = render_html(report)

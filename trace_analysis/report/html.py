@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from html import escape
 
-from ..units import clip_name, fmt_us
+from ..units import clip_name, fmt_ts, fmt_us
 from .model import RankSummary, Report, TableRow
 
 __all__ = ["render_html"]
@@ -178,7 +178,7 @@ def _table(rows: tuple[TableRow, ...], share_label: str) -> str:
         + (f"<td class=n>{fmt_us(r.self_us or 0.0)}</td>" if with_self else "")
         + f"<td class=n>{fmt_us(r.total_us)}</td><td class=n>{100 * r.share:.1f}%</td><td class=n>{r.count}</td>"
         f"<td>{escape(r.kind or '')}</td><td><code>{escape(clip_name(r.name, 160))}</code></td>"
-        f"<td class=n>{'' if r.example_ts_us is None else f'{r.example_ts_us:.3f}'}</td></tr>"
+        f"<td class=n>{'' if r.example_ts_us is None else fmt_ts(r.example_ts_us)}</td></tr>"
         for r in rows
     )
     return f"<table>{head}{body}</table>"
@@ -219,7 +219,7 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
         if ev.share is not None:
             cost += f" ({100 * ev.share:.1f}% of {ev.share_of or 'window'})"
         examples = "".join(
-            f"<li><code>{escape(clip_name(x.name, 160))}</code> at ts={x.ts_us:.3f} µs, {fmt_us(x.dur_us)} "
+            f"<li><code>{escape(clip_name(x.name, 160))}</code> at ts={fmt_ts(x.ts_us)} µs, {fmt_us(x.dur_us)} "
             f"{escape(x.where)}</li>"
             for x in ev.examples
         )

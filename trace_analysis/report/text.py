@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..rules.base import Finding, count_of
-from ..units import clip_name, fmt_us
+from ..units import clip_name, fmt_ts, fmt_us
 from .model import RankSummary, Report, TableRow
 
 __all__ = ["render_text", "fmt_us"]
@@ -44,7 +44,7 @@ def _finding(i: int, f: Finding) -> list[str]:
     lines = [f"{i:>2}. [{_SEV[f.severity.value]}] {f.rule_id} ({where}): {f.title}", f"      {cost}"]
     for ex in e.examples:
         lines.append(
-            f"      e.g. {clip_name(ex.name, 80)} at ts={ex.ts_us:.3f} dur {fmt_us(ex.dur_us)} {ex.where}".rstrip()
+            f"      e.g. {clip_name(ex.name, 80)} at ts={fmt_ts(ex.ts_us)} dur {fmt_us(ex.dur_us)} {ex.where}".rstrip()
         )
     lines.append(f"      fix: {f.fix}")
     return lines
