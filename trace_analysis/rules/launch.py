@@ -148,8 +148,11 @@ class LaunchQueue(GpuRule):
         "gpu_bound_util": Share(0.9),
     }
     fix = (
-        "Expected when the GPU is the bottleneck (work queues up). Otherwise check stream usage: work serialized "
-        "on one stream behind long kernels, or cross-stream waits delaying launches."
+        "Expected when the GPU is the bottleneck (work queues up). Otherwise look at what the GPU runs just before "
+        "the delayed rows in the examples: a long kernel earlier on the same stream (give independent work its "
+        "own torch.cuda.Stream), or a wait on another stream, often a communication kernel (overlap it with "
+        "compute, see exposed-comm). A queue near 1024 launches blocks the host at each launch: launch less "
+        "(CUDA graphs, fused ops)."
     )
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
