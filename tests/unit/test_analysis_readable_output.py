@@ -198,3 +198,16 @@ def test_shared_trace_without_device_properties_runs_no_tensor_cores():
         pytest.skip("shared GPU traces not available")
     report = analyze([folder], rules=["no-tensor-cores"])
     assert {o.status for o in report.rules if o.rule_id == "no-tensor-cores"} == {"clean"}
+
+
+def test_html_utilization_timeline_has_its_scale(tmp_path):
+    b = TraceBuilder()
+    b.busy_gpu(0.0, 20)
+    html = render_html(_report(tmp_path, b))
+    timeline = html[html.index('aria-label="GPU utilization"') :]
+    timeline = timeline[: timeline.index("</svg>")]
+    assert ">100%</text>" in timeline and ">0%</text>" in timeline and ">over 2.0 ms</text>" in timeline
+    cpu = TraceBuilder(capability=None)
+    cpu.cpu("aten::add", 0.0, 5.0)
+    html = render_html(analyze(cpu.write(tmp_path / "cpu.json")))
+    assert 'aria-label="GPU utilization"' not in html and "No GPU activity: no utilization timeline." in html

@@ -142,7 +142,7 @@ def _timeline(ranks: list[RankSummary]) -> str:
         return "<p class=muted>No GPU activity: no utilization timeline.</p>"
     more = len(lines) - MAX_TIMELINES
     lines = lines[:MAX_TIMELINES]  # a 128-rank job would otherwise draw a 9000 px column
-    w, row_h, left = 760, 70, 90
+    w, row_h, left = 760, 70, 116  # left: the rank/GPU label (~80 px at 11 px), then the 0-100% scale
     parts = [f'<svg width="{w}" height="{row_h * len(lines) + 10}" role="img" aria-label="GPU utilization">']
     for k, (rank, t) in enumerate(lines):
         y0 = 10 + k * row_h
@@ -156,7 +156,9 @@ def _timeline(ranks: list[RankSummary]) -> str:
         pts.append(f"{left + n * step:.1f},{y0 + hgt:.1f}")
         span = t.edges_us[-1] - t.edges_us[0] if t.edges_us else 0.0
         parts.append(f'<text x="0" y="{y0 + 14}">rank {rank} GPU {t.device}</text>')
-        parts.append(f'<text x="0" y="{y0 + 28}">{escape(fmt_us(span))}</text>')
+        parts.append(f'<text x="0" y="{y0 + 28}">over {escape(fmt_us(span))}</text>')
+        # the scale: the band's top is 100% busy (a lone polygon does not say so)
+        parts.append(f'<text x="{left - 30}" y="{y0 + 9}">100%</text><text x="{left - 18}" y="{y0 + hgt}">0%</text>')
         parts.append(f'<rect x="{left}" y="{y0}" width="{w - left - 10}" height="{hgt}" fill="#f5f5f5"/>')
         parts.append(f'<polygon points="{" ".join(pts)}" fill="#66bb6a" stroke="#2e7d32" stroke-width="1"/>')
         mean = sum(t.utilization) / n if n else 0.0
