@@ -211,3 +211,24 @@ def test_html_utilization_timeline_has_its_scale(tmp_path):
     cpu.cpu("aten::add", 0.0, 5.0)
     html = render_html(analyze(cpu.write(tmp_path / "cpu.json")))
     assert 'aria-label="GPU utilization"' not in html and "No GPU activity: no utilization timeline." in html
+
+
+def test_slow_runtime_calls_lose_no_time_when_gpu_bound(tmp_path):
+    b = TraceBuilder()
+    t = 0.0
+    for i in range(50):  # back-to-back 1 ms kernels, each launch call blocking 200 µs on a full queue
+        b.launch("big_kernel", i * 300.0, t, 1000.0, dur=200.0)
+        t += 1000.0
+    (f,) = _report(tmp_path, b, rules=["slow-runtime-calls"]).findings_of("slow-runtime-calls")
+    assert f.severity.value == "info" and "GPU-bound" in f.title
+    assert f.evidence.time_lost_us == 0.0 and f.evidence.share is None
+    assert f.evidence.counts["host_time_over_limit_us"] == pytest.approx(50 * 150.0)
+
+
+def test_slow_runtime_calls_lose_time_when_the_gpu_idles(tmp_path):
+    b = TraceBuilder()
+    for i in range(50):  # 200 µs launch calls of 10 µs kernels: the GPU idles
+        b.launch("small_kernel", i * 300.0, i * 300.0 + 205.0, 10.0, dur=200.0)
+    (f,) = _report(tmp_path, b, rules=["slow-runtime-calls"]).findings_of("slow-runtime-calls")
+    assert "GPU-bound" not in f.title
+    assert f.evidence.time_lost_us == pytest.approx(50 * 150.0) == f.evidence.counts["host_time_over_limit_us"]
