@@ -232,3 +232,15 @@ def test_slow_runtime_calls_lose_time_when_the_gpu_idles(tmp_path):
     (f,) = _report(tmp_path, b, rules=["slow-runtime-calls"]).findings_of("slow-runtime-calls")
     assert "GPU-bound" not in f.title
     assert f.evidence.time_lost_us == pytest.approx(50 * 150.0) == f.evidence.counts["host_time_over_limit_us"]
+
+
+def test_text_tables_say_what_the_share_is_and_when_there_is_nothing(tmp_path):
+    b = TraceBuilder()
+    b.busy_gpu(0.0, 5)
+    text = render_text(_report(tmp_path, b))
+    assert "top GPU kernels / copies by GPU time (share: of all GPU kernel/copy time)" in text
+    assert "gpu%" not in text and "no GPU kernels or CPU ops" not in text
+    empty = tmp_path / "instants.json"
+    empty.write_text('{"traceEvents": [{"ph": "i", "name": "x", "ts": 1, "pid": 1, "tid": 1}]}')
+    text = render_text(analyze(empty))
+    assert text.endswith("== tables ==\nrank 0\n  no GPU kernels or CPU ops in the trace\n")

@@ -53,7 +53,11 @@ def _finding(i: int, f: Finding) -> list[str]:
 def _kernel_table(rows: tuple[TableRow, ...]) -> list[str]:
     if not rows:
         return []
-    lines = ["  top GPU kernels / copies by GPU time", f"    {'total':>10} {'gpu%':>6} {'count':>7} {'type':<13} name"]
+    # share: of all kernel/copy time (a sum, not a union: not how busy the GPU was; that is the summary's idle %)
+    lines = [
+        "  top GPU kernels / copies by GPU time (share: of all GPU kernel/copy time)",
+        f"    {'total':>10} {'share':>6} {'count':>7} {'type':<13} name",
+    ]
     for r in rows:
         name = clip_name(r.name, 80)
         lines.append(f"    {fmt_us(r.total_us):>10} {_pct(r.share):>6} {r.count:>7} {(r.kind or '-'):<13} {name}")
@@ -101,6 +105,6 @@ def render_text(report: Report, *, show_clean: bool = False) -> str:
     out += ["", "== tables =="]
     for r in report.ranks:
         out.append(f"rank {r.rank}")
-        out += _kernel_table(r.top_kernels)
-        out += _op_table(r.top_cpu_ops)
+        tables = _kernel_table(r.top_kernels) + _op_table(r.top_cpu_ops)
+        out += tables or ["  no GPU kernels or CPU ops in the trace"]
     return "\n".join(out) + "\n"
