@@ -274,8 +274,14 @@ def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
         if t.meta.rank_source == "default":
             unranked.append(t)
         elif t.rank in traces:
+            kept = traces[t.rank]
+            if _RANK_TRUST[t.meta.rank_source] > _RANK_TRUST[kept.meta.rank_source]:
+                # the trace's own distributedInfo outranks a rank guessed from another file's name, whatever the
+                # path order: keep this one, report the other
+                traces[t.rank], kept, t = t, t, kept
+            source = "its distributedInfo" if kept.meta.rank_source == "distributedInfo" else "its file name"
             errors.append(
-                LoadError(str(f), f"duplicate rank {t.rank} (already loaded from {traces[t.rank].meta.path})")
+                LoadError(t.meta.path, f"duplicate rank {t.rank} (rank {t.rank} is {kept.meta.path}, by {source})")
             )
         else:
             traces[t.rank] = t
@@ -283,6 +289,10 @@ def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
     if not traces and not errors:
         raise TraceLoadError(str(items[0]) if items else "<none>", "no trace files given")
     return MultiRankTrace(traces=dict(sorted(traces.items())), errors=tuple(errors))
+
+
+# how much a trace's rank can be trusted, by where it came from (TraceMeta.rank_source)
+_RANK_TRUST = {"distributedInfo": 2, "filename": 1, "order": 0, "default": 0}
 
 
 def _number_unranked(unranked: list[Trace], traces: dict[int, Trace]) -> None:
