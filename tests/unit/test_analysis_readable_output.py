@@ -244,3 +244,23 @@ def test_text_tables_say_what_the_share_is_and_when_there_is_nothing(tmp_path):
     empty.write_text('{"traceEvents": [{"ph": "i", "name": "x", "ts": 1, "pid": 1, "tid": 1}]}')
     text = render_text(analyze(empty))
     assert text.endswith("== tables ==\nrank 0\n  no GPU kernels or CPU ops in the trace\n")
+
+
+def test_text_wraps_titles_and_fixes_with_a_hanging_indent(tmp_path):
+    b = TraceBuilder()
+    b.busy_gpu(0.0, 5)
+    b.launch("k", 600.0, 2_000_600.0, 100.0, dur=1_500_000.0)
+    report = _report(tmp_path, b)
+    lines = render_text(report).splitlines()
+    assert max(len(line) for line in lines if "e.g." not in line) <= 110
+    fix = next(i for i, line in enumerate(lines) if line.startswith("      fix: "))
+    assert lines[fix + 1].startswith(" " * 11) and not lines[fix + 1].startswith(" " * 12)
+    # the words are all there, in order: unwrapping gives the fix back
+    f = report.findings[0]
+    block = [lines[fix]]
+    for ln in lines[fix + 1 :]:
+        if not ln.startswith(" " * 11):
+            break
+        block.append(ln)
+    assert " ".join(ln.strip() for ln in block) == f"fix: {f.fix}"
+    assert all(len(line) > 110 for line in render_text(report, width=0).splitlines() if line.startswith("      fix: "))

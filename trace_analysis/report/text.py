@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from ..rules.base import Finding, count_of
 from ..units import clip_name, fmt_ts, fmt_us
 from .model import RankSummary, Report, TableRow
@@ -9,6 +11,19 @@ from .model import RankSummary, Report, TableRow
 __all__ = ["render_text", "fmt_us"]
 
 _SEV = {"high": "HIGH", "medium": "MED ", "low": "LOW ", "info": "INFO"}
+# Titles, fixes and rule lists run to 300 characters: wrapped at this width with a hanging indent, so that each
+# finding reads as a block in a terminal or a saved file (example lines are not wrapped: one event per line).
+WIDTH = 110
+
+
+def _wrap(text: str, indent: str, width: int) -> list[str]:
+    """``text`` wrapped at ``width`` (never inside a word: kernel and option names stay whole), continuation
+    lines indented by ``indent``."""
+    if width <= 0 or len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False) or [
+        text
+    ]
 
 
 def _pct(x: float | None) -> str:
@@ -35,18 +50,19 @@ def _summary(r: RankSummary) -> list[str]:
     return lines
 
 
-def _finding(i: int, f: Finding) -> list[str]:
+def _finding(i: int, f: Finding, width: int) -> list[str]:
     e = f.evidence
     where = "all ranks" if f.rank is None else f"rank {f.rank}"
     cost = f"lost {fmt_us(e.time_lost_us)}" if e.time_lost_us > 0 else "time lost not measurable"
     if e.share is not None:
         cost += f" ({_pct(e.share)} of {e.share_of or 'window'})"
-    lines = [f"{i:>2}. [{_SEV[f.severity.value]}] {f.rule_id} ({where}): {f.title}", f"      {cost}"]
+    lines = _wrap(f"{i:>2}. [{_SEV[f.severity.value]}] {f.rule_id} ({where}): {f.title}", " " * 6, width)
+    lines.append(f"      {cost}")
     for ex in e.examples:
         lines.append(
             f"      e.g. {clip_name(ex.name, 80)} at ts={fmt_ts(ex.ts_us)} dur {fmt_us(ex.dur_us)} {ex.where}".rstrip()
         )
-    lines.append(f"      fix: {f.fix}")
+    lines += _wrap(f"      fix: {f.fix}", " " * 11, width)
     return lines
 
 
@@ -79,7 +95,8 @@ def _op_table(rows: tuple[TableRow, ...]) -> list[str]:
     return lines
 
 
-def render_text(report: Report, *, show_clean: bool = False) -> str:
+def render_text(report: Report, *, show_clean: bool = False, width: int = WIDTH) -> str:
+    """The terminal report; long lines (titles, fixes, rule lists) wrapped at ``width`` (0: not wrapped)."""
     out = ["== dyno trace analysis ==", ""]
     for r in report.ranks:
         out += _summary(r)
@@ -89,19 +106,19 @@ def render_text(report: Report, *, show_clean: bool = False) -> str:
     if not report.findings:
         out.append("no antipattern found")
     for i, f in enumerate(report.findings, 1):
-        out += _finding(i, f)
+        out += _finding(i, f, width)
     other, not_applicable = report.rules_not_run()
     if other or not_applicable:
         out += ["", "== rules that could not run =="]
         for o in other:
             where = "" if o.rank is None else f" (rank {o.rank})"
             hint = f"; enable with: {o.enable_with}" if o.enable_with else ""
-            out.append(f"  {o.rule_id}{where}: {o.status}: {o.reason}{hint}")
+            out += _wrap(f"  {o.rule_id}{where}: {o.status}: {o.reason}{hint}", " " * 4, width)
     if not_applicable:
-        out.append(f"  not applicable to these traces: {', '.join(not_applicable)}")
+        out += _wrap(f"  not applicable to these traces: {', '.join(not_applicable)}", " " * 4, width)
     if show_clean:
         clean = sorted({o.rule_id for o in report.rules if o.status == "clean"})
-        out.append(f"  no finding: {', '.join(clean)}")
+        out += _wrap(f"  no finding: {', '.join(clean)}", " " * 4, width)
     out += ["", "== tables =="]
     for r in report.ranks:
         out.append(f"rank {r.rank}")
