@@ -264,3 +264,17 @@ def test_text_wraps_titles_and_fixes_with_a_hanging_indent(tmp_path):
         block.append(ln)
     assert " ".join(ln.strip() for ln in block) == f"fix: {f.fix}"
     assert all(len(line) > 110 for line in render_text(report, width=0).splitlines() if line.startswith("      fix: "))
+
+
+def test_memory_pressure_gives_no_verdict_without_the_capacity(tmp_path):
+    b = TraceBuilder(capability=None)  # no deviceProperties: no totalGlobalMem
+    b.busy_gpu(0.0, 5)
+    b.memory(10.0, 2**30)
+    o = _outcome(analyze(b.write(tmp_path / "nocap.json"), rules=["memory-pressure"]), "memory-pressure")
+    assert o.status == "skipped" and "capacity unknown" in o.reason
+    b = TraceBuilder(total_mem=40 * 2**30)
+    b.busy_gpu(0.0, 5)
+    b.memory(10.0, 2**30)  # 1 of 40 GiB: judged, and fine
+    assert _outcome(analyze(b.write(tmp_path / "cap.json"), rules=["memory-pressure"]), "memory-pressure").status == (
+        "clean"
+    )

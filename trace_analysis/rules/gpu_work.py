@@ -313,6 +313,10 @@ class MemoryPressure(GpuRule):
         m = ctx.trace.memory
         if not len(m) or not ((m.device_type == 1) & (m.total_allocated >= 0)).any():
             return Skip("no GPU [memory] events in the trace", "profile memory (torch.profiler profile_memory=True)")
+        gpu = (m.device_type == 1) & (m.total_allocated >= 0)
+        if not any(ctx.device_memory(int(d)) for d in distinct(m.device_id[gpu]).tolist()):
+            # nothing to compare the peak with: "clean" would vouch for a check that was not made
+            return Skip("GPU memory capacity unknown (no deviceProperties totalGlobalMem for the devices)", None)
         return None
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
