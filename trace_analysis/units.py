@@ -3,7 +3,7 @@ report format writes the same units)."""
 
 from __future__ import annotations
 
-__all__ = ["clip_name", "fmt_bytes", "fmt_ts", "fmt_us"]
+__all__ = ["clip_name", "fmt_bytes", "fmt_count", "fmt_ts", "fmt_us"]
 
 
 def fmt_us(us: float) -> str:
@@ -34,6 +34,22 @@ def fmt_ts(ts_us: float) -> str:
     """A trace timestamp (µs, the trace's own clock) as written to be searched for: whole µs without decimals
     (Kineto's usual form, 1694039994139319), ns-resolution ones with their three decimals."""
     return f"{ts_us:.0f}" if float(ts_us).is_integer() else f"{ts_us:.3f}"
+
+
+def fmt_count(key: str, value: float) -> str:
+    """``key=value`` for a finding's evidence count, in the unit its key names (the rules' convention): ``*_us`` a
+    duration and ``*_bytes`` a size (the suffix dropped: the value carries the unit), ``bytes`` a size, ``*share*``
+    / ``*utilization`` a percentage, else a number ("window_us=1.0742e+06" and "utilization=0.355082" were what
+    the HTML showed)."""
+    if value != value:  # NaN
+        return f"{key}=-"
+    if key.endswith("_us"):
+        return f"{key[:-3]}={fmt_us(value)}"
+    if key == "bytes" or key.endswith("_bytes"):
+        return f"{key.removesuffix('_bytes')}={fmt_bytes(value)}"
+    if "share" in key or key.endswith("utilization"):
+        return f"{key}={100 * value:.1f}%"
+    return f"{key}={value:,.0f}" if float(value).is_integer() else f"{key}={value:,.3g}"
 
 
 def clip_name(name: str, limit: int) -> str:

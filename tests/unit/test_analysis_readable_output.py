@@ -16,7 +16,7 @@ from analysis_trace_builder import TraceBuilder
 
 from dyno.trace_analysis import analyze
 from dyno.trace_analysis.report import render_html, render_text
-from dyno.trace_analysis.units import clip_name, fmt_bytes, fmt_ts, fmt_us
+from dyno.trace_analysis.units import clip_name, fmt_bytes, fmt_count, fmt_ts, fmt_us
 
 pytestmark = pytest.mark.unit
 
@@ -278,3 +278,30 @@ def test_memory_pressure_gives_no_verdict_without_the_capacity(tmp_path):
     assert _outcome(analyze(b.write(tmp_path / "cap.json"), rules=["memory-pressure"]), "memory-pressure").status == (
         "clean"
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "text"),
+    [
+        ("window_us", 1_074_200.0, "window=1.07 s"),
+        ("utilization", 0.355082, "utilization=35.5%"),
+        ("share_of_launches", 0.23187, "share_of_launches=23.2%"),
+        ("capacity_bytes", 40 * 2**30, "capacity=40.00 GiB"),
+        ("bytes", 15_320, "bytes=15.0 KiB"),
+        ("launches", 5240.0, "launches=5,240"),
+        ("mean", 2.5, "mean=2.5"),
+        ("median_delay_us", float("nan"), "median_delay_us=-"),
+    ],
+)
+def test_fmt_count_uses_the_unit_of_the_key(key, value, text):
+    assert fmt_count(key, value) == text
+
+
+def test_html_counts_are_readable(tmp_path):
+    b = TraceBuilder()
+    b.step(0, 0.0, 2_000_000.0)
+    b.busy_gpu(0.0, 5)
+    html = render_html(_report(tmp_path, b, rules=["low-gpu-util"]))
+    counts = html[html.index("<b>low-gpu-util</b>") :]
+    counts = counts[counts.index("<span class=muted>") : counts.index("</span>")]
+    assert "window=2.00 s" in counts and "utilization=0.0%" in counts and "e+" not in counts

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from html import escape
 
-from ..units import clip_name, fmt_ts, fmt_us
+from ..units import clip_name, fmt_count, fmt_ts, fmt_us
 from .model import RankSummary, Report, TableRow
 
 __all__ = ["render_html"]
@@ -225,7 +225,7 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
             f"{escape(x.where)}</li>"
             for x in ev.examples
         )
-        counts = ", ".join(f"{escape(k)}={v:g}" for k, v in ev.counts.items())
+        counts = ", ".join(escape(fmt_count(k, v)) for k, v in ev.counts.items())
         where = "all ranks" if f.rank is None else f"rank {f.rank}"
         out.append(
             f'<div class=finding style="border-color:{_SEV_COLORS[sev]}">'
