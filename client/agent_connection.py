@@ -29,7 +29,10 @@ _REPORT_TIMEOUT_S = 3.0
 _WARN_EVERY_S = 600.0  # the same warning at most this often; debug in between
 
 # Status codes by which a daemon that is up refuses a registration (bad arguments, not allowed).
-_REFUSALS = frozenset({"INVALID_ARGUMENT", "PERMISSION_DENIED", "UNAUTHENTICATED", "FAILED_PRECONDITION"})
+# The daemon is there and answered (RESOURCE_EXHAUSTED: its registry caps): say its reason, not "no daemon".
+_REFUSALS = frozenset(
+    {"INVALID_ARGUMENT", "PERMISSION_DENIED", "UNAUTHENTICATED", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED"}
+)
 
 
 def import_grpc() -> Any:

@@ -35,6 +35,8 @@ __all__ = [
 ENV_SOCKET = "DYNO_AGENT_SOCKET"
 # The agent socket of a dynod run by root, e.g. the systemd unit (the root default of dyno.daemon.config): tried
 # after the trainer's own user's default, so that a trainer of an ordinary user finds the system daemon too.
+# A literal, not imported: agent_env loads in every trainer at start; tests/unit/test_agent_socket.py checks it
+# against dyno.daemon.config.
 SYSTEM_AGENT_SOCKET = Path("/run/dyno/agent.sock")
 _MAX_CMDLINE = 1024
 MP_CHILD_FLAG = "--multiprocessing-fork"  # on the command line of every multiprocessing spawn child

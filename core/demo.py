@@ -117,8 +117,6 @@ class Demo:
             job_id,
             "--iterations",
             "20",
-            "--process-limit",
-            "2",
             "--output-dir",
             str(out),
             check=False,

@@ -20,9 +20,11 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 __all__ = [
+    "AGENT_SOCKET_NAME",
     "DaemonConfig",
     "ConfigError",
     "GPU_BACKENDS",
+    "SYSTEM_RUNTIME_DIR",
     "MAX_INTERVAL_S",
     "MAX_TRACE_RETENTION_BYTES",
     "MAX_TRACE_RETENTION_S",
@@ -71,9 +73,13 @@ def _default_state_dir() -> Path:
     return Path(base) / "dyno"
 
 
+SYSTEM_RUNTIME_DIR = Path("/run/dyno")  # root's runtime dir (the systemd unit's); the agent tries it too
+AGENT_SOCKET_NAME = "agent.sock"
+
+
 def _default_runtime_dir() -> Path:
     if os.geteuid() == 0:
-        return Path("/run/dyno")
+        return SYSTEM_RUNTIME_DIR
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     return Path(xdg) / "dyno" if xdg else _default_state_dir() / "run"
 
@@ -111,7 +117,7 @@ class DaemonConfig:
     def agent_socket_path(self) -> Path:
         if self.agent_socket is not None:
             return self.agent_socket
-        return Path(os.path.abspath(_default_runtime_dir() / "agent.sock"))  # absolute even from a relative $XDG_*
+        return Path(os.path.abspath(_default_runtime_dir() / AGENT_SOCKET_NAME))  # absolute even from a relative $XDG_*
 
     @property
     def history_len(self) -> int:

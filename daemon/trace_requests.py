@@ -71,5 +71,6 @@ def why_nothing(spec: TraceSpec, job_pids: list[int], jobs: tuple[str, ...], hos
         )
     return (
         f"{len(job_pids)} process(es) of job {spec.job_id!r} registered {where}, none with pid(s) "
-        f"{', '.join(map(str, spec.pids))} in its ancestry (pids: {', '.join(map(str, job_pids))})"
+        f"{', '.join(map(str, spec.pids))} as their own pid or in their ancestry "
+        f"(pids: {', '.join(map(str, job_pids))})"
     )

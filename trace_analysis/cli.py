@@ -164,8 +164,9 @@ def run_analyze(args: argparse.Namespace, out: TextIO | None = None, err: TextIO
         return fail(exit_codes.FAILURE, str(e))
     except MemoryError:
         return fail(exit_codes.FAILURE, "out of memory while loading the traces")
-    for problem in report.errors:
-        err.write(f"dyno analyze: skipped {problem.path}: {problem.reason}\n")
+    if args.json:  # the text report names them itself; JSON on stdout is for tools, so tell the person too
+        for problem in report.errors:
+            err.write(f"dyno analyze: skipped {problem.path}: {problem.reason}\n")
     if args.html:
         try:
             Path(args.html).write_text(render_html(report), encoding="utf-8")

@@ -126,3 +126,9 @@ def test_agent_without_a_socket_registers_with_the_system_daemon(
         agent.stop()
         if tracing is not None:
             tracing.stop()
+
+
+def test_the_system_socket_is_the_root_default_of_dynods_config() -> None:
+    from dyno.daemon import config
+
+    assert agent_env.SYSTEM_AGENT_SOCKET == config.SYSTEM_RUNTIME_DIR / config.AGENT_SOCKET_NAME

@@ -23,20 +23,28 @@ from conftest import short_tmpdir
 pytestmark = pytest.mark.unit
 
 
+# What dynod answers: a field it refuses, or its registry caps (registry.RegistryFullError).
+REFUSALS = {
+    grpc.StatusCode.INVALID_ARGUMENT: "job_id/cmdline/hostname: too long",
+    grpc.StatusCode.RESOURCE_EXHAUSTED: "3 processes of uid 1000 are registered with this daemon, the limit per user",
+}
+
+
 class RefusingAgentService(agent_pb2_grpc.AgentServicer):
-    def __init__(self) -> None:
+    def __init__(self, code: grpc.StatusCode) -> None:
         self.registers = threading.Event()
+        self.code = code
 
     def Register(self, request, context):  # noqa: N802 - grpc method name
         self.registers.set()
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "job_id/cmdline/hostname: too long")
+        context.abort(self.code, REFUSALS[self.code])
 
 
-@pytest.fixture
-def refusing_socket() -> Iterator[tuple[Path, RefusingAgentService]]:
+@pytest.fixture(params=list(REFUSALS))
+def refusing_socket(request: pytest.FixtureRequest) -> Iterator[tuple[Path, RefusingAgentService]]:
     sock = short_tmpdir("dyno-e2a-") / "agent.sock"
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    service = RefusingAgentService()
+    service = RefusingAgentService(request.param)
     agent_pb2_grpc.add_AgentServicer_to_server(service, server)
     server.add_insecure_port(f"unix:{sock}")
     server.start()
@@ -50,7 +58,7 @@ def test_a_refused_registration_is_reported_with_the_daemons_reason(
     refusing_socket: tuple[Path, RefusingAgentService], caplog: pytest.LogCaptureFixture
 ) -> None:
     sock, service = refusing_socket
-    caplog.set_level(logging.WARNING, logger="dyno.client.agent")
+    caplog.set_level(logging.WARNING, logger="dyno.client")
     agent = Agent("x" * 200, sock, min_backoff_s=5, max_backoff_s=5).start()
     try:
         assert service.registers.wait(10)
@@ -64,7 +72,7 @@ def test_a_refused_registration_is_reported_with_the_daemons_reason(
     messages = [r.getMessage() for r in caplog.records]
     assert messages, "nothing logged"
     assert f"the dyno daemon at unix:{sock} refused to register this process" in messages[0]
-    assert "job_id/cmdline/hostname: too long" in messages[0] and "no dyno daemon" not in messages[0]
+    assert REFUSALS[service.code] in messages[0] and "no dyno daemon" not in messages[0]
     assert not agent.registered
 
 
