@@ -164,9 +164,8 @@ def run_analyze(args: argparse.Namespace, out: TextIO | None = None, err: TextIO
         return fail(exit_codes.FAILURE, str(e))
     except MemoryError:
         return fail(exit_codes.FAILURE, "out of memory while loading the traces")
-    if args.json:  # the text report names them itself; JSON on stdout is for tools, so tell the person too
-        for problem in report.errors:
-            err.write(f"dyno analyze: skipped {problem.path}: {problem.reason}\n")
+    for problem in report.errors:  # on stderr too: a report redirected to a file must not hide a skipped rank
+        err.write(f"dyno analyze: skipped {problem.path}: {problem.reason}\n")
     if args.html:
         try:
             Path(args.html).write_text(render_html(report), encoding="utf-8")
