@@ -13,6 +13,7 @@ from typing import Any
 
 from dyno.client.agent_flops import flop_counts
 from dyno.client.agent_spec import TraceFailed, TraceSpec
+from dyno.trace_options import profiler_flags
 
 __all__ = ["Profiler", "profiler_factory"]
 
@@ -50,11 +51,7 @@ class Profiler:
         kwargs: dict[str, Any] = dict(
             use_cpu=True,
             use_kineto=True,
-            record_shapes=spec.record_shapes,
-            profile_memory=spec.profile_memory,
-            with_stack=spec.with_stack,
-            with_flops=spec.with_flops,
-            with_modules=spec.with_modules,
+            **profiler_flags(spec),
             custom_trace_id_callback=lambda: spec.trace_id,
         )
         try:

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PROFILER_FLAGS", "options_from_pb", "options_to_pb"]
+__all__ = ["PROFILER_FLAGS", "options_from_pb", "options_to_pb", "profiler_flags"]
 
 PROFILER_FLAGS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
 _ONEOF_FIELDS = {"window": ("duration_ms", "iterations"), "start": ("start_time_ms", "start_iteration_roundup")}
 
 
+def profiler_flags(obj: Any) -> dict[str, bool]:
+    """The profiler flags of a spec, a message or parsed arguments, as keyword arguments (same names everywhere,
+    torch's profiler and libkineto's config builder included)."""
+    return {name: bool(getattr(obj, name)) for name in PROFILER_FLAGS}
+
+
 def options_from_pb(msg: Any) -> dict[str, Any]:
     """Keyword arguments for a TraceSpec: the set member of each oneof (the others None) and the flags."""
-    out: dict[str, Any] = {name: getattr(msg, name) for name in PROFILER_FLAGS}
+    out: dict[str, Any] = profiler_flags(msg)
     for oneof, names in _ONEOF_FIELDS.items():
         chosen = msg.WhichOneof(oneof)
         for name in names:
@@ -26,7 +32,7 @@ def options_from_pb(msg: Any) -> dict[str, Any]:
 
 def options_to_pb(spec: Any) -> dict[str, Any]:
     """Keyword arguments for a TraceRequest / TraceConfig from a TraceSpec (unset oneof members left out)."""
-    out: dict[str, Any] = {name: getattr(spec, name) for name in PROFILER_FLAGS}
+    out: dict[str, Any] = profiler_flags(spec)
     for names in _ONEOF_FIELDS.values():
         for name in names:
             value = getattr(spec, name)

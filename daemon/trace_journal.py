@@ -31,6 +31,7 @@ from dyno.daemon.trace_files import AGENT_SUFFIX, KINETO_SUFFIX, open_trace_file
 from dyno.daemon.trace_types import FINAL_STATES, ProcessTraceView, TraceSpec, TraceState, TraceView
 from dyno.logthrottle import ThrottledLog
 from dyno.trace_ids import validate_trace_id
+from dyno.trace_options import PROFILER_FLAGS
 
 __all__ = ["RECORD_NAME", "MAX_RECORD_BYTES", "MAX_RECORD_PROCESSES", "RecordError", "write_record", "load_record"]
 
@@ -43,7 +44,7 @@ MAX_RECORD_BYTES = 4 * 1024 * 1024  # ~16k processes; a host runs tens
 MAX_RECORD_PROCESSES = 16_384
 MAX_TEXT = 4096  # errors (the agent service cuts them to this too), job ids, host names
 _MAX_INT = 1 << 62
-_BOOL_FIELDS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
+_BOOL_FIELDS = PROFILER_FLAGS
 _OPT_INT_FIELDS = ("duration_ms", "iterations", "start_time_ms", "start_iteration_roundup")
 _FILE_RE = re.compile(
     r"\A[A-Za-z0-9_.-]{1,255}_(?P<pid>[0-9]{1,10})(" + re.escape(KINETO_SUFFIX) + "|" + re.escape(AGENT_SUFFIX) + r")\Z"

@@ -15,6 +15,7 @@ from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord,
 from dyno.daemon.trace_table import ProcTrace, TraceEntry, TraceTable
 from dyno.daemon.trace_types import TraceRequestError, TraceState
 from dyno.logthrottle import ThrottledLog
+from dyno.trace_options import profiler_flags
 
 __all__ = ["KinetoTraces"]
 
@@ -100,11 +101,7 @@ class KinetoTraces(TraceTable):
                 iterations=spec.iterations,
                 start_time_ms=spec.start_time_ms,
                 start_iteration_roundup=spec.start_iteration_roundup,
-                record_shapes=spec.record_shapes,
-                profile_memory=spec.profile_memory,
-                with_stack=spec.with_stack,
-                with_flops=spec.with_flops,
-                with_modules=spec.with_modules,
+                **profiler_flags(spec),
             )
         except ConfigValueError as e:  # e.g. a trace dir path containing '=': never send a broken line
             raise TraceRequestError("trace_id", f"cannot express this trace for libkineto: {e}") from None

@@ -198,7 +198,7 @@ def assemble_flows(chunks: list[dict[str, np.ndarray]]) -> Flows:
     order = np.argsort(ts, kind="stable")
     cols = {"ts": ts[order]}
     del ts
-    for k in ("id", "pid", "tid", "phase", "cat"):  # one column at a time, as for events
+    for k in (k for k in Flows.DTYPES if k != "ts"):  # one column at a time, as for events
         cols[k] = _joined([c.pop(k) for c in chunks])[order]
         if len(order) >= _TRIM_EACH_COLUMN_ROWS:
             release_free_memory()
@@ -221,8 +221,7 @@ def memory_table(rows: list[tuple[Any, ...]], interner: Interner) -> MemoryEvent
         device_type=int_column(list(dtype), np.int8),
         device_id=int_column(list(did), np.int16),
     )
-    order = np.argsort(m.ts, kind="stable")
-    return MemoryEvents(**{k: getattr(m, k)[order] for k in m.__dataclass_fields__})
+    return m.take(np.argsort(m.ts, kind="stable"))
 
 
 def instants_table(rows: list[tuple[Any, ...]], interner: Interner) -> Instants:
@@ -236,5 +235,4 @@ def instants_table(rows: list[tuple[Any, ...]], interner: Interner) -> Instants:
         pid=interner.proc_ids(list(pid)),
         tid=interner.proc_ids(list(tid)),
     )
-    order = np.argsort(i.ts, kind="stable")
-    return Instants(**{k: getattr(i, k)[order] for k in ("ts", "name", "pid", "tid")})
+    return i.take(np.argsort(i.ts, kind="stable"))

@@ -4,7 +4,8 @@ re-exports them)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -12,10 +13,33 @@ from dyno.trace_analysis.categories import FLOW_FINISH, FLOW_START
 
 __all__ = ["Flows", "MemoryEvents", "Instants"]
 
+_T = TypeVar("_T", bound="_Table")
+
+
+class _Table:
+    """Equal-length numpy columns; DTYPES gives each column's dtype, so `empty()` needs no list of its own."""
+
+    # Set unannotated in each subclass, so that dataclass does not list it among the fields.
+    DTYPES: ClassVar[dict[str, Any]]
+    ts: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ts.shape[0])
+
+    def take(self: _T, rows: np.ndarray) -> _T:
+        """The same table with only `rows` (an index array or mask), in that order."""
+        return type(self)(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})  # type: ignore[arg-type]
+
+    @classmethod
+    def empty(cls: type[_T]) -> _T:
+        return cls(**{f.name: np.empty(0, cls.DTYPES[f.name]) for f in fields(cls)})  # type: ignore[arg-type]
+
 
 @dataclass(frozen=True, eq=False)
-class Flows:
+class Flows(_Table):
     """Flow events (ph s / f / t), sorted by ts. ``cat`` is a string id ("ac2g", "fwdbwd", ...)."""
+
+    DTYPES = dict(id=np.int64, ts=np.float64, pid=np.int64, tid=np.int64, phase=np.int8, cat=np.int32)
 
     id: np.ndarray  # int64
     ts: np.ndarray  # float64
@@ -23,9 +47,6 @@ class Flows:
     tid: np.ndarray  # int64
     phase: np.ndarray  # int8: FLOW_START / FLOW_FINISH / FLOW_STEP
     cat: np.ndarray  # int32 string id
-
-    def __len__(self) -> int:
-        return int(self.ts.shape[0])
 
     def pairs(self, cat_id: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``(start_rows, finish_rows)`` of matched s/f pairs (same id and cat), optionally of one cat."""
@@ -43,21 +64,21 @@ class Flows:
         hit = s_key[s_order][pos] == f_key
         return s_rows[s_order[pos[hit]]], f_rows[hit]
 
-    @classmethod
-    def empty(cls) -> Flows:
-        return cls(
-            id=np.empty(0, np.int64),
-            ts=np.empty(0, np.float64),
-            pid=np.empty(0, np.int64),
-            tid=np.empty(0, np.int64),
-            phase=np.empty(0, np.int8),
-            cat=np.empty(0, np.int32),
-        )
-
 
 @dataclass(frozen=True, eq=False)
-class MemoryEvents:
+class MemoryEvents(_Table):
     """``[memory]`` instant events from the caching allocator (profile_memory=True), sorted by ts."""
+
+    DTYPES = dict(
+        ts=np.float64,
+        pid=np.int64,
+        tid=np.int64,
+        bytes=np.int64,
+        total_allocated=np.int64,
+        total_reserved=np.int64,
+        device_type=np.int8,
+        device_id=np.int16,
+    )
 
     ts: np.ndarray  # float64
     pid: np.ndarray  # int64
@@ -68,37 +89,14 @@ class MemoryEvents:
     device_type: np.ndarray  # int8 (Kineto: 0 = CPU, 1 = CUDA)
     device_id: np.ndarray  # int16
 
-    def __len__(self) -> int:
-        return int(self.ts.shape[0])
-
-    @classmethod
-    def empty(cls) -> MemoryEvents:
-        return cls(
-            ts=np.empty(0, np.float64),
-            pid=np.empty(0, np.int64),
-            tid=np.empty(0, np.int64),
-            bytes=np.empty(0, np.int64),
-            total_allocated=np.empty(0, np.int64),
-            total_reserved=np.empty(0, np.int64),
-            device_type=np.empty(0, np.int8),
-            device_id=np.empty(0, np.int16),
-        )
-
 
 @dataclass(frozen=True, eq=False)
-class Instants:
+class Instants(_Table):
     """Other instant events (ph i / I), sorted by ts."""
+
+    DTYPES = dict(ts=np.float64, name=np.int32, pid=np.int64, tid=np.int64)
 
     ts: np.ndarray  # float64
     name: np.ndarray  # int32 string id
     pid: np.ndarray  # int64
     tid: np.ndarray  # int64
-
-    def __len__(self) -> int:
-        return int(self.ts.shape[0])
-
-    @classmethod
-    def empty(cls) -> Instants:
-        return cls(
-            ts=np.empty(0, np.float64), name=np.empty(0, np.int32), pid=np.empty(0, np.int64), tid=np.empty(0, np.int64)
-        )

@@ -39,6 +39,7 @@ from dyno.request_limits import (
     MAX_PIDS,
 )
 from dyno.trace_ids import new_trace_id
+from dyno.trace_options import profiler_flags
 from dyno.v1 import dyno_pb2
 
 __all__ = ["register", "run"]
@@ -166,11 +167,7 @@ def _request(args: argparse.Namespace, trace_id: str, start_delay_s: float, now_
         pids=args.pids,
         process_limit=args.process_limit,
         trace_id=trace_id,
-        record_shapes=args.record_shapes,
-        profile_memory=args.profile_memory,
-        with_stack=args.with_stack,
-        with_flops=args.with_flops,
-        with_modules=args.with_modules,
+        **profiler_flags(args),
     )
     if args.duration_ms is not None:
         req.duration_ms = args.duration_ms

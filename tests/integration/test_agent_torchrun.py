@@ -36,7 +36,7 @@ def test_torchrun_launcher_is_not_traced_and_an_iteration_trace_completes(dynod_
     cmd = [
         sys.executable, "-m", "dyno.client.run", "--job-id", job, "--socket", str(d.agent_socket), "--",
         str(torchrun), "--standalone", "--nproc-per-node", "2",
-        str(TRAINER), "--dist", "--seconds", "90", "--stop-file", str(stop_file), "--step-sleep", "0.01",
+        str(TRAINER), "--dist", "--seconds", "300", "--stop-file", str(stop_file), "--step-sleep", "0.01",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     log = tmp_path / "job.log"  # a file, not a pipe: the workers' output must never stall them
