@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from dyno.client.python_argv import parse_python_args
 from dyno.job_ids import job_id_from_env
+from dyno.python_argv import torch_launcher  # re-exported: the bootstrap asks agent_env (it loads it anyway)
 
 __all__ = [
     "ENV_SOCKET",
@@ -43,10 +43,6 @@ MP_CHILD_FLAG = "--multiprocessing-fork"  # on the command line of every multipr
 # Non-daemonic multiprocessing children that are still helpers: ProcessPoolExecutor workers (not daemonic since
 # Python 3.9) run this module's function.
 _POOL_WORKER_MODULES = ("concurrent.futures.process",)
-# torch's launchers: they start the workers and wait, never stepping an optimizer themselves. torch.distributed.launch
-# is the deprecated front of torch.distributed.run; `torchrun` is the console script that calls run's main().
-_LAUNCHER_MODULES = frozenset({"torch.distributed.run", "torch.distributed.launch"})
-_LAUNCHER_SCRIPTS = frozenset({"torchrun", "torchrun-script.py", "torchrun.exe"})
 
 
 @dataclass(frozen=True)
@@ -196,17 +192,3 @@ def multiprocessing_role(argv: Sequence[str], mp: Any | None) -> Literal["proces
     current = mp.current_process()
     target = getattr(getattr(current, "_target", None), "__module__", "")
     return "helper" if current.daemon or target in _POOL_WORKER_MODULES else "process"
-
-
-def torch_launcher(argv: Sequence[str]) -> str | None:
-    """What torch launcher an interpreter started with `argv` (sys.orig_argv: the interpreter, then its arguments)
-    runs: "torch.distributed.run" for `python -m torch.distributed.run ...` (or torch.distributed.launch), "torchrun"
-    for the console script (`torchrun ...`, which the kernel runs as `python /path/to/torchrun ...`); None for any
-    other program. Such a launcher imports torch but only starts workers and waits for them, so it must not
-    register as a trainer (an iteration trace would wait for its optimizer steps until it times out)."""
-    parsed = parse_python_args(argv[1:])
-    if parsed.module in _LAUNCHER_MODULES:
-        return parsed.module
-    if parsed.script is not None and os.path.basename(parsed.script) in _LAUNCHER_SCRIPTS:
-        return "torchrun"
-    return None

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from dyno.argtypes import job_id
 from dyno.client.agent_env import ENV_SOCKET
-from dyno.client.python_argv import parse_python_args
 from dyno.job_ids import ENV_JOB_ID
+from dyno.python_argv import parse_python_args
 from dyno.request_limits import JOB_ID_RULE
 
 __all__ = [
@@ -86,7 +86,7 @@ def _shebang(program: str) -> list[str] | None:
 def bootstrap_skipping_flags(command: Sequence[str]) -> list[str]:
     """The interpreter options in `command` (e.g. ["-I"]) that keep dyno-run's bootstrap, so the agent, from
     starting in the process it runs; [] when none (or the command is not Python). Options are read as Python
-    reads them (dyno.client.python_argv), up to the script, `-c` or `-m`."""
+    reads them (dyno.python_argv), up to the script, `-c` or `-m`."""
     args = _interpreter_args(command)
     if args is None:
         return []
