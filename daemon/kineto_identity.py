@@ -1,4 +1,5 @@
-"""Who a local libkineto sender is, from /proc: its command line and its job id, which libkineto does not send.
+"""Who a local libkineto sender is, from /proc: its command line, whether it is torch's launcher, and its job id,
+which libkineto does not send.
 
 libkineto sends `$SLURM_JOB_ID` as an int64, else 0. So a trainer outside Slurm registers as job "0", and a Slurm
 array task as its raw SLURM_JOB_ID, while dyno's agent registers the same job as "<array job>_<task>". The daemon
@@ -6,6 +7,10 @@ therefore reads the sender's /proc/<pid>/environ once, when the pid first regist
 rule (dyno.job_ids.job_id_from_env). Kineto's decimal id stays an alias the process also answers to, so requests
 naming it keep matching. Any failure (another user's process without root or CAP_SYS_PTRACE, the process gone, an
 environment over the size cap, an id the request rule refuses, no /proc) means "unknown": kineto's id, as before.
+
+libkineto registers every process that imports torch, torch's launcher (`torchrun`, `python -m
+torch.distributed.run`) included, which only starts the workers and waits: its command line, read as the agent's
+bootstrap reads its own (dyno.python_argv.torch_launcher), tells it apart, and the trace manager never traces it.
 
 Reads run in the kineto IPC thread before the trace manager takes its lock; the reader is injected for tests.
 """
@@ -20,6 +25,7 @@ from pathlib import Path
 
 from dyno.job_ids import JOB_ID_VARIABLES, job_id_from_env
 from dyno.logthrottle import ThrottledLog
+from dyno.python_argv import torch_launcher
 from dyno.request_limits import JOB_ID_RULE, job_id_ok
 
 __all__ = [
@@ -75,12 +81,14 @@ def parse_environ(data: bytes, names: tuple[str, ...] = JOB_ID_VARIABLES) -> dic
 class KinetoIdentity:
     """job_id: the id it registers under; aliases: other ids it also answers to (kineto's integer, when the
     environment named another); cmdline: "" when unreadable; start_time: tells it from a later process that reuses
-    its pid."""
+    its pid; launcher: the torch launcher it runs ("torchrun", "torch.distributed.run", "torch.distributed.launch"),
+    "" for any other program (or an unreadable command line)."""
 
     job_id: str
     aliases: tuple[str, ...] = ()
     cmdline: str = ""
     start_time: int = 0  # see KinetoIdentifier.start_time; 0: unknown
+    launcher: str = ""
 
 
 class KinetoIdentifier:
@@ -95,11 +103,14 @@ class KinetoIdentifier:
     def identify(self, pid: int, kineto_job_id: str) -> KinetoIdentity:
         start_time = self.start_time(pid)  # first: the environment read next is of this process or a later one
         job_id = self.job_id(pid)
-        cmdline = self.cmdline(pid)
+        argv = self.argv(pid)
+        cmdline, launcher = " ".join(argv).strip(), torch_launcher(argv) or ""
+        if launcher:
+            log.debug("kineto pid %d: torch launcher (%s), never traced", pid, launcher)
         if not job_id or job_id == kineto_job_id:
-            return KinetoIdentity(kineto_job_id, (), cmdline, start_time)
+            return KinetoIdentity(kineto_job_id, (), cmdline, start_time, launcher)
         log.debug("kineto pid %d: job %r from its environment (libkineto sent %s)", pid, job_id, kineto_job_id)
-        return KinetoIdentity(job_id, (kineto_job_id,), cmdline, start_time)
+        return KinetoIdentity(job_id, (kineto_job_id,), cmdline, start_time, launcher)
 
     def start_time(self, pid: int) -> int:
         """When the process started, in clock ticks since boot (/proc/<pid>/stat field 22): a pid reused by another
@@ -162,10 +173,15 @@ class KinetoIdentifier:
             return False
         return data.strip().decode("utf-8", "replace") in DATA_WORKER_NAMES
 
-    def cmdline(self, pid: int) -> str:
-        """The kernel's view of the command line; "" when unreadable."""
+    def argv(self, pid: int) -> list[str]:
+        """The kernel's view of the command line, word by word (its first MAX_CMDLINE_BYTES); [] when unreadable."""
         try:
             data = self._read(pid, "cmdline", MAX_CMDLINE_BYTES)
         except OSError:
-            return ""
-        return data[:MAX_CMDLINE_BYTES].replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            return []
+        words = data[:MAX_CMDLINE_BYTES].removesuffix(b"\0")
+        return words.decode("utf-8", "replace").split("\0") if words else []
+
+    def cmdline(self, pid: int) -> str:
+        """The kernel's view of the command line, its words joined by spaces; "" when unreadable."""
+        return " ".join(self.argv(pid)).strip()

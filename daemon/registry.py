@@ -108,6 +108,9 @@ class ProcessRecord:
     # kineto: the process's start time (/proc/<pid>/stat), which tells it from a later process reusing its pid; 0:
     # unknown
     start_time: int = 0
+    # kineto: the torch launcher it runs ("torchrun", "torch.distributed.run"...; kineto_identity.py), "" for any other
+    # program; such a process only starts workers and waits, and is never traced (the agent never registers one)
+    launcher: str = ""
 
     def same_process(self, start_time: int) -> bool:
         """False when both start times are known and differ: the pid now belongs to another process."""

@@ -44,6 +44,7 @@ class KinetoTraces(TraceTable):
                     cmdline=ident.cmdline,
                     hostname=self._hostname,
                     start_time=ident.start_time,
+                    launcher=ident.launcher,
                 )
             )
         except RegistryFullError as e:  # libkineto cannot be told why: it polls again in 5 s
@@ -68,17 +69,20 @@ class KinetoTraces(TraceTable):
         return None
 
     def _kineto_identity(self, poll: KinetoPoll) -> KinetoIdentity:
-        """Cached with the registration: the environment and command line are read on a pid's first poll only. The
-        cache is keyed on the process, not the pid: its start time (/proc/<pid>/stat, read on every poll) differs
-        for a later process reusing the pid, even one of the same uid and kineto job id polling before housekeeping
-        (~0.5 s) dropped the old one; that one is read again. Another uid or kineto job id is another process too."""
+        """Cached with the registration: the environment and command line (so whether it is torch's launcher) are
+        read on a pid's first poll only. The cache is keyed on the process, not the pid: its start time
+        (/proc/<pid>/stat, read on every poll) differs for a later process reusing the pid, even one of the same uid
+        and kineto job id polling before housekeeping (~0.5 s) dropped the old one; that one is read again. Another
+        uid or kineto job id is another process too."""
         known = self._registry.get(poll.pid)
         if known is not None and known.protocol == PROTOCOL_AGENT and known.connected:
             return KinetoIdentity(known.job_id, known.job_aliases, known.cmdline)  # the registry keeps the agent
         if known is not None and known.protocol == PROTOCOL_KINETO:
             start_time = self._identifier.start_time(poll.pid)
             if known.same_process(start_time) and known.uid == poll.uid and known.answers_to(poll.job_id):
-                return KinetoIdentity(known.job_id, known.job_aliases, known.cmdline, start_time or known.start_time)
+                return KinetoIdentity(
+                    known.job_id, known.job_aliases, known.cmdline, start_time or known.start_time, known.launcher
+                )
         return self._identifier.identify(poll.pid, poll.job_id)
 
     def kineto_context_count(self, gpu: int, pid: int, job_id: str) -> int:

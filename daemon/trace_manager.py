@@ -14,12 +14,13 @@ from pathlib import Path
 
 from dyno.daemon import trace_files as tf
 from dyno.daemon import trace_journal as tj
+from dyno.daemon.process_roles import job_roles, order_for_limit
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord
 from dyno.daemon.trace_agents import AgentTraces
 from dyno.daemon.trace_kineto import KinetoTraces
 from dyno.daemon.trace_leftovers import leftover_paths, remove_leftovers
 from dyno.daemon.trace_requests import validate_spec, why_nothing
-from dyno.daemon.trace_table import ProcTrace, TraceEntry, order_for_limit
+from dyno.daemon.trace_table import ProcTrace, TraceEntry
 from dyno.daemon.trace_types import (
     FINAL_STATES,
     AgentCancelCommand,
@@ -40,6 +41,18 @@ __all__ = ["TraceManager", "order_for_limit"]
 log = logging.getLogger(__name__)
 
 
+def _only_launchers(spec: TraceSpec, selected: list[ProcessRecord], hostname: str) -> str:
+    """Why a request selected torch launchers only (never traced), naming them; "" when it selected none."""
+    launchers = [p for p in selected if p.launcher]
+    if not launchers:
+        return ""
+    which = ", ".join(f"pid {p.pid} ({p.launcher})" for p in launchers)
+    return (
+        f"only torch's launcher of job {spec.job_id!r} matched on host {hostname} ({which}), and a launcher is never "
+        "traced: its workers have not registered (yet: libkineto registers a process when it imports torch)"
+    )
+
+
 class TraceManager(KinetoTraces, AgentTraces):
     """Built as TraceTable is (registry, trace_dir, hostname, timeouts, limits, clock, kineto identifier)."""
 
@@ -54,12 +67,17 @@ class TraceManager(KinetoTraces, AgentTraces):
         trace_id = spec.trace_id
         procs = self._registry.list(spec.job_id)
         wanted = set(spec.pids)
-        matched = [p for p in procs if not wanted or wanted & ({p.pid} | set(p.ancestry))]
+        selected = [p for p in procs if not wanted or wanted & ({p.pid} | set(p.ancestry))]
+        # torch's launcher is never traced, even by its own pid: it only waits for its workers (an iteration trace
+        # of it is libkineto's 500 ms fallback window), and `--pids <torchrun's pid>` means its workers, which match
+        # by ancestry, as on the agent path, where the launcher never registers.
+        matched = [p for p in selected if not p.launcher]
         jobs = tuple(self._registry.jobs())
         if not matched:
-            return StartResult(
-                trace_id, (), (), (), why_nothing(spec, [p.pid for p in procs], jobs, self._hostname), jobs
+            why = _only_launchers(spec, selected, self._hostname) or why_nothing(
+                spec, [p.pid for p in procs], jobs, self._hostname
             )
+            return StartResult(trace_id, (), (), (), why, jobs)
         chosen = order_for_limit(matched, self._data_workers(matched) if spec.process_limit else ())
         if spec.process_limit:
             chosen = chosen[: spec.process_limit]
@@ -99,6 +117,11 @@ class TraceManager(KinetoTraces, AgentTraces):
         log.info("trace %s (job %r): %s", trace_id, spec.job_id, msg)
         self._on_start()
         return StartResult(trace_id, tuple(p.pid for p in matched), triggered, tuple(p.pid for p in busy), msg, jobs)
+
+    def roles(self, procs: list[ProcessRecord]) -> dict[int, str]:
+        """pid -> role (dyno.daemon.process_roles) of each of `procs`, within its job, as a job-wide request sees it;
+        /proc reads for the kineto processes (their task names)."""
+        return job_roles(procs, self._data_workers(procs))
 
     def _data_workers(self, procs: list[ProcessRecord]) -> set[int]:
         """Pids of DataLoader workers among kineto processes (the agent never registers one); /proc reads, made

@@ -9,7 +9,7 @@ import logging
 import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from dyno.daemon.trace_types import (
     UnknownTraceError,
 )
 
-__all__ = ["ProcTrace", "TraceEntry", "TraceTable", "order_for_limit"]
+__all__ = ["ProcTrace", "TraceEntry", "TraceTable"]
 
 log = logging.getLogger(__name__)
 
@@ -50,17 +50,6 @@ class TraceEntry:
 
     def finished(self) -> bool:
         return all(p.view.state in FINAL_STATES for p in self.procs.values())
-
-
-def order_for_limit(procs: list[ProcessRecord], helpers: Collection[int] = ()) -> list[ProcessRecord]:
-    """Leaf trainers first: a process whose pid is in another matched trainer's ancestry is a launcher; `helpers`
-    (pids of DataLoader workers: children of a trainer, never trainers themselves) come last and make no launcher
-    of their parent."""
-    ancestors = {a for p in procs if p.pid not in helpers for a in p.ancestry}
-    return sorted(
-        procs,
-        key=lambda p: (p.pid in helpers, p.pid in ancestors, p.rank if p.rank is not None else 1 << 30, p.pid),
-    )
 
 
 class TraceTable:

@@ -12,3 +12,19 @@ def no_proc(pid: int, name: str, limit: int) -> bytes:
 
 def no_proc_identifier() -> KinetoIdentifier:
     return KinetoIdentifier(no_proc)
+
+
+class ProcTable:
+    """A fake /proc of a few processes: pid -> (comm, cmdline as the kernel shows it: NUL-terminated words); no
+    environ (job ids stay libkineto's) and no stat (start times unknown). Counts reads per (pid, file name)."""
+
+    def __init__(self, procs: dict[int, tuple[str, bytes]]) -> None:
+        self.procs = procs
+        self.reads: list[tuple[int, str]] = []
+
+    def __call__(self, pid: int, name: str, limit: int) -> bytes:
+        self.reads.append((pid, name))
+        if pid not in self.procs or name not in ("comm", "cmdline"):
+            raise FileNotFoundError(f"/proc/{pid}/{name}")
+        comm, cmdline = self.procs[pid]
+        return (comm.encode() + b"\n" if name == "comm" else cmdline)[: limit + 1]

@@ -4,10 +4,10 @@ stay leaves. /proc is faked."""
 
 from __future__ import annotations
 
-import errno
 from pathlib import Path
 
 import pytest
+from fake_proc import ProcTable as Proc
 from manual_clock import Clock
 
 from dyno.daemon.kineto_identity import KinetoIdentifier
@@ -19,19 +19,6 @@ from dyno.daemon.trace_types import TraceSpec
 pytestmark = pytest.mark.unit
 
 SPAWN_CMDLINE = b"python\0-c\0from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=4, pipe_handle=6)\0"
-
-
-class Proc:
-    """A fake /proc: pid -> (comm, cmdline); no environ (job ids stay libkineto's)."""
-
-    def __init__(self, procs: dict[int, tuple[str, bytes]]) -> None:
-        self.procs = procs
-
-    def __call__(self, pid: int, name: str, limit: int) -> bytes:
-        if pid not in self.procs or name == "environ":
-            raise OSError(errno.ENOENT, "No such file or directory")
-        comm, cmdline = self.procs[pid]
-        return (comm.encode() + b"\n" if name == "comm" else cmdline)[: limit + 1]
 
 
 def kineto(pid: int, ancestry: tuple[int, ...]) -> ProcessRecord:
