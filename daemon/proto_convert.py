@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dyno.daemon.process_roles import ROLE_DATALOADER, ROLE_LAUNCHER, ROLE_TRAINER
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord
 from dyno.daemon.trace_types import ProcessTraceView, TraceSpec, TraceState, TraceView
 from dyno.trace_options import options_from_pb, options_to_pb
@@ -9,6 +10,7 @@ from dyno.v1 import agent_pb2, dyno_pb2
 
 __all__ = [
     "PROTOCOL_TO_PB",
+    "ROLE_TO_PB",
     "STATE_TO_PB",
     "STATE_FROM_PB",
     "process_to_pb",
@@ -20,6 +22,11 @@ __all__ = [
 ]
 
 PROTOCOL_TO_PB = {PROTOCOL_AGENT: dyno_pb2.PROTOCOL_AGENT, PROTOCOL_KINETO: dyno_pb2.PROTOCOL_KINETO}
+ROLE_TO_PB = {
+    ROLE_TRAINER: dyno_pb2.PROCESS_ROLE_TRAINER,
+    ROLE_LAUNCHER: dyno_pb2.PROCESS_ROLE_LAUNCHER,
+    ROLE_DATALOADER: dyno_pb2.PROCESS_ROLE_DATALOADER,
+}
 STATE_TO_PB = {
     TraceState.PENDING: dyno_pb2.TRACE_STATE_PENDING,
     TraceState.DELIVERED: dyno_pb2.TRACE_STATE_DELIVERED,
@@ -32,7 +39,8 @@ STATE_TO_PB = {
 STATE_FROM_PB = {v: k for k, v in STATE_TO_PB.items()}
 
 
-def process_to_pb(p: ProcessRecord) -> dyno_pb2.ProcessInfo:
+def process_to_pb(p: ProcessRecord, role: str = "") -> dyno_pb2.ProcessInfo:
+    """`role`: dyno.daemon.process_roles' (TraceManager.roles), "" when not known (unspecified)."""
     msg = dyno_pb2.ProcessInfo(
         pid=p.pid,
         ancestry=list(p.ancestry),
@@ -45,6 +53,7 @@ def process_to_pb(p: ProcessRecord) -> dyno_pb2.ProcessInfo:
         current_trace_id=p.current_trace_id,
         cmdline=p.cmdline,
         hostname=p.hostname,
+        role=ROLE_TO_PB.get(role, dyno_pb2.PROCESS_ROLE_UNSPECIFIED),
     )
     for name in ("rank", "local_rank", "world_size"):
         value = getattr(p, name)

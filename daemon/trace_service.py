@@ -46,10 +46,11 @@ class TraceRpcs:
         self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext
     ) -> dyno_pb2.ListProcessesResponse:
         procs = self._registry.list(request.job_id)
+        roles = self._tm.roles(procs)
         answer = dyno_pb2.ListProcessesResponse(hostname=self._hostname)
         size = 0
         for p in procs:  # built one at a time, so a refusal costs at most the bound
-            msg = pc.process_to_pb(p)
+            msg = pc.process_to_pb(p, roles.get(p.pid, ""))
             size += msg.ByteSize() + 4  # + its field tag and length
             if size > MAX_PROCESS_LIST_BYTES:
                 what = f"job {request.job_id!r}" if request.job_id else "all jobs"

@@ -23,15 +23,22 @@ from dyno.v1 import dyno_pb2
 __all__ = ["register", "render"]
 
 _PROTOCOL = {dyno_pb2.PROTOCOL_AGENT: "agent", dyno_pb2.PROTOCOL_KINETO: "kineto"}
+_ROLE = {
+    dyno_pb2.PROCESS_ROLE_TRAINER: "trainer",
+    dyno_pb2.PROCESS_ROLE_LAUNCHER: "launcher",
+    dyno_pb2.PROCESS_ROLE_DATALOADER: "dataloader",
+}  # unspecified ("-"): a daemon from before roles
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "ps",
         help="registered PyTorch processes",
-        description="List the trainer processes registered with the daemons: host, pid, job id, rank, protocol "
-        "(agent or kineto), GPU, whether a trace is running, when it was last heard from, and its ancestry (what "
-        "--pids of `dyno-cli trace` matches). One table across every host given.",
+        description="List the trainer processes registered with the daemons: host, pid, job id, rank, role "
+        "(trainer; launcher: starts trainers and waits, torch's own launcher (torchrun) is never traced; dataloader: "
+        "a DataLoader worker; --process-limit takes trainers, then launchers, then dataloaders), protocol (agent or "
+        "kineto), GPU, whether a trace is running, when it was last heard from, and its ancestry (what --pids of "
+        "`dyno-cli trace` matches). One table across every host given.",
         epilog=describe(FANOUT_EXIT_CODES),
     )
     add_host_arguments(p)
@@ -64,6 +71,7 @@ def render(
                     p.pid,
                     p.job_id or "-",
                     _rank(p),
+                    _ROLE.get(p.role, "-"),
                     _PROTOCOL.get(p.protocol, "?"),
                     p.gpu if p.gpu >= 0 else "-",
                     f"yes ({p.current_trace_id})" if p.busy else "no",
@@ -76,7 +84,9 @@ def render(
         answered = [r for r in results if r.ok]
         what = f"no process of job {job_id!r}" if job_id else "no processes"
         return f"{what} registered on {len(answered)} host(s)" if answered else ""
-    return table(["HOST", "PID", "JOB", "RANK", "PROTOCOL", "GPU", "TRACING", "LAST SEEN", "ANCESTRY", "CMD"], rows)
+    return table(
+        ["HOST", "PID", "JOB", "RANK", "ROLE", "PROTOCOL", "GPU", "TRACING", "LAST SEEN", "ANCESTRY", "CMD"], rows
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,12 +4,16 @@ daemon first."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 import pytest
+from fake_proc import no_proc_identifier
 from grpc_context import Aborted, AbortingContext
 
 from dyno.daemon import trace_service
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_service import TraceRpcs
 from dyno.v1 import dyno_pb2
 
@@ -23,7 +27,9 @@ def _rpcs(jobs: dict[str, int]) -> TraceRpcs:
         for _ in range(n):
             pid += 1
             registry.register(ProcessRecord(pid=pid, job_id=job, protocol=PROTOCOL_AGENT, cmdline="x" * 4000))
-    return TraceRpcs(None, registry, "node1")  # type: ignore[arg-type]  # ListProcesses needs no manager
+    # the manager tells each process's role (its trace dir is never made: nothing is traced)
+    manager = TraceManager(registry, Path("/nonexistent/traces"), "node1", kineto_identifier=no_proc_identifier())
+    return TraceRpcs(manager, registry, "node1")
 
 
 def _list(rpcs: TraceRpcs, job_id: str = "") -> dyno_pb2.ListProcessesResponse:

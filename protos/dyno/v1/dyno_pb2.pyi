@@ -13,6 +13,13 @@ class Protocol(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTOCOL_AGENT: _ClassVar[Protocol]
     PROTOCOL_KINETO: _ClassVar[Protocol]
 
+class ProcessRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROCESS_ROLE_UNSPECIFIED: _ClassVar[ProcessRole]
+    PROCESS_ROLE_TRAINER: _ClassVar[ProcessRole]
+    PROCESS_ROLE_LAUNCHER: _ClassVar[ProcessRole]
+    PROCESS_ROLE_DATALOADER: _ClassVar[ProcessRole]
+
 class TraceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     TRACE_STATE_UNSPECIFIED: _ClassVar[TraceState]
@@ -26,6 +33,10 @@ class TraceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 PROTOCOL_UNSPECIFIED: Protocol
 PROTOCOL_AGENT: Protocol
 PROTOCOL_KINETO: Protocol
+PROCESS_ROLE_UNSPECIFIED: ProcessRole
+PROCESS_ROLE_TRAINER: ProcessRole
+PROCESS_ROLE_LAUNCHER: ProcessRole
+PROCESS_ROLE_DATALOADER: ProcessRole
 TRACE_STATE_UNSPECIFIED: TraceState
 TRACE_STATE_PENDING: TraceState
 TRACE_STATE_DELIVERED: TraceState
@@ -169,7 +180,7 @@ class StreamMetricsRequest(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ProcessInfo(_message.Message):
-    __slots__ = ("pid", "ancestry", "job_id", "rank", "local_rank", "world_size", "gpu", "protocol", "registered_ms", "last_seen_ms", "busy", "current_trace_id", "cmdline", "hostname")
+    __slots__ = ("pid", "ancestry", "job_id", "rank", "local_rank", "world_size", "gpu", "protocol", "registered_ms", "last_seen_ms", "busy", "current_trace_id", "cmdline", "hostname", "role")
     PID_FIELD_NUMBER: _ClassVar[int]
     ANCESTRY_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -184,6 +195,7 @@ class ProcessInfo(_message.Message):
     CURRENT_TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     CMDLINE_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
     pid: int
     ancestry: _containers.RepeatedScalarFieldContainer[int]
     job_id: str
@@ -198,7 +210,8 @@ class ProcessInfo(_message.Message):
     current_trace_id: str
     cmdline: str
     hostname: str
-    def __init__(self, pid: _Optional[int] = ..., ancestry: _Optional[_Iterable[int]] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., gpu: _Optional[int] = ..., protocol: _Optional[_Union[Protocol, str]] = ..., registered_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., busy: _Optional[bool] = ..., current_trace_id: _Optional[str] = ..., cmdline: _Optional[str] = ..., hostname: _Optional[str] = ...) -> None: ...
+    role: ProcessRole
+    def __init__(self, pid: _Optional[int] = ..., ancestry: _Optional[_Iterable[int]] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., gpu: _Optional[int] = ..., protocol: _Optional[_Union[Protocol, str]] = ..., registered_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., busy: _Optional[bool] = ..., current_trace_id: _Optional[str] = ..., cmdline: _Optional[str] = ..., hostname: _Optional[str] = ..., role: _Optional[_Union[ProcessRole, str]] = ...) -> None: ...
 
 class ListProcessesRequest(_message.Message):
     __slots__ = ("job_id",)
