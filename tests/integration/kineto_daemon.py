@@ -29,21 +29,13 @@ class KinetoDaemon:
         self.kineto_dir = self.dir / "k"
         (self.dir / "kineto.conf").write_text("ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=1\n")
         self.daemon = Dynod(["--kineto-socket-dir", str(self.kineto_dir)], gpu_backend="none", metrics=False)
-        self.procs: list[subprocess.Popen[str]] = []
+        self.procs: list[subprocess.Popen] = []  # killed with their process group by close()
 
     def new_job(self) -> str:
         return str(5_000_000 + uuid.uuid4().int % 1_000_000)
 
-    def start_trainer(
-        self,
-        script: str | Path,
-        *args: str,
-        job: str,
-        ready: Callable[[str], bool],
-        env_extra: dict[str, str] | None = None,
-    ) -> tuple:
-        """Start trainers/<script> (or the absolute path `script`) and read its stdout up to the line `ready`
-        accepts; -> (process, that line)."""
+    def trainer_env(self, job: str, env_extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment of a KINETO_USE_DAEMON=1 trainer of job `job` (its SLURM_JOB_ID) against this daemon."""
         # The daemon reads job ids from the trainer's environment: none inherited from where the tests run.
         env = {k: v for k, v in os.environ.items() if k not in JOB_ID_VARIABLES}
         env.update(
@@ -55,9 +47,21 @@ class KinetoDaemon:
                 **(env_extra or {}),
             }
         )
+        return env
+
+    def start_trainer(
+        self,
+        script: str | Path,
+        *args: str,
+        job: str,
+        ready: Callable[[str], bool],
+        env_extra: dict[str, str] | None = None,
+    ) -> tuple:
+        """Start trainers/<script> (or the absolute path `script`) and read its stdout up to the line `ready`
+        accepts; -> (process, that line)."""
         proc = subprocess.Popen(
             [sys.executable, str(TRAINERS / script), *args],
-            env=env,
+            env=self.trainer_env(job, env_extra),
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
