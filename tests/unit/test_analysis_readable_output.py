@@ -98,8 +98,12 @@ def test_sync_calls_title_names_both_costs(tmp_path):
     b.runtime("cudaStreamSynchronize", 2_000.0, 50.0)
     b.launch("k", 3_000.0, 3_010.0, 5.0)  # the GPU idles from the sync's return (2050) to 3010
     (f,) = _report(tmp_path, b, rules=["sync-calls"]).findings_of("sync-calls")
-    assert f.title == "1 CUDA synchronize call in the 1 profiler step: host blocked 50 µs, GPU idle 960 µs after them"
-    assert f.evidence.time_lost_us == pytest.approx(960.0)
+    # the host's 950 µs after the sync are its own pace: the sync delayed the next launch by its 50 µs only
+    assert f.title == (
+        "1 CUDA synchronize call in the 1 profiler step: host blocked 50 µs, GPU idle 50 µs caused by them "
+        "(of 960 µs idle after them)"
+    )
+    assert f.evidence.time_lost_us == pytest.approx(50.0)
 
 
 def test_sync_calls_on_a_cpu_trace_has_no_gpu_cost(tmp_path):

@@ -4,6 +4,7 @@ and the window the GPU-side rules count in (with the analyses' scope that covers
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -16,8 +17,10 @@ from .context import RuleContext
 
 __all__ = [
     "BaseRule",
+    "GpuBound",
     "GpuRule",
     "NO_GPU",
+    "gpu_bound",
     "busiest_stream",
     "clip",
     "gpu_utilization",
@@ -55,7 +58,11 @@ class BaseRule:
         fix: str | None = None,
         share: float | None = None,
         share_of: str | None = None,
+        basis: str | None = None,
+        no_loss_reason: str | None = None,
     ) -> Finding:
+        """``basis``: what ``time_lost_us`` measures (``Evidence.time_lost_basis``); ``no_loss_reason``: why there
+        is none, when ``time_lost_us`` is 0 by judgement rather than unmeasurable (ignored when it is > 0)."""
         if share is None:
             share = ctx.share(time_lost_us) if time_lost_us > 0 else None
         sev = severity if severity is not None else severity_for_share(share, floor=floor)
@@ -71,6 +78,8 @@ class BaseRule:
                 counts={k: float(v) for k, v in (counts or {}).items()},
                 examples=tuple(examples),
                 share_of=share_of,
+                time_lost_basis=basis,
+                no_time_lost_reason=no_loss_reason if time_lost_us <= 0 else None,
             ),
             fix=fix or self.fix,
             rank=ctx.rank,
@@ -95,6 +104,46 @@ def gpu_utilization(ctx: RuleContext) -> float:
         return union_length(g.ts, g.end) / (span[1] - span[0])
 
     return float(ctx.trace.cached(("rules.gpu_utilization",), compute))
+
+
+@dataclass(frozen=True)
+class GpuBound:
+    """Whether the GPU is the bottleneck (busy at least ``limit`` of its span), for the rules that count host
+    time on the launch path (short-kernels, slow-runtime-calls) or judge launch delays (launch-queue).
+
+    When the GPU is saturated the host runs ahead of it and waits on a full launch queue: host time spent
+    launching (short kernels, slow launch calls) is hidden behind GPU work and costs the job nothing, so those
+    rules report no time lost then (``host_cost``), cap their severity at info and say why."""
+
+    utilization: float
+    limit: float
+
+    @property
+    def bound(self) -> bool:
+        return self.utilization >= self.limit
+
+    @property
+    def label(self) -> str:
+        """"GPU busy 98%", for titles."""
+        return f"GPU busy {self.utilization:.0%}"
+
+    def host_cost(self, host_us: float) -> float:
+        """Time lost for ``host_us`` of host time on the launch path: all of it, or none when GPU-bound."""
+        return 0.0 if self.bound else host_us
+
+    def no_loss_reason(self, what: str) -> str | None:
+        """``Evidence.no_time_lost_reason`` when GPU-bound ("GPU busy 98% (GPU-bound): <what>"), else None."""
+        return f"{self.label} (GPU-bound): {what}" if self.bound else None
+
+    @property
+    def cap(self) -> Severity:
+        """The highest severity a host-time symptom may have: info when GPU-bound (expected there)."""
+        return Severity.INFO if self.bound else Severity.HIGH
+
+
+def gpu_bound(ctx: RuleContext, limit: float) -> GpuBound:
+    """The GPU utilization (``gpu_utilization``) against a rule's ``gpu_bound_util`` threshold."""
+    return GpuBound(gpu_utilization(ctx), limit)
 
 
 def busiest_stream(ctx: RuleContext) -> int | None:

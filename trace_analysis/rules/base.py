@@ -85,25 +85,47 @@ class Example:
     ts_us: float
     dur_us: float
     where: str = ""  # e.g. "stream 7", "tid 1234"
+    # µs from the start of the rank's trace (its first event) to ``ts_us``: where the event is on a timeline that
+    # starts at 0 (Perfetto's). Set by the engine for every finding of a rank; None when unknown.
+    offset_us: float | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "ts_us": self.ts_us, "dur_us": self.dur_us, "where": self.where}
+        return {
+            "name": self.name,
+            "ts_us": self.ts_us,
+            "offset_us": self.offset_us,
+            "dur_us": self.dur_us,
+            "where": self.where,
+        }
 
 
 @dataclass(frozen=True)
 class Evidence:
     """What a finding rests on. ``time_lost_us`` orders findings; ``share`` is of the analysed window, or of what
-    ``share_of`` names ("GPU span": the rules about GPU time on a trace without steps)."""
+    ``share_of`` names ("GPU span": the rules about GPU time on a trace without steps).
+
+    ``time_lost_basis``: what ``time_lost_us`` measures, where a rule states it (its definition, in words).
+    ``no_time_lost_reason``: why ``time_lost_us`` is 0 when the rule judged there is no loss (e.g. slow launches
+    on a GPU-bound trace); a 0 without a reason means the cost cannot be measured from a trace."""
 
     time_lost_us: float = 0.0
     share: float | None = None
     counts: Mapping[str, float] = field(default_factory=dict)
     examples: Sequence[Example] = ()
     share_of: str | None = None
+    time_lost_basis: str | None = None
+    no_time_lost_reason: str | None = None
+
+    @property
+    def measurable(self) -> bool:
+        """Whether ``time_lost_us`` is a measured figure (a loss, or none for a stated reason)."""
+        return self.time_lost_us > 0 or self.no_time_lost_reason is not None
 
     def to_dict(self) -> dict[str, object]:
         return {
             "time_lost_us": self.time_lost_us,
+            "time_lost_basis": self.time_lost_basis,
+            "no_time_lost_reason": self.no_time_lost_reason,
             "share": self.share,
             "share_of": self.share_of,
             "counts": dict(self.counts),

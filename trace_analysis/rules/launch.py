@@ -16,7 +16,7 @@ from ..analyses.arrays import median, member
 from ..analyses.launch import LaunchStats, launch_stats, queue_length
 from ..model import Cat
 from ..units import fmt_us
-from ._common import GpuRule, gpu_utilization, whole_window_scope
+from ._common import GpuRule, gpu_bound, whole_window_scope
 from .base import Finding, Severity, Share, ThresholdValue, count_of
 from .context import RuleContext
 
@@ -46,15 +46,10 @@ def _in_window(ctx: RuleContext, st: LaunchStats) -> tuple[np.ndarray, np.ndarra
     return inside, np.minimum(st.cpu_duration, hi - call_ts)
 
 
-def _gpu_bound_note(ctx: RuleContext, limit: float) -> tuple[bool, str]:
-    util = gpu_utilization(ctx)
-    return util >= limit, f"GPU busy {util:.0%}"
-
-
 class ShortKernels(GpuRule):
     id = "short-kernels"
     title = "Kernels shorter than their launch"
-    thresholds = {"max_launch_us": 50.0, "min_share_of_launches": Share(0.20)}
+    thresholds = {"max_launch_us": 50.0, "min_share_of_launches": Share(0.20), "gpu_bound_util": Share(0.9)}
     fix = (
         "Most kernels finish before the CPU finishes launching them, so the host sets the pace: fuse small ops "
         "(torch.compile), use CUDA graphs, or give each kernel more work (larger batch)."
@@ -72,22 +67,31 @@ class ShortKernels(GpuRule):
         ratio = n / total
         if ratio < float(thresholds["min_share_of_launches"]):
             return []
-        lost = float(call_us[short].sum())  # host time spent launching work shorter than its launch
+        host = float(call_us[short].sum())  # host time spent launching work shorter than its launch
         rows = st.gpu_row[short]
+        # as slow-runtime-calls: launch time is a cost only while the GPU waits for the host; on a GPU-bound trace
+        # the host runs ahead and launch overhead is hidden behind GPU work (no time lost, info, kept in counts)
+        bound = gpu_bound(ctx, float(thresholds["gpu_bound_util"]))
+        note = f" ({bound.label}: launch time hidden behind GPU work when GPU-bound)" if bound.bound else ""
         return [
             self.finding(
                 ctx,
-                f"{n} of {total} kernels ({ratio:.0%}) run shorter than their launch call",
-                time_lost_us=lost,
+                f"{n} of {total} kernels ({ratio:.0%}) run shorter than their launch call{note}",
+                time_lost_us=bound.host_cost(host),
                 counts={
                     "short_kernels": n,
                     "launches": total,
                     "share_of_launches": ratio,
                     "median_kernel_us": median(st.gpu_duration[short]),
                     "median_launch_us": median(st.cpu_duration[short]),
+                    "launch_host_us": host,
+                    "gpu_utilization": bound.utilization,
                 },
                 examples=ctx.examples(ctx.trace.events, rows, where="stream"),
                 floor=Severity.MEDIUM if ratio >= 0.5 else Severity.LOW,
+                cap=bound.cap,
+                basis="host time in the launch calls of the short kernels",
+                no_loss_reason=bound.no_loss_reason("the host runs ahead of the GPU, launch time is hidden"),
             )
         ]
 
@@ -118,8 +122,8 @@ class SlowRuntimeCalls(GpuRule):
         rows = st.runtime_row[slow][(-dur).argsort(kind="stable")]
         # A symptom of something else (queue, contention): never more than medium on its own, and expected
         # (launches block on a full queue) when the GPU is saturated.
-        gpu_bound, util = _gpu_bound_note(ctx, float(thresholds["gpu_bound_util"]))
-        note = f" ({util}: launches block on a full queue when GPU-bound)" if gpu_bound else ""
+        bound = gpu_bound(ctx, float(thresholds["gpu_bound_util"]))
+        note = f" ({bound.label}: launches block on a full queue when GPU-bound)" if bound.bound else ""
         over = float(np.maximum(call_us[slow] - limit, 0.0).sum())
         return [
             self.finding(
@@ -128,7 +132,7 @@ class SlowRuntimeCalls(GpuRule):
                 f"(max {fmt_us(float(dur.max()))}){note}",
                 # the host waiting while the GPU is saturated costs the job nothing: not reported as time lost
                 # ("47% of the window" on a GPU-bound trace read as a loss); the host time stays in the counts
-                time_lost_us=0.0 if gpu_bound else over,
+                time_lost_us=bound.host_cost(over),
                 counts={
                     "slow_calls": n,
                     "max_us": float(dur.max()),
@@ -136,7 +140,9 @@ class SlowRuntimeCalls(GpuRule):
                     "host_time_over_limit_us": over,
                 },
                 examples=ctx.examples(ctx.trace.events, rows),
-                cap=Severity.INFO if gpu_bound else Severity.MEDIUM,
+                cap=Severity.INFO if bound.bound else Severity.MEDIUM,
+                basis=f"host time of the slow calls beyond {fmt_us(limit)}",
+                no_loss_reason=bound.no_loss_reason("the host waits on a full launch queue, at no cost to the job"),
             )
         ]
 
@@ -174,7 +180,7 @@ class LaunchQueue(GpuRule):
         saturated = qmax >= int(thresholds["queue_limit"])
         if share < float(thresholds["min_outlier_share"]) and not saturated:
             return []
-        gpu_bound, util = _gpu_bound_note(ctx, float(thresholds["gpu_bound_util"]))
+        bound = gpu_bound(ctx, float(thresholds["gpu_bound_util"]))
         delay = st.launch_delay[outliers]
         # the delays themselves: the examples show the delayed GPU rows (their own duration), not how late they ran
         late = f" (median delay {fmt_us(median(delay))}, longest {fmt_us(float(delay.max()))})" if delay.size else ""
@@ -182,8 +188,8 @@ class LaunchQueue(GpuRule):
             f"{count_of(int(outliers.sum()), 'launch', 'launches')} ({share:.0%}) started over "
             f"{fmt_us(float(thresholds['max_delay_us']))} after their launch call{late}; max queue length {qmax}"
         )
-        if gpu_bound:
-            what += f" ({util}: expected when GPU-bound)"
+        if bound.bound:
+            what += f" ({bound.label}: expected when GPU-bound)"
         rows = st.gpu_row[outliers][(-delay).argsort(kind="stable")]
         return [
             self.finding(
@@ -194,9 +200,11 @@ class LaunchQueue(GpuRule):
                     "launches": st.n_launches,
                     "median_delay_us": median(st.launch_delay),
                     "max_queue_length": qmax,
-                    "gpu_utilization": gpu_utilization(ctx),
+                    "gpu_utilization": bound.utilization,
                 },
                 examples=ctx.examples(ctx.trace.events, rows, where="stream"),
-                severity=Severity.INFO if gpu_bound else (Severity.MEDIUM if saturated else Severity.LOW),
+                severity=Severity.INFO if bound.bound else (Severity.MEDIUM if saturated else Severity.LOW),
+                # a state, not a cost: its cost shows as GPU idle (host-bound, low-gpu-util) when there is one
+                no_loss_reason=bound.no_loss_reason("work queues up when the GPU is the bottleneck"),
             )
         ]

@@ -8,14 +8,14 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..analyses.arrays import distinct, flatnonzero, member
-from ..analyses.intervals import union_length
+from ..analyses.intervals import merge, union_length
 from ..model import Events
 from ..units import fmt_bytes, fmt_us
 from ._common import BaseRule, GpuRule
 from .base import Finding, Severity, ThresholdValue, count_of
 from .context import RuleContext, contained_in
 
-__all__ = ["SyncCalls", "SyncMemcpy", "SyncMemset", "PageableMemcpy"]
+__all__ = ["SYNC_COST_BASIS", "SyncCalls", "SyncMemcpy", "SyncMemset", "PageableMemcpy"]
 
 SYNC_RUNTIME = frozenset(
     {
@@ -88,21 +88,14 @@ class SyncCalls(BaseRule):
             "host_blocked_us": host_blocked,
             "cpu_item_calls": n_item_all - n_item_device,
         }
+        basis = None
         if ctx.has_gpu:
-            # The cost on the GPU side: after each sync returns the device is drained and stays idle until the
-            # host launches the next work. Sum those idle gaps.
             g = ctx.gpu_activity
-            starts = g.ts  # sorted by the model
-            ends = host_e
-            nxt = starts.searchsorted(ends)
-            ok = nxt < starts.shape[0]
-            # only count when the GPU really was empty at the sync's return (no GPU row spans that moment)
-            running = _running_at(g, ends)
-            # up to the window end at most: GPU idle after the last step is not this loop's cost
-            nxt_ts = np.minimum(starts[np.minimum(nxt, starts.shape[0] - 1)], hi)
-            gap = ok & ~running & (nxt_ts > ends)
-            lost = union_length(ends[gap], nxt_ts[gap])  # union: several syncs in one idle gap count once
-            counts["gpu_idle_after_sync_us"] = lost
+            after, caused = _gpu_idle_of_syncs(g, host_s, host_e, hi)
+            counts["gpu_idle_after_sync_us"] = after
+            counts["gpu_idle_caused_us"] = caused
+            lost = caused
+            basis = SYNC_COST_BASIS
             floor = Severity.LOW
         else:
             lost = host_blocked
@@ -125,8 +118,11 @@ class SyncCalls(BaseRule):
         # time) add up: a copy that blocks the host 147 ms while the GPU is busy costs the GPU nothing.
         cost = ""
         if ctx.has_gpu:
-            idle = f"GPU idle {fmt_us(lost)} after them" if lost > 0 else "no GPU idle after them"
+            after = counts["gpu_idle_after_sync_us"]
+            idle = f"GPU idle {fmt_us(lost)} caused by them" if lost > 0 else "no GPU idle caused by them"
             cost = f": host blocked {fmt_us(host_blocked)}, {idle}"
+            if after > lost:  # the rest of the idle after them is the host's own pace (it would idle anyway)
+                cost += f" (of {fmt_us(after)} idle after them)"
         return [
             self.finding(
                 ctx,
@@ -135,8 +131,62 @@ class SyncCalls(BaseRule):
                 counts=counts,
                 examples=examples,
                 floor=floor,
+                basis=basis,
+                no_loss_reason="the GPU was not idle between the syncs and the next GPU work" if basis else None,
             )
         ]
+
+
+SYNC_COST_BASIS = (
+    "GPU idle the syncs cause: from the later of a sync's start and the end of the GPU work begun before it "
+    "returned, to the next GPU work after it, at most the host time the syncs blocked"
+)
+
+
+def _gpu_idle_of_syncs(g: Events, host_s: np.ndarray, host_e: np.ndarray, hi: float) -> tuple[float, float]:
+    """(GPU idle after the syncs, GPU idle they cause), µs, for syncs blocking the host over [host_s, host_e].
+
+    After a sync returns the device is drained and stays idle until the host's next work reaches it; but on a
+    host-bound trace most of that gap is the host's own pace (Python, data loading): it would idle anyway. A
+    sync delays the host by the time it blocked, so removing it brings the next GPU work forward by at most that
+    much. And while the GPU still runs work queued before the sync, its idle moments are not the sync's doing
+    (cross-stream waits in a queue hundreds of launches deep). So, per group of syncs followed by the same next
+    GPU row: caused = min(next start − max(first sync's start, end of the GPU rows begun before the sync returned,
+    the previous group's next start), the union of the group's blocked host time), never negative; the next
+    start is cut at ``hi`` (the window end). No GPU row starts inside that interval (the group's definition), so
+    it is all idle.
+
+    "after": the former measure, the union of [sync end, next GPU start] where no GPU row spanned the sync's
+    return (kept as a count: the whole gap after the syncs, of which "caused" is the part they account for)."""
+    starts = g.ts  # sorted by the model
+    n = starts.shape[0]
+    if not n or not host_s.shape[0]:
+        return 0.0, 0.0
+    nxt = starts.searchsorted(host_e)
+    ok = nxt < n
+    nxt_ts = np.minimum(starts[np.minimum(nxt, n - 1)], hi)
+    gap = ok & ~_running_at(g, host_e) & (nxt_ts > host_e)
+    after = union_length(host_e[gap], nxt_ts[gap])  # union: several syncs in one idle gap count once
+    bs, be = merge(host_s, host_e)  # .item() encloses its cudaStreamSynchronize: blocked host time once
+    nxt = starts.searchsorted(be)
+    ok = nxt < n
+    if not ok.any():
+        return after, 0.0
+    bs, be, nxt = bs[ok], be[ok], nxt[ok]
+    first = np.empty(bs.shape[0], bool)  # groups: consecutive blocked intervals with the same next GPU row
+    first[0] = True
+    first[1:] = nxt[1:] != nxt[:-1]
+    heads = flatnonzero(first)
+    g_end = np.minimum(starts[nxt[heads]], hi)
+    # the end of the GPU work begun before the group's first sync returned (rows before position nxt)
+    run_end = np.maximum.accumulate(g.end)
+    k = nxt[heads] - 1
+    drained = np.where(k >= 0, run_end[np.maximum(k, 0)], -np.inf)
+    g_start = np.maximum(bs[heads], drained)
+    g_start[1:] = np.maximum(g_start[1:], g_end[:-1])  # never before the previous group's next GPU start
+    idle = np.maximum(g_end - g_start, 0.0)
+    blocked = np.add.reduceat(be - bs, heads)
+    return after, float(np.minimum(idle, blocked).sum())
 
 
 def _host_reads(ctx: RuleContext, sel: np.ndarray) -> np.ndarray:
