@@ -30,7 +30,7 @@ def _trace(tmp_path, launch_ts, copy_ts, item=True):
 def test_copy_launched_before_the_window(tmp_path):
     (f,) = _trace(tmp_path, 985.0, 1002.0).findings_of("sync-calls")  # launch in skipped step 0
     assert f.evidence.counts["sync_runtime_calls"] == 0 and f.evidence.counts["blocking_dtoh_copies"] == 0
-    assert f.title == "1 .item() call in the steady-state steps: host blocked 20 µs, no GPU idle after them"
+    assert f.title == "1 .item() call in the steady-state steps: host blocked 20 µs, no GPU idle caused by them"
 
 
 def test_copy_running_after_the_window(tmp_path):
@@ -53,5 +53,7 @@ def test_gpu_idle_after_a_sync_stops_at_the_window_end(tmp_path):
     b.runtime("cudaMemcpyAsync", 2_952.0, 10.0)
     b.launch("after", 1_000_000.0, 1_000_010.0, 50.0)
     (f,) = analyze(b.write(tmp_path / "t.json"), rules=["sync-calls"]).findings_of("sync-calls")
-    assert f.evidence.time_lost_us == pytest.approx(3_000.0 - 2_970.0)
+    assert f.evidence.counts["gpu_idle_after_sync_us"] == pytest.approx(3_000.0 - 2_970.0)
+    # caused: from the .item()'s start (the GPU drained at 2896) to the window end, at most its 20 µs blocked
+    assert f.evidence.time_lost_us == pytest.approx(20.0)
     assert f.evidence.share is not None and f.evidence.share <= 1.0

@@ -77,7 +77,7 @@ def test_counts_of_one_are_singular(tmp_path):
     titles = {f.rule_id: f.title for f in report.findings}
     assert titles["sync-calls"] == (
         "1 CUDA synchronize call, 1 .item() call, 1 blocking copy to pageable host memory (.cpu()) "
-        "in the 1 profiler step: host blocked 150 µs, GPU idle 2.9 ms after them"
+        "in the 1 profiler step: host blocked 150 µs, GPU idle 150 µs caused by them (of 2.9 ms idle after them)"
     )
     assert titles["sync-memcpy"].startswith("1 synchronous cudaMemcpy call blocks the host for ")
     assert titles["slow-runtime-calls"].startswith("1 launch/copy runtime call took over 50 µs")
