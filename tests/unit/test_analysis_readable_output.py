@@ -123,7 +123,7 @@ def test_long_names_are_cut_with_a_mark_in_text_and_html(tmp_path):
     report = _report(tmp_path, b)
     text = render_text(report)
     cut = long[:79] + "…"
-    assert f"e.g. {cut} at ts=10 dur 2.0 µs" in text
+    assert f"e.g. {cut} at +10 µs (ts=10) dur 2.0 µs" in text  # the trace starts at the first launch call, ts=0
     assert f"{cut}\n" in text  # the kernel table
     assert long not in text
     html = render_html(report)

@@ -98,7 +98,17 @@ def test_json_report_schema(tmp_path):
     assert rank["has_gpu"] and rank["steps"]["count"] == 3 and rank["breakdown"]["idle_pct"] > 50
     f = doc["findings"][0]
     assert set(f) == {"rule", "severity", "title", "rank", "evidence", "fix"}
-    assert set(f["evidence"]) == {"time_lost_us", "share", "share_of", "counts", "examples"}
+    assert set(f["evidence"]) == {
+        "time_lost_us",
+        "time_lost_basis",  # added in v1 (additive)
+        "no_time_lost_reason",  # added in v1 (additive)
+        "share",
+        "share_of",
+        "counts",
+        "examples",
+    }
+    for ex in f["evidence"]["examples"]:
+        assert set(ex) == {"name", "ts_us", "offset_us", "dur_us", "where"}  # offset_us: added in v1
     assert {o["status"] for o in doc["rules"]} <= {"findings", "clean", "skipped", "error"}
     lost = [x["evidence"]["time_lost_us"] for x in doc["findings"]]
     assert lost == sorted(lost, reverse=True)

@@ -9,6 +9,7 @@ from html import escape
 
 from ..units import clip_name, fmt_count, fmt_ts, fmt_us
 from .model import RankSummary, Report, TableRow
+from .phrases import cost_text, example_at
 
 __all__ = ["render_html"]
 
@@ -217,11 +218,13 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
     for f in report.findings:
         ev = f.evidence
         sev = f.severity.value
-        cost = f"lost {fmt_us(ev.time_lost_us)}" if ev.time_lost_us > 0 else "time lost not measurable"
+        cost = escape(cost_text(ev))
         if ev.share is not None:
-            cost += f" ({100 * ev.share:.1f}% of {ev.share_of or 'window'})"
+            cost += f" ({100 * ev.share:.1f}% of {escape(ev.share_of or 'window')})"
+        if ev.time_lost_basis and ev.time_lost_us > 0:  # a zero says why instead (cost_text)
+            cost += f"; time lost = {escape(ev.time_lost_basis)}"
         examples = "".join(
-            f"<li><code>{escape(clip_name(x.name, 160))}</code> at ts={fmt_ts(x.ts_us)} µs, {fmt_us(x.dur_us)} "
+            f"<li><code>{escape(clip_name(x.name, 160))}</code> at {escape(example_at(x))}, {fmt_us(x.dur_us)} "
             f"{escape(x.where)}</li>"
             for x in ev.examples
         )

@@ -5,8 +5,9 @@ from __future__ import annotations
 import textwrap
 
 from ..rules.base import Finding, count_of
-from ..units import clip_name, fmt_ts, fmt_us
+from ..units import clip_name, fmt_us
 from .model import RankSummary, Report, TableRow
+from .phrases import cost_text, example_at
 
 __all__ = ["render_text", "fmt_us"]
 
@@ -53,14 +54,16 @@ def _summary(r: RankSummary) -> list[str]:
 def _finding(i: int, f: Finding, width: int) -> list[str]:
     e = f.evidence
     where = "all ranks" if f.rank is None else f"rank {f.rank}"
-    cost = f"lost {fmt_us(e.time_lost_us)}" if e.time_lost_us > 0 else "time lost not measurable"
+    cost = cost_text(e)
     if e.share is not None:
         cost += f" ({_pct(e.share)} of {e.share_of or 'window'})"
     lines = _wrap(f"{i:>2}. [{_SEV[f.severity.value]}] {f.rule_id} ({where}): {f.title}", " " * 6, width)
-    lines.append(f"      {cost}")
+    lines += _wrap(f"      {cost}", " " * 8, width)
+    if e.time_lost_basis and e.time_lost_us > 0:  # a zero says why instead (cost_text)
+        lines += _wrap(f"      time lost = {e.time_lost_basis}", " " * 8, width)
     for ex in e.examples:
         lines.append(
-            f"      e.g. {clip_name(ex.name, 80)} at ts={fmt_ts(ex.ts_us)} dur {fmt_us(ex.dur_us)} {ex.where}".rstrip()
+            f"      e.g. {clip_name(ex.name, 80)} at {example_at(ex)} dur {fmt_us(ex.dur_us)} {ex.where}".rstrip()
         )
     lines += _wrap(f"      fix: {f.fix}", " " * 11, width)
     return lines

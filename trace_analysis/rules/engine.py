@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .base import CrossRankRule, Finding, Rule, ThresholdValue
 from .context import RuleContext
@@ -21,7 +21,16 @@ from .straggler import Straggler
 from .sync import PageableMemcpy, SyncCalls, SyncMemcpy, SyncMemset
 from .thresholds import ThresholdError, resolve_thresholds
 
-__all__ = ["ALL_RULES", "RuleOutcome", "RulesResult", "UnknownRuleError", "run_rules", "select_rules", "sort_findings"]
+__all__ = [
+    "ALL_RULES",
+    "RuleOutcome",
+    "RulesResult",
+    "UnknownRuleError",
+    "run_rules",
+    "select_rules",
+    "sort_findings",
+    "with_offsets",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -139,8 +148,19 @@ def _run_one(rule: Rule, ctx: RuleContext, th: Mapping[str, ThresholdValue], sin
     except Exception as e:  # noqa: BLE001 - a buggy rule becomes an error outcome, not a lost report
         logger.exception("rule %s failed on rank %s", rule.id, ctx.rank)
         return RuleOutcome(rule.id, ctx.rank, "error", f"{type(e).__name__}: {e}")
-    sink.extend(got)
+    sink.extend(with_offsets(f, ctx.span[0]) for f in got)
     return RuleOutcome(rule.id, ctx.rank, "findings" if got else "clean", findings=len(got))
+
+
+def with_offsets(finding: Finding, origin_us: float) -> Finding:
+    """``finding`` with each example's ``offset_us`` set from ``origin_us`` (its rank's trace start), so that a
+    report can say "at +1.234 s" beside the absolute ``ts`` (a 16-digit epoch µs says nothing about where in the
+    trace the event is). Examples a rule already placed keep their offset."""
+    ex = finding.evidence.examples
+    if not ex or all(e.offset_us is not None for e in ex):
+        return finding
+    placed = tuple(e if e.offset_us is not None else replace(e, offset_us=e.ts_us - origin_us) for e in ex)
+    return replace(finding, evidence=replace(finding.evidence, examples=placed))
 
 
 def _run_cross(
@@ -154,6 +174,9 @@ def _run_cross(
     except Exception as e:  # noqa: BLE001
         logger.exception("rule %s failed", rule.id)
         return RuleOutcome(rule.id, None, "error", f"{type(e).__name__}: {e}")
-    sink.extend(got)
+    origin = {c.rank: c.span[0] for c in ctxs}
+    # a finding about one rank is placed on that rank's timeline; a job-level one on the earliest rank's start
+    first = min(origin.values(), default=0.0)
+    sink.extend(with_offsets(f, origin.get(f.rank, first) if f.rank is not None else first) for f in got)
     reason = f"compared {len(ctxs)} ranks"
     return RuleOutcome(rule.id, None, "findings" if got else "clean", reason, findings=len(got))
