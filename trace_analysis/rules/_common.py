@@ -124,7 +124,7 @@ class GpuBound:
 
     @property
     def label(self) -> str:
-        """ "GPU busy 98%", for titles."""
+        """For titles: "GPU busy 98%"."""
         return f"GPU busy {self.utilization:.0%}"
 
     def host_cost(self, host_us: float) -> float:
