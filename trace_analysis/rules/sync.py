@@ -88,7 +88,7 @@ class SyncCalls(BaseRule):
             "host_blocked_us": host_blocked,
             "cpu_item_calls": n_item_all - n_item_device,
         }
-        basis = None
+        basis, after = None, 0.0
         if ctx.has_gpu:
             g = ctx.gpu_activity
             after, caused = _gpu_idle_of_syncs(g, host_s, host_e, hi)
@@ -114,11 +114,10 @@ class SyncCalls(BaseRule):
         if n_gs:
             parts.append(count_of(n_gs, "cuda_sync event"))
         where = "steady-state steps" if len(ctx.steps) >= 2 and thresholds["skip_first_step"] else ctx.window_name
-        # Both costs, so that the time lost (GPU idle after the syncs) and the examples (the longest syncs: host
-        # time) add up: a copy that blocks the host 147 ms while the GPU is busy costs the GPU nothing.
+        # Both costs, so that the time lost (GPU idle the syncs cause) and the examples (the longest syncs: host
+        # time) add up: a copy that blocks the host 147 ms while the GPU works through its queue costs it little.
         cost = ""
         if ctx.has_gpu:
-            after = counts["gpu_idle_after_sync_us"]
             idle = f"GPU idle {fmt_us(lost)} caused by them" if lost > 0 else "no GPU idle caused by them"
             cost = f": host blocked {fmt_us(host_blocked)}, {idle}"
             if after > lost:  # the rest of the idle after them is the host's own pace (it would idle anyway)
