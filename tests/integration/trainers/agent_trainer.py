@@ -4,7 +4,8 @@ Usage: agent_trainer.py [--explicit] [--steps N | --seconds S] [--ready-file F] 
   --explicit     call dyno.client.agent.start() itself (otherwise it relies on dyno-run's bootstrap, if any)
   --steps N      run N optimizer steps (default: until --stop-file exists or --seconds pass)
   --dist         join a gloo process group (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment) and
-                 train with DistributedDataParallel: ranks step in lockstep and traces carry distributedInfo
+                 train with DistributedDataParallel: ranks step in lockstep (and stop at the same step) and
+                 traces carry distributedInfo
 Prints "step <n>" every 50 steps and "finished <n>" at the end.
 """
 
@@ -39,11 +40,20 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(16, 32), torch.randn(16, 8)
 deadline = time.monotonic() + args.seconds
 step = 0
-while True:
-    if args.steps and step >= args.steps:
-        break
-    if not args.steps and (time.monotonic() > deadline or (args.stop_file and os.path.exists(args.stop_file))):
-        break
+
+
+def should_stop() -> bool:
+    if args.steps:
+        return step >= args.steps
+    stop = time.monotonic() > deadline or bool(args.stop_file and os.path.exists(args.stop_file))
+    if args.dist:  # every rank stops at the same step: one that stopped alone left the others in an allreduce
+        flag = torch.tensor([int(stop)])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        stop = bool(flag.item())
+    return stop
+
+
+while not should_stop():
     loss = torch.nn.functional.mse_loss(model(x), y)
     opt.zero_grad()
     loss.backward()
