@@ -3,7 +3,14 @@ the machine running the tests, whose environment (a DYNO_JOB_ID, a Slurm job) mu
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from manual_clock import Clock
+
 from dyno.daemon.kineto_identity import KinetoIdentifier
+from dyno.daemon.kineto_ipc import KinetoPoll
+from dyno.daemon.registry import ProcessRegistry
+from dyno.daemon.trace_manager import TraceManager
 
 
 def no_proc(pid: int, name: str, limit: int) -> bytes:
@@ -28,3 +35,13 @@ class ProcTable:
             raise FileNotFoundError(f"/proc/{pid}/{name}")
         comm, cmdline = self.procs[pid]
         return (comm.encode() + b"\n" if name == "comm" else cmdline)[: limit + 1]
+
+
+def kineto_manager(tmp_path: Path, proc: ProcTable, polls: list[KinetoPoll]) -> TraceManager:
+    """A TraceManager on a manual clock whose kineto processes are `polls`, their /proc being `proc`."""
+    clock = Clock()
+    reg = ProcessRegistry(is_alive=lambda pid: True, clock_ms=clock)
+    tm = TraceManager(reg, tmp_path / "traces", "hostA", clock_ms=clock, kineto_identifier=KinetoIdentifier(proc))
+    for p in polls:
+        tm.kineto_poll(p)
+    return tm

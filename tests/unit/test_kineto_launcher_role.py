@@ -14,8 +14,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from fake_proc import ProcTable
-from manual_clock import Clock
+from fake_proc import ProcTable, kineto_manager
 
 from dyno.client.cli import main as cli_main
 from dyno.client.cluster import HostResult
@@ -32,7 +31,7 @@ from dyno.daemon.process_roles import (
     order_for_limit,
     process_roles,
 )
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord
 from dyno.daemon.server import DynoServicer, add_to_server
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_service import TraceRpcs
@@ -55,20 +54,11 @@ def rec(pid: int, ancestry: tuple[int, ...] = (), *, job: str = "7", launcher: s
     return ProcessRecord(pid=pid, job_id=job, protocol=PROTOCOL_KINETO, ancestry=ancestry, launcher=launcher)
 
 
-def manager(tmp_path: Path, proc: ProcTable, polls: list[KinetoPoll]) -> TraceManager:
-    clock = Clock()
-    reg = ProcessRegistry(is_alive=lambda pid: True, clock_ms=clock)
-    tm = TraceManager(reg, tmp_path / "traces", "hostA", clock_ms=clock, kineto_identifier=KinetoIdentifier(proc))
-    for p in polls:
-        tm.kineto_poll(p)
-    return tm
-
-
 def torchrun_job(tmp_path: Path) -> tuple[TraceManager, ProcTable]:
     """`torchrun --nproc-per-node 2` under KINETO_USE_DAEMON=1: the launcher 100 (its parent: a shell, 50) and its
     workers 101 and 102, all three registered by libkineto."""
     proc = ProcTable({100: ("python3", TORCHRUN), 101: ("python3", WORKER), 102: ("python3", WORKER)})
-    return manager(tmp_path, proc, [poll(100, 50), poll(101, 100, 50), poll(102, 100, 50)]), proc
+    return kineto_manager(tmp_path, proc, [poll(100, 50), poll(101, 100, 50), poll(102, 100, 50)]), proc
 
 
 # -- identity -------------------------------------------------------------------------------------------------------
@@ -130,7 +120,7 @@ def test_pids_naming_the_launcher_select_its_workers_not_itself(tmp_path: Path) 
 
 def test_a_launcher_alone_is_not_traced_and_the_answer_says_why(tmp_path: Path) -> None:
     proc = ProcTable({100: ("python3", RUN_MODULE)})
-    tm = manager(tmp_path, proc, [poll(100, 50)])  # the workers have not imported torch yet
+    tm = kineto_manager(tmp_path, proc, [poll(100, 50)])  # the workers have not imported torch yet
     for spec in (TraceSpec(job_id="7", iterations=1), TraceSpec(job_id="7", duration_ms=500, pids=(100,))):
         r = tm.start(spec)
         assert r.triggered == () and r.matched_pids == ()
@@ -176,7 +166,7 @@ def test_manager_roles_read_data_workers_from_proc(tmp_path: Path) -> None:
     proc = ProcTable(
         {100: ("python3", TORCHRUN), 101: ("python3", WORKER), 201: ("pt_data_worker", SPAWN), 5: ("x", b"")}
     )
-    tm = manager(tmp_path, proc, [poll(100, 50), poll(101, 100, 50), poll(201, 101, 100, 50)])
+    tm = kineto_manager(tmp_path, proc, [poll(100, 50), poll(101, 100, 50), poll(201, 101, 100, 50)])
     tm._registry.register(ProcessRecord(pid=5, job_id="7", protocol=PROTOCOL_AGENT, ancestry=(100,), rank=0))
     roles = tm.roles(tm._registry.list())
     assert roles == {100: ROLE_LAUNCHER, 101: ROLE_TRAINER, 201: ROLE_DATALOADER, 5: ROLE_TRAINER}
@@ -191,7 +181,9 @@ def served(tmp_path: Path) -> Iterator[tuple[str, TraceManager]]:
     proc = ProcTable(
         {100: ("python3", TORCHRUN), 101: ("python3", WORKER), 102: ("python3", WORKER), 201: ("pt_data_worker", SPAWN)}
     )
-    tm = manager(tmp_path, proc, [poll(100, 50), poll(101, 100, 50), poll(102, 100, 50), poll(201, 101, 100, 50)])
+    tm = kineto_manager(
+        tmp_path, proc, [poll(100, 50), poll(101, 100, 50), poll(102, 100, 50), poll(201, 101, 100, 50)]
+    )
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     rpcs = TraceRpcs(tm, tm._registry, "hostA")
     add_to_server(DynoServicer(lambda: dyno_pb2.Status(), History(2), "hostA", trace_rpcs=rpcs), server)

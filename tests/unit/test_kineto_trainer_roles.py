@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from fake_proc import ProcTable as Proc
-from manual_clock import Clock
+from fake_proc import kineto_manager
 
 from dyno.daemon.kineto_identity import KinetoIdentifier
 from dyno.daemon.kineto_ipc import KinetoPoll
-from dyno.daemon.registry import PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager, order_for_limit
+from dyno.daemon.registry import PROTOCOL_KINETO, ProcessRecord
+from dyno.daemon.trace_manager import order_for_limit
 from dyno.daemon.trace_types import TraceSpec
 
 pytestmark = pytest.mark.unit
@@ -23,15 +23,6 @@ SPAWN_CMDLINE = b"python\0-c\0from multiprocessing.spawn import spawn_main; spaw
 
 def kineto(pid: int, ancestry: tuple[int, ...]) -> ProcessRecord:
     return ProcessRecord(pid=pid, job_id="7", protocol=PROTOCOL_KINETO, ancestry=ancestry)
-
-
-def manager(tmp_path: Path, proc: Proc, polls: list[KinetoPoll]) -> TraceManager:
-    clock = Clock()
-    reg = ProcessRegistry(is_alive=lambda pid: True, clock_ms=clock)
-    tm = TraceManager(reg, tmp_path / "traces", "hostA", clock_ms=clock, kineto_identifier=KinetoIdentifier(proc))
-    for poll in polls:
-        tm.kineto_poll(poll)
-    return tm
 
 
 def poll(pid: int, *ancestry: int) -> KinetoPoll:
@@ -54,7 +45,7 @@ def test_order_puts_helpers_last_and_keeps_their_parent_a_leaf() -> None:
 def test_process_limit_picks_the_trainer_not_its_dataloader_worker(tmp_path: Path) -> None:
     # A KINETO_USE_DAEMON=1 trainer (100) and its spawn-started DataLoader worker (101), which registers too.
     proc = Proc({100: ("python", b"python\0train.py\0"), 101: ("pt_data_worker", SPAWN_CMDLINE)})
-    tm = manager(tmp_path, proc, [poll(100, 50), poll(101, 100, 50)])
+    tm = kineto_manager(tmp_path, proc, [poll(100, 50), poll(101, 100, 50)])
     r = tm.start(TraceSpec(job_id="7", duration_ms=100, process_limit=1))
     assert set(r.matched_pids) == {100, 101}
     assert [v.pid for v in r.triggered] == [100]
@@ -73,7 +64,7 @@ def test_process_limit_picks_mp_spawn_trainers_over_launcher_and_workers(tmp_pat
         }
     )
     polls = [poll(100, 50), poll(101, 100, 50), poll(102, 100, 50), poll(201, 101, 100, 50), poll(202, 102, 100, 50)]
-    tm = manager(tmp_path, proc, polls)
+    tm = kineto_manager(tmp_path, proc, polls)
     r = tm.start(TraceSpec(job_id="7", duration_ms=100, process_limit=2))
     assert [v.pid for v in r.triggered] == [101, 102]
     r = tm.start(TraceSpec(job_id="7", duration_ms=100, process_limit=3, pids=(100,)))
