@@ -47,7 +47,7 @@ class Daemon:
         self.config = config
         self.hostname = socket.gethostname()
         self.started_at = time.monotonic()
-        self.history = History(config.history_len)
+        self.history = History(config.history_len, max_bytes=config.history_max_bytes)
         if samplers is None:
             samplers = [HostSampler(), make_gpu_sampler(config.gpu_backend, config.sim_gpus)]
         self.samplers = samplers
@@ -185,14 +185,14 @@ class Daemon:
         return min(self.config.history_s, self.history.fitting_len() * self.config.interval_s)
 
     def _warn_if_history_cut(self) -> None:
-        """Once, after the first sample: the byte budget keeps less than history_s (history.MAX_HISTORY_BYTES)."""
+        """Once, after the first sample: the byte budget (history_max_bytes) keeps less than history_s."""
         cfg = self.config
         kept = self.history.fitting_len()
         if kept >= self.history.capacity:
             return
         log.warning(
             "history: keeping the last %g s (%d samples), not history_s %g s: %d values per sample at interval_s %g "
-            "would take ~%d MiB, more than the history's %d MiB budget",
+            "would take ~%d MiB, more than the history's %d MiB budget (history_max_bytes)",
             self.history_window_s(),
             kept,
             cfg.history_s,

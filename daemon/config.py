@@ -25,6 +25,9 @@ __all__ = [
     "ConfigError",
     "GPU_BACKENDS",
     "SYSTEM_RUNTIME_DIR",
+    "DEFAULT_HISTORY_MAX_BYTES",
+    "MAX_HISTORY_MAX_BYTES",
+    "MIN_HISTORY_MAX_BYTES",
     "MAX_INTERVAL_S",
     "MAX_TRACE_RETENTION_BYTES",
     "MAX_TRACE_RETENTION_S",
@@ -49,6 +52,12 @@ MIN_INTERVAL_S = 0.1
 MAX_INTERVAL_S = 86400.0
 MAX_TRACE_RETENTION_S = 10 * 365 * 86400.0
 MAX_TRACE_RETENTION_BYTES = 2**50
+# The history's default memory budget (history.MAX_HISTORY_BYTES). systemd/dynod.service has MemoryHigh=256M,
+# MemoryMax=512M and dynod's own steady state is ~55 MB; this leaves room for trace transfers and a 32 MiB
+# GetMetrics answer: ~10 hours of 1 s samples of 8 GPUs, ~1 hour at 0.1 s (docs/BENCHMARKS.md).
+DEFAULT_HISTORY_MAX_BYTES = 96 * 1024**2
+MIN_HISTORY_MAX_BYTES = 2**20  # 1 MiB: a few hundred samples of 8 GPUs
+MAX_HISTORY_MAX_BYTES = 2**36  # 64 GiB
 # The name libkineto connects to: the default abstract socket, and the fixed file name in --kineto-socket-dir mode.
 KINETO_NAME = "dynolog"
 
@@ -99,6 +108,7 @@ class DaemonConfig:
     sim_gpus: int = 8
     interval_s: float = 1.0
     history_s: float = 3600.0
+    history_max_bytes: int = DEFAULT_HISTORY_MAX_BYTES  # the oldest samples go first past it
     state_dir: Path = _default_state_dir()
     trace_dir: Path = _default_trace_dir()
     agent_socket: Path | None = None  # None: <runtime dir>/agent.sock
@@ -202,6 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--history-s",
         type=_positive_float,
         help="seconds of samples kept in memory (default 3600; at least --interval-s, at most 1000000 samples)",
+    )
+    a(
+        "--history-max-bytes",
+        type=number(int, gt=0),
+        help="memory budget of the history: past it the oldest samples go, with one warning at start naming the "
+        f"window kept (default 100663296, 96 MiB; {MIN_HISTORY_MAX_BYTES}-{MAX_HISTORY_MAX_BYTES}, 1 MiB-64 GiB)",
     )
     a(
         "--state-dir",
@@ -328,6 +344,8 @@ def _value_problem(key: str, value: Any) -> str | None:
         return f"interval_s {value:g} is above the maximum of {MAX_INTERVAL_S:g} s"
     if key == "history_s" and not value > 0:
         return "history_s must be > 0"
+    if key == "history_max_bytes" and not MIN_HISTORY_MAX_BYTES <= value <= MAX_HISTORY_MAX_BYTES:
+        return f"history_max_bytes {value} is outside {MIN_HISTORY_MAX_BYTES}-{MAX_HISTORY_MAX_BYTES} (1 MiB-64 GiB)"
     if key == "trace_retention_bytes" and value <= 0:  # 0 is no "unlimited": every finished trace went at once
         return "trace_retention_bytes must be > 0 (there is no unlimited; give a size)"
     if key == "trace_retention_bytes" and value > MAX_TRACE_RETENTION_BYTES:

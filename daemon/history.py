@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from dyno.daemon.config import DEFAULT_HISTORY_MAX_BYTES
 from dyno.daemon.samplers.base import Labels, Reading
 
 __all__ = [
@@ -36,10 +37,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Sample storage the history may take. systemd/dynod.service has MemoryHigh=256M, MemoryMax=512M and dynod's own
-# steady state is ~55 MB; this leaves room for trace transfers and a 32 MiB GetMetrics answer. Enough for ~10 hours
-# of 1 s samples of 8 GPUs (271 values), ~1 hour at 0.1 s (docs/BENCHMARKS.md).
-MAX_HISTORY_BYTES = 96 * 1024 * 1024
+# Sample storage the history may take by default (dynod's history_max_bytes; why this size: dyno.daemon.config).
+MAX_HISTORY_BYTES = DEFAULT_HISTORY_MAX_BYTES
 # What one stored sample costs besides its arrays' items: the StoredSample (slots), its timestamp int, two array
 # headers, the deque's slot and malloc's rounding (bench/history_memory.py measures it against RSS).
 SAMPLE_OVERHEAD_BYTES = 200

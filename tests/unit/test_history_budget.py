@@ -9,13 +9,14 @@ import logging
 import shutil
 from array import array
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from dynod_config import config_file, resolve
 
-from dyno.daemon import history as history_module
 from dyno.daemon.app import Daemon
-from dyno.daemon.config import DaemonConfig
-from dyno.daemon.history import SAMPLE_OVERHEAD_BYTES, History, Sample
+from dyno.daemon.config import ConfigError, DaemonConfig
+from dyno.daemon.history import MAX_HISTORY_BYTES, SAMPLE_OVERHEAD_BYTES, History, Sample
 from dyno.daemon.samplers.base import Reading, SamplerState
 
 from conftest import short_tmpdir
@@ -105,10 +106,10 @@ def workdir() -> Iterator[DaemonConfig]:
 
 
 def test_dynod_says_once_at_start_which_window_it_keeps(
-    workdir: DaemonConfig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    workdir: DaemonConfig, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(history_module, "MAX_HISTORY_BYTES", 1 << 20)
-    daemon = Daemon(workdir, samplers=[_Wide()])  # type: ignore[list-item]
+    config = dataclasses.replace(workdir, history_max_bytes=1 << 20)  # dynod's history_max_bytes / --history-max-bytes
+    daemon = Daemon(config, samplers=[_Wide()])  # type: ignore[list-item]
     with caplog.at_level(logging.WARNING, logger="dyno.daemon.app"):
         daemon.start()
     try:
@@ -133,3 +134,15 @@ def test_no_warning_when_history_s_fits(workdir: DaemonConfig, caplog: pytest.Lo
         assert daemon.status().history_s == 600
     finally:
         daemon.stop(grace_s=0)
+
+
+def test_the_budget_is_a_config_key_and_a_flag_within_bounds(tmp_path: Path) -> None:
+    assert resolve([]).history_max_bytes == MAX_HISTORY_BYTES == 96 * 2**20
+    assert resolve(["--history-max-bytes", str(2**30)]).history_max_bytes == 2**30
+    assert resolve(["--config", config_file(tmp_path, "history_max_bytes = 2097152\n")]).history_max_bytes == 2**21
+    for bad in (
+        ["--history-max-bytes", "1000"],
+        ["--config", config_file(tmp_path, "history_max_bytes = 100000000000\n")],
+    ):
+        with pytest.raises(ConfigError, match="history_max_bytes"):
+            resolve(bad)
