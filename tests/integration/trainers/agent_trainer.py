@@ -63,3 +63,5 @@ while not should_stop():
         print(f"step {step}", flush=True)
     time.sleep(args.step_sleep)
 print(f"finished {step}", flush=True)
+if args.dist:  # leave the group before exit, as a trainer should (gloo's threads otherwise die with the process)
+    dist.destroy_process_group()
