@@ -174,6 +174,9 @@ _port = number(int, ge=0, le=65535)
 _count = number(int, ge=1, le=64)
 
 
+_D = DaemonConfig  # its field defaults, quoted in --help
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dynod",
@@ -205,19 +208,21 @@ def build_parser() -> argparse.ArgumentParser:
     a(
         "--interval-s",
         type=_positive_float,
-        help=f"sampling interval in seconds (default 1; {MIN_INTERVAL_S:g}-{MAX_INTERVAL_S:g}: NVML updates no "
-        "faster than every 0.1 s)",
+        help=f"sampling interval in seconds (default {_D.interval_s:g}; {MIN_INTERVAL_S:g}-{MAX_INTERVAL_S:g}: "
+        "NVML updates no faster than every 0.1 s)",
     )
     a(
         "--history-s",
         type=_positive_float,
-        help="seconds of samples kept in memory (default 3600; at least --interval-s, at most 1000000 samples)",
+        help=f"seconds of samples kept in memory (default {_D.history_s:g}; at least --interval-s, at most 1000000 "
+        "samples)",
     )
     a(
         "--history-max-bytes",
         type=number(int, gt=0),
         help="memory budget of the history: past it the oldest samples go, with one warning at start naming the "
-        f"window kept (default 100663296, 96 MiB; {MIN_HISTORY_MAX_BYTES}-{MAX_HISTORY_MAX_BYTES}, 1 MiB-64 GiB)",
+        f"window kept (default {_D.history_max_bytes}, 96 MiB; {MIN_HISTORY_MAX_BYTES}-{MAX_HISTORY_MAX_BYTES}, "
+        "1 MiB-64 GiB)",
     )
     a(
         "--state-dir",
@@ -254,13 +259,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace-retention-bytes",
         type=number(int, gt=0),
         help="delete the oldest finished traces while the trace dir holds more than this many bytes (default "
-        f"10737418240, 10 GiB; 1-{MAX_TRACE_RETENTION_BYTES}, 1 PiB)",
+        f"{_D.trace_retention_bytes}, 10 GiB; 1-{MAX_TRACE_RETENTION_BYTES}, 1 PiB)",
     )
     a(
         "--trace-retention-s",
         type=_positive_float,
-        help=f"delete finished traces older than this many seconds (default 604800, 7 days; > 0, at most "
-        f"{MAX_TRACE_RETENTION_S:.0f}, 10 years)",
+        help=f"delete finished traces older than this many seconds (default {_D.trace_retention_s:g}, 7 days; > 0, "
+        f"at most {MAX_TRACE_RETENTION_S:.0f}, 10 years)",
     )
     a(
         "--auth-token-file",
