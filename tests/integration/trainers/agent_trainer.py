@@ -10,6 +10,7 @@ Prints "step <n>" every 50 steps and "finished <n>" at the end.
 """
 
 import argparse
+import gc
 import os
 import time
 
@@ -63,5 +64,11 @@ while not should_stop():
         print(f"step {step}", flush=True)
     time.sleep(args.step_sleep)
 print(f"finished {step}", flush=True)
-if args.dist:  # leave the group before exit, as a trainer should (gloo's threads otherwise die with the process)
+if args.dist:
+    # Leave the group while the interpreter is fully alive. DDP holds the process group: without dropping it
+    # first, destroy_process_group() leaves gloo's worker threads running, and one that releases a finished
+    # work's tensors during interpreter shutdown aborts the process (SIGABRT, "terminate called without an
+    # active exception"; PyTorch's gloo teardown, not dyno's or libkineto's).
+    del model, opt
+    gc.collect()
     dist.destroy_process_group()
