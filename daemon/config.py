@@ -13,6 +13,7 @@ from typing import Any
 
 from dyno import exit_codes
 from dyno.argtypes import number
+from dyno.daemon.registry import MAX_PROCESSES, MAX_PROCESSES_PER_UID
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,6 +30,7 @@ __all__ = [
     "MAX_HISTORY_MAX_BYTES",
     "MIN_HISTORY_MAX_BYTES",
     "MAX_INTERVAL_S",
+    "MAX_REGISTRY_CAP",
     "MAX_TRACE_RETENTION_BYTES",
     "MAX_TRACE_RETENTION_S",
     "MIN_INTERVAL_S",
@@ -58,6 +60,10 @@ MAX_TRACE_RETENTION_BYTES = 2**50
 DEFAULT_HISTORY_MAX_BYTES = 96 * 1024**2
 MIN_HISTORY_MAX_BYTES = 2**20  # 1 MiB: a few hundred samples of 8 GPUs
 MAX_HISTORY_MAX_BYTES = 2**36  # 64 GiB
+# The process registry's caps (max_processes, max_processes_per_uid; defaults registry.MAX_PROCESSES and
+# MAX_PROCESSES_PER_UID). An entry takes up to ~5 KB (its command line is capped at 4 KB), so the largest cap is
+# ~320 MB of registry: far past the unit's MemoryMax, raise it together with the cap.
+MAX_REGISTRY_CAP = 65536
 # The name libkineto connects to: the default abstract socket, and the fixed file name in --kineto-socket-dir mode.
 KINETO_NAME = "dynolog"
 
@@ -116,6 +122,10 @@ class DaemonConfig:
     kineto_socket_dir: Path | None = None  # filesystem-socket mode (KINETO_IPC_SOCKET_DIR)
     trace_retention_bytes: int = 10 * 1024**3
     trace_retention_s: float = 7 * 24 * 3600.0
+    # registered trainer processes kept at most (past it a new one is refused: RESOURCE_EXHAUSTED), in all and of
+    # one uid (so that one user's runaway launcher leaves room for other users' trainers)
+    max_processes: int = MAX_PROCESSES
+    max_processes_per_uid: int = MAX_PROCESSES_PER_UID
     auth_token_file: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -172,6 +182,7 @@ def _shared_dir_problem(trace_dir_value: Path) -> str | None:
 _positive_float = number(float, gt=0)
 _port = number(int, ge=0, le=65535)
 _count = number(int, ge=1, le=64)
+_registry_cap = number(int, ge=1, le=MAX_REGISTRY_CAP)
 
 
 _D = DaemonConfig  # its field defaults, quoted in --help
@@ -268,6 +279,18 @@ def build_parser() -> argparse.ArgumentParser:
         f"at most {MAX_TRACE_RETENTION_S:.0f}, 10 years)",
     )
     a(
+        "--max-processes",
+        type=_registry_cap,
+        help="most trainer processes registered at once; past it a new one is refused with RESOURCE_EXHAUSTED "
+        f"(default {_D.max_processes}; 1-{MAX_REGISTRY_CAP}; an entry takes up to ~5 KB)",
+    )
+    a(
+        "--max-processes-per-uid",
+        type=_registry_cap,
+        help="most of them of one user, so that one user's runaway launcher leaves room for other users' trainers "
+        f"(default {_D.max_processes_per_uid}; 1-{MAX_REGISTRY_CAP}; --max-processes still caps the total)",
+    )
+    a(
         "--auth-token-file",
         type=Path,
         help="file holding a shared bearer token required by StartTrace, CancelTrace and FetchTraceFile",
@@ -359,6 +382,8 @@ def _value_problem(key: str, value: Any) -> str | None:
         return "trace_retention_s must be > 0"
     if key == "trace_retention_s" and value > MAX_TRACE_RETENTION_S:
         return f"trace_retention_s {value:g} is above the maximum of {MAX_TRACE_RETENTION_S:.0f} (10 years)"
+    if key in ("max_processes", "max_processes_per_uid") and not 1 <= value <= MAX_REGISTRY_CAP:
+        return f"{key} {value} is outside 1-{MAX_REGISTRY_CAP}"
     if key == "trace_dir":
         return _shared_dir_problem(value)
     if key == "kineto_endpoint" and (not value or "\0" in value or "/" in value):

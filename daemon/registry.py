@@ -42,8 +42,9 @@ PROTOCOL_AGENT = "agent"
 PROTOCOL_KINETO = "kineto"
 _PROTOCOLS = (PROTOCOL_AGENT, PROTOCOL_KINETO)
 MAX_ANCESTRY = 32
-# A host runs a few dozen trainers (8 GPUs x (trainer + DataLoader workers) + launchers); an entry is ~5 KB at most
-# (its command line is capped at 4 KB), so the whole table stays under ~20 MB.
+# The default caps (dynod's max_processes and max_processes_per_uid, config.py). A host runs a few dozen trainers
+# (8 GPUs x (trainer + DataLoader workers) + launchers); an entry is ~5 KB at most (its command line is capped at
+# 4 KB), so the whole table stays under ~20 MB.
 MAX_PROCESSES = 4096
 MAX_PROCESSES_PER_UID = 1024
 PRUNE_EVERY_MS = 1000
@@ -308,14 +309,14 @@ class ProcessRegistry:
         if old is None and len(self._procs) >= self.max_processes:
             return (
                 f"{len(self._procs)} processes are registered with this daemon, its limit "
-                f"({self.max_processes}); pid {rec.pid} is not registered"
+                f"({self.max_processes}, dynod's max_processes); pid {rec.pid} is not registered"
             )
         same_uid = old is not None and old.uid == rec.uid
         if not same_uid and self._per_uid[rec.uid] >= self.max_per_uid:
             who = f"uid {rec.uid}" if rec.uid >= 0 else "an unknown uid"
             return (
                 f"{self._per_uid[rec.uid]} processes of {who} are registered with this daemon, the limit per "
-                f"user ({self.max_per_uid}); pid {rec.pid} is not registered"
+                f"user ({self.max_per_uid}, dynod's max_processes_per_uid); pid {rec.pid} is not registered"
             )
         return None
 

@@ -35,7 +35,11 @@ class Tracing:
     ) -> None:
         self.config = config
         self.hostname = hostname
-        self.registry = ProcessRegistry(silent_timeout_s=silent_timeout_s)
+        self.registry = ProcessRegistry(
+            silent_timeout_s=silent_timeout_s,
+            max_processes=config.max_processes,
+            max_per_uid=config.max_processes_per_uid,
+        )
         self._wake = threading.Event()  # set by stop() and by every started trace
         self.manager = TraceManager(
             self.registry,

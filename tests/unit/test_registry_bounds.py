@@ -76,7 +76,8 @@ def test_per_uid_cap_refuses_one_user_and_leaves_room_for_others() -> None:
     with pytest.raises(RegistryFullError) as e:
         reg.register(_agent(world.spawn(14, uid=1000)))
     assert str(e.value) == (
-        "3 processes of uid 1000 are registered with this daemon, the limit per user (3); pid 14 is not registered"
+        "3 processes of uid 1000 are registered with this daemon, the limit per user (3, dynod's "
+        "max_processes_per_uid); pid 14 is not registered"
     )
     assert reg.register(_agent(world.spawn(21, uid=2000))).uid == 2000  # another user still gets in
     assert reg.uid_counts() == {1000: 3, 2000: 1}
@@ -89,7 +90,8 @@ def test_total_cap_and_refreshing_a_registered_pid_is_always_allowed() -> None:
     for pid, uid in ((11, 1), (12, 2), (13, 3), (14, 4)):
         reg.register(_agent(world.spawn(pid, uid)))
     with pytest.raises(
-        RegistryFullError, match=r"^4 processes are registered with this daemon, its limit \(4\); pid 15"
+        RegistryFullError,
+        match=r"^4 processes are registered with this daemon, its limit \(4, dynod's max_processes\); pid 15",
     ):
         reg.register(_agent(world.spawn(15, uid=5)))
     clock.ms += 5000
@@ -205,7 +207,8 @@ def test_agent_register_past_the_per_uid_cap_is_resource_exhausted_and_dead_ones
                 _register(stub, procs[3].pid)
         assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert e.value.details() == (
-            f"3 processes of uid {os.getuid()} are registered with this daemon, the limit per user (3); "
+            f"3 processes of uid {os.getuid()} are registered with this daemon, the limit per user (3, dynod's "
+            "max_processes_per_uid); "
             f"pid {procs[3].pid} is not registered"
         )
         assert any("agent registration refused" in r.getMessage() for r in caplog.records)  # the operator knows
