@@ -41,6 +41,7 @@ class SamplingLoop:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ticks = 0
+        self._first_tick_at: float | None = None  # the grid's origin: the first tick, run by start() or before it
         self.missed_ticks = 0
         self.last_tick_duration_s = 0.0
         # sampler name -> (error text, failed ticks in a row) while its sample() keeps raising
@@ -78,6 +79,8 @@ class SamplingLoop:
         """Take one sample from every sampler; a sampler that raises loses its values for this tick only."""
         readings: list[Reading] = []
         t0 = self._clock()
+        if self._first_tick_at is None:
+            self._first_tick_at = t0
         for sampler in self._samplers:
             self._sample_one(sampler, readings)
         sample = Sample(int(self._wall() * 1000), tuple(readings))
@@ -87,15 +90,18 @@ class SamplingLoop:
         return sample
 
     def _run(self) -> None:
-        start = self._clock()
-        deadline = start
-        while not self._stop.is_set():
+        # After a tick run before start() (the daemon primes the rate counters and the history with one), the next
+        # is one interval later on that tick's grid: ticking at once made every rate of the second sample (CPU %,
+        # network, disk, GPM) a delta over a few ms, quantised noise such as cpu 100% / 0%, and read NVML's GPM
+        # counters again well within the 100 ms they need between samples.
+        start = self._clock() if self._first_tick_at is None else self._first_tick_at
+        deadline = start if self.ticks == 0 else next_deadline(start, self._interval, self._clock())
+        while not self._stop.wait(max(0.0, deadline - self._clock())):
             self.tick()
             now = self._clock()
             following = next_deadline(start, self._interval, now)
             self.missed_ticks += max(0, int(round((following - deadline) / self._interval)) - 1)
             deadline = following
-            self._stop.wait(max(0.0, deadline - now))
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="dyno-sampling", daemon=True)
