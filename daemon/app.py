@@ -141,6 +141,7 @@ class Daemon:
             self.history,
             ExporterInfo(self.hostname, dyno.__version__),
             self.loop.sampler_states,
+            stalled=lambda: self.loop.stall() is not None,
         )
         addr = cfg.metrics_listen or cfg.listen
         try:
@@ -215,8 +216,12 @@ class Daemon:
         if self.metrics_server is not None:
             self.metrics_server.close()
         self.tracing.stop()
-        self.loop.stop()
+        stall = self.loop.stall()
+        self.loop.stop(timeout=5.0 if stall is None else 0.0)  # a stuck sample() never ends
         for s in self.samplers:
+            if stall is not None and s.name == stall.sampler:  # its close() would wait on the same hung call
+                log.warning("not closing sampler %s: its sample() has not returned for %.0f s", s.name, stall.seconds)
+                continue
             try:
                 s.close()
             except Exception:

@@ -7,13 +7,27 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from dyno.daemon.history import History, Sample
 from dyno.daemon.samplers.base import Reading, Sampler, SamplerState
 
-__all__ = ["SamplingLoop", "next_deadline"]
+__all__ = ["STALL_S", "SamplingLoop", "Stall", "next_deadline"]
 
 log = logging.getLogger(__name__)
+
+# A sample() call running longer than this has stalled the loop (a sampler takes milliseconds; an NVML call on a GPU
+# that fell off the bus, or a wedged driver, may never return): every sampler's values are then stale, and status
+# and dyno_sampler_up say so instead of "ok" over the last values read.
+STALL_S = 10.0
+
+
+@dataclass(frozen=True)
+class Stall:
+    """The sampler whose sample() has not returned for `seconds` (more than the loop's stall limit)."""
+
+    sampler: str
+    seconds: float
 
 
 def next_deadline(start: float, interval: float, now: float) -> float:
@@ -32,6 +46,7 @@ class SamplingLoop:
         *,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        stall_s: float = STALL_S,
     ) -> None:
         self._samplers = list(samplers)
         self._history = history
@@ -46,21 +61,54 @@ class SamplingLoop:
         self.last_tick_duration_s = 0.0
         # sampler name -> (error text, failed ticks in a row) while its sample() keeps raising
         self._failing: dict[str, tuple[str, int]] = {}
+        self._stall_s = stall_s
+        self._in_flight: tuple[str, float] | None = None  # (sampler, clock at its sample() call) while one runs
+        self._stall_logged = False
+
+    def stall(self) -> Stall | None:
+        """The sampler stuck in sample() for more than the stall limit, None while the loop is not stuck."""
+        in_flight = self._in_flight
+        if in_flight is None:
+            return None
+        seconds = self._clock() - in_flight[1]
+        return Stall(in_flight[0], seconds) if seconds > self._stall_s else None
 
     def sampler_states(self) -> list[SamplerState]:
         """Each sampler's own state, turned unavailable (with the error) while its sample() raises, so status and
-        dyno_sampler_up show a broken sampler as down rather than "ok" with no values."""
+        dyno_sampler_up show a broken sampler as down rather than "ok" with no values; and every sampler's while
+        one's sample() has not returned for more than the stall limit (none of them is sampled meanwhile)."""
+        stall = self.stall()
+        if stall is not None and not self._stall_logged:  # once per stall: status calls and scrapes come often
+            self._stall_logged = True
+            log.error(
+                "sampler %s: sample() has not returned for %.0f s (a hung driver call?); no sampler is sampled until "
+                "it does, and every one is reported down",
+                stall.sampler,
+                stall.seconds,
+            )
         states = []
         for sampler in self._samplers:
             state = sampler.state()
             failing = self._failing.get(sampler.name)
             if failing is not None and state.ok:
                 state = dataclasses.replace(state, ok=False, reason=f"sampling failed: {failing[0]}")
+            if stall is not None and state.ok:
+                if sampler.name == stall.sampler:
+                    reason = (
+                        f"sampling stalled: sample() has not returned for {stall.seconds:.0f} s (a hung driver call?)"
+                    )
+                else:
+                    reason = (
+                        f"not sampled for {stall.seconds:.0f} s: sampler {stall.sampler} has stalled the sampling loop"
+                    )
+                state = dataclasses.replace(state, ok=False, reason=reason)
             states.append(state)
         return states
 
     def _sample_one(self, sampler: Sampler, readings: list[Reading]) -> None:
         name = sampler.name
+        started = self._clock()
+        self._in_flight = (name, started)
         try:
             readings.extend(sampler.sample())
         except Exception as e:  # one sampler's bug must never stop the loop
@@ -71,6 +119,12 @@ class SamplingLoop:
             else:
                 log.debug("sampler %s failed again: %s", name, self._failing[name][0])
             return
+        finally:
+            self._in_flight = None
+            took = self._clock() - started
+            if took > self._stall_s:
+                log.warning("sampler %s: sample() returned after %.0f s; sampling resumes", name, took)
+                self._stall_logged = False
         failing = self._failing.pop(name, None)
         if failing is not None:
             log.info("sampler %s recovered after %d failed ticks", name, failing[1])

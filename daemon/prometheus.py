@@ -40,11 +40,13 @@ class DynoCollector:
         info: ExporterInfo,
         sampler_states: Callable[[], Sequence[SamplerState]],
         extra: Callable[[], Iterable[Metric]] = lambda: (),
+        stalled: Callable[[], bool] = lambda: False,
     ) -> None:
         self._history = history
         self._info = info
         self._states = sampler_states
         self._extra = extra
+        self._stalled = stalled
 
     def _families(self, readings: Iterable[Reading], simulated_gpu: bool) -> list[Metric]:
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
@@ -88,8 +90,12 @@ class DynoCollector:
             )
             ts.add_metric([self._info.hostname], sample.timestamp_ms / 1000.0)
             yield ts
-            simulated_gpu = any(s.simulated for s in states if s.name == "gpu")
-            yield from self._families(sample.readings, simulated_gpu)
+            # While the sampling loop is stuck (loop.Stall) the newest sample only gets older: its values are not
+            # exported as current ones (Prometheus marks the series stale; dyno_sampler_up says 0 with the reason in
+            # status, and the timestamp above shows since when).
+            if not self._stalled():
+                simulated_gpu = any(s.simulated for s in states if s.name == "gpu")
+                yield from self._families(sample.readings, simulated_gpu)
         yield from self._extra()
 
 
