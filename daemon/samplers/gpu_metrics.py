@@ -28,6 +28,7 @@ __all__ = [
     "XID_ERRORS",
     "LAST_XID",
     "PROCESS_COUNT",
+    "LOST",
     "SM_ACTIVE",
     "SM_OCCUPANCY",
     "TENSOR_ACTIVE",
@@ -58,6 +59,7 @@ ECC_UNCORRECTED = "gpu_ecc_uncorrected_errors"
 XID_ERRORS = "gpu_xid_errors"
 LAST_XID = "gpu_last_xid"
 PROCESS_COUNT = "gpu_processes"
+LOST = "gpu_lost"  # 1 while NVML reports the GPU lost (NVMLError_GpuIsLost: fallen off the bus), else 0
 SM_ACTIVE = "gpu_sm_active_percent"
 SM_OCCUPANCY = "gpu_sm_occupancy_percent"
 TENSOR_ACTIVE = "gpu_tensor_active_percent"
@@ -82,6 +84,7 @@ GAUGE_METRICS: frozenset[str] = frozenset(
         THROTTLE_REASON_ACTIVE,
         LAST_XID,
         PROCESS_COUNT,
+        LOST,
         SM_ACTIVE,
         SM_OCCUPANCY,
         TENSOR_ACTIVE,

@@ -139,6 +139,7 @@ class SimGpuSampler:
                 gm.ECC_UNCORRECTED: 0.0,
                 gm.XID_ERRORS: 0.0,
                 gm.PROCESS_COUNT: 0.0,
+                gm.LOST: 0.0,
                 gm.SM_ACTIVE: sm_active,
                 gm.SM_OCCUPANCY: sm_active * 0.45,
                 gm.TENSOR_ACTIVE: sm_active * 0.6,

@@ -112,6 +112,11 @@ class _Device:
     xid_count: int = 0
     last_xid: int | None = None
     xid_registered: bool = False
+    lost: bool = False  # NVML said NVMLError_GpuIsLost at the last tick
+
+
+# The error NVML gives for every call on a GPU that fell off the bus (Xid 79) until the driver is reset
+_LOST_ERROR = "NVMLError_GpuIsLost"
 
 
 class Nvml:
@@ -209,7 +214,8 @@ class Nvml:
             self._skip[(index, key)] = reason
         if missing is not None:
             missing[key] = reason
-        if (index, key) not in self._logged:  # once per counter, not every tick
+        # once per counter, not every tick; a lost GPU fails every counter: _sample_device says it once for the GPU
+        if (index, key) not in self._logged and _LOST_ERROR not in reason:
             self._logged.add((index, key))
             log.info("gpu %d: %s unavailable: %s", index, key, reason)
 
@@ -321,6 +327,14 @@ class Nvml:
         if mem is not None:
             v[gm.MEMORY_USED] = float(mem.used)
             v[gm.MEMORY_TOTAL] = float(mem.total)
+        if self._lost(dev, miss):  # every other call would fail the same way, each one a driver round trip
+            v[gm.LOST] = 1.0
+            if dev.xid_registered:  # events still arrive (Xid 79 is how the driver reports the loss)
+                v[gm.XID_ERRORS] = float(dev.xid_count)
+                if dev.last_xid is not None:
+                    v[gm.LAST_XID] = float(dev.last_xid)
+            return NvmlDeviceSample(index=i, values=v, unavailable=miss)
+        v[gm.LOST] = 0.0
         power = self.query(i, "power", "nvmlDeviceGetPowerUsage", h, missing=miss)
         if power is not None:
             v[gm.POWER] = power / 1000.0  # mW
@@ -370,6 +384,26 @@ class Nvml:
         if procs is not None:
             v[gm.PROCESS_COUNT] = float(len(procs))
         return NvmlDeviceSample(index=i, values=v, processes=procs or (), unavailable=miss)
+
+    def _lost(self, dev: _Device, miss: Mapping[str, str]) -> bool:
+        """Whether NVML reports the device lost this tick; the change is logged once each way (an operator must
+        hear of a GPU fallen off the bus: its series vanish, and the sampler itself still works for the others)."""
+        lost = any(_LOST_ERROR in reason for reason in miss.values())
+        if lost and not dev.lost:
+            log.error(
+                "gpu %d (%s, %s, PCI %s): NVML reports the GPU lost (%s: fallen off the bus? look for Xid 79 in the "
+                "kernel log); its counters are absent and gpu_lost is 1 until the driver is reset or the host "
+                "rebooted",
+                dev.index,
+                dev.info.name,
+                dev.info.uuid,
+                dev.info.pci_bus_id or "unknown",
+                _LOST_ERROR,
+            )
+        elif dev.lost and not lost:
+            log.warning("gpu %d (%s): NVML answers again after the GPU was lost", dev.index, dev.info.uuid)
+        dev.lost = lost
+        return lost
 
     def _throttle_reasons(self, dev: _Device, miss: dict[str, str]) -> int | None:
         # "clocks event reasons" is the current name; the older "throttle reasons" call is the fallback for
