@@ -22,6 +22,7 @@ from dyno.daemon.connection_limits import server_options
 from dyno.daemon.convert import gpu_to_proto, sampler_state_to_proto
 from dyno.daemon.history import History
 from dyno.daemon.loop import SamplingLoop
+from dyno.daemon.memlimit import history_memory_problem, memory_limits
 from dyno.daemon.metrics_http import MetricsHTTPServer
 from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, serve_metrics
 from dyno.daemon.samplers.base import Sampler
@@ -163,6 +164,7 @@ class Daemon:
                 log.warning("sampler %s: unavailable: %s", s.name, state.reason)
         self.loop.tick()  # primes rate counters and gives the first queries data at once
         self._warn_if_history_cut()
+        self._warn_if_history_exceeds_memory_limit()
         self.loop.start()
         try:
             try:
@@ -202,6 +204,14 @@ class Daemon:
             self.history.sample_bytes * self.history.capacity / 2**20,
             self.history.max_bytes / 2**20,
         )
+
+    def _warn_if_history_exceeds_memory_limit(self) -> None:
+        """Once, after the first sample: a full history that cannot fit under the service's MemoryHigh/MemoryMax
+        would be throttled, then OOM-killed hours from now; say so while the operator is watching the start."""
+        full = min(self.history.max_bytes, self.history.sample_bytes * self.history.capacity)
+        problem = history_memory_problem(full, memory_limits())
+        if problem is not None:
+            log.warning("history: %s", problem)
 
     def stop(self, grace_s: float = 5.0) -> None:
         """Health NOT_SERVING, drain in-flight RPCs for up to `grace_s`, then stop everything. Idempotent."""
