@@ -125,6 +125,6 @@ def make_gpu_sampler(
     try:
         nvml.start()
     except NvmlUnavailable as exc:
-        log.info("NVML unavailable: %s", exc.reason)  # the daemon reports the sampler state itself
+        log.debug("NVML unavailable: %s", exc.reason)  # the daemon logs the sampler's state (one line, not two)
         return NullGpuSampler(exc.reason, backend)
     return GpuSampler(nvml, backend)
