@@ -107,9 +107,11 @@ def make_trace_dir(trace_dir: Path, trace_id: str) -> Path:
     try:
         _write_marker(path, trace_id)
         os.chmod(path, _TRACE_DIR_MODE)
-    except OSError:
+    except OSError as e:
         if made:
             shutil.rmtree(path, ignore_errors=True)
+        if e.filename is None:  # mkstemp's and write's errors name no file: "No space left on device", where?
+            raise OSError(e.errno, e.strerror, str(path)) from None
         raise
     return path
 

@@ -6,6 +6,7 @@ and pids, RESOURCE_EXHAUSTED for limits.
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from dyno.daemon.stream_slots import MAX_FETCH_STREAMS, StreamSlots
 from dyno.daemon.trace_files import MAX_CHUNK, ChecksumCache, iter_chunks
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_types import TraceLimitError, TraceRequestError, TraceView, UnknownTraceError
+from dyno.diskspace import free_space_note
 from dyno.filechunks import encode_chunk
 from dyno.v1 import dyno_pb2
 
@@ -71,8 +73,9 @@ class TraceRpcs:
         except TraceLimitError as e:
             abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
         except OSError as e:
-            log.error("StartTrace: cannot prepare the trace dir: %s", e)
-            abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"cannot prepare the trace dir on this host: {e}")
+            problem = _trace_dir_problem(e)
+            log.error("StartTrace: cannot prepare the trace dir: %s", problem)
+            abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"cannot prepare the trace dir on this host: {problem}")
         return dyno_pb2.StartTraceResponse(
             trace_id=result.trace_id,
             matched_pids=list(result.matched_pids),
@@ -123,6 +126,13 @@ class TraceRpcs:
                 )
         except OSError as e:  # removed by retention mid-stream, or unreadable
             abort(context, grpc.StatusCode.NOT_FOUND, f"trace file unreadable: {e.strerror or e}")
+
+
+def _trace_dir_problem(e: OSError) -> str:
+    """'<path>: <reason>', with the free space when the disk is full (the usual cause)."""
+    where = f"{e.filename}: " if e.filename else ""
+    note = free_space_note(Path(e.filename).parent) if e.errno == errno.ENOSPC and e.filename else ""
+    return f"{where}{e.strerror or e}" + (f" ({note})" if note else "")
 
 
 def _require_id(trace_id: str, context: grpc.ServicerContext) -> None:
