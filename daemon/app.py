@@ -13,6 +13,7 @@ from concurrent import futures
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from prometheus_client.core import Metric
 
 import dyno
 from dyno.daemon.auth import build_server_credentials, build_server_interceptors, warn_if_exposed
@@ -24,7 +25,7 @@ from dyno.daemon.history import History
 from dyno.daemon.loop import SamplingLoop
 from dyno.daemon.memlimit import history_memory_problem, memory_limits
 from dyno.daemon.metrics_http import MetricsHTTPServer
-from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, serve_metrics
+from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, host_gauges, serve_metrics
 from dyno.daemon.samplers.base import Sampler
 from dyno.daemon.samplers.gpu import make_gpu_sampler
 from dyno.daemon.samplers.host import HostSampler
@@ -142,6 +143,7 @@ class Daemon:
             self.history,
             ExporterInfo(self.hostname, dyno.__version__),
             self.loop.sampler_states,
+            extra=self._daemon_metrics,
             stalled=lambda: self.loop.stall() is not None,
         )
         addr = cfg.metrics_listen or cfg.listen
@@ -151,6 +153,21 @@ class Daemon:
             raise StartupError(f"cannot serve metrics on {addr}:{cfg.metrics_port}: {e.strerror or e}") from None
         self.metrics_server = server
         self.metrics_port = server.port
+
+    def _daemon_metrics(self) -> list[Metric]:
+        """The tracing side's state for Prometheus (only GetStatus had it): processes against the registry's cap,
+        traces in flight, the trace dir's size against its retention limit."""
+        t, c = self.tracing, self.config
+        return host_gauges(
+            self.hostname,
+            (
+                ("registered_processes", "trainer processes registered (agent and libkineto)", t.process_count()),
+                ("max_processes", "registry cap (max_processes): past it registrations are refused", c.max_processes),
+                ("active_traces", "traces in flight", t.active_traces()),
+                ("trace_dir_bytes", "bytes under the trace dir at the last retention pass", t.trace_dir_bytes()),
+                ("trace_retention_bytes", "trace dir size limit (trace_retention_bytes)", c.trace_retention_bytes),
+            ),
+        )
 
     def start(self) -> None:
         self._prepare_dirs()

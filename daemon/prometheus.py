@@ -14,7 +14,7 @@ from dyno.daemon.metrics_http import MetricsHTTPServer
 from dyno.daemon.samplers.base import Reading, SamplerState
 from dyno.daemon.samplers.gpu_metrics import COUNTER_METRICS
 
-__all__ = ["PREFIX", "ExporterInfo", "DynoCollector", "build_registry", "serve_metrics"]
+__all__ = ["PREFIX", "ExporterInfo", "DynoCollector", "build_registry", "host_gauges", "serve_metrics"]
 
 log = logging.getLogger(__name__)
 PREFIX = "dyno_"
@@ -97,6 +97,16 @@ class DynoCollector:
                 simulated_gpu = any(s.simulated for s in states if s.name == "gpu")
                 yield from self._families(sample.readings, simulated_gpu)
         yield from self._extra()
+
+
+def host_gauges(hostname: str, values: Iterable[tuple[str, str, float]]) -> list[Metric]:
+    """One `dyno_<name>{host}` gauge per (name, help, value): the daemon's own state beside the sampled series."""
+    out: list[Metric] = []
+    for name, help_text, value in values:
+        family = GaugeMetricFamily(PREFIX + name, help_text, labels=["host"])
+        family.add_metric([hostname], float(value))
+        out.append(family)
+    return out
 
 
 def build_registry(collector: DynoCollector) -> CollectorRegistry:
