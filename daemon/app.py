@@ -25,7 +25,7 @@ from dyno.daemon.history import History
 from dyno.daemon.loop import SamplingLoop
 from dyno.daemon.memlimit import history_memory_problem, memory_limits
 from dyno.daemon.metrics_http import MetricsHTTPServer
-from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, host_gauges, serve_metrics
+from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, daemon_gauges, serve_metrics
 from dyno.daemon.samplers.base import Sampler
 from dyno.daemon.samplers.gpu import make_gpu_sampler
 from dyno.daemon.samplers.host import HostSampler
@@ -158,16 +158,14 @@ class Daemon:
         """The tracing side's state for Prometheus (only GetStatus had it): processes against the registry's cap,
         traces in flight, the trace dir's size against its retention limit."""
         t, c = self.tracing, self.config
-        return host_gauges(
-            self.hostname,
-            (
-                ("registered_processes", "trainer processes registered (agent and libkineto)", t.process_count()),
-                ("max_processes", "registry cap (max_processes): past it registrations are refused", c.max_processes),
-                ("active_traces", "traces in flight", t.active_traces()),
-                ("trace_dir_bytes", "bytes under the trace dir at the last retention pass", t.trace_dir_bytes()),
-                ("trace_retention_bytes", "trace dir size limit (trace_retention_bytes)", c.trace_retention_bytes),
-            ),
-        )
+        values = {
+            "registered_processes": t.process_count(),
+            "max_processes": c.max_processes,
+            "active_traces": t.active_traces(),
+            "trace_dir_bytes": t.trace_dir_bytes(),
+            "trace_retention_bytes": c.trace_retention_bytes,
+        }
+        return daemon_gauges(self.hostname, values)
 
     def start(self) -> None:
         self._prepare_dirs()

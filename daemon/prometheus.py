@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -14,7 +14,15 @@ from dyno.daemon.metrics_http import MetricsHTTPServer
 from dyno.daemon.samplers.base import Reading, SamplerState
 from dyno.daemon.samplers.gpu_metrics import COUNTER_METRICS
 
-__all__ = ["PREFIX", "ExporterInfo", "DynoCollector", "build_registry", "host_gauges", "serve_metrics"]
+__all__ = [
+    "PREFIX",
+    "ExporterInfo",
+    "DynoCollector",
+    "build_registry",
+    "DAEMON_GAUGES",
+    "daemon_gauges",
+    "serve_metrics",
+]
 
 log = logging.getLogger(__name__)
 PREFIX = "dyno_"
@@ -99,12 +107,22 @@ class DynoCollector:
         yield from self._extra()
 
 
-def host_gauges(hostname: str, values: Iterable[tuple[str, str, float]]) -> list[Metric]:
-    """One `dyno_<name>{host}` gauge per (name, help, value): the daemon's own state beside the sampled series."""
+# The daemon's own state exported beside the sampled series (one gauge each, `host` label only): name -> HELP
+DAEMON_GAUGES: Mapping[str, str] = {
+    "registered_processes": "trainer processes registered (agent and libkineto)",
+    "max_processes": "registry cap (max_processes): past it registrations are refused",
+    "active_traces": "traces in flight",
+    "trace_dir_bytes": "bytes under the trace dir at the last retention pass",
+    "trace_retention_bytes": "trace dir size limit (trace_retention_bytes)",
+}
+
+
+def daemon_gauges(hostname: str, values: Mapping[str, float]) -> list[Metric]:
+    """`dyno_<name>{host}` for every DAEMON_GAUGES name, from `values` (each one required)."""
     out: list[Metric] = []
-    for name, help_text, value in values:
+    for name, help_text in DAEMON_GAUGES.items():
         family = GaugeMetricFamily(PREFIX + name, help_text, labels=["host"])
-        family.add_metric([hostname], float(value))
+        family.add_metric([hostname], float(values[name]))
         out.append(family)
     return out
 

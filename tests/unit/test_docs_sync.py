@@ -19,7 +19,7 @@ from dyno.client.run import build_parser as run_parser
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.config import build_parser as dynod_parser
 from dyno.daemon.history import History, Sample
-from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry
+from dyno.daemon.prometheus import DAEMON_GAUGES, DynoCollector, ExporterInfo, build_registry, daemon_gauges
 from dyno.daemon.samplers import gpu_metrics
 from dyno.daemon.samplers.base import Reading, SamplerState
 from dyno.daemon.samplers.gpu_sim import SimGpuSampler
@@ -128,7 +128,9 @@ def test_metrics_md_prometheus_names_are_what_the_exporter_serves(tmp_path: Path
     history = History(4)
     history.append(Sample(1_700_000_000_000, tuple(readings)))
     states = [SamplerState("host", True, "procfs"), SamplerState("gpu", True, "sim", simulated=True)]
-    text = generate_latest(build_registry(DynoCollector(history, ExporterInfo("node1", "0.1.0"), lambda: states)))
+    daemon = lambda: daemon_gauges("node1", dict.fromkeys(DAEMON_GAUGES, 0.0))  # noqa: E731 - what app.py passes
+    collector = DynoCollector(history, ExporterInfo("node1", "0.1.0"), lambda: states, extra=daemon)
+    text = generate_latest(build_registry(collector))
     served: dict[str, set[str]] = {}
     for line in text.decode().splitlines():
         if line and not line.startswith("#"):
