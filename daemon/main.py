@@ -76,9 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         _error(str(e))
         return exit_codes.USAGE
     _setup_logging(config.log_level)
-    if args.sim_gpus is not None and config.gpu_backend != "sim":  # e.g. `dynod --sim-gpus 4` for a demo
+    if args.sim_gpus is not None and config.gpu_backend in ("auto", "nvml"):  # `dynod --sim-gpus 4` for a demo
         log.warning(
-            "--sim-gpus %d is ignored: simulated GPUs need --gpu-backend sim (gpu_backend is %s)",
+            "--sim-gpus %d is ignored: gpu_backend %s never simulates; simulated GPUs need --gpu-backend sim",
             args.sim_gpus,
             config.gpu_backend,
         )

@@ -10,10 +10,15 @@ pytestmark = pytest.mark.integration
 def test_sim_gpus_without_the_sim_backend_is_a_warning_not_silence(dynod_factory) -> None:
     """`dynod --sim-gpus 4` (forgetting --gpu-backend sim) started with NVML unavailable and no simulated GPU, and
     nothing said that the flag had no effect."""
-    d = dynod_factory(gpu_backend="none", sim_gpus=3, metrics=False)  # conftest passes --sim-gpus 3
+    d = dynod_factory(gpu_backend="auto", sim_gpus=3, metrics=False)  # conftest passes --sim-gpus 3
     lines = [line for line in d.lines if "--sim-gpus" in line]
     assert len(lines) == 1 and "WARNING" in lines[0], d.log
-    assert "--sim-gpus 3 is ignored: simulated GPUs need --gpu-backend sim (gpu_backend is none)" in lines[0]
+    assert "--sim-gpus 3 is ignored: gpu_backend auto never simulates; simulated GPUs need --gpu-backend" in lines[0]
+
+
+def test_sim_gpus_with_gpus_disabled_on_purpose_is_no_warning(dynod_factory) -> None:
+    d = dynod_factory(gpu_backend="none", sim_gpus=3, metrics=False)
+    assert "--sim-gpus" not in d.log
 
 
 def test_sim_gpus_with_the_sim_backend_is_no_warning(dynod_factory) -> None:
