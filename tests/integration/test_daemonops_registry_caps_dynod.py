@@ -12,7 +12,7 @@ import pytest
 
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 
-from conftest import Dynod, short_tmpdir
+from conftest import Dynod, short_tmpdir, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +50,7 @@ def test_a_small_cap_refuses_the_next_registration(
     assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert message in e.value.details() and f"pid {sleepers[2].pid} is not registered" in e.value.details()
     assert _register(d, sleepers[0].pid).session_id  # a registered process may always register again
-    assert "agent registration refused" in d.log  # the operator is told too
+    wait_for(lambda: "agent registration refused" in d.log)  # the operator is told too (stderr is read by a thread)
 
 
 @pytest.mark.parametrize(
