@@ -7,6 +7,7 @@ Every GPU sampler also offers `inventory() -> list[GpuDevice]` and `processes() 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from types import ModuleType
@@ -21,6 +22,10 @@ __all__ = ["GpuSampler", "NullGpuSampler", "make_gpu_sampler", "GPU_BACKENDS"]
 log = logging.getLogger(__name__)
 
 GPU_BACKENDS = ("auto", "nvml", "sim", "none")
+# nvmlInit and device discovery take well under a second; far longer means a GPU that fell off the bus or a wedged
+# driver, where they may block for minutes while dynod is not ready (systemd then times the start out, with nothing
+# in the journal from dynod to say where it stood)
+NVML_SLOW_START_S = 10.0
 
 
 class NullGpuSampler:
@@ -122,9 +127,19 @@ def make_gpu_sampler(
 
         return SimGpuSampler(sim_gpus, seed=sim_seed, clock=clock)
     nvml = Nvml(pynvml_module)
+    slow = threading.Timer(
+        NVML_SLOW_START_S,
+        log.warning,
+        ("NVML initialisation has not returned after %.0f s (a GPU fallen off the bus or a wedged driver? see the "
+         "kernel log for Xid errors); dynod is not ready until it does", NVML_SLOW_START_S),
+    )  # fmt: skip
+    slow.daemon = True
+    slow.start()
     try:
         nvml.start()
     except NvmlUnavailable as exc:
         log.debug("NVML unavailable: %s", exc.reason)  # the daemon logs the sampler's state (one line, not two)
         return NullGpuSampler(exc.reason, backend)
+    finally:
+        slow.cancel()
     return GpuSampler(nvml, backend)

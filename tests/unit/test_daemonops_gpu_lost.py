@@ -6,10 +6,12 @@ stayed 1. Now: one ERROR naming the GPU, gpu_lost{gpu,uuid} = 1 (0 for healthy G
 from __future__ import annotations
 
 import logging
+import time
 from types import SimpleNamespace
 
 import pytest
 
+from dyno.daemon.samplers import gpu as gpu_module
 from dyno.daemon.samplers import gpu_metrics as gm
 from dyno.daemon.samplers.gpu import GpuSampler, make_gpu_sampler
 from dyno.daemon.samplers.gpu_sim import SimGpuSampler
@@ -69,3 +71,30 @@ def test_the_simulator_emits_gpu_lost_0_like_every_other_gpu_series() -> None:
     lost = [r for r in sim.sample() if r.name == gm.LOST]
     assert [r.value for r in lost] == [0.0, 0.0] and all(("simulated", "true") in r.labels for r in lost)
     assert gm.LOST in gm.GAUGE_METRICS
+
+
+class _SlowInit(FakePynvml):
+    def nvmlInit(self) -> None:
+        time.sleep(0.5)
+        super().nvmlInit()
+
+
+def test_an_nvml_start_that_hangs_is_named_in_the_log(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """nvmlInit on a wedged driver can block for minutes before dynod is ready; systemd then timed the start out
+    with no line from dynod saying where it stood."""
+    monkeypatch.setattr(gpu_module, "NVML_SLOW_START_S", 0.1)
+    with caplog.at_level(logging.WARNING, logger="dyno.daemon.samplers.gpu"):
+        sampler = make_gpu_sampler("nvml", pynvml_module=_SlowInit(two_gpus()))
+    assert isinstance(sampler, GpuSampler)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("NVML initialisation has not returned after 0 s") and "not ready" in line
+
+
+def test_a_quick_nvml_start_logs_nothing(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(gpu_module, "NVML_SLOW_START_S", 5.0)
+    with caplog.at_level(logging.WARNING, logger="dyno.daemon.samplers.gpu"):
+        make_gpu_sampler("nvml", pynvml_module=FakePynvml(two_gpus()))
+    time.sleep(0.1)
+    assert caplog.records == []
