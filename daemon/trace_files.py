@@ -266,6 +266,8 @@ class RetentionResult:
 
 # A WARNING per hour at most: the same foreign folders are found again at every pass (every 30 s)
 _skipped = ThrottledLog(log, every_s=3600.0, max_keys=4)
+# Once per trace: the same newest trace is found over the budget at every pass until a newer one exists
+_over_budget = ThrottledLog(log, every_s=float("inf"), max_keys=16)
 
 
 def _warn_skipped(trace_dir: Path, foreign: list[str], unsticky: list[str]) -> None:
@@ -298,10 +300,13 @@ def enforce_retention(
     """Delete whole trace directories, oldest first, past max_age_s or while the total exceeds max_bytes.
 
     Only the trace folders dynod made (``_made_by_dynod``) are counted and deleted; `keep` (active traces) never
-    is. Other folders there are left alone and do not count: retention must not delete what it did not create.
-    Trace-id-named folders skipped that way are logged (a throttled WARNING), since old traces that no longer
-    look like dynod's would otherwise stay forever unnoticed. The pass walks everything anyway, so it also
-    measures the whole trace dir (``dir_bytes``), which GetStatus reports from then on (see trace_usage).
+    is, nor is the newest other one for size: a trace larger than max_bytes on its own would otherwise be deleted
+    at the first pass after it finished, before `dyno-cli fetch` could pull it (it goes at max_age_s or once a
+    newer trace exists; a WARNING says so once). Other folders there are left alone and do not count: retention
+    must not delete what it did not create. Trace-id-named folders skipped that way are logged (a throttled
+    WARNING), since old traces that no longer look like dynod's would otherwise stay forever unnoticed. The pass
+    walks everything anyway, so it also measures the whole trace dir (``dir_bytes``), which GetStatus reports
+    from then on (see trace_usage).
     """
     now = time.time() if now_s is None else now_s
     dirs: list[tuple[float, str, int]] = []
@@ -333,13 +338,22 @@ def enforce_retention(
             continue
     _warn_skipped(trace_dir, foreign, unsticky)
     removed: list[str] = []
-    for mtime, name, size in sorted(dirs):
-        if name in keep:
-            continue
-        if now - mtime > max_age_s or total > max_bytes:
+    finished = sorted(d for d in dirs if d[1] not in keep)
+    newest = finished[-1][1] if finished else None
+    for mtime, name, size in finished:
+        if now - mtime > max_age_s or (total > max_bytes and name != newest):
             shutil.rmtree(trace_dir / name, ignore_errors=True)
             removed.append(name)
             total -= size
+    if newest is not None and total > max_bytes and newest not in removed:
+        _over_budget.warning(
+            newest,
+            "trace %s is kept although the trace dir holds %d bytes, more than trace_retention_bytes %d: the newest "
+            "finished trace is deleted only at trace_retention_s or once a newer trace exists",
+            newest,
+            total,
+            max_bytes,
+        )
     if removed:
         log.info("trace retention removed %d trace dir(s): %s", len(removed), ", ".join(removed[:10]))
     return RetentionResult(tuple(removed), total, total + others, tuple(sorted(foreign)))

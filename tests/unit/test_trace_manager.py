@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -363,6 +364,30 @@ def test_retention_by_age_and_size_keeps_active(tmp_path: Path) -> None:
     markers = sum((tmp_path / name / tf.MARKER_NAME).stat().st_size for name in ("new", "active"))
     assert r.removed == ("mid",) and r.total_bytes == 200 + markers
     assert sorted(p.name for p in tmp_path.iterdir()) == ["active", "new", "not a trace id", "projects"]
+
+
+def test_retention_keeps_the_newest_finished_trace_even_over_the_size_limit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A trace bigger than trace_retention_bytes on its own survives the passes after it finished (until it ages
+    out or a newer trace exists), so a later `dyno-cli fetch` still finds it; older ones still go for size."""
+    now = time.time()
+    for i, name in enumerate(["older", "big"]):
+        d = tf.make_trace_dir(tmp_path, name)
+        (d / "f").write_bytes(b"x" * (100 if name == "older" else 5000))
+        os.utime(d, (now - 100 + i * 10, now - 100 + i * 10))
+    with caplog.at_level(logging.WARNING, logger=tf.__name__):
+        r = tf.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now)
+        again = tf.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now)
+    assert r.removed == ("older",) and again.removed == ()
+    assert (tmp_path / "big" / "f").exists() and r.total_bytes > 1000
+    warned = [rec.getMessage() for rec in caplog.records if "trace big is kept" in rec.getMessage()]
+    assert len(warned) == 1 and "trace_retention_bytes 1000" in warned[0]  # once, not at every pass
+    # a newer trace makes it an ordinary old one; age still removes the newest
+    newer = tf.make_trace_dir(tmp_path, "newer")
+    os.utime(newer, (now, now))
+    assert tf.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now).removed == ("big",)
+    assert tf.enforce_retention(tmp_path, max_bytes=10**9, max_age_s=5, now_s=now + 60).removed == ("newer",)
 
 
 def test_checksum_cache_skips_rehash_and_misses_on_change(tmp_path: Path) -> None:

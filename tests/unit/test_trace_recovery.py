@@ -285,16 +285,20 @@ def test_tracing_retention_pass_forgets_removed_traces(tmp_path: Path) -> None:
         trace_dir=tmp_path / "traces",
         agent_socket=tmp_path / "agent.sock",
         kineto_endpoint="off",
-        trace_retention_bytes=0,  # every inactive trace folder goes at the next pass
+        trace_retention_bytes=0,  # every inactive trace folder but the newest goes at the next pass
     )
     tracing = Tracing(config, "hostA")
     tracing.registry.register(ProcessRecord(pid=7, job_id="J", protocol=PROTOCOL_AGENT, session_id="s7"))
     tid, _paths = finish(tracing.manager, tracing.registry, TraceSpec(job_id="J", duration_ms=100), {7: b"x"})
+    old = os.path.getmtime(config.trace_dir / tid) - 60
+    os.utime(config.trace_dir / tid, (old, old))
+    newest, _ = finish(tracing.manager, tracing.registry, TraceSpec(job_id="J", duration_ms=100), {7: b"y"})
     assert tracing.manager.get(tid).finished
     tracing._retention()
     assert not (config.trace_dir / tid).exists()
     with pytest.raises(UnknownTraceError):
         tracing.manager.get(tid)
+    assert tracing.manager.get(newest).finished  # kept for a later fetch (trace_files.enforce_retention)
 
 
 def test_kineto_trace_recovered(tmp_path: Path) -> None:
