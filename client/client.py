@@ -83,6 +83,7 @@ class DynoClient:
         self.timeout_s = timeout_s
         self.retries = retries
         self._metadata = tuple(metadata)
+        self.tls = channel_credentials is not None  # errors read differently on a TLS channel (errors.translate)
         # lookahead: a new connection's stream window starts at 64 KiB and grows only as gRPC's BDP probe learns;
         # a CLI fetches on a fresh connection, and its first 200 MB stream ran at a fifth of the speed of later ones
         opts = [
@@ -113,7 +114,7 @@ class DynoClient:
             try:
                 return method(request, timeout=max(0.05, deadline - time.monotonic()), metadata=self._metadata)
             except grpc.RpcError as e:
-                err = translate(e, self.target)
+                err = translate(e, self.target, tls=self.tls)
                 attempt += 1
                 backoff = 0.1 * 2 ** (attempt - 1)
                 if not (
@@ -132,7 +133,7 @@ class DynoClient:
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.CANCELLED:
                 return
-            raise translate(e, self.target) from None
+            raise translate(e, self.target, tls=self.tls) from None
 
     # -- Dyno service -----------------------------------------------------------------------------------------
     def status(self) -> dyno_pb2.Status:
@@ -270,8 +271,8 @@ class DynoClient:
                 return
             retry_after_s = _retry_hint_s(e)
             if retry_after_s is not None:
-                raise _Busy(translate(e, self.target), retry_after_s) from None
-            raise translate(e, self.target) from None
+                raise _Busy(translate(e, self.target, tls=self.tls), retry_after_s) from None
+            raise translate(e, self.target, tls=self.tls) from None
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     def close(self) -> None:

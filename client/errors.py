@@ -77,18 +77,16 @@ _BY_CODE: dict[grpc.StatusCode, type[DynoError]] = {
 }
 
 
-def translate(err: grpc.RpcError, target: str) -> DynoError:
+def translate(err: grpc.RpcError, target: str, *, tls: bool = False) -> DynoError:
+    """The DynoError for a failed call to `target`; `tls`: the channel was TLS (the same grpc details mean
+    different mistakes on a TLS and a plaintext channel)."""
     code = err.code() if hasattr(err, "code") else None
     details = err.details() if hasattr(err, "details") else str(err)
     cls = _BY_CODE.get(code, DynoError) if code is not None else DynoError
-    if cls is Unavailable and "handshake" in details.lower():  # e.g. "Tls handshake failed ... CERTIFICATE_VERIFY"
-        message = (
-            "TLS handshake with dynod failed (its certificate not signed by --tls-ca, a name other than "
-            f"--tls-server-name, or a client certificate it refuses?): {details}"
-        )
-    elif cls is Unavailable and "Socket closed" in details:  # what a TLS port does to a plaintext client
-        message = f"dynod closed the connection (does it serve TLS? then pass --tls-ca): {details}"
-    elif "Failed parsing HTTP/2" in details or "http2 header with status" in details:
+    http_server = "Failed parsing HTTP/2" in details or "http2 header with status" in details
+    if cls is Unavailable and not http_server:
+        message = _unavailable_message(details, tls)
+    elif http_server:
         # An HTTP/1 server (dynod's own Prometheus port is the usual one to mistake for it) or an HTTP proxy.
         message = (
             "something other than dynod answers there (an HTTP server? dynod's Prometheus --metrics-port is not "
@@ -96,8 +94,6 @@ def translate(err: grpc.RpcError, target: str) -> DynoError:
         )
     elif cls is Unimplemented:
         message = f"the server there does not know this call (not a dynod, or an older one): {details}"
-    elif cls is Unavailable:
-        message = f"cannot reach dynod (is it running and listening there?): {details}"
     elif cls is DeadlineExceeded:
         message = "dynod did not answer before the deadline"
     elif cls is Unauthenticated:
@@ -105,3 +101,34 @@ def translate(err: grpc.RpcError, target: str) -> DynoError:
     else:
         message = details or (code.name if code else "call failed")
     return cls(message, target, code)
+
+
+def _unavailable_message(details: str, tls: bool) -> str:
+    """What an UNAVAILABLE most likely means, from grpc's details."""
+    lower = details.lower()
+    if "errors resolving" in lower or "dns resolution failed" in lower or "domain name not found" in lower:
+        # "cannot reach dynod (is it running?)" sent the operator to a daemon when the name was mistyped
+        return f"cannot resolve the host name (a typo, or a name this machine's DNS does not know?): {details}"
+    if "wrong_version_number" in lower:  # a TLS client's hello answered by a plaintext HTTP/2 server
+        return (
+            "the server there does not speak TLS (a dynod started without --tls-cert? then leave out --tls-ca, "
+            f"--tls-cert and --tls-key): {details}"
+        )
+    if "hostname verification" in lower:
+        return (
+            "TLS: dynod's certificate does not name the host dialled (reached by IP or another name? pass "
+            f"--tls-server-name with a name the certificate has): {details}"
+        )
+    if "handshake" in lower:  # e.g. "Tls handshake failed ... CERTIFICATE_VERIFY"
+        return (
+            "TLS handshake with dynod failed (its certificate not signed by --tls-ca, a name other than "
+            f"--tls-server-name, or a client certificate it refuses?): {details}"
+        )
+    if "Socket closed" in details:
+        if tls:  # an mTLS daemon drops a client without a certificate (or with one of another CA) this way
+            return (
+                "dynod closed the connection during the TLS handshake (does it require a client certificate? "
+                f"pass --tls-cert and --tls-key with one signed by the CA in its --tls-ca): {details}"
+            )
+        return f"dynod closed the connection (does it serve TLS? then pass --tls-ca): {details}"
+    return f"cannot reach dynod (is it running and listening there?): {details}"

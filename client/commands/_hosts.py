@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import ssl
 import sys
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from dyno import exit_codes
-from dyno.argtypes import number
+from dyno.argtypes import nonempty_path, number
 from dyno.client.auth import AuthError, ClientAuth
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster, HostResult, failed, open_client
@@ -75,7 +76,7 @@ def add_host_arguments(parser: argparse.ArgumentParser, *, call_timeout_flag: st
         "--hostfile",
         action="append",
         default=[],
-        type=Path,
+        type=nonempty_path,
         metavar="FILE",
         help="file with one host (or nodelist) per line; '#' starts a comment (repeatable)",
     )
@@ -103,16 +104,19 @@ def add_host_arguments(parser: argparse.ArgumentParser, *, call_timeout_flag: st
     )
     a.add_argument(
         "--auth-token-file",
-        type=Path,
+        type=nonempty_path,
         default=_env_path("DYNO_AUTH_TOKEN_FILE"),
         metavar="FILE",
         help="file with the daemons' shared bearer token (default $DYNO_AUTH_TOKEN_FILE)",
     )
     a.add_argument(
-        "--tls-ca", type=Path, metavar="PEM", help="CA bundle that signed the daemons' certificates (enables TLS)"
+        "--tls-ca",
+        type=nonempty_path,
+        metavar="PEM",
+        help="CA bundle that signed the daemons' certificates (enables TLS)",
     )
-    a.add_argument("--tls-cert", type=Path, metavar="PEM", help="client certificate for mTLS")
-    a.add_argument("--tls-key", type=Path, metavar="PEM", help="client private key for mTLS")
+    a.add_argument("--tls-cert", type=nonempty_path, metavar="PEM", help="client certificate for mTLS")
+    a.add_argument("--tls-key", type=nonempty_path, metavar="PEM", help="client private key for mTLS")
     a.add_argument(
         "--tls-server-name",
         metavar="NAME",
@@ -145,7 +149,9 @@ def hosts_from_args(args: argparse.Namespace) -> list[Host]:
     """The hosts the options name, in order, without duplicates. Raises HostSpecError."""
     port = _default_port(args)
     hosts: list[Host] = []
-    if args.host:
+    if args.host is not None:  # `--host "$NODE"` with NODE unset must not quietly mean localhost
+        if not args.host.strip():
+            raise HostSpecError("--host: empty host name")
         hosts.append(parse_host(args.host, port))
     for text in args.hosts:
         hosts.extend(parse_hosts(text, port))
@@ -171,7 +177,7 @@ def client_auth(args: argparse.Namespace) -> ClientAuth | None:
     if not (args.auth_token_file or args.tls_ca or args.tls_cert or args.tls_key):
         return None
     try:
-        return ClientAuth.from_files(
+        auth = ClientAuth.from_files(
             token_file=args.auth_token_file,
             tls_ca=args.tls_ca,
             tls_cert=args.tls_cert,
@@ -180,6 +186,27 @@ def client_auth(args: argparse.Namespace) -> ClientAuth | None:
         )
     except AuthError as e:
         usage_error(str(e))
+    _check_tls_files(auth, args.tls_ca, args.tls_cert, args.tls_key)
+    return auth
+
+
+def _check_tls_files(auth: ClientAuth, ca: Path | None, cert: Path | None, key: Path | None) -> None:
+    """Usage error unless the TLS files are what their options say (checked with the ssl module, as grpc would
+    use them): grpc takes any PEM, then logs C++ errors on stderr at every connection attempt and fails with
+    "TLS handshake with dynod failed", which blames the daemon for a key or CA file mixed up on the client."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if auth.tls_ca is not None:
+        try:
+            ctx.load_verify_locations(cadata=auth.tls_ca.decode("ascii", "replace"))
+        except (ssl.SSLError, ValueError) as e:
+            usage_error(f"--tls-ca {ca}: not a CA certificate bundle (PEM certificates): {e}")
+    if cert is not None and key is not None:
+        try:  # a password callback, so an encrypted key fails here instead of prompting (grpc cannot use one)
+            ctx.load_cert_chain(cert, key, password=lambda: b"")
+        except (ssl.SSLError, OSError, ValueError) as e:
+            usage_error(
+                f"--tls-cert {cert} and --tls-key {key}: not a certificate and its unencrypted private key: {e}"
+            )
 
 
 def cluster_from_args(args: argparse.Namespace) -> Cluster:
