@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 from dyno.request_limits import JOB_ID_RULE, job_id_ok
 
-__all__ = ["INT32_MAX", "INT64_MAX", "job_id", "number"]
+__all__ = ["INT32_MAX", "INT64_MAX", "job_id", "nonempty_path", "number"]
 
 INT32_MAX = 2**31 - 1  # bounds of proto int32 / int64 fields: larger values fail to serialize
 INT64_MAX = 2**63 - 1
@@ -65,3 +66,11 @@ def job_id(text: str) -> str:
     if not job_id_ok(job):
         raise argparse.ArgumentTypeError(f"{JOB_ID_RULE}: {text[:40]!r}" + ("..." if len(text) > 40 else ""))
     return job
+
+
+def nonempty_path(text: str) -> Path:
+    """A file or folder option's value; empty is refused: Path("") is ".", so `--output-dir "$UNSET"` wrote into the
+    current folder and `--hostfile ""` read "." (a folder), each without saying that the value was empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return Path(text)

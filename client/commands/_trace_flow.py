@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dyno import exit_codes
-from dyno.argtypes import INT32_MAX, number
+from dyno.argtypes import INT32_MAX, nonempty_path, number
 from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._common import print_json, proto_to_dict
 from dyno.client.commands._hosts import usage_error
@@ -92,7 +92,7 @@ def default_wait_s(request: dyno_pb2.TraceRequest, now_s: float) -> float:
 def add_collect_arguments(p: argparse.ArgumentParser, *, timeout_default: float | None, timeout_help: str) -> None:
     """--output-dir, --timeout-s (the overall wait; its default and meaning differ per command),
     --fetch-concurrency, --no-analyze, --html and --json."""
-    p.add_argument("--output-dir", required=True, type=Path, help="files go to OUTPUT_DIR/TRACE_ID/HOST_PORT/")
+    p.add_argument("--output-dir", required=True, type=nonempty_path, help="files go to OUTPUT_DIR/TRACE_ID/HOST_PORT/")
     p.add_argument(
         "--timeout-s", type=_wait_s, default=timeout_default, metavar="S", help=f"{timeout_help} (0-{MAX_WAIT_S:g})"
     )
@@ -104,7 +104,7 @@ def add_collect_arguments(p: argparse.ArgumentParser, *, timeout_default: float 
         help=f"files fetched at once, across hosts (default 8; 1-{MAX_FETCH_CONCURRENCY})",
     )
     p.add_argument("--no-analyze", action="store_true", help="do not analyze the fetched files")
-    p.add_argument("--html", type=Path, metavar="FILE", help="also write the HTML analysis report here")
+    p.add_argument("--html", type=nonempty_path, metavar="FILE", help="also write the HTML analysis report here")
     p.add_argument("--json", action="store_true", help="print the manifest and the report as one JSON object on stdout")
 
 
