@@ -106,6 +106,8 @@ def translate(err: grpc.RpcError, target: str, *, tls: bool = False) -> DynoErro
 def _unavailable_message(details: str, tls: bool) -> str:
     """What an UNAVAILABLE most likely means, from grpc's details."""
     lower = details.lower()
+    if "dynod is shutting down" in details:  # the daemon's own answer (a stream ended by its SIGTERM): it was reached
+        return f"{details} (stopped or restarting; try again once it is back)"
     if "errors resolving" in lower or "dns resolution failed" in lower or "domain name not found" in lower:
         # "cannot reach dynod (is it running?)" sent the operator to a daemon when the name was mistyped
         return f"cannot resolve the host name (a typo, or a name this machine's DNS does not know?): {details}"

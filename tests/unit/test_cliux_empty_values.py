@@ -6,11 +6,9 @@ mistyped host name got "cannot reach dynod (is it running and listening there?)"
 
 from __future__ import annotations
 
-import grpc
 import pytest
 
 from dyno.client.cli import main
-from dyno.client.errors import Unavailable, translate
 
 pytestmark = pytest.mark.unit
 
@@ -47,33 +45,3 @@ def test_an_empty_path_is_a_usage_error(
     err = _usage_error(capsys, *argv, "--host", "127.0.0.1:1")
     assert "must not be empty" in err, err
     assert list(tmp_path.iterdir()) == []
-
-
-class _Err(grpc.RpcError):
-    def __init__(self, details: str) -> None:
-        self._details = details
-
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.UNAVAILABLE
-
-    def details(self) -> str:
-        return self._details
-
-
-def test_a_name_that_does_not_resolve_says_so() -> None:
-    e = translate(
-        _Err(
-            "errors resolving gpu0l7:1778: [field:hostname lookup error:address lookup failed for gpu0l7:1778: "
-            "Domain name not found]"
-        ),
-        "gpu0l7:1778",
-    )
-    assert isinstance(e, Unavailable)
-    assert "cannot resolve the host name" in str(e) and "is it running" not in str(e)
-
-
-def test_socket_closed_on_a_tls_channel_asks_for_a_client_certificate() -> None:
-    details = "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:1.2.3.4:1778: Socket closed"
-    assert "--tls-cert" in str(translate(_Err(details), "h", tls=True))
-    plain = str(translate(_Err(details), "h"))
-    assert "then pass --tls-ca" in plain and "--tls-cert" not in plain

@@ -1,0 +1,48 @@
+"""UNAVAILABLE, read from grpc's details, names the likely mistake instead of "cannot reach dynod (is it running and
+listening there?)" for every case: a mistyped host name, an mTLS daemon dropping a client without a certificate
+(was: "then pass --tls-ca", already given), a daemon answering that it is shutting down."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from dyno.client.errors import Unavailable, translate
+
+pytestmark = pytest.mark.unit
+
+
+class _Err(grpc.RpcError):
+    def __init__(self, details: str) -> None:
+        self._details = details
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return self._details
+
+
+def test_a_name_that_does_not_resolve_says_so() -> None:
+    e = translate(
+        _Err(
+            "errors resolving gpu0l7:1778: [field:hostname lookup error:address lookup failed for gpu0l7:1778: "
+            "Domain name not found]"
+        ),
+        "gpu0l7:1778",
+    )
+    assert isinstance(e, Unavailable)
+    assert "cannot resolve the host name" in str(e) and "is it running" not in str(e)
+
+
+def test_socket_closed_on_a_tls_channel_asks_for_a_client_certificate() -> None:
+    details = "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:1.2.3.4:1778: Socket closed"
+    assert "--tls-cert" in str(translate(_Err(details), "h", tls=True))
+    plain = str(translate(_Err(details), "h"))
+    assert "then pass --tls-ca" in plain and "--tls-cert" not in plain
+
+
+def test_a_daemon_shutting_down_is_not_called_unreachable() -> None:
+    e = translate(_Err("dynod is shutting down"), "h")
+    assert isinstance(e, Unavailable)
+    assert "shutting down" in str(e) and "cannot reach" not in str(e)
