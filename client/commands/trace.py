@@ -91,11 +91,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--pids",
-        type=positive_int32,
+        type=_pid_list,
         nargs="+",
+        action=_Flatten,
         default=[],
         help=f"only processes whose own pid, or the pid of one of their ancestors, is one of these: a process's "
-        f"pid selects it, a launcher's pid selects the launcher and its workers (at most {MAX_PIDS} pids)",
+        f"pid selects it, a launcher's pid selects the launcher and its workers (separated by spaces or commas; at "
+        f"most {MAX_PIDS} pids)",
     )
     p.add_argument(
         "--process-limit",
@@ -146,6 +148,28 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="exit 1 when no process was triggered on any host (default; --no-fail-on-no-process exits 0)",
     )
     p.set_defaults(func=run)
+
+
+def _pid_list(text: str) -> list[int]:
+    """One --pids word: a pid, or pids joined by commas as `dyno-cli ps` prints ANCESTRY ("4242,4240"); the comma
+    form was refused as "not an integer" while the help's "PIDS [PIDS ...]" did not say that commas were wrong."""
+    return [int(positive_int32(part.strip())) for part in text.split(",")]
+
+
+class _Flatten(argparse.Action):
+    """Appends the pids of every word (each a list, _pid_list) to one flat list; repeating the option adds more."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        pids = list(getattr(namespace, self.dest) or [])
+        for word in values if isinstance(values, list) else [values]:
+            pids.extend(word)
+        setattr(namespace, self.dest, pids)
 
 
 def _validate(args: argparse.Namespace) -> None:
