@@ -57,7 +57,9 @@ def add_host_arguments(parser: argparse.ArgumentParser, *, call_timeout_flag: st
     g.add_argument(
         "--host",
         "--hostname",  # dynolog's dyno spells it so
-        help="one daemon, HOST or HOST:PORT (default $DYNO_HOST or localhost when no other host option is given)",
+        action="append",  # a second --host used to replace the first without a word
+        help="a daemon, HOST or HOST:PORT (repeatable; default $DYNO_HOST or localhost when no other host option is "
+        "given)",
     )
     g.add_argument(
         "--port",
@@ -149,10 +151,10 @@ def hosts_from_args(args: argparse.Namespace) -> list[Host]:
     """The hosts the options name, in order, without duplicates. Raises HostSpecError."""
     port = _default_port(args)
     hosts: list[Host] = []
-    if args.host is not None:  # `--host "$NODE"` with NODE unset must not quietly mean localhost
-        if not args.host.strip():
+    for text in args.host or []:
+        if not text.strip():  # `--host "$NODE"` with NODE unset must not quietly mean localhost
             raise HostSpecError("--host: empty host name")
-        hosts.append(parse_host(args.host, port))
+        hosts.append(parse_host(text, port))
     for text in args.hosts:
         hosts.extend(parse_hosts(text, port))
     for path in args.hostfile:

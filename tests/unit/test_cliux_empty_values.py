@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from dyno.client.cli import main
+from dyno.client.cli import build_parser, main
+from dyno.client.commands._hosts import hosts_from_args
 
 pytestmark = pytest.mark.unit
 
@@ -45,3 +46,9 @@ def test_an_empty_path_is_a_usage_error(
     err = _usage_error(capsys, *argv, "--host", "127.0.0.1:1")
     assert "must not be empty" in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_repeated_host_adds_a_host() -> None:
+    """Before: `--host a --host b` called only b (argparse kept the last --host)."""
+    args = build_parser().parse_args(["status", "--host", "127.0.0.1:1", "--hostname", "127.0.0.1:2"])
+    assert [str(h) for h in hosts_from_args(args)] == ["127.0.0.1:1", "127.0.0.1:2"]
