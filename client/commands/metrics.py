@@ -198,11 +198,15 @@ def _watch(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if len(args.names) > MAX_NAME_PATTERNS:  # checked here, before any host is called, as the daemons would
         usage_error(f"--names: at most {MAX_NAME_PATTERNS} patterns (got {len(args.names)})")
+    history = [flag for flag, given in (("--limit", args.limit is not None), ("--since-ms", args.since_ms)) if given]
+    if history and (args.watch or not args.json):  # they were ignored: `--limit 10` showed one sample
+        usage_error(
+            f"{' and '.join(history)} select samples from history for --json without --watch (the tables and --watch "
+            "show the newest sample)"
+        )
     if args.watch:
         return _watch(args)
-    if not args.json:
-        limit = 1
-    elif args.limit is None:  # --since-ms alone means every sample since then
+    if args.limit is None:  # --since-ms alone means every sample since then
         limit = 0 if args.since_ms else 1
     else:
         limit = args.limit
