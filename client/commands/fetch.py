@@ -28,7 +28,7 @@ from dyno.client.commands._trace_flow import (
     trace_folder,
 )
 from dyno.client.trace_manifest import previous_files, write_manifest
-from dyno.exit_codes import FAILURE, OK, describe
+from dyno.exit_codes import FAILURE, OK, PARTIAL, USAGE, describe
 from dyno.v1 import dyno_pb2
 
 __all__ = ["EXIT_CODES", "register", "run"]
@@ -36,6 +36,12 @@ __all__ = ["EXIT_CODES", "register", "run"]
 EXIT_CODES = {
     **COLLECT_EXIT_CODES,
     OK: "every file fetched",
+    # not trace's "an output folder that exists": fetch resumes into the folder an earlier run left
+    USAGE: "usage, before any host is called (bad options, a malformed trace id or host list, an output folder that "
+    "cannot be written or a file where OUTPUT_DIR/TRACE_ID goes)",
+    PARTIAL: "partial: some files arrived, but a host failed or does not know the trace, or a process failed, timed "
+    "out or is still tracing when --timeout-s ends (never cancelled: fetch again later), or its file did not arrive "
+    "(each listed on stderr with its reason)",
     FAILURE: "nothing fetched, no daemon knows the trace, or manifest.json could not be written",
 }
 

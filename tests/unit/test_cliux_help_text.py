@@ -1,0 +1,27 @@
+"""Help text that matches behaviour. Before: `dyno-cli fetch --help` listed "an output folder that exists" among
+its usage errors (fetch resumes into the folder an interrupted run left: that is what it is for) and "a host ...
+matched nothing" among its partial results (fetch matches nothing: it attaches to a trace by id)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dyno.client.cli import build_parser
+
+pytestmark = pytest.mark.unit
+
+
+def _help(command: str) -> str:
+    parser = build_parser([command])
+    sub = next(a for a in parser._actions if a.dest == "command")
+    return " ".join(sub.choices[command].format_help().split())  # type: ignore[attr-defined]
+
+
+def test_fetch_help_does_not_refuse_an_existing_folder() -> None:
+    text = _help("fetch")
+    assert "an output folder that exists" not in text and "matched nothing" not in text
+    assert "still tracing" in text
+
+
+def test_trace_help_still_refuses_an_existing_folder() -> None:
+    assert "an output folder that exists" in _help("trace")
