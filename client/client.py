@@ -83,7 +83,9 @@ class DynoClient:
         self.timeout_s = timeout_s
         self.retries = retries
         self._metadata = tuple(metadata)
-        self.tls = channel_credentials is not None  # errors read differently on a TLS channel (errors.translate)
+        # errors read differently on a TLS channel and with a token (errors.translate)
+        self.tls = channel_credentials is not None
+        self.sends_token = any(key == "authorization" for key, _ in self._metadata)
         # lookahead: a new connection's stream window starts at 64 KiB and grows only as gRPC's BDP probe learns;
         # a CLI fetches on a fresh connection, and its first 200 MB stream ran at a fifth of the speed of later ones
         opts = [
@@ -105,6 +107,9 @@ class DynoClient:
         )
 
     # -- plumbing ---------------------------------------------------------------------------------------------
+    def _error(self, e: grpc.RpcError) -> DynoError:
+        return translate(e, self.target, tls=self.tls, token=self.sends_token)
+
     def call(self, method: Callable[..., T], request: Any, *, timeout_s: float | None = None, retry: bool = True) -> T:
         """Unary call with deadline, retries on UNAVAILABLE and error translation."""
         timeout = timeout_s if timeout_s is not None else self.timeout_s
@@ -114,7 +119,7 @@ class DynoClient:
             try:
                 return method(request, timeout=max(0.05, deadline - time.monotonic()), metadata=self._metadata)
             except grpc.RpcError as e:
-                err = translate(e, self.target, tls=self.tls)
+                err = self._error(e)
                 attempt += 1
                 backoff = 0.1 * 2 ** (attempt - 1)
                 if not (
@@ -133,7 +138,7 @@ class DynoClient:
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.CANCELLED:
                 return
-            raise translate(e, self.target, tls=self.tls) from None
+            raise self._error(e) from None
 
     # -- Dyno service -----------------------------------------------------------------------------------------
     def status(self) -> dyno_pb2.Status:
@@ -271,8 +276,8 @@ class DynoClient:
                 return
             retry_after_s = _retry_hint_s(e)
             if retry_after_s is not None:
-                raise _Busy(translate(e, self.target, tls=self.tls), retry_after_s) from None
-            raise translate(e, self.target, tls=self.tls) from None
+                raise _Busy(self._error(e), retry_after_s) from None
+            raise self._error(e) from None
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -77,9 +77,9 @@ _BY_CODE: dict[grpc.StatusCode, type[DynoError]] = {
 }
 
 
-def translate(err: grpc.RpcError, target: str, *, tls: bool = False) -> DynoError:
-    """The DynoError for a failed call to `target`; `tls`: the channel was TLS (the same grpc details mean
-    different mistakes on a TLS and a plaintext channel)."""
+def translate(err: grpc.RpcError, target: str, *, tls: bool = False, token: bool = False) -> DynoError:
+    """The DynoError for a failed call to `target`; `tls`: the channel was TLS, `token`: the call carried a bearer
+    token (the same grpc details mean different mistakes with and without them)."""
     code = err.code() if hasattr(err, "code") else None
     details = err.details() if hasattr(err, "details") else str(err)
     cls = _BY_CODE.get(code, DynoError) if code is not None else DynoError
@@ -96,6 +96,11 @@ def translate(err: grpc.RpcError, target: str, *, tls: bool = False) -> DynoErro
         message = f"the server there does not know this call (not a dynod, or an older one): {details}"
     elif cls is DeadlineExceeded:
         message = "dynod did not answer before the deadline"
+    elif cls is Unauthenticated and token:  # "pass --auth-token-file" to someone who did sent them looking elsewhere
+        message = (
+            f"not authenticated: {details} (the token sent is not the daemon's: is --auth-token-file, or "
+            "$DYNO_AUTH_TOKEN_FILE, the file dynod was started with?)"
+        )
     elif cls is Unauthenticated:
         message = f"not authenticated: {details} (pass --auth-token-file or TLS options)"
     else:
