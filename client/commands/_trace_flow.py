@@ -64,7 +64,8 @@ MAX_FETCH_CONCURRENCY = 256
 # The overall wait for the traces: a day is far beyond any trace window (duration traces last at most 10 min).
 MAX_WAIT_S = 86400.0
 _fetch_concurrency = number(int, ge=1, le=MAX_FETCH_CONCURRENCY)
-_wait_s = number(float, ge=0, le=MAX_WAIT_S)
+_wait_s = number(float, ge=0, le=MAX_WAIT_S)  # fetch: 0 = take what is done now
+_positive_wait_s = number(float, gt=0, le=MAX_WAIT_S)  # trace: 0 would cancel the trace before it starts
 
 ITERATION_WAIT_S = 300.0  # how long iteration traces are waited for by default
 # What trace and fetch return (TraceFlow.run, nothing_to_follow); each command says what 1 means for it.
@@ -89,12 +90,15 @@ def default_wait_s(request: dyno_pb2.TraceRequest, now_s: float) -> float:
     return start_in + request.duration_ms / 1000 + AFTER_WINDOW_S
 
 
-def add_collect_arguments(p: argparse.ArgumentParser, *, timeout_default: float | None, timeout_help: str) -> None:
-    """--output-dir, --timeout-s (the overall wait; its default and meaning differ per command),
-    --fetch-concurrency, --no-analyze, --html and --json."""
+def add_collect_arguments(p: argparse.ArgumentParser, *, timeout_help: str, zero_timeout: bool) -> None:
+    """--output-dir, --timeout-s (the overall wait; None when not given, its default and meaning differ per command;
+    `zero_timeout`: 0 is allowed), --fetch-concurrency, --no-analyze, --html and --json."""
     p.add_argument("--output-dir", required=True, type=nonempty_path, help="files go to OUTPUT_DIR/TRACE_ID/HOST_PORT/")
     p.add_argument(
-        "--timeout-s", type=_wait_s, default=timeout_default, metavar="S", help=f"{timeout_help} (0-{MAX_WAIT_S:g})"
+        "--timeout-s",
+        type=_wait_s if zero_timeout else _positive_wait_s,
+        metavar="S",
+        help=f"{timeout_help} ({'0-' if zero_timeout else '> 0, at most '}{MAX_WAIT_S:g})",
     )
     p.add_argument(
         "--fetch-concurrency",

@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trace-id", required=True, help="the trace to fetch (as `dyno-cli trace` printed it)")
     add_collect_arguments(
         p,
-        timeout_default=None,
+        zero_timeout=True,
         timeout_help="overall wait for processes still tracing; then the files already done are fetched and the "
         "others reported as still tracing (never cancelled). 0: fetch what is done now. Default: until the "
         f"trace's window ends + {AFTER_WINDOW_S:g} s, or {ITERATION_WAIT_S:g} s for iteration traces",

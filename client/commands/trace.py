@@ -136,7 +136,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument(flag, action="store_true", help=f"record {what}")
     add_collect_arguments(
         p,
-        timeout_default=0.0,
+        zero_timeout=False,
         timeout_help="overall wait for the traces; then unfinished ones are cancelled (files already done are still "
         f"fetched). Default: start delay + duration + {AFTER_WINDOW_S:g} s, or {ITERATION_WAIT_S:g} s for iteration "
         "traces",
@@ -239,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
         now = time.time()
         requested_ms = int(now * 1000)
         req = _request(args, trace_id, start_delay_s, now)
-        wait_s = args.timeout_s or default_wait_s(req, now)
+        wait_s = default_wait_s(req, now) if args.timeout_s is None else args.timeout_s
         ct = ClusterTrace(
             cluster,
             req,
