@@ -7,6 +7,7 @@ import argparse
 import time
 from collections.abc import Sequence
 
+from dyno.argtypes import job_id as job_id_arg
 from dyno.client.cluster import HostResult
 from dyno.client.commands._common import host_entry, print_json, proto_to_dict
 from dyno.client.commands._hosts import (
@@ -42,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=describe(FANOUT_EXIT_CODES),
     )
     add_host_arguments(p)
-    p.add_argument("--job-id", default="", help="only processes of this job")
+    # the same job-id rule as `trace --job-id` (stripped): `ps --job-id " 42"` listed nothing where trace matched
+    p.add_argument("--job-id", type=job_id_arg, help="only processes of this job")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 
@@ -91,7 +93,7 @@ def render(
 
 def run(args: argparse.Namespace) -> int:
     with cluster_from_args(args) as cluster:
-        results = cluster.list_processes(args.job_id)
+        results = cluster.list_processes(args.job_id or "")
     if args.json:
         # One host: the daemon's answer as is (its "processes" list); several: one entry per host.
         if len(results) == 1 and results[0].ok:
@@ -101,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                 [host_entry(r, {"processes": proto_to_dict(r.value)["processes"] if r.ok else []}) for r in results]
             )
     else:
-        text = render(results, job_id=args.job_id)
+        text = render(results, job_id=args.job_id or "")
         if text:
             print(text)
     print_failures(results)
