@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-__all__ = ["table", "human_bytes", "format_value", "format_labels"]
+__all__ = ["table", "human_bytes", "human_duration", "format_value", "format_labels"]
 
 
 def human_bytes(n: float) -> str:
@@ -13,6 +13,21 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def human_duration(seconds: float) -> str:
+    """A duration to read at a glance: 45s, 12m05s, 5h03m, 3d04h (a daemon up for a month showed "up 2592000 s")."""
+    rest = int(max(0.0, seconds))
+    if rest < 120:
+        return f"{rest}s"
+    minutes, rest = divmod(rest, 60)
+    if minutes < 120:
+        return f"{minutes}m{rest:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
 
 
 def format_value(name: str, value: float) -> str:

@@ -17,7 +17,7 @@ from dyno.client.commands._hosts import (
     fanout_exit_code,
     print_failures,
 )
-from dyno.client.format import table
+from dyno.client.format import human_duration, table
 from dyno.exit_codes import describe
 from dyno.v1 import dyno_pb2
 
@@ -77,7 +77,7 @@ def render(
                     _PROTOCOL.get(p.protocol, "?"),
                     p.gpu if p.gpu >= 0 else "-",
                     f"yes ({p.current_trace_id})" if p.busy else "no",
-                    f"{ago:.0f}s ago",
+                    f"{human_duration(ago)} ago",
                     ",".join(str(a) for a in p.ancestry) or "-",
                     (p.cmdline[:60] or "-"),
                 ]

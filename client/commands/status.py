@@ -14,7 +14,7 @@ from dyno.client.commands._hosts import (
     fanout_exit_code,
     print_failures,
 )
-from dyno.client.format import human_bytes, table
+from dyno.client.format import human_bytes, human_duration, table
 from dyno.exit_codes import describe
 from dyno.v1 import dyno_pb2
 
@@ -41,7 +41,7 @@ def _sampler_text(st: dyno_pb2.SamplerState) -> str:
 
 def render(s: dyno_pb2.Status, target: str) -> str:
     lines = [
-        f"host        {s.hostname} ({target}), dynod {s.version}, pid {s.pid}, up {s.uptime_s:.0f} s",
+        f"host        {s.hostname} ({target}), dynod {s.version}, pid {s.pid}, up {human_duration(s.uptime_s)}",
         f"sampling    every {s.interval_s:g} s, {s.samples_in_history} samples kept (history {s.history_s:g} s)",
         f"processes   {s.registered_processes} registered, {s.active_traces} active traces",
         f"traces      {s.trace_dir} ({human_bytes(s.trace_dir_bytes)})",
@@ -76,7 +76,7 @@ def _row(s: dyno_pb2.Status) -> list[object]:
     gpu = next((st for st in s.samplers if st.name == "gpu"), None)
     return [
         s.version,
-        f"{s.uptime_s:.0f}s",
+        human_duration(s.uptime_s),
         str(len(s.gpus)),
         _sampler_text(gpu) if gpu else "-",
         str(s.registered_processes),

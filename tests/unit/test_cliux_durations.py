@@ -1,0 +1,39 @@
+"""Uptimes and ages read at a glance. Before: `dyno-cli status` said "up 2592000 s" for a daemon up for a month
+(and "2592000s" in the multi-host UP column), and `ps` "259200s ago" for a process silent for three days."""
+
+from __future__ import annotations
+
+import pytest
+
+from dyno.client.cluster import HostResult
+from dyno.client.commands import ps, status
+from dyno.client.format import human_duration
+from dyno.client.hosts import Host
+from dyno.v1 import dyno_pb2
+
+pytestmark = pytest.mark.unit
+
+_MONTH_S = 30 * 86400 + 4 * 3600 + 59
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0, "0s"), (-3, "0s"), (45.7, "45s"), (119, "119s"), (125, "2m05s"), (7199, "119m59s"), (7200, "2h00m")]
+    + [(47 * 3600 + 59 * 60, "47h59m"), (_MONTH_S, "30d04h")],
+)
+def test_human_duration(seconds: float, text: str) -> None:
+    assert human_duration(seconds) == text
+
+
+def test_status_shows_a_months_uptime_in_days() -> None:
+    s = dyno_pb2.Status(hostname="gpu7", version="1", uptime_s=_MONTH_S)
+    assert "up 30d04h" in status.render(s, "gpu7:1778")
+    table = status.render_many([HostResult(Host("gpu7", 1778), True, s)])
+    assert "30d04h" in table and "2592" not in table
+
+
+def test_ps_shows_a_stale_process_age_in_days() -> None:
+    now_ms = 10**13
+    p = dyno_pb2.ProcessInfo(pid=42, job_id="j", last_seen_ms=now_ms - 3 * 86400 * 1000)
+    resp = dyno_pb2.ListProcessesResponse(processes=[p])
+    assert "3d00h ago" in ps.render([HostResult(Host("gpu7", 1778), True, resp)], now_ms=now_ms)
