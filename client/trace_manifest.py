@@ -25,6 +25,7 @@ __all__ = [
     "previous_files",
     "read_manifest",
     "write_manifest",
+    "write_text_atomic",
 ]
 
 MANIFEST_NAME = "manifest.json"
@@ -90,17 +91,23 @@ def build_manifest(
 
 
 def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
-    """Write <folder>/manifest.json atomically; returns its path. An OSError names the manifest's path (a full
-    disk fails the write or the fsync, whose errors carry no file name)."""
+    """Write <folder>/manifest.json atomically; returns its path (errors: write_text_atomic)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / MANIFEST_NAME
-    # Not tempfile.mkstemp: its 0600 would hide the manifest from those who can read the traces beside it
+    write_text_atomic(path, json.dumps(manifest, indent=2) + "\n")
+    return path
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically (a temp file beside it, fsync, rename): a full disk or a Ctrl-C leaves the
+    previous file, or none, never a truncated one. An OSError names `path` (a full disk fails the write or the
+    fsync, whose errors carry no file name)."""
+    # Not tempfile.mkstemp: its 0600 would hide the file from those who can read the traces beside it
     # (created with the user's umask); O_EXCL with a random name gives the same safety with the umask's mode.
-    tmp = folder / f".{MANIFEST_NAME}.{secrets.token_hex(6)}"
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}"
     try:  # the open too: whatever stops the write (a Ctrl-C included) removes the temp file
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w") as f:
-            json.dump(manifest, f, indent=2)
-            f.write("\n")
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w", encoding="utf-8") as f:
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -109,7 +116,6 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> Path:
         if isinstance(e, OSError) and e.filename is None:
             raise OSError(e.errno, e.strerror or str(e), str(path)) from None
         raise
-    return path
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:

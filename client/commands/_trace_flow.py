@@ -25,7 +25,7 @@ from dyno.client.commands._common import print_json, proto_to_dict
 from dyno.client.commands._hosts import usage_error
 from dyno.client.commands._interrupts import InterruptGuard
 from dyno.client.format import human_bytes, table
-from dyno.client.trace_manifest import build_manifest, write_manifest
+from dyno.client.trace_manifest import build_manifest, write_manifest, write_text_atomic
 from dyno.client.trace_progress import make_progress
 from dyno.client.trace_records import HostRecord, trace_exit_code
 from dyno.numpy_import import import_numpy_single_threaded
@@ -250,14 +250,21 @@ def _analyze(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str, Any
         from dyno.trace_analysis.report import render_html, render_json, render_text
 
         report = analyze([str(f) for f in files])
-        if args.html:
-            args.html.write_text(render_html(report), encoding="utf-8")
         if not args.json:
             print()
             print(render_text(report))
-        return json.loads(render_json(report, indent=False)), None
+        result = json.loads(render_json(report, indent=False))
     except Exception as e:  # analysis problems are reported; they never change the trace's exit code
         return None, f"{type(e).__name__}: {e}"
+    # Last, and atomically: a full disk used to leave a truncated --html file and lose the text report with it.
+    if args.html:
+        try:
+            write_text_atomic(args.html, render_html(report))
+        except OSError as e:
+            return result, f"cannot write --html {args.html}: {e.strerror or e}"
+        if not args.json:
+            print(f"HTML report written to {args.html}")
+    return result, None
 
 
 class TraceFlow:

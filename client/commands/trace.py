@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 from dyno.argtypes import INT32_MAX, job_id, number
 from dyno.client.cluster import Cluster
@@ -163,11 +164,11 @@ class _Flatten(argparse.Action):
         self,
         parser: argparse.ArgumentParser,
         namespace: argparse.Namespace,
-        values: object,
+        values: Any,  # nargs="+": one list[int] (from _pid_list) per word
         option_string: str | None = None,
     ) -> None:
         pids = list(getattr(namespace, self.dest) or [])
-        for word in values if isinstance(values, list) else [values]:
+        for word in values:
             pids.extend(word)
         setattr(namespace, self.dest, pids)
 

@@ -1,0 +1,65 @@
+"""`trace`/`fetch --html FILE` on a full disk: the text report is still printed, no truncated FILE is left, and the
+error names FILE. Before: the HTML was written first, in place: the write failed half-way, a truncated FILE stayed,
+the text report was never printed, and the error read "analysis failed: OSError: [Errno 28] No space left on device".
+
+A full disk is played by RLIMIT_FSIZE (a write past it fails with EFBIG), set only around the call."""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import dyno.trace_analysis
+import dyno.trace_analysis.report
+from dyno.client.commands import _trace_flow
+
+pytestmark = pytest.mark.unit
+
+_LIMIT = 4096
+
+
+@pytest.fixture
+def fake_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_trace_flow, "import_numpy_single_threaded", lambda: None)
+    monkeypatch.setattr(dyno.trace_analysis, "analyze", lambda paths: {"paths": paths})
+    monkeypatch.setattr(dyno.trace_analysis.report, "render_text", lambda report: "== the text report ==")
+    monkeypatch.setattr(dyno.trace_analysis.report, "render_json", lambda report, indent=False: '{"schema": "r"}')
+    monkeypatch.setattr(dyno.trace_analysis.report, "render_html", lambda report: "<p>" + "x" * (4 * _LIMIT))
+
+
+@pytest.fixture
+def small_disk() -> Iterator[None]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of the signal
+    resource.setrlimit(resource.RLIMIT_FSIZE, (_LIMIT, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, old)
+
+
+def test_html_on_a_full_disk_keeps_the_text_report_and_leaves_no_partial_file(
+    fake_report: None, small_disk: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    html = tmp_path / "report.html"
+    args = argparse.Namespace(html=html, json=False)
+    report, error = _trace_flow._analyze(args, [tmp_path / "a.pt.trace.json"])
+    assert "== the text report ==" in capsys.readouterr().out
+    assert report == {"schema": "r"}
+    assert error is not None and error.startswith(f"cannot write --html {html}:"), error
+    assert list(tmp_path.iterdir()) == []  # neither a truncated report.html nor a temp file
+
+
+def test_html_is_written_whole_and_named(fake_report: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    html = tmp_path / "report.html"
+    report, error = _trace_flow._analyze(argparse.Namespace(html=html, json=False), [tmp_path / "a.json"])
+    assert error is None and report == {"schema": "r"}
+    assert html.read_text() == "<p>" + "x" * (4 * _LIMIT)
+    assert f"HTML report written to {html}" in capsys.readouterr().out
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
