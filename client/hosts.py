@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,9 @@ def _check_name(name: str, spec: str) -> str:
 
 def _split_port(spec: str, default_port: int) -> tuple[str, int]:
     """Split "name:port", "[v6]:port", "[v6]" or a bare IPv6 address; the name part may be a nodelist."""
+    if "://" in spec:  # a URL pasted from a browser or a config (was: "bad IPv6 address 'http://...'")
+        netloc = urllib.parse.urlsplit(spec).netloc
+        raise HostSpecError(f"{spec!r} is a URL: give HOST[:PORT]" + (f", e.g. {netloc}" if netloc else ""))
     if spec.startswith("[") and ":" in spec.split("]", 1)[0]:
         # IPv6 literal: "[::1]" or "[::1]:1779". A nodelist never has ':' inside brackets.
         inner, sep, rest = spec[1:].partition("]")

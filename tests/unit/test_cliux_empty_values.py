@@ -10,6 +10,7 @@ import pytest
 
 from dyno.client.cli import build_parser, main
 from dyno.client.commands._hosts import hosts_from_args
+from dyno.client.hosts import HostSpecError, parse_hosts
 
 pytestmark = pytest.mark.unit
 
@@ -52,3 +53,11 @@ def test_a_repeated_host_adds_a_host() -> None:
     """Before: `--host a --host b` called only b (argparse kept the last --host)."""
     args = build_parser().parse_args(["status", "--host", "127.0.0.1:1", "--hostname", "127.0.0.1:2"])
     assert [str(h) for h in hosts_from_args(args)] == ["127.0.0.1:1", "127.0.0.1:2"]
+
+
+@pytest.mark.parametrize("spec", ["http://gpu7:1778", "grpc://gpu7:1778/", "gpu1,https://gpu7:1778"])
+def test_a_url_is_named_a_url(spec: str) -> None:
+    """Before: "bad IPv6 address 'http://gpu7:1778'" (the colons read as an IPv6 literal)."""
+    with pytest.raises(HostSpecError) as e:
+        parse_hosts(spec)
+    assert "is a URL: give HOST[:PORT], e.g. gpu7:1778" in str(e.value) and "IPv6" not in str(e.value)
