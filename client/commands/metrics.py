@@ -54,7 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Show the newest sample of a daemon's metrics as tables (one per kind of entity: GPUs, CPUs, "
         "network devices, ...). --watch redraws live as one daemon samples; --json prints samples from the "
         "daemon's history. With several hosts (--hosts, --hostfile, --slurm-job): one GPU table and one host "
-        "table across all of them (every host has a row there, a failed one with its error type).",
+        "table across all of them (every host has a row there, a failed one with its error type); with --names, one "
+        "table of the metrics that matched, a row per host and entity.",
         epilog=describe(EXIT_CODES),
     )
     add_host_arguments(p)
@@ -179,6 +180,35 @@ def render_many(results: Sequence[HostResult[dyno_pb2.GetMetricsResponse]]) -> s
     return "\n".join(out)
 
 
+def render_selected(results: Sequence[HostResult[dyno_pb2.GetMetricsResponse]], names: Sequence[str]) -> str:
+    """Several hosts with --names: the metrics that matched, one column each, a row per host and entity (GPU, CPU,
+    device...). The fixed GPU and host tables showed only dashes for anything outside their columns (net_*)."""
+    values: dict[tuple[int, str], dict[str, float]] = defaultdict(dict)
+    metric_names: set[str] = set()
+    for i, r in enumerate(results):
+        if r.ok and r.answer.samples:
+            for m in r.answer.samples[-1].metrics:
+                entity = format_labels({k: v for k, v in m.labels.items() if k not in ("uuid", "host")})
+                values[(i, entity)][m.name] = m.value
+                metric_names.add(m.name)
+    answered = sum(r.ok for r in results)
+    if not metric_names:
+        return f"no metric matches {' '.join(names)} on {answered} host(s)" if answered else ""
+    columns = sorted(metric_names)
+    rows: list[list[object]] = []
+    for i, r in enumerate(results):
+        if not r.ok:
+            rows.append([str(r.host), r.error_type or "failed", *["-"] * len(columns)])
+            continue
+        entities = sorted((e for (j, e) in values if j == i), key=_natural)
+        if not entities:
+            rows.append([str(r.host), "no samples yet" if not r.answer.samples else "no match", *["-"] * len(columns)])
+        for e in entities:
+            vals = values[(i, e)]
+            rows.append([str(r.host), e or "-", *[format_value(n, vals[n]) if n in vals else "-" for n in columns]])
+    return table(["HOST", "ENTITY", *columns], rows, text=("HOST", "ENTITY"))
+
+
 def _watch(args: argparse.Namespace) -> int:
     with single_client(args, "--watch follows one daemon (without --watch: one table across hosts)") as c:
         try:
@@ -228,6 +258,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"{resp.hostname}: no samples yet")
     elif len(results) > 1:
-        print(render_many(results))
+        text = render_selected(results, args.names) if args.names else render_many(results)
+        if text:
+            print(text)
     print_failures(results)
     return fanout_exit_code(results)
