@@ -147,9 +147,9 @@ def check_trace_folder(folder: Path, *, may_hold_files: bool) -> None:
         usage_error(f"{folder} already exists and is not empty (choose another --trace-id or --output-dir)")
 
 
-def check_html(html: Path | None) -> None:
+def check_html(html: Path | None, *, no_analyze: bool = False) -> None:
     """Usage error (exit 2) unless the --html report can be written where asked: in an existing folder, not over
-    a folder. Checked before anything is traced, not found out after the trace."""
+    a folder, and with the analysis on. Checked before anything is traced, not found out after the trace."""
     if html is None:
         return
     if html.is_dir():
@@ -159,6 +159,8 @@ def check_html(html: Path | None) -> None:
         usage_error(f"--html {html}: {folder} is not an existing folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         usage_error(f"--html {html}: cannot write in {folder}")
+    if no_analyze:  # the report is the analysis': none was written, without a word
+        usage_error("--html writes the analysis report: it cannot go with --no-analyze")
 
 
 @contextlib.contextmanager

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     folder: Path = (args.output_dir / args.trace_id).absolute()  # every path printed is absolute
     check_writable(args.output_dir)
     check_trace_folder(folder, may_hold_files=True)
-    check_html(args.html)
+    check_html(args.html, no_analyze=args.no_analyze)
     previous = previous_files(folder)  # read before anything is written there
     with Cluster(hosts, deadline_s=args.call_timeout_s, max_concurrency=args.max_concurrency, auth=auth) as cluster:
         ct = ClusterTrace(

@@ -232,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
     folder: Path = (args.output_dir / trace_id).absolute()  # every path printed is absolute
     check_trace_folder(folder, may_hold_files=False)
     check_writable(args.output_dir)  # before anything is traced: a trace nobody can fetch is wasted
-    check_html(args.html)
+    check_html(args.html, no_analyze=args.no_analyze)
     with Cluster(hosts, deadline_s=args.call_timeout_s, max_concurrency=args.max_concurrency, auth=auth) as cluster:
         start_delay_s = args.start_delay_s
         if start_delay_s is None:

@@ -63,3 +63,24 @@ def test_html_is_written_whole_and_named(fake_report: None, tmp_path: Path, caps
     assert html.read_text() == "<p>" + "x" * (4 * _LIMIT)
     assert f"HTML report written to {html}" in capsys.readouterr().out
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["trace", "--job-id", "j", "--duration-ms", "100"],
+        ["fetch", "--trace-id", "t"],
+    ],
+)
+def test_html_with_no_analyze_is_a_usage_error(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: `--no-analyze --html r.html` traced, wrote no r.html and said nothing about it."""
+    from dyno.client.cli import main
+
+    out = tmp_path / "out"
+    html = str(tmp_path / "r.html")
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--host", "127.0.0.1:1", "--output-dir", str(out), "--no-analyze", "--html", html])
+    assert e.value.code == 2
+    assert "--html" in capsys.readouterr().err and not out.exists()
