@@ -138,4 +138,9 @@ def _unavailable_message(details: str, tls: bool) -> str:
                 f"pass --tls-cert and --tls-key with one signed by the CA in its --tls-ca): {details}"
             )
         return f"dynod closed the connection (does it serve TLS? then pass --tls-ca): {details}"
+    if "before receiving SETTINGS frame" in details:  # TCP accepted, but no HTTP/2 answer: something is listening
+        return (
+            "something accepts connections there but does not answer as a gRPC server (a hung dynod, or another "
+            f"service on that port?): {details}"
+        )
     return f"cannot reach dynod (is it running and listening there?): {details}"

@@ -46,3 +46,16 @@ def test_a_daemon_shutting_down_is_not_called_unreachable() -> None:
     e = translate(_Err("dynod is shutting down"), "h")
     assert isinstance(e, Unavailable)
     assert "shutting down" in str(e) and "cannot reach" not in str(e)
+
+
+def test_a_listener_that_never_speaks_grpc_is_not_called_unreachable() -> None:
+    """A port that accepts TCP but never answers HTTP/2 (a hung process, another service): "is it running and
+    listening there?" was the wrong question, something is listening."""
+    e = translate(
+        _Err(
+            "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:39575: connection attempt "
+            "timed out before receiving SETTINGS frame"
+        ),
+        "h",
+    )
+    assert "does not answer as a gRPC server" in str(e) and "is it running" not in str(e)
