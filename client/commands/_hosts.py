@@ -87,8 +87,11 @@ def add_host_arguments(parser: argparse.ArgumentParser, *, call_timeout_flag: st
         metavar="JOB_ID",
         help="every node of this Slurm job (squeue + scontrol; built-in nodelist expansion otherwise)",
     )
+    # --call-timeout-s everywhere (trace and fetch have only that name): one wrapper script can pass the same flag
+    # to every command
+    flags = [call_timeout_flag] + (["--call-timeout-s"] if call_timeout_flag != "--call-timeout-s" else [])
     g.add_argument(
-        call_timeout_flag,
+        *flags,
         dest="call_timeout_s",
         type=_positive,
         default=5.0,
