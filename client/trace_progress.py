@@ -38,7 +38,8 @@ def counts(h: HostRecord) -> HostCounts:
     return HostCounts(
         matched=len(h.matched_pids),
         running=sum(p.state in _WAITING for p in procs),
-        done=sum(p.state == "done" for p in procs),
+        # a done process whose file failed to arrive is failed, not both (the totals then exceeded "matched")
+        done=sum(p.state == "done" and p.fetch != "failed" for p in procs),
         failed=sum((p.state not in _WAITING and p.state != "done") or p.fetch == "failed" for p in procs),
         fetched=sum(p.ok for p in procs),
         fetched_bytes=sum(p.fetched_bytes for p in procs if p.fetch in ("fetching", "fetched")),
