@@ -165,7 +165,11 @@ def hosts_from_args(args: argparse.Namespace) -> list[Host]:
     if args.slurm_job:
         hosts.extend(slurm_job_hosts(args.slurm_job, port))
     if not hosts and not (args.hosts or args.hostfile or args.slurm_job):
-        hosts.append(parse_host(os.environ.get("DYNO_HOST") or "localhost", port))
+        env = os.environ.get("DYNO_HOST", "")
+        try:  # a list too, as --hosts takes it; errors name the variable (none of the options was given)
+            hosts.extend(parse_hosts(env, port) if env.strip() else [parse_host("localhost", port)])
+        except HostSpecError as e:
+            raise HostSpecError(f"$DYNO_HOST: {e}") from None
     return dedupe(hosts)
 
 

@@ -61,3 +61,13 @@ def test_a_url_is_named_a_url(spec: str) -> None:
     with pytest.raises(HostSpecError) as e:
         parse_hosts(spec)
     assert "is a URL: give HOST[:PORT], e.g. gpu7:1778" in str(e.value) and "IPv6" not in str(e.value)
+
+
+def test_dyno_host_errors_name_the_variable_and_a_list_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: DYNO_HOST=a:1,b:2 failed with "bad IPv6 address 'a:1,b:2'" and no word of $DYNO_HOST."""
+    args = build_parser().parse_args(["status"])
+    monkeypatch.setenv("DYNO_HOST", "gpu1:1779,gpu[2-3]")
+    assert [str(h) for h in hosts_from_args(args)] == ["gpu1:1779", "gpu2:1778", "gpu3:1778"]
+    monkeypatch.setenv("DYNO_HOST", "bad host")
+    with pytest.raises(HostSpecError, match=r"^\$DYNO_HOST: "):
+        hosts_from_args(args)
