@@ -202,22 +202,26 @@ def _remove_if_empty(folder: Path) -> None:
         log.debug("could not remove the empty folder %s: %s", folder, e)
 
 
-def nothing_to_follow(ct: ClusterTrace, args: argparse.Namespace, command: str, what: str, code: int) -> int:
-    """No host has anything to follow: each host's reason, then `what`, on stderr (and --json); no folder."""
-    hosts = ct.snapshot()
-    if args.json:
+def nothing_to_follow(flow: TraceFlow, what: str, code: int) -> int:
+    """No host has anything to follow: each host's reason, then `what`, on stderr; no folder. --json prints the
+    same object as a followed trace (the manifest's keys, `ok`, `exit_code`...; `output_dir` null: nothing was
+    written), not a smaller one a tool would have to tell apart (it had no `exit_code` nor `status`)."""
+    hosts = flow.ct.snapshot()
+    if flow.args.json:
+        manifest = flow.manifest(_STATUS.get(code, "failed"), code)
         print_json(
             {
-                "trace_id": ct.trace_id,
+                **manifest,
                 "ok": code == 0,
-                "hosts": [h.to_dict() for h in hosts],
-                "processes": [],
-                "errors": [f"{h.host}: {h.error}" for h in hosts],
+                "output_dir": None,
+                "report": None,
+                "analysis_error": None,
+                "manifest_error": None,
             }
         )
     for h in hosts:  # the daemons' reasons name the jobs that are registered
-        say(f"dyno-cli {command}: {h.host}: {h.error}" + (f" ({h.error_type})" if h.error_type else ""))
-    say(f"dyno-cli {command}: {what}")
+        say(f"dyno-cli {flow.command}: {h.host}: {h.error}" + (f" ({h.error_type})" if h.error_type else ""))
+    say(f"dyno-cli {flow.command}: {what}")
     return code
 
 

@@ -96,12 +96,11 @@ def run(args: argparse.Namespace) -> int:
         )
         say(f"fetch {args.trace_id}: attaching on {len(hosts)} host(s)")
         ct.attach()
-        if not ct.attached_any:  # an earlier manifest in the folder is left as it is
-            what = f"no host has trace {args.trace_id!r}: nothing to fetch"
-            return nothing_to_follow(ct, args, "fetch", what, FAILURE)
         now = time.time()
-        ct.wait_s = default_wait_s(ct.request, now) if args.timeout_s is None else args.timeout_s
         flow = TraceFlow(ct, args, folder, command="fetch", requested_ms=ct.created_ms or int(now * 1000))
+        if not ct.attached_any:  # an earlier manifest in the folder is left as it is
+            return nothing_to_follow(flow, f"no host has trace {args.trace_id!r}: nothing to fetch", FAILURE)
+        ct.wait_s = default_wait_s(ct.request, now) if args.timeout_s is None else args.timeout_s
         # A Ctrl-C from here on is held back except where the command waits, so manifest.json is always whole.
         with flow.guard, trace_folder(folder):  # a failure leaves no empty folder behind (one that was there is kept)
             write_manifest(folder, flow.manifest("running"))

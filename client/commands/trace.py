@@ -264,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
                 ct.interrupt()
             if not interrupted and not ct.triggered_any:
                 what = f"nothing traced on any of {len(hosts)} host(s)"
-                return nothing_to_follow(ct, args, "trace", what, FAILURE if args.fail_on_no_process else OK)
+                return nothing_to_follow(flow, what, FAILURE if args.fail_on_no_process else OK)
             if not interrupted:  # (an interrupted start is recorded once, by flow.run)
                 try:
                     write_manifest(folder, flow.manifest("running"))
