@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
+import json
 import os
 import pkgutil
 import sys
@@ -17,7 +19,9 @@ import dyno
 from dyno import exit_codes
 from dyno.client import commands
 
-__all__ = ["main", "build_parser"]
+__all__ = ["ERROR_SCHEMA", "main", "build_parser"]
+
+ERROR_SCHEMA = "dyno.cli.error"  # what --json prints on stdout when a command fails before its own answer
 
 # Order in --help; modules not listed follow alphabetically.
 _ORDER = ["status", "version", "metrics", "ps", "trace", "fetch", "analyze"]
@@ -69,27 +73,56 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     # Imported here, not at the top: a Ctrl-C right after start lands in these imports (grpc, the commands), and
     # main()'s handler must already be running then to keep it quiet. What this module imports itself is light.
+    from dyno.client.commands._hosts import UsageError
     from dyno.client.errors import DynoError
     from dyno.trace_analysis.cli import parse_args
 
     names = _command_modules()
     parser = build_parser(names)
     argv = command_first(sys.argv[1:] if argv is None else argv, names)
-    # analyze --json: a usage error is a JSON error object on stdout too (tools read it from there)
-    args = parse_args(parser, argv) if argv[:1] == ["analyze"] else parser.parse_args(argv)
+    # --json: a failure is a JSON error object on stdout too (tools read it from there; analyze has its own schema)
+    json_out = argv[:1] != ["analyze"] and "--json" in (argv[: argv.index("--")] if "--" in argv else argv)
+    if argv[:1] == ["analyze"]:
+        args = parse_args(parser, argv)
+    elif json_out:
+        said = io.StringIO()  # analyze's capture of argparse's error, printed here with dyno-cli's schema
+        try:
+            args = parse_args(parser, argv, out=said)
+        except SystemExit:
+            if said.getvalue():
+                _print_error_json(exit_codes.USAGE, json.loads(said.getvalue())["error"])
+            raise
+    else:
+        args = parser.parse_args(argv)
     try:
         return int(args.func(args))
+    except UsageError as e:  # already said on stderr
+        if json_out:
+            _print_error_json(exit_codes.USAGE, e.message)
+        raise
     except DynoError as e:
-        print(f"dyno-cli: error: {e}", file=sys.stderr)
-        return exit_codes.FAILURE
+        return _fail(f"{e}", json_out)
     except BrokenPipeError:  # `dyno-cli metrics | head`; before OSError, its base class
         # Python flushes stdout again at exit, which would report the closed pipe once more.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return exit_codes.OK
     except OSError as e:  # a full disk or a permission on the user's side: say which file, no traceback
         where = f": {e.filename}" if e.filename else ""
-        print(f"dyno-cli: error: {e.strerror or e}{where}", file=sys.stderr)
-        return exit_codes.FAILURE
+        return _fail(f"{e.strerror or e}{where}", json_out)
+
+
+def _fail(message: str, json_out: bool) -> int:
+    print(f"dyno-cli: error: {message}", file=sys.stderr)
+    if json_out:
+        _print_error_json(exit_codes.FAILURE, message)
+    return exit_codes.FAILURE
+
+
+def _print_error_json(code: int, message: str) -> None:
+    """The object `--json` prints on stdout when a command fails before its own answer (ERROR_SCHEMA): one line,
+    so that it also ends a `metrics --watch --json` stream of one object per line."""
+    doc = {"schema": ERROR_SCHEMA, "version": 1, "ok": False, "exit_code": code, "error": message}
+    print(json.dumps(doc), flush=True)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from dyno.client.hosts import (
 
 __all__ = [
     "FANOUT_EXIT_CODES",
+    "UsageError",
     "add_host_arguments",
     "client_auth",
     "cluster_from_args",
@@ -134,10 +135,19 @@ def _env_path(name: str) -> Path | None:
     return Path(value) if value else None
 
 
+class UsageError(SystemExit):
+    """Exit code 2 with its one-line `message` (already on stderr): dyno-cli's main prints it as JSON too when the
+    command was asked for --json. A SystemExit, so that whatever does not know it still exits 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(exit_codes.USAGE)
+        self.message = message
+
+
 def usage_error(message: str) -> NoReturn:
     """One line on stderr, exit code 2 (as argparse does for usage errors)."""
     print(f"dyno-cli: error: {message}", file=sys.stderr)
-    raise SystemExit(exit_codes.USAGE)
+    raise UsageError(message)
 
 
 def _default_port(args: argparse.Namespace) -> int:

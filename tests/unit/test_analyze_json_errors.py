@@ -78,9 +78,11 @@ def test_rule_and_threshold_failures_print_the_error_object(tmp_path: Path, caps
     assert code == 0 and json.loads(out)["schema"] == "dyno.trace_analysis.report"
 
 
-def test_other_commands_keep_usage_errors_off_stdout(capsys: pytest.CaptureFixture) -> None:
+def test_other_commands_print_their_own_error_object(capsys: pytest.CaptureFixture) -> None:
+    # every dyno-cli command does this now, with its own schema (tests/unit/test_cliux_json_errors.py)
     code, out, err = _cli(["status", "--json", "--bogus"], capsys)
-    assert code == 2 and out == "" and "unrecognized arguments" in err
+    assert code == 2 and "unrecognized arguments" in err
+    assert json.loads(out)["schema"] == "dyno.cli.error" and "unrecognized arguments" in json.loads(out)["error"]
 
 
 def test_python_m_entry_point_prints_the_error_object(tmp_path: Path) -> None:
