@@ -47,14 +47,28 @@ def format_labels(labels: dict[str, str] | Sequence[tuple[str, str]]) -> str:
     return ",".join(f"{k}={v}" for k, v in items)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, text: Collection[str] = ()) -> str:
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    *,
+    text: Collection[str] = (),
+    max_width: int | None = None,
+) -> str:
     """Left-aligned columns separated by two spaces; numbers are right-aligned, except in the columns named in
-    `text` (paths or names that may start with a digit)."""
+    `text` (paths or names that may start with a digit). `max_width` (a terminal's width): the last column is cut
+    (ending in "...") so that lines fit, down to a few characters; what is still too wide wraps."""
     cells = [[str(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
         for i, c in enumerate(row):
             widths[i] = max(widths[i], len(c))
+    if max_width is not None and cells and sum(widths) + 2 * (len(widths) - 1) > max_width:
+        last = max(len(headers[-1]), 8, max_width - sum(widths[:-1]) - 2 * (len(widths) - 1))
+        if last < widths[-1]:
+            widths[-1] = last
+            for row in cells:
+                if len(row) == len(widths) and len(row[-1]) > last:
+                    row[-1] = row[-1][: last - 3] + "..."
 
     def fmt(row: Sequence[str], header: bool = False) -> str:
         parts = []

@@ -4,6 +4,8 @@ matches. One table across hosts, with a HOST column."""
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
 import time
 from collections.abc import Sequence
 
@@ -56,10 +58,14 @@ def _rank(p: dyno_pb2.ProcessInfo) -> str:
 
 
 def render(
-    results: Sequence[HostResult[dyno_pb2.ListProcessesResponse]], now_ms: int | None = None, job_id: str = ""
+    results: Sequence[HostResult[dyno_pb2.ListProcessesResponse]],
+    now_ms: int | None = None,
+    job_id: str = "",
+    max_width: int | None = None,
 ) -> str:
     """One table of every answering host's processes (failed hosts are reported apart, on stderr); `job_id`: the
-    filter the daemons were asked for, named when nothing matched it."""
+    filter the daemons were asked for, named when nothing matched it; `max_width`: the terminal's width (the
+    command line is cut to fit)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     rows = []
     for r in results:
@@ -87,7 +93,9 @@ def render(
         what = f"no process of job {job_id!r}" if job_id else "no processes"
         return f"{what} registered on {len(answered)} host(s)" if answered else ""
     return table(
-        ["HOST", "PID", "JOB", "RANK", "ROLE", "PROTOCOL", "GPU", "TRACING", "LAST SEEN", "ANCESTRY", "CMD"], rows
+        ["HOST", "PID", "JOB", "RANK", "ROLE", "PROTOCOL", "GPU", "TRACING", "LAST SEEN", "ANCESTRY", "CMD"],
+        rows,
+        max_width=max_width,
     )
 
 
@@ -103,7 +111,9 @@ def run(args: argparse.Namespace) -> int:
                 [host_entry(r, {"processes": proto_to_dict(r.value)["processes"] if r.ok else []}) for r in results]
             )
     else:
-        text = render(results, job_id=args.job_id or "")
+        # on a terminal, a line per process (a 230-column row wrapped into three); into a pipe, every character
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+        text = render(results, job_id=args.job_id or "", max_width=width)
         if text:
             print(text)
     print_failures(results)
