@@ -104,7 +104,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--process-limit",
         type=_process_limit,
         default=0,
-        help="trace at most N processes per host, leaf workers before their launchers (default 0: no limit)",
+        metavar="N",
+        # the daemons' order (docs/CLUSTER.md, ps --help): "leaf workers first" put DataLoader workers, leaves too,
+        # before the launchers they come after
+        help="trace at most N processes per host: trainers first, then launchers, then DataLoader workers (the "
+        "ROLE column of `dyno-cli ps`; default 0: no limit)",
     )
     window = p.add_mutually_exclusive_group(required=True)
     window.add_argument("--duration-ms", type=_duration_ms, help=f"trace for this long (1-{MAX_DURATION_MS} ms)")

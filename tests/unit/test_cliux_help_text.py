@@ -25,3 +25,10 @@ def test_fetch_help_does_not_refuse_an_existing_folder() -> None:
 
 def test_trace_help_still_refuses_an_existing_folder() -> None:
     assert "an output folder that exists" in _help("trace")
+
+
+def test_trace_help_gives_the_process_limit_order_the_daemons_use() -> None:
+    """Before: "leaf workers before their launchers", while the daemons take trainers, then launchers, then
+    DataLoader workers (which are leaf processes too), as `ps --help` and docs/CLUSTER.md say."""
+    text = _help("trace")
+    assert "--process-limit N" in text and "trainers first, then launchers, then DataLoader workers" in text
