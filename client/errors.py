@@ -134,8 +134,8 @@ def _unavailable_message(details: str, tls: bool) -> str:
     if "Socket closed" in details:
         if tls:  # an mTLS daemon drops a client without a certificate (or with one of another CA) this way
             return (
-                "dynod closed the connection during the TLS handshake (does it require a client certificate? "
-                f"pass --tls-cert and --tls-key with one signed by the CA in its --tls-ca): {details}"
+                "dynod closed the connection during the TLS handshake: it wants a client certificate (--tls-cert and "
+                f"--tls-key) signed by the CA of its own --tls-ca, and refuses none or one of another CA: {details}"
             )
         return f"dynod closed the connection (does it serve TLS? then pass --tls-ca): {details}"
     if "before receiving SETTINGS frame" in details:  # TCP accepted, but no HTTP/2 answer: something is listening

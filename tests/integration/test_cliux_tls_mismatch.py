@@ -115,3 +115,17 @@ def test_tls_against_a_plaintext_dynod_says_it_is_plaintext(dynod: Dynod, certs:
     line = _only_line(r.stderr)
     assert "does not speak TLS" in line and "leave out --tls-ca" in line, line
     assert "not signed by --tls-ca" not in line
+
+
+def test_a_client_certificate_of_another_ca_is_said_to_be_refused(mtls_dynod: Dynod, certs: Path) -> None:
+    r = run_cli(
+        "status",
+        "--host", mtls_dynod.target,
+        "--tls-ca", str(certs / "ca.pem"),
+        "--tls-cert", str(certs / "other" / "client.pem"),
+        "--tls-key", str(certs / "other" / "client.key"),
+        "--timeout-s", "3",
+    )  # fmt: skip
+    assert r.returncode == 1
+    line = _only_line(r.stderr)
+    assert "one of another CA" in line and "then pass --tls-ca" not in line, line
