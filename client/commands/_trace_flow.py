@@ -356,11 +356,14 @@ class TraceFlow:
             say(f"dyno-cli {command}: analysis interrupted (the files and manifest.json are complete)")
         elif analysis_error:
             say(f"dyno-cli {command}: analysis failed (the traces are fine): {analysis_error}")
-        left = sum(p.state == "done" and not p.ok for h in final for p in h.processes)
+        left = [p for h in final for p in h.processes if p.state == "done" and not p.ok]
         if left:  # files the daemons still serve (retention permitting): say how to get them without tracing again
+            # a daemon that refused the token refuses it again: "the same options" alone would fail the same way
+            refused = any("not authenticated" in p.error for p in left)
+            auth = " and the daemons' token (--auth-token-file) or TLS options" if refused else ""
             say(
-                f"dyno-cli {command}: {left} traced file(s) not fetched are still on the daemons: `dyno-cli fetch "
-                f"--trace-id {ct.trace_id} --output-dir {folder.parent}` with the same host options gets them"
+                f"dyno-cli {command}: {len(left)} traced file(s) not fetched are still on the daemons: `dyno-cli fetch "
+                f"--trace-id {ct.trace_id} --output-dir {folder.parent}` with the same host options{auth} gets them"
             )
         hosts_ok = sum(not h.failed for h in final)
         reused = sum(p.ok and p.reused for h in final for p in h.processes)
