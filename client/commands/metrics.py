@@ -40,11 +40,17 @@ EXIT_CODES = {
 }
 
 
-def _pattern(text: str) -> str:
-    """A --names pattern the daemons accept (they refuse the whole request otherwise)."""
-    if not 1 <= len(text) <= MAX_NAME_PATTERN_LEN:
-        raise argparse.ArgumentTypeError(f"each pattern must be 1-{MAX_NAME_PATTERN_LEN} characters: {text[:40]!r}")
-    return text
+def _patterns(text: str) -> list[str]:
+    """The --names patterns of one word, comma-separated as --hosts and --pids take lists (no metric name has a
+    comma; "gpu_*,cpu_*" was one pattern that matched nothing), each one the daemons accept (they refuse the whole
+    request otherwise)."""
+    patterns = [text] if "[" in text else text.split(",")  # a comma inside [...] belongs to the pattern
+    for pattern in patterns:
+        if not 1 <= len(pattern) <= MAX_NAME_PATTERN_LEN:
+            raise argparse.ArgumentTypeError(
+                f"each pattern must be 1-{MAX_NAME_PATTERN_LEN} characters: {pattern[:40]!r}"
+            )
+    return patterns
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,12 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_host_arguments(p)
     p.add_argument(
         "--names",
-        action="append",
+        action="extend",
         default=[],
-        type=_pattern,
+        type=_patterns,
         metavar="PATTERN",
-        help=f"only metrics matching this fnmatch pattern, e.g. 'gpu_*' (repeatable, at most {MAX_NAME_PATTERNS} "
-        f"patterns of 1-{MAX_NAME_PATTERN_LEN} characters)",
+        help=f"only metrics matching this fnmatch pattern, e.g. 'gpu_*' (repeatable, or comma-separated: "
+        f"'gpu_util*,cpu_user*'; at most {MAX_NAME_PATTERNS} patterns of 1-{MAX_NAME_PATTERN_LEN} characters)",
     )
     p.add_argument(
         "--json",
