@@ -13,7 +13,9 @@ import io
 import json
 import os
 import pkgutil
+import signal
 import sys
+import threading
 
 import dyno
 from dyno import exit_codes
@@ -63,11 +65,27 @@ def main(argv: list[str] | None = None) -> int:
     # grpc's own log lines (e.g. one per failed TLS handshake attempt, at INFO) repeat what the one-line error
     # already says; set before grpc is first imported. GRPC_VERBOSITY=debug still shows them.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    installed = _sigterm_as_ctrl_c()
     try:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C: say so (exit 130 alone looks like a crash in a script's log)
         print("dyno-cli: interrupted", file=sys.stderr)
         return exit_codes.INTERRUPTED
+    finally:
+        if installed:  # main() called in-process (tests, tools) leaves the caller's SIGTERM as it was
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _sigterm_as_ctrl_c() -> bool:
+    """SIGTERM (`timeout 60 dyno-cli trace ...`, a batch system stopping the job) ends the command as Ctrl-C does:
+    the traces it started are cancelled and manifest.json is written with status interrupted (exit 130). It killed
+    the process on the spot instead, leaving a manifest "running" forever and no word. Re-raised as SIGINT, so the
+    handler in force (Python's, or trace's InterruptGuard that holds it back during a manifest write) decides.
+    Only from the main thread, and only when SIGTERM has its default action (an embedding program's is kept)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return False
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: signal.raise_signal(signal.SIGINT))
+    return True
 
 
 def _main(argv: list[str] | None) -> int:
