@@ -32,7 +32,7 @@ GENERAL: Mapping[int, str] = {
     USAGE: "usage error (bad options or values, found before any host is called)",
     PARTIAL: "partial (status, version, metrics, ps: some hosts failed; trace, fetch: some hosts failed or some "
     "trace files did not arrive, e.g. a trace timed out or was incomplete; each named on stderr)",
-    INTERRUPTED: "interrupted (Ctrl-C)",
+    INTERRUPTED: "interrupted (Ctrl-C or SIGTERM)",
 }
 
 

@@ -253,7 +253,7 @@ FANOUT_EXIT_CODES: dict[int, str] = {
     exit_codes.FAILURE: "no host answered, or another error (said on stderr)",
     exit_codes.USAGE: "usage (bad options, a malformed host list)",
     exit_codes.PARTIAL: "some hosts failed (each named on stderr)",
-    exit_codes.INTERRUPTED: "interrupted (Ctrl-C)",
+    exit_codes.INTERRUPTED: "interrupted (Ctrl-C or SIGTERM)",
 }
 
 

@@ -75,8 +75,8 @@ COLLECT_EXIT_CODES: dict[int, str] = {
     "malformed host lists, an output folder that exists or cannot be written)",
     exit_codes.PARTIAL: "partial: some files arrived, but a host failed or matched nothing, or a process failed, "
     "timed out or was busy, or its file did not arrive (each listed on stderr with its reason)",
-    exit_codes.INTERRUPTED: "interrupted by Ctrl-C (manifest.json is still written; during the analysis only the "
-    "analysis stops)",
+    exit_codes.INTERRUPTED: "interrupted by Ctrl-C or SIGTERM (manifest.json is still written; during the analysis "
+    "only the analysis stops)",
 }
 AFTER_WINDOW_S = 60.0  # a duration trace is waited for until its window's end plus this
 

@@ -35,8 +35,8 @@ _CLEAR = "\x1b[H\x1b[2J"
 # --watch runs until Ctrl-C: that is its normal end, so it exits 0 then
 EXIT_CODES = {
     **FANOUT_EXIT_CODES,
-    OK: FANOUT_EXIT_CODES[OK] + ", or --watch ended by Ctrl-C",
-    INTERRUPTED: "interrupted (Ctrl-C; it ends --watch with 0)",
+    OK: FANOUT_EXIT_CODES[OK] + ", or --watch ended by Ctrl-C or SIGTERM",
+    INTERRUPTED: "interrupted (Ctrl-C or SIGTERM; they end --watch with 0)",
 }
 
 
