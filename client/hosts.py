@@ -242,7 +242,8 @@ def parse_hosts(text: str, default_port: int = DEFAULT_PORT) -> list[Host]:
 
 def read_hostfile(path: str | os.PathLike[str], default_port: int = DEFAULT_PORT) -> list[Host]:
     """One entry per line (any parse_hosts syntax, so nodelists work too); '#' starts a comment; blank lines
-    are skipped. Errors name the file and line."""
+    are skipped; key=value words after the entry (an MPI hostfile's slots=8) are ignored. Errors name the file and
+    line."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8-sig")  # -sig: a byte order mark (Windows editors) is not a host
@@ -255,6 +256,9 @@ def read_hostfile(path: str | os.PathLike[str], default_port: int = DEFAULT_PORT
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
+        first, *rest = line.split()
+        if rest and all("=" in word for word in rest):
+            line = first  # an MPI hostfile's "node1 slots=8": the host, then key=value words for mpirun
         try:
             hosts.extend(parse_hosts(line, default_port))
         except HostSpecError as e:

@@ -10,7 +10,7 @@ import pytest
 
 from dyno.client.cli import build_parser, main
 from dyno.client.commands._hosts import hosts_from_args
-from dyno.client.hosts import HostSpecError, parse_hosts
+from dyno.client.hosts import HostSpecError, parse_hosts, read_hostfile
 
 pytestmark = pytest.mark.unit
 
@@ -71,3 +71,13 @@ def test_dyno_host_errors_name_the_variable_and_a_list_works(monkeypatch: pytest
     monkeypatch.setenv("DYNO_HOST", "bad host")
     with pytest.raises(HostSpecError, match=r"^\$DYNO_HOST: "):
         hosts_from_args(args)
+
+
+def test_an_mpi_hostfile_is_read(tmp_path) -> None:
+    """Before: "node1 slots=8" (Open MPI's hostfile format) was "bad host name 'node1 slots=8'"."""
+    f = tmp_path / "hosts"
+    f.write_text("node1 slots=8\nnode[2-3]:1779 slots=8 max_slots=8  # rack 2\n")
+    assert [str(h) for h in read_hostfile(f)] == ["node1:1778", "node2:1779", "node3:1779"]
+    f.write_text("node1 node2\n")  # two names on a line stay an error: which one was meant?
+    with pytest.raises(HostSpecError, match=":1: "):
+        read_hostfile(f)
