@@ -103,6 +103,13 @@ def translate(err: grpc.RpcError, target: str, *, tls: bool = False, token: bool
         )
     elif cls is Unauthenticated:
         message = f"not authenticated: {details} (pass --auth-token-file or TLS options)"
+    elif cls is InvalidArgument and details.startswith("start_time_ms: must be within"):
+        # the client computed the start a few seconds ahead by its own clock: refused as past or far future, the
+        # two clocks disagree (the daemons allow 10 s in the past, libkineto's limit)
+        message = (
+            f"{details} (the start is this machine's clock + --start-delay-s: is its clock off from the daemon's? "
+            "check NTP; --start-delay-s 0 sends no start time)"
+        )
     else:
         message = details or (code.name if code else "call failed")
     return cls(message, target, code)

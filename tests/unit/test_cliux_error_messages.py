@@ -59,3 +59,15 @@ def test_a_listener_that_never_speaks_grpc_is_not_called_unreachable() -> None:
         "h",
     )
     assert "does not answer as a gRPC server" in str(e) and "is it running" not in str(e)
+
+
+def test_a_start_time_refused_by_a_daemon_points_at_the_clocks() -> None:
+    """The CLI computes the one absolute start by its own clock; a daemon whose clock is ahead by more than the
+    delay + 10 s refused it with a bare "start_time_ms: must be within ..." (the text of dyno.daemon.trace_requests)."""
+
+    class _Invalid(_Err):
+        def code(self) -> grpc.StatusCode:
+            return grpc.StatusCode.INVALID_ARGUMENT
+
+    e = translate(_Invalid("start_time_ms: must be within 10 s in the past .. 3600 s in the future"), "h")
+    assert "clock" in str(e) and "NTP" in str(e) and "--start-delay-s 0" in str(e)
