@@ -160,7 +160,9 @@ class Cluster:
             return HostResult(
                 host,
                 False,
-                error="not started before the deadline (raise max_concurrency?)",
+                # not this host's fault: slow hosts held every slot (the CLI's option is --max-concurrency)
+                error="not called before the deadline: the hosts called first held all --max-concurrency "
+                "(max_concurrency) slots until then (raise it, or the deadline)",
                 error_type="DeadlineExceeded",
             )
         try:
