@@ -37,6 +37,8 @@ def format_value(name: str, value: float) -> str:
         return human_bytes(value)
     if name.endswith("_percent"):
         return f"{value:.1f}%"
+    if name.endswith("uptime_seconds"):  # "5.774e+04" said 16 hours to nobody
+        return human_duration(value)
     if value == int(value) and abs(value) < 1e15:
         return str(int(value))
     return f"{value:.4g}"

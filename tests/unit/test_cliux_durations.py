@@ -7,7 +7,7 @@ import pytest
 
 from dyno.client.cluster import HostResult
 from dyno.client.commands import ps, status
-from dyno.client.format import human_duration
+from dyno.client.format import format_value, human_duration
 from dyno.client.hosts import Host
 from dyno.v1 import dyno_pb2
 
@@ -37,3 +37,9 @@ def test_ps_shows_a_stale_process_age_in_days() -> None:
     p = dyno_pb2.ProcessInfo(pid=42, job_id="j", last_seen_ms=now_ms - 3 * 86400 * 1000)
     resp = dyno_pb2.ListProcessesResponse(processes=[p])
     assert "3d00h ago" in ps.render([HostResult(Host("gpu7", 1778), True, resp)], now_ms=now_ms)
+
+
+def test_metrics_show_the_host_uptime_as_a_duration() -> None:
+    """Before: `dyno-cli metrics` printed host_uptime_seconds as 5.774e+04."""
+    assert format_value("host_uptime_seconds", 57740.0) == "16h02m"
+    assert format_value("gpu_energy_joules", 57740.5) == "5.774e+04"  # other values as before
