@@ -88,15 +88,18 @@ class TraceManager(KinetoTraces, AgentTraces):
                 raise TraceRequestError("trace_id", f"{trace_id!r} is already in use on this host")
             if sum(not t.finished() for t in self._traces.values()) >= self._max_active:
                 raise TraceLimitError(f"{self._max_active} traces are already active on this host")
-            busy = [p for p in chosen if self._active_for(p.pid) is not None]
+            holders = {p.pid: found[0].trace_id for p in chosen if (found := self._active_for(p.pid)) is not None}
+            busy = [p for p in chosen if p.pid in holders]
             todo = [p for p in chosen if p not in busy]
+            # which trace holds them: `dyno-cli fetch --trace-id` of that one is what the user wants next
+            held_by = ", ".join(sorted(set(holders.values())))
             if not todo:
                 return StartResult(
                     trace_id,
                     tuple(p.pid for p in matched),
                     (),
                     tuple(p.pid for p in busy),
-                    "every matched process is already tracing",
+                    f"every matched process is already tracing (trace {held_by})",
                     jobs,
                 )
             tf.make_trace_dir(self._trace_dir, trace_id)
@@ -113,7 +116,7 @@ class TraceManager(KinetoTraces, AgentTraces):
             self._registry.set_busy(p.pid, trace_id)
         msg = f"triggered {len(todo)} of {len(matched)} matched process(es)"
         if busy:
-            msg += f"; {len(busy)} busy with another trace"
+            msg += f"; {len(busy)} busy with another trace ({held_by})"
         log.info("trace %s (job %r): %s", trace_id, spec.job_id, msg)
         self._on_start()
         return StartResult(trace_id, tuple(p.pid for p in matched), triggered, tuple(p.pid for p in busy), msg, jobs)

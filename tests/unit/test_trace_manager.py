@@ -188,7 +188,11 @@ def test_busy_processes_reported_and_limits(env) -> None:  # type: ignore[no-unt
     first = tm.start(TraceSpec(job_id="J", duration_ms=100))
     assert reg.get(1000).busy and reg.get(1000).current_trace_id == first.trace_id
     second = tm.start(TraceSpec(job_id="J", duration_ms=100))
-    assert second.triggered == () and second.busy_pids == (1000,) and "already tracing" in second.message
+    assert (
+        second.triggered == ()
+        and second.busy_pids == (1000,)
+        and second.message == f"every matched process is already tracing (trace {first.trace_id})"
+    )
     with pytest.raises(TraceRequestError):
         tm.start(TraceSpec(job_id="J", duration_ms=100, trace_id=first.trace_id))
     for pid in (1001, 1002):
@@ -197,6 +201,16 @@ def test_busy_processes_reported_and_limits(env) -> None:  # type: ignore[no-unt
     reg.register(agent(1003, job="x"))
     with pytest.raises(TraceLimitError):
         tm.start(TraceSpec(job_id="x", duration_ms=100))
+
+
+def test_partly_busy_job_names_the_trace_that_holds_the_others(env) -> None:  # type: ignore[no-untyped-def]
+    _clock, _alive, reg, tm = env
+    reg.register(agent(1000))
+    first = tm.start(TraceSpec(job_id="J", duration_ms=100))
+    reg.register(agent(1001))
+    second = tm.start(TraceSpec(job_id="J", duration_ms=100))
+    assert [v.pid for v in second.triggered] == [1001] and second.busy_pids == (1000,)
+    assert second.message == f"triggered 1 of 2 matched process(es); 1 busy with another trace ({first.trace_id})"
 
 
 # -- agent lifecycle --------------------------------------------------------------------------------------------
