@@ -11,6 +11,7 @@ import argparse
 import importlib
 import io
 import json
+import logging
 import os
 import pkgutil
 import signal
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     # already says; set before grpc is first imported. GRPC_VERBOSITY=debug still shows them.
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     installed = _sigterm_as_ctrl_c()
+    handler = _log_to_stderr()
     try:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C: say so (exit 130 alone looks like a crash in a script's log)
@@ -74,6 +76,26 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if installed:  # main() called in-process (tests, tools) leaves the caller's SIGTERM as it was
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if handler is not None:
+            logging.getLogger("dyno").removeHandler(handler)
+
+
+class _CliFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"dyno-cli: {record.levelname.lower()}: {record.getMessage()}"
+
+
+def _log_to_stderr() -> logging.Handler | None:
+    """dyno's warnings (a short auth token, a token file others can read) as `dyno-cli: warning: ...` lines like
+    the CLI's own errors; without a handler Python printed the bare message. Only where nobody configured logging
+    (a program embedding main() keeps its own handlers)."""
+    if logging.getLogger().handlers or logging.getLogger("dyno").handlers:
+        return None
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_CliFormatter())
+    logging.getLogger("dyno").addHandler(handler)
+    return handler
 
 
 def _sigterm_as_ctrl_c() -> bool:
