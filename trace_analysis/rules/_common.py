@@ -10,7 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..analyses.arrays import unique_inverse
-from ..analyses.gpu import gpu_scope
+from ..analyses.gpu import KernelType, gpu_scope, kernel_types
 from ..analyses.intervals import union_length
 from .base import Evidence, Example, Finding, Severity, Skip, ThresholdValue, severity_for_share
 from .context import RuleContext
@@ -147,8 +147,12 @@ def gpu_bound(ctx: RuleContext, limit: float) -> GpuBound:
 
 
 def busiest_stream(ctx: RuleContext) -> int | None:
-    """The stream with the most GPU time (the compute stream in almost every training job). Cached on the trace
-    (host-bound and launch-overhead both ask)."""
+    """The compute stream: the stream with the most time in computation kernels (HTA's COMPUTATION type), else,
+    when there are none, the stream with the most GPU time. Cached on the trace (host-bound and launch-overhead
+    both ask).
+
+    Computation only: in a DDP job the NCCL stream can hold more GPU time than the compute stream (trace_filter:
+    communication 33% of the GPU span, compute 18%), and its idle gaps wait for gradients, not for launches."""
 
     def compute() -> int | None:
         g = ctx.gpu_activity
@@ -156,7 +160,10 @@ def busiest_stream(ctx: RuleContext) -> int | None:
             return None
         stream = np.where(g.stream >= 0, g.stream, g.tid).astype(np.int64)
         u, inv = unique_inverse(stream)
-        return int(u[int(np.bincount(inv, weights=g.dur).argmax())])
+        weight = np.where(kernel_types(ctx.trace, g) == KernelType.COMPUTATION.value, g.dur, 0.0)
+        if not weight.any():  # only copies / communication: judge the busiest stream of those
+            weight = g.dur
+        return int(u[int(np.bincount(inv, weights=weight).argmax())])
 
     got: int | None = ctx.trace.cached(("rules.busiest_stream",), compute)
     return got

@@ -1,7 +1,7 @@
 """host-bound and launch-overhead: per-stream idle split into host_wait / kernel_wait / other.
 
 Both read ``analyses.idle_time.idle_time_breakdown`` (HTA's definitions) and judge the compute stream (the
-stream with the most GPU time): side streams (NCCL, copies) idle by design while compute runs. They count the
+stream with the most time in computation kernels, ``busiest_stream``): side streams (NCCL, copies) idle by design while compute runs. They count the
 gaps' parts inside the window they divide by (``gpu_window``: the profiler steps, else the GPU span).
 """
 
