@@ -9,6 +9,7 @@ import numpy as np
 
 from ..analyses.arrays import distinct, flatnonzero
 from ..analyses.intervals import union_length
+from ..model import Cat
 from ._common import BaseRule
 from .base import Finding, Severity, Share, ThresholdValue, count_of
 from .context import RuleContext, contained_in
@@ -176,10 +177,13 @@ class CpuInitCopy(BaseRule):
         if not to_rows.shape[0]:
             return []
         is_init = ctx.names_in(ops, _INIT_OPS)
-        # the op just before each aten::to on the same thread (ops sorted by ts; skip rows that enclose the to)
+        # the op just before each aten::to on the same thread (ops sorted by ts; skip rows that enclose the to).
+        # Operators only: with with_stack=True a python_function row (`<built-in method to of Tensor ...>`)
+        # encloses each aten::to and would be its "previous op", hiding every case.
+        is_op = ops.cat == Cat.CPU_OP.value
         hits = []
         for tid in distinct(ops.tid[to_rows]):  # per thread: a handful
-            rows = flatnonzero(ops.tid == tid)
+            rows = flatnonzero((ops.tid == tid) & is_op)
             pos = rows.searchsorted(to_rows[ops.tid[to_rows] == tid])
             prev = rows[np.maximum(pos - 1, 0)]
             cand = to_rows[ops.tid[to_rows] == tid]
