@@ -186,3 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_analyze(args)
     except KeyboardInterrupt:  # Ctrl-C during a long load: the shell's code, no traceback (as dyno-cli)
         return exit_codes.INTERRUPTED
+    except BrokenPipeError:  # `python -m dyno.trace_analysis T | head`: the reader left; as dyno-cli, no traceback
+        # Python flushes stdout again at exit, which would report the closed pipe once more.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return exit_codes.OK
