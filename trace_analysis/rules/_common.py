@@ -75,7 +75,7 @@ class BaseRule:
             evidence=Evidence(
                 time_lost_us=float(time_lost_us),
                 share=None if share is None else float(share),
-                counts={k: float(v) for k, v in (counts or {}).items()},
+                counts={k: _count_value(v) for k, v in (counts or {}).items()},
                 examples=tuple(examples),
                 share_of=share_of,
                 time_lost_basis=basis,
@@ -84,6 +84,14 @@ class BaseRule:
             fix=fix or self.fix,
             rank=ctx.rank,
         )
+
+
+def _count_value(v: float) -> float:
+    """An evidence count as the JSON report writes it: integers (numpy's too) stay integers ("copies": 16, as
+    documented, not 16.0), anything else is a float."""
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    return float(v)
 
 
 class GpuRule(BaseRule):

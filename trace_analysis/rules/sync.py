@@ -315,13 +315,14 @@ class PageableMemcpy(GpuRule):
             return []
         lost = float(mc.dur[idx].sum())
         nbytes = mc.bytes[idx]
+        total_bytes = int(nbytes[nbytes > 0].sum())
         return [
             self.finding(
                 ctx,
                 f"{count_of(idx.shape[0], 'memory copy', 'memory copies')} from/to pageable memory "
-                f"({fmt_bytes(float(nbytes[nbytes > 0].sum()))}, {fmt_us(lost)} of GPU time)",
+                f"({fmt_bytes(float(total_bytes))}, {fmt_us(lost)} of GPU time)",
                 time_lost_us=lost,
-                counts={"copies": idx.shape[0], "bytes": float(nbytes[nbytes > 0].sum())},
+                counts={"copies": idx.shape[0], "bytes": total_bytes},
                 examples=ctx.longest_examples(mc, idx, where="stream"),
             )
         ]
