@@ -108,7 +108,8 @@ def test_json_report_schema(tmp_path):
         "examples",
     }
     for ex in f["evidence"]["examples"]:
-        assert set(ex) == {"name", "ts_us", "offset_us", "dur_us", "where"}  # offset_us: added in v1
+        # offset_us and note: added in v1
+        assert set(ex) == {"name", "ts_us", "offset_us", "dur_us", "where", "note"}
     assert {o["status"] for o in doc["rules"]} <= {"findings", "clean", "skipped", "error"}
     lost = [x["evidence"]["time_lost_us"] for x in doc["findings"]]
     assert lost == sorted(lost, reverse=True)

@@ -225,7 +225,7 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
             cost += f"; time lost = {escape(ev.time_lost_basis)}"
         examples = "".join(
             f"<li><code>{escape(clip_name(x.name, 160))}</code> at {escape(example_at(x))}, {fmt_us(x.dur_us)} "
-            f"{escape(x.where)}</li>"
+            f"{escape(x.where)}{f'<br><span class=muted>{escape(x.note)}</span>' if x.note else ''}</li>"
             for x in ev.examples
         )
         counts = ", ".join(escape(fmt_count(k, v)) for k, v in ev.counts.items())

@@ -65,6 +65,8 @@ def _finding(i: int, f: Finding, width: int) -> list[str]:
         lines.append(
             f"      e.g. {clip_name(ex.name, 80)} at {example_at(ex)} dur {fmt_us(ex.dur_us)} {ex.where}".rstrip()
         )
+        if ex.note:  # under its example, e.g. what the host did during a GPU idle gap
+            lines += _wrap(f"           {ex.note}", " " * 13, width)
     lines += _wrap(f"      fix: {f.fix}", " " * 11, width)
     return lines
 

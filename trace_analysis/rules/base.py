@@ -88,6 +88,9 @@ class Example:
     # µs from the start of the rank's trace (its first event) to ``ts_us``: where the event is on a timeline that
     # starts at 0 (Perfetto's). Set by the engine for every finding of a rank; None when unknown.
     offset_us: float | None = None
+    # what the example shows beyond the event itself, e.g. for a GPU idle gap what the launching host thread did
+    # meanwhile ("host tid 12: cudaFree 6.53 s (65%, 2 calls), ..."); None when there is nothing to add
+    note: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -96,6 +99,7 @@ class Example:
             "offset_us": self.offset_us,
             "dur_us": self.dur_us,
             "where": self.where,
+            "note": self.note,
         }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from ..units import fmt_us
 from ._common import GpuRule, gpu_share_of
 from .base import Example, Finding, Severity, Share, ThresholdValue, count_of
 from .context import RuleContext
+from .host_activity import gap_note
 
 __all__ = ["LowGpuUtil", "GpuStarvation", "utilization_timeline"]
 
@@ -117,9 +119,12 @@ class GpuStarvation(GpuRule):
                 continue
             lost = float(gaps[big].sum())
             order = big[(-gaps[big]).argsort(kind="stable")]
+            # the longest gap says what the host did meanwhile (one note: each costs ~0.1 ms)
             examples = [
                 Example("GPU idle gap", float(gap_start[i]), float(gaps[i]), f"GPU {int(d)}") for i in order[:3]
             ]
+            first = examples[0]
+            examples[0] = replace(first, note=gap_note(ctx, first.ts_us, first.ts_us + first.dur_us))
             out.append(
                 self.finding(
                     ctx,

@@ -1,8 +1,9 @@
 """host-bound and launch-overhead: per-stream idle split into host_wait / kernel_wait / other.
 
 Both read ``analyses.idle_time.idle_time_breakdown`` (HTA's definitions) and judge the compute stream (the
-stream with the most time in computation kernels, ``busiest_stream``): side streams (NCCL, copies) idle by design while compute runs. They count the
-gaps' parts inside the window they divide by (``gpu_window``: the profiler steps, else the GPU span).
+stream with the most time in computation kernels, ``busiest_stream``): side streams (NCCL, copies) idle by
+design while compute runs. They count the gaps' parts inside the window they divide by (``gpu_window``: the
+profiler steps, else the GPU span).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..analyses.idle_time import HOST_WAIT, KERNEL_WAIT, IdleTimeBreakdown, idle
 from ._common import GpuRule, busiest_stream, clip, gpu_share_of, gpu_window, whole_window_scope
 from .base import Example, Finding, Share, ThresholdValue, count_of
 from .context import RuleContext
+from .host_activity import gap_note
 
 __all__ = ["HostBound", "LaunchOverhead"]
 
@@ -48,13 +50,17 @@ class _Gaps:
         u, inv = unique_inverse(self.gap_stream)
         return dict(zip(u.tolist(), np.bincount(inv, weights=self.length, minlength=u.shape[0]).tolist(), strict=True))
 
-    def examples(self, label: str) -> list[Example]:
+    def examples(self, ctx: RuleContext, label: str, notes: bool) -> list[Example]:
+        """The longest gaps on the compute stream; with ``notes``, what the launching thread did in the longest
+        (one note: the others are mostly the same loop's next iterations, and each costs ~0.1 ms)."""
         idx = flatnonzero(self.on_compute)
         idx = idx[(-self.length[idx]).argsort(kind="stable")][:3]
-        return [
-            Example(label, float(self.start[i]), float(self.length[i]), f"stream {int(self.gap_stream[i])}")
-            for i in idx
-        ]
+        out: list[Example] = []
+        for i in idx.tolist():
+            start, length, stream = float(self.start[i]), float(self.length[i]), int(self.gap_stream[i])
+            note = gap_note(ctx, start, start + length, stream) if notes and not out else None
+            out.append(Example(label, start, length, f"stream {stream}", note=note))
+        return out
 
 
 def _gaps(ctx: RuleContext, idle: IdleTimeBreakdown, category: int) -> _Gaps | None:
@@ -102,7 +108,7 @@ class HostBound(GpuRule):
                 share=share,
                 share_of=gpu_share_of(ctx),
                 counts=counts,
-                examples=gaps.examples("host_wait gap"),
+                examples=gaps.examples(ctx, "host_wait gap", notes=True),
             )
         ]
 
@@ -135,6 +141,6 @@ class LaunchOverhead(GpuRule):
                 share=share,
                 share_of=gpu_share_of(ctx),
                 counts={"gaps": n, "mean_gap_us": kw / max(n, 1)},
-                examples=gaps.examples("kernel_wait gap"),
+                examples=gaps.examples(ctx, "kernel_wait gap", notes=False),
             )
         ]

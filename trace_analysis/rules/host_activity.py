@@ -1,0 +1,173 @@
+"""What the host did while the GPU waited: a note for the examples of GPU idle gaps.
+
+A gap example ("GPU idle gap at +31.367 s dur 10.03 s") only says where to look; the trace already holds the
+answer. For a gap [lo, hi] this takes the thread that launched the GPU work ending the gap (the thread the GPU
+was waiting for), the host events of that thread overlapping the gap (ops, annotations, Python frames, runtime
+calls; ``ProfilerStep#N`` frames left out), and charges each instant of the gap to the innermost of them (self
+time inside the gap, as the profiler's self time). The names with the most of it, and the part no profiled event
+covers (Python code without ``with_stack``, I/O, sleeping), make the note:
+"host tid 2869224: cudaFree 6.53 s (65%, 2 calls), cudaLaunchKernel 3.06 s (30%)".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..analyses.arrays import distinct, flatnonzero, unique_inverse
+from ..analyses.cpu_ops import parents
+from ..analyses.gpu import gpu_scope, profiler_steps
+from ..analyses.intervals import union_length
+from ..model import Cat, Events
+from ..units import clip_name, fmt_us
+from ._common import whole_window_scope
+from .context import RuleContext
+
+__all__ = ["gap_note"]
+
+_HOST_CATS = (Cat.CPU_OP, Cat.USER_ANNOTATION, Cat.PYTHON_FUNCTION, Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER)
+_MIN_PART = 0.05  # a name below 5% of the gap is not worth a place in the note
+_MAX_NAMES = 3
+_NAME_CHARS = 60
+_LOOP_ROWS = 128  # up to this many events in a gap the nesting is a plain loop (cheaper than the numpy pass)
+
+
+@dataclass(frozen=True, eq=False)
+class _Host:
+    """Which rows of ``trace.events`` are host-side (by category code; ``ProfilerStep#N`` frames by name id left
+    out) and the longest of them: a gap's host rows start at most that long before it. Read on the full table's
+    own columns, a slice per gap: a host sub-table would gather every column of it once per rank."""
+
+    is_host_cat: np.ndarray  # by category code
+    is_step_name: np.ndarray  # by name id (+1 for the -1 id)
+    longest: float
+
+
+def _host(ctx: RuleContext) -> _Host:
+    def compute() -> _Host:
+        cats = np.zeros(256, dtype=bool)
+        cats[[c.value for c in _HOST_CATS]] = True
+        steps = np.zeros(len(ctx.trace.strings) + 1, dtype=bool)
+        steps[profiler_steps(ctx.trace).name] = True
+        # the tables other rules read already (their columns are kept); a step frame spans every gap: counted, it
+        # would widen every slice to the whole trace
+        ops, runtime = ctx.cpu_ops, ctx.runtime
+        longest = max(
+            float(ops.dur[~steps[ops.name]].max(initial=0.0)) if len(ops) else 0.0,
+            float(runtime.dur.max()) if len(runtime) else 0.0,
+        )
+        return _Host(cats, steps, longest)
+
+    got: _Host = ctx.trace.cached(("rules.host_activity",), compute)
+    return got
+
+
+def _launching_tid(ctx: RuleContext, t: float, stream: int | None) -> int | None:
+    """The thread of the launch call of the first GPU row starting at or after ``t`` (on ``stream`` if given), from
+    the GPU scope the GPU-side rules share (its rows sorted by start, each with its launching row)."""
+    scope = gpu_scope(ctx.trace, whole_window_scope(ctx))
+    k = int(scope.ts.searchsorted(t, side="left"))
+    if k >= scope.ts.shape[0]:
+        return None
+    if stream is not None:
+        on = flatnonzero(scope.rows.stream[k : k + 256] == stream)
+        k += int(on[0]) if on.shape[0] else 0
+    launch = int(scope.launch[k])
+    return None if launch < 0 else int(ctx.trace.events.tid[launch])
+
+
+def _own_time(ev: Events, rows: np.ndarray, clipped: np.ndarray) -> tuple[np.ndarray, float]:
+    """Per row of ``ev`` in ``rows`` (one thread's events overlapping the gap, sorted by ts): its time in the gap
+    not inside a nested event (self time), and the time covered by any of them (the outermost ones' total)."""
+    if rows.shape[0] > _LOOP_ROWS:
+        par = parents(ev.take(rows))
+        child = flatnonzero(par >= 0)
+        inner = np.bincount(par[child], weights=clipped[child], minlength=rows.shape[0])
+        return np.maximum(clipped - inner, 0.0), float(clipped[par < 0].sum())
+    ts = ev.ts[rows]
+    end = ts + ev.dur[rows]
+    order = np.lexsort((-end, ts)).tolist()  # a parent before its children
+    ts_l, end_l, clip_l = ts.tolist(), end.tolist(), clipped.tolist()
+    own = list(clip_l)
+    covered = 0.0
+    stack: list[int] = []
+    for i in order:
+        while stack and end_l[stack[-1]] <= ts_l[i]:
+            stack.pop()
+        if stack:
+            own[stack[-1]] -= clip_l[i]
+        else:
+            covered += clip_l[i]
+        stack.append(i)
+    return np.maximum(np.asarray(own), 0.0), covered
+
+
+def _thread_note(ctx: RuleContext, rows: np.ndarray, lo: float, hi: float) -> tuple[str, float]:
+    """The note's words for one thread's host rows overlapping [lo, hi] (sorted by ts), and the part of the gap
+    no profiled event of that thread covers."""
+    ev = ctx.trace.events
+    width = hi - lo
+    parts: list[tuple[float, str, int]] = []
+    covered = 0.0
+    if rows.shape[0]:
+        ts = ev.ts[rows]
+        clipped = np.minimum(ts + ev.dur[rows], hi) - np.maximum(ts, lo)
+        own, covered = _own_time(ev, rows, clipped)
+        uniq, inv = unique_inverse(ev.name[rows])
+        per_name = np.bincount(inv, weights=own, minlength=uniq.shape[0])
+        calls = np.bincount(inv, minlength=uniq.shape[0])
+        for j in flatnonzero(per_name >= _MIN_PART * width).tolist():
+            name = ctx.trace.strings[int(uniq[j])] if uniq[j] >= 0 else "?"
+            parts.append((float(per_name[j]), name, int(calls[j])))
+    untraced = width - covered
+    if untraced >= _MIN_PART * width:
+        parts.append((untraced, "", 0))
+    parts.sort(key=lambda p: -p[0])
+    words = []
+    for us, name, n in parts[:_MAX_NAMES]:
+        share = f"{us / width:.0%}"
+        if not name:
+            words.append(f"no profiled event {fmt_us(us)} ({share})")
+        else:
+            words.append(f"{clip_name(name, _NAME_CHARS)} {fmt_us(us)} ({share}{f', {n} calls' if n > 1 else ''})")
+    return ", ".join(words), untraced
+
+
+def gap_note(ctx: RuleContext, lo: float, hi: float, stream: int | None = None) -> str | None:
+    """What the launching host thread did during the GPU idle gap [lo, hi] (module docstring), or None when the
+    thread is unknown (no launch call for the GPU work after the gap) or the gap is empty.
+
+    When that thread has no profiled event for most of the gap (e.g. the autograd thread waiting for the main
+    thread to start backward), the thread whose events cover most of the gap is named too: it is what the launch
+    waited for ("...; busiest tid 4037: Optimizer.step#Shampoo.step 43.5 ms (77%)")."""
+    width = hi - lo
+    if width <= 0:
+        return None
+    tid = _launching_tid(ctx, hi, stream)
+    if tid is None:
+        return None
+    host = _host(ctx)
+    ev = ctx.trace.events  # the full table: its columns are plain arrays, sliced here without a gather
+    ts_all = ev.ts
+    a = int(ts_all.searchsorted(lo - host.longest, side="left"))
+    b = int(ts_all.searchsorted(hi, side="left"))
+    ts, name = ts_all[a:b], ev.name[a:b]
+    end = ts + ev.dur[a:b]
+    tids = ev.tid[a:b]
+    overlapping = host.is_host_cat[ev.cat[a:b]] & (end > lo) & ~host.is_step_name[name]
+    words, untraced = _thread_note(ctx, a + flatnonzero(overlapping & (tids == tid)), lo, hi)
+    note = f"host tid {tid}: {words}"
+    if untraced >= 0.5 * width:
+        best, best_cover = None, width - untraced
+        for other in distinct(tids[overlapping]).tolist():
+            if other == tid:
+                continue
+            sel = overlapping & (tids == other)
+            cover = union_length(np.maximum(ts[sel], lo), np.minimum(end[sel], hi))
+            if cover > best_cover:
+                best, best_cover = other, cover
+        if best is not None and best_cover >= 0.5 * width:
+            other_words, _ = _thread_note(ctx, a + flatnonzero(overlapping & (tids == best)), lo, hi)
+            note += f"; busiest tid {best}: {other_words}"
+    return note
