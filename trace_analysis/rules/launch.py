@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..analyses.arrays import median, member
+from ..analyses.arrays import median, member, unique_inverse
 from ..analyses.launch import LaunchStats, launch_stats, queue_length
 from ..model import Cat
 from ..units import fmt_us
@@ -105,6 +105,15 @@ class SlowRuntimeCalls(GpuRule):
         "launch-queue), lock contention from other threads, or an oversubscribed host (check CPU usage). "
         "(Copies to/from pageable memory, which block by design, are left to pageable-memcpy and sync-calls.)"
     )
+    # when most of the time is kernels' first launches: one-off start-up, not a wait (alexnet: a 3.06 s
+    # cudaLaunchKernel, the first of its kernel, was sent to look for a full queue that never passed 18 launches)
+    first_launch_fix = (
+        "Most of this time is the first launch of a kernel: CUDA loads the kernel's module on first use (lazy "
+        "loading, the default since CUDA 11.7) or JIT-compiles its PTX, once per process. That is start-up, not a "
+        "per-step cost: profile steady-state steps (torch.profiler.schedule(wait=1, warmup=1, active=N)) to leave "
+        "it out, or set CUDA_MODULE_LOADING=EAGER to pay it before training starts; a JIT taking seconds means the "
+        "binaries lack code for this GPU's architecture (build for it: TORCH_CUDA_ARCH_LIST)."
+    )
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         limit = float(thresholds["max_call_us"])
@@ -124,7 +133,14 @@ class SlowRuntimeCalls(GpuRule):
         # (launches block on a full queue) when the GPU is saturated.
         bound = gpu_bound(ctx, float(thresholds["gpu_bound_util"]))
         note = f" ({bound.label}: launches block on a full queue when GPU-bound)" if bound.bound else ""
-        over = float(np.maximum(call_us[slow] - limit, 0.0).sum())
+        excess = np.maximum(call_us - limit, 0.0)
+        over = float(excess[slow].sum())
+        first = slow & _first_kernel_launches(ctx, st)
+        first_over = float(excess[first].sum())
+        one_off = first_over >= 0.5 * over > 0
+        if one_off:
+            n_first = int(first.sum())
+            note += f"; {n_first} of them the first launch of their kernel ({fmt_us(first_over)}: one-off start-up)"
         return [
             self.finding(
                 ctx,
@@ -138,13 +154,35 @@ class SlowRuntimeCalls(GpuRule):
                     "max_us": float(dur.max()),
                     "pageable_copy_calls": int(blocking.sum()),
                     "host_time_over_limit_us": over,
+                    "first_launch_calls": int(first.sum()),
+                    "first_launch_over_limit_us": first_over,
                 },
                 examples=ctx.examples(ctx.trace.events, rows),
-                cap=Severity.INFO if bound.bound else Severity.MEDIUM,
+                # one-off start-up in the trace (a warm-up step profiled) is not the loop's cost: at most low
+                cap=Severity.INFO if bound.bound else (Severity.LOW if one_off else Severity.MEDIUM),
+                fix=self.first_launch_fix if one_off else None,
                 basis=f"host time of the slow calls beyond {fmt_us(limit)}",
                 no_loss_reason=bound.no_loss_reason("the host waits on a full launch queue, at no cost to the job"),
             )
         ]
+
+
+def _first_kernel_launches(ctx: RuleContext, st: LaunchStats) -> np.ndarray:
+    """Mask over ``st``'s launches: the earliest launch call of each kernel name (kernels only: a first copy or
+    memset loads no module)."""
+    ev = ctx.trace.events
+    n = st.gpu_row.shape[0]
+    out = np.zeros(n, dtype=bool)
+    if not n:
+        return out
+    order = ev.ts[st.runtime_row].argsort(kind="stable")
+    _, inv = unique_inverse(ev.name[st.gpu_row[order]])
+    by_name = inv.argsort(kind="stable")  # per name, its launches in call order
+    grouped = inv[by_name]
+    head = np.ones(n, dtype=bool)
+    head[1:] = grouped[1:] != grouped[:-1]
+    out[order[by_name[head]]] = True
+    return out & (ev.cat[st.gpu_row] == Cat.KERNEL.value)
 
 
 def _pageable_copy_rows(ctx: RuleContext) -> np.ndarray:
