@@ -39,11 +39,14 @@ class Breakdown:
     communication_us: float
     memory_us: float
     exposed_communication_us: float = 0.0  # the part of communication_us not under compute (in non_compute_us)
+    # HTA's comm/comp overlap: the share of communication time under computation kernels; None without
+    # communication (HTA: NaN). The exposed-comm finding's "overlap" is over its window, not this span.
+    comm_overlap_share: float | None = None
 
     def share(self, v: float) -> float:
         return v / self.span_us if self.span_us > 0 else 0.0
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, float | None]:
         d = {
             "span_us": self.span_us,
             "idle_us": self.idle_us,
@@ -53,9 +56,11 @@ class Breakdown:
             "memory_us": self.memory_us,
             "exposed_communication_us": self.exposed_communication_us,
         }
+        out: dict[str, float | None] = dict(d)
         for k in ("idle", "compute", "non_compute", "communication", "memory", "exposed_communication"):
-            d[f"{k}_pct"] = 100.0 * self.share(d[f"{k}_us"])
-        return d
+            out[f"{k}_pct"] = 100.0 * self.share(d[f"{k}_us"])
+        out["comm_overlap_pct"] = None if self.comm_overlap_share is None else 100.0 * self.comm_overlap_share
+        return out
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ def summarize_rank(ctx: RuleContext) -> RankSummary:
     if ctx.has_gpu:
         # dyno's definition: cuda_sync rows are the host waiting, not GPU work (HTA counts them; see docs)
         tb = temporal_breakdown(trace, sync_is_busy=False)
+        overlap = comm_comp_overlap(trace)  # same window, cached
         breakdown = Breakdown(
             span_us=tb.span_us,
             idle_us=tb.idle_us,
@@ -50,7 +51,8 @@ def summarize_rank(ctx: RuleContext) -> RankSummary:
             non_compute_us=tb.non_compute_us,
             communication_us=tb.communication_us,
             memory_us=tb.memory_us,
-            exposed_communication_us=comm_comp_overlap(trace).exposed_communication_us,  # same window, cached
+            exposed_communication_us=overlap.exposed_communication_us,
+            comm_overlap_share=overlap.overlap_share,
         )
         kb = kernel_breakdown(trace, top_n=TOP_N)
         top_kernels = tuple(

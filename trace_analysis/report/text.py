@@ -6,7 +6,7 @@ import textwrap
 
 from ..rules.base import Finding, count_of
 from ..units import clip_name, fmt_us
-from .model import RankSummary, Report, TableRow
+from .model import Breakdown, RankSummary, Report, TableRow
 from .phrases import cost_text, example_at
 
 __all__ = ["render_text", "fmt_us"]
@@ -44,7 +44,7 @@ def _summary(r: RankSummary) -> list[str]:
         lines.append(
             f"  GPU ({fmt_us(b.span_us)} span): idle {_pct(b.share(b.idle_us))}  compute {_pct(b.share(b.compute_us))}"
             f"  non-compute {_pct(b.share(b.non_compute_us))};  communication kernels "
-            f"{_pct(b.share(b.communication_us))}, memory {_pct(b.share(b.memory_us))}"
+            f"{_pct(b.share(b.communication_us))}{_overlap(b)}, memory {_pct(b.share(b.memory_us))}"
         )
     else:
         lines.append("  CPU-only trace (no GPU activity): GPU rules not applicable")
@@ -69,6 +69,11 @@ def _finding(i: int, f: Finding, width: int) -> list[str]:
             lines += _wrap(f"           {ex.note}", " " * 13, width)
     lines += _wrap(f"      fix: {f.fix}", " " * 11, width)
     return lines
+
+
+def _overlap(b: Breakdown) -> str:
+    """HTA's comm/comp overlap after the communication share, when there is communication."""
+    return "" if b.comm_overlap_share is None else f" ({_pct(b.comm_overlap_share)} under compute)"
 
 
 def _kernel_table(rows: tuple[TableRow, ...]) -> list[str]:

@@ -11,6 +11,7 @@ from ..analyses.arrays import distinct, flatnonzero
 from ..analyses.gpu import KernelType, gpu_scope, kernel_types, scope_kernel_types
 from ..analyses.intervals import intersection_length, union_length
 from ..model import Events
+from ..units import fmt_us
 from ._common import NO_GPU, BaseRule, GpuRule, clip, gpu_share_of, gpu_window, whole_window_scope
 from .base import Example, Finding, Severity, Share, Skip, ThresholdValue
 from .context import RuleContext
@@ -99,8 +100,8 @@ class ExposedComm(GpuRule):
         return [
             self.finding(
                 ctx,
-                f"{exposed / 1000:.1f} ms of communication ({share:.1%} of the {of}) runs with no compute "
-                f"overlapping it (overlap {overlap / comm_t:.0%} of communication time)",
+                f"{fmt_us(exposed)} of communication ({share:.1%} of the {of}) runs with no compute "
+                f"overlapping it (overlap {overlap / comm_t:.1%} of communication time)",
                 time_lost_us=exposed,
                 share=share,
                 share_of=gpu_share_of(ctx),
