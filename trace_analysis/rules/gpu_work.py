@@ -265,13 +265,18 @@ class UnalignedGemm(BaseRule):
         return [
             self.finding(
                 ctx,
-                f"{bad.size} half-precision matmuls with a dimension not a multiple of {mult}",
+                f"{bad.size} half-precision matmuls with a dimension not a multiple of {mult}"
+                + ("" if ctx.has_gpu else _CPU_ONLY_GEMM),
                 time_lost_us=0.0,
                 counts={"matmuls": bad.size, "host_time_us": lost},
                 examples=examples,
-                severity=Severity.LOW,
+                # tensor cores are a GPU's: on a CPU-only trace this only says what the same code will do on one
+                severity=Severity.LOW if ctx.has_gpu else Severity.INFO,
             )
         ]
+
+
+_CPU_ONLY_GEMM = " (CPU-only trace: the padding matters for tensor cores when this code runs on a GPU)"
 
 
 def _outermost(ops: Events, rows: np.ndarray) -> np.ndarray:

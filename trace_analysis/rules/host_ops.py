@@ -236,6 +236,9 @@ def _first_dims(ctx: RuleContext, rows: np.ndarray) -> np.ndarray:
     return np.asarray(decoded, dtype=object)[inv] if decoded else np.empty(0, object)
 
 
+_CPU_ONLY_DP = " (CPU-only trace: without GPUs it only calls the module; it costs on GPUs)"
+
+
 def _is_data_parallel(name: str) -> bool:
     return _DATA_PARALLEL.search(name) is not None
 
@@ -257,11 +260,17 @@ class DataParallelRule(BaseRule):
             out.append(
                 self.finding(
                     ctx,
-                    f"torch.nn.DataParallel in use ({count_of(dp.shape[0], 'forward call')})",
+                    f"torch.nn.DataParallel in use ({count_of(dp.shape[0], 'forward call')})"
+                    + (
+                        ""
+                        if ctx.has_gpu
+                        else " (CPU-only trace: without GPUs it only calls the module; it costs on GPUs)"
+                    ),
                     time_lost_us=0.0,
                     counts={"forward_calls": dp.shape[0]},
                     examples=ctx.examples(ops, dp),
-                    severity=Severity.MEDIUM,
+                    # without devices DataParallel.forward calls the module directly: no replication, no cost here
+                    severity=Severity.MEDIUM if ctx.has_gpu else Severity.INFO,
                 )
             )
         backend = str(ctx.trace.meta.distributed_info.get("backend", "")).lower()
@@ -270,7 +279,7 @@ class DataParallelRule(BaseRule):
                 self.finding(
                     ctx,
                     "distributed training on GPUs with the gloo backend",
-                    counts={"world_size": float(ctx.trace.meta.world_size or 0)},
+                    counts={"world_size": int(ctx.trace.meta.world_size or 0)},
                     severity=Severity.MEDIUM,
                 )
             )
