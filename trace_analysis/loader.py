@@ -174,8 +174,19 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         raise TraceLoadError(p, f"wrong schema: no traceEvents array (top-level keys: {keys})")
     if b.n_events == 0 and not b.flow_chunks and not b.instants and not b.memory:
         raise TraceLoadError(p, "no trace events (traceEvents is empty or has no usable events)")
+    n_parsed = b.n_events
     trace = b.build(_meta(p, raw, b))
     del b
+    if (
+        n_parsed
+        and not len(trace.events)
+        and not len(trace.flows)
+        and not len(trace.memory)
+        and not len(trace.instants)
+    ):
+        # every complete event was dropped in build (a ts that is not a number): an empty report said "events 0"
+        events = f"{n_parsed} event{'' if n_parsed == 1 else 's'}"
+        raise TraceLoadError(p, f"no usable events ({events}, none with a numeric ts)")
     if result.n_bytes >= _TRIM_AFTER_BYTES:
         release_free_memory()
     logger.debug("loaded %s: %d events, %d flows", p, len(trace.events), len(trace.flows))
