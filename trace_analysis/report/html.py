@@ -9,7 +9,7 @@ from html import escape
 
 from ..units import clip_name, fmt_count, fmt_ts, fmt_us
 from .model import RankSummary, Report, TableRow
-from .phrases import cost_text, example_at
+from .phrases import cost_text, example_at, overlap_note
 
 __all__ = ["render_html"]
 
@@ -215,6 +215,8 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
     out.append(f"<h2>Findings ({len(report.findings)}), by severity, then time lost</h2>")
     if not report.findings:
         out.append("<p>No antipattern found.</p>")
+    if note := overlap_note(report.findings):
+        out.append(f"<p class=muted>{escape(note[0].upper() + note[1:])}.</p>")
     for f in report.findings:
         ev = f.evidence
         sev = f.severity.value

@@ -7,7 +7,7 @@ import textwrap
 from ..rules.base import Finding, count_of
 from ..units import clip_name, fmt_us
 from .model import Breakdown, RankSummary, Report, TableRow
-from .phrases import cost_text, example_at
+from .phrases import cost_text, example_at, overlap_note
 
 __all__ = ["render_text", "fmt_us"]
 
@@ -115,6 +115,8 @@ def render_text(report: Report, *, show_clean: bool = False, width: int = WIDTH)
     out += ["", f"== findings ({len(report.findings)}), by severity, then time lost =="]
     if not report.findings:
         out.append("no antipattern found")
+    if note := overlap_note(report.findings):
+        out += _wrap(f"({note})", " ", width)
     for i, f in enumerate(report.findings, 1):
         out += _finding(i, f, width)
     other, not_applicable = report.rules_not_run()
