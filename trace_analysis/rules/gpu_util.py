@@ -14,6 +14,7 @@ from ._common import GpuRule, gpu_share_of
 from .base import Example, Finding, Severity, Share, ThresholdValue, count_of
 from .context import RuleContext
 from .host_activity import gap_note
+from .host_bound import compute_stream_idle
 
 __all__ = ["LowGpuUtil", "GpuStarvation", "utilization_timeline"]
 
@@ -47,6 +48,15 @@ class LowGpuUtil(GpuRule):
         "chunks in the examples; overlap input loading with compute (DataLoader workers, pin_memory); raise the "
         "batch size."
     )
+    # when the compute stream idles with its next work already launched (HTA's "other" idle), the host is not
+    # what it waits for (negative_queue: 861 ms of such idle, none waiting for launches, a queue 946 deep)
+    queued_fix = (
+        "The GPU idles with work already queued: the compute stream waits for other streams or events (a "
+        "communication or copy it depends on, cudaStreamWaitEvent), not for the host. Look at what the other "
+        "streams run just before the idle chunks in the examples: overlap communication with compute (see "
+        "exposed-comm: bucket sizes, prefetching), start copies earlier (pinned memory, non_blocking=True), and "
+        "avoid host synchronizations that serialize the streams."
+    )
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         min_util = float(thresholds["min_util"])
@@ -66,10 +76,23 @@ class LowGpuUtil(GpuRule):
             ]
             counts = {"utilization": overall, "idle_us": idle, "window_us": width, "low_chunks": len(low)}
             if overall < min_util:
+                why, fix = "", None
+                split = compute_stream_idle(ctx) if len(ctx.device_busy) == 1 else None
+                if split is not None and split.total_us > 0:
+                    counts["compute_stream_host_wait_us"] = split.host_wait_us
+                    counts["compute_stream_queued_idle_us"] = split.other_us
+                    if split.other_us >= 0.5 * split.total_us:
+                        queued = split.other_us / split.total_us
+                        why = (
+                            f"; compute stream {split.stream} idles with work queued {queued:.0%} of its idle time "
+                            "(waiting on other streams or events, not the host)"
+                        )
+                        fix = self.queued_fix
                 out.append(
                     self.finding(
                         ctx,
-                        f"GPU {dev} busy only {overall:.1%} of {of} (threshold {min_util:.0%})",
+                        f"GPU {dev} busy only {overall:.1%} of {of} (threshold {min_util:.0%}){why}",
+                        fix=fix,
                         time_lost_us=idle,
                         share=1.0 - overall,
                         share_of=gpu_share_of(ctx),

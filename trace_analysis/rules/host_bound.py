@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analyses.arrays import flatnonzero, unique_inverse
-from ..analyses.idle_time import HOST_WAIT, KERNEL_WAIT, IdleTimeBreakdown, idle_time_breakdown
+from ..analyses.idle_time import HOST_WAIT, KERNEL_WAIT, OTHER, IdleTimeBreakdown, idle_time_breakdown
 from ._common import GpuRule, busiest_stream, clip, gpu_share_of, gpu_window, whole_window_scope
 from .base import Example, Finding, Share, ThresholdValue, count_of
 from .context import RuleContext
 from .host_activity import gap_note
 
-__all__ = ["HostBound", "LaunchOverhead"]
+__all__ = ["HostBound", "LaunchOverhead", "ComputeStreamIdle", "compute_stream_idle"]
 
 
 def _idle(ctx: RuleContext, kernel_wait_us: float) -> IdleTimeBreakdown:
@@ -76,6 +76,30 @@ def _gaps(ctx: RuleContext, idle: IdleTimeBreakdown, category: int) -> _Gaps | N
     inside = length > 0
     gap_stream = idle.gap_stream[of_cat][inside]
     return _Gaps(stream, hi - lo, of, gap_stream, start[inside], length[inside], gap_stream == stream)
+
+
+@dataclass(frozen=True)
+class ComputeStreamIdle:
+    """The compute stream's idle gaps inside ``gpu_window`` by category (HTA's split), µs."""
+
+    stream: int
+    host_wait_us: float  # the launch came after the previous row ended: the GPU waited for the host
+    kernel_wait_us: float  # short gaps between queued rows
+    other_us: float  # longer gaps with the next row already launched: waits on other streams or events
+
+    @property
+    def total_us(self) -> float:
+        return self.host_wait_us + self.kernel_wait_us + self.other_us
+
+
+def compute_stream_idle(ctx: RuleContext, kernel_wait_us: float = 30.0) -> ComputeStreamIdle | None:
+    """Why the compute stream idles (low-gpu-util's diagnosis), from the same cached idle split as host-bound."""
+    idle = _idle(ctx, kernel_wait_us)
+    parts = [_gaps(ctx, idle, c) for c in (HOST_WAIT, KERNEL_WAIT, OTHER)]
+    if any(p is None for p in parts):
+        return None
+    hw, kw, other = (p.total for p in parts if p is not None)
+    return ComputeStreamIdle(parts[0].stream if parts[0] else -1, hw, kw, other)
 
 
 class HostBound(GpuRule):
