@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analyses.arrays import distinct, flatnonzero, unique_inverse
+from ..analyses.arrays import distinct, flatnonzero
 from ..analyses.cpu_ops import parents
 from ..analyses.gpu import gpu_scope, profiler_steps
 from ..analyses.intervals import union_length
@@ -114,7 +114,15 @@ def _thread_note(ctx: RuleContext, rows: np.ndarray, lo: float, hi: float) -> tu
         ts = ev.ts[rows]
         clipped = np.minimum(ts + ev.dur[rows], hi) - np.maximum(ts, lo)
         own, covered = _own_time(ev, rows, clipped)
-        uniq, inv = unique_inverse(ev.name[rows])
+        # group by name id with a sort of these few rows (unique_inverse's bincount spans every id of the trace)
+        names = ev.name[rows]
+        order = names.argsort(kind="stable")
+        sorted_names = names[order]
+        head = np.ones(sorted_names.shape[0], dtype=bool)
+        head[1:] = sorted_names[1:] != sorted_names[:-1]
+        inv = np.empty_like(order)
+        inv[order] = head.cumsum() - 1
+        uniq = sorted_names[head]
         per_name = np.bincount(inv, weights=own, minlength=uniq.shape[0])
         calls = np.bincount(inv, minlength=uniq.shape[0])
         for j in flatnonzero(per_name >= _MIN_PART * width).tolist():

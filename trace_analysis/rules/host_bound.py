@@ -94,12 +94,15 @@ class ComputeStreamIdle:
 
 def compute_stream_idle(ctx: RuleContext, kernel_wait_us: float = 30.0) -> ComputeStreamIdle | None:
     """Why the compute stream idles (low-gpu-util's diagnosis), from the same cached idle split as host-bound."""
-    idle = _idle(ctx, kernel_wait_us)
-    parts = [_gaps(ctx, idle, c) for c in (HOST_WAIT, KERNEL_WAIT, OTHER)]
-    if any(p is None for p in parts):
+    stream = busiest_stream(ctx)
+    lo, hi, _ = gpu_window(ctx)
+    if stream is None or hi <= lo:
         return None
-    hw, kw, other = (p.total for p in parts if p is not None)
-    return ComputeStreamIdle(parts[0].stream if parts[0] else -1, hw, kw, other)
+    idle = _idle(ctx, kernel_wait_us)
+    on = idle.gap_stream == stream  # one pass over the compute stream's gaps (``_gaps`` per category: three)
+    start, end = clip(idle.gap_start[on], idle.gap_start[on] + idle.gap_us[on], lo, hi)
+    by_cat = np.bincount(idle.gap_category[on], weights=end - start, minlength=3).tolist()
+    return ComputeStreamIdle(stream, by_cat[HOST_WAIT], by_cat[KERNEL_WAIT], by_cat[OTHER])
 
 
 class HostBound(GpuRule):
