@@ -135,12 +135,15 @@ def parse_args(
     return args
 
 
-def run_analyze(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+def run_analyze(
+    args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None, prog: str = "dyno-cli"
+) -> int:
+    """``prog``: the program named on stderr lines (``dyno-cli: error: ...``, as every other dyno-cli command)."""
     out = out or sys.stdout
     err = err or sys.stderr
 
     def fail(code: int, message: str) -> int:
-        err.write(f"dyno analyze: {message}\n")
+        err.write(f"{prog}: error: {message}\n")
         if getattr(args, "json", False):  # tools reading stdout get JSON whatever happened
             out.write(error_json(code, message))
         return code
@@ -165,7 +168,7 @@ def run_analyze(args: argparse.Namespace, out: TextIO | None = None, err: TextIO
     except MemoryError:
         return fail(exit_codes.FAILURE, "out of memory while loading the traces")
     for problem in report.errors:  # on stderr too: a report redirected to a file must not hide a skipped rank
-        err.write(f"dyno analyze: skipped {problem.path}: {problem.reason}\n")
+        err.write(f"{prog}: warning: skipped {problem.path}: {problem.reason}\n")
     if args.html:
         try:
             Path(args.html).write_text(render_html(report), encoding="utf-8")
@@ -183,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_analyze_arguments(parser)
     args = parse_args(parser, sys.argv[1:] if argv is None else argv)
     try:
-        return run_analyze(args)
+        return run_analyze(args, prog=parser.prog)
     except KeyboardInterrupt:  # Ctrl-C during a long load: the shell's code, no traceback (as dyno-cli)
         return exit_codes.INTERRUPTED
     except BrokenPipeError:  # `python -m dyno.trace_analysis T | head`: the reader left; as dyno-cli, no traceback

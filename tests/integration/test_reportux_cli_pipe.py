@@ -50,4 +50,4 @@ def test_closed_stdout_gives_no_traceback(tmp_path: Path) -> None:
 
 def test_open_stdout_still_reports_errors(tmp_path: Path) -> None:
     code, err = _run([str(tmp_path / "missing.json")], close_early=False)
-    assert code == 1 and err.startswith("dyno analyze: no trace could be analysed")
+    assert code == 1 and err.startswith("python -m dyno.trace_analysis: error: no trace could be analysed")

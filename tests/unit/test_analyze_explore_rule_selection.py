@@ -57,7 +57,7 @@ def test_python_m_main_ctrl_c_is_quiet(monkeypatch, tmp_path):
     # `dyno-cli analyze` exits 130 quietly, as the shell convention
     from dyno.trace_analysis import cli
 
-    def interrupted(args, out=None, err=None):  # noqa: ANN001, ANN202
+    def interrupted(args, out=None, err=None, prog=""):  # noqa: ANN001, ANN202
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "run_analyze", interrupted)

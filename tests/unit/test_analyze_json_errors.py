@@ -44,7 +44,7 @@ def test_all_files_bad_prints_the_error_object_and_keeps_exit_1(tmp_path: Path, 
     code, out, err = _cli(["analyze", "--json", str(tmp_path)], capsys)
     doc = _error_doc(out, 1)
     assert code == 1 and "no trace could be analysed" in doc["error"]
-    assert err.count("\n") == 1 and err == f"dyno analyze: {doc['error']}\n"  # the same line as without --json
+    assert err.count("\n") == 1 and err == f"dyno-cli: error: {doc['error']}\n"  # the same line as without --json
     code, out, err2 = _cli(["analyze", str(tmp_path)], capsys)
     assert code == 1 and out == "" and err2 == err  # without --json: nothing on stdout, as before
 
