@@ -235,6 +235,36 @@ def _collect_trace_files(folder: Path, found: list[Path]) -> None:
             found.append(folder / name)
 
 
+def _refuse_several_traces(folder: Path, files: list[Path]) -> None:
+    """Raise ``TraceLoadError`` when ``folder`` holds several dyno traces (``dyno-cli trace``'s output dir, or
+    dynod's trace dir: one subfolder per trace id, each with its manifest or record): their files are not ranks
+    of one job, and analysed together they were reported as ranks 0, 1, ... of one."""
+    roots: set[Path] = set()
+    known: dict[Path, Path | None] = {}
+    for f in files:
+        roots.add(_trace_root(f.parent, folder, known) or folder)
+    if len(roots) > 1:
+        names = sorted(str(r.relative_to(folder)) if r != folder else "." for r in roots)
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise TraceLoadError(
+            folder,
+            f"holds {len(names)} traces ({shown}), not the ranks of one: analyse one of them, "
+            f"e.g. {folder / names[-1]}",
+        )
+
+
+def _trace_root(d: Path, top: Path, known: dict[Path, Path | None]) -> Path | None:
+    """The folder at or above ``d`` (up to ``top``) that holds a dyno manifest or dynod record, else None."""
+    if d in known:
+        return known[d]
+    if any((d / name).is_file() for name in _NOT_TRACES):
+        root: Path | None = d
+    else:
+        root = None if d == top or d.parent == d else _trace_root(d.parent, top, known)
+    known[d] = root
+    return root
+
+
 def _distinct(files: list[Path]) -> list[Path]:
     """``files`` without repeats of one file (a folder and a file in it both given), first occurrence kept."""
     seen: set[str] = set()
@@ -263,6 +293,7 @@ def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
             found = find_trace_files(p)
             if not found:
                 errors.append(LoadError(str(p), "folder contains no *.json / *.json.gz trace files"))
+            _refuse_several_traces(p, found)
             files.extend(found)
         else:
             files.append(p)
