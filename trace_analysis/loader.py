@@ -254,13 +254,12 @@ def _refuse_several_traces(folder: Path, files: list[Path]) -> None:
 
 
 def _trace_root(d: Path, top: Path, known: dict[Path, Path | None]) -> Path | None:
-    """The folder at or above ``d`` (up to ``top``) that holds a dyno manifest or dynod record, else None."""
+    """The outermost folder from ``top`` down to ``d`` that holds a dyno manifest or dynod record, else None
+    (outermost: a daemon's trace folder copied into a host folder of a fetched trace is still that one trace)."""
     if d in known:
         return known[d]
-    if any((d / name).is_file() for name in _NOT_TRACES):
-        root: Path | None = d
-    else:
-        root = None if d == top or d.parent == d else _trace_root(d.parent, top, known)
+    above = None if d == top or d.parent == d else _trace_root(d.parent, top, known)
+    root = above if above is not None else (d if any((d / n).is_file() for n in _NOT_TRACES) else None)
     known[d] = root
     return root
 
