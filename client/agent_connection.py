@@ -17,7 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dyno.client.agent_env import ENV_SOCKET, AgentIdentity, pick_socket, socket_candidates
+from dyno.client.agent_env import (
+    ENV_SOCKET,
+    PID_NAMESPACE_METADATA,
+    AgentIdentity,
+    pick_socket,
+    pid_namespace,
+    socket_candidates,
+)
 from dyno.logthrottle import ThrottledLog
 
 __all__ = ["DaemonConnection", "import_grpc"]
@@ -204,6 +211,8 @@ class DaemonConnection:
                     agent_version=__version__,
                 ),
                 timeout=_REGISTER_TIMEOUT_S,
+                # so that a daemon in another pid namespace refuses pids that name other processes there
+                metadata=tuple((PID_NAMESPACE_METADATA, ns) for ns in (pid_namespace(),) if ns),
             )
             stream = stub.Watch(agent_pb2.WatchRequest(pid=ident.pid, session_id=resp.session_id))
             with self._lock:

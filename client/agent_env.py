@@ -30,6 +30,8 @@ __all__ = [
     "MP_CHILD_FLAG",
     "multiprocessing_role",
     "torch_launcher",
+    "PID_NAMESPACE_METADATA",
+    "pid_namespace",
 ]
 
 ENV_SOCKET = "DYNO_AGENT_SOCKET"
@@ -38,6 +40,9 @@ ENV_SOCKET = "DYNO_AGENT_SOCKET"
 # A literal, not imported: agent_env loads in every trainer at start; tests/unit/test_agent_socket.py checks it
 # against dyno.daemon.config.
 SYSTEM_AGENT_SOCKET = Path("/run/dyno/agent.sock")
+# The gRPC metadata key by which Register carries the agent's pid namespace (pid_namespace()). A literal, not imported
+# from dyno.daemon.agent_service (which checks it): tests/integration/test_trainerux_pid_namespace.py checks they agree.
+PID_NAMESPACE_METADATA = "dyno-pid-namespace"
 _MAX_CMDLINE = 1024
 MP_CHILD_FLAG = "--multiprocessing-fork"  # on the command line of every multiprocessing spawn child
 # Non-daemonic multiprocessing children that are still helpers: ProcessPoolExecutor workers (not daemonic since
@@ -123,6 +128,16 @@ def pick_socket(candidates: Sequence[Path], listening: Callable[[Path], bool] = 
 def resolve_socket_path(explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
     """The daemon's Agent socket for now: pick_socket(socket_candidates(explicit, env))."""
     return pick_socket(socket_candidates(explicit, env))
+
+
+def pid_namespace(proc: str = "/proc") -> str:
+    """This process's pid namespace: the inode number of /proc/self/ns/pid as text, "" when unknown. A trainer in a
+    container (its own pid namespace) has pids that mean other processes to a daemon on the host (its pid 1 is the
+    host's init there): the daemon compares this with its own and refuses such a registration."""
+    try:
+        return str(os.stat(f"{proc}/self/ns/pid").st_ino)
+    except OSError:
+        return ""
 
 
 def _gpu(env: Mapping[str, str]) -> int:

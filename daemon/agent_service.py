@@ -37,16 +37,33 @@ from dyno.logthrottle import ThrottledLog
 from dyno.request_limits import JOB_ID_RULE, job_id_ok
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 
-__all__ = ["AgentServicer", "AgentServer", "SocketInUseError", "GONE_REASON"]
+__all__ = ["AgentServicer", "AgentServer", "SocketInUseError", "GONE_REASON", "PID_NAMESPACE_METADATA"]
 
 log = logging.getLogger(__name__)
 
 GONE_REASON = "process exited or disconnected"
 _MAX_TEXT = 4096
 _MAX_ANCESTRY = 64
+# gRPC metadata of Register: the agent's pid namespace (dyno.client.agent_env.pid_namespace, the same literal there).
+PID_NAMESPACE_METADATA = "dyno-pid-namespace"
 
 
 MAX_UNIX_SOCKET_PATH = 107  # sockaddr_un.sun_path holds 108 bytes, the terminating NUL included
+
+
+def _own_pid_namespace() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
+def _metadata(context: grpc.ServicerContext, key: str) -> str:
+    for item in context.invocation_metadata() or ():
+        if item.key == key:
+            value = item.value
+            return value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
+    return ""
 
 
 class SocketInUseError(OSError):
@@ -63,6 +80,7 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
         self._lock = threading.Lock()
         self._queues: set[queue.Queue] = set()
         self._full_log = ThrottledLog(log, every_s=600.0)  # refusals others can cause at will
+        self._pid_namespace = _own_pid_namespace()
 
     def shutdown(self) -> None:
         """Ends every Watch stream promptly (server stop)."""
@@ -80,6 +98,17 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"job_id: {JOB_ID_RULE}")
         if len(request.cmdline) > _MAX_TEXT or len(request.hostname) > 256:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, "cmdline/hostname: too long")
+        # A trainer in a container with its own pid namespace (the agent socket mounted into it) sends pids of
+        # that namespace: its pid 1 is the host's init here, and two such jobs took each other's registration.
+        theirs = _metadata(context, PID_NAMESPACE_METADATA)
+        if theirs and self._pid_namespace and theirs[:32] != self._pid_namespace:
+            abort(
+                context,
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"pid: process {request.pid} runs in another pid namespace than this daemon (a container?), where its "
+                "pid names another process: it cannot register here; run the trainer in the daemon's pid namespace "
+                "(e.g. docker run --pid=host) or a daemon in the trainer's",
+            )
         # Any local user may call (0666): a pid that names no process here (made up, exited, or of another pid
         # namespace such as a container's) would only fill the registry until garbage collection.
         if not self._registry.is_alive(request.pid):
