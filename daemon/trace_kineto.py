@@ -21,6 +21,12 @@ __all__ = ["KinetoTraces"]
 
 log = logging.getLogger(__name__)
 
+# libkineto refuses a PROFILE_START_TIME already past when it reads the config ("Not starting tracing - start
+# timestamp is in the past", on the trainer's stderr) and then traces nothing, while the trace waited here until its
+# completion deadline. A start closer than this when libkineto picks the config up (it polls every 5 s; the config
+# reaches its profiler thread within about a second) is dropped: libkineto starts at once instead.
+_KINETO_START_MARGIN_MS = 1500
+
 
 class KinetoTraces(TraceTable):
     """kineto_poll and kineto_context_count (what dyno.daemon.kineto_ipc.KinetoEndpoint calls), the config of a
@@ -62,11 +68,39 @@ class KinetoTraces(TraceTable):
                 pt.delivered_ms = now
                 pt.deadline_ms = self._completion_deadline(trace.spec, now)
                 self._set(trace, pt, TraceState.DELIVERED)
-                return pt.kineto_config
+                return self._late_start_config(trace, poll.pid, now) or pt.kineto_config
             if pt.view.state == TraceState.DELIVERED and not poll.wants_activities:
                 # libkineto stops asking for activity configs while one is pending or running.
                 self._set(trace, pt, TraceState.RUNNING)
         return None
+
+    @functools.cached_property
+    def _late_start_notes(self) -> dict[tuple[str, int], str]:
+        return {}  # (trace id, pid) -> the note of a kineto trace that could not start at its synchronized time
+
+    def _late_start_config(self, trace: TraceEntry, pid: int, now_ms: int) -> str | None:
+        """Under self._lock, at delivery: the config to send instead of the prepared one when the trace's start time
+        is (nearly) past, which libkineto would refuse: the same without a start time (libkineto starts at once),
+        and a note for the done trace. None when the prepared config stands."""
+        start = trace.spec.start_time_ms
+        if not start or start - now_ms >= _KINETO_START_MARGIN_MS:
+            return None
+        try:
+            config = self._config_line(trace, start_time_ms=None)
+        except TraceRequestError:
+            return None
+        late_s = max(0, now_ms - start) / 1000.0
+        if len(self._late_start_notes) >= 1024:  # those of traces that never completed: forget the oldest
+            del self._late_start_notes[next(iter(self._late_start_notes))]
+        self._late_start_notes[(trace.trace_id, pid)] = (
+            f"started when libkineto picked the request up, {late_s:.1f} s after the synchronized start time (it "
+            "polls every 5 s and refuses a start time already past): not aligned with the other processes; use a "
+            "--start-delay-s longer than libkineto's poll interval"
+        )
+        log.info(
+            "trace %s pid %d: start time %.1f s past at delivery; libkineto starts at once", trace.trace_id, pid, late_s
+        )
+        return config
 
     def _kineto_identity(self, poll: KinetoPoll) -> KinetoIdentity:
         """Cached with the registration: the environment and command line (so whether it is torch's launcher) are
@@ -95,21 +129,23 @@ class KinetoTraces(TraceTable):
 
     def _kineto_config(self, trace: TraceEntry, p: ProcessRecord) -> tuple[Path, str]:
         """The output path and the libkineto config line of one process's part in a trace."""
-        spec = trace.spec
         path = tf.kineto_output(self._trace_dir, trace.trace_id, self._hostname, p.pid)
+        return path, self._config_line(trace, trace.spec.start_time_ms)
+
+    def _config_line(self, trace: TraceEntry, start_time_ms: int | None) -> str:
+        spec = trace.spec
         try:
-            config = trace_config(
+            return trace_config(
                 trace_id=trace.trace_id,
                 log_file=tf.kineto_log_file(self._trace_dir, trace.trace_id, self._hostname),
                 duration_ms=spec.duration_ms,
                 iterations=spec.iterations,
-                start_time_ms=spec.start_time_ms,
+                start_time_ms=start_time_ms,
                 start_iteration_roundup=spec.start_iteration_roundup,
                 **profiler_flags(spec),
             )
         except ConfigValueError as e:  # e.g. a trace dir path containing '=': never send a broken line
             raise TraceRequestError("trace_id", f"cannot express this trace for libkineto: {e}") from None
-        return path, config
 
     def _kineto_notes(self, pid: int | None = None) -> dict[tuple[str, int], str]:
         """The done notes of kineto iteration traces (of `pid`, or all) whose file is complete, keyed by (trace id,
@@ -140,5 +176,6 @@ class KinetoTraces(TraceTable):
             return False
         if trace.spec.iterations is not None and key not in notes:
             return False
-        self._set(trace, pt, TraceState.DONE, notes.get(key, ""), size=size)
+        note = "; ".join(n for n in (notes.get(key, ""), self._late_start_notes.pop(key, "")) if n)
+        self._set(trace, pt, TraceState.DONE, note, size=size)
         return True
