@@ -21,6 +21,31 @@ log = logging.getLogger(__name__)
 
 
 _running_profilers: set[int] = set()  # ids of our Profilers between start and stop
+_profiler_starts = 0  # torch profiler starts in this process, ours and the program's (_count_profiler_starts)
+
+
+def _count_profiler_starts(torch: Any) -> bool:
+    """Count every torch profiler start in this process from now on: torch's profilers (torch.profiler.profile,
+    autograd.profiler.profile, emit_nvtx...) all call torch.autograd.profiler._run_on_profiler_start, looked up at
+    call time, which is wrapped here once. A profiler the program starts during one of our traces takes torch's one
+    profiler session over, and the flag torch keeps (_is_profiler_enabled) cannot tell that apart from ours while the
+    program's still runs: stopping "ours" then ended the program's session (its own export crashed the trainer,
+    SIGSEGV) or returned an empty result whose export crashed it. False when this torch has no such function."""
+    module = torch.autograd.profiler
+    original = getattr(module, "_run_on_profiler_start", None)
+    if not callable(original):
+        return False
+    if getattr(original, "_dyno_counts_starts", False):
+        return True
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        global _profiler_starts
+        _profiler_starts += 1
+        return original(*args, **kwargs)
+
+    counting._dyno_counts_starts = True  # type: ignore[attr-defined]
+    module._run_on_profiler_start = counting
+    return True
 
 
 def _stop_inherited_profiler() -> None:
@@ -66,6 +91,8 @@ class Profiler:
                 log.warning("dyno agent: this torch cannot profile all threads; a duration trace may miss the trainer")
         self._kwargs = kwargs
         self._prof: Any = None
+        self._counting = False
+        self._starts_at_start = 0
 
     def start(self) -> None:
         # One profiler per process: starting ours inside the program's own (torch.profiler.profile) took its
@@ -75,20 +102,29 @@ class Profiler:
                 "the program is running its own torch profiler (torch.profiler.profile or autograd.profiler); "
                 "two cannot run at once: trace again when it has stopped"
             )
+        try:
+            self._counting = _count_profiler_starts(self._torch)
+        except Exception:  # never fail a trace over this: without it, a takeover is seen only once it has ended
+            log.debug("dyno agent: cannot count profiler starts", exc_info=True)
         self._prof = self._torch.autograd.profiler.profile(**self._kwargs)
         self._prof.__enter__()
+        self._starts_at_start = _profiler_starts
         _running_profilers.add(id(self))
         self._add_distributed_info()
 
     def stop(self) -> None:
-        # torch keeps one profiler session per process: a profiler the program started and stopped during ours
-        # ended our session too (torch clears its "enabled" flag then). Exporting what is left crashed the trainer
-        # (SIGSEGV in export_chrome_trace), so there is nothing to export.
-        taken_over = not getattr(self._torch.autograd.profiler, "_is_profiler_enabled", True)
+        # torch keeps one profiler session per process: a profiler the program started during ours took it over.
+        # Stopped since (torch's "enabled" flag is clear) or still running (another start was counted), the session
+        # is not ours to stop: disabling it ended the program's (whose export then crashed the trainer, SIGSEGV), or
+        # returned an empty result whose export crashed it, and logged "disableProfiler called but no active
+        # profiling session found" on the trainer's stderr. Nothing of ours is left to stop or export.
+        taken_over = not getattr(self._torch.autograd.profiler, "_is_profiler_enabled", True) or (
+            self._counting and _profiler_starts != self._starts_at_start
+        )
         _running_profilers.discard(id(self))
-        self._prof.__exit__(None, None, None)
         if taken_over:
             raise TraceFailed("the program started its own torch profiler during the trace, which ended ours")
+        self._prof.__exit__(None, None, None)
 
     def export_chrome_trace(self, path: str) -> None:
         self._prof.export_chrome_trace(path)
