@@ -13,9 +13,14 @@ from pathlib import Path
 from dyno.client.agent_output import OutputFiles, TraceAbandoned, unlink_quietly
 from dyno.client.agent_spec import TraceFailed
 
-__all__ = ["write_trace_file", "check_output_dir"]
+__all__ = ["GZIP_LEVEL", "write_trace_file", "check_output_dir"]
 
 _CHUNK_BYTES = 1024 * 1024
+# gzip's own default, not Python's gzip.open default of 9: measured on a 2.7 MB export (with_stack, record_shapes) on
+# this 2-core VM, level 9 compressed at 7.6 MB/s (ratio 12.9), level 6 at 24 MB/s (11.8), level 1 at 68 MB/s (8.8).
+# The copy runs in the trainer while it trains: at 9 a 1 GB export kept one of its cores busy for ~2 minutes
+# (and the trace file arrived that much later) for files ~9% smaller than at 6.
+GZIP_LEVEL = 6
 _HEAD_BYTES = 64 * 1024  # kineto writes its metadata (incl. "trace_id") in the first few hundred bytes
 _TRACE_ID_KEY = re.compile(rb'"trace_id"\s*:\s*"(?:[^"\\]|\\.)*"')
 
@@ -56,9 +61,8 @@ def write_trace_file(
             if line_filter is not None:
                 head += src.readline()  # whole lines only, for the filter
             head = _with_trace_id(head, trace_id)
-            opener = gzip.open if output.name.endswith(".gz") else open
             with files.creating():
-                dst = opener(tmp, "wb")
+                dst = gzip.open(tmp, "wb", GZIP_LEVEL) if output.name.endswith(".gz") else open(tmp, "wb")
             with dst:
                 if line_filter is None:
                     dst.write(head)
