@@ -4,7 +4,6 @@ thread so that a trace holds exactly N steps."""
 
 from __future__ import annotations
 
-import importlib.abc
 import logging
 import sys
 import threading
@@ -12,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dyno.client.agent_import_watch import after_import
 from dyno.client.agent_spec import TraceFailed, TraceSpec, now_ms
 
 __all__ = ["IterationPlan", "StepCounter"]
@@ -85,17 +85,20 @@ class StepCounter:
     def install(self) -> None:
         """Register the hook now if torch.optim is loaded, else as soon as it finishes loading."""
         module = sys.modules.get(_OPTIMIZER_MODULE)
-        if module is not None and hasattr(module, "register_optimizer_step_post_hook"):
-            self._register(module)
-        elif not any(isinstance(f, _ImportWatcher) for f in sys.meta_path):
-            sys.meta_path.insert(0, _ImportWatcher(_OPTIMIZER_MODULE, self._register))
+        if module is not None and not hasattr(module, "register_optimizer_step_post_hook"):
+            return  # a torch too old for the global hook (or torch.optim still importing: the hook comes later)
+        after_import(_OPTIMIZER_MODULE, self._register)
 
     def _register(self, module: Any) -> None:
-        with self._lock:
-            if self._installed:
-                return
-            module.register_optimizer_step_post_hook(self._hook)
-            self._installed = True
+        try:
+            with self._lock:
+                if self._installed:
+                    return
+                module.register_optimizer_step_post_hook(self._hook)
+                self._installed = True
+        except Exception:
+            log.debug("dyno agent: optimizer hook installation failed", exc_info=True)
+            return
         log.debug("dyno agent: optimizer step hook installed")
 
     def _hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -166,41 +169,3 @@ class StepCounter:
                 else "a previous trace's profiler is still running: the trainer has "
                 "not stepped its optimizer since it was cancelled"
             )
-
-
-class _ImportWatcher(importlib.abc.MetaPathFinder):
-    """Calls `callback(module)` right after module `name` is executed, on the importing thread; then removes
-    itself."""
-
-    def __init__(self, name: str, callback: Callable[[Any], None]) -> None:
-        self.name = name
-        self.callback = callback
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != self.name:
-            return None
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
-        spec = None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if find else None
-            if spec is not None:
-                break
-        loader = getattr(spec, "loader", None)
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        original = loader.exec_module
-        callback = self.callback
-
-        def exec_module(module: Any) -> None:
-            original(module)
-            try:
-                callback(module)
-            except Exception:
-                log.debug("dyno agent: optimizer hook installation failed", exc_info=True)
-
-        loader.exec_module = exec_module
-        return spec

@@ -1,10 +1,12 @@
 """dyno-run's bootstrap: starts the dyno agent in every Python process launched under `dyno-run`.
 
 This directory is put first on PYTHONPATH (with DYNO_AGENT=1) by dyno-run; Python imports `sitecustomize` at
-start-up. The agent registers only once the process imports torch, and never in multiprocessing helper children
-(DataLoader spawn workers and the like) nor in torch's launcher (torchrun, python -m torch.distributed.run), whose
-workers register; torch.multiprocessing.spawn workers do register. A `sitecustomize` that this one shadows still
-runs afterwards.
+start-up. The agent starts (and registers) only once the process has imported torch: a Python process that never
+does (a tool, a helper script, a logging service) gets nothing but a small import hook, where it used to pay ~0.2 s of
+imports at start-up and keep a thread waking twice a second. Never in multiprocessing helper children (DataLoader
+spawn workers and the like) nor in torch's launcher (torchrun, python -m torch.distributed.run), whose workers
+register; torch.multiprocessing.spawn workers do register. A `sitecustomize` that this one shadows still runs
+afterwards.
 """
 
 import os
@@ -22,21 +24,29 @@ def _start_dyno_agent() -> None:
     # a DataLoader worker): the agent tells them apart once the child runs its target (dyno.client.agent_env).
     if "--multiprocessing-fork" not in argv and any(a.startswith(_HELPER_PREFIXES) for a in argv):
         return
+    try:
+        from dyno.client.agent_import_watch import after_import
+        from dyno.python_argv import torch_launcher  # both cheap, standard library only
+
+        # torch's launcher (torchrun, python -m torch.distributed.run) imports torch but trains nothing: only its
+        # workers, which run this bootstrap too, are trainers.
+        if torch_launcher(argv) is None:
+            after_import("torch", _on_torch_imported)  # right after `import torch`, on the thread importing it
+    except Exception as e:  # never keep the program from starting
+        sys.stderr.write(f"dyno agent: not started: {type(e).__name__}: {e}\n")
+
+
+def _on_torch_imported(_torch: object) -> None:
     # grpc's fork handlers off unless asked for (they must be chosen before grpc is imported): the agent's Watch
     # call is always in flight, so each fork() (DataLoader workers) would log "skipping fork() handlers".
     added = "GRPC_ENABLE_FORK_SUPPORT" not in os.environ
     if added:
         os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
     try:
-        from dyno.client.agent_env import torch_launcher
+        from dyno.client import agent
 
-        # torch's launcher (torchrun, python -m torch.distributed.run) imports torch but trains nothing: only its
-        # workers, which run this bootstrap too, are trainers.
-        if torch_launcher(argv) is None:
-            from dyno.client import agent
-
-            agent.start(wait_for_torch=True)
-    except Exception as e:  # never keep the program from starting
+        agent.start(wait_for_torch=True)
+    except Exception as e:  # never break the program's import of torch
         sys.stderr.write(f"dyno agent: not started: {type(e).__name__}: {e}\n")
     finally:
         if added:

@@ -55,11 +55,22 @@ def test_torch_launcher_from_the_command_line(argv: list[str], launcher: str | N
     assert torch_launcher(argv) == launcher
 
 
-PROBE = "import sys; print('agent' if 'dyno.client.agent' in sys.modules else 'no agent')\n"
+# The agent starts once a process imports torch: a stand-in `torch` module (fake_torch() on PYTHONPATH) is enough.
+PROBE = "import sys, torch; print('agent' if 'dyno.client.agent' in sys.modules else 'no agent')\n"
 
 
-def _under_dyno_run(command: list[str]) -> str:
-    env = {**os.environ, "DYNO_AGENT_SOCKET": "/nonexistent/dyno-test/agent.sock"}  # no daemon: it retries quietly
+def fake_torch(tmp_path: Path) -> str:
+    (tmp_path / "fake_torch").mkdir(exist_ok=True)
+    (tmp_path / "fake_torch" / "torch.py").write_text("")
+    return str(tmp_path / "fake_torch")
+
+
+def _under_dyno_run(tmp_path: Path, command: list[str]) -> str:
+    env = {
+        **os.environ,
+        "DYNO_AGENT_SOCKET": "/nonexistent/dyno-test/agent.sock",  # no daemon: it retries quietly
+        "PYTHONPATH": os.pathsep.join(p for p in (fake_torch(tmp_path), os.environ.get("PYTHONPATH", "")) if p),
+    }
     res = subprocess.run(
         [sys.executable, "-m", "dyno.client.run", "--", *command], capture_output=True, text=True, timeout=60, env=env
     )
@@ -72,7 +83,7 @@ def test_the_bootstrap_skips_a_torchrun_console_script_but_not_a_trainer(tmp_pat
     launcher = tmp_path / "torchrun"
     launcher.write_text(f"#!{sys.executable}\n{PROBE}")
     launcher.chmod(0o755)
-    assert _under_dyno_run([str(launcher), "--nproc-per-node", "2", "train.py"]) == "no agent"
+    assert _under_dyno_run(tmp_path, [str(launcher), "--nproc-per-node", "2", "train.py"]) == "no agent"
     trainer = tmp_path / "train.py"
     trainer.write_text(PROBE)
-    assert _under_dyno_run([sys.executable, "-u", str(trainer), "torchrun"]) == "agent"
+    assert _under_dyno_run(tmp_path, [sys.executable, "-u", str(trainer), "torchrun"]) == "agent"

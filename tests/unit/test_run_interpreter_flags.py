@@ -55,12 +55,23 @@ def test_script_shebang_is_read(tmp_path: Path, shebang: str, flags: list[str]) 
     assert bootstrap_skipping_flags([str(script), "--lr", "1"]) == flags
 
 
-PROBE = "import sys; print('agent' if 'dyno.client.agent' in sys.modules else 'no agent'); sys.exit(3)"
+# The agent starts once the process imports torch: a stand-in `torch` module (fake_torch() on PYTHONPATH) is enough.
+PROBE = "import sys, torch; print('agent' if 'dyno.client.agent' in sys.modules else 'no agent'); sys.exit(3)"
 
 
-def dyno_run(*python_flags: str) -> subprocess.CompletedProcess[str]:
+def fake_torch(tmp_path: Path) -> str:
+    (tmp_path / "fake_torch").mkdir(exist_ok=True)
+    (tmp_path / "fake_torch" / "torch.py").write_text("")
+    return str(tmp_path / "fake_torch")
+
+
+def dyno_run(tmp_path: Path, *python_flags: str) -> subprocess.CompletedProcess[str]:
     # A socket no daemon listens on: the agent starts (its module is imported) and retries quietly.
-    env = {**os.environ, "DYNO_AGENT_SOCKET": "/nonexistent/dyno-test/agent.sock"}
+    env = {
+        **os.environ,
+        "DYNO_AGENT_SOCKET": "/nonexistent/dyno-test/agent.sock",
+        "PYTHONPATH": os.pathsep.join(p for p in (fake_torch(tmp_path), os.environ.get("PYTHONPATH", "")) if p),
+    }
     return subprocess.run(
         [sys.executable, "-m", "dyno.client.run", "--", sys.executable, *python_flags, "-c", PROBE],
         capture_output=True,
@@ -71,14 +82,14 @@ def dyno_run(*python_flags: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("flag", ["-I", "-E", "-S"])
-def test_dyno_run_warns_when_the_agent_cannot_start(flag: str) -> None:
-    res = dyno_run(flag)
+def test_dyno_run_warns_when_the_agent_cannot_start(tmp_path: Path, flag: str) -> None:
+    res = dyno_run(tmp_path, flag)
     assert res.stdout.strip() == "no agent" and res.returncode == 3  # it ran as before, without the agent
     assert f"dyno-run: warning: Python runs {flag} here" in res.stderr
     assert "the dyno agent will not start" in res.stderr
 
 
-def test_dyno_run_is_quiet_when_the_agent_starts() -> None:
-    res = dyno_run("-u")
+def test_dyno_run_is_quiet_when_the_agent_starts(tmp_path: Path) -> None:
+    res = dyno_run(tmp_path, "-u")
     assert res.stdout.strip() == "agent" and res.returncode == 3
     assert "dyno-run: warning" not in res.stderr
