@@ -84,6 +84,7 @@ class Agent:
             self._dispatch,
             self._stopping,
             may_register=self._may_register if wait_for_torch else None,
+            on_session_end=self._session_ended,
             min_backoff_s=min_backoff_s,
             max_backoff_s=max_backoff_s,
         )
@@ -216,6 +217,18 @@ class Agent:
             self._queue.put(None)  # wakes the trace thread, which ends too
             return False
         return role == "process" and _torch_loaded()
+
+    def _session_ended(self) -> None:
+        """The Watch stream ended (the daemon restarted or went away): the daemon has marked this process's traces
+        failed (disconnected mid-trace), and a restarted one never knew them. Cancel them: one still waiting (for its
+        start time, or for optimizer steps that may never come) held this process "busy" for new requests up to its
+        deadline (10 minutes; an hour for a distant start time), and none of them could be reported or fetched."""
+        with self._lock:
+            cancels = [cancel for cancel in self._traces.values() if not cancel.is_set()]
+        for cancel in cancels:
+            cancel.set()
+        if cancels:
+            log.info("dyno agent: lost the daemon during a trace; the trace is cancelled")
 
     def _dispatch(self, command: Any) -> None:
         kind = command.WhichOneof("kind")

@@ -62,7 +62,8 @@ def import_grpc() -> Any:
 class DaemonConnection:
     """One process's registration with dynod. `run()` is the connection thread's loop; `on_command(command)` gets
     each AgentCommand of the Watch stream; `may_register()` (when given) is asked before each attempt, which waits
-    while it says no. `stopping` ends the loop."""
+    while it says no; `on_session_end()` is called when a registered session's stream has ended. `stopping` ends the
+    loop."""
 
     def __init__(
         self,
@@ -72,6 +73,7 @@ class DaemonConnection:
         stopping: threading.Event,
         *,
         may_register: Callable[[], bool] | None = None,
+        on_session_end: Callable[[], None] | None = None,
         min_backoff_s: float = 0.2,
         max_backoff_s: float = 5.0,
     ) -> None:
@@ -80,6 +82,7 @@ class DaemonConnection:
         self.socket_candidates: tuple[Path, ...] = socket_candidates(socket_path)
         self.socket_path: Path = self.socket_candidates[0]
         self._identify, self._on_command, self._may_register = identify, on_command, may_register
+        self._on_session_end = on_session_end
         self.identity: AgentIdentity = identify()
         self._stopping = stopping
         self._min_backoff_s, self._max_backoff_s = min_backoff_s, max_backoff_s
@@ -106,7 +109,10 @@ class DaemonConnection:
             except Exception as e:  # noqa: BLE001 - nothing may escape into the trainer
                 self._connection_failed(e)
             finally:
+                ended = self.registered.is_set()
                 self.registered.clear()
+                if ended and self._on_session_end is not None:
+                    self._on_session_end()
             if self._stopping.is_set():
                 break
             self._stopping.wait(backoff * random.uniform(0.8, 1.2))
