@@ -21,10 +21,12 @@ __all__ = ["KinetoTraces"]
 
 log = logging.getLogger(__name__)
 
-# libkineto refuses a PROFILE_START_TIME already past when it reads the config ("Not starting tracing - start
-# timestamp is in the past", on the trainer's stderr) and then traces nothing, while the trace waited here until its
-# completion deadline. A start closer than this when libkineto picks the config up (it polls every 5 s; the config
-# reaches its profiler thread within about a second) is dropped: libkineto starts at once instead.
+# libkineto refuses a PROFILE_START_TIME already past when its profiler thread checks the config ("Not starting
+# tracing - start timestamp is in the past", on the trainer's stderr) and then traces nothing, while the trace showed
+# running here until its completion deadline (start + duration + 30 s) and refused other requests to the process as
+# busy. That check came ~1.0 s after the config was handed over (measured: delivered at .414, checked at .423 of the
+# next second), so a start closer than this when libkineto picks the config up (it polls every 5 s: with the default
+# --start-delay-s 6 a late poller has ~1 s left) is dropped, and libkineto starts at once instead.
 _KINETO_START_MARGIN_MS = 1500
 
 
