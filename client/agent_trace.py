@@ -38,6 +38,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _DEFAULT_ITERATION_DEADLINE_S = 600.0  # when the daemon sets none: never wait forever for optimizer steps
+# A duration trace that starts this late after its synchronized start time says so: its window is not the other
+# processes' (the request reached this process late, or it was busy), which a cross-rank comparison must know.
+_LATE_START_NOTE_MS = 500
 
 
 def _sleep_until(when_ms: int, cancel: threading.Event) -> None:
@@ -119,6 +122,7 @@ def run_trace(
         _sleep_until(spec.start_time_ms, cancel)
     if cancel.is_set():
         raise TraceFailed("cancelled")
+    late_ms = now_ms() - spec.start_time_ms if spec.start_time_ms else 0  # before the profiler's own start-up
     profiler = make()
     profiler.start()
     on_running()
@@ -128,12 +132,22 @@ def run_trace(
         cancel.wait(min(stop_at - time.monotonic(), 1.0))
     recorded_s = time.monotonic() - started
     profiler.stop()
+    late = _late_start_note(late_ms)
     if not cancel.is_set():
-        return _export(profiler, spec, files)
+        return _add_note(_export(profiler, spec, files), late)
     if exiting is None or not exiting.is_set():
         raise TraceFailed("cancelled")
-    result = _export(profiler, spec, files)
+    result = _add_note(_export(profiler, spec, files), late)
     return _add_note(result, exited_early_note(f"{recorded_s:.1f} s", f"{spec.duration_ms / 1000.0:g} s"))
+
+
+def _late_start_note(late_ms: int) -> str:
+    if late_ms < _LATE_START_NOTE_MS:
+        return ""
+    return (
+        f"started {late_ms / 1000.0:.1f} s after the synchronized start time (the request reached this process late): "
+        "not aligned with the other processes"
+    )
 
 
 def _run_iterations(
