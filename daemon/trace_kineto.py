@@ -28,6 +28,11 @@ log = logging.getLogger(__name__)
 # next second), so a start closer than this when libkineto picks the config up (it polls every 5 s: with the default
 # --start-delay-s 6 a late poller has ~1 s left) is dropped, and libkineto starts at once instead.
 _KINETO_START_MARGIN_MS = 1500
+# libkineto asks for an activity config (type & 2) only while its profiler is idle: a process running the program's
+# own torch.profiler (or any trace) polls without asking, and the request waited here, pending, until dyno-cli gave
+# up (`the process had not picked the request up`). After this many such polls in a row it fails with the reason.
+_BUSY_POLLS = 3
+_MAX_NOTES = 1024  # per-(trace, pid) bookkeeping kept at most: those of traces that never completed go first
 
 
 class KinetoTraces(TraceTable):
@@ -67,10 +72,14 @@ class KinetoTraces(TraceTable):
             if pt.view.protocol != PROTOCOL_KINETO:
                 return None
             if pt.view.state == TraceState.PENDING and poll.wants_activities:
+                self._busy_polls.pop((trace.trace_id, poll.pid), None)
                 pt.delivered_ms = now
                 pt.deadline_ms = self._completion_deadline(trace.spec, now)
                 self._set(trace, pt, TraceState.DELIVERED)
                 return self._late_start_config(trace, poll.pid, now) or pt.kineto_config
+            if pt.view.state == TraceState.PENDING:
+                self._busy_poll(trace, pt)
+                return None
             if pt.view.state == TraceState.DELIVERED and not poll.wants_activities:
                 # libkineto stops asking for activity configs while one is pending or running.
                 self._set(trace, pt, TraceState.RUNNING)
@@ -79,6 +88,27 @@ class KinetoTraces(TraceTable):
     @functools.cached_property
     def _late_start_notes(self) -> dict[tuple[str, int], str]:
         return {}  # (trace id, pid) -> the note of a kineto trace that could not start at its synchronized time
+
+    @functools.cached_property
+    def _busy_polls(self) -> dict[tuple[str, int], int]:
+        return {}  # (trace id, pid) -> polls in a row that did not ask for an activity config while it was pending
+
+    def _busy_poll(self, trace: TraceEntry, pt: ProcTrace) -> None:
+        """Under self._lock: a poll that does not ask for an activity config while this process's part is pending."""
+        key = (trace.trace_id, pt.view.pid)
+        polls = self._busy_polls.pop(key, 0) + 1
+        if polls < _BUSY_POLLS:
+            if len(self._busy_polls) >= _MAX_NOTES:
+                del self._busy_polls[next(iter(self._busy_polls))]
+            self._busy_polls[key] = polls
+            return
+        self._set(
+            trace,
+            pt,
+            TraceState.FAILED,
+            f"libkineto in this process took no on-demand trace in {polls} polls in a row: its profiler is busy, "
+            "most likely with the program's own torch.profiler; trace again when it has stopped",
+        )
 
     def _late_start_config(self, trace: TraceEntry, pid: int, now_ms: int) -> str | None:
         """Under self._lock, at delivery: the config to send instead of the prepared one when the trace's start time
@@ -92,7 +122,7 @@ class KinetoTraces(TraceTable):
         except TraceRequestError:
             return None
         late_s = max(0, now_ms - start) / 1000.0
-        if len(self._late_start_notes) >= 1024:  # those of traces that never completed: forget the oldest
+        if len(self._late_start_notes) >= _MAX_NOTES:
             del self._late_start_notes[next(iter(self._late_start_notes))]
         self._late_start_notes[(trace.trace_id, pid)] = (
             f"started when libkineto picked the request up, {late_s:.1f} s after the synchronized start time (it "
