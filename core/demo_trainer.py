@@ -10,6 +10,7 @@ the loss each step (a host sync) and clears gradients with zero_grad(set_to_none
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -65,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
         if loss.item() != loss.item():  # deliberate: a host sync every step
             print("nan loss", file=sys.stderr)
     dist.barrier()
+    # DDP holds the process group: drop it first so destroy_process_group() really stops gloo's threads while the
+    # interpreter is alive (one left releasing a work's tensors during shutdown aborts the process, a torch bug)
+    del model, opt
+    gc.collect()
     dist.destroy_process_group()
     if rank == 0:
         print(f"demo trainer: {step} steps in {time.monotonic() - start:.1f} s (pid {os.getpid()})", flush=True)
