@@ -216,6 +216,7 @@ def prepare_socket_path(path: Path) -> None:
     try:
         st = path.lstat()
     except FileNotFoundError:
+        _probe_bind(path)
         return
     if not stat.S_ISSOCK(st.st_mode):
         raise OSError(17, f"agent socket path {path} exists and is not a socket")
@@ -225,10 +226,24 @@ def prepare_socket_path(path: Path) -> None:
         probe.connect(str(path))
     except OSError:
         path.unlink(missing_ok=True)  # nobody listens: stale from a crashed daemon
+        _probe_bind(path)
         return
     finally:
         probe.close()
     raise SocketInUseError(98, f"agent socket {path} is in use by another live daemon")
+
+
+def _probe_bind(path: Path) -> None:
+    """Bind a plain socket at `path` first: its error says why (read-only or virtual filesystem, permissions),
+    where gRPC's bind failure printed its own C++ log line before dynod's and gave no reason."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.bind(str(path))
+    except OSError as e:
+        raise OSError(e.errno, f"cannot bind the agent socket {path}: {e.strerror}") from None
+    finally:
+        probe.close()
+    path.unlink(missing_ok=True)
 
 
 class AgentServer:

@@ -40,3 +40,16 @@ def test_an_address_that_does_not_resolve_is_exactly_one_line_and_exit_1(dynod_f
     assert r.returncode == 1, r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("dynod: error: cannot listen on 256.1.1.1:0: cannot resolve"), lines
+
+
+def test_an_agent_socket_that_cannot_be_bound_is_exactly_one_line_with_the_reason(dynod_factory) -> None:
+    # /proc takes no new files: the bind fails where the directory exists (gRPC printed its own C++ line first)
+    d = dynod_factory(gpu_backend="none", metrics=False, start=False)
+    args = list(d.args)
+    args[args.index("--agent-socket") + 1] = "/proc/dyno-test-agent.sock"
+    args += ["--log-level", "warning"]
+    r = subprocess.run([sys.executable, "-m", "dyno.daemon", *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines() == [
+        "dynod: error: cannot bind the agent socket /proc/dyno-test-agent.sock: No such file or directory"
+    ]
