@@ -19,7 +19,6 @@ from typing import Any
 
 from dyno.client.agent_env import (
     ENV_SOCKET,
-    PID_NAMESPACE_METADATA,
     AgentIdentity,
     pick_socket,
     pid_namespace,
@@ -215,10 +214,9 @@ class DaemonConnection:
                     hostname=ident.hostname,
                     cmdline=ident.cmdline,
                     agent_version=__version__,
+                    pid_namespace=pid_namespace() or "",
                 ),
                 timeout=_REGISTER_TIMEOUT_S,
-                # so that a daemon in another pid namespace refuses pids that name other processes there
-                metadata=tuple((PID_NAMESPACE_METADATA, ns) for ns in (pid_namespace(),) if ns),
             )
             stream = stub.Watch(agent_pb2.WatchRequest(pid=ident.pid, session_id=resp.session_id))
             with self._lock:

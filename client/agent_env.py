@@ -30,7 +30,6 @@ __all__ = [
     "MP_CHILD_FLAG",
     "multiprocessing_role",
     "torch_launcher",
-    "PID_NAMESPACE_METADATA",
     "pid_namespace",
 ]
 
@@ -40,9 +39,6 @@ ENV_SOCKET = "DYNO_AGENT_SOCKET"
 # A literal, not imported: agent_env loads in every trainer at start; tests/unit/test_agent_socket.py checks it
 # against dyno.daemon.config.
 SYSTEM_AGENT_SOCKET = Path("/run/dyno/agent.sock")
-# The gRPC metadata key by which Register carries the agent's pid namespace (pid_namespace()). A literal, not imported
-# from dyno.daemon.agent_service (which checks it): tests/integration/test_trainerux_pid_namespace.py checks they agree.
-PID_NAMESPACE_METADATA = "dyno-pid-namespace"
 _MAX_CMDLINE = 1024
 MP_CHILD_FLAG = "--multiprocessing-fork"  # on the command line of every multiprocessing spawn child
 # Non-daemonic multiprocessing children that are still helpers: ProcessPoolExecutor workers (not daemonic since

@@ -37,15 +37,13 @@ from dyno.logthrottle import ThrottledLog
 from dyno.request_limits import JOB_ID_RULE, job_id_ok
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 
-__all__ = ["AgentServicer", "AgentServer", "SocketInUseError", "GONE_REASON", "PID_NAMESPACE_METADATA"]
+__all__ = ["AgentServicer", "AgentServer", "SocketInUseError", "GONE_REASON"]
 
 log = logging.getLogger(__name__)
 
 GONE_REASON = "process exited or disconnected"
 _MAX_TEXT = 4096
 _MAX_ANCESTRY = 64
-# gRPC metadata of Register: the agent's pid namespace (dyno.client.agent_env.pid_namespace, the same literal there).
-PID_NAMESPACE_METADATA = "dyno-pid-namespace"
 
 
 MAX_UNIX_SOCKET_PATH = 107  # sockaddr_un.sun_path holds 108 bytes, the terminating NUL included
@@ -56,14 +54,6 @@ def _own_pid_namespace() -> str:
         return str(os.stat("/proc/self/ns/pid").st_ino)
     except OSError:
         return ""
-
-
-def _metadata(context: grpc.ServicerContext, key: str) -> str:
-    for item in context.invocation_metadata() or ():
-        if item.key == key:
-            value = item.value
-            return value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
-    return ""
 
 
 class SocketInUseError(OSError):
@@ -100,7 +90,7 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, "cmdline/hostname: too long")
         # A trainer in a container with its own pid namespace (the agent socket mounted into it) sends pids of
         # that namespace: its pid 1 is the host's init here, and two such jobs took each other's registration.
-        theirs = _metadata(context, PID_NAMESPACE_METADATA)
+        theirs = request.pid_namespace
         if theirs and self._pid_namespace and theirs[:32] != self._pid_namespace:
             abort(
                 context,

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("pid", "ancestry", "job_id", "rank", "local_rank", "world_size", "gpu", "hostname", "cmdline", "agent_version")
+    __slots__ = ("pid", "ancestry", "job_id", "rank", "local_rank", "world_size", "gpu", "hostname", "cmdline", "agent_version", "pid_namespace")
     PID_FIELD_NUMBER: _ClassVar[int]
     ANCESTRY_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -19,6 +19,7 @@ class RegisterRequest(_message.Message):
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     CMDLINE_FIELD_NUMBER: _ClassVar[int]
     AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PID_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     pid: int
     ancestry: _containers.RepeatedScalarFieldContainer[int]
     job_id: str
@@ -29,7 +30,8 @@ class RegisterRequest(_message.Message):
     hostname: str
     cmdline: str
     agent_version: str
-    def __init__(self, pid: _Optional[int] = ..., ancestry: _Optional[_Iterable[int]] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., gpu: _Optional[int] = ..., hostname: _Optional[str] = ..., cmdline: _Optional[str] = ..., agent_version: _Optional[str] = ...) -> None: ...
+    pid_namespace: str
+    def __init__(self, pid: _Optional[int] = ..., ancestry: _Optional[_Iterable[int]] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., gpu: _Optional[int] = ..., hostname: _Optional[str] = ..., cmdline: _Optional[str] = ..., agent_version: _Optional[str] = ..., pid_namespace: _Optional[str] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
     __slots__ = ("session_id", "keepalive_ms", "daemon_version")
