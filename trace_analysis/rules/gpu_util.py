@@ -11,10 +11,11 @@ from ..analyses.arrays import flatnonzero, linspace
 from ..analyses.intervals import coverage_before
 from ..units import fmt_us
 from ._common import GpuRule, gpu_share_of
-from .base import Example, Finding, Severity, Share, ThresholdValue, count_of
+from .base import Example, Finding, Severity, Share, ThresholdValue, count_of, severity_for_share
 from .context import RuleContext
 from .host_activity import gap_note
 from .host_bound import compute_stream_idle
+from .startup import startup_calls, startup_part
 
 __all__ = ["LowGpuUtil", "GpuStarvation", "utilization_timeline"]
 
@@ -42,7 +43,7 @@ def utilization_timeline(ctx: RuleContext, bins: int = 30) -> dict[int, tuple[np
 class LowGpuUtil(GpuRule):
     id = "low-gpu-util"
     title = "GPU mostly idle"
-    thresholds = {"min_util": Share(0.5), "chunks": 30, "min_low_chunks": 3}
+    thresholds = {"min_util": Share(0.5), "chunks": 30, "min_low_chunks": 3, "min_startup_share": Share(0.5)}
     fix = (
         "Find what the host does while the GPU idles (data loading, synchronizations, Python overhead) during the "
         "chunks in the examples; overlap input loading with compute (DataLoader workers, pin_memory); raise the "
@@ -64,6 +65,7 @@ class LowGpuUtil(GpuRule):
         out = []
         # the window utilization_timeline divides by: the steps, else each device's own GPU span
         of = f"the {ctx.window_name}" if ctx.steps else "its GPU span"
+        busy = ctx.device_busy
         for dev, (edges, util) in utilization_timeline(ctx, chunks).items():
             width = float(edges[-1] - edges[0])
             widths = edges[1:] - edges[:-1]  # np.diff(edges)
@@ -88,16 +90,26 @@ class LowGpuUtil(GpuRule):
                             "(waiting on other streams or events, not the host)"
                         )
                         fix = self.queued_fix
+                # the idle time during CUDA start-up calls (context creation, first launches: module loading)
+                b_s, b_e, _, _ = busy[dev]
+                lo, hi = float(edges[0]), float(edges[-1])
+                startup = startup_part(
+                    ctx, idle, startup_calls(ctx).idle_in(b_s, b_e, lo, hi), float(thresholds["min_startup_share"])
+                )
+                counts.update(startup.counts())
                 out.append(
                     self.finding(
                         ctx,
-                        f"GPU {dev} busy only {overall:.1%} of {of} (threshold {min_util:.0%}){why}",
-                        fix=fix,
+                        f"GPU {dev} busy only {overall:.1%} of {of} (threshold {min_util:.0%}){why}"
+                        + startup.title("the idle time"),
+                        fix=startup.fix(fix or self.fix),
                         time_lost_us=idle,
                         share=1.0 - overall,
                         share_of=gpu_share_of(ctx),
                         counts=counts,
                         examples=examples,
+                        # mostly start-up (once per process): rated on the rest, what the steps would lose
+                        severity=severity_for_share(startup.rest_us / width) if startup.dominant else None,
                     )
                 )
             elif len(low) >= int(thresholds["min_low_chunks"]):
@@ -121,7 +133,7 @@ class LowGpuUtil(GpuRule):
 class GpuStarvation(GpuRule):
     id = "gpu-starvation"
     title = "Long GPU idle gaps"
-    thresholds = {"min_gap_us": 500_000.0}
+    thresholds = {"min_gap_us": 500_000.0, "min_startup_share": Share(0.5)}
     fix = (
         "Look at what the host does during the gaps listed (their start times are in the examples): data "
         "loading, checkpointing, synchronizations or Python work; overlap it with GPU work or move it off the "
@@ -148,14 +160,18 @@ class GpuStarvation(GpuRule):
             ]
             first = examples[0]
             examples[0] = replace(first, note=gap_note(ctx, first.ts_us, first.ts_us + first.dur_us))
+            during = startup_calls(ctx).overlap(gap_start[big], gap_start[big] + gaps[big])
+            startup = startup_part(ctx, lost, during, float(thresholds["min_startup_share"]))
             out.append(
                 self.finding(
                     ctx,
                     f"GPU {int(d)} idle {count_of(len(big), 'time')} for more than {fmt_us(min_gap)} "
-                    f"(longest {fmt_us(float(gaps[order[0]]))})",
+                    f"(longest {fmt_us(float(gaps[order[0]]))})" + startup.title("these gaps"),
                     time_lost_us=lost,
-                    counts={"gaps": len(big), "longest_gap_us": float(gaps[order[0]])},
+                    counts={"gaps": len(big), "longest_gap_us": float(gaps[order[0]]), **startup.counts()},
                     examples=examples,
+                    fix=startup.fix(self.fix),
+                    severity=severity_for_share(ctx.share(startup.rest_us)) if startup.dominant else None,
                 )
             )
         return out

@@ -16,9 +16,10 @@ import numpy as np
 from ..analyses.arrays import flatnonzero, unique_inverse
 from ..analyses.idle_time import HOST_WAIT, KERNEL_WAIT, OTHER, IdleTimeBreakdown, idle_time_breakdown
 from ._common import GpuRule, busiest_stream, clip, gpu_share_of, gpu_window, whole_window_scope
-from .base import Example, Finding, Share, ThresholdValue, count_of
+from .base import Example, Finding, Share, ThresholdValue, count_of, severity_for_share
 from .context import RuleContext
 from .host_activity import gap_note
+from .startup import startup_calls, startup_part
 
 __all__ = ["HostBound", "LaunchOverhead", "ComputeStreamIdle", "compute_stream_idle"]
 
@@ -108,7 +109,7 @@ def compute_stream_idle(ctx: RuleContext, kernel_wait_us: float = 30.0) -> Compu
 class HostBound(GpuRule):
     id = "host-bound"
     title = "Kernels wait for the host"
-    thresholds = {"max_host_wait_share": Share(0.30), "kernel_wait_us": 30.0}
+    thresholds = {"max_host_wait_share": Share(0.30), "kernel_wait_us": 30.0, "min_startup_share": Share(0.5)}
     fix = (
         "The GPU runs out of queued work because the host launches too slowly: use fewer, larger ops "
         "(operator fusion, torch.compile), CUDA graphs to replay launches, or a larger batch."
@@ -127,15 +128,23 @@ class HostBound(GpuRule):
         per_stream = gaps.per_stream()
         for s in idle.streams:
             counts[f"host_wait_share_stream_{s.stream}"] = per_stream.get(s.stream, 0.0) / gaps.width
+        on = gaps.on_compute
+        during = startup_calls(ctx).overlap(gaps.start[on], gaps.start[on] + gaps.length[on])
+        startup = startup_part(ctx, host_wait, during, float(thresholds["min_startup_share"]))
+        counts.update(startup.counts())
         return [
             self.finding(
                 ctx,
-                f"compute stream {gaps.stream} waits for kernel launches {share:.1%} of the {gaps.of}",
+                f"compute stream {gaps.stream} waits for kernel launches {share:.1%} of the {gaps.of}"
+                + startup.title("this wait"),
                 time_lost_us=host_wait,
                 share=share,
                 share_of=gpu_share_of(ctx),
                 counts=counts,
                 examples=gaps.examples(ctx, "host_wait gap", notes=True),
+                fix=startup.fix(self.fix),
+                # mostly start-up (once per process): rated on the rest, what the steps would lose
+                severity=severity_for_share(startup.rest_us / gaps.width) if startup.dominant else None,
             )
         ]
 

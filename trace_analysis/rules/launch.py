@@ -12,13 +12,14 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..analyses.arrays import median, member, unique_inverse
+from ..analyses.arrays import median, member
 from ..analyses.launch import LaunchStats, launch_stats, queue_length
 from ..model import Cat
 from ..units import fmt_us
 from ._common import GpuRule, gpu_bound, whole_window_scope
 from .base import Finding, Severity, Share, ThresholdValue, count_of
 from .context import RuleContext
+from .startup import first_kernel_launches
 
 __all__ = ["ShortKernels", "SlowRuntimeCalls", "LaunchQueue"]
 
@@ -135,7 +136,7 @@ class SlowRuntimeCalls(GpuRule):
         note = f" ({bound.label}: launches block on a full queue when GPU-bound)" if bound.bound else ""
         excess = np.maximum(call_us - limit, 0.0)
         over = float(excess[slow].sum())
-        first = slow & _first_kernel_launches(ctx, st)
+        first = slow & first_kernel_launches(ctx, st)
         first_over = float(excess[first].sum())
         one_off = first_over >= 0.5 * over > 0
         if one_off:
@@ -165,24 +166,6 @@ class SlowRuntimeCalls(GpuRule):
                 no_loss_reason=bound.no_loss_reason("the host waits on a full launch queue, at no cost to the job"),
             )
         ]
-
-
-def _first_kernel_launches(ctx: RuleContext, st: LaunchStats) -> np.ndarray:
-    """Mask over ``st``'s launches: the earliest launch call of each kernel name (kernels only: a first copy or
-    memset loads no module)."""
-    ev = ctx.trace.events
-    n = st.gpu_row.shape[0]
-    out = np.zeros(n, dtype=bool)
-    if not n:
-        return out
-    order = ev.ts[st.runtime_row].argsort(kind="stable")
-    _, inv = unique_inverse(ev.name[st.gpu_row[order]])
-    by_name = inv.argsort(kind="stable")  # per name, its launches in call order
-    grouped = inv[by_name]
-    head = np.ones(n, dtype=bool)
-    head[1:] = grouped[1:] != grouped[:-1]
-    out[order[by_name[head]]] = True
-    return out & (ev.cat[st.gpu_row] == Cat.KERNEL.value)
 
 
 def _pageable_copy_rows(ctx: RuleContext) -> np.ndarray:

@@ -1,0 +1,220 @@
+"""CUDA start-up in the analysed trace: one-off initialisation calls, and the GPU idle time they account for.
+
+A trace taken from the start of a program holds the CUDA start-up: the context is created by the first runtime
+call that needs one (PyTorch's first is often ``cudaDeviceGetStreamPriorityRange``: 29.9 s in alexnet), each
+library with its own statically linked runtime initialises it on its first call (cuDNN's handle creation:
+``cudaStreamCreateWithFlags`` 733 ms and ``cudaFree`` 6.0 s, the ``cudaFree(0)`` idiom), and with lazy loading
+(the default since CUDA 12.2) a kernel's module is loaded by its first launch (alexnet: a 3.06 s
+``cudaLaunchKernel``). The GPU idles meanwhile, and the GPU-idle rules (low-gpu-util, gpu-starvation,
+host-bound) would report that as the loop's cost. This module measures it once per rank (cached on the trace) so
+that they can say how much of their time lost is start-up.
+
+Start-up calls (runtime/driver calls of the trace, each at least ``STARTUP_MIN_CALL_US`` long):
+
+- the first launch of each kernel (``first_kernel_launches``, the test slow-runtime-calls uses);
+- the first call of each name in ``INIT_CALLS``: calls that only take long when they initialise the driver, a
+  context or a library's runtime (device queries return cached values in µs once initialised; stream creation
+  and ``cudaFree`` take µs to a few ms otherwise).
+
+Evidence for the choice (the shared traces): in alexnet and simple_add those calls are 0.5-30 s each; in the
+four steady-state traces (negative_queue, ns_resolution, nccl_parser_config, trace_filter) no first call of an
+``INIT_CALLS`` name reaches 0.1 ms and no first launch 42 µs, so the 1 ms floor leaves a wide margin.
+``cudaMalloc`` and ``cudaHostAlloc`` are left out: their first calls there (7.2 / 4.2 ms, 3.5 / 2.0 ms) cost what
+the later ones cost (page mapping and pinning, not initialisation). Later ``cudaFree`` calls are left out too,
+although a second library's ``cudaFree(0)`` is one (simple_add: 2.81 s, cuDNN's second sub-library): in a trace
+they cannot be told from real frees, so the measure is a lower bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..analyses.arrays import flatnonzero, unique_inverse
+from ..analyses.intervals import coverage_before, intersection_length, merge
+from ..analyses.launch import LaunchStats, launch_stats
+from ..model import Cat
+from ..units import fmt_us
+from ._common import clip, whole_window_scope
+from .context import RuleContext
+
+__all__ = [
+    "INIT_CALLS",
+    "STARTUP_FIX",
+    "STARTUP_MIN_CALL_US",
+    "StartupCalls",
+    "StartupPart",
+    "first_kernel_launches",
+    "startup_calls",
+    "startup_part",
+]
+
+# A start-up call is at least this long: context creation and module loading take milliseconds to seconds, the
+# same calls in steady state microseconds (the steady-state shared traces: < 0.1 ms).
+STARTUP_MIN_CALL_US = 1000.0
+
+# Calls that initialise the driver, the primary context or a library's CUDA runtime when they are the first to
+# need it (CUDA runtime "Initialization": the context is created by the first call that needs one; libraries link
+# the runtime statically and initialise their copy on first use, cuBLAS and cuDNN with cudaFree(0)).
+INIT_CALLS = frozenset(
+    {
+        "cudaDeviceGetStreamPriorityRange",
+        "cudaGetDeviceCount",
+        "cudaGetDeviceProperties",
+        "cudaGetDeviceProperties_v2",
+        "cudaDeviceGetAttribute",
+        "cudaDriverGetVersion",
+        "cudaRuntimeGetVersion",
+        "cudaGetDevice",
+        "cudaSetDevice",
+        "cudaInitDevice",
+        "cudaFree",
+        "cudaStreamCreate",
+        "cudaStreamCreateWithFlags",
+        "cudaStreamCreateWithPriority",
+        "cuInit",
+        "cuDevicePrimaryCtxRetain",
+        "cuCtxCreate",
+        "cuCtxCreate_v2",
+        "cuCtxCreate_v3",
+    }
+)
+
+STARTUP_FIX = (
+    "This trace includes CUDA start-up ({startup}: context creation, library initialisation, first kernel "
+    "launches), which happens once per process, not every step. Profile after warm-up: a profiler schedule with "
+    "wait/warmup steps (torch.profiler.schedule(wait=1, warmup=1, active=N)), or `dyno-cli trace --iterations N` "
+    "once the job is training. If start-up itself matters: lazy module loading (the default since CUDA 12.2) "
+    "loads each kernel's module at its first launch; CUDA_MODULE_LOADING=EAGER loads them all when the context "
+    "is created instead (out of the first steps, usually a longer start-up in all). Once warmed up: "
+)
+
+
+def first_kernel_launches(ctx: RuleContext, st: LaunchStats) -> np.ndarray:
+    """Mask over ``st``'s launches: the earliest launch call of each kernel name (kernels only: a first copy or
+    memset loads no module)."""
+    ev = ctx.trace.events
+    n = st.gpu_row.shape[0]
+    out = np.zeros(n, dtype=bool)
+    if not n:
+        return out
+    order = ev.ts[st.runtime_row].argsort(kind="stable")
+    _, inv = unique_inverse(ev.name[st.gpu_row[order]])
+    by_name = inv.argsort(kind="stable")  # per name, its launches in call order
+    grouped = inv[by_name]
+    head = np.ones(n, dtype=bool)
+    head[1:] = grouped[1:] != grouped[:-1]
+    out[order[by_name[head]]] = True
+    return out & (ev.cat[st.gpu_row] == Cat.KERNEL.value)
+
+
+@dataclass(frozen=True, eq=False)
+class StartupCalls:
+    """The start-up calls of one rank (module docstring): their rows in ``trace.events`` (by ts) and the union of
+    their intervals as sorted disjoint (start, end)."""
+
+    rows: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    @property
+    def host_us(self) -> float:
+        """Wall time the host spent in start-up calls (their union)."""
+        return float((self.end - self.start).sum())
+
+    def overlap(self, starts: np.ndarray, ends: np.ndarray) -> float:
+        """Measure of union(start-up calls) ∩ union(the given intervals), e.g. GPU idle gaps."""
+        if not self.start.shape[0] or not len(starts):
+            return 0.0
+        return intersection_length(self.start, self.end, starts, ends)
+
+    def idle_in(self, busy_start: np.ndarray, busy_end: np.ndarray, lo: float, hi: float) -> float:
+        """GPU idle inside [lo, hi] during start-up calls: their part inside it not covered by the busy intervals
+        (sorted, disjoint: ``RuleContext.device_busy``)."""
+        if not self.start.shape[0] or hi <= lo:
+            return 0.0
+        s, e = clip(self.start, self.end, lo, hi)
+        inside = float((e - s).sum())
+        if not inside or not busy_start.shape[0]:
+            return inside
+        busy = coverage_before(busy_start, busy_end, e) - coverage_before(busy_start, busy_end, s)
+        return max(inside - float(busy.sum()), 0.0)
+
+
+def startup_calls(ctx: RuleContext) -> StartupCalls:
+    """The rank's start-up calls (module docstring), cached on the trace: every rule asks the same."""
+
+    def compute() -> StartupCalls:
+        ev = ctx.trace.events
+        rt = ctx.runtime
+        rows: list[np.ndarray] = []
+        if len(rt):
+            init = flatnonzero(ctx.names_in(rt, INIT_CALLS))
+            if init.shape[0]:
+                # the first call of each name (rows are sorted by ts): its head in a stable sort by name id
+                names = rt.name[init]
+                by_name = names.argsort(kind="stable")
+                sorted_names = names[by_name]
+                head = np.ones(init.shape[0], dtype=bool)
+                head[1:] = sorted_names[1:] != sorted_names[:-1]
+                first = init[by_name[head]]
+                rows.append(rt.index[first[rt.dur[first] >= STARTUP_MIN_CALL_US]])
+        st = launch_stats(ctx.trace, include_last_step=whole_window_scope(ctx))
+        if st.gpu_row.shape[0]:
+            first_launch = first_kernel_launches(ctx, st) & (st.cpu_duration >= STARTUP_MIN_CALL_US)
+            rows.append(st.runtime_row[first_launch])
+        # disjoint sets (cudaLaunchKernel is no INIT_CALLS name), sorted by row: by ts
+        all_rows = np.sort(np.concatenate(rows)).astype(np.int64) if rows else np.empty(0, np.int64)
+        ts = ev.ts[all_rows]
+        s, e = merge(ts, ts + ev.dur[all_rows])
+        return StartupCalls(all_rows, s, e)
+
+    got: StartupCalls = ctx.trace.cached(("rules.startup_calls",), compute)
+    return got
+
+
+@dataclass(frozen=True)
+class StartupPart:
+    """How much of a finding's time lost is start-up: ``us`` of ``lost_us`` (``share``), against the rule's
+    ``min_startup_share`` threshold (``dominant``)."""
+
+    us: float
+    lost_us: float
+    calls: int
+    min_share: float
+
+    @property
+    def share(self) -> float:
+        return self.us / self.lost_us if self.lost_us > 0 else 0.0
+
+    @property
+    def dominant(self) -> bool:
+        """Whether the finding is mostly start-up: say so, fix start-up first, rate the rest (``rest_us``)."""
+        return self.us > 0 and self.share >= self.min_share
+
+    @property
+    def rest_us(self) -> float:
+        """The time lost that is not start-up (what the severity rests on when ``dominant``)."""
+        return max(self.lost_us - self.us, 0.0)
+
+    def counts(self) -> dict[str, float]:
+        """Evidence counts (only when some time lost is start-up: traces without start-up keep their counts)."""
+        if self.us <= 0:
+            return {}
+        return {"startup_us": self.us, "startup_share": self.share, "startup_calls": self.calls}
+
+    def title(self, of: str) -> str:
+        """For the title when ``dominant``: "; 76% of <of> (9.80 s) is CUDA start-up in the trace"."""
+        if not self.dominant:
+            return ""
+        return f"; {self.share:.0%} of {of} ({fmt_us(self.us)}) is CUDA start-up in the trace (profile after warm-up)"
+
+    def fix(self, fix: str) -> str:
+        """The warm-up fix first, then the rule's own ``fix`` when ``dominant``; else ``fix``."""
+        return STARTUP_FIX.format(startup=fmt_us(self.us)) + fix if self.dominant else fix
+
+
+def startup_part(ctx: RuleContext, lost_us: float, startup_us: float, min_share: float) -> StartupPart:
+    """``startup_us`` (a rule's time lost during start-up calls) against its ``lost_us``."""
+    return StartupPart(min(startup_us, lost_us), lost_us, int(startup_calls(ctx).rows.shape[0]), min_share)
