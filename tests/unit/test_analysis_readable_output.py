@@ -55,7 +55,9 @@ def _report(tmp_path, b, rules=None):
 def test_long_gaps_and_calls_are_in_seconds(tmp_path):
     b = TraceBuilder()
     b.busy_gpu(0.0, 5)
-    b.launch("k", 600.0, 2_000_600.0, 100.0, dur=1_500_000.0)  # a 1.5 s launch call, then a 2 s GPU gap
+    # a 1.5 s launch call, then a 2 s GPU gap; of a kernel launched before: a first launch that long is CUDA
+    # start-up (lazy module loading), which the title would name (tests/unit/test_warmup_startup.py)
+    b.launch("compute_kernel", 600.0, 2_000_600.0, 100.0, dur=1_500_000.0)
     report = _report(tmp_path, b, rules=["gpu-starvation", "slow-runtime-calls"])
     (starve,) = report.findings_of("gpu-starvation")
     assert starve.title == "GPU 0 idle 1 time for more than 500.0 ms (longest 2.00 s)"

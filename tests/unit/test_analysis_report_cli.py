@@ -66,7 +66,10 @@ def test_thresholds_parse_and_coerce():
     ("override", "message"),
     [
         ({"nope.x": 1}, "unknown rule 'nope'"),
-        ({"low-gpu-util.nope": 1}, "unknown key 'nope' (keys of low-gpu-util: chunks, min_low_chunks, min_util)"),
+        (
+            {"low-gpu-util.nope": 1},
+            "unknown key 'nope' (keys of low-gpu-util: chunks, min_low_chunks, min_startup_share, min_util)",
+        ),
         ({"low-gpu-util.min_util": "abc"}, "expected a number"),
         ({"launch-queue.queue_limit": "1.5"}, "expected an integer"),
         ({"low-gpu-util.min_util": "-1"}, "non-negative"),
