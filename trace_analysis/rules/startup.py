@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analyses.arrays import flatnonzero, unique_inverse
-from ..analyses.intervals import coverage_before, intersection_length, merge
+from ..analyses.intervals import coverage_before, merge
 from ..analyses.launch import LaunchStats, launch_stats
 from ..model import Cat
 from ..units import fmt_us
@@ -93,7 +93,17 @@ STARTUP_FIX = (
 
 def first_kernel_launches(ctx: RuleContext, st: LaunchStats) -> np.ndarray:
     """Mask over ``st``'s launches: the earliest launch call of each kernel name (kernels only: a first copy or
-    memset loads no module)."""
+    memset loads no module). Read-only, cached per ``st`` (slow-runtime-calls and the start-up measure ask for the
+    same launch stats at the default thresholds)."""
+    key = ("rules.first_kernel_launches", id(st))
+    hit = ctx.trace.cached(key, lambda: (st, _first_kernel_launches(ctx, st)))
+    if hit[0] is not st:  # another LaunchStats now has this id (cannot happen while st stays cached on the trace)
+        return _first_kernel_launches(ctx, st)
+    mask: np.ndarray = hit[1]
+    return mask
+
+
+def _first_kernel_launches(ctx: RuleContext, st: LaunchStats) -> np.ndarray:
     ev = ctx.trace.events
     n = st.gpu_row.shape[0]
     out = np.zeros(n, dtype=bool)
@@ -106,7 +116,9 @@ def first_kernel_launches(ctx: RuleContext, st: LaunchStats) -> np.ndarray:
     head = np.ones(n, dtype=bool)
     head[1:] = grouped[1:] != grouped[:-1]
     out[order[by_name[head]]] = True
-    return out & (ev.cat[st.gpu_row] == Cat.KERNEL.value)
+    out &= ev.cat[st.gpu_row] == Cat.KERNEL.value
+    out.setflags(write=False)
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,10 +136,12 @@ class StartupCalls:
         return float((self.end - self.start).sum())
 
     def overlap(self, starts: np.ndarray, ends: np.ndarray) -> float:
-        """Measure of union(start-up calls) ∩ union(the given intervals), e.g. GPU idle gaps."""
+        """Measure of union(start-up calls) ∩ the given intervals, which must not overlap each other (GPU idle gaps
+        of one device or one stream)."""
         if not self.start.shape[0] or not len(starts):
             return 0.0
-        return intersection_length(self.start, self.end, starts, ends)
+        inside = coverage_before(self.start, self.end, ends) - coverage_before(self.start, self.end, starts)
+        return float(inside.sum())
 
     def idle_in(self, busy_start: np.ndarray, busy_end: np.ndarray, lo: float, hi: float) -> float:
         """GPU idle inside [lo, hi] during start-up calls: their part inside it not covered by the busy intervals
@@ -149,21 +163,21 @@ def startup_calls(ctx: RuleContext) -> StartupCalls:
         ev = ctx.trace.events
         rt = ctx.runtime
         rows: list[np.ndarray] = []
-        if len(rt):
-            init = flatnonzero(ctx.names_in(rt, INIT_CALLS))
-            if init.shape[0]:
-                # the first call of each name (rows are sorted by ts): its head in a stable sort by name id
-                names = rt.name[init]
-                by_name = names.argsort(kind="stable")
-                sorted_names = names[by_name]
-                head = np.ones(init.shape[0], dtype=bool)
-                head[1:] = sorted_names[1:] != sorted_names[:-1]
-                first = init[by_name[head]]
-                rows.append(rt.index[first[rt.dur[first] >= STARTUP_MIN_CALL_US]])
+        long_call = rt.dur >= STARTUP_MIN_CALL_US
+        if not long_call.any():  # steady-state traces: nothing is long enough, nothing else to compute
+            empty = np.empty(0, np.float64)
+            return StartupCalls(np.empty(0, np.int64), empty, empty)
+        init = flatnonzero(long_call & ctx.names_in(rt, INIT_CALLS))
+        if init.shape[0]:
+            # a long call counts when it is the first of its name (rows are sorted by ts): one pass per name, a handful
+            name = rt.name
+            first_of = {n: int((name == n).argmax()) for n in set(name[init].tolist())}
+            first = [i for i in init.tolist() if first_of[int(name[i])] == i]
+            rows.append(rt.index[np.asarray(first, dtype=np.int64)])
         st = launch_stats(ctx.trace, include_last_step=whole_window_scope(ctx))
-        if st.gpu_row.shape[0]:
-            first_launch = first_kernel_launches(ctx, st) & (st.cpu_duration >= STARTUP_MIN_CALL_US)
-            rows.append(st.runtime_row[first_launch])
+        long_launch = st.cpu_duration >= STARTUP_MIN_CALL_US
+        if long_launch.any():
+            rows.append(st.runtime_row[first_kernel_launches(ctx, st) & long_launch])
         # disjoint sets (cudaLaunchKernel is no INIT_CALLS name), sorted by row: by ts
         all_rows = np.sort(np.concatenate(rows)).astype(np.int64) if rows else np.empty(0, np.int64)
         ts = ev.ts[all_rows]
