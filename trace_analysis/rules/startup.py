@@ -140,8 +140,7 @@ class StartupCalls:
         of one device or one stream)."""
         if not self.start.shape[0] or not len(starts):
             return 0.0
-        inside = coverage_before(self.start, self.end, ends) - coverage_before(self.start, self.end, starts)
-        return float(inside.sum())
+        return _covered(self.start, self.end, np.asarray(starts, np.float64), np.asarray(ends, np.float64))
 
     def idle_in(self, busy_start: np.ndarray, busy_end: np.ndarray, lo: float, hi: float) -> float:
         """GPU idle inside [lo, hi] during start-up calls: their part inside it not covered by the busy intervals
@@ -152,8 +151,15 @@ class StartupCalls:
         inside = float((e - s).sum())
         if not inside or not busy_start.shape[0]:
             return inside
-        busy = coverage_before(busy_start, busy_end, e) - coverage_before(busy_start, busy_end, s)
-        return max(inside - float(busy.sum()), 0.0)
+        return max(inside - _covered(busy_start, busy_end, s, e), 0.0)
+
+
+def _covered(by_start: np.ndarray, by_end: np.ndarray, start: np.ndarray, end: np.ndarray) -> float:
+    """Measure of the disjoint sorted intervals ``by`` inside the intervals [start, end] (which must not overlap
+    each other): one ``coverage_before`` pass over both ends."""
+    k = start.shape[0]
+    cov = coverage_before(by_start, by_end, np.concatenate((end, start)))
+    return float(cov[:k].sum() - cov[k:].sum())
 
 
 def startup_calls(ctx: RuleContext) -> StartupCalls:
