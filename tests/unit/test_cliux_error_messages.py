@@ -6,26 +6,16 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from grpc_context import FakeRpcError
 
 from dyno.client.errors import Unavailable, translate
 
 pytestmark = pytest.mark.unit
 
 
-class _Err(grpc.RpcError):
-    def __init__(self, details: str) -> None:
-        self._details = details
-
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.UNAVAILABLE
-
-    def details(self) -> str:
-        return self._details
-
-
 def test_a_name_that_does_not_resolve_says_so() -> None:
     e = translate(
-        _Err(
+        FakeRpcError(
             "errors resolving gpu0l7:1778: [field:hostname lookup error:address lookup failed for gpu0l7:1778: "
             "Domain name not found]"
         ),
@@ -37,13 +27,13 @@ def test_a_name_that_does_not_resolve_says_so() -> None:
 
 def test_socket_closed_on_a_tls_channel_asks_for_a_client_certificate() -> None:
     details = "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:1.2.3.4:1778: Socket closed"
-    assert "--tls-cert" in str(translate(_Err(details), "h", tls=True))
-    plain = str(translate(_Err(details), "h"))
+    assert "--tls-cert" in str(translate(FakeRpcError(details), "h", tls=True))
+    plain = str(translate(FakeRpcError(details), "h"))
     assert "then pass --tls-ca" in plain and "--tls-cert" not in plain
 
 
 def test_a_daemon_shutting_down_is_not_called_unreachable() -> None:
-    e = translate(_Err("dynod is shutting down"), "h")
+    e = translate(FakeRpcError("dynod is shutting down"), "h")
     assert isinstance(e, Unavailable)
     assert "shutting down" in str(e) and "cannot reach" not in str(e)
 
@@ -52,7 +42,7 @@ def test_a_listener_that_never_speaks_grpc_is_not_called_unreachable() -> None:
     """A port that accepts TCP but never answers HTTP/2 (a hung process, another service): "is it running and
     listening there?" was the wrong question, something is listening."""
     e = translate(
-        _Err(
+        FakeRpcError(
             "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:39575: connection attempt "
             "timed out before receiving SETTINGS frame"
         ),
@@ -64,10 +54,8 @@ def test_a_listener_that_never_speaks_grpc_is_not_called_unreachable() -> None:
 def test_a_start_time_refused_by_a_daemon_points_at_the_clocks() -> None:
     """The CLI computes the one absolute start by its own clock; a daemon whose clock is ahead by more than the
     delay + 10 s refused it with a bare "start_time_ms: must be within ..." (the text of dyno.daemon.trace_requests)."""
-
-    class _Invalid(_Err):
-        def code(self) -> grpc.StatusCode:
-            return grpc.StatusCode.INVALID_ARGUMENT
-
-    e = translate(_Invalid("start_time_ms: must be within 10 s in the past .. 3600 s in the future"), "h")
+    refused = FakeRpcError(
+        "start_time_ms: must be within 10 s in the past .. 3600 s in the future", grpc.StatusCode.INVALID_ARGUMENT
+    )
+    e = translate(refused, "h")
     assert "clock" in str(e) and "NTP" in str(e) and "--start-delay-s 0" in str(e)

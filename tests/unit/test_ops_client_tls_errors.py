@@ -3,28 +3,17 @@ there?)" sent the operator to check a daemon that was running fine."""
 
 from __future__ import annotations
 
-import grpc
 import pytest
+from grpc_context import FakeRpcError
 
 from dyno.client.errors import Unavailable, translate
 
 pytestmark = pytest.mark.unit
 
 
-class _Err(grpc.RpcError):
-    def __init__(self, details: str) -> None:
-        self._details = details
-
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.UNAVAILABLE
-
-    def details(self) -> str:
-        return self._details
-
-
 def test_a_failed_tls_handshake_says_tls() -> None:
     e = translate(
-        _Err(
+        FakeRpcError(
             "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1778: Tls handshake failed "
             "(TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: error:1000007d:SSL routines:OPENSSL_internal:"
             "CERTIFICATE_VERIFY_FAILED: self signed certificate: OK"
@@ -37,11 +26,12 @@ def test_a_failed_tls_handshake_says_tls() -> None:
 
 def test_plaintext_to_a_tls_daemon_hints_at_tls() -> None:
     e = translate(
-        _Err("failed to connect to all addresses; last error: UNAVAILABLE: ipv4:1.2.3.4:1778: Socket closed"), "h"
+        FakeRpcError("failed to connect to all addresses; last error: UNAVAILABLE: ipv4:1.2.3.4:1778: Socket closed"),
+        "h",
     )
     assert "--tls-ca" in str(e)
 
 
 def test_connection_refused_still_asks_whether_it_runs() -> None:
-    e = translate(_Err("failed to connect to all addresses; last error: Connection refused"), "h")
+    e = translate(FakeRpcError("failed to connect to all addresses; last error: Connection refused"), "h")
     assert "is it running and listening there?" in str(e) and "--tls-ca" not in str(e)
