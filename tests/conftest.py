@@ -18,7 +18,15 @@ import pytest
 from dyno.daemon.process import DynodProcess
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_TRACES = REPO.parent / "shared" / "traces" / "gpu"
+# <repo root>/../shared/traces/gpu (the real GPU traces); a git worktree under /work/wt/<name> finds it one level up
+SHARED_TRACES = next(
+    (
+        p
+        for p in (REPO.parent / "shared" / "traces" / "gpu", REPO.parent.parent / "shared" / "traces" / "gpu")
+        if p.is_dir()
+    ),
+    REPO.parent / "shared" / "traces" / "gpu",
+)
 
 
 def free_port() -> int:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from analysis_trace_builder import TraceBuilder
 
 from dyno.trace_analysis.analyses.arrays import distinct, median
+
+from conftest import SHARED_TRACES
 
 pytestmark = pytest.mark.unit
 
@@ -280,9 +281,8 @@ def test_cached_arrays_are_read_only(tmp_path) -> None:
 def _shared_strings() -> list[str]:
     from dyno.trace_analysis.loader import load_trace
 
-    root = Path(__file__).resolve().parents[2]
     out: list[str] = []
-    for shared in (root.parent / "shared" / "traces" / "gpu", root.parent.parent / "shared" / "traces" / "gpu"):
+    for shared in (SHARED_TRACES,):
         for case in ("trace_filter", "nccl_parser_config", "simple_add"):
             for f in sorted((shared / case).glob("*.json*"))[:1]:
                 out.extend(load_trace(f).strings)
@@ -350,8 +350,7 @@ def test_launch_rows_and_device_busy_equal_fresh_computations(tmp_path) -> None:
     from dyno.trace_analysis.rules import RuleContext
 
     traces = [_rich_trace(tmp_path)]
-    root = Path(__file__).resolve().parents[2]
-    for shared in (root.parent / "shared" / "traces" / "gpu", root.parent.parent / "shared" / "traces" / "gpu"):
+    for shared in (SHARED_TRACES,):
         traces += [load_trace(f) for f in sorted((shared / "trace_filter").glob("*.json*"))]
     for t in traces:
         for gpu in (t.events_of(*GPU_CATS), t.events_of(Cat.GPU_MEMCPY), t.events.take(np.arange(0))):
@@ -427,8 +426,7 @@ def test_parents_equal_the_reference_on_shared_traces() -> None:
     from dyno.trace_analysis.loader import load_trace
     from dyno.trace_analysis.model import Cat
 
-    root = Path(__file__).resolve().parents[2]
-    for shared in (root.parent / "shared" / "traces" / "gpu", root.parent.parent / "shared" / "traces" / "gpu"):
+    for shared in (SHARED_TRACES,):
         for case in ("trace_filter", "simple_add"):
             for f in sorted((shared / case).glob("*.json*"))[:1]:
                 t = load_trace(f)

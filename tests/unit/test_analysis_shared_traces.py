@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from dyno.trace_analysis import analyze
 from dyno.trace_analysis.report import render_html, render_json, render_text
 from dyno.trace_analysis.rules import Severity
 
+from conftest import SHARED_TRACES
+
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[2]
-# <repo root>/../shared/traces/gpu; a git worktree under /work/wt/<name> finds it one level further up
-_CANDIDATES = [ROOT.parent / "shared" / "traces" / "gpu", ROOT.parent.parent / "shared" / "traces" / "gpu"]
-SHARED = next((c for c in _CANDIDATES if c.is_dir()), _CANDIDATES[0])
+SHARED = SHARED_TRACES
 if not SHARED.is_dir():
     pytest.skip(f"shared GPU traces not found at {SHARED}", allow_module_level=True)
 

@@ -12,19 +12,12 @@ from analysis_trace_builder import TraceBuilder
 
 from dyno.trace_analysis import analyze
 
+from conftest import SHARED_TRACES
+
 pytestmark = pytest.mark.unit
 
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
-_ROOT = Path(__file__).resolve().parents[2]
-# <repo root>/../shared/traces/gpu; a git worktree under /work/wt/<name> finds it one level further up
-SHARED = next(
-    (
-        p
-        for p in (_ROOT.parent / "shared" / "traces" / "gpu", _ROOT.parent.parent / "shared" / "traces" / "gpu")
-        if p.is_dir()
-    ),
-    _ROOT.parent / "shared" / "traces" / "gpu",
-)
+SHARED = SHARED_TRACES
 
 
 def _host_bound(tmp_path: Path, b: TraceBuilder) -> list:

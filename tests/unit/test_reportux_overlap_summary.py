@@ -13,18 +13,12 @@ from analysis_trace_builder import TraceBuilder
 from dyno.trace_analysis import analyze
 from dyno.trace_analysis.report import render_json, render_text
 
+from conftest import SHARED_TRACES
+
 pytestmark = pytest.mark.unit
 
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
-_ROOT = Path(__file__).resolve().parents[2]
-SHARED = next(
-    (
-        p
-        for p in (_ROOT.parent / "shared" / "traces" / "gpu", _ROOT.parent.parent / "shared" / "traces" / "gpu")
-        if p.is_dir()
-    ),
-    _ROOT.parent / "shared" / "traces" / "gpu",
-)
+SHARED = SHARED_TRACES
 
 
 def _breakdown(paths: list[Path]) -> list[dict]:

@@ -23,6 +23,8 @@ from dyno.trace_analysis.analyses import (
 from dyno.trace_analysis.loader import load_trace, load_traces
 from dyno.trace_analysis.model import Trace
 
+from conftest import SHARED_TRACES
+
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _shared() -> Path | None:
     candidates = [Path(os.environ["DYNO_SHARED_TRACES"])] if os.environ.get("DYNO_SHARED_TRACES") else []
-    candidates += [REPO.parent / "shared" / "traces" / "gpu", REPO.parent.parent / "shared" / "traces" / "gpu"]
+    candidates.append(SHARED_TRACES)
     return next((c for c in candidates if c.is_dir()), None)
 
 

@@ -20,20 +20,15 @@ from dyno.trace_analysis import eventdecode
 from dyno.trace_analysis.loader import TraceLoadError, find_trace_files, load_trace
 from dyno.trace_analysis.model import Trace
 
+from conftest import SHARED_TRACES
+
 pytestmark = [
     pytest.mark.unit,
     pytest.mark.skipif(not eventdecode.native_available(), reason="native decoder not built (no C compiler)"),
 ]
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = next(
-    (
-        p
-        for p in (REPO.parent / "shared" / "traces" / "gpu", REPO.parent.parent / "shared" / "traces" / "gpu")
-        if p.is_dir()
-    ),
-    None,
-)
+SHARED = SHARED_TRACES if SHARED_TRACES.is_dir() else None
 
 
 def _native_calls(monkeypatch: pytest.MonkeyPatch) -> list[bool]:

@@ -21,6 +21,8 @@ from dyno.trace_analysis.rules.base import Severity
 from dyno.trace_analysis.rules.context import RuleContext
 from dyno.trace_analysis.rules.startup import STARTUP_MIN_CALL_US, startup_calls
 
+from conftest import SHARED_TRACES
+
 pytestmark = pytest.mark.unit
 
 IDLE_RULES = ["low-gpu-util", "gpu-starvation", "host-bound"]
@@ -170,9 +172,7 @@ def test_share_below_the_threshold_is_recorded_but_not_named(tmp_path):
 
 # ---- the shared traces -----------------------------------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parents[2]
-_CANDIDATES = [ROOT.parent / "shared" / "traces" / "gpu", ROOT.parent.parent / "shared" / "traces" / "gpu"]
-SHARED = next((c for c in _CANDIDATES if c.is_dir()), _CANDIDATES[0])
+SHARED = SHARED_TRACES
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared GPU traces not found at {SHARED}")
 
 
