@@ -2,13 +2,13 @@
 error names FILE. Before: the HTML was written first, in place: the write failed half-way, a truncated FILE stayed,
 the text report was never printed, and the error read "analysis failed: OSError: [Errno 28] No space left on device".
 
-A full disk is played by RLIMIT_FSIZE (a write past it fails with EFBIG), set only around the call."""
+A full disk is played by an fsync that fails with ENOSPC after the data went to the temp file (not RLIMIT_FSIZE:
+it limits the whole test process, and pytest's own output to a log file then failed with EFBIG)."""
 
 from __future__ import annotations
 
 import argparse
-import resource
-import signal
+import errno
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +16,7 @@ import pytest
 
 import dyno.trace_analysis
 import dyno.trace_analysis.report
+from dyno.client import trace_manifest
 from dyno.client.commands import _trace_flow
 
 pytestmark = pytest.mark.unit
@@ -33,15 +34,12 @@ def fake_report(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def small_disk() -> Iterator[None]:
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    old = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of the signal
-    resource.setrlimit(resource.RLIMIT_FSIZE, (_LIMIT, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, old)
+def small_disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(trace_manifest.os, "fsync", full)  # the os module itself: restored after the test
+    yield
 
 
 def test_html_on_a_full_disk_keeps_the_text_report_and_leaves_no_partial_file(
