@@ -19,7 +19,7 @@ from ..units import fmt_us
 from ._common import GpuRule, gpu_bound, whole_window_scope
 from .base import Finding, Severity, Share, ThresholdValue, count_of
 from .context import RuleContext
-from .startup import first_kernel_launches
+from .startup import STARTUP_MIN_CALL_US, first_kernel_launches
 
 __all__ = ["ShortKernels", "SlowRuntimeCalls", "LaunchQueue"]
 
@@ -110,7 +110,8 @@ class SlowRuntimeCalls(GpuRule):
     # cudaLaunchKernel, the first of its kernel, was sent to look for a full queue that never passed 18 launches)
     first_launch_fix = (
         "Most of this time is the first launch of a kernel: CUDA loads the kernel's module on first use (lazy "
-        "loading, the default since CUDA 11.7) or JIT-compiles its PTX, once per process. That is start-up, not a "
+        "loading: the default since CUDA 12.2, and PyTorch sets CUDA_MODULE_LOADING=LAZY when it is unset) or "
+        "JIT-compiles its PTX, once per process. That is start-up, not a "
         "per-step cost: profile steady-state steps (torch.profiler.schedule(wait=1, warmup=1, active=N)) to leave "
         "it out, or set CUDA_MODULE_LOADING=EAGER to pay it before training starts; a JIT taking seconds means the "
         "binaries lack code for this GPU's architecture (build for it: TORCH_CUDA_ARCH_LIST)."
@@ -136,7 +137,9 @@ class SlowRuntimeCalls(GpuRule):
         note = f" ({bound.label}: launches block on a full queue when GPU-bound)" if bound.bound else ""
         excess = np.maximum(call_us - limit, 0.0)
         over = float(excess[slow].sum())
-        first = slow & first_kernel_launches(ctx, st)
+        # a first launch is start-up (module loading, JIT) only when it is as long as one (the start-up measure's
+        # floor): a first launch *in the trace* of a steady-state profile loads nothing, and 60 µs is no module load
+        first = slow & first_kernel_launches(ctx, st) & (st.cpu_duration >= STARTUP_MIN_CALL_US)
         first_over = float(excess[first].sum())
         one_off = first_over >= 0.5 * over > 0
         if one_off:

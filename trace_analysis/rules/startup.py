@@ -4,10 +4,10 @@ A trace taken from the start of a program holds the CUDA start-up: the context i
 call that needs one (PyTorch's first is often ``cudaDeviceGetStreamPriorityRange``: 29.9 s in alexnet), each
 library with its own statically linked runtime initialises it on its first call (cuDNN's handle creation:
 ``cudaStreamCreateWithFlags`` 733 ms and ``cudaFree`` 6.0 s, the ``cudaFree(0)`` idiom), and with lazy loading
-(the default since CUDA 12.2) a kernel's module is loaded by its first launch (alexnet: a 3.06 s
-``cudaLaunchKernel``). The GPU idles meanwhile, and the GPU-idle rules (low-gpu-util, gpu-starvation,
-host-bound) would report that as the loop's cost. This module measures it once per rank (cached on the trace) so
-that they can say how much of their time lost is start-up.
+(the default since CUDA 12.2; PyTorch sets ``CUDA_MODULE_LOADING=LAZY`` itself when it is unset) a kernel's
+module is loaded by its first launch (alexnet: a 3.06 s ``cudaLaunchKernel``). The GPU idles meanwhile, and the
+GPU-idle rules (low-gpu-util, gpu-starvation, host-bound) would report that as the loop's cost. This module
+measures it once per rank (cached on the trace) so that they can say how much of their time lost is start-up.
 
 Start-up calls (runtime/driver calls of the trace, each at least ``STARTUP_MIN_CALL_US`` long):
 
@@ -85,7 +85,8 @@ STARTUP_FIX = (
     "This trace includes CUDA start-up ({startup}: context creation, library initialisation, first kernel "
     "launches), which happens once per process, not every step. Profile after warm-up: a profiler schedule with "
     "wait/warmup steps (torch.profiler.schedule(wait=1, warmup=1, active=N)), or `dyno-cli trace --iterations N` "
-    "once the job is training. If start-up itself matters: lazy module loading (the default since CUDA 12.2) "
+    "once the job is training. If start-up itself matters: lazy module loading (the default since CUDA 12.2, and "
+    "PyTorch sets CUDA_MODULE_LOADING=LAZY when it is unset) "
     "loads each kernel's module at its first launch; CUDA_MODULE_LOADING=EAGER loads them all when the context "
     "is created instead (out of the first steps, usually a longer start-up in all). Once warmed up: "
 )
