@@ -16,8 +16,11 @@ from ..units import fmt_ts, fmt_us
 __all__ = ["cost_text", "example_at", "fmt_offset", "overlap_note"]
 
 # rules whose time lost is GPU idle time: on one rank they count the same idle (alexnet: 12.86 s, 12.85 s and
-# 12.73 s, three views of one 12.9 s idle GPU span)
+# 12.73 s, three views of one 12.9 s idle GPU span). exposed-comm's is not idle: communication kernels run (GPU
+# busy), so it is disjoint from the device-idle rules' (negative_queue: 692.8 ms idle + 137.4 ms exposed, which do
+# add up) and overlaps only host-bound's, whose compute stream idles while the communication runs.
 _GPU_IDLE_RULES = ("low-gpu-util", "host-bound", "gpu-starvation", "exposed-comm", "sync-calls")
+_COMM_RULE, _COMPUTE_STREAM_RULE = "exposed-comm", "host-bound"
 
 
 def fmt_offset(us: float) -> str:
@@ -39,17 +42,27 @@ def example_at(ex: Example) -> str:
 
 
 def overlap_note(findings: Sequence[Finding]) -> str | None:
-    """A line under the findings header when two or more findings of one rank count the same GPU idle time
-    (their time lost does not add up), naming those rules; else None."""
+    """A line under the findings header when two or more findings of one rank count the same time (their time
+    lost does not add up), naming those rules; else None."""
     by_rank: dict[int | None, set[str]] = {}
     for f in findings:
         if f.rule_id in _GPU_IDLE_RULES and f.evidence.time_lost_us > 0:
             by_rank.setdefault(f.rank, set()).add(f.rule_id)
-    rules = [r for r in _GPU_IDLE_RULES if any(r in ids for ids in by_rank.values() if len(ids) > 1)]
+    overlapping: set[str] = set()
+    for ids in by_rank.values():
+        idle = ids - {_COMM_RULE}
+        if len(idle) > 1:
+            overlapping |= idle
+        if _COMM_RULE in ids and _COMPUTE_STREAM_RULE in ids:
+            overlapping |= {_COMM_RULE, _COMPUTE_STREAM_RULE}
+    rules = [r for r in _GPU_IDLE_RULES if r in overlapping]
     if not rules:
         return None
     named = ", ".join(rules[:-1]) + f" and {rules[-1]}"
-    return f"time lost overlaps: {named} count the same GPU idle time on a rank; do not add them up"
+    what = "GPU idle time"
+    if _COMM_RULE in rules:
+        what = "time (GPU idle, or the compute stream idle while communication runs)"
+    return f"time lost overlaps: {named} count the same {what} on a rank; do not add them up"
 
 
 def cost_text(e: Evidence) -> str:
