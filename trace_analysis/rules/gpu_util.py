@@ -159,7 +159,7 @@ class GpuStarvation(GpuRule):
                 Example("GPU idle gap", float(gap_start[i]), float(gaps[i]), f"GPU {int(d)}") for i in order[:3]
             ]
             first = examples[0]
-            examples[0] = replace(first, note=gap_note(ctx, first.ts_us, first.ts_us + first.dur_us))
+            examples[0] = replace(first, note=gap_note(ctx, first.ts_us, first.ts_us + first.dur_us, device=int(d)))
             during = startup_calls(ctx).overlap(gap_start[big], gap_start[big] + gaps[big])
             startup = startup_part(ctx, lost, during, float(thresholds["min_startup_share"]))
             out.append(

@@ -17,11 +17,10 @@ import numpy as np
 
 from ..analyses.arrays import distinct, flatnonzero
 from ..analyses.cpu_ops import parents
-from ..analyses.gpu import gpu_scope, profiler_steps
+from ..analyses.gpu import launch_rows, profiler_steps
 from ..analyses.intervals import union_length
 from ..model import Cat, Events
 from ..units import clip_name, fmt_us
-from ._common import whole_window_scope
 from .context import RuleContext
 
 __all__ = ["gap_note"]
@@ -30,6 +29,7 @@ _HOST_CATS = (Cat.CPU_OP, Cat.USER_ANNOTATION, Cat.PYTHON_FUNCTION, Cat.CUDA_RUN
 _MIN_PART = 0.05  # a name below 5% of the gap is not worth a place in the note
 _MAX_NAMES = 3
 _NAME_CHARS = 60
+_LOOKAHEAD = 256  # GPU rows after a gap searched first for the one ending it (on its stream / device)
 _LOOP_ROWS = 128  # up to this many events in a gap the nesting is a plain loop (cheaper than the numpy pass)
 
 
@@ -63,17 +63,32 @@ def _host(ctx: RuleContext) -> _Host:
     return got
 
 
-def _launching_tid(ctx: RuleContext, t: float, stream: int | None) -> int | None:
-    """The thread of the launch call of the first GPU row starting at or after ``t`` (on ``stream`` if given), from
-    the GPU scope the GPU-side rules share (its rows sorted by start, each with its launching row)."""
-    scope = gpu_scope(ctx.trace, whole_window_scope(ctx))
-    k = int(scope.ts.searchsorted(t, side="left"))
-    if k >= scope.ts.shape[0]:
+def _launching_tid(ctx: RuleContext, t: float, stream: int | None, device: int | None) -> int | None:
+    """The thread of the launch call of the GPU row that ends the gap: the first row of ``ctx.gpu_activity`` (every
+    GPU row, what the gaps are made of; sorted by start) starting at or after ``t``, on ``stream`` / ``device``
+    when given. That row is almost always among the next few, but a burst on other streams or devices can come
+    first (a gap cut at the window's end: the rows launched before the end and run after it); then the rest is
+    searched, and no row means no thread (rather than another stream's launcher)."""
+    g = ctx.gpu_activity
+    n = len(g)
+    k = int(g.ts.searchsorted(t, side="left"))
+    if stream is not None or device is not None:
+        found = -1
+        for a, b in ((k, min(k + _LOOKAHEAD, n)), (min(k + _LOOKAHEAD, n), n)):
+            ok = np.ones(b - a, dtype=bool)
+            if stream is not None:
+                ok &= g.stream[a:b] == stream
+            if device is not None:
+                dev = g.device[a:b]
+                ok &= np.where(dev >= 0, dev, g.pid[a:b]) == device  # ``RuleContext.gpu_device_of``
+            on = flatnonzero(ok)
+            if on.shape[0]:
+                found = a + int(on[0])
+                break
+        k = found if found >= 0 else n
+    if k >= n:
         return None
-    if stream is not None:
-        on = flatnonzero(scope.rows.stream[k : k + 256] == stream)
-        k += int(on[0]) if on.shape[0] else 0
-    launch = int(scope.launch[k])
+    launch = int(launch_rows(ctx.trace, g.take(np.array([k])))[0])
     return None if launch < 0 else int(ctx.trace.events.tid[launch])
 
 
@@ -142,7 +157,9 @@ def _thread_note(ctx: RuleContext, rows: np.ndarray, lo: float, hi: float) -> tu
     return ", ".join(words), untraced
 
 
-def gap_note(ctx: RuleContext, lo: float, hi: float, stream: int | None = None) -> str | None:
+def gap_note(
+    ctx: RuleContext, lo: float, hi: float, stream: int | None = None, device: int | None = None
+) -> str | None:
     """What the launching host thread did during the GPU idle gap [lo, hi] (module docstring), or None when the
     thread is unknown (no launch call for the GPU work after the gap) or the gap is empty.
 
@@ -152,7 +169,7 @@ def gap_note(ctx: RuleContext, lo: float, hi: float, stream: int | None = None) 
     width = hi - lo
     if width <= 0:
         return None
-    tid = _launching_tid(ctx, hi, stream)
+    tid = _launching_tid(ctx, hi, stream, device)
     if tid is None:
         return None
     host = _host(ctx)
