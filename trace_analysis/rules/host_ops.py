@@ -261,11 +261,7 @@ class DataParallelRule(BaseRule):
                 self.finding(
                     ctx,
                     f"torch.nn.DataParallel in use ({count_of(dp.shape[0], 'forward call')})"
-                    + (
-                        ""
-                        if ctx.has_gpu
-                        else " (CPU-only trace: without GPUs it only calls the module; it costs on GPUs)"
-                    ),
+                    + ("" if ctx.has_gpu else _CPU_ONLY_DP),
                     time_lost_us=0.0,
                     counts={"forward_calls": dp.shape[0]},
                     examples=ctx.examples(ops, dp),
