@@ -31,7 +31,7 @@ def _finding(path: Path):
 
 def test_idle_with_work_queued_points_at_other_streams(tmp_path: Path) -> None:
     f = _finding(_trace(tmp_path, queued=True))
-    assert "compute stream 7 idles with work queued 100% of its idle time" in f.title
+    assert "compute stream 7 has work queued during 100% of the idle time" in f.title
     assert f.fix.startswith("The GPU idles with work already queued")
     assert f.evidence.counts["compute_stream_host_wait_us"] == 0.0
     assert f.evidence.counts["compute_stream_queued_idle_us"] == pytest.approx(9 * 990.0)

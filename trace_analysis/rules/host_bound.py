@@ -15,6 +15,7 @@ import numpy as np
 
 from ..analyses.arrays import flatnonzero, unique_inverse
 from ..analyses.idle_time import HOST_WAIT, KERNEL_WAIT, OTHER, IdleTimeBreakdown, idle_time_breakdown
+from ..analyses.intervals import coverage_before
 from ._common import GpuRule, busiest_stream, clip, gpu_share_of, gpu_window, whole_window_scope
 from .base import Example, Finding, Share, ThresholdValue, count_of, severity_for_share
 from .context import RuleContext
@@ -87,14 +88,21 @@ class ComputeStreamIdle:
     host_wait_us: float  # the launch came after the previous row ended: the GPU waited for the host
     kernel_wait_us: float  # short gaps between queued rows
     other_us: float  # longer gaps with the next row already launched: waits on other streams or events
+    # the same split of the gaps' parts during which the whole device idles (``compute_stream_idle`` given the
+    # device's busy intervals): what the GPU's idle time waits for. The stream's own split also holds the time it
+    # waits while other streams run (a DDP compute stream waiting for its NCCL kernels: GPU busy, not idle).
+    while_gpu_idle: ComputeStreamIdle | None = None
 
     @property
     def total_us(self) -> float:
         return self.host_wait_us + self.kernel_wait_us + self.other_us
 
 
-def compute_stream_idle(ctx: RuleContext, kernel_wait_us: float = 30.0) -> ComputeStreamIdle | None:
-    """Why the compute stream idles (low-gpu-util's diagnosis), from the same cached idle split as host-bound."""
+def compute_stream_idle(
+    ctx: RuleContext, kernel_wait_us: float = 30.0, busy: tuple[np.ndarray, np.ndarray] | None = None
+) -> ComputeStreamIdle | None:
+    """Why the compute stream idles (low-gpu-util's diagnosis), from the same cached idle split as host-bound;
+    with ``busy`` (the device's sorted disjoint busy intervals), also the split of the parts while the GPU idles."""
     stream = busiest_stream(ctx)
     lo, hi, _ = gpu_window(ctx)
     if stream is None or hi <= lo:
@@ -102,8 +110,16 @@ def compute_stream_idle(ctx: RuleContext, kernel_wait_us: float = 30.0) -> Compu
     idle = _idle(ctx, kernel_wait_us)
     on = idle.gap_stream == stream  # one pass over the compute stream's gaps (``_gaps`` per category: three)
     start, end = clip(idle.gap_start[on], idle.gap_start[on] + idle.gap_us[on], lo, hi)
-    by_cat = np.bincount(idle.gap_category[on], weights=end - start, minlength=3).tolist()
-    return ComputeStreamIdle(stream, by_cat[HOST_WAIT], by_cat[KERNEL_WAIT], by_cat[OTHER])
+    length = end - start
+    cat = idle.gap_category[on]
+    by_cat = np.bincount(cat, weights=length, minlength=3).tolist()
+    while_idle = None
+    if busy is not None:
+        k = start.shape[0]
+        cov = coverage_before(busy[0], busy[1], np.concatenate((end, start)))  # busy time inside each gap
+        free = np.bincount(cat, weights=length - (cov[:k] - cov[k:]), minlength=3).tolist()
+        while_idle = ComputeStreamIdle(stream, free[HOST_WAIT], free[KERNEL_WAIT], free[OTHER])
+    return ComputeStreamIdle(stream, by_cat[HOST_WAIT], by_cat[KERNEL_WAIT], by_cat[OTHER], while_idle)
 
 
 class HostBound(GpuRule):

@@ -1,0 +1,37 @@
+"""low-gpu-util's "idles with work queued" diagnosis is judged on the GPU's idle time (the finding's time lost),
+not on the compute stream's own idle time: that also holds the compute stream waiting, work queued, while other
+streams run (a DDP compute stream waiting for its NCCL kernels: GPU busy). trace_filter's findings said "compute
+stream 7 idles with work queued 60% of its idle time (... not the host)" and dropped the host fix, while of the
+GPU's idle time 353 ms were waits for launches and 310 ms queued work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from analysis_trace_builder import TraceBuilder
+
+from dyno.trace_analysis import analyze
+
+pytestmark = pytest.mark.unit
+
+NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def test_queued_waits_under_communication_are_not_gpu_idle(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    for i in range(5):  # per 2.2 ms: 100 µs of compute, 700 µs of NCCL, 1.4 ms of GPU idle
+        t = i * 2_200.0
+        b.launch("compute_kernel_a", t - 150.0, t, 50.0)  # launched after the previous row ended: host_wait
+        b.launch(NCCL, t - 100.0, t + 50.0, 700.0, stream=20)
+        # launched while compute_kernel_a runs, starts after the NCCL kernel and 400 µs more: queued ("other")
+        b.launch("compute_kernel_b", t + 10.0, t + 1_150.0, 50.0)
+    (f,) = analyze([b.write(tmp_path / "t.json")], rules=["low-gpu-util"]).findings_of("low-gpu-util")
+    c = f.evidence.counts
+    # the compute stream's own idle: mostly queued (1.1 ms a period, 0.7 of it under the NCCL kernel)
+    assert c["compute_stream_queued_idle_us"] > c["compute_stream_host_wait_us"]
+    # while the GPU idles: 400 µs queued, 1 ms waiting for a launch per period
+    assert c["gpu_idle_queued_us"] == pytest.approx(5 * 400.0)
+    assert c["gpu_idle_host_wait_us"] == pytest.approx(4 * 1_000.0)
+    assert "queued" not in f.title
+    assert f.fix.startswith("Find what the host does while the GPU idles")
