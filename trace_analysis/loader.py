@@ -238,13 +238,17 @@ def _collect_trace_files(folder: Path, found: list[Path]) -> None:
 def _refuse_several_traces(folder: Path, files: list[Path]) -> None:
     """Raise ``TraceLoadError`` when ``folder`` holds several dyno traces (``dyno-cli trace``'s output dir, or
     dynod's trace dir: one subfolder per trace id, each with its manifest or record): their files are not ranks
-    of one job, and analysed together they were reported as ranks 0, 1, ... of one."""
-    roots: set[Path] = set()
+    of one job, and analysed together they were reported as ranks 0, 1, ... of one.
+
+    Trace folders are told apart by their name, the trace id: a cluster trace has one id on every host, so the
+    dynod folders of one trace collected from several hosts (``h1/<id>/``, ``h2/<id>/``) are its ranks."""
+    roots: dict[str, Path] = {}  # by trace id (folder name; "." for files outside any trace folder): the first
     known: dict[Path, Path | None] = {}
     for f in files:
-        roots.add(_trace_root(f.parent, folder, known) or folder)
+        root = _trace_root(f.parent, folder, known)
+        roots.setdefault("." if root is None or root == folder else root.name, root or folder)
     if len(roots) > 1:
-        names = sorted(str(r.relative_to(folder)) if r != folder else "." for r in roots)
+        names = sorted(str(r.relative_to(folder)) if r != folder else "." for r in roots.values())
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         raise TraceLoadError(
             folder,
