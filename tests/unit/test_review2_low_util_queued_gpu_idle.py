@@ -35,3 +35,13 @@ def test_queued_waits_under_communication_are_not_gpu_idle(tmp_path: Path) -> No
     assert c["gpu_idle_host_wait_us"] == pytest.approx(4 * 1_000.0)
     assert "queued" not in f.title
     assert f.fix.startswith("Find what the host does while the GPU idles")
+
+
+def test_coverage_within_measures_each_interval() -> None:
+    import numpy as np
+
+    from dyno.trace_analysis.analyses.intervals import coverage_within
+
+    busy_s, busy_e = np.array([0.0, 10.0, 30.0]), np.array([5.0, 20.0, 40.0])
+    got = coverage_within(busy_s, busy_e, np.array([2.0, 5.0, 25.0, 50.0]), np.array([12.0, 10.0, 35.0, 60.0]))
+    assert got.tolist() == [5.0, 0.0, 5.0, 0.0]

@@ -10,7 +10,7 @@ import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import flatnonzero
 
-__all__ = ["merge", "union_length", "intersection_length", "coverage_before", "gaps"]
+__all__ = ["merge", "union_length", "intersection_length", "coverage_before", "coverage_within", "gaps"]
 
 
 def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -48,6 +48,14 @@ def coverage_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.n
     # the work here; the operands are >= 0 or NaN, where both give the same values)
     partial = np.where(k > 0, np.minimum(np.maximum(t - starts[kk], 0.0), ends[kk] - starts[kk]), 0.0)
     return cum[kk] + partial
+
+
+def coverage_within(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For disjoint sorted intervals: measure of their union inside each [lo_i, hi_i] (hi_i >= lo_i), with one
+    ``coverage_before`` pass over both ends."""
+    k = lo.shape[0]
+    cov = coverage_before(starts, ends, np.concatenate((hi, lo)))
+    return cov[:k] - cov[k:]
 
 
 def intersection_length(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray) -> float:

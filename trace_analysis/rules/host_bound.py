@@ -15,7 +15,7 @@ import numpy as np
 
 from ..analyses.arrays import flatnonzero, unique_inverse
 from ..analyses.idle_time import HOST_WAIT, KERNEL_WAIT, OTHER, IdleTimeBreakdown, idle_time_breakdown
-from ..analyses.intervals import coverage_before
+from ..analyses.intervals import coverage_within
 from ._common import GpuRule, busiest_stream, clip, gpu_share_of, gpu_window, whole_window_scope
 from .base import Example, Finding, Share, ThresholdValue, count_of, severity_for_share
 from .context import RuleContext
@@ -115,9 +115,8 @@ def compute_stream_idle(
     by_cat = np.bincount(cat, weights=length, minlength=3).tolist()
     while_idle = None
     if busy is not None:
-        k = start.shape[0]
-        cov = coverage_before(busy[0], busy[1], np.concatenate((end, start)))  # busy time inside each gap
-        free = np.bincount(cat, weights=length - (cov[:k] - cov[k:]), minlength=3).tolist()
+        free_us = length - coverage_within(busy[0], busy[1], start, end)  # minus the busy time inside each gap
+        free = np.bincount(cat, weights=free_us, minlength=3).tolist()
         while_idle = ComputeStreamIdle(stream, free[HOST_WAIT], free[KERNEL_WAIT], free[OTHER])
     return ComputeStreamIdle(stream, by_cat[HOST_WAIT], by_cat[KERNEL_WAIT], by_cat[OTHER], while_idle)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analyses.arrays import flatnonzero, unique_inverse
-from ..analyses.intervals import coverage_before, merge
+from ..analyses.intervals import coverage_within, merge
 from ..analyses.launch import LaunchStats, launch_stats
 from ..model import Cat
 from ..units import fmt_us
@@ -157,10 +157,8 @@ class StartupCalls:
 
 def _covered(by_start: np.ndarray, by_end: np.ndarray, start: np.ndarray, end: np.ndarray) -> float:
     """Measure of the disjoint sorted intervals ``by`` inside the intervals [start, end] (which must not overlap
-    each other): one ``coverage_before`` pass over both ends."""
-    k = start.shape[0]
-    cov = coverage_before(by_start, by_end, np.concatenate((end, start)))
-    return float(cov[:k].sum() - cov[k:].sum())
+    each other)."""
+    return float(coverage_within(by_start, by_end, start, end).sum())
 
 
 def startup_calls(ctx: RuleContext) -> StartupCalls:
