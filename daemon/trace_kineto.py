@@ -121,17 +121,17 @@ class KinetoTraces(TraceTable):
             config = self._config_line(trace, start_time_ms=None)
         except TraceRequestError:
             return None
-        late_s = max(0, now_ms - start) / 1000.0
+        # a start still ahead but too close to make begins that much before the others (not "0.0 s after")
+        off_s = abs(now_ms - start) / 1000.0
+        when = f"{off_s:.1f} s {'after' if now_ms >= start else 'before'} the synchronized start time"
         if len(self._late_start_notes) >= _MAX_NOTES:
             del self._late_start_notes[next(iter(self._late_start_notes))]
         self._late_start_notes[(trace.trace_id, pid)] = (
-            f"started when libkineto picked the request up, {late_s:.1f} s after the synchronized start time (it "
-            "polls every 5 s and refuses a start time already past): not aligned with the other processes; use a "
-            "--start-delay-s longer than libkineto's poll interval"
+            f"started when libkineto picked the request up, {when} (it polls every 5 s and refuses a start time "
+            "already past when it checks it): not aligned with the other processes; use a --start-delay-s longer "
+            "than libkineto's poll interval"
         )
-        log.info(
-            "trace %s pid %d: start time %.1f s past at delivery; libkineto starts at once", trace.trace_id, pid, late_s
-        )
+        log.info("trace %s pid %d: %s at delivery; libkineto starts at once", trace.trace_id, pid, when)
         return config
 
     def _kineto_identity(self, poll: KinetoPoll) -> KinetoIdentity:
