@@ -265,7 +265,11 @@ def _analyze(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str, Any
     # Last, and atomically: a full disk used to leave a truncated --html file and lose the text report with it.
     if args.html:
         try:
-            write_text_atomic(args.html, render_html(report))
+            html = render_html(report)
+        except Exception as e:  # as any analysis problem: reported, the JSON report kept (not a traceback)
+            return result, f"HTML report: {type(e).__name__}: {e}"
+        try:
+            write_text_atomic(args.html, html)
         except OSError as e:
             return result, f"cannot write --html {args.html}: {e.strerror or e}"
         if not args.json:
