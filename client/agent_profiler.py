@@ -107,8 +107,11 @@ class Profiler:
         except Exception:  # never fail a trace over this: without it, a takeover is seen only once it has ended
             log.debug("dyno agent: cannot count profiler starts", exc_info=True)
         self._prof = self._torch.autograd.profiler.profile(**self._kwargs)
+        before = _profiler_starts
         self._prof.__enter__()
-        self._starts_at_start = _profiler_starts
+        # Ours is counted once, at the start of __enter__ (before kineto is enabled, which takes a while): a start
+        # counted beyond it meanwhile is the program's (on the training thread, while this one is the agent's).
+        self._starts_at_start = before + min(1, _profiler_starts - before)
         _running_profilers.add(id(self))
         self._add_distributed_info()
 
