@@ -64,6 +64,8 @@ class SamplingLoop:
         self._stall_s = stall_s
         self._in_flight: tuple[str, float] | None = None  # (sampler, clock at its sample() call) while one runs
         self._stall_logged = False
+        self._stall_lock = threading.Lock()  # one ERROR per stall, whichever thread sees it first
+        self._watchdog: threading.Thread | None = None
 
     def stall(self) -> Stall | None:
         """The sampler stuck in sample() for more than the stall limit, None while the loop is not stuck."""
@@ -77,15 +79,7 @@ class SamplingLoop:
         """Each sampler's own state, turned unavailable (with the error) while its sample() raises, so status and
         dyno_sampler_up show a broken sampler as down rather than "ok" with no values; and every sampler's while
         one's sample() has not returned for more than the stall limit (none of them is sampled meanwhile)."""
-        stall = self.stall()
-        if stall is not None and not self._stall_logged:  # once per stall: status calls and scrapes come often
-            self._stall_logged = True
-            log.error(
-                "sampler %s: sample() has not returned for %.0f s (a hung driver call?); no sampler is sampled until "
-                "it does, and every one is reported down",
-                stall.sampler,
-                stall.seconds,
-            )
+        stall = self._report_stall()
         states = []
         for sampler in self._samplers:
             state = sampler.state()
@@ -104,6 +98,30 @@ class SamplingLoop:
                 state = dataclasses.replace(state, ok=False, reason=reason)
             states.append(state)
         return states
+
+    def _report_stall(self) -> Stall | None:
+        """stall(), and the ERROR once per stall (status calls, scrapes and the watchdog all ask)."""
+        stall = self.stall()
+        if stall is None:
+            return None
+        with self._stall_lock:
+            first = not self._stall_logged
+            self._stall_logged = True
+        if first:
+            log.error(
+                "sampler %s: sample() has not returned for %.0f s (a hung driver call?); no sampler is sampled until "
+                "it does, and every one is reported down",
+                stall.sampler,
+                stall.seconds,
+            )
+        return stall
+
+    def _watch(self) -> None:
+        # The ERROR must not wait for a status call or a scrape (a host without Prometheus had none at all): the
+        # loop's own thread is the one stuck, so another looks
+        every = min(1.0, self._stall_s / 4)
+        while not self._stop.wait(every):
+            self._report_stall()
 
     def _sample_one(self, sampler: Sampler, readings: list[Reading]) -> None:
         name = sampler.name
@@ -160,8 +178,12 @@ class SamplingLoop:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="dyno-sampling", daemon=True)
         self._thread.start()
+        self._watchdog = threading.Thread(target=self._watch, name="dyno-sampling-watchdog", daemon=True)
+        self._watchdog.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        if self._watchdog is not None:
+            self._watchdog.join(timeout)
         if self._thread is not None:
             self._thread.join(timeout)
