@@ -17,7 +17,6 @@ import pkgutil
 import signal
 import sys
 import threading
-from types import FrameType
 
 import dyno
 from dyno import exit_codes
@@ -103,22 +102,15 @@ def _sigterm_as_ctrl_c() -> bool:
     """SIGTERM (`timeout 60 dyno-cli trace ...`, a batch system stopping the job) ends the command as Ctrl-C does:
     the traces it started are cancelled and manifest.json is written with status interrupted (exit 130). It killed
     the process on the spot instead, leaving a manifest "running" forever and no word. Re-raised as SIGINT, so the
-    handler in force (Python's, or trace's InterruptGuard that holds it back during a manifest write) decides;
-    where SIGINT is ignored, as a KeyboardInterrupt at once.
+    handler in force (Python's, or trace's InterruptGuard that holds it back during a manifest write) decides
+    (sigterm_as_ctrl_c: also where SIGINT is ignored).
     Only from the main thread, and only when SIGTERM has its default action (an embedding program's is kept)."""
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
         return False
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    from dyno.client.commands._interrupts import sigterm_as_ctrl_c  # light: signal, threading
+
+    signal.signal(signal.SIGTERM, sigterm_as_ctrl_c)
     return True
-
-
-def _on_sigterm(_signum: int, _frame: FrameType | None) -> None:
-    # A SIGINT that is ignored (`dyno-cli ... &` in a shell script: background jobs start with SIGINT ignored) would
-    # swallow the re-raised signal, and SIGTERM then did nothing at all: end the command as Ctrl-C does instead.
-    if callable(signal.getsignal(signal.SIGINT)):
-        signal.raise_signal(signal.SIGINT)
-    else:
-        raise KeyboardInterrupt
 
 
 def _main(argv: list[str] | None) -> int:

@@ -62,3 +62,34 @@ def test_sigterm_ends_a_command_whose_sigint_is_ignored(daemons: FakeDaemons, tm
     m = json.loads(manifest.read_text())
     assert m["status"] == "interrupted" and m["exit_code"] == 130
     assert "Traceback" not in err
+
+
+@pytest.fixture
+def sigint_ignored_sigterm_routed() -> Iterator[None]:
+    from dyno.client.commands._interrupts import sigterm_as_ctrl_c
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, sigterm_as_ctrl_c)
+    yield
+    signal.signal(signal.SIGINT, before[0])
+    signal.signal(signal.SIGTERM, before[1])
+
+
+def test_a_guard_holds_such_a_sigterm_back_like_a_ctrl_c(sigint_ignored_sigterm_routed: None) -> None:
+    """Ctrl-C held back while the command cancels and writes manifest.json (InterruptGuard): with SIGINT ignored the
+    guard did nothing, and the SIGTERM turned into a KeyboardInterrupt could cut a manifest write."""
+    from dyno.client.commands._interrupts import InterruptGuard
+
+    guard = InterruptGuard()
+    with pytest.raises(KeyboardInterrupt):  # raised when the guard ends, as a held-back Ctrl-C
+        with guard:
+            signal.raise_signal(signal.SIGTERM)  # during a "manifest write": held back
+            held = guard.pending
+            guard.discard()
+            with pytest.raises(KeyboardInterrupt):  # where the command waits, it is raised at once
+                with guard.interruptible():
+                    signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)
+    assert held
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # left as the shell set it
