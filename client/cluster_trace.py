@@ -150,7 +150,7 @@ class ClusterTrace:
                 ]
                 if not resp.triggered:
                     h.state, h.error = HOST_NO_MATCH, resp.message or "no process matched"
-                    if resp.busy_pids:  # which trace holds them is in `ps` (TRACING); the daemon's line names none
+                    if resp.busy_pids:  # the daemon names the trace that holds them; `ps` shows each pid's (TRACING)
                         pids = ",".join(str(p) for p in resp.busy_pids)
                         h.error += f" (pids {pids}: `dyno-cli ps` shows the trace each is in; try again once it ends)"
         self._confirm_unanswered()
