@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from concurrent import futures
+from pathlib import Path
 
 import grpc
 
@@ -15,7 +19,7 @@ from dyno.client.hosts import Host
 from dyno.daemon.fake_server import FakeDynoServicer, serve, whole_file_chunk
 from dyno.v1 import dyno_pb2
 
-__all__ = ["KnownTraceServicer", "FakeDaemons"]
+__all__ = ["KnownTraceServicer", "FakeDaemons", "sigterm_mid_fetch"]
 
 DONE, RUNNING = dyno_pb2.TRACE_STATE_DONE, dyno_pb2.TRACE_STATE_RUNNING
 
@@ -102,3 +106,37 @@ class FakeDaemons:
         for s in self._servers:
             s.stop(0)
         self._pool.shutdown()
+
+
+def sigterm_mid_fetch(
+    daemons: FakeDaemons, out: Path, trace_id: str, launcher: list[str]
+) -> tuple[int | None, dict[str, object], str]:
+    """Run `dyno-cli fetch` of a trace whose processes never finish (``launcher``: the command line that runs the
+    module `dyno.client` with the arguments that follow), send it SIGTERM once its "running" manifest exists, and
+    return (its exit code, None when it outlived SIGTERM by 20 s; the manifest; its stderr)."""
+    host, _ = daemons.start({trace_id}, finish_after=None)
+    manifest = out / trace_id / "manifest.json"
+    proc = subprocess.Popen(
+        [*launcher, "fetch", "--host", str(host), "--trace-id", trace_id]
+        + ["--output-dir", str(out), "--no-analyze", "--timeout-s", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not manifest.exists():  # the "running" manifest: fetch is following the host
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            return None, {}, ""
+    finally:
+        proc.kill()
+        proc.wait()
+    return proc.returncode, json.loads(manifest.read_text()), err
+
+
+PYTHON_M_DYNO_CLIENT = [sys.executable, "-m", "dyno.client"]

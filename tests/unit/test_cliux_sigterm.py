@@ -4,16 +4,12 @@ stayed "running" with a null exit code, and nothing was said."""
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fetch_cmd_fakes import FakeDaemons
+from fetch_cmd_fakes import PYTHON_M_DYNO_CLIENT, FakeDaemons, sigterm_mid_fetch
 
 from dyno.client.cli import main as cli_main
 
@@ -28,27 +24,9 @@ def daemons() -> Iterator[FakeDaemons]:
 
 
 def test_sigterm_writes_the_manifest_as_interrupted(daemons: FakeDaemons, tmp_path: Path) -> None:
-    host, _ = daemons.start({"t-term"}, finish_after=None)  # its processes never finish: fetch waits
-    manifest = tmp_path / "t-term" / "manifest.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dyno.client", "fetch", "--host", str(host), "--trace-id", "t-term"]
-        + ["--output-dir", str(tmp_path), "--no-analyze", "--timeout-s", "60"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not manifest.exists():  # the "running" manifest: fetch is following the host
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
-    m = json.loads(manifest.read_text())
-    assert m["status"] == "interrupted" and m["exit_code"] == 130
+    code, manifest, err = sigterm_mid_fetch(daemons, tmp_path, "t-term", PYTHON_M_DYNO_CLIENT)
+    assert code == 130, err
+    assert manifest["status"] == "interrupted" and manifest["exit_code"] == 130
     assert "Traceback" not in err
 
 

@@ -5,16 +5,13 @@ all, so `kill $pid` (or a batch system stopping the job) no longer stopped it.""
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fetch_cmd_fakes import FakeDaemons
+from fetch_cmd_fakes import FakeDaemons, sigterm_mid_fetch
 
 pytestmark = pytest.mark.unit
 
@@ -35,32 +32,12 @@ IGNORING_SIGINT = (
 
 
 def test_sigterm_ends_a_command_whose_sigint_is_ignored(daemons: FakeDaemons, tmp_path: Path) -> None:
-    host, _ = daemons.start({"t-ign"}, finish_after=None)  # its processes never finish: fetch waits
-    manifest = tmp_path / "t-ign" / "manifest.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", IGNORING_SIGINT, "fetch", "--host", str(host), "--trace-id", "t-ign"]
-        + ["--output-dir", str(tmp_path), "--no-analyze", "--timeout-s", "60"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not manifest.exists():  # the "running" manifest: fetch is following the host
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            pytest.fail("dyno-cli ignored SIGTERM (its SIGINT is ignored, and SIGTERM was re-raised as SIGINT)")
-    finally:
-        proc.kill()
-        proc.wait()
+    code, manifest, err = sigterm_mid_fetch(daemons, tmp_path, "t-ign", [sys.executable, "-c", IGNORING_SIGINT])
+    if code is None:
+        pytest.fail("dyno-cli ignored SIGTERM (its SIGINT is ignored, and SIGTERM was re-raised as SIGINT)")
     # as with Ctrl-C in a terminal: the manifest says interrupted, exit 130, no traceback
-    assert proc.returncode == 130, err
-    m = json.loads(manifest.read_text())
-    assert m["status"] == "interrupted" and m["exit_code"] == 130
+    assert code == 130, err
+    assert manifest["status"] == "interrupted" and manifest["exit_code"] == 130
     assert "Traceback" not in err
 
 
