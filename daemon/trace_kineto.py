@@ -107,7 +107,8 @@ class KinetoTraces(TraceTable):
             pt,
             TraceState.FAILED,
             f"libkineto in this process took no on-demand trace in {polls} polls in a row: its profiler is busy, "
-            "most likely with the program's own torch.profiler; trace again when it has stopped",
+            "with the program's own torch.profiler or an earlier trace it is still recording (one dyno-cli gave up "
+            "on); trace again when it has stopped",
         )
 
     def _late_start_config(self, trace: TraceEntry, pid: int, now_ms: int) -> str | None:
