@@ -22,6 +22,7 @@ import grpc
 
 import dyno
 from dyno.daemon import proto_convert as pc
+from dyno.daemon.bindcheck import unix_bind_error
 from dyno.daemon.connection_limits import agent_server_options
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, RegistryFullError
 from dyno.daemon.rpc_abort import abort
@@ -224,16 +225,10 @@ def prepare_socket_path(path: Path) -> None:
 
 
 def _probe_bind(path: Path) -> None:
-    """Bind a plain socket at `path` first: its error says why (read-only or virtual filesystem, permissions),
-    where gRPC's bind failure printed its own C++ log line before dynod's and gave no reason."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.bind(str(path))
-    except OSError as e:
-        raise OSError(e.errno, f"cannot bind the agent socket {path}: {e.strerror}") from None
-    finally:
-        probe.close()
-    path.unlink(missing_ok=True)
+    # gRPC's bind failure printed its own C++ log line before dynod's, and gave no reason
+    err = unix_bind_error(path)
+    if err is not None:
+        raise OSError(err.errno, f"cannot bind the agent socket {path}: {err.strerror}")
 
 
 class AgentServer:

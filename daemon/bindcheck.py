@@ -7,15 +7,17 @@ with the OS's reason, so dynod can refuse in one line before gRPC tries.
 The check binds as gRPC's listeners do: SO_REUSEADDR on (a previous dynod's connections in TIME_WAIT do not block
 the port), no SO_REUSEPORT (dynod turns it off), any one of the resolved addresses is enough, and a wildcard
 address is the IPv6 dual-stack one or, failing that, the IPv4 one. The socket is closed before gRPC binds: a
-program taking the port in between still makes gRPC fail, with its own log line, as before.
+program taking the port in between still makes gRPC fail, with its own log line, as before. The same for a Unix
+socket's path (`unix_bind_error`).
 """
 
 from __future__ import annotations
 
 import errno
 import socket
+from pathlib import Path
 
-__all__ = ["bind_problem"]
+__all__ = ["bind_problem", "unix_bind_error"]
 
 _WILDCARDS = ("0.0.0.0", "::")
 _HINTS = {
@@ -60,3 +62,15 @@ def bind_problem(host: str, port: int) -> str | None:
         return f"{host!r} resolves to no address"
     hint = _HINTS.get(first.errno or 0)
     return f"{first.strerror or first}" + (f" ({hint})" if hint else "")
+
+
+def unix_bind_error(path: Path) -> OSError | None:
+    """The OS's error binding a Unix socket at `path` (a read-only or virtual filesystem, permissions), or None
+    when it can be bound; the probe's socket file is removed again."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(str(path))
+        except OSError as e:
+            return e
+    path.unlink(missing_ok=True)
+    return None
