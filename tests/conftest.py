@@ -89,6 +89,17 @@ class Dynod(DynodProcess):
 
 
 @pytest.fixture
+def daemons() -> Iterator:
+    """In-process fake daemons for the fetch / trace command tests (tests/unit/fetch_cmd_fakes.FakeDaemons),
+    stopped after the test."""
+    from fetch_cmd_fakes import FakeDaemons  # tests/unit's helper module: on sys.path for the tests that use it
+
+    d = FakeDaemons()
+    yield d
+    d.stop()
+
+
+@pytest.fixture
 def dynod_factory() -> Iterator:
     started: list[Dynod] = []
 

@@ -5,7 +5,6 @@ dynod's config makes absolute: tests/unit/test_dynod_help_kineto.py, tests/integ
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,6 @@ from dyno.client.trace_records import host_dir_name
 pytestmark = pytest.mark.unit
 
 TID = "t-abs-paths"
-
-
-@pytest.fixture
-def daemons() -> Iterator[FakeDaemons]:
-    d = FakeDaemons()
-    yield d
-    d.stop()
 
 
 def test_fetch_from_a_relative_output_dir_prints_absolute_paths(

@@ -38,13 +38,6 @@ def fake() -> Iterator[FakeServer[FakeDynoServicer]]:
     fake.server.stop(0)
 
 
-@pytest.fixture
-def daemons() -> Iterator[FakeDaemons]:
-    d = FakeDaemons()
-    yield d
-    d.stop()
-
-
 def _trace(target: str, out: Path) -> int:
     argv = ["trace", "--host", target, "--job-id", "job1", "--duration-ms", "100", "--start-delay-s", "0"]
     return cli_main([*argv, "--trace-id", TID, "--no-analyze", "--output-dir", str(out)])

@@ -5,7 +5,6 @@ reading `exit_code` or `status` as docs/CLUSTER.md documents them failed exactly
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,6 @@ pytestmark = pytest.mark.unit
 
 _KEYS = {"schema", "version", "trace_id", "job_id", "status", "exit_code", "client", "request", "timings"}
 _KEYS |= {"summary", "hosts", "processes", "errors", "ok", "output_dir", "report", "analysis_error", "manifest_error"}
-
-
-@pytest.fixture
-def daemons() -> Iterator[FakeDaemons]:
-    d = FakeDaemons()
-    yield d
-    d.stop()
 
 
 def test_fetch_json_when_no_host_has_the_trace(

@@ -5,7 +5,6 @@ stayed "running" with a null exit code, and nothing was said."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,13 +13,6 @@ from fetch_cmd_fakes import PYTHON_M_DYNO_CLIENT, FakeDaemons, sigterm_mid_fetch
 from dyno.client.cli import main as cli_main
 
 pytestmark = pytest.mark.unit
-
-
-@pytest.fixture
-def daemons() -> Iterator[FakeDaemons]:
-    d = FakeDaemons()
-    yield d
-    d.stop()
 
 
 def test_sigterm_writes_the_manifest_as_interrupted(daemons: FakeDaemons, tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ earlier, hosts that do not know it, waiting without cancelling, and keeping or r
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,6 @@ from conftest import free_port
 pytestmark = pytest.mark.unit
 
 TID = "t-attach"
-
-
-@pytest.fixture
-def daemons() -> Iterator[FakeDaemons]:
-    d = FakeDaemons()
-    yield d
-    d.stop()
 
 
 def _attach(cluster: Cluster, out: Path, *, wait_s: float = 10, **kw) -> ClusterTrace:

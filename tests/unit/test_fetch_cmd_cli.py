@@ -4,7 +4,6 @@ fetch into the same folder, --json, --timeout-s 0, usage errors and --help."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,13 +17,6 @@ from dyno.v1 import dyno_pb2
 pytestmark = pytest.mark.unit
 
 TID = "t-fetch-cli"
-
-
-@pytest.fixture
-def daemons() -> Iterator[FakeDaemons]:
-    d = FakeDaemons()
-    yield d
-    d.stop()
 
 
 def _fetch(hosts: str, out: Path, *args: str) -> int:

@@ -16,13 +16,6 @@ from fetch_cmd_fakes import FakeDaemons, sigterm_mid_fetch
 pytestmark = pytest.mark.unit
 
 
-@pytest.fixture
-def daemons() -> Iterator[FakeDaemons]:
-    d = FakeDaemons()
-    yield d
-    d.stop()
-
-
 # What `cmd &` in a shell script does to the background job (SIG_IGN survives exec); not a preexec_fn, which forks
 # this process while grpc's threads run
 IGNORING_SIGINT = (
