@@ -74,3 +74,13 @@ def make_test_certs(d: Path) -> Path:
     _ca(other, "other-ca")
     _issue(other, "client", "extendedKeyUsage=clientAuth\n")
     return d
+
+
+def mtls_dynod_args(certs: Path) -> list[str]:
+    """dynod's flags for mutual TLS with the certificates `make_test_certs` wrote: its certificate and key, and the
+    CA its clients' certificates must be signed by."""
+    return [
+        "--tls-cert", str(certs / "server.pem"),
+        "--tls-key", str(certs / "server.key"),
+        "--tls-ca", str(certs / "ca.pem"),
+    ]  # fmt: skip

@@ -28,17 +28,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def mtls_dynod(certs: Path) -> Iterator[Dynod]:
-    d = Dynod(
-        [
-            "--tls-cert",
-            str(certs / "server.pem"),
-            "--tls-key",
-            str(certs / "server.key"),
-            "--tls-ca",
-            str(certs / "ca.pem"),
-        ],  # fmt: skip
-        metrics=False,
-    ).start()
+    d = Dynod(tls_certs.mtls_dynod_args(certs), metrics=False).start()
     yield d
     d.stop()
     d.cleanup()

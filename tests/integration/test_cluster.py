@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tls_certs import have_openssl, make_test_certs
+from tls_certs import have_openssl, make_test_certs, mtls_dynod_args
 
 from dyno.client.auth import ClientAuth
 from dyno.client.cluster import Cluster, HostResult, failed, succeeded
@@ -169,15 +169,7 @@ def test_real_dynod_mtls(dynod_factory: Callable[..., Dynod], tmp_path: Path) ->
     if not have_openssl():
         pytest.skip("openssl CLI not available to make test certificates")
     certs = make_test_certs(tmp_path)
-    d = dynod_factory(
-        "--tls-cert",
-        str(certs / "server.pem"),
-        "--tls-key",
-        str(certs / "server.key"),
-        "--tls-ca",
-        str(certs / "ca.pem"),
-        start=False,
-    )
+    d = dynod_factory(*mtls_dynod_args(certs), start=False)
     d.start()
     good = ClientAuth.from_files(
         tls_ca=certs / "ca.pem",
