@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 from pathlib import Path
+from typing import TypeVar
 
 from dyno.daemon import trace_files as tf
 from dyno.daemon.kineto_identity import KinetoIdentity
@@ -20,6 +21,8 @@ from dyno.trace_options import profiler_flags
 __all__ = ["KinetoTraces"]
 
 log = logging.getLogger(__name__)
+
+V = TypeVar("V")  # a bookkeeping table's values (_put_bounded)
 
 # libkineto refuses a PROFILE_START_TIME already past when its profiler thread checks the config ("Not starting
 # tracing - start timestamp is in the past", on the trainer's stderr) and then traces nothing, while the trace showed
@@ -98,9 +101,7 @@ class KinetoTraces(TraceTable):
         key = (trace.trace_id, pt.view.pid)
         polls = self._busy_polls.pop(key, 0) + 1
         if polls < _BUSY_POLLS:
-            if len(self._busy_polls) >= _MAX_NOTES:
-                del self._busy_polls[next(iter(self._busy_polls))]
-            self._busy_polls[key] = polls
+            _put_bounded(self._busy_polls, key, polls)
             return
         self._set(
             trace,
@@ -125,12 +126,12 @@ class KinetoTraces(TraceTable):
         # a start still ahead but too close to make begins that much before the others (not "0.0 s after")
         off_s = abs(now_ms - start) / 1000.0
         when = f"{off_s:.1f} s {'after' if now_ms >= start else 'before'} the synchronized start time"
-        if len(self._late_start_notes) >= _MAX_NOTES:
-            del self._late_start_notes[next(iter(self._late_start_notes))]
-        self._late_start_notes[(trace.trace_id, pid)] = (
+        _put_bounded(
+            self._late_start_notes,
+            (trace.trace_id, pid),
             f"started when libkineto picked the request up, {when} (it polls every 5 s and refuses a start time "
             "already past when it checks it): not aligned with the other processes; use a --start-delay-s longer "
-            "than libkineto's poll interval"
+            "than libkineto's poll interval",
         )
         log.info("trace %s pid %d: %s at delivery; libkineto starts at once", trace.trace_id, pid, when)
         return config
@@ -212,3 +213,11 @@ class KinetoTraces(TraceTable):
         note = "; ".join(n for n in (notes.get(key, ""), self._late_start_notes.pop(key, "")) if n)
         self._set(trace, pt, TraceState.DONE, note, size=size)
         return True
+
+
+def _put_bounded(table: dict[tuple[str, int], V], key: tuple[str, int], value: V) -> None:
+    """`table[key] = value`, first dropping the oldest entry when `table` holds _MAX_NOTES: entries of traces that
+    never completed are never popped, and must not pile up."""
+    if len(table) >= _MAX_NOTES:
+        del table[next(iter(table))]
+    table[key] = value
