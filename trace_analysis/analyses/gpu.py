@@ -8,6 +8,13 @@ steps every GPU event counts.
 HTA rounding (``hta_ns_rounding=True``): when a trace has float timestamps HTA replaces ts by ceil(ts) and end by
 floor(ts + dur) before any analysis (a work-around for overlapping ns events); that shortens every event by up
 to 2 µs. dyno keeps exact times by default; the flag reproduces HTA's figures.
+
+Devices: one process can drive several GPUs (DataParallel, a model split across cuda:0 and cuda:1, pipeline
+stages in one process). Kineto writes each GPU row with ``pid`` = device index and ``tid`` = stream id, and
+CUPTI numbers streams per device (every device's default stream is 7), so a stream is the pair (device, stream).
+``GpuScope.device`` gives each row's device (``device_of``) and ``device_groups`` the rows of each; the analyses
+compute busy/idle per device and never merge streams of different devices (docs/TRACE_ANALYSIS.md, "Several
+GPUs in one trace"). HTA keys streams by id alone and pools devices.
 """
 
 from __future__ import annotations
@@ -18,12 +25,14 @@ from enum import IntEnum
 
 import numpy as np
 
-from dyno.trace_analysis.analyses.arrays import readonly
+from dyno.trace_analysis.analyses.arrays import distinct, flatnonzero, readonly
 from dyno.trace_analysis.model import Cat, Events, Trace
 
 __all__ = [
     "KernelType",
     "GpuScope",
+    "device_groups",
+    "device_of",
     "gpu_scope",
     "kernel_types",
     "scope_kernel_types",
@@ -54,6 +63,26 @@ LAUNCH_NAMES = frozenset(
         "hipMemcpyWithStream",
     }
 )
+
+
+def device_of(events: Events) -> np.ndarray:
+    """Device of GPU rows (int64): args["device"], else the pid (Kineto writes the device index there)."""
+    dev = events.device
+    if len(dev) and (dev >= 0).all():
+        return dev.astype(np.int64)
+    return np.where(dev >= 0, dev, events.pid).astype(np.int64)
+
+
+def device_groups(device: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
+    """(device, positions of its rows) per distinct device, ascending; ``None`` for "every row" when there is one
+    device (the usual trace: callers then use their arrays as they are, no gather)."""
+    if not len(device):
+        return []
+    first = int(device[0])
+    if (device == first).all():
+        return [(first, None)]
+    return [(int(d), flatnonzero(device == d)) for d in distinct(device).tolist()]
+
 
 _SYNC_STREAM = 4294967295  # cuda_sync rows of device-wide syncs carry uint32(-1) as stream
 
@@ -163,6 +192,7 @@ class GpuScope:
     ``launch``: per ``rows`` row, the launching CPU-side row in ``trace.events`` (-1 if none).
     ``ts`` / ``end``: start and end of each ``rows`` row (HTA-rounded when requested);
     ``launch_ts`` / ``launch_end``: the same for the launching row (NaN when none).
+    ``device``: per ``rows`` row, its GPU (``device_of``); ``devices``: the distinct ones, ascending.
     """
 
     rows: Events
@@ -174,6 +204,8 @@ class GpuScope:
     end: np.ndarray
     launch_ts: np.ndarray
     launch_end: np.ndarray
+    device: np.ndarray
+    devices: tuple[int, ...]
     activity_mask: np.ndarray = field(repr=False)  # over ``rows``: real GPU work (``activity``), read-only
 
     @property
@@ -237,6 +269,8 @@ def _gpu_scope(trace: Trace, include_last_step: bool, rounding: bool) -> GpuScop
     l_ts = np.full(len(rows), np.nan)
     l_end = np.full(len(rows), np.nan)
     l_ts[has], l_end[has] = _times(trace, launch[has], rounding)
+    device = device_of(rows)
+    readonly(device)
     return GpuScope(
         rows=rows,
         activity=rows.take(act_mask),
@@ -247,5 +281,7 @@ def _gpu_scope(trace: Trace, include_last_step: bool, rounding: bool) -> GpuScop
         end=end,
         launch_ts=l_ts,
         launch_end=l_end,
+        device=device,
+        devices=tuple(d for d, _ in device_groups(device)),
         activity_mask=act_mask,
     )

@@ -5,6 +5,10 @@ host_wait when the launching runtime call began after the previous kernel ended 
 kernel_wait when the gap is < ``consecutive_kernel_delay`` µs (launch overhead of back-to-back kernels), else
 other. HTA documents the threshold as 30 "ns" but compares it with µs values; dyno states it in µs (same
 figures). The first kernel of a stream has no gap. Gaps can be negative if a stream's kernels overlap in the trace.
+
+A stream is the pair (device, stream id): in a trace of one process driving several GPUs every device has its own
+stream 7 (CUPTI numbers streams per device), and merging them would interleave two devices' kernels into bogus
+(even negative) gaps. HTA groups by stream id alone; with one device the figures are the same.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class StreamIdle:
     n_gaps: int
     n_host_wait: int
     n_kernel_wait: int
+    device: int = 0
 
     @property
     def idle_us(self) -> float:
@@ -46,11 +51,12 @@ class IdleTimeBreakdown:
     rank: int
     streams: tuple[StreamIdle, ...]
     consecutive_kernel_delay_us: float
-    # per gap (all streams): start of the gap (previous end), length, category, stream -- for rules/plots
+    # per gap (all streams): start of the gap (previous end), length, category, stream, device -- for rules/plots
     gap_start: np.ndarray
     gap_us: np.ndarray
     gap_category: np.ndarray
     gap_stream: np.ndarray
+    gap_device: np.ndarray
 
     @property
     def host_wait_us(self) -> float:
@@ -84,12 +90,15 @@ def _idle_time_breakdown(
 ) -> IdleTimeBreakdown:
     scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
     act = scope.is_activity
-    stream = scope.rows.stream[act]
+    stream, device = scope.rows.stream[act], scope.device[act]
     ts, end, l_ts = scope.ts[act], scope.end[act], scope.launch_ts[act]
-    order = np.lexsort((ts, stream))
-    stream, ts, end, l_ts = stream[order], ts[order], end[order], l_ts[order]
+    several = len(scope.devices) > 1
+    order = np.lexsort((ts, stream, device)) if several else np.lexsort((ts, stream))
+    stream, device, ts, end, l_ts = stream[order], device[order], ts[order], end[order], l_ts[order]
     same = np.zeros(len(ts), dtype=bool)
-    same[1:] = stream[1:] == stream[:-1]  # rows that have a previous kernel on the same stream
+    same[1:] = stream[1:] == stream[:-1]  # rows that have a previous kernel on the same stream (of the same device)
+    if several:
+        same[1:] &= device[1:] == device[:-1]
     prev_end = np.full(len(ts), np.nan)
     prev_end[1:] = end[:-1]
     prev_end[~same] = np.nan
@@ -99,10 +108,13 @@ def _idle_time_breakdown(
         kern = ~host & (gap < consecutive_kernel_delay_us)
     cat = np.where(host, HOST_WAIT, np.where(kern, KERNEL_WAIT, OTHER)).astype(np.int8)
     g = same  # rows with a gap
-    gs, gcat, gstream, gstart = gap[g], cat[g], stream[g], prev_end[g]
+    gs, gcat, gstream, gstart, gdevice = gap[g], cat[g], stream[g], prev_end[g], device[g]
     streams = []
-    for s in stream[~same]:  # sorted by stream: the first row of each run (= distinct(stream))
+    # sorted by (device,) stream: the first row of each run (= the distinct streams)
+    for s, d in zip(stream[~same].tolist(), device[~same].tolist(), strict=True):
         m = gstream == s
+        if several:
+            m &= gdevice == d
         c, v = gcat[m], gs[m]
         streams.append(
             StreamIdle(
@@ -113,9 +125,10 @@ def _idle_time_breakdown(
                 n_gaps=int(m.sum()),
                 n_host_wait=int((c == HOST_WAIT).sum()),
                 n_kernel_wait=int((c == KERNEL_WAIT).sum()),
+                device=int(d),
             )
         )
-    readonly(gstart, gs, gcat, gstream)
+    readonly(gstart, gs, gcat, gstream, gdevice)
     return IdleTimeBreakdown(
         rank=trace.rank,
         streams=tuple(streams),
@@ -124,4 +137,5 @@ def _idle_time_breakdown(
         gap_us=gs,
         gap_category=gcat,
         gap_stream=gstream,
+        gap_device=gdevice,
     )

@@ -7,12 +7,13 @@ work). Runtime outliers: cpu_duration > ``runtime_cutoff_us``.
 Delay outliers: launch_delay > ``launch_delay_cutoff_us``.
 
 Queue length per stream (HTA): +1 at each launch call's start, -1 at its GPU row's start; a step function whose
-maximum says how deep the host ran ahead of the GPU (1024 outstanding launches stall the CPU).
+maximum says how deep the host ran ahead of the GPU (1024 outstanding launches stall the CPU). A stream is the
+pair (device, stream id): every device of a multi-GPU trace has its own stream 7 (HTA keys by stream id alone).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -116,13 +117,18 @@ def _launch_stats(
 
 @dataclass(frozen=True)
 class QueueLength:
-    """Launch-queue length over time: concatenated per-stream step functions (sorted by stream, then time)."""
+    """Launch-queue length over time: concatenated per-stream step functions (sorted by device, stream, then time).
+
+    ``max_by_device_stream``: the peak per (device, stream); ``max_by_stream``: per stream id, the highest peak
+    of the devices' streams with that id (HTA's key; the same with one device)."""
 
     rank: int
     stream: np.ndarray
     ts: np.ndarray
     length: np.ndarray
     max_by_stream: dict[int, int]
+    device: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    max_by_device_stream: dict[tuple[int, int], int] = field(default_factory=dict)
 
     @property
     def max_length(self) -> int:
@@ -133,6 +139,13 @@ class QueueLength:
         if not self.max_by_stream:
             return None
         return max(self.max_by_stream, key=lambda s: self.max_by_stream[s])
+
+    @property
+    def max_device_stream(self) -> tuple[int, int] | None:
+        """(device, stream) of the longest queue (the first such in order)."""
+        if not self.max_by_device_stream:
+            return None
+        return max(self.max_by_device_stream, key=lambda k: self.max_by_device_stream[k])
 
 
 def queue_length(trace: Trace, *, include_last_step: bool = False, hta_ns_rounding: bool = False) -> QueueLength:
@@ -146,21 +159,38 @@ def _queue_length(trace: Trace, include_last_step: bool, hta_ns_rounding: bool) 
     has = _launched(trace, include_last_step, hta_ns_rounding)
     n = int(has.sum())
     stream = np.concatenate((scope.rows.stream[has], scope.rows.stream[has]))
+    device = np.concatenate((scope.device[has], scope.device[has]))
     ts = np.concatenate((scope.launch_ts[has], scope.ts[has]))
     delta = np.concatenate((np.ones(n, np.int64), -np.ones(n, np.int64)))
-    # by stream, then time; at equal times the enqueue comes first (it is listed first: stable sort)
-    order = np.lexsort((ts, stream))
-    stream, ts, delta = stream[order], ts[order], delta[order]
+    # by (device,) stream, then time; at equal times the enqueue comes first (it is listed first: stable sort)
+    several = len(scope.devices) > 1
+    order = np.lexsort((ts, stream, device)) if several else np.lexsort((ts, stream))
+    stream, device, ts, delta = stream[order], device[order], ts[order], delta[order]
     length = np.empty(len(delta), dtype=np.int64)
     max_by: dict[int, int] = {}
+    max_by_dev: dict[tuple[int, int], int] = {}
     if len(delta):
-        bounds = flatnonzero(stream[1:] != stream[:-1]) + 1  # np.diff(stream) != 0
+        new = stream[1:] != stream[:-1]  # np.diff(stream) != 0
+        if several:
+            new |= device[1:] != device[:-1]
+        bounds = flatnonzero(new) + 1
         starts = np.concatenate(([0], bounds))
         ends = np.concatenate((bounds, [len(delta)]))
         csum = delta.cumsum()
         base = np.concatenate(([0], csum[starts[1:] - 1])) if len(starts) > 1 else np.array([0])
         length = csum - np.repeat(base, ends - starts)
         peaks = np.maximum.reduceat(length, starts)
-        max_by = {int(stream[s]): int(p) for s, p in zip(starts, peaks, strict=True)}
-    readonly(stream, ts, length)
-    return QueueLength(rank=trace.rank, stream=stream, ts=ts, length=length, max_by_stream=max_by)
+        for s, p in zip(starts.tolist(), peaks.tolist(), strict=True):
+            key = (int(device[s]), int(stream[s]))
+            max_by_dev[key] = int(p)
+            max_by[key[1]] = max(max_by[key[1]], int(p)) if key[1] in max_by else int(p)
+    readonly(stream, ts, length, device)
+    return QueueLength(
+        rank=trace.rank,
+        stream=stream,
+        ts=ts,
+        length=length,
+        max_by_stream=max_by,
+        device=device,
+        max_by_device_stream=max_by_dev,
+    )

@@ -3,26 +3,41 @@
 overlap = |union(COMPUTATION kernels) ∩ union(NCCL kernels)| / |union(NCCL kernels)|. HTA reports NaN when there
 is no communication; dyno reports ``None`` (and ``has_communication`` False). Exposed communication =
 communication time not hidden by compute.
+
+Several GPUs in one trace: each device's communication is overlapped only by its own computation (a kernel on
+cuda:0 hides nothing of an NCCL kernel on cuda:1); the rank's µs figures are the mean over the devices
+(``devices`` holds each), as in ``temporal``. HTA intersects the pooled unions.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dyno.trace_analysis.analyses.gpu import KernelType, gpu_scope, scope_kernel_types
+import numpy as np
+
+from dyno.trace_analysis.analyses.gpu import KernelType, device_groups, gpu_scope, scope_kernel_types
 from dyno.trace_analysis.analyses.intervals import intersection_length, union_length
 from dyno.trace_analysis.model import Trace
 
-__all__ = ["CommCompOverlap", "comm_comp_overlap"]
+__all__ = ["CommCompOverlap", "DeviceOverlap", "comm_comp_overlap"]
+
+
+@dataclass(frozen=True)
+class DeviceOverlap:
+    device: int
+    communication_us: float
+    computation_us: float
+    overlap_us: float
 
 
 @dataclass(frozen=True)
 class CommCompOverlap:
     rank: int
-    communication_us: float  # union of NCCL kernels
-    computation_us: float  # union of computation kernels
-    overlap_us: float  # time both run
+    communication_us: float  # union of NCCL kernels (mean over the devices)
+    computation_us: float  # union of computation kernels (mean over the devices)
+    overlap_us: float  # time both run on the same device (mean over the devices)
     n_comm_kernels: int
+    devices: tuple[DeviceOverlap, ...] = ()
 
     @property
     def has_communication(self) -> bool:
@@ -51,12 +66,28 @@ def _comm_comp_overlap(trace: Trace, include_last_step: bool, hta_ns_rounding: b
     kt = scope_kernel_types(trace, include_last_step, hta_ns_rounding)
     comp = kt == KernelType.COMPUTATION.value
     comm = kt == KernelType.COMMUNICATION.value
-    ts, end = scope.ts, scope.end
-    comm_us = union_length(ts[comm], end[comm])
+    devices = []
+    for d, sel in device_groups(scope.device):
+        ts, end, d_comm, d_comp = scope.ts, scope.end, comm, comp
+        if sel is not None:
+            ts, end, d_comm, d_comp = ts[sel], end[sel], comm[sel], comp[sel]
+        devices.append(_overlap_of(d, ts, end, d_comm, d_comp))
+    k = max(len(devices), 1)
     return CommCompOverlap(
         rank=trace.rank,
-        communication_us=comm_us,
-        computation_us=union_length(ts[comp], end[comp]),
-        overlap_us=intersection_length(ts[comp], end[comp], ts[comm], end[comm]) if comm_us > 0 else 0.0,
+        communication_us=sum(o.communication_us for o in devices) / k,
+        computation_us=sum(o.computation_us for o in devices) / k,
+        overlap_us=sum(o.overlap_us for o in devices) / k,
         n_comm_kernels=int(comm.sum()),
+        devices=tuple(devices),
+    )
+
+
+def _overlap_of(device: int, ts: np.ndarray, end: np.ndarray, comm: np.ndarray, comp: np.ndarray) -> DeviceOverlap:
+    comm_us = union_length(ts[comm], end[comm])
+    return DeviceOverlap(
+        device,
+        comm_us,
+        union_length(ts[comp], end[comp]),
+        intersection_length(ts[comp], end[comp], ts[comm], end[comm]) if comm_us > 0 else 0.0,
     )

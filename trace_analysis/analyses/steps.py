@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import median
-from dyno.trace_analysis.analyses.gpu import profiler_steps, step_number
+from dyno.trace_analysis.analyses.gpu import device_groups, device_of, profiler_steps, step_number
 from dyno.trace_analysis.analyses.intervals import coverage_before, merge
 from dyno.trace_analysis.model import Cat, Trace
 
@@ -27,7 +27,7 @@ class Step:
     number: int  # N of ProfilerStep#N, else the optimizer call's index
     ts: float
     dur_us: float
-    gpu_busy_us: float  # union of GPU work inside the window (0 for CPU-only traces)
+    gpu_busy_us: float  # union of GPU work inside the window, mean over the devices (0 for CPU-only traces)
 
     @property
     def end(self) -> float:
@@ -103,9 +103,15 @@ def _step_timings(trace: Trace) -> StepStats:
     gpu = trace.events_of(Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.CUDA_SYNC)
     work = gpu.cat != Cat.CUDA_SYNC.value
     if len(starts) and work.any():
-        # GPU busy inside each window: coverage of the union of GPU work, evaluated at the window bounds
-        u_s, u_e = merge(gpu.ts[work], gpu.end[work])
-        busy = coverage_before(u_s, u_e, ends) - coverage_before(u_s, u_e, starts)
+        # GPU busy inside each window: coverage of the union of GPU work, evaluated at the window bounds; with
+        # several devices each device's union, and their mean (one GPU busy while another idles is half busy)
+        w_ts, w_end = gpu.ts[work], gpu.end[work]
+        groups = device_groups(device_of(gpu.take(work)))
+        for _, sel in groups:
+            u_s, u_e = merge(w_ts[sel], w_end[sel]) if sel is not None else merge(w_ts, w_end)
+            busy = busy + (coverage_before(u_s, u_e, ends) - coverage_before(u_s, u_e, starts))
+        if len(groups) > 1:
+            busy = busy / len(groups)
     steps = tuple(
         Step(int(n), float(s), float(e - s), float(b)) for n, s, e, b in zip(numbers, starts, ends, busy, strict=True)
     )

@@ -10,7 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..analyses.arrays import unique_inverse
-from ..analyses.gpu import KernelType, gpu_scope, kernel_types
+from ..analyses.gpu import KernelType, device_groups, device_of, gpu_scope, kernel_types
 from ..analyses.intervals import union_length
 from .base import Evidence, Example, Finding, Severity, Skip, ThresholdValue, severity_for_share
 from .context import RuleContext
@@ -23,6 +23,7 @@ __all__ = [
     "gpu_bound",
     "busiest_stream",
     "clip",
+    "compute_streams",
     "gpu_utilization",
     "gpu_share_of",
     "gpu_window",
@@ -102,14 +103,18 @@ class GpuRule(BaseRule):
 
 
 def gpu_utilization(ctx: RuleContext) -> float:
-    """Union of GPU activity ÷ the GPU span (first to last GPU activity), all devices together."""
+    """Union of GPU activity ÷ the GPU span (first to last GPU activity); with several devices, the mean of each
+    device's union over that span (one GPU busy while the other idles is 50%, not 100%)."""
 
     def compute() -> float:
         span = ctx.gpu_span
         if span is None or span[1] <= span[0]:
             return 0.0
-        g = ctx.gpu_activity
-        return union_length(g.ts, g.end) / (span[1] - span[0])
+        busy = ctx.device_busy
+        if len(busy) == 1:
+            g = ctx.gpu_activity
+            return union_length(g.ts, g.end) / (span[1] - span[0])
+        return sum(float((e - s).sum()) for s, e, _, _ in busy.values()) / len(busy) / (span[1] - span[0])
 
     return float(ctx.trace.cached(("rules.gpu_utilization",), compute))
 
@@ -154,27 +159,38 @@ def gpu_bound(ctx: RuleContext, limit: float) -> GpuBound:
     return GpuBound(gpu_utilization(ctx), limit)
 
 
-def busiest_stream(ctx: RuleContext) -> int | None:
-    """The compute stream: the stream with the most time in computation kernels (HTA's COMPUTATION type), else,
-    when there are none, the stream with the most GPU time. Cached on the trace (host-bound and launch-overhead
-    both ask).
+def compute_streams(ctx: RuleContext) -> dict[int, int]:
+    """The compute stream of each GPU device (ascending devices): the stream with the most time in computation
+    kernels (HTA's COMPUTATION type), else, when the device has none, its stream with the most GPU time. Streams
+    are per device (every device has its own stream 7). Cached on the trace (host-bound, launch-overhead and
+    low-gpu-util ask).
 
     Computation only: in a DDP job the NCCL stream can hold more GPU time than the compute stream (trace_filter:
     communication 33% of the GPU span, compute 18%), and its idle gaps wait for gradients, not for launches."""
 
-    def compute() -> int | None:
+    def compute() -> dict[int, int]:
         g = ctx.gpu_activity
         if not len(g):
-            return None
+            return {}
         stream = np.where(g.stream >= 0, g.stream, g.tid).astype(np.int64)
-        u, inv = unique_inverse(stream)
-        weight = np.where(kernel_types(ctx.trace, g) == KernelType.COMPUTATION.value, g.dur, 0.0)
-        if not weight.any():  # only copies / communication: judge the busiest stream of those
-            weight = g.dur
-        return int(u[int(np.bincount(inv, weights=weight).argmax())])
+        comp = np.where(kernel_types(ctx.trace, g) == KernelType.COMPUTATION.value, g.dur, 0.0)
+        out: dict[int, int] = {}
+        for d, sel in device_groups(device_of(g)):
+            d_stream, weight, dur = (stream, comp, g.dur) if sel is None else (stream[sel], comp[sel], g.dur[sel])
+            u, inv = unique_inverse(d_stream)
+            if not weight.any():  # only copies / communication: judge the busiest stream of those
+                weight = dur
+            out[d] = int(u[int(np.bincount(inv, weights=weight).argmax())])
+        return out
 
-    got: int | None = ctx.trace.cached(("rules.busiest_stream",), compute)
+    got: dict[int, int] = ctx.trace.cached(("rules.compute_streams",), compute)
     return got
+
+
+def busiest_stream(ctx: RuleContext) -> int | None:
+    """The compute stream (``compute_streams``) of the first device, the only one of a one-GPU trace."""
+    streams = compute_streams(ctx)
+    return next(iter(streams.values())) if streams else None
 
 
 def whole_window_scope(ctx: RuleContext) -> bool:

@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from ..analyses.arrays import distinct, flatnonzero
-from ..analyses.gpu import launch_rows
+from ..analyses.gpu import device_of, launch_rows
 from ..analyses.intervals import merge
 from ..model import GPU_ACTIVITY_CATS, Cat, Events, Trace
 from .base import Example, count_of
@@ -203,8 +203,8 @@ class RuleContext:
         return d if d >= 0 else int(g.pid[0])
 
     def gpu_device_of(self, events: Events) -> np.ndarray:
-        """Device of GPU rows (args.device, else pid as Kineto writes it)."""
-        return np.where(events.device >= 0, events.device, events.pid).astype(np.int64)
+        """Device of GPU rows (args.device, else pid as Kineto writes it: ``analyses.gpu.device_of``)."""
+        return device_of(events)
 
     # ---- metadata -------------------------------------------------------------------------------------------
     @cached_property

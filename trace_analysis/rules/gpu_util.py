@@ -23,9 +23,12 @@ __all__ = ["LowGpuUtil", "GpuStarvation", "utilization_timeline"]
 def utilization_timeline(ctx: RuleContext, bins: int = 30) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per device: (bin edges µs, busy fraction per bin) of the union of GPU activity over the window."""
     out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for d, (s, e, first, last) in ctx.device_busy.items():
-        # Steps when present; else the device's own first-to-last activity (HTA's temporal-breakdown span).
-        lo, hi = ctx.window if ctx.steps else (first, last)
+    # Steps when present; else the rank's GPU span, first to last activity of any device (HTA's temporal-breakdown
+    # span; with one device its own): every device over the same window, so that a GPU idle while another
+    # works shows as idle (its own first-to-last activity would leave out the time before it started).
+    span = ctx.gpu_span
+    for d, (s, e, _, _) in ctx.device_busy.items():
+        lo, hi = ctx.window if ctx.steps or span is None else span
         if hi <= lo:
             continue
         edges = linspace(lo, hi, bins + 1)
@@ -63,9 +66,9 @@ class LowGpuUtil(GpuRule):
         min_util = float(thresholds["min_util"])
         chunks = max(int(thresholds["chunks"]), 1)
         out = []
-        # the window utilization_timeline divides by: the steps, else each device's own GPU span
-        of = f"the {ctx.window_name}" if ctx.steps else "its GPU span"
+        # the window utilization_timeline divides by: the steps, else the (rank's) GPU span
         busy = ctx.device_busy
+        of = f"the {ctx.window_name}" if ctx.steps else ("its GPU span" if len(busy) == 1 else "the GPU span")
         for dev, (edges, util) in utilization_timeline(ctx, chunks).items():
             width = float(edges[-1] - edges[0])
             widths = edges[1:] - edges[:-1]  # np.diff(edges)
@@ -80,7 +83,7 @@ class LowGpuUtil(GpuRule):
             if overall < min_util:
                 why, fix = "", None
                 b_s, b_e, _, _ = busy[dev]
-                split = compute_stream_idle(ctx, busy=(b_s, b_e)) if len(busy) == 1 else None
+                split = compute_stream_idle(ctx, busy=(b_s, b_e), device=dev)
                 if split is not None and split.total_us > 0 and split.while_gpu_idle is not None:
                     counts["compute_stream_host_wait_us"] = split.host_wait_us
                     counts["compute_stream_queued_idle_us"] = split.other_us
@@ -91,9 +94,10 @@ class LowGpuUtil(GpuRule):
                     counts["gpu_idle_queued_us"] = gpu_idle.other_us
                     if idle > 0 and gpu_idle.other_us >= 0.5 * idle:
                         queued = gpu_idle.other_us / idle
+                        of_gpu = "" if len(busy) == 1 else f" of GPU {dev}"
                         why = (
-                            f"; compute stream {split.stream} has work queued during {queued:.0%} of the idle time "
-                            "(waiting on other streams or events, not the host)"
+                            f"; compute stream {split.stream}{of_gpu} has work queued during {queued:.0%} of the idle "
+                            "time (waiting on other streams or events, not the host)"
                         )
                         fix = self.queued_fix
                 # the idle time during CUDA start-up calls (context creation, first launches: module loading)

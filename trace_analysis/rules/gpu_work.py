@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..analyses.arrays import distinct, flatnonzero
-from ..analyses.gpu import KernelType, gpu_scope, kernel_types, scope_kernel_types
+from ..analyses.gpu import KernelType, device_groups, gpu_scope, kernel_types, scope_kernel_types
 from ..analyses.intervals import intersection_length, union_length
 from ..model import Events
 from ..units import fmt_us
@@ -88,10 +88,24 @@ class ExposedComm(GpuRule):
         ts, end = clip(scope.ts, scope.end, lo, hi)
         comm = (kt == KernelType.COMMUNICATION.value) & (end > ts)
         comp = kt == KernelType.COMPUTATION.value
-        comm_t = union_length(ts[comm], end[comm])
+        # per device (a kernel on one GPU hides nothing of another's communication), then their mean, as the
+        # temporal breakdown's figures
+        groups = device_groups(scope.device)
+        comm_t = overlap = 0.0
+        per_device: dict[str, float] = {}
+        for d, sel in groups:
+            d_ts, d_end, d_comm, d_comp = (
+                (ts, end, comm, comp) if sel is None else (ts[sel], end[sel], comm[sel], comp[sel])
+            )
+            c = union_length(d_ts[d_comm], d_end[d_comm])
+            o = intersection_length(d_ts[d_comp], d_end[d_comp], d_ts[d_comm], d_end[d_comm]) if c > 0 else 0.0
+            comm_t, overlap = comm_t + c, overlap + o
+            if len(groups) > 1:
+                per_device[f"exposed_us_gpu{d}"] = c - o
+        if len(groups) > 1:
+            comm_t, overlap = comm_t / len(groups), overlap / len(groups)
         if comm_t <= 0:
             return []
-        overlap = intersection_length(ts[comp], end[comp], ts[comm], end[comm])
         exposed = comm_t - overlap
         share = exposed / (hi - lo)
         if share <= float(thresholds["max_share"]):
@@ -101,11 +115,12 @@ class ExposedComm(GpuRule):
             self.finding(
                 ctx,
                 f"{fmt_us(exposed)} of communication ({share:.1%} of the {of}) runs with no compute "
-                f"overlapping it (overlap {overlap / comm_t:.1%} of communication time)",
+                f"overlapping it (overlap {overlap / comm_t:.1%} of communication time)"
+                + (f"; per GPU, mean of {len(groups)} GPUs" if len(groups) > 1 else ""),
                 time_lost_us=exposed,
                 share=share,
                 share_of=gpu_share_of(ctx),
-                counts={"comm_us": comm_t, "overlap_share": overlap / comm_t, "kernels": idx.size},
+                counts={"comm_us": comm_t, "overlap_share": overlap / comm_t, "kernels": idx.size, **per_device},
                 examples=ctx.longest_examples(scope.rows, idx, where="stream"),
             )
         ]

@@ -1,9 +1,10 @@
 """host-bound and launch-overhead: per-stream idle split into host_wait / kernel_wait / other.
 
 Both read ``analyses.idle_time.idle_time_breakdown`` (HTA's definitions) and judge the compute stream (the
-stream with the most time in computation kernels, ``busiest_stream``): side streams (NCCL, copies) idle by
+stream with the most time in computation kernels, ``compute_streams``): side streams (NCCL, copies) idle by
 design while compute runs. They count the gaps' parts inside the window they divide by (``gpu_window``: the
-profiler steps, else the GPU span).
+profiler steps, else the GPU span). With several GPUs in the trace each device's compute stream is judged on its
+own (a finding per device, titled "GPU d compute stream s"): streams are per device.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 from ..analyses.arrays import flatnonzero, unique_inverse
 from ..analyses.idle_time import HOST_WAIT, KERNEL_WAIT, OTHER, IdleTimeBreakdown, idle_time_breakdown
 from ..analyses.intervals import coverage_within
-from ._common import GpuRule, busiest_stream, clip, gpu_share_of, gpu_window, whole_window_scope
+from ._common import GpuRule, clip, compute_streams, gpu_share_of, gpu_window, whole_window_scope
 from .base import Example, Finding, Share, ThresholdValue, count_of, severity_for_share
 from .context import RuleContext
 from .host_activity import gap_note
@@ -34,12 +35,15 @@ def _idle(ctx: RuleContext, kernel_wait_us: float) -> IdleTimeBreakdown:
 
 @dataclass(frozen=True)
 class _Gaps:
-    """The idle gaps of one category, cut to the window: per gap its stream, start and length there."""
+    """The idle gaps of one category, cut to the window: per gap its stream, device, start and length there."""
 
     stream: int  # the compute stream
+    device: int  # its device
+    several: bool  # whether the trace has several devices (titles and keys name the device then)
     width: float  # the window's length
     of: str  # its name, for the title
     gap_stream: np.ndarray
+    gap_device: np.ndarray
     start: np.ndarray
     length: np.ndarray
     on_compute: np.ndarray  # mask: the compute stream's gaps
@@ -48,9 +52,18 @@ class _Gaps:
     def total(self) -> float:
         return float(self.length[self.on_compute].sum())
 
-    def per_stream(self) -> dict[int, float]:
-        u, inv = unique_inverse(self.gap_stream)
-        return dict(zip(u.tolist(), np.bincount(inv, weights=self.length, minlength=u.shape[0]).tolist(), strict=True))
+    @property
+    def label(self) -> str:
+        """ "compute stream 7", or "GPU 1 compute stream 7" in a trace of several devices."""
+        return f"GPU {self.device} compute stream {self.stream}" if self.several else f"compute stream {self.stream}"
+
+    def per_stream(self) -> dict[str, float]:
+        """The gaps' time per stream of the compute stream's device, by count key suffix ("7", or "gpu1_7")."""
+        mine = self.gap_device == self.device
+        u, inv = unique_inverse(self.gap_stream[mine])
+        times = np.bincount(inv, weights=self.length[mine], minlength=u.shape[0]).tolist()
+        prefix = f"gpu{self.device}_" if self.several else ""
+        return {f"{prefix}{s}": t for s, t in zip(u.tolist(), times, strict=True)}
 
     def examples(self, ctx: RuleContext, label: str, notes: bool) -> list[Example]:
         """The longest gaps on the compute stream; with ``notes``, what the launching thread did in the longest
@@ -58,26 +71,39 @@ class _Gaps:
         idx = flatnonzero(self.on_compute)
         idx = idx[(-self.length[idx]).argsort(kind="stable")][:3]
         out: list[Example] = []
+        where = f"GPU {self.device} stream" if self.several else "stream"
         for i in idx.tolist():
             start, length, stream = float(self.start[i]), float(self.length[i]), int(self.gap_stream[i])
-            note = gap_note(ctx, start, start + length, stream) if notes and not out else None
-            out.append(Example(label, start, length, f"stream {stream}", note=note))
+            note = (
+                gap_note(ctx, start, start + length, stream, self.device if self.several else None)
+                if notes and not out
+                else None
+            )
+            out.append(Example(label, start, length, f"{where} {stream}", note=note))
         return out
 
 
-def _gaps(ctx: RuleContext, idle: IdleTimeBreakdown, category: int) -> _Gaps | None:
-    """The gaps of ``category`` inside the window (the steps, else the GPU span: ``gpu_window``), or None when
-    there is no compute stream or no window. A gap crossing the window's edge counts its part inside."""
-    stream = busiest_stream(ctx)
+def _gaps(ctx: RuleContext, idle: IdleTimeBreakdown, category: int) -> list[_Gaps]:
+    """Per device, the gaps of ``category`` inside the window (the steps, else the GPU span: ``gpu_window``); none
+    when there is no compute stream or no window. A gap crossing the window's edge counts its part inside."""
+    streams = compute_streams(ctx)
     lo, hi, of = gpu_window(ctx)
-    if stream is None or hi <= lo:
-        return None
+    if not streams or hi <= lo:
+        return []
     of_cat = idle.gap_category == category
     start, end = clip(idle.gap_start[of_cat], idle.gap_start[of_cat] + idle.gap_us[of_cat], lo, hi)
     length = end - start
     inside = length > 0
-    gap_stream = idle.gap_stream[of_cat][inside]
-    return _Gaps(stream, hi - lo, of, gap_stream, start[inside], length[inside], gap_stream == stream)
+    gap_stream, gap_device = idle.gap_stream[of_cat][inside], idle.gap_device[of_cat][inside]
+    start, length = start[inside], length[inside]
+    several = len(streams) > 1
+    out = []
+    for device, stream in streams.items():
+        on = gap_stream == stream
+        if several:
+            on &= gap_device == device
+        out.append(_Gaps(stream, device, several, hi - lo, of, gap_stream, gap_device, start, length, on))
+    return out
 
 
 @dataclass(frozen=True)
@@ -99,16 +125,25 @@ class ComputeStreamIdle:
 
 
 def compute_stream_idle(
-    ctx: RuleContext, kernel_wait_us: float = 30.0, busy: tuple[np.ndarray, np.ndarray] | None = None
+    ctx: RuleContext,
+    kernel_wait_us: float = 30.0,
+    busy: tuple[np.ndarray, np.ndarray] | None = None,
+    device: int | None = None,
 ) -> ComputeStreamIdle | None:
-    """Why the compute stream idles (low-gpu-util's diagnosis), from the same cached idle split as host-bound;
-    with ``busy`` (the device's sorted disjoint busy intervals), also the split of the parts while the GPU idles."""
-    stream = busiest_stream(ctx)
+    """Why the compute stream of ``device`` (default: the first) idles (low-gpu-util's diagnosis), from the same
+    cached idle split as host-bound; with ``busy`` (the device's sorted disjoint busy intervals), also the split of
+    the parts while the GPU idles."""
+    streams = compute_streams(ctx)
+    if device is None and streams:
+        device = next(iter(streams))
+    stream = streams.get(device) if device is not None else None
     lo, hi, _ = gpu_window(ctx)
     if stream is None or hi <= lo:
         return None
     idle = _idle(ctx, kernel_wait_us)
     on = idle.gap_stream == stream  # one pass over the compute stream's gaps (``_gaps`` per category: three)
+    if len(streams) > 1:
+        on &= idle.gap_device == device
     start, end = clip(idle.gap_start[on], idle.gap_start[on] + idle.gap_us[on], lo, hi)
     length = end - start
     cat = idle.gap_category[on]
@@ -132,36 +167,38 @@ class HostBound(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         idle = _idle(ctx, float(thresholds["kernel_wait_us"]))
-        gaps = _gaps(ctx, idle, HOST_WAIT)
-        if gaps is None:
-            return []
-        host_wait = gaps.total
-        share = host_wait / gaps.width
-        if share <= float(thresholds["max_host_wait_share"]):
-            return []
-        counts: dict[str, float] = {"host_wait_gaps": int(gaps.on_compute.sum()), "host_wait_us": host_wait}
-        per_stream = gaps.per_stream()
-        for s in idle.streams:
-            counts[f"host_wait_share_stream_{s.stream}"] = per_stream.get(s.stream, 0.0) / gaps.width
-        on = gaps.on_compute
-        during = startup_calls(ctx).overlap(gaps.start[on], gaps.start[on] + gaps.length[on])
-        startup = startup_part(ctx, host_wait, during, float(thresholds["min_startup_share"]))
-        counts.update(startup.counts())
-        return [
-            self.finding(
-                ctx,
-                f"compute stream {gaps.stream} waits for kernel launches {share:.1%} of the {gaps.of}"
-                + startup.title("this wait"),
-                time_lost_us=host_wait,
-                share=share,
-                share_of=gpu_share_of(ctx),
-                counts=counts,
-                examples=gaps.examples(ctx, "host_wait gap", notes=True),
-                fix=startup.fix(self.fix),
-                # mostly start-up (once per process): rated on the rest, what the steps would lose
-                severity=severity_for_share(startup.rest_us / gaps.width) if startup.dominant else None,
+        out = []
+        for gaps in _gaps(ctx, idle, HOST_WAIT):
+            host_wait = gaps.total
+            share = host_wait / gaps.width
+            if share <= float(thresholds["max_host_wait_share"]):
+                continue
+            counts: dict[str, float] = {"host_wait_gaps": int(gaps.on_compute.sum()), "host_wait_us": host_wait}
+            per_stream = gaps.per_stream()
+            prefix = f"gpu{gaps.device}_" if gaps.several else ""
+            for s in idle.streams:
+                if s.device == gaps.device:
+                    key = f"{prefix}{s.stream}"
+                    counts[f"host_wait_share_stream_{key}"] = per_stream.get(key, 0.0) / gaps.width
+            on = gaps.on_compute
+            during = startup_calls(ctx).overlap(gaps.start[on], gaps.start[on] + gaps.length[on])
+            startup = startup_part(ctx, host_wait, during, float(thresholds["min_startup_share"]))
+            counts.update(startup.counts())
+            out.append(
+                self.finding(
+                    ctx,
+                    f"{gaps.label} waits for kernel launches {share:.1%} of the {gaps.of}" + startup.title("this wait"),
+                    time_lost_us=host_wait,
+                    share=share,
+                    share_of=gpu_share_of(ctx),
+                    counts=counts,
+                    examples=gaps.examples(ctx, "host_wait gap", notes=True),
+                    fix=startup.fix(self.fix),
+                    # mostly start-up (once per process): rated on the rest, what the steps would lose
+                    severity=severity_for_share(startup.rest_us / gaps.width) if startup.dominant else None,
+                )
             )
-        ]
+        return out
 
 
 class LaunchOverhead(GpuRule):
@@ -175,23 +212,23 @@ class LaunchOverhead(GpuRule):
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         limit = float(thresholds["kernel_wait_us"])
-        gaps = _gaps(ctx, _idle(ctx, limit), KERNEL_WAIT)
-        if gaps is None:
-            return []
-        kw = gaps.total
-        share = kw / gaps.width
-        if share < float(thresholds["min_share"]):
-            return []
-        n = int(gaps.on_compute.sum())
-        return [
-            self.finding(
-                ctx,
-                f"compute stream {gaps.stream}: {count_of(n, 'gap')} under {limit:.0f} µs between queued kernels "
-                f"add up to {share:.1%} of the {gaps.of}",
-                time_lost_us=kw,
-                share=share,
-                share_of=gpu_share_of(ctx),
-                counts={"gaps": n, "mean_gap_us": kw / max(n, 1)},
-                examples=gaps.examples(ctx, "kernel_wait gap", notes=False),
+        out = []
+        for gaps in _gaps(ctx, _idle(ctx, limit), KERNEL_WAIT):
+            kw = gaps.total
+            share = kw / gaps.width
+            if share < float(thresholds["min_share"]):
+                continue
+            n = int(gaps.on_compute.sum())
+            out.append(
+                self.finding(
+                    ctx,
+                    f"{gaps.label}: {count_of(n, 'gap')} under {limit:.0f} µs between queued kernels "
+                    f"add up to {share:.1%} of the {gaps.of}",
+                    time_lost_us=kw,
+                    share=share,
+                    share_of=gpu_share_of(ctx),
+                    counts={"gaps": n, "mean_gap_us": kw / max(n, 1)},
+                    examples=gaps.examples(ctx, "kernel_wait gap", notes=False),
+                )
             )
-        ]
+        return out

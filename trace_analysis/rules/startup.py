@@ -23,6 +23,11 @@ four steady-state traces (negative_queue, ns_resolution, nccl_parser_config, tra
 the later ones cost (page mapping and pinning, not initialisation). Later ``cudaFree`` calls are left out too,
 although a second library's ``cudaFree(0)`` is one (simple_add: 2.81 s, cuDNN's second sub-library): in a trace
 they cannot be told from real frees, so the measure is a lower bound.
+
+Several GPUs in one process: each device has its own context and loads its own modules, so a kernel's first
+launch *on each device* is start-up (the second device's first launch of a kernel the first already ran loads the
+module again), and each device's context is created by its own first calls: with n devices in the trace the first
+n calls of an ``INIT_CALLS`` name can be start-up (runtime calls carry no device; the 1 ms floor still applies).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analyses.arrays import flatnonzero, unique_inverse
+from ..analyses.gpu import device_of
 from ..analyses.intervals import coverage_within, merge
 from ..analyses.launch import LaunchStats, launch_stats
 from ..model import Cat
@@ -111,7 +117,12 @@ def _first_kernel_launches(ctx: RuleContext, st: LaunchStats) -> np.ndarray:
     if not n:
         return out
     order = ev.ts[st.runtime_row].argsort(kind="stable")
-    _, inv = unique_inverse(ev.name[st.gpu_row[order]])
+    key = ev.name[st.gpu_row[order]].astype(np.int64)
+    device = device_of(ev.take(st.gpu_row[order]))
+    if len(device) and (device != device[0]).any():
+        # per (device, name): each device's context loads the kernel's module at its own first launch
+        key = key + (device - int(device.min())) * (int(key.max()) + 2)
+    _, inv = unique_inverse(key)
     by_name = inv.argsort(kind="stable")  # per name, its launches in call order
     grouped = inv[by_name]
     head = np.ones(n, dtype=bool)
@@ -174,10 +185,12 @@ def startup_calls(ctx: RuleContext) -> StartupCalls:
             return StartupCalls(np.empty(0, np.int64), empty, empty)
         init = flatnonzero(long_call & ctx.names_in(rt, INIT_CALLS))
         if init.shape[0]:
-            # a long call counts when it is the first of its name (rows are sorted by ts): one pass per name, a handful
+            # a long call counts when it is among the first k of its name, k = the devices in the trace (one
+            # context each; rows are sorted by ts): one pass per name, a handful
             name = rt.name
-            first_of = {n: int((name == n).argmax()) for n in set(name[init].tolist())}
-            first = [i for i in init.tolist() if first_of[int(name[i])] == i]
+            k = max(len(ctx.device_busy), 1)
+            first_of = {n: set(flatnonzero(name == n)[:k].tolist()) for n in set(name[init].tolist())}
+            first = [i for i in init.tolist() if i in first_of[int(name[i])]]
             rows.append(rt.index[np.asarray(first, dtype=np.int64)])
         st = launch_stats(ctx.trace, include_last_step=whole_window_scope(ctx))
         long_launch = st.cpu_duration >= STARTUP_MIN_CALL_US

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..analyses.arrays import distinct, flatnonzero, member
+from ..analyses.gpu import device_groups
 from ..analyses.intervals import merge, union_length
 from ..model import Events
 from ..units import fmt_bytes, fmt_us
@@ -90,8 +91,7 @@ class SyncCalls(BaseRule):
         }
         basis, after = None, 0.0
         if ctx.has_gpu:
-            g = ctx.gpu_activity
-            after, caused = _gpu_idle_of_syncs(g, host_s, host_e, hi)
+            after, caused = _gpu_idle_per_device(ctx, host_s, host_e, hi)
             counts["gpu_idle_after_sync_us"] = after
             counts["gpu_idle_caused_us"] = caused
             lost = caused
@@ -140,6 +140,20 @@ SYNC_COST_BASIS = (
     "GPU idle the syncs cause: from the later of a sync's start and the end of the GPU work begun before it "
     "returned, to the next GPU work after it, at most the host time the syncs blocked"
 )
+
+
+def _gpu_idle_per_device(ctx: RuleContext, host_s: np.ndarray, host_e: np.ndarray, hi: float) -> tuple[float, float]:
+    """``_gpu_idle_of_syncs`` of each GPU device, and their mean (as the temporal breakdown's figures): a sync
+    drains the GPUs it waits for while the others may keep running, and a GPU's idle is its own."""
+    g = ctx.gpu_activity
+    groups = device_groups(ctx.gpu_device_of(g))
+    if len(groups) <= 1:
+        return _gpu_idle_of_syncs(g, host_s, host_e, hi)
+    after = caused = 0.0
+    for _, sel in groups:
+        a, c = _gpu_idle_of_syncs(g.take(sel), host_s, host_e, hi)
+        after, caused = after + a, caused + c
+    return after / len(groups), caused / len(groups)
 
 
 def _gpu_idle_of_syncs(g: Events, host_s: np.ndarray, host_e: np.ndarray, hi: float) -> tuple[float, float]:
