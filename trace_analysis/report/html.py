@@ -5,10 +5,11 @@ Plots: GPU time breakdown bars per rank, per-rank step times, GPU-utilization ti
 
 from __future__ import annotations
 
+from dataclasses import replace
 from html import escape
 
 from ..units import clip_name, fmt_count, fmt_ts, fmt_us
-from .model import RankSummary, Report, TableRow
+from .model import Breakdown, DeviceBreakdown, RankSummary, Report, TableRow
 from .phrases import cost_text, example_at, overlap_note
 
 __all__ = ["render_html"]
@@ -33,16 +34,33 @@ svg text{font-size:11px;fill:#424242}
 """
 
 
+def _device_fields(d: DeviceBreakdown) -> dict[str, float]:
+    return {
+        "idle_us": d.idle_us,
+        "compute_us": d.compute_us,
+        "non_compute_us": d.non_compute_us,
+        "communication_us": d.communication_us,
+        "memory_us": d.memory_us,
+        "exposed_communication_us": d.exposed_communication_us,
+    }
+
+
 def _bar_breakdown(ranks: list[RankSummary]) -> str:
-    gpu = [r for r in ranks if r.breakdown]
-    if not gpu:
+    rows: list[tuple[str, Breakdown]] = []
+    for r in ranks:
+        if r.breakdown is None:
+            continue
+        rows.append((f"rank {r.rank}", r.breakdown))
+        # a rank driving several GPUs: its bar is their mean, one more bar per GPU over the same span
+        rows += [
+            (f"  GPU {d.device}", replace(r.breakdown, devices=(), **_device_fields(d))) for d in r.breakdown.devices
+        ]
+    if not rows:
         return "<p class=muted>No GPU activity: no GPU breakdown.</p>"
     w, row_h, left = 760, 26, 70
-    h = row_h * len(gpu) + 40
+    h = row_h * len(rows) + 40
     parts = [f'<svg width="{w}" height="{h}" role="img" aria-label="GPU time breakdown">']
-    for i, r in enumerate(gpu):
-        b = r.breakdown
-        assert b is not None
+    for i, (name, b) in enumerate(rows):
         # communication under compute is compute time already: the bar shows the rest (segments add up to the
         # span; with the whole communication time they ran past it when the two overlap)
         comm = min(b.exposed_communication_us, b.non_compute_us)
@@ -53,7 +71,7 @@ def _bar_breakdown(ranks: list[RankSummary]) -> str:
             ("idle", b.idle_us),
         ]
         x, y = float(left), 10 + i * row_h
-        parts.append(f'<text x="0" y="{y + 15}">rank {r.rank}</text>')
+        parts.append(f'<text x="0" y="{y + 15}">{escape(name)}</text>')
         for label, v in segs:
             seg_w = (w - left - 10) * b.share(v)
             if seg_w <= 0:
@@ -63,7 +81,7 @@ def _bar_breakdown(ranks: list[RankSummary]) -> str:
                 f"<title>{escape(label)}: {fmt_us(v)} ({100 * b.share(v):.1f}%)</title></rect>"
             )
             x += seg_w
-    y = 10 + len(gpu) * row_h + 12
+    y = 10 + len(rows) * row_h + 12
     x = left
     for label, color in _COLORS.items():
         parts.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{color}"/>')

@@ -16,6 +16,7 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "Breakdown",
+    "DeviceBreakdown",
     "LoadProblem",
     "RankSummary",
     "Report",
@@ -28,9 +29,42 @@ SCHEMA = "dyno.trace_analysis.report"
 SCHEMA_VERSION = 1
 
 
+_SHARES = ("idle", "compute", "non_compute", "communication", "memory", "exposed_communication")
+
+
+@dataclass(frozen=True)
+class DeviceBreakdown:
+    """One GPU of a rank that drives several: its time over the rank's GPU span, µs (``Breakdown.devices``)."""
+
+    device: int
+    idle_us: float
+    compute_us: float
+    non_compute_us: float
+    communication_us: float
+    memory_us: float
+    exposed_communication_us: float = 0.0
+
+    def to_dict(self, span_us: float) -> dict[str, float | int]:
+        d: dict[str, float] = {
+            "idle_us": self.idle_us,
+            "compute_us": self.compute_us,
+            "non_compute_us": self.non_compute_us,
+            "communication_us": self.communication_us,
+            "memory_us": self.memory_us,
+            "exposed_communication_us": self.exposed_communication_us,
+        }
+        out: dict[str, float | int] = {"device": self.device, **d}
+        for k in _SHARES:
+            out[f"{k}_pct"] = 100.0 * d[f"{k}_us"] / span_us if span_us > 0 else 0.0
+        return out
+
+
 @dataclass(frozen=True)
 class Breakdown:
-    """GPU time over the GPU span (first to last GPU activity), µs. ``busy = compute + non_compute``."""
+    """GPU time over the GPU span (first to last GPU activity), µs. ``busy = compute + non_compute``.
+
+    A rank driving several GPUs: each device over that span in ``devices`` (ascending), and the figures here are
+    their mean (one GPU busy while the other idles is 50% idle, not 0%); ``devices`` is empty with one GPU."""
 
     span_us: float
     idle_us: float
@@ -42,11 +76,12 @@ class Breakdown:
     # HTA's comm/comp overlap: the share of communication time under computation kernels; None without
     # communication (HTA: NaN). The exposed-comm finding's "overlap" is over its window, not this span.
     comm_overlap_share: float | None = None
+    devices: tuple[DeviceBreakdown, ...] = ()
 
     def share(self, v: float) -> float:
         return v / self.span_us if self.span_us > 0 else 0.0
 
-    def to_dict(self) -> dict[str, float | None]:
+    def to_dict(self) -> dict[str, object]:
         d = {
             "span_us": self.span_us,
             "idle_us": self.idle_us,
@@ -56,10 +91,12 @@ class Breakdown:
             "memory_us": self.memory_us,
             "exposed_communication_us": self.exposed_communication_us,
         }
-        out: dict[str, float | None] = dict(d)
-        for k in ("idle", "compute", "non_compute", "communication", "memory", "exposed_communication"):
+        out: dict[str, object] = dict(d)
+        for k in _SHARES:
             out[f"{k}_pct"] = 100.0 * self.share(d[f"{k}_us"])
         out["comm_overlap_pct"] = None if self.comm_overlap_share is None else 100.0 * self.comm_overlap_share
+        if self.devices:  # only for a rank with several GPUs: one-GPU reports keep their keys
+            out["devices"] = [dv.to_dict(self.span_us) for dv in self.devices]
         return out
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from ..analyses.cpu_ops import cpu_op_summary
 from ..analyses.kernels import kernel_breakdown
-from ..analyses.overlap import comm_comp_overlap
+from ..analyses.overlap import CommCompOverlap, comm_comp_overlap
 from ..analyses.steps import step_timings
-from ..analyses.temporal import temporal_breakdown
+from ..analyses.temporal import TemporalBreakdown, temporal_breakdown
 from ..rules.context import RuleContext
 from ..rules.gpu_util import utilization_timeline
-from .model import Breakdown, RankSummary, StepStats, TableRow, Timeline
+from .model import Breakdown, DeviceBreakdown, RankSummary, StepStats, TableRow, Timeline
 
 __all__ = ["summarize_rank"]
 
@@ -34,6 +34,23 @@ def _steps(ctx: RuleContext) -> StepStats | None:
     )
 
 
+def _devices(tb: TemporalBreakdown, overlap: CommCompOverlap) -> tuple[DeviceBreakdown, ...]:
+    """Each GPU of a rank that drives several (the breakdown's figures are their mean)."""
+    exposed = {o.device: o.communication_us - o.overlap_us for o in overlap.devices}
+    return tuple(
+        DeviceBreakdown(
+            device=d.device,
+            idle_us=d.idle_us,
+            compute_us=d.compute_us,
+            non_compute_us=d.non_compute_us,
+            communication_us=d.communication_us,
+            memory_us=d.memory_us,
+            exposed_communication_us=exposed.get(d.device, 0.0),
+        )
+        for d in tb.devices
+    )
+
+
 def summarize_rank(ctx: RuleContext) -> RankSummary:
     trace = ctx.trace
     lo, hi = ctx.span
@@ -53,6 +70,7 @@ def summarize_rank(ctx: RuleContext) -> RankSummary:
             memory_us=tb.memory_us,
             exposed_communication_us=overlap.exposed_communication_us,
             comm_overlap_share=overlap.overlap_share,
+            devices=_devices(tb, overlap) if tb.n_devices > 1 else (),
         )
         kb = kernel_breakdown(trace, top_n=TOP_N)
         top_kernels = tuple(

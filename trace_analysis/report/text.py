@@ -42,10 +42,17 @@ def _summary(r: RankSummary) -> list[str]:
     if r.breakdown:
         b = r.breakdown
         lines.append(
-            f"  GPU ({fmt_us(b.span_us)} span): idle {_pct(b.share(b.idle_us))}  compute {_pct(b.share(b.compute_us))}"
+            f"  GPU ({fmt_us(b.span_us)} span{f', mean of {len(b.devices)} GPUs' if b.devices else ''}): "
+            f"idle {_pct(b.share(b.idle_us))}  compute {_pct(b.share(b.compute_us))}"
             f"  non-compute {_pct(b.share(b.non_compute_us))};  communication kernels "
             f"{_pct(b.share(b.communication_us))}{_overlap(b)}, memory {_pct(b.share(b.memory_us))}"
         )
+        for d in b.devices:  # a rank driving several GPUs: each one over the same span
+            lines.append(
+                f"    GPU {d.device}: idle {_pct(b.share(d.idle_us))}  compute {_pct(b.share(d.compute_us))}  "
+                f"non-compute {_pct(b.share(d.non_compute_us))};  communication kernels "
+                f"{_pct(b.share(d.communication_us))}, memory {_pct(b.share(d.memory_us))}"
+            )
     else:
         lines.append("  CPU-only trace (no GPU activity): GPU rules not applicable")
     return lines

@@ -188,9 +188,14 @@ def compute_streams(ctx: RuleContext) -> dict[int, int]:
 
 
 def busiest_stream(ctx: RuleContext) -> int | None:
-    """The compute stream (``compute_streams``) of the first device, the only one of a one-GPU trace."""
-    streams = compute_streams(ctx)
-    return next(iter(streams.values())) if streams else None
+    """The compute stream (``compute_streams``) of the first device, the only one of a one-GPU trace (cached)."""
+
+    def compute() -> int | None:
+        streams = compute_streams(ctx)
+        return next(iter(streams.values())) if streams else None
+
+    got: int | None = ctx.trace.cached(("rules.busiest_stream",), compute)
+    return got
 
 
 def whole_window_scope(ctx: RuleContext) -> bool:

@@ -151,7 +151,7 @@ def _gpu_idle_per_device(ctx: RuleContext, host_s: np.ndarray, host_e: np.ndarra
         return _gpu_idle_of_syncs(g, host_s, host_e, hi)
     after = caused = 0.0
     for _, sel in groups:
-        a, c = _gpu_idle_of_syncs(g.take(sel), host_s, host_e, hi)
+        a, c = _gpu_idle_of_syncs(g if sel is None else g.take(sel), host_s, host_e, hi)
         after, caused = after + a, caused + c
     return after / len(groups), caused / len(groups)
 
