@@ -198,3 +198,23 @@ def test_exposed_comm_beside_another_devices_compute(tmp_path):
 
 def test_exposed_comm_hidden_on_its_device(tmp_path):
     assert _findings(tmp_path, _comm_beside(0), ["exposed-comm"]) == []
+
+
+# ---- gpu-starvation: a GPU idle before its first (after its last) work while another GPU works -----------------
+def _late_start(start_us: float) -> MultiGpuTraceBuilder:
+    """GPU 0 busy over [1000, 801000]; GPU 1 busy over [start_us, 801000] (a pipeline stage waiting to start)."""
+    b = MultiGpuTraceBuilder()
+    b.busy_on(0, 1000.0, 800, k_dur=1000.0)
+    b.busy_on(1, start_us, int((801000.0 - start_us) // 1000), k_dur=1000.0)
+    return b
+
+
+def test_gpu_starvation_leading_idle_of_a_late_gpu(tmp_path):
+    (f,) = _findings(tmp_path, _late_start(601000.0), ["gpu-starvation"])
+    assert f.title.startswith("GPU 1 idle 1 time for more than 500.0 ms")
+    assert f.evidence.counts["longest_gap_us"] == pytest.approx(600000.0)
+    assert f.evidence.examples[0].ts_us == pytest.approx(1000.0)
+
+
+def test_gpu_starvation_short_leading_idle_no_finding(tmp_path):
+    assert _findings(tmp_path, _late_start(101000.0), ["gpu-starvation"]) == []

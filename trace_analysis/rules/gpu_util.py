@@ -153,7 +153,14 @@ class GpuStarvation(GpuRule):
         min_gap = float(thresholds["min_gap_us"])
         lo, hi = ctx.window
         out = []
-        for d, (s, e, _, _) in ctx.device_busy.items():
+        busy = ctx.device_busy
+        span = ctx.gpu_span
+        for d, (s, e, _, _) in busy.items():
+            if len(busy) > 1 and span is not None:
+                # several GPUs: a device also idles from the rank's first GPU activity to its own first, and from
+                # its own last to the rank's last (the utilization timeline's span; with one GPU both are empty)
+                s = np.concatenate(([span[0]], s, [span[1]]))
+                e = np.concatenate(([span[0]], e, [span[1]]))
             # the part of each gap inside the window: idle time after the last step (a checkpoint, the profiler
             # flushing) is not the loop's cost, and a share of the window cannot exceed it
             gap_start = np.maximum(e[:-1], lo)
