@@ -66,10 +66,12 @@ LAUNCH_NAMES = frozenset(
 
 
 def device_of(events: Events) -> np.ndarray:
-    """Device of GPU rows (int64): args["device"], else the pid (Kineto writes the device index there)."""
+    """Device of GPU rows: args["device"], else the pid (Kineto writes the device index there). The model's int16
+    column as it is when every row has the arg (the usual case: 2 bytes a row, kept by the cached analyses), else
+    int64."""
     dev = events.device
-    if len(dev) and (dev >= 0).all():
-        return dev.astype(np.int64)
+    if (dev >= 0).all():
+        return dev
     return np.where(dev >= 0, dev, events.pid).astype(np.int64)
 
 
@@ -270,7 +272,6 @@ def _gpu_scope(trace: Trace, include_last_step: bool, rounding: bool) -> GpuScop
     l_end = np.full(len(rows), np.nan)
     l_ts[has], l_end[has] = _times(trace, launch[has], rounding)
     device = device_of(rows)
-    readonly(device)
     return GpuScope(
         rows=rows,
         activity=rows.take(act_mask),

@@ -118,7 +118,7 @@ def _first_kernel_launches(ctx: RuleContext, st: LaunchStats) -> np.ndarray:
         return out
     order = ev.ts[st.runtime_row].argsort(kind="stable")
     key = ev.name[st.gpu_row[order]].astype(np.int64)
-    device = device_of(ev.take(st.gpu_row[order]))
+    device = device_of(ev.take(st.gpu_row[order])).astype(np.int64)
     if len(device) and (device != device[0]).any():
         # per (device, name): each device's context loads the kernel's module at its own first launch
         key = key + (device - int(device.min())) * (int(key.max()) + 2)
