@@ -3,10 +3,11 @@
 Kineto's Chrome trace (libkineto ``ChromeTraceLogger::handleActivity``) writes every GPU activity with
 ``"pid"`` = the device index and ``"tid"`` = the resource id, the CUDA stream; the CUPTI metadata in ``args``
 carries ``"device"``, ``"context"``, ``"stream"`` and ``"correlation"``. ``cuda_sync`` rows go on the device of
-their context with the stream (``uint32(-1)`` in ``args.stream`` for a device-wide sync, ``-1`` as tid). CUPTI
-numbers streams per device: the default stream is 7 on every GPU (the shared trace_filter ranks: rank 0 on device
-0 and rank 1 on device 1 both use streams 7, 23, 25, 84, 203), so a process that drives cuda:0 and cuda:1
-(DataParallel, a model split across them, pipeline stages in one process) writes two different stream 7s.
+their context with the stream (``uint32(-1)`` in ``args.stream`` for a device-wide sync, ``-1`` as tid). CUPTI's
+stream ids are unique only within a context (``cuptiGetStreamId``: "a context-unique ID"; PyTorch uses one primary
+context per device), so they repeat across devices (the shared trace_filter ranks: rank 0 on device 0 and rank 1
+on device 1 both use streams 7, 23, 25, 84, 203), and a process that drives cuda:0 and cuda:1 (DataParallel, a
+model split across them, pipeline stages in one process) can write two different stream 7s.
 Runtime calls stay on the host pid/tid (one host thread, or one per device for DataParallel's replicas).
 """
 
@@ -22,7 +23,7 @@ SYNC_STREAM = 4294967295  # args.stream of a device-wide cuda_sync (CUPTI's inva
 
 
 class MultiGpuTraceBuilder(TraceBuilder):
-    """``TraceBuilder`` whose GPU rows say their device (``device=``); every device has its own stream 7."""
+    """``TraceBuilder`` whose GPU rows say their device (``device=``); each device has a stream 7 of its own."""
 
     def __init__(self, devices: tuple[int, ...] = (0, 1), **kwargs: Any) -> None:
         super().__init__(**kwargs)

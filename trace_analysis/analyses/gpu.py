@@ -11,7 +11,8 @@ to 2 µs. dyno keeps exact times by default; the flag reproduces HTA's figures.
 
 Devices: one process can drive several GPUs (DataParallel, a model split across cuda:0 and cuda:1, pipeline
 stages in one process). Kineto writes each GPU row with ``pid`` = device index and ``tid`` = stream id, and
-CUPTI numbers streams per device (every device's default stream is 7), so a stream is the pair (device, stream).
+CUPTI's stream ids are unique only within a context (one per device: two devices can both have a stream 7), so a
+stream is the pair (device, stream).
 ``GpuScope.device`` gives each row's device (``device_of``) and ``device_groups`` the rows of each; the analyses
 compute busy/idle per device and never merge streams of different devices (docs/TRACE_ANALYSIS.md, "Several
 GPUs in one trace"). HTA keys streams by id alone and pools devices.

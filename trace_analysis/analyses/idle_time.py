@@ -6,9 +6,10 @@ kernel_wait when the gap is < ``consecutive_kernel_delay`` µs (launch overhead 
 other. HTA documents the threshold as 30 "ns" but compares it with µs values; dyno states it in µs (same
 figures). The first kernel of a stream has no gap. Gaps can be negative if a stream's kernels overlap in the trace.
 
-A stream is the pair (device, stream id): in a trace of one process driving several GPUs every device has its own
-stream 7 (CUPTI numbers streams per device), and merging them would interleave two devices' kernels into bogus
-(even negative) gaps. HTA groups by stream id alone; with one device the figures are the same.
+A stream is the pair (device, stream id): in a trace of one process driving several GPUs two devices can both have
+a stream 7 (CUPTI's stream ids are unique only within a context, one per device), and merging them would
+interleave two devices' kernels into bogus (even negative) gaps. HTA groups by stream id alone; with one device
+the figures are the same.
 """
 
 from __future__ import annotations

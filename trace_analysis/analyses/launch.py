@@ -8,7 +8,7 @@ Delay outliers: launch_delay > ``launch_delay_cutoff_us``.
 
 Queue length per stream (HTA): +1 at each launch call's start, -1 at its GPU row's start; a step function whose
 maximum says how deep the host ran ahead of the GPU (1024 outstanding launches stall the CPU). A stream is the
-pair (device, stream id): every device of a multi-GPU trace has its own stream 7 (HTA keys by stream id alone).
+pair (device, stream id): two devices of a multi-GPU trace can both have a stream 7 (HTA keys by stream id alone).
 """
 
 from __future__ import annotations

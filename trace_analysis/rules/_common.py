@@ -162,7 +162,7 @@ def gpu_bound(ctx: RuleContext, limit: float) -> GpuBound:
 def compute_streams(ctx: RuleContext) -> dict[int, int]:
     """The compute stream of each GPU device (ascending devices): the stream with the most time in computation
     kernels (HTA's COMPUTATION type), else, when the device has none, its stream with the most GPU time. Streams
-    are per device (every device has its own stream 7). Cached on the trace (host-bound, launch-overhead and
+    are per device (two devices can both have a stream 7). Cached on the trace (host-bound, launch-overhead and
     low-gpu-util ask).
 
     Computation only: in a DDP job the NCCL stream can hold more GPU time than the compute stream (trace_filter:
