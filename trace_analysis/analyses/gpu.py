@@ -34,7 +34,10 @@ __all__ = [
     "GpuScope",
     "device_groups",
     "device_of",
+    "GPU_ROW_CATS",
+    "gpu_row_devices",
     "gpu_scope",
+    "one_device",
     "kernel_types",
     "scope_kernel_types",
     "launch_rows",
@@ -86,6 +89,35 @@ def device_groups(device: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
         return [(first, None)]
     return [(int(d), flatnonzero(device == d)) for d in distinct(device).tolist()]
 
+
+def gpu_row_devices(trace: Trace) -> tuple[np.ndarray, tuple[int, ...]]:
+    """``device_of`` every GPU row (kernels, memcpy, memset, cuda_sync: the table ``gpu_scope`` and the step busy
+    time start from, ``trace.events_of(*GPU_ROW_CATS)``) and the distinct devices, cached: read once per rank, so
+    that a one-GPU trace pays no gather after that (``one_device``)."""
+
+    def compute() -> tuple[np.ndarray, tuple[int, ...]]:
+        device = device_of(trace.events_of(*GPU_ROW_CATS))
+        groups = device_groups(device)
+        if len(groups) == 1:
+            device = one_device(groups[0][0], len(device))
+        return device, tuple(d for d, _ in groups)
+
+    got: tuple[np.ndarray, tuple[int, ...]] = trace.cached("gpu_row_devices", compute)
+    return got
+
+
+def one_device(device: int, n: int) -> np.ndarray:
+    """``n`` rows all on ``device``, as a read-only broadcast view (no memory): the per-row device of a one-GPU
+    trace."""
+    dtype = np.int16 if -32768 <= device < 32768 else np.int64
+    # a zero-stride array over one value (what np.broadcast_to builds, without its Python-level set-up)
+    view = np.ndarray((n,), dtype, np.array([device], dtype), 0, (0,))
+    view.flags.writeable = False
+    return view
+
+
+# the GPU rows every GPU analysis starts from (kernels, copies, memsets and the cuda_sync rows HTA counts)
+GPU_ROW_CATS = (Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.CUDA_SYNC)
 
 _SYNC_STREAM = 4294967295  # cuda_sync rows of device-wide syncs carry uint32(-1) as stream
 
@@ -244,8 +276,12 @@ def _times(trace: Trace, rows: np.ndarray, rounding: bool) -> tuple[np.ndarray, 
 
 
 def _gpu_scope(trace: Trace, include_last_step: bool, rounding: bool) -> GpuScope:
-    rows = trace.events_of(Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.CUDA_SYNC)
-    rows = rows.take(rows.stream != -1)
+    rows = trace.events_of(*GPU_ROW_CATS)
+    with_stream = rows.stream != -1
+    rows = rows.take(with_stream)
+    all_devices, devices = gpu_row_devices(trace)
+    if len(devices) > 1:
+        all_devices = all_devices[with_stream]
     launch = launch_rows(trace, rows)
     steps = profiler_steps(trace)
     ev_ts = np.ceil(trace.events.ts) if rounding and trace.meta.float_timestamps else trace.events.ts
@@ -265,6 +301,8 @@ def _gpu_scope(trace: Trace, include_last_step: bool, rounding: bool) -> GpuScop
             ok[ok] = ev_ts[launch[ok]] < window_end
         rows = rows.take(ok)
         launch = launch[ok]
+        if len(devices) > 1:
+            all_devices = all_devices[ok]
     act_mask = rows.cat != Cat.CUDA_SYNC.value
     readonly(act_mask)
     ts, end = _times(trace, rows.index, rounding)
@@ -272,7 +310,12 @@ def _gpu_scope(trace: Trace, include_last_step: bool, rounding: bool) -> GpuScop
     l_ts = np.full(len(rows), np.nan)
     l_end = np.full(len(rows), np.nan)
     l_ts[has], l_end[has] = _times(trace, launch[has], rounding)
-    device = device_of(rows)
+    if len(devices) > 1:
+        groups = device_groups(all_devices)  # the devices left in the scope
+        device = one_device(groups[0][0], len(rows)) if len(groups) == 1 else all_devices
+    else:  # the usual one-GPU trace: a view, not a column kept per cached scope
+        groups = [(devices[0], None)] if devices and len(rows) else []
+        device = one_device(devices[0] if devices else 0, len(rows))
     return GpuScope(
         rows=rows,
         activity=rows.take(act_mask),
@@ -284,6 +327,6 @@ def _gpu_scope(trace: Trace, include_last_step: bool, rounding: bool) -> GpuScop
         launch_ts=l_ts,
         launch_end=l_end,
         device=device,
-        devices=tuple(d for d, _ in device_groups(device)),
+        devices=tuple(d for d, _ in groups),
         activity_mask=act_mask,
     )

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import readonly
-from dyno.trace_analysis.analyses.gpu import gpu_scope
+from dyno.trace_analysis.analyses.gpu import gpu_scope, one_device
 from dyno.trace_analysis.model import Trace
 
 __all__ = ["StreamIdle", "IdleTimeBreakdown", "idle_time_breakdown", "HOST_WAIT", "KERNEL_WAIT", "OTHER"]
@@ -91,11 +91,17 @@ def _idle_time_breakdown(
 ) -> IdleTimeBreakdown:
     scope = gpu_scope(trace, include_last_step, hta_ns_rounding)
     act = scope.is_activity
-    stream, device = scope.rows.stream[act], scope.device[act]
+    stream = scope.rows.stream[act]
     ts, end, l_ts = scope.ts[act], scope.end[act], scope.launch_ts[act]
     several = len(scope.devices) > 1
-    order = np.lexsort((ts, stream, device)) if several else np.lexsort((ts, stream))
-    stream, device, ts, end, l_ts = stream[order], device[order], ts[order], end[order], l_ts[order]
+    if several:
+        device = scope.device[act]
+        order = np.lexsort((ts, stream, device))
+        device = device[order]
+    else:
+        order = np.lexsort((ts, stream))
+        device = one_device(scope.devices[0] if scope.devices else 0, len(ts))  # not read per row below
+    stream, ts, end, l_ts = stream[order], ts[order], end[order], l_ts[order]
     same = np.zeros(len(ts), dtype=bool)
     same[1:] = stream[1:] == stream[:-1]  # rows that have a previous kernel on the same stream (of the same device)
     if several:
@@ -109,10 +115,13 @@ def _idle_time_breakdown(
         kern = ~host & (gap < consecutive_kernel_delay_us)
     cat = np.where(host, HOST_WAIT, np.where(kern, KERNEL_WAIT, OTHER)).astype(np.int8)
     g = same  # rows with a gap
-    gs, gcat, gstream, gstart, gdevice = gap[g], cat[g], stream[g], prev_end[g], device[g]
+    gs, gcat, gstream, gstart = gap[g], cat[g], stream[g], prev_end[g]
+    gdevice = device[g] if several else device[: len(gs)]
     streams = []
     # sorted by (device,) stream: the first row of each run (= the distinct streams)
-    for s, d in zip(stream[~same].tolist(), device[~same].tolist(), strict=True):
+    firsts = stream[~same].tolist()
+    devs = device[~same].tolist() if several else [scope.devices[0] if scope.devices else 0] * len(firsts)
+    for s, d in zip(firsts, devs, strict=True):
         m = gstream == s
         if several:
             m &= gdevice == d
@@ -129,7 +138,7 @@ def _idle_time_breakdown(
                 device=int(d),
             )
         )
-    readonly(gstart, gs, gcat, gstream, gdevice)
+    readonly(gstart, gs, gcat, gstream)
     return IdleTimeBreakdown(
         rank=trace.rank,
         streams=tuple(streams),

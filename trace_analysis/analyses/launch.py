@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import flatnonzero, readonly
-from dyno.trace_analysis.analyses.gpu import gpu_scope, is_launch_name
+from dyno.trace_analysis.analyses.gpu import gpu_scope, is_launch_name, one_device
 from dyno.trace_analysis.model import Cat, Trace
 
 __all__ = ["LaunchStats", "QueueLength", "launch_stats", "queue_length"]
@@ -159,13 +159,18 @@ def _queue_length(trace: Trace, include_last_step: bool, hta_ns_rounding: bool) 
     has = _launched(trace, include_last_step, hta_ns_rounding)
     n = int(has.sum())
     stream = np.concatenate((scope.rows.stream[has], scope.rows.stream[has]))
-    device = np.concatenate((scope.device[has], scope.device[has]))
     ts = np.concatenate((scope.launch_ts[has], scope.ts[has]))
     delta = np.concatenate((np.ones(n, np.int64), -np.ones(n, np.int64)))
     # by (device,) stream, then time; at equal times the enqueue comes first (it is listed first: stable sort)
     several = len(scope.devices) > 1
-    order = np.lexsort((ts, stream, device)) if several else np.lexsort((ts, stream))
-    stream, device, ts, delta = stream[order], device[order], ts[order], delta[order]
+    if several:
+        device = np.concatenate((scope.device[has], scope.device[has]))
+        order = np.lexsort((ts, stream, device))
+        device = device[order]
+    else:
+        order = np.lexsort((ts, stream))
+        device = one_device(scope.devices[0] if scope.devices else 0, 2 * n)
+    stream, ts, delta = stream[order], ts[order], delta[order]
     length = np.empty(len(delta), dtype=np.int64)
     max_by: dict[int, int] = {}
     max_by_dev: dict[tuple[int, int], int] = {}
@@ -184,7 +189,7 @@ def _queue_length(trace: Trace, include_last_step: bool, hta_ns_rounding: bool) 
             key = (int(device[s]), int(stream[s]))
             max_by_dev[key] = int(p)
             max_by[key[1]] = max(max_by[key[1]], int(p)) if key[1] in max_by else int(p)
-    readonly(stream, ts, length, device)
+    readonly(stream, ts, length)
     return QueueLength(
         rank=trace.rank,
         stream=stream,

@@ -67,7 +67,8 @@ def _comm_comp_overlap(trace: Trace, include_last_step: bool, hta_ns_rounding: b
     comp = kt == KernelType.COMPUTATION.value
     comm = kt == KernelType.COMMUNICATION.value
     devices = []
-    for d, sel in device_groups(scope.device):
+    groups = device_groups(scope.device) if len(scope.devices) > 1 else [(d, None) for d in scope.devices]
+    for d, sel in groups:
         ts, end, d_comm, d_comp = scope.ts, scope.end, comm, comp
         if sel is not None:
             ts, end, d_comm, d_comp = ts[sel], end[sel], comm[sel], comp[sel]

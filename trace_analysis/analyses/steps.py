@@ -13,7 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import median
-from dyno.trace_analysis.analyses.gpu import device_groups, device_of, profiler_steps, step_number
+from dyno.trace_analysis.analyses.gpu import (
+    GPU_ROW_CATS,
+    device_groups,
+    gpu_row_devices,
+    profiler_steps,
+    step_number,
+)
 from dyno.trace_analysis.analyses.intervals import coverage_before, merge
 from dyno.trace_analysis.model import Cat, Trace
 
@@ -100,13 +106,14 @@ def _step_timings(trace: Trace) -> StepStats:
     source, starts, ends, numbers = _windows(trace)
     busy = np.zeros(len(starts))
     # all GPU work (no last-step window: every step gets its GPU time); same cached table as gpu_scope uses
-    gpu = trace.events_of(Cat.KERNEL, Cat.GPU_MEMCPY, Cat.GPU_MEMSET, Cat.CUDA_SYNC)
+    gpu = trace.events_of(*GPU_ROW_CATS)
     work = gpu.cat != Cat.CUDA_SYNC.value
     if len(starts) and work.any():
         # GPU busy inside each window: coverage of the union of GPU work, evaluated at the window bounds; with
         # several devices each device's union, and their mean (one GPU busy while another idles is half busy)
         w_ts, w_end = gpu.ts[work], gpu.end[work]
-        groups = device_groups(device_of(gpu.take(work)))
+        device, devices = gpu_row_devices(trace)
+        groups = device_groups(device[work]) if len(devices) > 1 else [(devices[0], None)]
         for _, sel in groups:
             u_s, u_e = merge(w_ts[sel], w_end[sel]) if sel is not None else merge(w_ts, w_end)
             busy = busy + (coverage_before(u_s, u_e, ends) - coverage_before(u_s, u_e, starts))

@@ -104,9 +104,12 @@ def _temporal_breakdown(
     if not n:
         return TemporalBreakdown(trace.rank, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
     span = float(end.max() - ts.min())
-    groups = device_groups(scope.device if sync_is_busy else scope.device[scope.is_activity])
-    if len(groups) > 1:
-        return _per_device(trace.rank, span, groups, kt, ts, end)
+    device = scope.devices[0]
+    if len(scope.devices) > 1:
+        groups = device_groups(scope.device if sync_is_busy else scope.device[scope.is_activity])
+        if len(groups) > 1:
+            return _per_device(trace.rank, span, groups, kt, ts, end)
+        device = groups[0][0]
     busy = union_length(ts, end)
 
     def typed(code: int) -> float:
@@ -132,7 +135,7 @@ def _temporal_breakdown(
         communication_us=comm,
         memory_us=memory,
         n_gpu_events=n,
-        devices=(DeviceTime(groups[0][0], busy, span - busy, compute, busy - compute, comm, memory, n),),
+        devices=(DeviceTime(device, busy, span - busy, compute, busy - compute, comm, memory, n),),
     )
 
 

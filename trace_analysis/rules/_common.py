@@ -173,13 +173,16 @@ def compute_streams(ctx: RuleContext) -> dict[int, int]:
         if not len(g):
             return {}
         stream = np.where(g.stream >= 0, g.stream, g.tid).astype(np.int64)
-        comp = np.where(kernel_types(ctx.trace, g) == KernelType.COMPUTATION.value, g.dur, 0.0)
+        dur = g.dur  # a sub-table's column: gathered on each read
+        comp = np.where(kernel_types(ctx.trace, g) == KernelType.COMPUTATION.value, dur, 0.0)
         out: dict[int, int] = {}
-        for d, sel in device_groups(device_of(g)):
-            d_stream, weight, dur = (stream, comp, g.dur) if sel is None else (stream[sel], comp[sel], g.dur[sel])
+        devices = list(ctx.device_busy)  # cached: the low-gpu-util and the report's timeline read it
+        groups = device_groups(device_of(g)) if len(devices) > 1 else [(devices[0], None)]
+        for d, sel in groups:
+            d_stream, weight, d_dur = (stream, comp, dur) if sel is None else (stream[sel], comp[sel], dur[sel])
             u, inv = unique_inverse(d_stream)
             if not weight.any():  # only copies / communication: judge the busiest stream of those
-                weight = dur
+                weight = d_dur
             out[d] = int(u[int(np.bincount(inv, weights=weight).argmax())])
         return out
 

@@ -59,9 +59,12 @@ class _Gaps:
 
     def per_stream(self) -> dict[str, float]:
         """The gaps' time per stream of the compute stream's device, by count key suffix ("7", or "gpu1_7")."""
-        mine = self.gap_device == self.device
-        u, inv = unique_inverse(self.gap_stream[mine])
-        times = np.bincount(inv, weights=self.length[mine], minlength=u.shape[0]).tolist()
+        stream, length = self.gap_stream, self.length
+        if self.several:
+            mine = self.gap_device == self.device
+            stream, length = stream[mine], length[mine]
+        u, inv = unique_inverse(stream)
+        times = np.bincount(inv, weights=length, minlength=u.shape[0]).tolist()
         prefix = f"gpu{self.device}_" if self.several else ""
         return {f"{prefix}{s}": t for s, t in zip(u.tolist(), times, strict=True)}
 
@@ -94,9 +97,11 @@ def _gaps(ctx: RuleContext, idle: IdleTimeBreakdown, category: int) -> list[_Gap
     start, end = clip(idle.gap_start[of_cat], idle.gap_start[of_cat] + idle.gap_us[of_cat], lo, hi)
     length = end - start
     inside = length > 0
-    gap_stream, gap_device = idle.gap_stream[of_cat][inside], idle.gap_device[of_cat][inside]
+    gap_stream = idle.gap_stream[of_cat][inside]
     start, length = start[inside], length[inside]
     several = len(streams) > 1
+    # with one device its gaps are all the device's (``_Gaps`` reads the devices only when ``several``)
+    gap_device = idle.gap_device[of_cat][inside] if several else idle.gap_device[:0]
     out = []
     for device, stream in streams.items():
         on = gap_stream == stream

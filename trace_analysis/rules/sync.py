@@ -146,9 +146,9 @@ def _gpu_idle_per_device(ctx: RuleContext, host_s: np.ndarray, host_e: np.ndarra
     """``_gpu_idle_of_syncs`` of each GPU device, and their mean (as the temporal breakdown's figures): a sync
     drains the GPUs it waits for while the others may keep running, and a GPU's idle is its own."""
     g = ctx.gpu_activity
-    groups = device_groups(ctx.gpu_device_of(g))
-    if len(groups) <= 1:
+    if len(ctx.device_busy) <= 1:
         return _gpu_idle_of_syncs(g, host_s, host_e, hi)
+    groups = device_groups(ctx.gpu_device_of(g))
     after = caused = 0.0
     for _, sel in groups:
         a, c = _gpu_idle_of_syncs(g if sel is None else g.take(sel), host_s, host_e, hi)
