@@ -19,6 +19,7 @@ from dyno.trace_analysis.analyses import (
     step_timings,
     temporal_breakdown,
 )
+from dyno.trace_analysis.analyses.gpu import device_of
 from dyno.trace_analysis.loader import load_trace
 from dyno.trace_analysis.model import Trace
 
@@ -148,3 +149,26 @@ def test_step_gpu_busy_one_device(tmp_path):
     b = _pipeline(0)
     b.step(1, 1000.0, 2000.0)
     assert step_timings(_load(tmp_path, b)).steps[0].gpu_util == pytest.approx(1.0)
+
+
+def test_scope_devices_stay_aligned_through_the_step_window(tmp_path):
+    b = _pipeline(1)
+    for i, ts in enumerate((900.0, 1900.0, 2900.0)):
+        b.step(i + 1, ts, 1000.0)
+    b.launch_on(1, "late", 2950.0, 3100.0, 10.0)  # launched in the last step: out of HTA's window
+    b.device_sync(0, 2500.0, 20.0)  # a device-wide cuda_sync row (stream 4294967295) on GPU 0
+    b.events.append({"ph": "X", "cat": "kernel", "name": "no_stream", "pid": 1, "tid": 9, "ts": 1500.0, "dur": 5.0,
+                     "args": {"device": 1}})  # fmt: skip
+    t = _load(tmp_path, b)
+    for last in (False, True):
+        scope = gpu_scope(t, include_last_step=last)
+        assert scope.windowed
+        assert scope.device.tolist() == device_of(scope.rows).tolist()
+        assert scope.devices == (0, 1)
+        assert ("late" in t.names(scope.rows)) is last and "no_stream" not in t.names(scope.rows)
+
+
+def test_scope_one_device_is_a_view(tmp_path):
+    scope = gpu_scope(_load(tmp_path, _pipeline(0)))
+    assert scope.devices == (0,) and scope.device.tolist() == [0] * len(scope.rows)
+    assert scope.device.strides == (0,) and not scope.device.flags.writeable
