@@ -25,9 +25,15 @@ SYNC_STREAM = 4294967295  # args.stream of a device-wide cuda_sync (CUPTI's inva
 class MultiGpuTraceBuilder(TraceBuilder):
     """``TraceBuilder`` whose GPU rows say their device (``device=``); each device has a stream 7 of its own."""
 
-    def __init__(self, devices: tuple[int, ...] = (0, 1), **kwargs: Any) -> None:
+    def __init__(
+        self,
+        devices: tuple[int, ...] = (0, 1),
+        capabilities: dict[int, tuple[int, int]] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.devices = devices
+        self.capabilities = capabilities or {}  # per device, else the builder's ``capability``
 
     def gpu(  # type: ignore[override]
         self,
@@ -150,8 +156,8 @@ class MultiGpuTraceBuilder(TraceBuilder):
                     "id": d,
                     "name": "Fake GPU",
                     "totalGlobalMem": self.total_mem,
-                    "computeMajor": self.capability[0],
-                    "computeMinor": self.capability[1],
+                    "computeMajor": self.capabilities.get(d, self.capability)[0],
+                    "computeMinor": self.capabilities.get(d, self.capability)[1],
                 }
                 for d in self.devices
             ]

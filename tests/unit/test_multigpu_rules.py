@@ -218,3 +218,23 @@ def test_gpu_starvation_leading_idle_of_a_late_gpu(tmp_path):
 
 def test_gpu_starvation_short_leading_idle_no_finding(tmp_path):
     assert _findings(tmp_path, _late_start(101000.0), ["gpu-starvation"]) == []
+
+
+# ---- no-tensor-cores: each GEMM judged on its own GPU's compute capability -------------------------------------
+def _fp32_gemms(caps: dict[int, tuple[int, int]]) -> MultiGpuTraceBuilder:
+    """fp32 SGEMMs (no tensor cores) on GPU 0 and GPU 1 with the given compute capabilities."""
+    b = MultiGpuTraceBuilder(capabilities=caps)
+    b.busy_on(0, 1000.0, 4, name="volta_sgemm_128x64_nn")
+    b.busy_on(1, 1000.0, 6, name="volta_sgemm_128x64_nn")
+    return b
+
+
+def test_no_tensor_cores_only_on_the_gpu_that_has_them(tmp_path):
+    (f,) = _findings(tmp_path, _fp32_gemms({0: (6, 0), 1: (8, 0)}), ["no-tensor-cores"])
+    # GPU 0 (a P100) has no tensor cores: only GPU 1's six GEMMs could have used them
+    assert f.evidence.counts["gemm_kernels"] == 6
+    assert "on GPU 1 (compute capability 8.0)" in f.title
+
+
+def test_no_tensor_cores_none_on_pre_volta_gpus(tmp_path):
+    assert _findings(tmp_path, _fp32_gemms({0: (6, 0), 1: (6, 1)}), ["no-tensor-cores"]) == []

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..analyses.arrays import distinct, flatnonzero
+from ..analyses.arrays import distinct, flatnonzero, member
 from ..analyses.gpu import KernelType, device_groups, gpu_scope, kernel_types, scope_kernel_types
 from ..analyses.intervals import intersection_length, union_length
 from ..model import Events
@@ -207,9 +207,26 @@ class NoTensorCores(GpuRule):
             return []
         found, inferred = _capability(ctx)
         cap = found or (0, 0)
-        if cap[0] + cap[1] / 10 < float(thresholds["min_capability"]):
-            return []
+        min_cap = float(thresholds["min_capability"])
         idx = flatnonzero(gemm)
+        on = ""
+        if len(ctx.device_busy) > 1 and not inferred:
+            # several GPUs, each with its deviceProperties entry: a process can mix generations, and a GEMM counts
+            # where its own GPU has tensor cores
+            dev = ctx.gpu_device_of(k.take(idx))
+            caps = {d: ctx.device_capability(d) or (0, 0) for d in distinct(dev).tolist()}
+            ok = [d for d, c in caps.items() if c[0] + c[1] / 10 >= min_cap]
+            if not ok:
+                return []
+            idx = idx[member(dev, np.asarray(ok, dtype=np.int64))]
+            cap = min(caps[d] for d in ok)
+            mixed = len({caps[d] for d in ok}) > 1
+            on = f"GPU{'s' if len(ok) > 1 else ''} {', '.join(map(str, ok))} (compute capability {'≥' if mixed else ''}"
+            on += f"{cap[0]}.{cap[1]})"
+        elif cap[0] + cap[1] / 10 < min_cap:
+            return []
+        if not on:
+            on = f"a compute-capability {'≥' if inferred else ''}{cap[0]}.{cap[1]} GPU"
         gemm_t = float(k.dur[idx].sum())
         share = ctx.share(gemm_t) or 0.0
         if share < float(thresholds["min_gemm_share"]):
@@ -218,7 +235,7 @@ class NoTensorCores(GpuRule):
             self.finding(
                 ctx,
                 f"{idx.size} GEMM/convolution kernels ({gemm_t / 1000:.1f} ms, {share:.1%} of the window) and none "
-                f"uses tensor cores on a compute-capability {'≥' if inferred else ''}{cap[0]}.{cap[1]} GPU"
+                f"uses tensor cores on {on}"
                 + (" (from kernel names: no deviceProperties in the trace)" if inferred else ""),
                 counts={"gemm_kernels": idx.size, "gemm_us": gemm_t, "gemm_share": share},
                 examples=ctx.longest_examples(k, idx, where="stream"),
