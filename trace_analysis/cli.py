@@ -15,15 +15,27 @@ import io
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 from typing import TextIO
 
 from dyno import exit_codes
 from dyno.numpy_import import import_numpy_single_threaded
 
-__all__ = ["ERROR_SCHEMA", "EXIT_CODES", "add_analyze_arguments", "error_json", "main", "parse_args", "run_analyze"]
+__all__ = [
+    "DESCRIPTION",
+    "ERROR_SCHEMA",
+    "EXIT_CODES",
+    "add_analyze_arguments",
+    "error_json",
+    "main",
+    "parse_args",
+    "run_analyze",
+]
 
 ERROR_SCHEMA = "dyno.trace_analysis.error"  # what --json prints when there is no report
 ERROR_SCHEMA_VERSION = 1
@@ -37,7 +49,7 @@ EXIT_CODES: dict[int, str] = {
     exit_codes.FAILURE: "failure (no trace could be loaded, unknown rule, bad threshold, HTML file not writable or "
     "an input trace)",
     exit_codes.USAGE: "usage (no PATH, a bad option)",
-    exit_codes.INTERRUPTED: "interrupted (Ctrl-C)",
+    exit_codes.INTERRUPTED: "interrupted (Ctrl-C or SIGTERM)",
 }
 EPILOG = (
     exit_codes.describe(EXIT_CODES) + " A file that fails to load is reported on stderr and in the report's errors; "
@@ -61,8 +73,8 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
         action="append",
         metavar="IDS",
         # an exclusion must follow "=": argparse takes a separate word starting with "-" for an option
-        help="comma-separated rule ids to run (ids: --list-rules); a leading - excludes one, written after = "
-        "(--rules=-straggler); default all",
+        help="comma-separated rule ids to run (ids: --list-rules; repeatable); a leading - excludes one, written "
+        "after = (--rules=-straggler); default all",
     )
     parser.add_argument(
         "--threshold",
@@ -180,11 +192,22 @@ def run_analyze(
     return exit_codes.OK
 
 
+def _sigterm_as_interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
     parser = argparse.ArgumentParser(prog="python -m dyno.trace_analysis", description=DESCRIPTION)
     add_analyze_arguments(parser)
     args = parse_args(parser, sys.argv[1:] if argv is None else argv)
+    # SIGTERM (`timeout 60 python -m dyno.trace_analysis ...`) ends it as Ctrl-C does, exit 130, as under dyno-cli,
+    # whose EXIT_CODES these are; only from the main thread with SIGTERM's default action (an embedder's is kept)
+    installed = (
+        threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    )
+    if installed:
+        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         return run_analyze(args, prog=parser.prog)
     except KeyboardInterrupt:  # Ctrl-C during a long load: the shell's code, no traceback (as dyno-cli)
@@ -193,3 +216,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Python flushes stdout again at exit, which would report the closed pipe once more.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return exit_codes.OK
+    finally:
+        if installed:  # main() called in-process (tests, tools) leaves the caller's SIGTERM as it was
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -23,7 +23,7 @@ from dyno.client.format import human_duration, table
 from dyno.exit_codes import describe
 from dyno.v1 import dyno_pb2
 
-__all__ = ["register", "render"]
+__all__ = ["empty_hint", "register", "render"]
 
 _PROTOCOL = {dyno_pb2.PROTOCOL_AGENT: "agent", dyno_pb2.PROTOCOL_KINETO: "kineto"}
 _ROLE = {
@@ -99,6 +99,22 @@ def render(
     )
 
 
+def empty_hint(results: Sequence[HostResult[dyno_pb2.ListProcessesResponse]], job_id: str = "") -> str:
+    """What to try when every answering host listed nothing (said on stderr under the table's one line; "" when
+    some process is listed or no host answered): a new user's trainer that is not there was started without the
+    agent or libkineto's daemon mode, or, with --job-id, registered under another id."""
+    answered = [r for r in results if r.ok and r.value is not None]
+    if not answered or any(r.value.processes for r in answered if r.value is not None):
+        return ""
+    if job_id:
+        return "hint: `dyno-cli ps` without --job-id lists every registered process with its job id"
+    return (
+        "hint: a PyTorch process registers once it has imported torch, when started under `dyno-run` (or calling "
+        "dyno.client.agent.start()) or with KINETO_USE_DAEMON=1; a dynod with a non-default --agent-socket must be "
+        "named with DYNO_AGENT_SOCKET (docs/AGENT.md)"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     with cluster_from_args(args) as cluster:
         results = cluster.list_processes(args.job_id or "")
@@ -116,5 +132,7 @@ def run(args: argparse.Namespace) -> int:
         text = render(results, job_id=args.job_id or "", max_width=width)
         if text:
             print(text)
+        if hint := empty_hint(results, args.job_id or ""):
+            print(f"dyno-cli ps: {hint}", file=sys.stderr)
     print_failures(results)
     return fanout_exit_code(results)
