@@ -13,9 +13,17 @@ from dyno.client.format import table
 if TYPE_CHECKING:
     from dyno.client.cluster import HostResult
 
-__all__ = ["host_entry", "host_table", "print_json", "proto_to_dict"]
+__all__ = ["REGISTER_HINT", "host_entry", "host_table", "print_json", "proto_to_dict"]
 
 T = TypeVar("T")
+
+# What to try when a daemon has no process registered at all (`ps`, `trace`): the usual reason is a trainer started
+# without the agent or libkineto's daemon mode, or looking for another dynod's socket.
+REGISTER_HINT = (
+    "hint: a PyTorch process registers once it has imported torch, when started under `dyno-run` (or calling "
+    "dyno.client.agent.start()) or with KINETO_USE_DAEMON=1; a dynod with a non-default --agent-socket must be "
+    "named with DYNO_AGENT_SOCKET (docs/AGENT.md)"
+)
 
 
 def proto_to_dict(msg: Any) -> dict[str, Any]:

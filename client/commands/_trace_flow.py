@@ -202,8 +202,9 @@ def _remove_if_empty(folder: Path) -> None:
         log.debug("could not remove the empty folder %s: %s", folder, e)
 
 
-def nothing_to_follow(flow: TraceFlow, what: str, code: int) -> int:
-    """No host has anything to follow: each host's reason, then `what`, on stderr; no folder. --json prints the
+def nothing_to_follow(flow: TraceFlow, what: str, code: int, hint: str = "") -> int:
+    """No host has anything to follow: each host's reason, then `what` and `hint` (what to try), on stderr; no
+    folder. --json prints the
     same object as a followed trace (the manifest's keys, `ok`, `exit_code`...; `output_dir` null: nothing was
     written), not a smaller one a tool would have to tell apart (it had no `exit_code` nor `status`)."""
     hosts = flow.ct.snapshot()
@@ -222,6 +223,8 @@ def nothing_to_follow(flow: TraceFlow, what: str, code: int) -> int:
     for h in hosts:  # the daemons' reasons name the jobs that are registered
         say(f"dyno-cli {flow.command}: {h.host}: {h.error}" + (f" ({h.error_type})" if h.error_type else ""))
     say(f"dyno-cli {flow.command}: {what}")
+    if hint:
+        say(f"dyno-cli {flow.command}: {hint}")
     return code
 
 

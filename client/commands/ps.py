@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from dyno.argtypes import job_id as job_id_arg
 from dyno.client.cluster import HostResult
-from dyno.client.commands._common import host_entry, print_json, proto_to_dict
+from dyno.client.commands._common import REGISTER_HINT, host_entry, print_json, proto_to_dict
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
     add_host_arguments,
@@ -108,11 +108,7 @@ def empty_hint(results: Sequence[HostResult[dyno_pb2.ListProcessesResponse]], jo
         return ""
     if job_id:
         return "hint: `dyno-cli ps` without --job-id lists every registered process with its job id"
-    return (
-        "hint: a PyTorch process registers once it has imported torch, when started under `dyno-run` (or calling "
-        "dyno.client.agent.start()) or with KINETO_USE_DAEMON=1; a dynod with a non-default --agent-socket must be "
-        "named with DYNO_AGENT_SOCKET (docs/AGENT.md)"
-    )
+    return REGISTER_HINT
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from dyno.argtypes import INT32_MAX, job_id, number
 from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace
+from dyno.client.commands._common import REGISTER_HINT
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
 from dyno.client.commands._trace_flow import (
     AFTER_WINDOW_S,
@@ -31,6 +33,7 @@ from dyno.client.commands._trace_flow import (
     trace_folder,
 )
 from dyno.client.trace_manifest import write_manifest
+from dyno.client.trace_records import HOST_NO_MATCH, HostRecord
 from dyno.exit_codes import FAILURE, OK, describe
 from dyno.request_limits import (
     JOB_ID_RULE,
@@ -43,7 +46,7 @@ from dyno.trace_ids import new_trace_id
 from dyno.trace_options import profiler_flags
 from dyno.v1 import dyno_pb2
 
-__all__ = ["register", "run"]
+__all__ = ["nothing_registered", "register", "run"]
 
 # libkineto picks requests up on its on-demand poll, every 5 s by default (ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS):
 # a start 6 s ahead lets every kineto process see the request before the start instant (5 s poll + 1 s for the
@@ -228,6 +231,14 @@ def _default_start_delay(cluster: Cluster, job_id: str) -> float:
     return DEFAULT_START_DELAY_S if kineto or not all(r.ok for r in results) else AGENT_START_DELAY_S
 
 
+def nothing_registered(hosts: Sequence[HostRecord]) -> bool:
+    """Whether the hosts that answered StartTrace (and matched nothing) had no process registered at all, of any
+    job: then the job id is not what went wrong, and `dyno-cli ps` would list nothing either. Unreachable hosts
+    are reported on their own."""
+    answered = [h for h in hosts if h.state == HOST_NO_MATCH]
+    return bool(answered) and not any(h.registered_jobs or h.matched_pids or h.busy_pids for h in answered)
+
+
 def run(args: argparse.Namespace) -> int:
     _validate(args)
     hosts = resolve_hosts(args)
@@ -268,7 +279,8 @@ def run(args: argparse.Namespace) -> int:
                 ct.interrupt()
             if not interrupted and not ct.triggered_any:
                 what = f"nothing traced on any of {len(hosts)} host(s)"
-                return nothing_to_follow(flow, what, FAILURE if args.fail_on_no_process else OK)
+                hint = REGISTER_HINT if nothing_registered(ct.snapshot()) else ""
+                return nothing_to_follow(flow, what, FAILURE if args.fail_on_no_process else OK, hint)
             if not interrupted:  # (an interrupted start is recorded once, by flow.run)
                 try:
                     write_manifest(folder, flow.manifest("running"))
