@@ -81,7 +81,8 @@ def add_host_arguments(parser: argparse.ArgumentParser, *, call_timeout_flag: st
         default=[],
         type=nonempty_path,
         metavar="FILE",
-        help="file with one host (or nodelist) per line; '#' starts a comment (repeatable)",
+        help="file with one host (or nodelist) per line, further words ignored (an MPI hostfile's 'node1 slots=8' "
+        "works); '#' starts a comment (repeatable)",
     )
     g.add_argument(
         "--slurm-job",

@@ -56,3 +56,8 @@ def test_analyze_help_says_rules_repeats_and_sigterm_is_130() -> None:
     text = " ".join(_subparser_help("analyze").split())
     assert "--list-rules; repeatable" in text
     assert "SIGTERM" in EXIT_CODES[130] and "130 interrupted (Ctrl-C or SIGTERM)" in text
+
+
+def test_hostfile_help_says_an_mpi_hostfile_works() -> None:
+    text = " ".join(_subparser_help("status").split())
+    assert "further words ignored (an MPI hostfile's 'node1 slots=8' works)" in text
