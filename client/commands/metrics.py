@@ -237,8 +237,8 @@ def run(args: argparse.Namespace) -> int:
     history = [flag for flag, given in (("--limit", args.limit is not None), ("--since-ms", args.since_ms)) if given]
     if history and (args.watch or not args.json):  # they were ignored: `--limit 10` showed one sample
         usage_error(
-            f"{' and '.join(history)} select samples from history for --json without --watch (the tables and --watch "
-            "show the newest sample)"
+            f"{' and '.join(history)} {'select' if len(history) > 1 else 'selects'} samples from history for --json "
+            "without --watch (the tables and --watch show the newest sample)"
         )
     if args.watch:
         return _watch(args)

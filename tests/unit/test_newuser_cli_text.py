@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from dyno.client.cli import build_parser
+from dyno.client.cli import build_parser, main
 from dyno.client.cluster import HostResult
 from dyno.client.commands.ps import empty_hint
 from dyno.client.hosts import Host
@@ -61,3 +61,20 @@ def test_analyze_help_says_rules_repeats_and_sigterm_is_130() -> None:
 def test_hostfile_help_says_an_mpi_hostfile_works() -> None:
     text = " ".join(_subparser_help("status").split())
     assert "further words ignored (an MPI hostfile's 'node1 slots=8' works)" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--limit", "5"], "--limit selects samples"),
+        (["--since-ms", "1"], "--since-ms selects samples"),
+        (["--limit", "5", "--since-ms", "1"], "--limit and --since-ms select samples"),
+    ],
+)
+def test_metrics_history_options_without_json_read_as_a_sentence(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["metrics", "--host", "127.0.0.1:1", *argv])
+    assert e.value.code == 2
+    assert said in capsys.readouterr().err
