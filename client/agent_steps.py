@@ -14,12 +14,18 @@ from typing import Any
 from dyno.client.agent_import_watch import after_import
 from dyno.client.agent_spec import TraceFailed, TraceSpec, now_ms
 
-__all__ = ["IterationPlan", "StepCounter"]
+__all__ = ["IterationPlan", "StepCounter", "NO_STEP_S", "STALL_FACTOR"]
 
 log = logging.getLogger(__name__)
 
 _OPTIMIZER_MODULE = "torch.optim.optimizer"
 _WIND_DOWN_S = 5.0  # how long a new trace waits for an abandoned iteration trace's profiler to stop
+# An iteration trace gives up when no optimizer step comes for this long (a program that steps no torch.optim
+# optimizer, or has stopped stepping it): it used to wait for the daemon's deadline (10 minutes), and dyno-cli for
+# its whole --timeout-s, to fail without saying why. A trainer seen stepping is given STALL_FACTOR times its longest
+# pause between two steps so far, if that is longer (slow steps, gradient accumulation, evaluation phases).
+NO_STEP_S = 30.0
+STALL_FACTOR = 3.0
 
 
 class IterationPlan:
@@ -71,8 +77,12 @@ class StepCounter:
     iteration plan. The hook is registered on the thread that imports torch.optim (or that calls install), never
     from the agent thread: the optimizer iterates the global hook dict while stepping."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.steps = 0
+        self._clock = clock
+        self.installed_at = clock()  # when counting began: the hook's installation
+        self.last_step_at = 0.0  # clock() at the last optimizer step; 0.0 before the first
+        self.longest_gap_s = 0.0  # the longest pause between two steps seen
         self._plan: IterationPlan | None = None
         self._installed = False
         self._lock = threading.Lock()
@@ -96,13 +106,18 @@ class StepCounter:
                     return
                 module.register_optimizer_step_post_hook(self._hook)
                 self._installed = True
+                self.installed_at = self._clock()
         except Exception:
             log.debug("dyno agent: optimizer hook installation failed", exc_info=True)
             return
         log.debug("dyno agent: optimizer step hook installed")
 
     def _hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        # The training thread's hot path: one increment and one attribute read when no trace is running.
+        # The training thread's hot path: a clock read, an increment and a few attribute reads when no trace runs.
+        now = self._clock()
+        if self.steps and now - self.last_step_at > self.longest_gap_s:
+            self.longest_gap_s = now - self.last_step_at
+        self.last_step_at = now
         self.steps += 1
         if self._plan is None:
             return
@@ -123,6 +138,35 @@ class StepCounter:
 
     def set_plan(self, plan: IterationPlan) -> None:
         self._plan = plan
+
+    def now(self) -> float:
+        """The clock stall() measures with (time.monotonic unless a test gives another)."""
+        return self._clock()
+
+    def stall(self, since: float) -> str | None:
+        """Why an iteration trace waiting since clock() `since` should give up now: no optimizer step for NO_STEP_S
+        (or STALL_FACTOR times the longest pause between steps seen, if longer) since `since` or the last step,
+        whichever is later; None while steps may still come. The reason says what to do instead."""
+        now = self._clock()
+        idle_s = now - max(since, self.last_step_at)
+        limit_s = max(NO_STEP_S, STALL_FACTOR * self.longest_gap_s)
+        if idle_s < limit_s:
+            return None
+        advice = (
+            "--iterations counts optimizer.step() calls of torch.optim optimizers (torch's global optimizer step "
+            "post-hook); trace a program that steps none (inference, a hand-written update) with --duration-ms"
+        )
+        if not self.steps:
+            return (
+                f"no optimizer step in {idle_s:.0f} s: this process has not called optimizer.step() since the agent "
+                f"started counting steps {now - self.installed_at:.0f} s ago; {advice}, and one still starting up "
+                "(loading data, compiling) again once it trains"
+            )
+        return (
+            f"no optimizer step for {idle_s:.0f} s (the longest pause between two of its {self.steps} steps so far: "
+            f"{self.longest_gap_s:.1f} s): the program has stopped stepping its optimizer (evaluating, checkpointing, "
+            f"finished, or hung?); {advice}, or trace again when it trains"
+        )
 
     def abandon(self, plan: IterationPlan) -> None:
         """Give up on plan (cancelled or past its deadline). Never started: dropped now. Started: the training

@@ -158,11 +158,17 @@ def _run_iterations(
     plan = IterationPlan(spec, profiler_factory(spec, all_threads=False))
     steps.set_plan(plan)
     deadline = _deadline_ms(spec)
+    since = steps.now()
+    stalled: list[str] = []  # why the wait gave up early: no optimizer step for too long (StepCounter.stall)
 
     def wait(event: threading.Event) -> bool:
         # plan.finished ends the wait for the start too: a profiler that failed to start on the training thread
         # finishes the plan without starting it (this waited for the deadline, up to 10 minutes, to say so).
         while not event.is_set() and not plan.finished.is_set() and not cancel.is_set() and now_ms() < deadline:
+            why = steps.stall(since)
+            if why is not None:
+                stalled.append(why)
+                return False
             event.wait(min(max(deadline - now_ms(), 1) / 1000.0, 0.5))
         return event.is_set()
 
@@ -176,6 +182,9 @@ def _run_iterations(
     if not plan.completed:
         if cancel.is_set():
             raise TraceFailed("cancelled")
+        if stalled:
+            done = f"{plan.steps_seen} of {spec.iterations} step(s) recorded, then " if plan.started.is_set() else ""
+            raise TraceFailed(done + stalled[0])
         if not plan.started.is_set():
             raise TraceFailed("no optimizer step started the trace before the deadline (is the trainer stepping?)")
         raise TraceFailed(f"only {plan.steps_seen} of {spec.iterations} optimizer steps before the deadline")
