@@ -220,15 +220,26 @@ class Agent:
 
     def _session_ended(self) -> None:
         """The Watch stream ended (the daemon restarted or went away): the daemon has marked this process's traces
-        failed (disconnected mid-trace), and a restarted one never knew them. Cancel them: one still waiting (for its
-        start time, or for optimizer steps that may never come) held this process "busy" for new requests up to its
-        deadline (10 minutes; an hour for a distant start time), and none of them could be reported or fetched."""
+        failed (disconnected mid-trace), and a restarted one never knew them. A trace that is recording goes on: its
+        file is written to the path it was given (under the daemon's trace dir) and reported done once the agent has
+        registered again, and the restarted daemon takes it on from that report (dyno.daemon.trace_agents), so what
+        was being recorded can be fetched. The others are cancelled: one still waiting (for its start time, or for
+        optimizer steps that may never come) held this process "busy" for new requests up to its deadline (10
+        minutes; an hour for a distant start time), and none of them could be reported or fetched."""
         with self._lock:
-            cancels = [cancel for cancel in self._traces.values() if not cancel.is_set()]
+            recording = self._recording.trace_id if self._recording is not None else None
+            cancels = [c for tid, c in self._traces.items() if not c.is_set() and tid != recording]
+            keeps = recording is not None and recording in self._traces and not self._traces[recording].is_set()
         for cancel in cancels:
             cancel.set()
         if cancels:
-            log.info("dyno agent: lost the daemon during a trace; the trace is cancelled")
+            log.info("dyno agent: lost the daemon before a trace started recording; the trace is cancelled")
+        if keeps:
+            log.info(
+                "dyno agent: lost the daemon while trace %s records; it goes on, and its file is reported to the "
+                "daemon once it is back",
+                recording,
+            )
 
     def _dispatch(self, command: Any) -> None:
         kind = command.WhichOneof("kind")

@@ -13,6 +13,7 @@ import random
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,12 @@ log = logging.getLogger(__name__)
 _REGISTER_TIMEOUT_S = 3.0
 _REPORT_TIMEOUT_S = 3.0
 _WARN_EVERY_S = 600.0  # the same warning at most this often; debug in between
+# Final reports (done, failed) that found no daemon (it was restarting) are sent again after the next registration:
+# a trace recording across a daemon restart is finished and reported to the restarted daemon. At most this many.
+_MAX_UNSENT = 16
+_FINAL_STATES = ("DONE", "FAILED")
+# Status codes of a report that did not reach a daemon (worth sending again), as opposed to a daemon's answer
+_NOT_DELIVERED = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"})
 
 # Status codes by which a daemon that is up refuses a registration (bad arguments, not allowed).
 # The daemon is there and answered (RESOURCE_EXHAUSTED: its registry caps): say its reason, not "no daemon".
@@ -95,6 +102,7 @@ class DaemonConnection:
         self._stream: Any = None
         self._keepalive_s = 5.0
         self._last_message = time.monotonic()
+        self._unsent: deque[tuple[str, str, str, int, str]] = deque(maxlen=_MAX_UNSENT)  # report()'s arguments
 
     def run(self) -> None:
         backoff = self._min_backoff_s
@@ -134,13 +142,29 @@ class DaemonConnection:
             stream.cancel()
 
     def report(self, trace_id: str, state: str, *, path: str = "", size_bytes: int = 0, error: str = "") -> None:
-        """ReportTrace; a lost report is only logged (the daemon's own timeouts cover it)."""
+        """ReportTrace. A final report (DONE, FAILED) that reached no daemon is kept and sent again after the next
+        registration (a daemon restart mid-trace); any other loss is only logged (the daemon's timeouts cover it)."""
+        if not self._send_report(trace_id, state, path, size_bytes, error) and state in _FINAL_STATES:
+            self._unsent.append((trace_id, state, path, size_bytes, error))
+
+    def _send_unsent(self) -> None:
+        """After a registration: the final reports that found no daemon, oldest first (kept if they fail again)."""
+        while self._unsent:
+            args = self._unsent.popleft()
+            if not self._send_report(*args):
+                self._unsent.appendleft(args)
+                return
+            log.debug("dyno agent: reported %s for trace %s after reconnecting", args[1], args[0])
+
+    def _send_report(self, trace_id: str, state: str, path: str, size_bytes: int, error: str) -> bool:
+        """False when the report reached no daemon (not connected, or the daemon is going or gone)."""
         try:
             from dyno.v1 import agent_pb2, dyno_pb2
 
             stub = self._stub
             if stub is None:
-                raise ConnectionError("not connected")
+                log.debug("dyno agent: cannot report %s for trace %s: not connected", state, trace_id)
+                return False
             stub.ReportTrace(
                 agent_pb2.ReportTraceRequest(
                     pid=self._pid,
@@ -154,6 +178,9 @@ class DaemonConnection:
             )
         except Exception as e:  # noqa: BLE001 - the daemon may be gone; its own timeouts cover a lost report
             log.debug("dyno agent: cannot report %s for trace %s: %s", state, trace_id, e)
+            code = getattr(e, "code", None)
+            return not (callable(code) and code().name in _NOT_DELIVERED)
+        return True
 
     def _connection_failed(self, e: Exception) -> None:
         code = getattr(e, "code", None)
@@ -233,6 +260,7 @@ class DaemonConnection:
                 self.socket_path,
             )
             self.registered.set()
+            self._send_unsent()
             try:
                 for command in stream:
                     self._last_message = time.monotonic()

@@ -1,21 +1,46 @@
 """The dyno agent side of the trace manager: each agent's Watch stream has a command queue; the agent reports its
-trace running, done (believed only when the file is there) or failed."""
+trace running, done (believed only when the file is there) or failed.
+
+A trace that was recording when dynod restarted goes on in the agent, which writes its file to the path it was
+given and reports it done to the restarted daemon once registered again. That daemon never knew the trace (the old
+one wrote no record of an unfinished trace): it takes the trace on from the report (`_adopt`), when the file is where
+the daemon names such a file, in a folder dynod made, owned by the reporting process's user, and writes its record,
+so that GetTrace, FetchTraceFile and `dyno-cli fetch --trace-id` find it like any finished trace.
+"""
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
 import queue
+import stat
 from pathlib import Path
 
+from dyno.daemon import trace_files as tf
+from dyno.daemon import trace_journal as tj
+from dyno.daemon.registry import PROTOCOL_AGENT
 from dyno.daemon.trace_table import ProcTrace, TraceEntry, TraceTable
 from dyno.daemon.trace_types import (
     AgentCommand,
     AgentTraceCommand,
+    ProcessTraceView,
     TraceRequestError,
+    TraceSpec,
     TraceState,
     UnknownTraceError,
 )
+from dyno.trace_ids import is_trace_id
 
-__all__ = ["AgentTraces"]
+__all__ = ["AgentTraces", "ADOPTED_NOTE"]
+
+log = logging.getLogger(__name__)
+
+ADOPTED_NOTE = (
+    "recording when dynod restarted: the agent finished the trace and reported its file to the restarted daemon, "
+    "which does not know the request's options"
+)
+_MAX_ADOPTED = 1024  # ids of traces taken on from a report, kept at most (the oldest go first)
 
 
 class AgentTraces(TraceTable):
@@ -63,9 +88,11 @@ class AgentTraces(TraceTable):
         with self._lock:
             trace = self._traces.get(trace_id)
             pt = trace.procs.get(pid) if trace else None
-            if trace is None or pt is None:
+            if pt is None and state == TraceState.DONE and self._adopt(pid, trace_id, error) is not None:
+                pass  # a trace recording when dynod restarted, finished by the agent: now known, done
+            elif trace is None or pt is None:
                 raise UnknownTraceError(f"no trace {trace_id!r} for pid {pid}")
-            if state == TraceState.RUNNING:
+            elif state == TraceState.RUNNING:
                 if pt.view.state in (TraceState.PENDING, TraceState.DELIVERED):
                     self._set(trace, pt, TraceState.RUNNING)
             elif state == TraceState.DONE:
@@ -81,3 +108,54 @@ class AgentTraces(TraceTable):
             else:
                 raise TraceRequestError("state", f"an agent reports running, done or failed, not {state.value}")
         self._write_records()
+
+    @functools.cached_property
+    def _adopted(self) -> dict[str, None]:
+        return {}  # ids of the traces taken on from an agent's report (ordered: the oldest first)
+
+    def _adopt(self, pid: int, trace_id: str, note: str) -> ProcTrace | None:
+        """Under self._lock: an agent reports done a trace (or its part in one) this daemon does not know: one that
+        was recording when dynod restarted. Take it on, done, when its file checks out (see the module's doc) and
+        queue its record; None (NOT_FOUND for the agent) otherwise. Two processes of one trace are taken on into
+        the same entry."""
+        trace = self._traces.get(trace_id)
+        if trace is not None and (trace_id not in self._adopted or pid in trace.procs):
+            return None  # a trace this daemon started, where pid has no part: not ours to extend
+        rec = self._registry.get(pid)
+        if rec is None or rec.protocol != PROTOCOL_AGENT or not is_trace_id(trace_id):
+            return None
+        folder = self._trace_dir / trace_id
+        if trace is None and os.path.lexists(folder / tj.RECORD_NAME):
+            return None  # a finished trace, recorded (GetTrace loads it): its record is not rewritten from a report
+        path = tf.agent_output(self._trace_dir, trace_id, self._hostname, pid)
+        try:
+            fst, st = os.lstat(folder), os.lstat(path)  # lstat: nothing planted as a symlink is followed
+        except OSError:
+            return None
+        if not (stat.S_ISDIR(fst.st_mode) and tf._made_by_dynod(folder, fst)):
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or (rec.uid >= 0 and st.st_uid != rec.uid):
+            return None
+        now = self._clock_ms()
+        if trace is None:
+            trace = TraceEntry(trace_id, TraceSpec(job_id=rec.job_id, trace_id=trace_id), now)
+            self._traces[trace_id] = trace
+            self._adopted[trace_id] = None
+            while len(self._adopted) > _MAX_ADOPTED:
+                del self._adopted[next(iter(self._adopted))]
+            self._evict_old()
+        view = ProcessTraceView(
+            pid,
+            rec.job_id,
+            rec.rank,
+            PROTOCOL_AGENT,
+            TraceState.DONE,
+            str(path),
+            size_bytes=st.st_size,
+            error="; ".join(n for n in (ADOPTED_NOTE, note) if n),
+            updated_ms=now,
+        )
+        pt = trace.procs[pid] = ProcTrace(view, created_ms=now)
+        log.info("trace %s pid %d: done (%s)", trace_id, pid, ADOPTED_NOTE)
+        self._unrecorded.append(self._view(trace))
+        return pt
