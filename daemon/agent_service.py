@@ -26,6 +26,7 @@ from dyno.daemon.bindcheck import unix_bind_error
 from dyno.daemon.connection_limits import agent_server_options
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, RegistryFullError
 from dyno.daemon.rpc_abort import abort
+from dyno.daemon.trace_agents import GONE_REASON
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_types import (
     AgentCancelCommand,
@@ -42,7 +43,6 @@ __all__ = ["AgentServicer", "AgentServer", "SocketInUseError", "GONE_REASON"]
 
 log = logging.getLogger(__name__)
 
-GONE_REASON = "process exited or disconnected"
 _MAX_TEXT = 4096
 _MAX_ANCESTRY = 64
 

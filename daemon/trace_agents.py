@@ -15,6 +15,7 @@ import logging
 import os
 import queue
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 from dyno.daemon import trace_files as tf
@@ -32,7 +33,7 @@ from dyno.daemon.trace_types import (
 )
 from dyno.trace_ids import is_trace_id
 
-__all__ = ["AgentTraces", "ADOPTED_NOTE"]
+__all__ = ["AgentTraces", "ADOPTED_NOTE", "GONE_REASON", "REVIVED_NOTE"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,12 @@ ADOPTED_NOTE = (
     "recording when dynod restarted: the agent finished the trace and reported its file to the restarted daemon, "
     "which does not know the request's options"
 )
+REVIVED_NOTE = (
+    "the agent's connection to dynod broke while the trace was recording (it was reported failed then); the agent "
+    "finished the trace and reported its file once connected again"
+)
+GONE_REASON = "process exited or disconnected"  # why an agent's registration ends with its Watch stream
+_DISCONNECTED_MID_TRACE = f"{GONE_REASON} mid-trace"  # what the trace manager makes of it for a trace running then
 _MAX_ADOPTED = 1024  # ids of traces taken on from a report, kept at most (the oldest go first)
 
 
@@ -95,6 +102,8 @@ class AgentTraces(TraceTable):
             elif state == TraceState.RUNNING:
                 if pt.view.state in (TraceState.PENDING, TraceState.DELIVERED):
                     self._set(trace, pt, TraceState.RUNNING)
+            elif state == TraceState.DONE and self._revive(trace, pt, error):
+                pass  # failed when its connection broke, finished by the agent all the same
             elif state == TraceState.DONE:
                 try:
                     size = Path(pt.view.path).stat().st_size
@@ -109,6 +118,41 @@ class AgentTraces(TraceTable):
                 raise TraceRequestError("state", f"an agent reports running, done or failed, not {state.value}")
         self._write_records()
 
+    def _agent_file(self, pid: int, path: Path) -> os.stat_result | None:
+        """The stat of an agent's reported file at `path` when it can be believed: a plain file with one link
+        (lstat: a symlink is never followed), owned by the user of the registered agent process `pid`; else None."""
+        rec = self._registry.get(pid)
+        if rec is None or rec.protocol != PROTOCOL_AGENT:
+            return None
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or (rec.uid >= 0 and st.st_uid != rec.uid):
+            return None
+        return st
+
+    def _revive(self, trace: TraceEntry, pt: ProcTrace, note: str) -> bool:
+        """Under self._lock: a DONE report of a trace failed when the agent's stream ended (its connection broke;
+        dynod stayed up), from the agent registered again: the agent kept recording, and its file is there. Done
+        after all, with REVIVED_NOTE; False (the report changes nothing) for any other final state."""
+        if pt.view.state != TraceState.FAILED or pt.view.error != _DISCONNECTED_MID_TRACE:
+            return False
+        st = self._agent_file(pt.view.pid, Path(pt.view.path))
+        if st is None:
+            return False
+        pt.view = replace(
+            pt.view,
+            state=TraceState.DONE,
+            error="; ".join(n for n in (REVIVED_NOTE, note) if n),
+            size_bytes=st.st_size,
+            updated_ms=self._clock_ms(),
+        )
+        log.info("trace %s pid %d: done (%s)", trace.trace_id, pt.view.pid, REVIVED_NOTE)
+        if trace.finished():  # its record said failed
+            self._unrecorded.append(self._view(trace))
+        return True
+
     @functools.cached_property
     def _adopted(self) -> dict[str, None]:
         return {}  # ids of the traces taken on from an agent's report (ordered: the oldest first)
@@ -122,19 +166,20 @@ class AgentTraces(TraceTable):
         if trace is not None and (trace_id not in self._adopted or pid in trace.procs):
             return None  # a trace this daemon started, where pid has no part: not ours to extend
         rec = self._registry.get(pid)
-        if rec is None or rec.protocol != PROTOCOL_AGENT or not is_trace_id(trace_id):
+        if rec is None or not is_trace_id(trace_id):
             return None
         folder = self._trace_dir / trace_id
         if trace is None and os.path.lexists(folder / tj.RECORD_NAME):
             return None  # a finished trace, recorded (GetTrace loads it): its record is not rewritten from a report
-        path = tf.agent_output(self._trace_dir, trace_id, self._hostname, pid)
         try:
-            fst, st = os.lstat(folder), os.lstat(path)  # lstat: nothing planted as a symlink is followed
+            fst = os.lstat(folder)  # lstat: a symlink in its place is not followed
         except OSError:
             return None
         if not (stat.S_ISDIR(fst.st_mode) and tf._made_by_dynod(folder, fst)):
             return None
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or (rec.uid >= 0 and st.st_uid != rec.uid):
+        path = tf.agent_output(self._trace_dir, trace_id, self._hostname, pid)
+        st = self._agent_file(pid, path)
+        if st is None:
             return None
         now = self._clock_ms()
         if trace is None:

@@ -15,7 +15,7 @@ from manual_clock import Clock
 from dyno.daemon import trace_files as tf
 from dyno.daemon import trace_journal as tj
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_agents import ADOPTED_NOTE
+from dyno.daemon.trace_agents import ADOPTED_NOTE, GONE_REASON, REVIVED_NOTE
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_types import TraceSpec, TraceState, UnknownTraceError
 
@@ -117,3 +117,29 @@ def test_a_finished_traces_record_and_a_trace_of_its_own_are_left_alone(tmp_path
         after.agent_report(102, done, TraceState.DONE)
     assert (tm.trace_dir / done / tj.RECORD_NAME).read_bytes() == record
     assert [p.pid for p in after.get(done).processes] == [101]
+
+
+def test_a_trace_failed_when_the_agents_stream_broke_is_done_when_the_agent_reports_its_file(tmp_path: Path) -> None:
+    """dynod stayed up, the agent's stream broke mid-trace (the trace failed), the agent kept recording and
+    registered again: its DONE report makes the trace done after all, with a note, and rewrites its record."""
+    tm = _manager(tmp_path / "traces")
+    reg = tm._registry
+    trace_id = tm.start(TraceSpec(job_id="J", duration_ms=5000, pids=(101,))).trace_id
+    tm.agent_delivered(101, trace_id)
+    tm.agent_report(101, trace_id, TraceState.RUNNING)
+    reg.remove(101, GONE_REASON, session_id="s101")
+    (p,) = tm.get(trace_id).processes
+    assert (p.state, p.error) == (TraceState.FAILED, f"{GONE_REASON} mid-trace")
+    reg.register(ProcessRecord(pid=101, job_id="J", protocol=PROTOCOL_AGENT, session_id="s101b"))
+    path = _write(tm, trace_id, 101)
+    tm.agent_report(101, trace_id, TraceState.DONE, "a note")
+    (p,) = tm.get(trace_id).processes
+    assert (p.state, p.size_bytes, p.error) == (TraceState.DONE, path.stat().st_size, f"{REVIVED_NOTE}; a note")
+    recorded = tj.load_record(tm.trace_dir, trace_id)
+    assert recorded is not None and recorded.processes[0].state == TraceState.DONE
+    # any other failure stays one
+    other = tm.start(TraceSpec(job_id="J", duration_ms=5000, pids=(101,))).trace_id
+    tm.agent_report(101, other, TraceState.FAILED, "cancelled")
+    _write(tm, other, 101)
+    tm.agent_report(101, other, TraceState.DONE)
+    assert tm.get(other).processes[0].state == TraceState.FAILED
