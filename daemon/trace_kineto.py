@@ -24,13 +24,15 @@ log = logging.getLogger(__name__)
 
 V = TypeVar("V")  # a bookkeeping table's values (_put_bounded)
 
-# libkineto refuses a PROFILE_START_TIME already past when its profiler thread checks the config ("Not starting
-# tracing - start timestamp is in the past", on the trainer's stderr) and then traces nothing, while the trace showed
-# running here until its completion deadline (start + duration + 30 s) and refused other requests to the process as
-# busy. That check came ~1.0 s after the config was handed over (measured: delivered at .414, checked at .423 of the
-# next second), so a start closer than this when libkineto picks the config up (it polls every 5 s: with the default
-# --start-delay-s 6 a late poller has ~1 s left) is dropped, and libkineto starts at once instead.
-_KINETO_START_MARGIN_MS = 1500
+# libkineto's profiler thread looks at a handed-over config on its next tick (every 1 s, kControllerIntervalMsecs; the
+# first trace of a process starts that thread, whose first tick comes 1 s later: measured, delivered at .414, checked
+# at .423 of the next second). It refuses a PROFILE_START_TIME already past then ("Not starting tracing - start
+# timestamp is in the past", on the trainer's stderr) and traces nothing; one still ahead it meets to the millisecond
+# (measured: 0-5 ms late). So a start at least this far ahead when libkineto picks the request up is sent as it is;
+# a closer one (libkineto polls every 5 s: with the default --start-delay-s 6 a late poller has ~1 s left) is moved
+# to this far ahead of the pickup, where libkineto starts. Sending no start time instead (what dynod did) made
+# libkineto start ~2.0 s after the pickup (measured: 1.97-2.05 s), later than this, and the note said "before".
+_KINETO_START_MARGIN_MS = 1300
 # libkineto asks for an activity config (type & 2) only while its profiler is idle: a process running the program's
 # own torch.profiler (or any trace) polls without asking, and the request waited here, pending, until dyno-cli gave
 # up (`the process had not picked the request up`). After this many such polls in a row it fails with the reason.
@@ -114,26 +116,27 @@ class KinetoTraces(TraceTable):
 
     def _late_start_config(self, trace: TraceEntry, pid: int, now_ms: int) -> str | None:
         """Under self._lock, at delivery: the config to send instead of the prepared one when the trace's start time
-        is (nearly) past, which libkineto would refuse: the same without a start time (libkineto starts at once),
-        and a note for the done trace. None when the prepared config stands."""
+        is too close (or past) for libkineto to make it: the same with the start moved to _KINETO_START_MARGIN_MS
+        ahead, and a note for the done trace saying how late that is. None when the prepared config stands."""
         start = trace.spec.start_time_ms
         if not start or start - now_ms >= _KINETO_START_MARGIN_MS:
             return None
+        moved = now_ms + _KINETO_START_MARGIN_MS
         try:
-            config = self._config_line(trace, start_time_ms=None)
+            config = self._config_line(trace, start_time_ms=moved)
         except TraceRequestError:
             return None
-        # a start still ahead but too close to make begins that much before the others (not "0.0 s after")
         off_s = abs(now_ms - start) / 1000.0
-        when = f"{off_s:.1f} s {'after' if now_ms >= start else 'before'} the synchronized start time"
+        when = f"{off_s:.1f} s {'after' if now_ms >= start else 'before'} it"
+        late = f"started {(moved - start) / 1000.0:.1f} s after the synchronized start time"
         _put_bounded(
             self._late_start_notes,
             (trace.trace_id, pid),
-            f"started when libkineto picked the request up, {when} (it polls every 5 s and refuses a start time "
-            "already past when it checks it): not aligned with the other processes; use a --start-delay-s longer "
-            "than libkineto's poll interval",
+            f"{late}: libkineto picked the request up {when} (it polls every 5 s, and needs about "
+            f"{_KINETO_START_MARGIN_MS / 1000.0:g} s to start a trace), so not aligned with the other processes; use a "
+            f"--start-delay-s longer than libkineto's poll interval plus {_KINETO_START_MARGIN_MS / 1000.0:g} s",
         )
-        log.info("trace %s pid %d: %s at delivery; libkineto starts at once", trace.trace_id, pid, when)
+        log.debug("trace %s pid %d: picked up %s; libkineto starts at %d", trace.trace_id, pid, when, moved)
         return config
 
     def _kineto_identity(self, poll: KinetoPoll) -> KinetoIdentity:

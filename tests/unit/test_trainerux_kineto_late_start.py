@@ -1,7 +1,7 @@
 """A kineto duration trace whose synchronized start is (nearly) past when libkineto polls for it: libkineto refuses a
 PROFILE_START_TIME already past ("Not starting tracing - start timestamp is in the past" on the trainer's stderr) and
-traces nothing, and the trace waited until its completion deadline. dynod now sends the config without a start
-time (libkineto starts at once) and the done trace carries a note saying it was not aligned."""
+traces nothing, and the trace waited until its completion deadline. dynod now sends the config with the start moved
+to when libkineto can make it (1.3 s after the pickup) and the done trace carries a note saying it was not aligned."""
 
 from __future__ import annotations
 
@@ -45,16 +45,16 @@ def finish(tm, trace_id: str) -> object:
 
 def test_start_already_past_at_pickup_is_dropped_and_noted(tmp_path: Path) -> None:
     tm, trace_id, config = started(tmp_path, start_in_ms=1000, picked_up_after_ms=4000)  # --start-delay-s 1, 5 s poll
-    assert "PROFILE_START_TIME" not in config
+    assert f"PROFILE_START_TIME={tm._clock_ms() + 1300}" in config  # type: ignore[attr-defined]
     assert "ACTIVITIES_DURATION_MSECS=500" in config and "ACTIVITIES_WARMUP_PERIOD_SECS=0" in config
     proc = finish(tm, trace_id)
     assert proc.state == TraceState.DONE
-    assert "3.0 s after the synchronized start time" in proc.error and "--start-delay-s" in proc.error
+    assert "started 4.3 s after the synchronized start time" in proc.error and "--start-delay-s" in proc.error
 
 
-def test_start_just_ahead_at_pickup_is_dropped_too(tmp_path: Path) -> None:
-    _, _, config = started(tmp_path, start_in_ms=6000, picked_up_after_ms=5500)  # 0.5 s left: too close to make
-    assert "PROFILE_START_TIME" not in config
+def test_start_just_ahead_at_pickup_is_moved_too(tmp_path: Path) -> None:
+    tm, _, config = started(tmp_path, start_in_ms=6000, picked_up_after_ms=5500)  # 0.5 s left: too close to make
+    assert f"PROFILE_START_TIME={tm._clock_ms() + 1300}" in config  # type: ignore[attr-defined]
 
 
 def test_start_well_ahead_is_kept_and_the_trace_has_no_note(tmp_path: Path) -> None:
