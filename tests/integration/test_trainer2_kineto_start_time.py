@@ -55,8 +55,8 @@ def _check(kd) -> None:  # type: ignore[no-untyped-def]
     kd.start_trainer("agent_trainer.py", "--seconds", "120", job=job, ready=lambda line: line.startswith("step"))
     kd.registered(job, 1)
     with DynoClient(kd.daemon.target, timeout_s=5) as c:
-        # 3 s ahead, polled within 1 s: made on time, no note
-        kept, start_ms = _trace(c, job, 3.0)
+        # 4 s ahead, polled within 1 s: made on time, no note
+        kept, start_ms = _trace(c, job, 4.0)
         assert kept.error == ""
         assert _window_start_ms(Path(kept.path)) >= start_ms - 1
         # 0.2 s ahead: too close (or already past) at the pickup; libkineto starts when dynod moved the start to
@@ -66,5 +66,7 @@ def _check(kd) -> None:  # type: ignore[no-untyped-def]
         )
         assert m is not None, moved.error
         assert "--start-delay-s" in moved.error
-        assert _window_start_ms(Path(moved.path)) >= start_ms + float(m.group(1)) * 1000 - 60  # the note's 0.1 s
+        assert (
+            _window_start_ms(Path(moved.path)) >= start_ms + float(m.group(1)) * 1000 - 100
+        )  # the note rounds to 0.1 s
         json.loads(Path(moved.path).read_text())  # a complete trace
