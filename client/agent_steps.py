@@ -14,17 +14,20 @@ from typing import Any
 from dyno.client.agent_import_watch import after_import
 from dyno.client.agent_spec import TraceFailed, TraceSpec, now_ms
 
-__all__ = ["IterationPlan", "StepCounter", "NO_STEP_S", "STALL_FACTOR"]
+__all__ = ["IterationPlan", "StepCounter", "NO_STEP_S", "STALL_FACTOR", "STARTUP_S"]
 
 log = logging.getLogger(__name__)
 
 _OPTIMIZER_MODULE = "torch.optim.optimizer"
 _WIND_DOWN_S = 5.0  # how long a new trace waits for an abandoned iteration trace's profiler to stop
-# An iteration trace gives up when no optimizer step comes for this long (a program that steps no torch.optim
-# optimizer, or has stopped stepping it): it used to wait for the daemon's deadline (10 minutes), and dyno-cli for
-# its whole --timeout-s, to fail without saying why. A trainer seen stepping is given STALL_FACTOR times its longest
-# pause between two steps so far, if that is longer (slow steps, gradient accumulation, evaluation phases).
+# An iteration trace of a process that has never stepped a torch.optim optimizer (an inference loop, a hand-written
+# update) gives up after NO_STEP_S without one, instead of waiting for its deadline (dynod's 10 minutes, dyno-cli's
+# whole --timeout-s) to fail without saying why. A young process (counting steps for less than STARTUP_S) may still
+# be loading data or compiling, and one that has stepped before may be evaluating or checkpointing between steps:
+# both wait for the deadline, whose failure then says how long the process has not stepped (idle_reason).
+# STALL_FACTOR: a pause this many times the longest seen between two steps counts as "stopped stepping".
 NO_STEP_S = 30.0
+STARTUP_S = 300.0
 STALL_FACTOR = 3.0
 
 
@@ -144,14 +147,22 @@ class StepCounter:
         return self._clock()
 
     def stall(self, since: float) -> str | None:
-        """Why an iteration trace waiting since clock() `since` should give up now: no optimizer step for NO_STEP_S
-        (or STALL_FACTOR times the longest pause between steps seen, if longer) since `since` or the last step,
-        whichever is later; None while steps may still come. The reason says what to do instead."""
+        """Why an iteration trace waiting since clock() `since` should give up before its deadline, or None. Only a
+        process that has never stepped gives up early: no optimizer step in NO_STEP_S since the request, after
+        counting steps for at least STARTUP_S (a younger one may still be starting up). The reason says what to do."""
+        now = self._clock()
+        if self.steps or now - since < NO_STEP_S or now - self.installed_at < STARTUP_S:
+            return None
+        return self.idle_reason(since)
+
+    def idle_reason(self, since: float) -> str:
+        """How long the process has gone without an optimizer step since clock() `since` or its last step, when
+        that is unusually long (NO_STEP_S, or STALL_FACTOR times its longest pause between steps if longer), with
+        what to do; "" while it steps as usual (a trace that ran out of time on slow steps)."""
         now = self._clock()
         idle_s = now - max(since, self.last_step_at)
-        limit_s = max(NO_STEP_S, STALL_FACTOR * self.longest_gap_s)
-        if idle_s < limit_s:
-            return None
+        if idle_s < max(NO_STEP_S, STALL_FACTOR * self.longest_gap_s):
+            return ""
         advice = (
             "--iterations counts optimizer.step() calls of torch.optim optimizers (torch's global optimizer step "
             "post-hook); trace a program that steps none (inference, a hand-written update) with --duration-ms"

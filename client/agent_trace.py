@@ -159,7 +159,7 @@ def _run_iterations(
     steps.set_plan(plan)
     deadline = _deadline_ms(spec)
     since = steps.now()
-    stalled: list[str] = []  # why the wait gave up early: no optimizer step for too long (StepCounter.stall)
+    stalled: list[str] = []  # why the wait gave up early: a process that has never stepped (StepCounter.stall)
 
     def wait(event: threading.Event) -> bool:
         # plan.finished ends the wait for the start too: a profiler that failed to start on the training thread
@@ -182,12 +182,14 @@ def _run_iterations(
     if not plan.completed:
         if cancel.is_set():
             raise TraceFailed("cancelled")
-        if stalled:
-            done = f"{plan.steps_seen} of {spec.iterations} step(s) recorded, then " if plan.started.is_set() else ""
-            raise TraceFailed(done + stalled[0])
+        if stalled:  # only before the trace starts: a process that has never stepped
+            raise TraceFailed(stalled[0])
+        why = steps.idle_reason(since)
         if not plan.started.is_set():
-            raise TraceFailed("no optimizer step started the trace before the deadline (is the trainer stepping?)")
-        raise TraceFailed(f"only {plan.steps_seen} of {spec.iterations} optimizer steps before the deadline")
+            raise TraceFailed(f"no optimizer step started the trace before the deadline: {why or 'is it training?'}")
+        raise TraceFailed(
+            f"only {plan.steps_seen} of {spec.iterations} optimizer steps before the deadline{why and ': ' + why}"
+        )
     result = _export(plan.profiler, spec, files)
     if plan.ended_early:
         note = exited_early_note(f"{plan.steps_seen} optimizer step(s)", f"{spec.iterations}")
