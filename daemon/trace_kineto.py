@@ -29,7 +29,7 @@ V = TypeVar("V")  # a bookkeeping table's values (_put_bounded)
 # at .423 of the next second). It refuses a PROFILE_START_TIME already past then ("Not starting tracing - start
 # timestamp is in the past", on the trainer's stderr) and traces nothing; one still ahead it meets to the millisecond
 # (measured: 0-5 ms late). So a start at least this far ahead when libkineto picks the request up is sent as it is;
-# a closer one (libkineto polls every 5 s: with the default --start-delay-s 6 a late poller has ~1 s left) is moved
+# a closer one (libkineto polls every 5 s: with --start-delay-s 6 a late poller has ~1 s left) is moved
 # to this far ahead of the pickup, where libkineto starts. Sending no start time instead (what dynod did) made
 # libkineto start ~2.0 s after the pickup (measured: 1.97-2.05 s), later than this, and the note said "before".
 _KINETO_START_MARGIN_MS = 1300

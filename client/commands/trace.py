@@ -49,10 +49,11 @@ from dyno.v1 import dyno_pb2
 __all__ = ["nothing_registered", "register", "run"]
 
 # libkineto picks requests up on its on-demand poll, every 5 s by default (ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS):
-# a start 6 s ahead lets every kineto process see the request before the start instant (5 s poll + 1 s for the
-# fan-out to hundreds of hosts and the daemons' delivery). Agent processes get requests in milliseconds, so
-# --start-delay-s 1 is enough when every process runs the agent.
-DEFAULT_START_DELAY_S = 6.0
+# a start 7 s ahead lets every kineto process start on time: the request reaches it at its next poll (5 s), its
+# profiler thread must see the start time still ahead on its next once-a-second tick (dynod sends it unchanged only
+# with 1.3 s left, daemon/trace_kineto.py), and ~0.7 s covers the fan-out to hundreds of hosts and the delivery.
+# Agent processes get requests in milliseconds, so --start-delay-s 1 is enough when every process runs the agent.
+DEFAULT_START_DELAY_S = 7.0
 AGENT_START_DELAY_S = 1.0  # used by default when no matched process speaks libkineto's protocol
 # Iteration traces start at the next step that is a multiple of this on every rank. Ranks of a data-parallel job
 # step in lockstep but see the request at different steps (kineto: up to one 5 s poll apart); rounding up to a
