@@ -195,7 +195,7 @@ class ClusterTrace:
                 h.start_s = round(r.elapsed_s, 4)
                 if not r.ok or r.value is None:
                     h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
-                    if r.error_type == NotFound.__name__ and "restarted" not in h.error:
+                    if r.error_type == NotFound.__name__ and not _restarted_text(h.error):
                         # the daemon names the id, and a restart when it still has the trace's folder
                         h.error += NOT_FOUND_HINT
                     continue
@@ -301,12 +301,24 @@ class ClusterTrace:
         wait_end = self.started_monotonic + self.wait_s
         failing_since: float | None = None
         cancelled_at: float | None = None
+        restart_logged = False
+        unreachable = False  # the daemon went away, or forgot the trace, mid-trace: it may have restarted
         while not self._stop.is_set():
             try:
                 status = client.get_trace(self.trace_id)
             except DynoError as e:
                 now = time.monotonic()
                 failing_since = failing_since or now
+                unreachable = True
+                if _restarted_mid_trace(e) and now < wait_end:
+                    # the daemon restarted mid-trace and has the trace's folder: an agent process that goes on
+                    # recording reports to it once it has re-registered, and it takes the trace on from that report
+                    # (daemon/trace_agents.py). Wait for that until --timeout-s; after it, fail with the reason.
+                    if not restart_logged:
+                        restart_logged = True
+                        log.info("%s: the daemon restarted mid-trace; waiting for its processes to report", h.host)
+                    self._stop.wait(self.poll_s)
+                    continue
                 transient = isinstance(e, Unavailable | DeadlineExceeded)
                 if not transient or now - failing_since >= self.unreachable_s:
                     self._fail_host(h, e.message, type(e).__name__)
@@ -317,10 +329,16 @@ class ClusterTrace:
             self._update(h, status)
             self.fetcher.fetch_done(client, h)
             if status.finished:
+                if unreachable and time.monotonic() < wait_end and self._unreported(h):
+                    # a restarted daemon knows the processes that have reported to it so far, one by one: the
+                    # others may still be recording, or re-registering
+                    self._stop.wait(self.poll_s)
+                    continue
+                lost = _LOST_AFTER_RESTART if unreachable else "the daemon finished the trace without reporting it"
                 with self._lock:
                     for p in h.processes:
                         if p.state not in FINAL_STATES:  # a daemon that forgot a process must not hang us
-                            p.state, p.error = "lost", "the daemon finished the trace without reporting this process"
+                            p.state, p.error = "lost", lost
                     h.state = HOST_DONE
                     h.finished_ms = int(time.time() * 1000)
                 return
@@ -341,6 +359,10 @@ class ClusterTrace:
                 self._fail_host(h, "not finished after being cancelled", "Timeout")
                 return
             self._stop.wait(self.poll_s)
+
+    def _unreported(self, h: HostRecord) -> bool:
+        with self._lock:
+            return any(p.state not in FINAL_STATES for p in h.processes)
 
     def _stop_waiting(self, h: HostRecord) -> None:
         """An attached trace still running at wait_s: not ours to cancel. What is done was fetched; the rest is
@@ -398,3 +420,19 @@ class ClusterTrace:
                 if p.state != "done":
                     p.state = "lost"
                 p.error = f"file not fetched: {error}"
+
+
+_LOST_AFTER_RESTART = (
+    "not reported by --timeout-s after the daemon was unreachable mid-trace (a daemon that restarted takes on only "
+    "agent processes that report to it: not kineto ones, nor ones that exited before it was back)"
+)
+
+
+def _restarted_text(message: str) -> bool:
+    """Whether a daemon's NOT_FOUND names a restart: it says so when it still has the trace's folder
+    (daemon/trace_files.forgotten_trace_hint)."""
+    return "restarted" in message
+
+
+def _restarted_mid_trace(e: DynoError) -> bool:
+    return isinstance(e, NotFound) and _restarted_text(e.message)
