@@ -74,6 +74,10 @@ _BY_CODE: dict[grpc.StatusCode, type[DynoError]] = {
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
     grpc.StatusCode.UNIMPLEMENTED: Unimplemented,
+    # A call dynod cut short while stopping ("Cancelling all calls" at the end of its drain grace): it may be back in
+    # a moment (a restart), so callers that retry UNAVAILABLE retry this too. This client cancels its own calls
+    # only when it is itself stopping (Ctrl-C), when nobody reads the error.
+    grpc.StatusCode.CANCELLED: Unavailable,
 }
 
 
@@ -84,7 +88,9 @@ def translate(err: grpc.RpcError, target: str, *, tls: bool = False, token: bool
     details = err.details() if hasattr(err, "details") else str(err)
     cls = _BY_CODE.get(code, DynoError) if code is not None else DynoError
     http_server = "Failed parsing HTTP/2" in details or "http2 header with status" in details
-    if cls is Unavailable and not http_server:
+    if code == grpc.StatusCode.CANCELLED:
+        message = f"dynod cancelled the call (stopping or restarting? try again once it is back): {details}"
+    elif cls is Unavailable and not http_server:
         message = _unavailable_message(details, tls)
     elif http_server:
         # An HTTP/1 server (dynod's own Prometheus port is the usual one to mistake for it) or an HTTP proxy.

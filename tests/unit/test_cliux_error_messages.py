@@ -8,7 +8,7 @@ import grpc
 import pytest
 from grpc_context import FakeRpcError
 
-from dyno.client.errors import Unavailable, translate
+from dyno.client.errors import DynoError, Unavailable, translate
 
 pytestmark = pytest.mark.unit
 
@@ -59,3 +59,12 @@ def test_a_start_time_refused_by_a_daemon_points_at_the_clocks() -> None:
     )
     e = translate(refused, "h")
     assert "clock" in str(e) and "NTP" in str(e) and "--start-delay-s 0" in str(e)
+
+
+def test_a_call_cut_short_by_a_stopping_dynod_is_unavailable_and_says_so() -> None:
+    # server.stop() at the end of dynod's drain grace cancels calls in flight: a restart, so callers retry it
+    err = translate(FakeRpcError("Cancelling all calls", grpc.StatusCode.CANCELLED), "h:1778")
+    assert isinstance(err, Unavailable)
+    assert "stopping or restarting" in err.message and "Cancelling all calls" in err.message
+    other = translate(FakeRpcError("bad", grpc.StatusCode.INTERNAL), "h:1778")
+    assert not isinstance(other, Unavailable) and type(other) is DynoError
