@@ -40,6 +40,7 @@ from dyno.trace_analysis.eventdecode import (
     element_texts,
 )
 from dyno.trace_analysis.interning import Interner
+from dyno.trace_analysis.jsonerrors import invalid_element_reason
 from dyno.trace_analysis.jsonscan import ScanError
 from dyno.trace_analysis.model import (
     EXTRA_ARGS_CATS,
@@ -103,7 +104,7 @@ def _parse_element(text: bytes) -> Any:
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError as e:
-        raise ScanError(f"invalid JSON in traceEvents (element {text[:60]!r}...): {e}") from None
+        raise ScanError(invalid_element_reason(text, e, f"element {text[:60]!r}...")) from None
 
 
 def _args(e: dict[str, Any]) -> dict[str, Any]:

@@ -26,6 +26,8 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
+from dyno.trace_analysis.jsonerrors import after_document_reason, invalid_element_reason, not_json_reason
+
 __all__ = ["ScanError", "ScanResult", "iter_event_batches", "BLOCK_SIZE", "FIRST_BLOCK_SIZE"]
 
 logger = logging.getLogger(__name__)
@@ -215,6 +217,8 @@ def iter_event_batches(
     meta_parsed: dict[str, Any] | None = None
     meta_len = -1
     end_tried = False  # the fast end cut declined the whole file already
+    events_at = -1  # len(meta) after the traceEvents placeholder: meta's bytes from there are the file's last ones
+    bom = 0
     blocks = _read_blocks(fh, block_size, _first_block_size(block_size, size_hint))
     for block, last in blocks:
         final = not block  # the rest must go through the scan (array end, trailing metadata)
@@ -226,12 +230,13 @@ def iter_event_batches(
                 continue
             if block.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark (some editors/tools write one)
                 block = block[3:]
+                bom = 3
             first = _NOT_WS.search(block)  # (block.lstrip would copy the block)
             if first is None:
                 continue
             root = block[first.start()]
             if root not in _OPEN:
-                raise ScanError(f"not JSON: starts with {block[first.start() : first.start() + 20]!r}")
+                raise ScanError(not_json_reason(block[first.start() : first.start() + 20]))
             start = -1
             if root == 91:  # bare array of events
                 ev_depth = 1
@@ -242,6 +247,7 @@ def iter_event_batches(
                 # the array found without the scan: the metadata before it is kept as the scan keeps it
                 meta += block[:start]
                 meta += b"]"
+                events_at = len(meta)
                 ev_depth = 2
                 result.found_events = True
                 if last:  # the whole file in one block: its elements are decoded in place
@@ -326,6 +332,7 @@ def iter_event_batches(
                 if before.rstrip(_WS).endswith(b":") and before.rstrip(_WS)[:-1].rstrip(_WS).endswith(_KEY):
                     meta += buf[seg_start : p + 1]
                     meta += b"]"  # metadata keeps an empty traceEvents array
+                    events_at = len(meta)
                     seg_start = p + 1
                     ev_depth = 2
                     depth = 2
@@ -362,7 +369,9 @@ def iter_event_batches(
                 items = decode(result.batch_bytes)
             except ValueError as e:
                 where = result.n_bytes - len(block) + batch_lo - base
-                raise ScanError(f"invalid JSON in traceEvents (element near byte {where}): {e}") from None
+                raise ScanError(
+                    invalid_element_reason(result.batch_bytes, e, f"element near byte {where}", where - 1)
+                ) from None
             result.n_elements += len(items)
             yield items
             del items
@@ -389,9 +398,20 @@ def iter_event_batches(
         try:
             parsed = orjson.loads(bytes(meta))
         except orjson.JSONDecodeError as e:
-            raise ScanError(f"invalid JSON outside traceEvents: {e}") from None
+            raise ScanError(_meta_error(bytes(meta), e, events_at, result.n_bytes, bom)) from None
         if not isinstance(parsed, dict):
             raise ScanError("top-level JSON value is not an object")
         result.meta = parsed
     else:
         result.meta = {}
+
+
+def _meta_error(meta: bytes, e: orjson.JSONDecodeError, events_at: int, n_bytes: int, bom: int) -> str:
+    """The metadata's parse error with the file's byte offset: ``meta`` is the file without the traceEvents
+    elements, so orjson's position (in characters of ``meta``) is not one in the file. Before the elements,
+    meta's bytes are the file's (less a BOM); from ``events_at`` on, they are the file's last ones."""
+    pos = len(meta.decode("utf-8", "surrogateescape")[: e.pos].encode("utf-8", "surrogateescape"))
+    offset = n_bytes - (len(meta) - pos) if 0 <= events_at <= pos else pos + bom
+    if e.msg == "unexpected content after document":
+        return after_document_reason(meta[pos:], offset)
+    return f"invalid JSON outside traceEvents at byte {offset}: {e.msg}"

@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import IO, Any, cast
 
 from dyno.trace_analysis.builder import TraceBuilder, decode_batch, decode_fast, release_free_memory
+from dyno.trace_analysis.cycles import split_cycles
 from dyno.trace_analysis.jsonscan import BLOCK_SIZE, ScanError, ScanResult, iter_event_batches
 from dyno.trace_analysis.model import LoadError, MultiRankTrace, Trace, TraceMeta
 
@@ -301,22 +302,25 @@ def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
             files.extend(found)
         else:
             files.append(p)
-    traces: dict[int, Trace] = {}
-    unranked: list[Trace] = []
+    loaded: list[Trace] = []
     for f in _distinct(files):
         try:
-            t = load_trace(f)
+            loaded.append(load_trace(f))
         except TraceLoadError as e:
             logger.debug("skipping %s", e)  # collected in MultiRankTrace.errors and reported there
             errors.append(LoadError(e.path, e.reason))
-            continue
         except MemoryError:
             raise
         except Exception as e:  # a loader bug on odd content: report that file, load the other ranks
             logger.debug("unexpected failure loading %s", f, exc_info=True)
             reason = f"could not be loaded ({type(e).__name__}: {e}); please report it with the file"
             errors.append(LoadError(str(f), reason))
-            continue
+    # several files of one process (profiling cycles, or a copy) are not several ranks
+    loaded, left_out = split_cycles(loaded)
+    errors.extend(left_out)
+    traces: dict[int, Trace] = {}
+    unranked: list[Trace] = []
+    for t in loaded:
         if t.meta.rank_source == "default":
             unranked.append(t)
         elif t.rank in traces:

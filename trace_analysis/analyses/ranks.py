@@ -52,6 +52,9 @@ class RankSpread:
     # per straggler, over the traced window: its step time beyond the median x its steps, or the time the others
     # wait for it in collectives
     lost_us: dict[int, float] = field(default_factory=dict)
+    # per straggler, the window its lost time is a share of: its own (step time) or the waiting ranks' (collective
+    # wait: the others lose that time in their windows, and a rank that joined the trace late has a short one)
+    lost_window_us: dict[int, float] = field(default_factory=dict)
 
     @property
     def step_spread(self) -> float:
@@ -129,17 +132,21 @@ def rank_spread(
     lost: dict[int, float] = {
         r: max(by_rank[r].mean_step_us - med_s, 0.0) * max(by_rank[r].n_steps, 1) for r in reasons
     }
+    lost_window = {r: by_rank[r].window_us for r in reasons}
     if len(timings) >= 2 and med_c > 0:
         least = min(timings, key=lambda r: r.comm_us)
         others = np.array([r.comm_us for r in timings if r is not least])
         excess = median(others) - least.comm_us
-        window = median([r.window_us for r in timings])
+        # the others' windows, where they wait: with the straggler's in the median, a rank whose trace covers
+        # less time (it started its cycle late: the cause of the wait) gave shares of the window above 100%
+        window = median([r.window_us for r in timings if r is not least])
         if window > 0 and excess > min_rel_spread * window:
-            lost[least.rank] = max(lost.get(least.rank, 0.0), excess)
+            if excess > lost.get(least.rank, 0.0):
+                lost[least.rank], lost_window[least.rank] = excess, window
             reasons.setdefault(
                 least.rank,
                 f"the other ranks wait for it in collectives: {median(others) / 1e3:.1f} ms each vs "
-                f"{least.comm_us / 1e3:.1f} ms on this rank ({excess / window:.0%} of the traced window)",
+                f"{least.comm_us / 1e3:.1f} ms on this rank ({excess / window:.0%} of their traced window)",
             )
     stragglers = tuple(sorted(reasons, key=lambda k: (-lost.get(k, 0.0), -by_rank[k].mean_step_us)))
-    return RankSpread(timings, med_s, mad_s, med_c, mad_c, stragglers, reasons, lost)
+    return RankSpread(timings, med_s, mad_s, med_c, mad_c, stragglers, reasons, lost, lost_window)

@@ -46,8 +46,9 @@ class Straggler:
         out = []
         for rank in spread.stragglers:
             t = by_rank[rank]
-            late_by = spread.lost_us[rank]  # over its window (every step), as the share below
-            share = late_by / t.window_us if t.window_us > 0 else None
+            late_by = spread.lost_us[rank]  # over the window it is lost in (every step), as the share below
+            window = spread.lost_window_us.get(rank, t.window_us)
+            share = late_by / window if window > 0 else None
             out.append(
                 Finding(
                     rule_id=self.id,

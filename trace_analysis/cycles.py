@@ -1,0 +1,113 @@
+"""Profiling cycles: several files written by one process, one per cycle, are not several ranks.
+
+``torch.profiler.schedule(..., repeat=N)`` (or ``repeat=0``) with ``on_trace_ready=tensorboard_trace_handler(dir)``
+writes one file per active cycle into the same folder, named ``<worker>.<time_ns>.pt.trace.json[.gz]``. Loaded as a
+folder of ranks, the cycles of a process without ``torch.distributed`` became ranks 0, 1, 2, ... of one job (and a
+cross-rank straggler comparison of one process with itself), and the cycles of a distributed rank became
+"duplicate rank" errors keeping the *first* cycle (the one nearest start-up, the least representative).
+
+A group of files is the cycles of one process when they have the same rank (from ``distributedInfo`` or the file
+name) or, without a rank, the same host name and main pid, and their time spans (absolute: ``baseTimeNanoseconds``
+plus ``ts``) do not overlap. The latest cycle is analysed (the steady state, after warm-up cycles; on every rank the
+same cycle, as all ranks step together); each earlier one is reported with why and how to analyse it. Files of
+one process with the same span and number of events are one recording twice (``t.json`` and its copy
+``t.json.gz``): analysed once. Without a rank or a host name nothing is grouped (pids alone collide across hosts).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from dyno.trace_analysis.model import Cat, LoadError, Trace
+
+__all__ = ["identity", "abs_span_us", "split_cycles"]
+
+logger = logging.getLogger(__name__)
+
+# host-side rows: their pid is the traced process (GPU rows carry the device as pid)
+_HOST_CATS = np.array([Cat.CPU_OP, Cat.USER_ANNOTATION, Cat.PYTHON_FUNCTION, Cat.CUDA_RUNTIME], dtype=np.int8)
+
+
+def _main_pid(trace: Trace) -> int | None:
+    """The pid with the most host-side rows (a DataLoader worker or a second process may add a few), else None."""
+    ev = trace.events
+    pid = ev.pid[np.isin(ev.cat, _HOST_CATS)]
+    pid = pid[pid >= 0]  # string pids ("Spans") are labels, not processes
+    if not len(pid):
+        return None
+    values, counts = np.unique(pid, return_counts=True)
+    return int(values[counts.argmax()])
+
+
+def identity(trace: Trace) -> tuple[object, ...] | None:
+    """What says two files were recorded by the same process: its rank when the trace or file name gives one, else
+    (host name, main pid); None when neither is known (no host name or no host-side rows)."""
+    if trace.meta.rank_source in ("distributedInfo", "filename"):
+        return ("rank", trace.meta.rank)
+    if not trace.meta.host_name:  # pids alone collide across hosts (containers: the same few small pids)
+        return None
+    pid = _main_pid(trace)
+    return None if pid is None else ("process", trace.meta.host_name, pid)
+
+
+def abs_span_us(trace: Trace) -> tuple[float, float] | None:
+    """(start, end) in µs, shifted by ``baseTimeNanoseconds`` when the trace has it (Kineto writes ``ts`` relative
+    to it: the files of one process share it, those of different hosts do not); None without events."""
+    if not len(trace.events):
+        return None
+    start, end = trace.span
+    base = (trace.meta.base_time_ns or 0) / 1000.0
+    return (start + base, end + base)
+
+
+def _who(key: tuple[object, ...]) -> str:
+    if key[0] == "rank":
+        return f"rank {key[1]}"
+    host = f" on host {key[1]}" if key[1] is not None else ""
+    return f"process {key[2]}{host}"
+
+
+def split_cycles(traces: list[Trace]) -> tuple[list[Trace], list[LoadError]]:
+    """``traces`` (path order) without the earlier profiling cycles of any process, and a ``LoadError`` for each
+    one left out. Groups whose spans overlap are left as they are (the rank logic reports two files of one rank),
+    except copies of one unranked recording (same host, pid, span and event count), reported as such."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    spans: list[tuple[float, float] | None] = []
+    for i, t in enumerate(traces):
+        spans.append(abs_span_us(t))
+        key = identity(t)
+        if key is not None and spans[i] is not None:
+            groups.setdefault(key, []).append(i)
+    drop: dict[int, str] = {}
+    for key, rows in groups.items():
+        if len(rows) < 2:
+            continue
+        by_start = sorted(rows, key=lambda i: spans[i] or (0.0, 0.0))
+        ends = [spans[i] or (0.0, 0.0) for i in by_start]
+        disjoint = all(b[0] >= a[1] for a, b in zip(ends, ends[1:], strict=False))
+        if disjoint:
+            kept = traces[by_start[-1]].meta.path
+            n = len(by_start)
+            for i in by_start[:-1]:
+                drop[i] = (
+                    f"an earlier profiling cycle of {_who(key)} (one of {n} files it wrote one after another, as "
+                    f"torch.profiler schedule(repeat=...) with tensorboard_trace_handler does; not another rank): "
+                    f"the latest cycle, {Path(kept).name}, is analysed; give this file alone to analyse this cycle"
+                )
+        elif key[0] == "process":
+            # a copy (t.json and t.json.gz): the same span to the bit and the same number of events
+            first = traces[rows[0]]
+            for i in rows[1:]:
+                if spans[i] == spans[rows[0]] and len(traces[i].events) == len(first.events):
+                    drop[i] = (
+                        f"the same recording as {first.meta.path} ({_who(key)}, same time span and events; a "
+                        "copy of it): analysed once, not as another rank"
+                    )
+    if drop:
+        logger.debug("left out %d file(s): earlier profiling cycles or copies", len(drop))
+    kept_traces = [t for i, t in enumerate(traces) if i not in drop]
+    errors = [LoadError(traces[i].meta.path, reason) for i, reason in sorted(drop.items())]
+    return kept_traces, errors
