@@ -174,7 +174,7 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         keys = ", ".join(sorted(raw)[:8]) or "none"
         raise TraceLoadError(p, f"wrong schema: no traceEvents array (top-level keys: {keys})")
     if b.n_events == 0 and not b.flow_chunks and not b.instants and not b.memory:
-        raise TraceLoadError(p, "no trace events (traceEvents is empty or has no usable events)")
+        raise TraceLoadError(p, _no_events_reason(raw, result.n_elements))
     n_parsed = b.n_events
     trace = b.build(_meta(p, raw, b))
     del b
@@ -192,6 +192,22 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         release_free_memory()
     logger.debug("loaded %s: %d events, %d flows", p, len(trace.events), len(trace.flows))
     return trace
+
+
+def _no_events_reason(raw: dict[str, Any], n_elements: int) -> str:
+    """Why a parsed file has no event to analyse: an empty profile, or elements that are not trace events (a bare
+    array of numbers or arrays is not a trace: torch's ``export_memory_timeline`` writes one). ``n_elements``
+    counts the objects and arrays in the events array (the scan does not count scalars)."""
+    elements = f"{n_elements} element{'' if n_elements == 1 else 's'}"
+    if "traceEvents" in raw:
+        if n_elements == 0:
+            return "no trace events (traceEvents is empty: nothing was profiled)"
+        return f"no trace events (traceEvents has {elements}, none a complete, flow, instant or memory event)"
+    found = f"{elements}, none a trace event" if n_elements else "no trace event in it"
+    return (
+        f"no trace events (a bare JSON array, {found}: not a Chrome trace? profile.export_memory_timeline, for "
+        "one, writes arrays of numbers)"
+    )
 
 
 def _json_type(v: Any) -> str:

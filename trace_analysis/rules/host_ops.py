@@ -66,6 +66,14 @@ class DataLoaderRule(BaseRule):
         "Load batches in the background: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, "
         "prefetch_factor=2+); move heavy per-sample work (decoding, augmentation) out of __getitem__'s hot path."
     )
+    # the iterator's class in the event name says whether worker processes already load the batches: telling a
+    # user with num_workers=2 to "use num_workers>0" is no fix
+    fix_workers = (
+        "The DataLoader already loads in worker processes (_MultiProcessingDataLoaderIter) and the step still waits "
+        "for them: raise num_workers (up to the free CPU cores), keep them between epochs (persistent_workers=True: "
+        "otherwise the first batches of every epoch wait for the workers to start), raise prefetch_factor, "
+        "pin_memory=True for GPU training, and make __getitem__ and collate cheaper."
+    )
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         ops = ctx.cpu_ops
@@ -87,6 +95,7 @@ class DataLoaderRule(BaseRule):
                 time_lost_us=lost,
                 counts={"batches": idx.shape[0], "mean_us": lost / idx.shape[0]},
                 examples=ctx.longest_examples(ops, idx),
+                fix=self.fix_workers if any("_MultiProcessing" in n for n in ctx.trace.names(ops.take(idx))) else None,
             )
         ]
 
