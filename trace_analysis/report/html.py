@@ -276,6 +276,6 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
         out.append(f"<h3>rank {r.rank}</h3>")
         if r.top_kernels:
             out.append("<p>Top GPU kernels / copies by GPU time</p>" + _table(r.top_kernels, "of GPU work"))
-        out.append("<p>Top CPU ops by self time</p>" + _table(r.top_cpu_ops, "self / window"))
+        out.append("<p>Top CPU ops by self time</p>" + _table(r.top_cpu_ops, "self / " + r.cpu_ops_share_of))
     out.append("</body></html>")
     return "\n".join(out) + "\n"

@@ -13,6 +13,7 @@ from ..rules.base import Finding, Severity, ThresholdValue
 from ..rules.engine import RuleOutcome
 
 __all__ = [
+    "CPU_OP_TIME",
     "SCHEMA",
     "SCHEMA_VERSION",
     "Breakdown",
@@ -162,6 +163,10 @@ class Timeline:
         return {"device": self.device, "edges_us": list(self.edges_us), "utilization": list(self.utilization)}
 
 
+# RankSummary.cpu_ops_share_of when the CPU ops' summed time, not the window, is what their shares are of
+CPU_OP_TIME = "CPU-op time"
+
+
 @dataclass(frozen=True)
 class RankSummary:
     rank: int
@@ -177,6 +182,9 @@ class RankSummary:
     top_cpu_ops: tuple[TableRow, ...] = ()
     timelines: tuple[Timeline, ...] = ()
     window_name: str = ""  # the window in words for text ("1 profiler step"); window_kind when not given
+    # what top_cpu_ops' shares are of: "window", or CPU_OP_TIME when the ops' summed time is longer than the window
+    # (threads running ops in parallel); in the JSON only then, as "cpu_ops_share_of"
+    cpu_ops_share_of: str = "window"
 
     @property
     def window_text(self) -> str:
@@ -195,6 +203,7 @@ class RankSummary:
             "top_kernels": [r.to_dict() for r in self.top_kernels],
             "top_cpu_ops": [r.to_dict() for r in self.top_cpu_ops],
             "gpu_utilization_timeline": [t.to_dict() for t in self.timelines],
+            **({"cpu_ops_share_of": self.cpu_ops_share_of} if self.cpu_ops_share_of != "window" else {}),
         }
 
 

@@ -10,7 +10,7 @@ from ..analyses.steps import step_timings
 from ..analyses.temporal import TemporalBreakdown, temporal_breakdown
 from ..rules.context import RuleContext
 from ..rules.gpu_util import utilization_timeline
-from .model import Breakdown, DeviceBreakdown, RankSummary, StepStats, TableRow, Timeline
+from .model import CPU_OP_TIME, Breakdown, DeviceBreakdown, RankSummary, StepStats, TableRow, Timeline
 
 __all__ = ["summarize_rank"]
 
@@ -83,12 +83,16 @@ def summarize_rank(ctx: RuleContext) -> RankSummary:
         )
     window = ctx.window_us
     ops = cpu_op_summary(trace, top_n=TOP_N)
+    # shares of the window, or of the CPU ops' own time when that is longer: ops run on several threads at once
+    # (a trace of every thread) or outside the step window add up to more than the window, and an op's self time
+    # was "400% of the window" on a 4-thread trace (JSON shares are fractions 0..1)
+    basis = max(window, ops.wall_us)
     top_ops = tuple(
         TableRow(
             o.name,
             o.count,
             o.total_us,
-            o.self_us / window if window > 0 else 0.0,
+            o.self_us / basis if basis > 0 else 0.0,
             self_us=o.self_us,
             example_ts_us=o.example_ts,
         )
@@ -107,5 +111,6 @@ def summarize_rank(ctx: RuleContext) -> RankSummary:
         breakdown=breakdown,
         top_kernels=top_kernels,
         top_cpu_ops=top_ops,
+        cpu_ops_share_of=CPU_OP_TIME if basis > window else "window",
         timelines=timelines,
     )

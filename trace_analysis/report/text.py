@@ -97,11 +97,16 @@ def _kernel_table(rows: tuple[TableRow, ...]) -> list[str]:
     return lines
 
 
-def _op_table(rows: tuple[TableRow, ...]) -> list[str]:
+def _op_table(rows: tuple[TableRow, ...], share_of: str) -> list[str]:
     if not rows:
         return []
+    of = (
+        "self time of the window"
+        if share_of == "window"
+        else f"self time of all {share_of}, longer than the window: threads ran ops in parallel"
+    )
     lines = [
-        "  top CPU ops by self time (share: self time of the window)",
+        f"  top CPU ops by self time (share: {of})",
         f"    {'self':>10} {'total':>10} {'share':>6} {'count':>7}  name",
     ]
     for r in rows:
@@ -141,6 +146,6 @@ def render_text(report: Report, *, show_clean: bool = False, width: int = WIDTH)
     out += ["", "== tables =="]
     for r in report.ranks:
         out.append(f"rank {r.rank}")
-        tables = _kernel_table(r.top_kernels) + _op_table(r.top_cpu_ops)
+        tables = _kernel_table(r.top_kernels) + _op_table(r.top_cpu_ops, r.cpu_ops_share_of)
         out += tables or ["  no GPU kernels or CPU ops in the trace"]
     return "\n".join(out) + "\n"

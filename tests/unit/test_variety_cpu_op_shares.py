@@ -1,0 +1,80 @@
+"""The CPU-op table on traces of every shape: its self/total times and counts agree with torch's own
+``key_averages()`` on a real trace (with stacks, shapes, memory and nested record_function), and its shares stay
+fractions 0..1 when threads run ops in parallel (a 4-thread trace read "aten::mm 400.0%" of the window)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dyno.trace_analysis import analyze
+from dyno.trace_analysis.analyses.cpu_ops import cpu_op_summary
+from dyno.trace_analysis.loader import load_trace
+from dyno.trace_analysis.report.jsonout import render_json
+from dyno.trace_analysis.report.text import render_text
+
+pytestmark = pytest.mark.unit
+
+
+def _threads_trace(path: Path, threads: int) -> Path:
+    ev = [
+        {"ph": "X", "cat": "cpu_op", "name": name, "ts": 1000 + 100 * i + off, "dur": dur, "pid": 1, "tid": tid}
+        for tid in range(1, threads + 1)
+        for i in range(10)
+        for name, off, dur in (("aten::linear", 0, 100), ("aten::mm", 10, 80))
+    ]
+    path.write_text(json.dumps({"traceEvents": ev}))
+    return path
+
+
+def test_parallel_threads_shares_are_of_the_cpu_op_time(tmp_path: Path) -> None:
+    report = analyze(_threads_trace(tmp_path / "t.json", 4))
+    (rank,) = report.ranks
+    assert rank.window_us == pytest.approx(1000.0)  # the wall-clock window; 4 threads ran 4000 µs of ops in it
+    assert rank.cpu_ops_share_of == "CPU-op time"
+    shares = {r.name: r.share for r in rank.top_cpu_ops}
+    assert shares == pytest.approx({"aten::mm": 0.8, "aten::linear": 0.2})  # of the 4000 µs: was 3.2 and 0.8
+    doc = json.loads(render_json(report))
+    assert doc["ranks"][0]["cpu_ops_share_of"] == "CPU-op time"
+    assert all(0.0 <= r["share"] <= 1.0 for r in doc["ranks"][0]["top_cpu_ops"])
+    assert "share: self time of all CPU-op time, longer than the window" in render_text(report)
+
+
+def test_one_thread_shares_stay_of_the_window(tmp_path: Path) -> None:
+    report = analyze(_threads_trace(tmp_path / "t.json", 1))
+    (rank,) = report.ranks
+    assert rank.cpu_ops_share_of == "window"
+    assert {r.name: r.share for r in rank.top_cpu_ops} == pytest.approx({"aten::mm": 0.8, "aten::linear": 0.2})
+    assert "cpu_ops_share_of" not in json.loads(render_json(report))["ranks"][0]  # the JSON as before
+    assert "share: self time of the window)" in render_text(report)
+
+
+def test_cpu_op_table_agrees_with_key_averages(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True, with_stack=True) as prof:
+        for _ in range(3):
+            with record_function("outer"), record_function("inner \u00e9\u4e2d \U0001f680 " + "x" * 300):
+                loss = model(torch.randn(8, 32)).sum()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    ours = {o.name: o for o in cpu_op_summary(load_trace(path), top_n=10_000).by_total}
+    checked = 0
+    for e in prof.key_averages():
+        if not e.key.startswith("aten::"):
+            continue  # python functions and record_function ranges are not in the CPU-op table
+        o = ours[e.key]
+        assert o.count == e.count, e.key
+        # the exported trace and key_averages round times differently: a small tolerance
+        assert o.self_us == pytest.approx(e.self_cpu_time_total, abs=2.0, rel=0.02), e.key
+        assert o.total_us == pytest.approx(e.cpu_time_total, abs=2.0, rel=0.02), e.key
+        checked += 1
+    assert checked >= 10
