@@ -389,9 +389,11 @@ def iter_event_batches(
         depth = int(depths_after[-1]) if len(pos) else depth
         del buf
     if root is None:
-        raise ScanError("empty file")
+        raise ScanError(f"empty file (only whitespace, {result.n_bytes} bytes)" if result.n_bytes else "empty file")
     if carry or in_string or ev_depth >= 0 or depth != 0:
-        raise ScanError(f"truncated: JSON ends inside an unfinished value after {result.n_bytes} bytes")
+        # the events read say how much of the file is there: a cut while the profiler wrote it, or a partial copy
+        read = f" ({result.n_elements} whole events before the cut)" if ev_depth >= 0 else ""
+        raise ScanError(f"truncated: JSON ends inside an unfinished value after {result.n_bytes} bytes{read}")
     if meta_parsed is not None and len(meta) == meta_len:
         result.meta = meta_parsed
     elif root == 123:

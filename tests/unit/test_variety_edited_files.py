@@ -140,3 +140,33 @@ def test_latin1_byte_is_located(
     at = reason.split("not valid UTF-8: byte 0xE9 at byte ")[1]
     if "of the file" in at:  # found by the scan: the file offset, exact
         assert int(at.split()[0]) == data.index(b"\xe9")
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+@pytest.mark.parametrize("block_size", [1 << 20, 4096])
+def test_a_cut_file_says_how_much_was_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, native: str, block_size: int
+) -> None:
+    monkeypatch.setenv("DYNO_NATIVE_PARSE", native)
+    data = _pretty(_doc())
+    cut = data.index(b'"ph"', data.index(b"aten::op3", len(data) // 2))  # inside an event, past half the file
+    p = tmp_path / "t.json"
+    p.write_bytes(data[:cut])
+    whole = data[:cut].count(b"}")  # every closed brace before the cut closes one event (no nested objects)
+    with pytest.raises(TraceLoadError) as e:
+        load_trace(p, block_size=block_size)
+    assert e.value.reason == (
+        f"truncated: JSON ends inside an unfinished value after {cut} bytes ({whole} whole events before the cut)"
+    )
+
+
+def test_a_cut_in_the_metadata_before_the_events_gives_no_count(tmp_path: Path) -> None:
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"schemaVersion": 1, "host_na')
+    assert _reason(p) == "truncated: JSON ends inside an unfinished value after 29 bytes"
+
+
+def test_whitespace_only_is_an_empty_file(tmp_path: Path) -> None:
+    p = tmp_path / "t.json"
+    p.write_bytes(b" \r\n\t\n")
+    assert _reason(p) == "empty file (only whitespace, 5 bytes)"
