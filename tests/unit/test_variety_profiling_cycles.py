@@ -15,6 +15,7 @@ import pytest
 
 from dyno.trace_analysis import analyze
 from dyno.trace_analysis.loader import load_traces
+from dyno.trace_analysis.report.text import render_text
 
 pytestmark = pytest.mark.unit
 
@@ -73,6 +74,9 @@ def test_real_schedule_repeat_folder_is_one_process_not_three_ranks(cycles_folde
     (rank,) = report.ranks
     assert rank.steps is not None and rank.steps.count == 1  # schedule(active=1): one ProfilerStep per file
     assert report.findings_of("straggler") == []
+    text = render_text(report)
+    for e in m.errors:
+        assert f"skipped {e.path}: an earlier profiling cycle of process" in text  # not "could not load"
 
 
 def test_real_trace_and_its_gzip_copy_are_one_recording(cycles_folder: Path, tmp_path: Path) -> None:

@@ -226,7 +226,7 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
         )
     out.append("</table>")
     for e in report.errors:
-        out.append(f"<p class=muted>could not load {escape(e.path)}: {escape(e.reason)}</p>")
+        out.append(f"<p class=muted>skipped {escape(e.path)}: {escape(e.reason)}</p>")
     out += ["<h2>GPU time breakdown</h2>", _bar_breakdown(ranks)]
     out += ["<h2>Step time per rank</h2>", _step_chart(ranks)]
     out += ["<h2>GPU utilization over time</h2>", _timeline(ranks)]

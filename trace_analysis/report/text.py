@@ -123,7 +123,7 @@ def render_text(report: Report, *, show_clean: bool = False, width: int = WIDTH)
     for r in report.ranks:
         out += _summary(r)
     for e in report.errors:
-        out.append(f"could not load {e.path}: {e.reason}")
+        out.append(f"skipped {e.path}: {e.reason}")  # a load error, or a file left out (cycles.py)
     out += ["", f"== findings ({len(report.findings)}), by severity, then time lost =="]
     if not report.findings:
         out.append("no antipattern found")
