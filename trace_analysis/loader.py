@@ -172,7 +172,12 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         if "traceEvents" in raw:
             raise TraceLoadError(p, f"wrong schema: traceEvents is {_json_type(raw['traceEvents'])}, not an array")
         keys = ", ".join(sorted(raw)[:8]) or "none"
-        raise TraceLoadError(p, f"wrong schema: no traceEvents array (top-level keys: {keys})")
+        what = ""
+        if isinstance(raw.get("nodes"), list) and "schema" in raw:  # often saved beside the Kineto trace
+            what = (
+                "; a PyTorch execution trace (ExecutionTraceObserver), not a profiler trace: analyse the Kineto trace"
+            )
+        raise TraceLoadError(p, f"wrong schema: no traceEvents array (top-level keys: {keys}){what}")
     if b.n_events == 0 and not b.flow_chunks and not b.instants and not b.memory:
         raise TraceLoadError(p, _no_events_reason(raw, result.n_elements))
     n_parsed = b.n_events

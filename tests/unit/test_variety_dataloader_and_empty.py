@@ -70,3 +70,14 @@ def test_empty_and_metadata_only_traces(tmp_path: Path, monkeypatch: pytest.Monk
     assert _reason(tmp_path / "m.json", json.dumps(meta_only)) == (
         "no trace events (traceEvents has 1 element, none a complete, flow, instant or memory event)"
     )
+
+
+def test_execution_trace_beside_the_kineto_trace_is_named(tmp_path: Path) -> None:
+    et = {"schema": "1.1.1-chakra.0.0.4", "pid": 7, "time": "2026-12-01", "start_ts": 1, "finish_ts": 9, "nodes": []}
+    reason = _reason(tmp_path / "et.json", json.dumps(et))
+    assert reason == (
+        "wrong schema: no traceEvents array (top-level keys: finish_ts, nodes, pid, schema, start_ts, time); "
+        "a PyTorch execution trace (ExecutionTraceObserver), not a profiler trace: analyse the Kineto trace"
+    )
+    other = _reason(tmp_path / "config.json", json.dumps({"schema": "x", "lr": 0.1}))
+    assert other == "wrong schema: no traceEvents array (top-level keys: lr, schema)"
