@@ -74,6 +74,8 @@ def split_cycles(traces: list[Trace]) -> tuple[list[Trace], list[LoadError]]:
     """``traces`` (path order) without the earlier profiling cycles of any process, and a ``LoadError`` for each
     one left out. Groups whose spans overlap are left as they are (the rank logic reports two files of one rank),
     except copies of one unranked recording (same host, pid, span and event count), reported as such."""
+    if len(traces) < 2:  # the common case: nothing to compare, and no numpy first-call costs on a small trace
+        return traces, []
     groups: dict[tuple[object, ...], list[int]] = {}
     spans: list[tuple[float, float] | None] = []
     for i, t in enumerate(traces):
