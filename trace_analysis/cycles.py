@@ -95,8 +95,8 @@ def split_cycles(traces: list[Trace]) -> tuple[list[Trace], list[LoadError]]:
             n = len(by_start)
             for i in by_start[:-1]:
                 drop[i] = (
-                    f"an earlier profiling cycle of {_who(key)} (one of {n} files it wrote one after another, as "
-                    f"torch.profiler schedule(repeat=...) with tensorboard_trace_handler does; not another rank): "
+                    f"an earlier profiling cycle of {_who(key)} (its {n} files cover successive times, as "
+                    f"torch.profiler schedule(repeat=...) with tensorboard_trace_handler writes them; not {n} ranks): "
                     f"the latest cycle, {Path(kept).name}, is analysed; give this file alone to analyse this cycle"
                 )
         elif key[0] == "process":
