@@ -9,7 +9,9 @@ cross-rank straggler comparison of one process with itself), and the cycles of a
 A group of files is the cycles of one process when they have the same rank (from ``distributedInfo`` or the file
 name) or, without a rank, the same host name and main pid, and their time spans (absolute: ``baseTimeNanoseconds``
 plus ``ts``) do not overlap. The latest cycle is analysed (the steady state, after warm-up cycles; on every rank the
-same cycle, as all ranks step together); each earlier one is reported with why and how to analyse it. Files of
+same cycle, as all ranks step together); each earlier one is reported with why and how to analyse it. When one
+rank has fewer cycles (it stopped early, or files are missing), every rank is analysed over the latest cycle that
+rank has, so that they are compared over the same steps. Files of
 one process with the same span and number of events are one recording twice (``t.json`` and its copy
 ``t.json.gz``): analysed once. Without a rank or a host name nothing is grouped (pids alone collide across hosts).
 """
@@ -71,34 +73,25 @@ def _who(key: tuple[object, ...]) -> str:
 
 
 def split_cycles(traces: list[Trace]) -> tuple[list[Trace], list[LoadError]]:
-    """``traces`` (path order) without the earlier profiling cycles of any process, and a ``LoadError`` for each
-    one left out. Groups whose spans overlap are left as they are (the rank logic reports two files of one rank),
-    except copies of one unranked recording (same host, pid, span and event count), reported as such."""
+    """``traces`` (path order) without the profiling cycles not analysed, and a ``LoadError`` for each one left out.
+    Groups whose spans overlap are left as they are (the rank logic reports two files of one rank), except copies
+    of one unranked recording (same host, pid, span and event count), reported as such."""
     if len(traces) < 2:  # the common case: nothing to compare, and no numpy first-call costs on a small trace
         return traces, []
     groups: dict[tuple[object, ...], list[int]] = {}
-    spans: list[tuple[float, float] | None] = []
+    spans: list[tuple[float, float]] = []
     for i, t in enumerate(traces):
-        spans.append(abs_span_us(t))
+        span = abs_span_us(t)
+        spans.append(span or (0.0, 0.0))
         key = identity(t)
-        if key is not None and spans[i] is not None:
+        if key is not None and span is not None:
             groups.setdefault(key, []).append(i)
     drop: dict[int, str] = {}
+    cycles: dict[tuple[object, ...], list[int]] = {}  # per process, its files in time order, when they are cycles
     for key, rows in groups.items():
-        if len(rows) < 2:
-            continue
-        by_start = sorted(rows, key=lambda i: spans[i] or (0.0, 0.0))
-        ends = [spans[i] or (0.0, 0.0) for i in by_start]
-        disjoint = all(b[0] >= a[1] for a, b in zip(ends, ends[1:], strict=False))
-        if disjoint:
-            kept = traces[by_start[-1]].meta.path
-            n = len(by_start)
-            for i in by_start[:-1]:
-                drop[i] = (
-                    f"an earlier profiling cycle of {_who(key)} (its {n} files cover successive times, as "
-                    f"torch.profiler schedule(repeat=...) with tensorboard_trace_handler writes them; not {n} ranks): "
-                    f"the latest cycle, {Path(kept).name}, is analysed; give this file alone to analyse this cycle"
-                )
+        by_start = sorted(rows, key=lambda i: spans[i])
+        if all(spans[b][0] >= spans[a][1] for a, b in zip(by_start, by_start[1:], strict=False)):
+            cycles[key] = by_start
         elif key[0] == "process":
             # a copy (t.json and t.json.gz): the same span to the bit and the same number of events
             first = traces[rows[0]]
@@ -108,8 +101,45 @@ def split_cycles(traces: list[Trace]) -> tuple[list[Trace], list[LoadError]]:
                         f"the same recording as {first.meta.path} ({_who(key)}, same time span and events; a "
                         "copy of it): analysed once, not as another rank"
                     )
+    chosen = _aligned(cycles, spans)
+    for key, rows in cycles.items():
+        keep = chosen.get(key, rows[-1])
+        name = Path(traces[keep].meta.path).name
+        for i in rows:
+            if i == keep:
+                continue
+            if spans[i][0] < spans[keep][0]:
+                drop[i] = (
+                    f"an earlier profiling cycle of {_who(key)} (its {len(rows)} files cover successive times, as "
+                    f"torch.profiler schedule(repeat=...) with tensorboard_trace_handler writes them; not "
+                    f"{len(rows)} ranks): the latest cycle, {name}, is analysed; give this file alone to analyse "
+                    "this cycle"
+                )
+            else:
+                drop[i] = (
+                    f"a later profiling cycle of {_who(key)} than another rank's last file: the ranks are compared "
+                    f"over the latest cycle they all have, {name} here; give this file alone to analyse this cycle"
+                )
     if drop:
-        logger.debug("left out %d file(s): earlier profiling cycles or copies", len(drop))
+        logger.debug("left out %d file(s): other profiling cycles or copies", len(drop))
     kept_traces = [t for i, t in enumerate(traces) if i not in drop]
     errors = [LoadError(traces[i].meta.path, reason) for i, reason in sorted(drop.items())]
     return kept_traces, errors
+
+
+def _aligned(
+    cycles: dict[tuple[object, ...], list[int]], spans: list[tuple[float, float]]
+) -> dict[tuple[object, ...], int]:
+    """Per rank with several cycles, the one to analyse so that every rank is seen over the same steps: the latest
+    that overlaps the last cycle of the rank whose last cycle is earliest (a rank that stopped early, or whose later
+    files are missing). Ranks step together, so their cycles overlap in time (clocks permitting: without an
+    overlapping cycle, a rank keeps its latest)."""
+    ranked = {k: rows for k, rows in cycles.items() if k[0] == "rank"}
+    if len(ranked) < 2 or all(len(rows) < 2 for rows in ranked.values()):
+        return {}
+    lo, hi = min((spans[rows[-1]] for rows in ranked.values()), key=lambda s: s[0])
+    out = {}
+    for key, rows in ranked.items():
+        overlapping = [i for i in rows if spans[i][0] < hi and spans[i][1] > lo]
+        out[key] = overlapping[-1] if overlapping else rows[-1]
+    return out

@@ -104,6 +104,20 @@ def test_distributed_cycles_keep_the_latest_per_rank(tmp_path: Path) -> None:
     ]
 
 
+def test_a_rank_with_fewer_cycles_sets_the_cycle_every_rank_is_compared_over(tmp_path: Path) -> None:
+    # rank 1 stopped after the first cycle: rank 0's second cycle has nothing to be compared with
+    _write(tmp_path / "a.json", _doc(0, rank=0))
+    _write(tmp_path / "b.json", _doc(10_000, rank=0))
+    _write(tmp_path / "c.json", _doc(5, rank=1, pid=8))
+    m = load_traces(tmp_path)
+    assert m.ranks == [0, 1]
+    assert [Path(m[r].meta.path).name for r in (0, 1)] == ["a.json", "c.json"]
+    (e,) = m.errors
+    assert Path(e.path).name == "b.json"
+    assert e.reason.startswith("a later profiling cycle of rank 0 than another rank's last file")
+    assert "the latest cycle they all have, a.json here" in e.reason
+
+
 def test_overlapping_files_of_one_rank_stay_duplicates(tmp_path: Path) -> None:
     _write(tmp_path / "a.json", _doc(0, rank=0, n=3))
     _write(tmp_path / "b.json", _doc(100, rank=0, n=3))  # overlaps a.json: not a later cycle
