@@ -104,7 +104,7 @@ def split_cycles(traces: list[Trace]) -> tuple[list[Trace], list[LoadError]]:
     chosen = _aligned(cycles, spans)
     for key, rows in cycles.items():
         keep = chosen.get(key, rows[-1])
-        name = Path(traces[keep].meta.path).name
+        kept = f"the latest cycle{'' if keep == rows[-1] else ' every rank has'}, {Path(traces[keep].meta.path).name}"
         for i in rows:
             if i == keep:
                 continue
@@ -112,13 +112,12 @@ def split_cycles(traces: list[Trace]) -> tuple[list[Trace], list[LoadError]]:
                 drop[i] = (
                     f"an earlier profiling cycle of {_who(key)} (its {len(rows)} files cover successive times, as "
                     f"torch.profiler schedule(repeat=...) with tensorboard_trace_handler writes them; not "
-                    f"{len(rows)} ranks): the latest cycle, {name}, is analysed; give this file alone to analyse "
-                    "this cycle"
+                    f"{len(rows)} ranks): {kept}, is analysed; give this file alone to analyse this cycle"
                 )
             else:
                 drop[i] = (
                     f"a later profiling cycle of {_who(key)} than another rank's last file: the ranks are compared "
-                    f"over the latest cycle they all have, {name} here; give this file alone to analyse this cycle"
+                    f"over {kept}; give this file alone to analyse this cycle"
                 )
     if drop:
         logger.debug("left out %d file(s): other profiling cycles or copies", len(drop))
@@ -133,9 +132,10 @@ def _aligned(
     """Per rank with several cycles, the one to analyse so that every rank is seen over the same steps: the latest
     that overlaps the last cycle of the rank whose last cycle is earliest (a rank that stopped early, or whose later
     files are missing). Ranks step together, so their cycles overlap in time (clocks permitting: without an
-    overlapping cycle, a rank keeps its latest)."""
+    overlapping cycle, a rank keeps its latest). Only when the ranks have different numbers of cycles."""
     ranked = {k: rows for k, rows in cycles.items() if k[0] == "rank"}
-    if len(ranked) < 2 or all(len(rows) < 2 for rows in ranked.values()):
+    # as many cycles on every rank: the latest ones match, whatever the hosts' clocks say
+    if len(ranked) < 2 or len({len(rows) for rows in ranked.values()}) == 1:
         return {}
     lo, hi = min((spans[rows[-1]] for rows in ranked.values()), key=lambda s: s[0])
     out = {}

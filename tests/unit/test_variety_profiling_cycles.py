@@ -115,7 +115,20 @@ def test_a_rank_with_fewer_cycles_sets_the_cycle_every_rank_is_compared_over(tmp
     (e,) = m.errors
     assert Path(e.path).name == "b.json"
     assert e.reason.startswith("a later profiling cycle of rank 0 than another rank's last file")
-    assert "the latest cycle they all have, a.json here" in e.reason
+    assert "the ranks are compared over the latest cycle every rank has, a.json;" in e.reason
+
+
+def test_earlier_cycles_before_an_aligned_one_name_it(tmp_path: Path) -> None:
+    for j, t0 in enumerate((0, 10_000, 20_000)):
+        _write(tmp_path / f"r0_{j}.json", _doc(t0, rank=0))
+    for j, t0 in enumerate((5, 10_005)):
+        _write(tmp_path / f"r1_{j}.json", _doc(t0, rank=1, pid=8))
+    m = load_traces(tmp_path)
+    assert [Path(m[r].meta.path).name for r in (0, 1)] == ["r0_1.json", "r1_1.json"]
+    reasons = {Path(e.path).name: e.reason for e in m.errors}
+    assert "the latest cycle every rank has, r0_1.json, is analysed" in reasons["r0_0.json"]
+    assert reasons["r0_2.json"].startswith("a later profiling cycle of rank 0")
+    assert "the latest cycle, r1_1.json, is analysed" in reasons["r1_0.json"]
 
 
 def test_overlapping_files_of_one_rank_stay_duplicates(tmp_path: Path) -> None:
@@ -148,3 +161,13 @@ def test_same_process_overlapping_but_not_a_copy_is_kept(tmp_path: Path) -> None
     _write(tmp_path / "b.json", _doc(100, n=3))  # same host and pid, overlapping, different span: left as is
     m = load_traces(tmp_path)
     assert m.ranks == [0, 1] and m.errors == ()
+
+
+def test_as_many_cycles_on_every_rank_keep_the_latest_whatever_the_clocks(tmp_path: Path) -> None:
+    # rank 1's host clock is a whole cycle ahead: with as many cycles on each rank, the latest ones still match
+    _write(tmp_path / "a.json", _doc(0, rank=0))
+    _write(tmp_path / "b.json", _doc(10_000, rank=0))
+    _write(tmp_path / "c.json", _doc(10_000, rank=1, pid=8))
+    _write(tmp_path / "d.json", _doc(20_000, rank=1, pid=8))
+    m = load_traces(tmp_path)
+    assert [Path(m[r].meta.path).name for r in (0, 1)] == ["b.json", "d.json"]
