@@ -177,10 +177,10 @@ class Daemon:
                 log.info("sampler %s: %s", s.name, state.reason)
             else:
                 log.warning("sampler %s: unavailable: %s", s.name, state.reason)
-        self.loop.tick()  # primes rate counters and gives the first queries data at once
-        self._warn_if_history_cut()
-        self._warn_if_history_exceeds_memory_limit()
-        self.loop.start()
+        # The first sample primes rate counters and gives the first queries data at once. Taken on the loop's thread
+        # under its watchdog: a hung NVML call in it is logged, reported in status, and delays start-up by at most the
+        # stall limit (it hung start-up silently, with no READY=1 for systemd, when the main thread took it).
+        self.loop.prime(on_first_tick=self._first_sample_checks)
         try:
             try:
                 self.tracing.start()
@@ -201,6 +201,10 @@ class Daemon:
     def history_window_s(self) -> float:
         """The seconds of samples the history keeps: history_s, or less where its byte budget ends first."""
         return min(self.config.history_s, self.history.fitting_len() * self.config.interval_s)
+
+    def _first_sample_checks(self) -> None:
+        self._warn_if_history_cut()
+        self._warn_if_history_exceeds_memory_limit()
 
     def _warn_if_history_cut(self) -> None:
         """Once, after the first sample: the byte budget (history_max_bytes) keeps less than history_s."""
@@ -243,9 +247,13 @@ class Daemon:
         self.tracing.stop()
         stall = self.loop.stall()
         self.loop.stop(timeout=5.0 if stall is None else 0.0)  # a stuck sample() never ends
+        # a sample() still running after the join (stalled, or hung for less than the stall limit yet, e.g. a stop
+        # during start-up's first sample): its close() would wait on the same hung call
+        busy = stall.sampler if stall is not None else self.loop.in_flight()
         for s in self.samplers:
-            if stall is not None and s.name == stall.sampler:  # its close() would wait on the same hung call
-                log.warning("not closing sampler %s: its sample() has not returned for %.0f s", s.name, stall.seconds)
+            if s.name == busy:
+                seconds = f"for {stall.seconds:.0f} s" if stall is not None else "yet"
+                log.warning("not closing sampler %s: its sample() has not returned %s", s.name, seconds)
                 continue
             try:
                 s.close()

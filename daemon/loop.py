@@ -66,6 +66,8 @@ class SamplingLoop:
         self._stall_logged = False
         self._stall_lock = threading.Lock()  # one ERROR per stall, whichever thread sees it first
         self._watchdog: threading.Thread | None = None
+        self._on_first_tick: Callable[[], None] | None = None
+        self._first_tick_done = threading.Event()
 
     def stall(self) -> Stall | None:
         """The sampler stuck in sample() for more than the stall limit, None while the loop is not stuck."""
@@ -161,13 +163,29 @@ class SamplingLoop:
         self.last_tick_duration_s = self._clock() - t0
         return sample
 
+    def in_flight(self) -> str | None:
+        """The sampler whose sample() is running now (stalled or not), None between samples."""
+        in_flight = self._in_flight
+        return in_flight[0] if in_flight is not None else None
+
+    def _first_tick(self) -> None:
+        self.tick()
+        self._first_tick_done.set()
+        if self._on_first_tick is not None:
+            try:
+                self._on_first_tick()
+            except Exception:
+                log.exception("after the first sample")
+
     def _run(self) -> None:
         # After a tick run before start() (the daemon primes the rate counters and the history with one), the next
         # is one interval later on that tick's grid: ticking at once made every rate of the second sample (CPU %,
         # network, disk, GPM) a delta over a few ms, quantised noise such as cpu 100% / 0%, and read NVML's GPM
         # counters again well within the 100 ms they need between samples.
+        if self.ticks == 0 and not self._stop.is_set():
+            self._first_tick()  # prime(): on this thread, so that the watchdog sees it stall
         start = self._clock() if self._first_tick_at is None else self._first_tick_at
-        deadline = start if self.ticks == 0 else next_deadline(start, self._interval, self._clock())
+        deadline = next_deadline(start, self._interval, self._clock())
         while not self._stop.wait(max(0.0, deadline - self._clock())):
             self.tick()
             now = self._clock()
@@ -176,10 +194,35 @@ class SamplingLoop:
             deadline = following
 
     def start(self) -> None:
+        """Sample from now on: at once, unless a tick was taken before (tick() or prime()), then one interval after
+        it. Idempotent."""
+        if self._thread is not None:
+            return
         self._thread = threading.Thread(target=self._run, name="dyno-sampling", daemon=True)
-        self._thread.start()
         self._watchdog = threading.Thread(target=self._watch, name="dyno-sampling-watchdog", daemon=True)
         self._watchdog.start()
+        self._thread.start()
+
+    def prime(self, on_first_tick: Callable[[], None] | None = None) -> bool:
+        """Start the loop and wait for its first sample (rate counters primed, data for the first queries), at most
+        the stall limit. The first sample is taken on the loop's thread with the watchdog already running: a hung
+        driver call in it (dynod's start-up used to take it on the main thread, before any watchdog) is reported as
+        any stall is, and the caller goes on without it. Returns whether the first sample was taken; `on_first_tick`
+        runs on the loop's thread once it is, whenever that is."""
+        if self.ticks or self._thread is not None:
+            raise RuntimeError("prime() is for a loop that has neither ticked nor started")
+        self._on_first_tick = on_first_tick
+        self.start()
+        if self._first_tick_done.wait(self._stall_s):
+            return True
+        in_flight = self.in_flight()
+        log.warning(
+            "sampler %s: the first sample has not returned within %.0f s (a hung driver call?); dynod starts without "
+            "it, and every sampler is reported down until it returns",
+            in_flight or "?",
+            self._stall_s,
+        )
+        return False
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
