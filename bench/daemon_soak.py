@@ -98,14 +98,17 @@ class Dynod:
             + "\n"
         )
         self.log = root / "dynod.log"
+        self.objects_file = root / "objects.json"
         self.proc: subprocess.Popen | None = None
         self.port = 0
         self.metrics_port = 0
 
-    def start(self) -> None:
+    def start(self, objects: bool = False) -> None:
+        """`objects`: dynod's own main() under a wrapper that counts its live objects by type on SIGUSR1."""
         env = {k: v for k, v in os.environ.items() if k not in JOB_ID_VARIABLES}
+        entry = ["-c", OBJECT_COUNTER, str(self.objects_file)] if objects else ["-m", "dyno.daemon"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dyno.daemon", "--config", str(self.config), "--log-level", "info"],
+            [sys.executable, *entry, "--config", str(self.config), "--log-level", "info"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -151,6 +154,34 @@ class Dynod:
             self.proc.kill()
             return self.proc.wait()
 
+    def objects(self) -> Counter[str]:
+        """dynod's live (gc-tracked) objects by type, as of now (started with objects=True)."""
+        self.objects_file.unlink(missing_ok=True)
+        os.kill(self.pid, signal.SIGUSR1)
+        for _ in range(200):
+            if self.objects_file.exists():
+                return Counter(json.loads(self.objects_file.read_text()))
+            time.sleep(0.05)
+        return Counter()
+
+
+# What `--objects` runs instead of `python -m dyno.daemon`: the same main(), and on SIGUSR1 a count of every
+# gc-tracked object by type (after a full collection) written to argv[1]. A leak of a few hundred bytes per trainer
+# is lost in RSS noise over a few thousand operations; a type whose count keeps growing is not.
+OBJECT_COUNTER = """
+import collections, gc, json, os, signal, sys, threading
+out = sys.argv.pop(1)
+def count():
+    gc.collect()
+    c = collections.Counter(str(type(o)) for o in gc.get_objects())
+    with open(out + ".tmp", "w") as f:
+        json.dump(c, f)
+    os.replace(out + ".tmp", out)
+signal.signal(signal.SIGUSR1, lambda *_: threading.Thread(target=count).start())
+from dyno.daemon.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -192,7 +223,6 @@ WATCHED_GAUGES = {
     "dyno_registered_processes": "registered (gauge)",
     "dyno_active_traces": "active traces",
     "dyno_trace_dir_bytes": "trace dir KiB",
-    "dyno_traces_in_memory": "traces in memory",
 }
 
 
@@ -227,6 +257,7 @@ class Load:
         self.ops: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
         self.kineto_ops_file = d.root / "kineto-ops"
+        self.trace_ids: list[str] = []
 
     def count(self, what: str, n: int = 1) -> None:
         with self.lock:
@@ -253,6 +284,19 @@ def write_trace_file(path: Path, pid: int) -> int:
     tmp.write_bytes(body)
     os.replace(tmp, path)
     return len(body)
+
+
+def traces_known(d: Dynod, trace_ids: list[str]) -> int:
+    with grpc.insecure_channel(d.target) as channel:
+        stub = dyno_pb2_grpc.DynoStub(channel)
+        known = 0
+        for tid in trace_ids:
+            try:
+                stub.GetTrace(dyno_pb2.GetTraceRequest(trace_id=tid), timeout=10)
+                known += 1
+            except grpc.RpcError:
+                pass
+    return known
 
 
 def fake_agent(load: Load, worker: int, rng: random.Random) -> None:
@@ -321,6 +365,11 @@ def _watch(load: Load, stub: agent_pb2_grpc.AgentStub, pid: int, session: str, l
                     agent_pb2.ReportTraceRequest(pid=pid, trace_id=cfg.trace_id, state=dyno_pb2.TRACE_STATE_RUNNING),
                     timeout=10,
                 )
+                if random.random() < 0.1:  # dies mid-write: a .tmp is left, the stream ends
+                    Path(cfg.output_path + ".tmp").write_bytes(b'{"traceEvents": [')
+                    stream.cancel()
+                    load.count("agent died mid-trace")
+                    break
                 size = write_trace_file(Path(cfg.output_path), pid)
                 stub.ReportTrace(
                     agent_pb2.ReportTraceRequest(
@@ -354,7 +403,17 @@ def real_agents(load: Load, every_s: float, python: str) -> None:
             stderr=subprocess.DEVNULL,
         )
         load.count("real agent")
-        threading.Thread(target=p.wait, daemon=True).start()
+        threading.Thread(target=_reap, args=(p, 2.0 + (n % 3) if n % 2 else None), daemon=True).start()
+
+
+def _reap(p: subprocess.Popen, kill_after_s: float | None) -> None:
+    """Wait for a real trainer; SIGKILL it first after `kill_after_s` (its Watch stream or socket dies unannounced)."""
+    if kill_after_s is not None:
+        try:
+            p.wait(kill_after_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    p.wait()
 
 
 def real_kineto(load: Load, count: int, python: str) -> None:
@@ -375,7 +434,7 @@ def real_kineto(load: Load, count: int, python: str) -> None:
         )
         p = subprocess.Popen([python, "-c", script], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         load.count("real kineto")
-        threading.Thread(target=p.wait, daemon=True).start()
+        threading.Thread(target=_reap, args=(p, 8.0 if i % 2 else None), daemon=True).start()
 
 
 def tracer(load: Load, rng: random.Random) -> None:
@@ -393,6 +452,9 @@ def tracer(load: Load, rng: random.Random) -> None:
                 dyno_pb2.TraceRequest(job_id=job, duration_ms=100, process_limit=rng.choice([0, 1, 2])), timeout=10
             )
             load.count("StartTrace")
+            if started.triggered:
+                with load.lock:
+                    load.trace_ids.append(started.trace_id)
             if not started.triggered:
                 continue
             if rng.random() < 0.1:
@@ -547,13 +609,65 @@ def _kineto_child(daemon_addr: str, sock_dir: Path, job: int, polls: int, luck: 
         if "ACTIVITIES_LOG_FILE=" in config:
             log_file = next(line.split("=", 1)[1] for line in config.splitlines() if line.startswith("ACTIVITIES_"))
             out = log_file.replace(".pt.trace.json", f"_{me}.pt.trace.json")
-            if luck < 0.8:  # some exit before they write (the trace fails: process exited)
+            if luck < 0.7:
                 time.sleep(0.12)
                 write_trace_file(Path(out), me)
+            elif luck < 0.8:  # crashes while writing: its .tmp stays behind
+                Path(out + ".tmp").write_bytes(b'{"traceEvents": [')
+                os._exit(1)
+            # else: exits before it writes (the trace fails: process exited)
         time.sleep(0.25)
     if luck > 0.9:  # most leave their socket file behind, as libkineto does; a few clean up
         os.unlink(s.getsockname())
     s.close()
+
+
+# -- series churn (in-process: network interfaces coming and going) --------------------------------------------
+
+
+def series_churn(hours: float, pods_at_once: int = 4, pod_life_s: int = 600) -> None:
+    """dynod's host sampler and history over `hours` of 1 s ticks (simulated clock, fake /proc) on a node whose
+    pods each get a host-side interface of a new name (AWS VPC CNI's `eni<hash>`, GKE's `gke<hash>`: not among
+    the virtual prefixes the sampler skips). Prints the history's series table and the memory it and the GetMetrics
+    encoder hold, every simulated hour. The history keeps 1 h of samples: a series older than that is in none."""
+    import tracemalloc
+
+    from dyno.daemon.history import History, Sample
+    from dyno.daemon.samplers.host import HostSampler
+    from dyno.daemon.wire import StoredEncoder
+
+    root = Path(tempfile.mkdtemp(prefix="dyno-churn-"))
+    (root / "net").mkdir()
+    (root / "stat").write_text("cpu  1 0 1 100 0 0 0 0 0 0\ncpu0 1 0 1 100 0 0 0 0 0 0\n")
+    (root / "meminfo").write_text("MemTotal: 1000 kB\nMemAvailable: 500 kB\n")
+    (root / "diskstats").write_text("")
+    (root / "loadavg").write_text("0.1 0.1 0.1 1/100 1\n")
+    (root / "uptime").write_text("100.0 100.0\n")
+    head = "Inter-|   Receive |  Transmit\n face |bytes packets errs drop fifo frame compressed multicast|bytes ...\n"
+    now = [0.0]
+    sampler = HostSampler(root, clock=lambda: now[0])
+    history = History(3600, clock=lambda: now[0])
+    encoder = StoredEncoder(history.series)
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    print(f"series churn: {pods_at_once} pods at once, each {pod_life_s} s with a new interface name, 1 s ticks")
+    print(f"{'hours':>6}{'pods':>8}{'series':>9}{'in ring':>9}{'KiB held':>10}")
+    pod_every = pod_life_s // pods_at_once
+    for t in range(int(hours * 3600) + 1):
+        now[0] = float(t)
+        first = max(0, t // pod_every - pods_at_once + 1)
+        names = ["eth0"] + [f"eni{uuid.UUID(int=i).hex[-11:]}" for i in range(first, t // pod_every + 1)]
+        rows = "".join(f"{n}: {t * 1000} {t} 0 0 0 0 0 0 {t * 900} {t} 0 0 0 0 0 0\n" for n in names)
+        (root / "net" / "dev").write_text(head + rows)
+        history.append(Sample(t * 1000, tuple(sampler.sample())))
+        if t % 600 == 0:
+            encoder.response_bytes(history.stored(limit=60), "h")  # a GetMetrics now and then
+        if t % 3600 == 0:
+            live = len({i for st in history.stored() for i in st.ids})
+            held = (tracemalloc.get_traced_memory()[0] - base) // 1024
+            print(f"{t / 3600:>6.0f}{t // pod_every:>8}{len(history.series):>9}{live:>9}{held:>10}")
+    tracemalloc.stop()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 # -- the run --------------------------------------------------------------------------------------------------
@@ -591,19 +705,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agents", type=int, default=6, help="fake agent trainers at once (default 6)")
     ap.add_argument("--kineto", type=int, default=8, help="fake libkineto trainers at once (default 8)")
     ap.add_argument("--sample-s", type=float, default=3.0, help="seconds between samples of dynod (default 3)")
+    ap.add_argument(
+        "--objects",
+        action="store_true",
+        help="run dynod's main() under a wrapper that counts its objects by type, and show the types that grew",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (dynod's log) after the run")
+    ap.add_argument(
+        "--series-churn",
+        type=float,
+        metavar="HOURS",
+        help="instead of the soak: the history's series table over HOURS of interfaces coming and going (in-process)",
+    )
     ap.add_argument("--kineto-fleet", nargs=4, metavar=("DIR", "OPS", "N", "STOP"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.kineto_fleet:
         sock_dir, ops, n, stop = args.kineto_fleet
         kineto_fleet(Path(sock_dir), Path(ops), int(n), Path(stop))
         return 0
+    if args.series_churn:
+        series_churn(args.series_churn)
+        return 0
     seconds = 40.0 if args.quick else args.minutes * 60
     agents, kineto = (3, 4) if args.quick else (args.agents, args.kineto)
 
     root = Path(tempfile.mkdtemp(prefix="dyno-soak-", dir="/tmp"))
     d = Dynod(root)
-    d.start()
+    d.start(objects=args.objects)
     load = Load(d)
     stop_file = root / "stop"
     fleet = subprocess.Popen(
@@ -630,12 +758,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"dynod pid {d.pid} grpc {d.target} metrics :{d.metrics_port}; driving it for {seconds:.0f} s", flush=True)
     warm_at = started + min(30.0, seconds * 0.15)
     warm: Figures | None = None
+    objects_warm: Counter[str] = Counter()
     next_report = started + 30
     while time.monotonic() < started + seconds:
         time.sleep(args.sample_s)
         samples.append(measure(d, started, load.total()))
         if warm is None and time.monotonic() >= warm_at:
             warm = samples[-1]
+            objects_warm = d.objects() if args.objects else Counter()
         if time.monotonic() >= next_report:
             f = samples[-1]
             print(f"  {f.at_s:5.0f} s  {f.ops:7d} ops  " + "  ".join(f"{k}={v:.0f}" for k, v in f.values.items()))
@@ -645,8 +775,9 @@ def main(argv: list[str] | None = None) -> int:
     fleet.wait(60)
     for t in threads:
         t.join(15)
-    time.sleep(2)
+    time.sleep(8)  # a housekeeping pass (every 5 s when idle) drops the last exited trainers
     samples.append(measure(d, started, load.total()))  # after the load: what stays
+    objects_end = d.objects() if args.objects else Counter()
     assert warm is not None
     print()
     print(f"dynod soak: {seconds:.0f} s, {samples[-1].ops} operations ({(samples[-1].ops) / seconds:.0f}/s)")
@@ -661,6 +792,19 @@ def main(argv: list[str] | None = None) -> int:
     print("errors: " + (", ".join(f"{k} {v}" for k, v in sorted(errors.items())) or "none"))
     print()
     print(table(samples, warm))
+    if args.objects:
+        grown = (objects_end - objects_warm).most_common(12)
+        ops = max(1, samples[-1].ops - warm.ops)
+        print(f"dynod's objects by type, warm-up -> end ({sum(objects_end.values())} in all at the end):")
+        for name, n in grown:
+            print(f"  {name:<60}{objects_warm[name]:>8} -> {objects_end[name]:>8}  {n * 1000 / ops:+8.2f}/1k ops")
+        if not grown:
+            print("  no type grew")
+    known = traces_known(d, load.trace_ids)
+    print(
+        f"trace table: {known} of {len(load.trace_ids)} started trace ids still answer GetTrace "
+        f"(retention forgets the others with their folders); {samples[-1].values['trace folders']:.0f} folders on disk"
+    )
     rc = d.stop()
     text = d.log.read_text()
     print()

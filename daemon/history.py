@@ -17,6 +17,7 @@ import fnmatch
 import logging
 import queue
 import threading
+import time
 from array import array
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ from dyno.daemon.config import DEFAULT_HISTORY_MAX_BYTES
 from dyno.daemon.samplers.base import Labels, Reading
 
 __all__ = [
+    "FORGET_AFTER_S",
     "MAX_HISTORY_BYTES",
     "Sample",
     "StoredSample",
@@ -42,6 +44,9 @@ MAX_HISTORY_BYTES = DEFAULT_HISTORY_MAX_BYTES
 # What one stored sample costs besides its arrays' items: the StoredSample (slots), its timestamp int, two array
 # headers, the deque's slot and malloc's rounding (bench/history_memory.py measures it against RSS).
 SAMPLE_OVERHEAD_BYTES = 200
+# A series no stored sample names any more is forgotten this long after: GetMetrics encodes a snapshot of samples
+# taken a moment before, which may still name it (its answer is bounded by the call's deadline, far shorter).
+FORGET_AFTER_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,38 +76,55 @@ class StoredSample:
 
 
 class SeriesTable:
-    """Interns (name, labels) -> a dense series id. Written only by the sampling thread; ids never change."""
+    """Interns (name, labels) -> a series id. Written only by the sampling thread. An id is never reused: a series
+    no stored sample names any more is forgotten (History decides when), and one that comes back gets a new id, so a
+    reader holding older samples never sees another series' name on its values."""
 
     MAX_SERIES = 100_000  # bounded: a source that invents series without end is cut off, loudly
 
     def __init__(self) -> None:
         self._ids: dict[tuple[str, Labels], int] = {}
-        self.keys: list[tuple[str, Labels]] = []
+        self._keys: dict[int, tuple[str, Labels]] = {}
+        self._next = 0
         self._warned = False
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self._keys)
 
     def id_of(self, name: str, labels: Labels) -> int | None:
         key = (name, labels)
         i = self._ids.get(key)
         if i is None:
-            if len(self.keys) >= self.MAX_SERIES:
+            if len(self._keys) >= self.MAX_SERIES:
                 if not self._warned:
                     log.warning("more than %d distinct series: new ones are not kept in history", self.MAX_SERIES)
                     self._warned = True
                 return None
-            i = len(self.keys)
-            self.keys.append(key)
+            i = self._next
+            self._next += 1
+            self._keys[i] = key
             self._ids[key] = i
         return i
+
+    def key(self, i: int) -> tuple[str, Labels] | None:
+        """The (name, labels) of series `i`, None once forgotten."""
+        return self._keys.get(i)
+
+    def forget(self, ids: Sequence[int]) -> None:
+        """Drop these series (no stored sample names them any more): each series ever seen stayed for good, so a
+        host whose devices come and go under new names (a pod's interface, eni<hash>) grew the table for months,
+        and past MAX_SERIES new series were no longer kept at all."""
+        for i in ids:
+            key = self._keys.pop(i, None)
+            if key is not None:
+                del self._ids[key]
 
     def matching(self, patterns: Sequence[str]) -> set[int] | None:
         """Ids of the series whose name matches; None (everything) for no patterns."""
         if not patterns:
             return None
         keep = name_filter(patterns)
-        return {i for i, (name, _labels) in enumerate(list(self.keys)) if keep(name)}
+        return {i for i, (name, _labels) in list(self._keys.items()) if keep(name)}
 
 
 def _values_cost(s: StoredSample) -> int:
@@ -145,7 +167,9 @@ class Subscription:
 class History:
     """Ring of the last `capacity` samples, at most `max_bytes` of them. Appends are O(1) (amortized)."""
 
-    def __init__(self, capacity: int, *, max_bytes: int | None = None) -> None:
+    def __init__(
+        self, capacity: int, *, max_bytes: int | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         """`max_bytes` None: MAX_HISTORY_BYTES."""
         if capacity < 1:
             raise ValueError("capacity must be >= 1")
@@ -159,6 +183,11 @@ class History:
         self._last_ids = array("I")
         self.series = SeriesTable()
         self.capacity = capacity
+        self._clock = clock
+        # series id -> runs of samples in the ring that name it (a run shares one ids array): at 0 the series is in
+        # no stored sample, and is forgotten FORGET_AFTER_S later unless it came back meanwhile
+        self._runs: dict[int, int] = {}
+        self._idle: dict[int, float] = {}  # series in no stored sample -> since when (oldest first)
 
     def append(self, sample: Sample) -> None:
         id_of = self.series.id_of
@@ -181,12 +210,36 @@ class History:
             ):
                 self._evict_oldest()
             self._bytes += self._cost(stored)
+            if not self._ring or self._ring[-1].ids is not stored.ids:  # a new run
+                for i in stored.ids:
+                    runs = self._runs.get(i, 0)
+                    if runs == 0:
+                        self._idle.pop(i, None)  # back before it was forgotten
+                    self._runs[i] = runs + 1
             self._ring.append(stored)
             self._last_cost = _values_cost(stored)  # a steady sample shares the ids array of the one before
             self._latest = sample
             subscribers = list(self._subscribers)
         for sub in subscribers:
             sub.put(sample)
+        self._forget_unused()
+
+    def _forget_unused(self) -> None:
+        """On the sampling thread (the series table's only writer): forget the series that have been in no stored
+        sample for FORGET_AFTER_S."""
+        if not self._idle:
+            return
+        cutoff = self._clock() - FORGET_AFTER_S
+        gone: list[int] = []
+        with self._lock:
+            for i, since in self._idle.items():
+                if since > cutoff:
+                    break
+                gone.append(i)
+            for i in gone:
+                del self._idle[i]
+        if gone:
+            self.series.forget(gone)
 
     def _cost(self, new: StoredSample) -> int:
         """Under self._lock: what appending `new` adds, its ids array unless the newest sample shares it."""
@@ -198,8 +251,15 @@ class History:
         them and goes with the last."""
         old = self._ring.popleft()
         self._bytes -= _values_cost(old)
-        if not self._ring or self._ring[0].ids is not old.ids:
+        if not self._ring or self._ring[0].ids is not old.ids:  # the last sample of its run
             self._bytes -= _ids_cost(old.ids)
+            now = self._clock()
+            for i in old.ids:
+                runs = self._runs.pop(i) - 1
+                if runs:
+                    self._runs[i] = runs
+                else:
+                    self._idle[i] = now
 
     def __len__(self) -> int:
         return len(self._ring)
@@ -236,14 +296,11 @@ class History:
     def query(self, names: Sequence[str] = (), since_ms: int = 0, limit: int = 0) -> list[Sample]:
         """Like stored(), as Samples of Readings, filtered by metric name patterns."""
         keep = self.series.matching(names)
-        keys = self.series.keys
+        key = self.series.key
         out = []
         for s in self.stored(since_ms, limit):
-            readings = tuple(
-                Reading(keys[i][0], v, keys[i][1])
-                for i, v in zip(s.ids, s.values, strict=True)
-                if keep is None or i in keep
-            )
+            named = ((key(i), v) for i, v in zip(s.ids, s.values, strict=True) if keep is None or i in keep)
+            readings = tuple(Reading(k[0], v, k[1]) for k, v in named if k is not None)
             out.append(Sample(s.timestamp_ms, readings))
         return out
 

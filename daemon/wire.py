@@ -76,27 +76,36 @@ class ResponseTooLarge(Exception):
 
 
 class StoredEncoder:
-    """Encodes the history's stored samples, with one cached prefix per series id of its SeriesTable."""
+    """Encodes the history's stored samples, with one cached prefix per series id of its SeriesTable (those of
+    series the table has forgotten are dropped from the cache as it grows)."""
 
     def __init__(self, series: SeriesTable) -> None:
         self._series = series
-        self._prefixes: list[bytes] = []
-        self._lock = threading.Lock()  # RPC threads extend the prefix list concurrently
+        self._prefixes: dict[int, bytes] = {}
+        self._lock = threading.Lock()  # RPC threads extend the prefix cache concurrently
 
-    def _prefix_list(self, upto: int) -> list[bytes]:
-        if len(self._prefixes) <= upto:
-            with self._lock:
-                keys = self._series.keys
-                while len(self._prefixes) <= upto:
-                    self._prefixes.append(_prefix_bytes(*keys[len(self._prefixes)]))
-        return self._prefixes
+    def _prefix(self, i: int) -> bytes | None:
+        prefix = self._prefixes.get(i)
+        if prefix is not None:
+            return prefix
+        key = self._series.key(i)
+        if key is None:  # forgotten: a sample held far longer than any call takes
+            return None
+        prefix = _prefix_bytes(*key)
+        with self._lock:
+            if len(self._prefixes) >= 2 * len(self._series) + 256:
+                self._prefixes = {j: p for j, p in self._prefixes.items() if self._series.key(j) is not None}
+            self._prefixes[i] = prefix
+        return prefix
 
     def encode(self, s: StoredSample, keep: set[int] | None = None) -> bytes:
-        prefixes = self._prefix_list(max(s.ids)) if s.ids else self._prefixes
         parts = [b"\x08" + varint(s.timestamp_ms)] if s.timestamp_ms else []
+        prefixes = self._prefixes
         for i, v in zip(s.ids, s.values, strict=True):
             if keep is None or i in keep:
-                parts.append(_len_field(0x12, prefixes[i] + _DOUBLE(v)))
+                prefix = prefixes.get(i) or self._prefix(i)
+                if prefix is not None:
+                    parts.append(_len_field(0x12, prefix + _DOUBLE(v)))
         return b"".join(parts)
 
     def response_bytes(
