@@ -7,12 +7,12 @@ kineto socket dir, state and trace dirs, short trace retention) and drives it wi
 - fake agent trainers (one real short-lived `sleep` process each, for a live pid), speaking the Agent service's
   real wire protocol on the Unix socket: Register, a Watch stream, trace files written and ReportTrace; they end
   in every way a trainer does: a clean stream cancel, the process killed before its channel closes, a pid that
-  registers again as another job while its old stream is still open (pid reuse before garbage collection), and
-  registrations that never open a Watch stream;
+  registers again as another job while its old stream is still open (pid reuse before garbage collection),
+  registrations that never open a Watch stream, and a death mid-trace that leaves a `.tmp` file;
 - fake libkineto trainers: a fleet process forks short-lived children, each binding its own
   `dynoconfigclient<uuid>` socket in the kineto socket dir (never unlinked, as libkineto does), sending ctxt and
-  req polls with the kernel's credentials, writing the trace file a config asks for, and exiting; pids are reused
-  as the fleet cycles through the pid space;
+  req polls with the kernel's credentials, writing the trace file a config asks for (or crashing mid-write, or
+  exiting before it writes), and exiting (a kineto pid is reused only when the host's pid space wraps: pid_max);
 - a handful of real ones: `dyno.client.agent` processes and (unless --quick) torch processes with
   KINETO_USE_DAEMON=1;
 - a tracer: StartTrace for registered jobs, GetTrace polls until finished, FetchTraceFile of the done files
@@ -26,7 +26,13 @@ sampled every few seconds; the table shows them at start, after warm-up, in the 
 growth per 1000 operations from warm-up to the end and over the second half (a leak keeps growing in the second
 half; a cache or pool filling up does not). Prints figures; asserts nothing.
 
-    python bench/daemon_soak.py [--minutes 3] [--quick]
+`--objects` runs dynod's own main() under a small wrapper that counts its live objects by type on SIGUSR1 and
+prints the types that grew (a leak of a few hundred bytes per trainer is lost in RSS noise; a growing count is not).
+`--series-churn HOURS` measures something else, in-process: the history's series table on a node whose network
+interfaces come and go under new names.
+
+    python bench/daemon_soak.py [--minutes 3] [--quick] [--objects] [--keep]
+    python bench/daemon_soak.py --series-churn 10
 """
 
 from __future__ import annotations
@@ -370,7 +376,11 @@ def _watch(load: Load, stub: agent_pb2_grpc.AgentStub, pid: int, session: str, l
                     stream.cancel()
                     load.count("agent died mid-trace")
                     break
-                size = write_trace_file(Path(cfg.output_path), pid)
+                try:
+                    size = write_trace_file(Path(cfg.output_path), pid)
+                except OSError:  # its lifetime ended mid-write: the stream closed, dynod removed the .tmp
+                    load.count("agent trace cut by its exit")
+                    break
                 stub.ReportTrace(
                     agent_pb2.ReportTraceRequest(
                         pid=pid,

@@ -170,12 +170,14 @@ class SamplingLoop:
 
     def _first_tick(self) -> None:
         self.tick()
-        self._first_tick_done.set()
-        if self._on_first_tick is not None:
-            try:
+        # the callback before prime() returns (when the sample came in time): start-up lines stay in their order
+        try:
+            if self._on_first_tick is not None:
                 self._on_first_tick()
-            except Exception:
-                log.exception("after the first sample")
+        except Exception:
+            log.exception("after the first sample")
+        finally:
+            self._first_tick_done.set()
 
     def _run(self) -> None:
         # After a tick run before start() (the daemon primes the rate counters and the history with one), the next
