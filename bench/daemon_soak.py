@@ -264,6 +264,7 @@ class Load:
         self.errors: Counter[str] = Counter()
         self.kineto_ops_file = d.root / "kineto-ops"
         self.trace_ids: list[str] = []
+        self.orphans: list[tuple[grpc.Channel, grpc.Future]] = []  # connections of exited trainers, kept open
 
     def count(self, what: str, n: int = 1) -> None:
         with self.lock:
@@ -311,8 +312,11 @@ def fake_agent(load: Load, worker: int, rng: random.Random) -> None:
     while not load.stop.is_set():
         sleeper = subprocess.Popen(["sleep", "300"])
         job = f"soak-agent-{rng.randrange(AGENT_JOBS)}"
-        ending = rng.choices(["cancel", "kill", "reuse", "no-watch"], weights=[5, 3, 1, 1])[0]
-        channel = grpc.insecure_channel(target, options=[("grpc.enable_http_proxy", 0)])
+        ending = rng.choices(["cancel", "kill", "reuse", "no-watch", "orphan"], weights=[5, 3, 1, 1, 1])[0]
+        # a connection of its own, as each trainer process has (channels of one process share one by default)
+        channel = grpc.insecure_channel(
+            target, options=[("grpc.enable_http_proxy", 0), ("grpc.use_local_subchannel_pool", 1)]
+        )
         streams: list[grpc.Future] = []
         try:
             stub = agent_pb2_grpc.AgentStub(channel)
@@ -334,6 +338,14 @@ def fake_agent(load: Load, worker: int, rng: random.Random) -> None:
             if ending == "no-watch":
                 time.sleep(rng.uniform(0.05, 0.3))
                 continue
+            if ending == "orphan":  # the trainer exits, a child it forked still holds its connection (and stream)
+                stream = stub.Watch(agent_pb2.WatchRequest(pid=sleeper.pid, session_id=reg.session_id))
+                next(stream)  # the stream is up
+                with load.lock:
+                    load.orphans.append((channel, stream))
+                load.count("agent orphaned stream")
+                time.sleep(rng.uniform(0.1, 1.0))
+                continue
             lifetime = rng.uniform(0.3, 2.5)
             _watch(load, stub, sleeper.pid, reg.session_id, lifetime, streams)
             if ending == "reuse":  # the same pid registers as another job before its old stream ended
@@ -348,6 +360,8 @@ def fake_agent(load: Load, worker: int, rng: random.Random) -> None:
             if ending == "kill":  # the process dies first; its connection goes with it
                 sleeper.kill()
                 channel.close()
+            elif ending == "orphan":
+                sleeper.kill()  # the connection stays open (closed at the end of the run)
             else:
                 for s in streams:
                     s.cancel()
@@ -683,15 +697,17 @@ def series_churn(hours: float, pods_at_once: int = 4, pod_life_s: int = 600) -> 
 # -- the run --------------------------------------------------------------------------------------------------
 
 
-def table(samples: list[Figures], warm: Figures) -> str:
+def table(samples: list[Figures], warm: Figures, after: Figures) -> str:
+    """`samples` up to the end (8 s after the load stopped); `after`: once the orphaned connections were closed."""
     mid = min(samples, key=lambda f: abs(f.at_s - (warm.at_s + samples[-1].at_s) / 2))
     end = samples[-1]
     names = list(dict.fromkeys(k for f in samples for k in f.values))
-    head = f"{'':<20}{'start':>10}{'warm':>10}{'middle':>10}{'end':>10}{'max':>10}{'/1k ops':>10}{'/1k 2nd½':>10}"
+    cols = ("start", "warm", "middle", "end", "max", "/1k ops", "/1k 2nd½", "closed")
     lines = [
-        head,
-        f"{'t (s)':<20}{samples[0].at_s:>10.0f}{warm.at_s:>10.0f}{mid.at_s:>10.0f}{end.at_s:>10.0f}",
-        f"{'operations':<20}{samples[0].ops:>10}{warm.ops:>10}{mid.ops:>10}{end.ops:>10}",
+        f"{'':<20}" + "".join(f"{c:>10}" for c in cols),
+        f"{'t (s)':<20}" + "".join(f"{f.at_s:>10.0f}" for f in (samples[0], warm, mid, end)) + f"{'':>30}"
+        f"{after.at_s:>10.0f}",
+        f"{'operations':<20}" + "".join(f"{f.ops:>10}" for f in (samples[0], warm, mid, end)),
     ]
     for n in names:
 
@@ -703,7 +719,7 @@ def table(samples: list[Figures], warm: Figures) -> str:
         peak = max(v(f) for f in samples)
         lines.append(
             f"{n:<20}{v(samples[0]):>10.0f}{v(warm):>10.0f}{v(mid):>10.0f}{v(end):>10.0f}{peak:>10.0f}"
-            f"{per_k:>+10.2f}{per_k2:>+10.2f}"
+            f"{per_k:>+10.2f}{per_k2:>+10.2f}{v(after):>10.0f}"
         )
     return "\n".join(lines)
 
@@ -786,8 +802,13 @@ def main(argv: list[str] | None = None) -> int:
     for t in threads:
         t.join(15)
     time.sleep(8)  # a housekeeping pass (every 5 s when idle) drops the last exited trainers
-    samples.append(measure(d, started, load.total()))  # after the load: what stays
+    samples.append(measure(d, started, load.total()))  # after the load: what stays (orphaned streams still open)
     objects_end = d.objects() if args.objects else Counter()
+    for channel, stream in load.orphans:
+        stream.cancel()
+        channel.close()
+    time.sleep(2)
+    samples.append(measure(d, started, load.total()))  # the orphaned connections closed
     assert warm is not None
     print()
     print(f"dynod soak: {seconds:.0f} s, {samples[-1].ops} operations ({(samples[-1].ops) / seconds:.0f}/s)")
@@ -801,7 +822,7 @@ def main(argv: list[str] | None = None) -> int:
     print("operations: " + ", ".join(f"{k} {v}" for k, v in sorted(ops.items())))
     print("errors: " + (", ".join(f"{k} {v}" for k, v in sorted(errors.items())) or "none"))
     print()
-    print(table(samples, warm))
+    print(table(samples[:-1], warm, samples[-1]))
     if args.objects:
         grown = (objects_end - objects_warm).most_common(12)
         ops = max(1, samples[-1].ops - warm.ops)

@@ -153,6 +153,11 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
                 try:
                     cmd = q.get(timeout=self._keepalive_s)
                 except queue.Empty:
+                    # Its registration gone (dropped as exited, or the pid registered again): the stream is an
+                    # orphan, kept open only by a connection that outlived the trainer (a fork child holding it)
+                    rec = self._registry.get(pid)
+                    if rec is None or rec.session_id != session:
+                        break
                     self._registry.touch(pid)
                     yield agent_pb2.AgentCommand(keepalive=True)
                     continue
