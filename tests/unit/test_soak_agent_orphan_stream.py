@@ -6,7 +6,11 @@ holding one of the Agent server's threads for as long as the child lived; 264 of
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -15,12 +19,13 @@ from dataclasses import dataclass
 import grpc
 import pytest
 
+from dyno.daemon import connection_limits
 from dyno.daemon.agent_service import AgentServer, AgentServicer
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.trace_manager import TraceManager
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 
-from conftest import short_tmpdir
+from conftest import short_tmpdir, wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -89,3 +94,58 @@ def test_a_stream_whose_pid_registered_again_ends_and_the_new_registration_stays
     assert errors == []
     rec = env.registry.get(PID)
     assert rec is not None and rec.session_id == new != old and rec.job_id == "K"
+
+
+_TRAINER = """
+import os, sys, time
+os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"  # as the agent runs grpc: a fork child inherits its connection
+import grpc
+from dyno.v1 import agent_pb2, agent_pb2_grpc
+stub = agent_pb2_grpc.AgentStub(grpc.insecure_channel("unix:" + sys.argv[1]))
+session = stub.Register(agent_pb2.RegisterRequest(pid=os.getpid(), job_id="J", gpu=-1), timeout=5).session_id
+watch = stub.Watch(agent_pb2.WatchRequest(pid=os.getpid(), session_id=session))
+next(watch)
+child = os.fork()
+if child == 0:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # not the test's pipes
+    os.dup2(devnull, 2)
+    time.sleep(30)  # the child lives on, holding the connection
+    os._exit(0)
+print(child, flush=True)
+os._exit(0)  # the trainer exits
+"""
+
+
+def _open_sockets() -> int:
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass  # closed meanwhile
+    return n
+
+
+def test_the_connection_a_fork_child_keeps_open_is_closed_once_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole story with a real exited trainer: its registration is dropped, its stream ends, and the idle limit
+    closes the connection its child still holds (before, the stream kept the connection busy for the child's life)."""
+    monkeypatch.setattr(connection_limits, "MAX_CONNECTION_IDLE_MS", 500)
+    d = short_tmpdir("dyno-orph-")
+    reg = ProcessRegistry()
+    server = AgentServer(AgentServicer(TraceManager(reg, d / "traces", "hostO"), reg, keepalive_ms=100), d / "a.sock")
+    server.start()
+    child = 0
+    try:
+        before = _open_sockets()
+        out = subprocess.run([sys.executable, "-c", _TRAINER, str(server.path)], capture_output=True, timeout=30)
+        assert out.returncode == 0, out.stderr.decode()[-2000:]
+        child = int(out.stdout)
+        assert _open_sockets() == before + 1  # the child's connection
+        wait_for(lambda: (reg.collect_garbage(), len(reg) == 0)[1], 10, 0.1)  # the trainer exited
+        wait_for(lambda: _open_sockets() == before, 8, 0.1)  # the orphaned connection is closed
+    finally:
+        if child:
+            os.kill(child, signal.SIGKILL)
+        server.stop(0)
+        shutil.rmtree(d, ignore_errors=True)
