@@ -333,8 +333,11 @@ class KinetoEndpoint:
                 log.debug("kineto endpoint: unbound sender, cannot reply")
                 continue
             try:
-                sock.sendto(reply, addr)
-            except OSError as e:  # the client went away between its send and our reply
+                # MSG_DONTWAIT: a sender whose receive queue is full (any local user can send polls and never
+                # read the replies) made a blocking sendto wait forever, and every trainer's poll with it. A
+                # libkineto client reads its reply at once; one that cannot take it now misses one poll.
+                sock.sendto(reply, socket.MSG_DONTWAIT, addr)
+            except OSError as e:  # the client went away between its send and our reply, or its queue is full
                 log.debug("kineto endpoint: reply to %r failed: %s", addr, e)
 
     def _handle(self, data: bytes, ancdata: list[tuple[int, int, bytes]]) -> bytes | None:
