@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO
-from dyno.daemon.trace_files import AGENT_SUFFIX, KINETO_SUFFIX, open_trace_file
+from dyno.daemon.trace_files import AGENT_SUFFIX, KINETO_SUFFIX, open_trace_file, trace_dir_problem
 from dyno.daemon.trace_types import FINAL_STATES, ProcessTraceView, TraceSpec, TraceState, TraceView
 from dyno.logthrottle import ThrottledLog
 from dyno.trace_ids import validate_trace_id
@@ -104,6 +104,10 @@ def write_record(trace_dir: Path, view: TraceView, hostname: str, finished_ms: i
     data = encode_record(view, hostname, finished_ms)
     if len(data) > MAX_RECORD_BYTES:
         log.warning("trace %s: record of %d bytes exceeds %d; not written", view.trace_id, len(data), MAX_RECORD_BYTES)
+        return None
+    problem = trace_dir_problem(trace_dir)
+    if problem is not None:  # its folder may be another user's symlink by now
+        log.warning("trace %s: record not written: %s", view.trace_id, problem)
         return None
     try:
         # mkstemp: O_CREAT|O_EXCL with a random name, so nothing planted in the world-writable folder is followed

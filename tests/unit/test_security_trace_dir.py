@@ -1,0 +1,120 @@
+"""dynod (root) works inside its trace dir: it makes folders there and chmods them 1733, writes records, serves
+files and deletes old folders. The default, /tmp/dyno-traces, can be created by any local user before dynod does
+(or again after systemd-tmpfiles aged it out of /tmp); in a trace dir another user controls, that user can swap a
+folder for a symlink between dynod's mkdir and chmod (a root chmod 1733 of /etc) or its record write (a root-owned
+file anywhere). A trace dir is used only when nobody but root and dynod's user can change it or any folder above it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_context import Aborted, AbortingContext
+
+from dyno.daemon import trace_files as tf
+from dyno.daemon import trace_journal as tj
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.trace_manager import TraceManager
+from dyno.daemon.trace_service import TraceRpcs
+from dyno.daemon.trace_types import ProcessTraceView, TraceSpec, TraceState, TraceView
+from dyno.logthrottle import ThrottledLog
+from dyno.v1 import dyno_pb2
+
+pytestmark = pytest.mark.unit
+
+OTHER_UID = 65534  # nobody: "another local user"
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warning_throttle(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tf, "_skipped", ThrottledLog(tf.log, every_s=3600.0, max_keys=8))
+
+
+def _dir(path: Path, mode: int = 0o755) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, mode)
+    return path
+
+
+def test_a_trace_dir_of_dynods_own_is_trusted(tmp_path: Path) -> None:
+    trace_dir = _dir(tmp_path / "traces")
+    assert tf.trace_dir_problem(trace_dir) is None
+    assert tf.trace_dir_problem(tmp_path / "not-yet" / "made") is None  # dynod makes what is missing
+    _dir(tmp_path / "sticky", 0o1777)  # like /tmp: others cannot rename what they do not own
+    assert tf.trace_dir_problem(_dir(tmp_path / "sticky" / "traces")) is None
+    assert tf.make_trace_dir(trace_dir, "t1").is_dir()
+
+
+def test_a_trace_dir_others_may_write_is_refused(tmp_path: Path) -> None:
+    trace_dir = _dir(tmp_path / "traces", 0o777)
+    problem = tf.trace_dir_problem(trace_dir)
+    assert problem is not None and "writable by other users" in problem and str(trace_dir) in problem
+    with pytest.raises(OSError, match="writable by other users"):
+        tf.make_trace_dir(trace_dir, "t1")
+    assert not (trace_dir / "t1").exists()
+
+
+def test_a_folder_above_it_that_others_may_write_without_the_sticky_bit_is_refused(tmp_path: Path) -> None:
+    shared = _dir(tmp_path / "shared", 0o777)  # anyone may rename "traces" away and put their own in its place
+    trace_dir = _dir(shared / "traces")
+    problem = tf.trace_dir_problem(trace_dir)
+    assert problem is not None and str(shared) in problem and "sticky" in problem
+
+
+def test_a_symlink_others_may_replace_is_refused(tmp_path: Path) -> None:
+    real = _dir(tmp_path / "real")
+    shared = _dir(tmp_path / "shared", 0o777)
+    (shared / "traces").symlink_to(real)
+    problem = tf.trace_dir_problem(shared / "traces")
+    assert problem is not None and str(shared) in problem
+
+
+@as_root
+def test_a_trace_dir_another_user_made_first_is_refused_for_traces_records_and_retention(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """/tmp/dyno-traces squatted: owned by another user, who can rename anything in it."""
+    trace_dir = _dir(tmp_path / "traces")
+    kept = tf.make_trace_dir(trace_dir, "old")  # a trace from when the dir was still dynod's
+    t = time.time() - 7200
+    os.utime(kept, (t, t))
+    os.chown(trace_dir, OTHER_UID, OTHER_UID)
+    problem = tf.trace_dir_problem(trace_dir)
+    assert problem is not None and f"owned by uid {OTHER_UID}" in problem
+
+    with pytest.raises(OSError, match=f"owned by uid {OTHER_UID}"):
+        tf.make_trace_dir(trace_dir, "t1")
+    assert not (trace_dir / "t1").exists()
+
+    # the owner swapped a trace's folder for a symlink to a folder of root's: no record is written through it
+    target = _dir(tmp_path / "etc")
+    (trace_dir / "t2").symlink_to(target)
+    proc = ProcessTraceView(1, "j", 0, PROTOCOL_AGENT, TraceState.DONE, "")
+    view = TraceView("t2", TraceSpec(job_id="j", duration_ms=500), (proc,), True, 0)
+    assert tj.write_record(trace_dir, view, "h", 1) is None
+    assert list(target.iterdir()) == []
+
+    caplog.set_level(logging.WARNING)
+    result = tf.enforce_retention(trace_dir, max_bytes=0, max_age_s=60)
+    assert result.removed == () and kept.is_dir()  # deletes nothing it cannot trust
+    assert any("owned by uid" in r.getMessage() and "retention" in r.getMessage() for r in caplog.records)
+
+
+@as_root
+def test_start_trace_in_a_squatted_trace_dir_fails_with_the_reason(tmp_path: Path) -> None:
+    registry = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: 1000)
+    registry.register(ProcessRecord(pid=4242, job_id="sq", protocol=PROTOCOL_AGENT, connected=True))
+    trace_dir = _dir(tmp_path / "traces")
+    os.chown(trace_dir, OTHER_UID, OTHER_UID)
+    rpcs = TraceRpcs(TraceManager(registry, trace_dir, "h"), registry, "h")
+    with pytest.raises(Aborted) as e:
+        rpcs.StartTrace(dyno_pb2.TraceRequest(job_id="sq", duration_ms=500, trace_id="t1"), AbortingContext())
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert f"owned by uid {OTHER_UID}" in e.value.details
+    assert list(trace_dir.iterdir()) == []
