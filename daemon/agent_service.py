@@ -109,6 +109,18 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
                 f"pid: no process {request.pid} on this host (a trainer in another pid namespace, e.g. a container, "
                 "cannot register with the host's daemon)",
             )
+        # Nor may it take over a live registration: grpc tells a servicer nothing of who calls (no SO_PEERCRED), so
+        # any local user could otherwise register another user's trainer by its pid, receive its trace requests on
+        # their own Watch stream, and leave it untraced. The trainer's own agent registers again only after its
+        # stream ended (reconnecting), when the entry is gone or no longer connected.
+        current = self._registry.get(request.pid)
+        if current is not None and current.protocol == PROTOCOL_AGENT and current.connected:
+            abort(
+                context,
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"pid: process {request.pid} is registered by a connected dyno agent (its Watch stream is open); a "
+                "second registration would take its trace requests: register once that stream has ended",
+            )
         session = uuid.uuid4().hex
         try:
             self._register(request, session)
