@@ -14,6 +14,7 @@ import stat
 import tempfile
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ __all__ = [
     "find_trace_file",
     "iter_chunks",
     "tree_size",
+    "remove_tree",
     "enforce_retention",
     "discard_unfinished_kineto_file",
     "forgotten_trace_hint",
@@ -299,20 +301,77 @@ def iter_chunks(path: Path, chunk_size: int = MAX_CHUNK, cache: ChecksumCache | 
 
 
 def tree_size(path: Path) -> int:
+    """Bytes of the regular files under `path` (symlinks not followed). A walk with a stack, not recursion: any
+    trainer can nest folders in a trace folder (1733) deeper than Python's recursion limit."""
     total = 0
-    try:
-        entries = list(os.scandir(path))
-    except OSError:
-        return 0
-    for entry in entries:
+    todo = [path]
+    while todo:
         try:
-            if entry.is_dir(follow_symlinks=False):
-                total += tree_size(Path(entry.path))
-            elif entry.is_file(follow_symlinks=False):
-                total += entry.stat(follow_symlinks=False).st_size
-        except OSError:
+            entries = list(os.scandir(todo.pop()))
+        except OSError:  # gone meanwhile, or a path past PATH_MAX: not counted
             continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
     return total
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_MAX_OPEN_DEPTH = 32  # folders held open at once while deleting; deeper ones are moved up first
+
+
+def _clear_files(fd: int) -> list[str]:
+    """Unlink everything but folders in the open folder `fd`; the names of its folders."""
+    folders = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    return folders
+
+
+def remove_tree(path: Path) -> None:
+    """Delete the folder `path` and everything in it; raises OSError (what is left stays, for the next pass).
+
+    Like shutil.rmtree on Linux, every step goes through open folder fds with O_NOFOLLOW, so nothing a trainer plants
+    (symlinks, folders renamed meanwhile) leads outside. Unlike it, no recursion: rmtree raised RecursionError on
+    folders nested ~1000 deep, which any trainer can make in a trace folder. Folders deeper than _MAX_OPEN_DEPTH are
+    renamed into `path` (dynod's own folder, same filesystem) and emptied from there, so open fds stay bounded."""
+    top = os.open(path, _DIR_FLAGS)
+    stack: list[tuple[int, str, list[str]]] = []  # (fd, name in its parent, its folders still to delete)
+    try:
+        stack.append((top, "", _clear_files(top)))
+        while stack:
+            fd, name, folders = stack[-1]
+            if not folders:
+                stack.pop()
+                if stack:
+                    os.close(fd)
+                    os.rmdir(name, dir_fd=stack[-1][0])
+                continue
+            sub = folders.pop()
+            if len(stack) >= _MAX_OPEN_DEPTH:
+                moved = f".dynod-removing-{uuid.uuid4().hex}"
+                os.rename(sub, moved, src_dir_fd=fd, dst_dir_fd=top)
+                stack[0][2].append(moved)
+                continue
+            child = os.open(sub, _DIR_FLAGS, dir_fd=fd)
+            try:
+                stack.append((child, sub, _clear_files(child)))
+            except BaseException:
+                os.close(child)
+                raise
+    finally:
+        for fd in {top, *(f for f, _, _ in stack)}:  # top, and the folders an error left open
+            os.close(fd)
+    os.rmdir(path)
 
 
 @dataclass(frozen=True)
@@ -405,7 +464,11 @@ def enforce_retention(
     newest = finished[-1][1] if finished else None
     for mtime, name, size in finished:
         if now - mtime > max_age_s or (total > max_bytes and name != newest):
-            shutil.rmtree(trace_dir / name, ignore_errors=True)
+            try:
+                remove_tree(trace_dir / name)
+            except OSError as e:  # a trainer still writing there, say: the next pass tries again
+                _skipped.warning("remove", "trace retention could not delete %s: %s", trace_dir / name, e)
+                continue
             removed.append(name)
             total -= size
     if newest is not None and total > max_bytes and newest not in removed:

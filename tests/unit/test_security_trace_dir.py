@@ -118,3 +118,41 @@ def test_start_trace_in_a_squatted_trace_dir_fails_with_the_reason(tmp_path: Pat
     assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert f"owned by uid {OTHER_UID}" in e.value.details
     assert list(trace_dir.iterdir()) == []
+
+
+def _nest(folder: Path, depth: int) -> Path:
+    """`depth` folders one inside the other (through dir fds: the whole path is longer than PATH_MAX)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        with open(os.open("f", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as f:
+            f.write(b"x" * 10)
+        os.symlink(str(folder.parent.parent / "outside"), "link", dir_fd=fd)
+    finally:
+        os.close(fd)
+    return folder
+
+
+def test_a_folder_tree_nested_deeper_than_pythons_recursion_limit_is_measured_and_deleted(tmp_path: Path) -> None:
+    """Any trainer may create folders in a trace folder (1733). Nested 1200 deep, they made the recursive size walk
+    and shutil.rmtree raise RecursionError at every retention pass: no trace was ever deleted again (the disk filled)
+    and dynod, whose start runs a pass, no longer started."""
+    outside = _dir(tmp_path / "outside")
+    (outside / "keep").write_text("not dynod's")
+    trace_dir = _dir(tmp_path / "traces")
+    deep = _nest(tf.make_trace_dir(trace_dir, "deep"), 1200)
+    (deep / "link-at-top").symlink_to(outside)
+    old = tf.make_trace_dir(trace_dir, "old")
+    (old / "h_1.pt.trace.json").write_bytes(b"{}")
+    assert tf.tree_size(deep) == (deep / tf.MARKER_NAME).stat().st_size + 10
+    t = time.time() - 7200
+    for d in (deep, old):
+        os.utime(d, (t, t))
+    result = tf.enforce_retention(trace_dir, max_bytes=1 << 30, max_age_s=60)
+    assert sorted(result.removed) == ["deep", "old"]
+    assert list(trace_dir.iterdir()) == []
+    assert (outside / "keep").read_text() == "not dynod's"  # symlinks are removed, never followed
