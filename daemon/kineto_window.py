@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from dyno.daemon.trace_files import open_trace_file
+
 __all__ = [
     "KINETO_DEFAULT_DURATION_MS",
     "RecordWindow",
@@ -63,7 +65,7 @@ def _marker_ts(tail: bytes, mark: re.Pattern[bytes]) -> float | None:
 def record_window(path: Path, *, tail_bytes: int = TAIL_BYTES) -> RecordWindow | None:
     """The recording window from the file's tail; None when unreadable or the markers are not there."""
     try:
-        with open(path, "rb") as f:
+        with open_trace_file(path) as f:
             size = f.seek(0, 2)
             f.seek(max(0, size - tail_bytes))
             tail = f.read()
@@ -81,7 +83,7 @@ def count_optimizer_steps(path: Path) -> int | None:
     unreadable. Reads the file in chunks (it may be large), overlapping so a name split between two is counted."""
     count, carry = 0, b""
     try:
-        with open(path, "rb") as f:
+        with open_trace_file(path) as f:
             while chunk := f.read(_CHUNK):
                 data, counted_to = carry + chunk, 0
                 for m in _STEP_MARK.finditer(data):

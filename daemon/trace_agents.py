@@ -105,8 +105,11 @@ class AgentTraces(TraceTable):
             elif state == TraceState.DONE and self._revive(trace, pt, error):
                 pass  # failed when its connection broke, finished by the agent all the same
             elif state == TraceState.DONE:
-                try:
-                    size = Path(pt.view.path).stat().st_size
+                rec = self._registry.get(pid)
+                try:  # believed only as the process's own file: see tf.trainer_file_stat
+                    size = tf.trainer_file_stat(Path(pt.view.path), rec.uid if rec is not None else -1).st_size
+                except tf.UntrustedFileError as e:
+                    self._set(trace, pt, TraceState.FAILED, f"agent reported done but {pt.view.path} {e.strerror}")
                 except OSError:
                     self._set(trace, pt, TraceState.FAILED, f"agent reported done but {pt.view.path} is missing")
                 else:
@@ -125,12 +128,9 @@ class AgentTraces(TraceTable):
         if rec is None or rec.protocol != PROTOCOL_AGENT:
             return None
         try:
-            st = os.lstat(path)
+            return tf.trainer_file_stat(path, rec.uid)
         except OSError:
             return None
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or (rec.uid >= 0 and st.st_uid != rec.uid):
-            return None
-        return st
 
     def _revive(self, trace: TraceEntry, pt: ProcTrace, note: str) -> bool:
         """Under self._lock: a DONE report of a trace failed when the agent's stream ended (its connection broke;

@@ -35,6 +35,7 @@ __all__ = [
     "kineto_output",
     "agent_output",
     "MARKER_NAME",
+    "UntrustedFileError",
     "UntrustedTraceDirError",
     "make_trace_dir",
     "require_trusted_trace_dir",
@@ -43,6 +44,7 @@ __all__ = [
     "iter_chunks",
     "tree_size",
     "remove_tree",
+    "trainer_file_stat",
     "enforce_retention",
     "discard_unfinished_kineto_file",
     "forgotten_trace_hint",
@@ -227,6 +229,33 @@ def open_trace_file(path: Path) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+class UntrustedFileError(OSError):
+    """A file at a trace file's name that cannot be the traced process's (its reason is the strerror)."""
+
+
+def trainer_file_stat(path: Path, uid: int = -1) -> os.stat_result:
+    """The lstat of a trainer's finished trace file, when it can be believed to be the traced process's: a plain file
+    (lstat: a symlink is never followed; no FIFO, whose open would block the reader), one link (no second name of
+    someone else's file), owned by `uid` (the traced process's user, a kernel fact; -1: unknown, not checked).
+
+    Any local user can create a file at a trace file's name (the folder is 1733 and the names predictable) before the
+    trainer publishes its own, whose rename over it then fails (the sticky bit): to pass their data off as that
+    process's trace, or to stall or mislead the daemon reading it. Raises FileNotFoundError when nothing is there yet,
+    UntrustedFileError otherwise."""
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise UntrustedFileError(errno.EPERM, "is not a plain file (a symlink, FIFO or device put there)", str(path))
+    if st.st_nlink != 1:
+        raise UntrustedFileError(errno.EPERM, f"has {st.st_nlink} links (a hard link to another file?)", str(path))
+    if uid >= 0 and st.st_uid != uid:
+        raise UntrustedFileError(
+            errno.EPERM,
+            f"is owned by uid {st.st_uid}, not by the traced process's uid {uid} (put there by another user?)",
+            str(path),
+        )
+    return st
 
 
 @dataclass(frozen=True)

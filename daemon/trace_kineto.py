@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from pathlib import Path
 from typing import TypeVar
 
@@ -184,10 +185,18 @@ class KinetoTraces(TraceTable):
         except ConfigValueError as e:  # e.g. a trace dir path containing '=': never send a broken line
             raise TraceRequestError("trace_id", f"cannot express this trace for libkineto: {e}") from None
 
-    def _kineto_notes(self, pid: int | None = None) -> dict[tuple[str, int], str]:
+    def _traced_uid(self, pid: int) -> int:
+        """The user of the registered process `pid` (the kernel's word, SCM_CREDENTIALS), -1 when not registered."""
+        rec = self._registry.get(pid)
+        return rec.uid if rec is not None else -1
+
+    def _kineto_notes(self, pid: int | None = None, uid: int | None = None) -> dict[tuple[str, int], str]:
         """The done notes of kineto iteration traces (of `pid`, or all) whose file is complete, keyed by (trace id,
         pid): read from the files outside self._lock (a file may be large), so they are there when the trace turns
-        done. "" when libkineto recorded the iterations; a note when it fell back to its 500 ms window."""
+        done. "" when libkineto recorded the iterations; a note when it fell back to its 500 ms window. Only files
+        that can be the process's are read (tf.trainer_file_stat: never a FIFO another user put there, which
+        blocked this thread for good, nor a symlink to /dev/zero, read forever); `uid`: the user of `pid`, when it is
+        no longer registered."""
         with self._lock:
             todo = [
                 (t.trace_id, pt.view.pid, Path(pt.view.path), t.spec.iterations)
@@ -198,17 +207,36 @@ class KinetoTraces(TraceTable):
                 and pt.view.state in (TraceState.DELIVERED, TraceState.RUNNING)
                 and pid in (None, pt.view.pid)
             ]
-        return {(tid, p): iteration_fallback_note(path, n) for tid, p, path, n in todo if path.exists()}
+        return {
+            (tid, p): iteration_fallback_note(path, n)
+            for tid, p, path, n in todo
+            if self._believable(path, self._traced_uid(p) if uid is None else uid)
+        }
 
-    def _kineto_file_check(self, trace: TraceEntry, pt: ProcTrace, notes: dict[tuple[str, int], str]) -> bool:
-        """Under self._lock: True when the kineto file is complete (state set to done, with its note from `notes`;
-        an iteration trace's file not looked at yet waits for the next round)."""
+    @staticmethod
+    def _believable(path: Path, uid: int) -> bool:
+        try:
+            tf.trainer_file_stat(path, uid)
+        except OSError:
+            return False
+        return True
+
+    def _kineto_file_check(
+        self, trace: TraceEntry, pt: ProcTrace, notes: dict[tuple[str, int], str], uid: int | None = None
+    ) -> bool:
+        """Under self._lock: True when the process's part is over: its kineto file is complete (state set to done,
+        with its note from `notes`; an iteration trace's file not looked at yet waits for the next round), or what
+        is at its name cannot be its file (failed, saying why: see tf.trainer_file_stat). `uid`: the process's
+        user, when it is no longer registered."""
         path = Path(pt.view.path)
         key = (trace.trace_id, pt.view.pid)
         try:
-            size = path.stat().st_size
+            size = tf.trainer_file_stat(path, self._traced_uid(pt.view.pid) if uid is None else uid).st_size
+        except tf.UntrustedFileError as e:
+            self._set(trace, pt, TraceState.FAILED, f"{path} {e.strerror}: not taken as this process's trace")
+            return True
         except OSError:
-            if pt.view.state == TraceState.DELIVERED and Path(str(path) + ".tmp").exists():
+            if pt.view.state == TraceState.DELIVERED and os.path.lexists(str(path) + ".tmp"):
                 self._set(trace, pt, TraceState.RUNNING)
             return False
         if trace.spec.iterations is not None and key not in notes:

@@ -272,14 +272,14 @@ class TraceManager(KinetoTraces, AgentTraces):
                         self._set(trace, pt, TraceState.TIMED_OUT, f"no complete trace file by the deadline{hint}")
 
     def _on_process_removed(self, rec: ProcessRecord, reason: str) -> None:
-        notes = self._kineto_notes(rec.pid) if rec.protocol == PROTOCOL_KINETO else {}
+        notes = self._kineto_notes(rec.pid, rec.uid) if rec.protocol == PROTOCOL_KINETO else {}
         with self._lock:
             found = self._active_for(rec.pid)
             if found is not None:
                 trace, pt = found
                 # a kineto process may have finished its file and exited right after
                 kineto_started = pt.view.protocol == PROTOCOL_KINETO and pt.view.state != TraceState.PENDING
-                if not (kineto_started and self._kineto_file_check(trace, pt, notes)):
+                if not (kineto_started and self._kineto_file_check(trace, pt, notes, rec.uid)):
                     when = "before picking up the trace" if pt.view.state == TraceState.PENDING else "mid-trace"
                     self._set(trace, pt, TraceState.FAILED, f"{reason} {when}")
             leftovers = self._leftovers(rec.pid)
