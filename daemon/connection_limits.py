@@ -24,6 +24,11 @@ The semantics are grpc's (gRFC A8 client/server keepalive, A9 server-side connec
   control), which grpc otherwise stops after 2 pings.
 - `grpc.server_handshake_timeout_ms`: a connection that never completes its HTTP/2 (or TLS) handshake is closed
   after this, instead of holding a place for grpc's default 120 s.
+- `grpc.max_receive_message_length`: the largest request message (MAX_REQUEST_BYTES); a larger one is refused with
+  RESOURCE_EXHAUSTED. grpc's default, 4 MiB, let any client that reaches the port (the read-only RPCs need no token)
+  make dynod hold 4 MiB per call in flight and parse it: 64 clients sending 3 MB requests took dynod to 620 MB
+  (the unit's MemoryMax is 512M). dynod's largest valid requests are ~52 KB (GetMetrics: 256 name patterns of 200
+  characters) and ~5 KB (StartTrace: 1024 pids; an agent's Register: a 4 KiB command line).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ __all__ = [
     "KEEPALIVE_TIME_MS",
     "KEEPALIVE_TIMEOUT_MS",
     "HANDSHAKE_TIMEOUT_MS",
+    "MAX_REQUEST_BYTES",
     "server_options",
     "agent_server_options",
 ]
@@ -49,6 +55,7 @@ MAX_CONNECTION_AGE_GRACE_MS = 2**31 - 1  # grpc's INT_MAX: no forced close of RP
 KEEPALIVE_TIME_MS = 60 * 1000
 KEEPALIVE_TIMEOUT_MS = 20 * 1000
 HANDSHAKE_TIMEOUT_MS = 10 * 1000
+MAX_REQUEST_BYTES = 256 * 1024  # ~5x the largest valid request
 
 
 def server_options(*, age_limit: bool = True, keepalive: bool = True) -> list[tuple[str, int]]:
@@ -59,6 +66,7 @@ def server_options(*, age_limit: bool = True, keepalive: bool = True) -> list[tu
         ("grpc.max_concurrent_streams", MAX_CONCURRENT_STREAMS),
         ("grpc.max_connection_idle_ms", MAX_CONNECTION_IDLE_MS),
         ("grpc.server_handshake_timeout_ms", HANDSHAKE_TIMEOUT_MS),
+        ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
     ]
     if age_limit:
         options += [

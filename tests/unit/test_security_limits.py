@@ -1,0 +1,93 @@
+"""Request size on dynod's gRPC servers: any client that reaches the TCP port may call the read-only RPCs (no
+token), and any local user the agent socket. With grpc's default 4 MiB per message, 64 clients sending 3 MB requests
+took dynod to 620 MB (its unit's MemoryMax is 512M). Requests are now capped at connection_limits.MAX_REQUEST_BYTES
+(~5x the largest valid request), which the largest valid requests stay well under."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from dyno.daemon.app import Daemon
+from dyno.daemon.config import DaemonConfig
+from dyno.daemon.connection_limits import MAX_REQUEST_BYTES
+from dyno.daemon.samplers.base import Reading, SamplerState
+from dyno.request_limits import MAX_JOB_ID, MAX_NAME_PATTERN_LEN, MAX_NAME_PATTERNS, MAX_PIDS
+from dyno.v1 import agent_pb2, agent_pb2_grpc, dyno_pb2, dyno_pb2_grpc
+
+from conftest import short_tmpdir
+
+pytestmark = pytest.mark.unit
+
+
+class _OneValue:
+    name = "host"
+
+    def state(self) -> SamplerState:
+        return SamplerState(name="host", ok=True, backend="test")
+
+    def sample(self) -> list[Reading]:
+        return [Reading("cpu_user_percent", 1.0, ())]
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[Daemon]:
+    d = short_tmpdir("dyno-seclim-")
+    cfg = DaemonConfig(
+        port=0,
+        metrics_port=0,
+        kineto_endpoint="off",
+        interval_s=0.1,
+        history_s=10,
+        state_dir=d / "state",
+        trace_dir=d / "traces",
+        agent_socket=d / "agent.sock",
+    )
+    daemon = Daemon(cfg, samplers=[_OneValue()])  # type: ignore[list-item]
+    daemon.start()
+    try:
+        yield daemon
+    finally:
+        daemon.stop(grace_s=0)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _code(call: object) -> grpc.StatusCode:
+    try:
+        call()  # type: ignore[operator]
+    except grpc.RpcError as e:
+        return e.code()  # type: ignore[no-any-return]
+    return grpc.StatusCode.OK
+
+
+_BIG = {("grpc.max_send_message_length", 8 << 20)}  # the client would refuse to send it otherwise
+
+
+def test_an_oversized_request_is_refused_on_the_tcp_port(daemon: Daemon) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{daemon.port}", options=list(_BIG)) as ch:
+        stub = dyno_pb2_grpc.DynoStub(ch)
+        huge = dyno_pb2.GetMetricsRequest(names=["x" * 1000] * (MAX_REQUEST_BYTES // 1000 + 10))
+        assert huge.ByteSize() > MAX_REQUEST_BYTES
+        assert _code(lambda: stub.GetMetrics(huge, timeout=10)) == grpc.StatusCode.RESOURCE_EXHAUSTED
+        # the largest valid requests pass
+        widest = dyno_pb2.GetMetricsRequest(names=["y" * MAX_NAME_PATTERN_LEN] * MAX_NAME_PATTERNS, limit=1)
+        assert _code(lambda: stub.GetMetrics(widest, timeout=10)) == grpc.StatusCode.OK
+        most = dyno_pb2.TraceRequest(job_id="j" * MAX_JOB_ID, pids=[2**31 - 1] * MAX_PIDS, duration_ms=100)
+        assert most.ByteSize() < MAX_REQUEST_BYTES // 10
+        assert _code(lambda: stub.StartTrace(most, timeout=10)) == grpc.StatusCode.OK  # nothing matched: a message
+
+
+def test_an_oversized_request_is_refused_on_the_agent_socket(daemon: Daemon) -> None:
+    with grpc.insecure_channel(f"unix:{daemon.config.agent_socket_path}", options=list(_BIG)) as ch:
+        stub = agent_pb2_grpc.AgentStub(ch)
+        huge = agent_pb2.RegisterRequest(pid=os.getpid(), cmdline="c" * (MAX_REQUEST_BYTES + 1))
+        assert _code(lambda: stub.Register(huge, timeout=10)) == grpc.StatusCode.RESOURCE_EXHAUSTED
+        ok = agent_pb2.RegisterRequest(pid=os.getpid(), job_id="j", cmdline="c" * 4096, ancestry=[1] * 64)
+        assert stub.Register(ok, timeout=10).session_id
