@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from dyno.daemon.trusted_dirs import dir_problem
 from dyno.logthrottle import ThrottledLog
 
 __all__ = [
@@ -380,7 +381,12 @@ def _make_socket_dir(path: Path) -> None:
     """The filesystem-mode socket folder. Made here, it is 1777 like /tmp: each trainer creates its own client
     socket file in it (``dynoconfigclient<uuid>``), whatever its user, and the sticky bit keeps users from removing
     each other's (0755 from the umask let only dynod's own user trace). A folder that exists keeps its mode: the
-    admin chose who may use it."""
+    admin chose who may use it. Checked first (dyno.daemon.trusted_dirs), as it and the folders above it are before
+    this makes or chmods anything: a folder another user made, or one where others may rename entries, would let
+    them replace dynod's socket with theirs and hand every trainer a config of their own."""
+    problem = dir_problem(path, what="the kineto socket dir", key="kineto_socket_dir", shared=True)
+    if problem is not None:
+        raise OSError(errno.EPERM, problem)
     try:
         path.mkdir(parents=True)
     except FileExistsError:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from dyno.daemon.trusted_dirs import dir_problem
 from dyno.diskspace import free_space_note
 from dyno.filechunks import checksum_of, new_digest
 from dyno.logthrottle import ThrottledLog
@@ -102,48 +103,11 @@ class UntrustedTraceDirError(PermissionError):
     """The trace dir (or a folder above it) can be changed by a user other than root and the daemon's own."""
 
 
-def _others_may_write(st: os.stat_result) -> bool:
-    """Writable by anyone but the owner, root and the daemon's own group (group root counts as root)."""
-    mode = stat.S_IMODE(st.st_mode)
-    return bool(mode & stat.S_IWOTH) or bool(mode & stat.S_IWGRP and st.st_gid not in (0, os.getegid()))
-
-
 def trace_dir_problem(trace_dir: Path) -> str | None:
-    """Why nobody should trust `trace_dir`, or None. The daemon (root, as installed) makes, chmods, writes and deletes
-    inside it, so a user who could rename its entries could swap a trace folder for a symlink between dynod's mkdir
-    and chmod (a root chmod 1733 of any folder), or its record write (a root-owned file anywhere). Checked: every
-    folder from / down to it, along the path as given and as resolved (a symlink is as safe as the folder holding
-    it), owned by root or the daemon's user; writable by no one else, except a folder above it with the sticky bit
-    (like /tmp: others cannot rename what they do not own). The default /tmp/dyno-traces can be made by any user
-    before dynod makes it (or again after systemd-tmpfiles aged it out). What does not exist yet is not checked:
-    the daemon makes it."""
-    given = Path(os.path.abspath(trace_dir))
-    resolved = Path(os.path.realpath(trace_dir))
-    uids = (0, os.geteuid())
-    for path in dict.fromkeys([given, *given.parents, resolved, *resolved.parents]):
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            return f"cannot check {path}: {e.strerror or e}"
-        role = "the trace dir" if path in (given, resolved) else "a folder above the trace dir"
-        if st.st_uid not in uids:
-            return (
-                f"{path} ({role}) is owned by uid {st.st_uid}, neither root nor this daemon's user (did another user "
-                "make it first?): that user could make dynod write, chmod or delete files elsewhere; remove it, or set "
-                "trace_dir to a folder of dynod's own"
-            )
-        if stat.S_ISLNK(st.st_mode) or not _others_may_write(st):
-            continue
-        if path in (given, resolved) or not st.st_mode & stat.S_ISVTX:
-            sticky = "" if path in (given, resolved) else " without the sticky bit"
-            return (
-                f"{path} ({role}) is writable by other users{sticky} (mode {stat.S_IMODE(st.st_mode):o}): they could "
-                "put symlinks in place of the trace folders; let only its owner write there, or set trace_dir to a "
-                "folder of dynod's own"
-            )
-    return None
+    """Why nobody should trust `trace_dir`, or None (dyno.daemon.trusted_dirs): dynod makes folders there, chmods them
+    1733, writes records in them and deletes them, so a user who could rename its entries could swap a trace folder
+    for a symlink between dynod's mkdir and chmod (a root chmod 1733 of any folder), or its record write."""
+    return dir_problem(trace_dir, what="the trace dir", key="trace_dir")
 
 
 def require_trusted_trace_dir(trace_dir: Path) -> None:

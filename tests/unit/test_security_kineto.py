@@ -110,3 +110,36 @@ def test_malformed_and_boundary_datagrams_never_stop_the_endpoint(
     assert ep.rejected > 0
     listed = manager._registry.list("")
     assert [p.pid for p in listed] == [os.getpid()]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a folder of another user needs root to make")
+def test_a_kineto_socket_dir_another_user_made_is_refused(tmp_path: Path) -> None:
+    """Its owner could replace dynod's `dynolog` socket with their own and hand every trainer a config of theirs
+    (ACTIVITIES_LOG_FILE: where the trainer, as its user, writes)."""
+    sock_dir = tmp_path / "kineto"
+    sock_dir.mkdir(mode=0o1777)
+    os.chown(sock_dir, 65534, 65534)
+    ep = KinetoEndpoint(_NoHandler(), socket_dir=sock_dir)
+    with pytest.raises(OSError, match="owned by uid 65534"):
+        ep.start()
+    assert not (sock_dir / "dynolog").exists()
+
+
+def test_a_kineto_socket_dir_others_may_rename_in_is_refused(tmp_path: Path) -> None:
+    sock_dir = tmp_path / "kineto"
+    sock_dir.mkdir()
+    os.chmod(sock_dir, 0o777)  # writable by all without the sticky bit: anyone may replace dynod's socket
+    with pytest.raises(OSError, match="without the sticky bit"):
+        KinetoEndpoint(_NoHandler(), socket_dir=sock_dir).start()
+    os.chmod(sock_dir, 0o1777)  # like /tmp: fine
+    ep = KinetoEndpoint(_NoHandler(), socket_dir=sock_dir)
+    ep.start()
+    ep.stop()
+
+
+class _NoHandler:
+    def kineto_poll(self, poll: object) -> None:
+        return None
+
+    def kineto_context_count(self, gpu: int, pid: int, job_id: str) -> int:
+        return 1
