@@ -252,8 +252,10 @@ class KinetoEndpoint:
                 sock.bind(self.address)
         except OSError as e:
             sock.close()
+            holder = _abstract_holder(self._name) if e.errno == errno.EADDRINUSE and self._socket_dir is None else ""
             # str(e): "AF_UNIX path too long" and the like come without an errno or strerror
-            raise OSError(e.errno, f"cannot bind kineto endpoint {self.describe()}: {e.strerror or e}") from None
+            why = f"{e.strerror or e}{holder}"
+            raise OSError(e.errno, f"cannot bind kineto endpoint {self.describe()}: {why}") from None
         # Blocking receive, no timeout: an idle daemon must not wake up 4x a second; stop() wakes the loop with
         # shutdown(), which makes a blocked recvmsg return at once on Linux.
         self._sock = sock
@@ -392,6 +394,29 @@ def _make_socket_dir(path: Path) -> None:
     except FileExistsError:
         return
     os.chmod(path, 0o1777)
+
+
+def _abstract_holder(name: str) -> str:
+    """' (bound by pid P, uid U: ...)' for the process holding the abstract socket `name`, else ''. An abstract name
+    has no permissions: any local user can bind libkineto's `dynolog` while dynod is not bound to it and answer every
+    trainer's polls, so the start-up error says who holds it (another daemon, or someone else)."""
+    shown = "@" + name + "@"  # /proc/net/unix shows the leading and trailing NUL as '@'
+    try:
+        with open("/proc/net/unix") as f:
+            inodes = {fields[6] for line in f if len(fields := line.split()) >= 8 and fields[7] == shown}
+    except OSError:
+        return ""
+    targets = {f"socket:[{inode}]" for inode in inodes}
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()) if targets else ():
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in targets for fd in fds):
+                uid = os.stat(f"/proc/{pid}").st_uid
+                with open(f"/proc/{pid}/comm") as f:
+                    return f" (bound by pid {pid}, uid {uid}: {f.read().strip()})"
+        except OSError:
+            continue
+    return ""
 
 
 def _credentials(ancdata: list[tuple[int, int, bytes]]) -> tuple[int, int, int] | None:

@@ -143,3 +143,15 @@ class _NoHandler:
 
     def kineto_context_count(self, gpu: int, pid: int, job_id: str) -> int:
         return 1
+
+
+def test_a_taken_abstract_name_says_who_holds_it() -> None:
+    """Any local user can bind libkineto's name while dynod is not bound to it: the start-up error names them."""
+    name = f"dyno-sec-{uuid.uuid4().hex[:10]}"
+    squatter = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    squatter.bind(b"\0" + name.encode() + b"\0")
+    try:
+        with pytest.raises(OSError, match=rf"Address already in use \(bound by pid {os.getpid()}, uid {os.getuid()}: "):
+            KinetoEndpoint(_NoHandler(), name=name).start()
+    finally:
+        squatter.close()
