@@ -13,6 +13,7 @@ import queue
 import socket
 import stat
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent import futures
@@ -39,12 +40,17 @@ from dyno.logthrottle import ThrottledLog
 from dyno.request_limits import JOB_ID_RULE, job_id_ok
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 
-__all__ = ["AgentServicer", "AgentServer", "SocketInUseError", "GONE_REASON"]
+__all__ = ["AgentServicer", "AgentServer", "SocketInUseError", "GONE_REASON", "MAX_UNWATCHED", "UNWATCHED_GRACE_S"]
 
 log = logging.getLogger(__name__)
 
 _MAX_TEXT = 4096
 _MAX_ANCESTRY = 64
+# Registrations waiting for their Watch stream, at most (see AgentServicer._admit). An agent opens its stream
+# milliseconds after Register; one that has not within the grace period makes room for a new one.
+MAX_UNWATCHED = 256
+UNWATCHED_GRACE_S = 10.0
+_PF_KTHREAD = 0x00200000  # /proc/<pid>/stat flags: a kernel thread
 
 
 MAX_UNIX_SOCKET_PATH = 107  # sockaddr_un.sun_path holds 108 bytes, the terminating NUL included
@@ -55,6 +61,25 @@ def _own_pid_namespace() -> str:
         return str(os.stat("/proc/self/ns/pid").st_ino)
     except OSError:
         return ""
+
+
+def _not_a_process(pid: int) -> str | None:
+    """Why `pid` names nothing that could run an agent, or None (also when /proc cannot tell: it exited, which the
+    liveness check reports). A thread's id answers kill(2) and has its /proc entry like a process's, so every thread
+    on the host was a pid anyone could register (enough, on a busy host, to fill the registry's caps); a kernel
+    thread runs no Python."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            tgid = next((int(line.split()[1]) for line in f if line.startswith(b"Tgid:")), pid)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            flags = int(f.read().rsplit(b")", 1)[1].split()[6])
+    except (OSError, ValueError, IndexError):
+        return None
+    if tgid != pid:
+        return f"pid: {pid} is a thread of process {tgid}, not a process: register the process's pid"
+    if flags & _PF_KTHREAD:
+        return f"pid: {pid} is a kernel thread"
+    return None
 
 
 class SocketInUseError(OSError):
@@ -72,6 +97,7 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
         self._queues: set[queue.Queue] = set()
         self._full_log = ThrottledLog(log, every_s=600.0)  # refusals others can cause at will
         self._pid_namespace = _own_pid_namespace()
+        self._unwatched: dict[str, tuple[int, float]] = {}  # session -> (pid, when registered), oldest first
 
     def shutdown(self) -> None:
         """Ends every Watch stream promptly (server stop)."""
@@ -109,6 +135,9 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
                 f"pid: no process {request.pid} on this host (a trainer in another pid namespace, e.g. a container, "
                 "cannot register with the host's daemon)",
             )
+        problem = _not_a_process(request.pid)
+        if problem is not None:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, problem)
         # Nor may it take over a live registration: grpc tells a servicer nothing of who calls (no SO_PEERCRED), so
         # any local user could otherwise register another user's trainer by its pid, receive its trace requests on
         # their own Watch stream, and leave it untraced. The trainer's own agent registers again only after its
@@ -121,15 +150,41 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
                 f"pid: process {request.pid} is registered by a connected dyno agent (its Watch stream is open); a "
                 "second registration would take its trace requests: register once that stream has ended",
             )
+        self._admit(context)
         session = uuid.uuid4().hex
         try:
             self._register(request, session)
         except RegistryFullError as e:
             self._full_log.warning("full", "agent registration refused: %s", e)
             abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
+        with self._lock:
+            self._unwatched[session] = (request.pid, time.monotonic())
         return agent_pb2.RegisterResponse(
             session_id=session, keepalive_ms=self._keepalive_ms, daemon_version=dyno.__version__
         )
+
+    def _admit(self, context: grpc.ServicerContext) -> None:
+        """Refuse a registration (RESOURCE_EXHAUSTED) while MAX_UNWATCHED others wait for their Watch stream, after
+        dropping those that waited past UNWATCHED_GRACE_S. **Why:** a registration without its stream stays until
+        garbage collection (30 s) and anyone may register any live process, so re-registering others' processes in a
+        loop filled the registry's caps for every trainer, libkineto's included. Streams are bounded by the agent
+        server's threads; registrations without one now are too."""
+        now = time.monotonic()
+        with self._lock:
+            stale = [(s, pid) for s, (pid, t) in self._unwatched.items() if now - t >= UNWATCHED_GRACE_S]
+            for s, _ in stale:
+                del self._unwatched[s]
+            waiting = len(self._unwatched)
+        for s, pid in stale:
+            rec = self._registry.get(pid)
+            if rec is not None and rec.session_id == s and not rec.connected:
+                self._registry.remove(pid, "registered but never opened its Watch stream", session_id=s)
+        if waiting >= MAX_UNWATCHED:
+            message = (
+                f"{waiting} agent registrations are waiting for their Watch stream (this daemon's limit); retry shortly"
+            )
+            self._full_log.warning("unwatched", "agent registration refused: %s", message)
+            abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, message)
 
     def _register(self, request: agent_pb2.RegisterRequest, session: str) -> None:
         self._registry.register(
@@ -155,6 +210,8 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
             abort(context, grpc.StatusCode.NOT_FOUND, f"pid {pid} is not registered with this session: Register first")
         q = self._tm.agent_attach(pid, session)
         self._registry.set_connected(pid, session, True)
+        with self._lock:
+            self._unwatched.pop(session, None)
         # Wake the loop at once when the client goes away or the server stops (not at the next keepalive).
         context.add_callback(lambda: q.put(None))
         with self._lock:

@@ -5,16 +5,19 @@ user's trainer (the thief would receive its trace requests, and the trainer woul
 from __future__ import annotations
 
 import functools
+import os
 import random
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
 
+from dyno.daemon import agent_service
 from dyno.daemon.agent_service import AgentServer, AgentServicer
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.trace_manager import TraceManager
@@ -161,3 +164,79 @@ def test_boundary_and_random_agent_requests_get_a_clean_answer(
     assert unexpected == set()
     assert stub.Register(agent_pb2.RegisterRequest(pid=trainer, job_id="ok"), timeout=5).session_id
     assert reg.get(trainer) is not None
+
+
+def test_a_thread_or_a_kernel_thread_is_not_a_process_to_register(
+    agent_env: tuple[grpc.Channel, agent_pb2_grpc.AgentStub, ProcessRegistry],
+) -> None:
+    """Thread ids answer kill(pid, 0) like processes: every thread on the host was a pid anyone could register,
+    enough to fill the registry's caps (the kineto path's too) on a busy host."""
+    _, stub, reg = agent_env
+    ready, done = threading.Event(), threading.Event()
+    tid: list[int] = []
+
+    def worker() -> None:
+        tid.append(threading.get_native_id())
+        ready.set()
+        done.wait(30)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    try:
+        ready.wait(10)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.Register(agent_pb2.RegisterRequest(pid=tid[0], job_id="j"), timeout=5)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert f"pid: {tid[0]} is a thread of process {os.getpid()}" in e.value.details()
+    finally:
+        done.set()
+        t.join()
+    kthreadd = 2  # the kernel's thread creator, pid 2 in the host's pid namespace
+    if _is_kernel_thread(kthreadd):
+        with pytest.raises(grpc.RpcError) as e:
+            stub.Register(agent_pb2.RegisterRequest(pid=kthreadd, job_id="j"), timeout=5)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "kernel thread" in e.value.details()
+    assert len(reg) == 0
+
+
+def _is_kernel_thread(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return bool(int(f.read().rsplit(b")", 1)[1].split()[6]) & 0x00200000)
+    except (OSError, IndexError, ValueError):
+        return False
+
+
+def test_registrations_that_never_watch_are_bounded(
+    agent_env: tuple[grpc.Channel, agent_pb2_grpc.AgentStub, ProcessRegistry],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A registration without its Watch stream stays until garbage collection (30 s), and anyone can register any
+    live process: re-registering others' processes in a loop kept the registry full for every trainer (kineto too).
+    An agent opens its stream right after Register, so registrations waiting for one are capped."""
+    _, stub, reg = agent_env
+    monkeypatch.setattr(agent_service, "MAX_UNWATCHED", 3)
+    sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(5)]
+    try:
+        for p in sleepers[:3]:
+            stub.Register(agent_pb2.RegisterRequest(pid=p.pid, job_id="j"), timeout=5)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.Register(agent_pb2.RegisterRequest(pid=sleepers[3].pid, job_id="j"), timeout=5)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "3 agent registrations are waiting for their Watch stream" in e.value.details()
+        assert len(reg) == 3
+        # a registration that opens its stream makes room for the next
+        first = reg.get(sleepers[0].pid)
+        assert first is not None
+        watch = stub.Watch(agent_pb2.WatchRequest(pid=first.pid, session_id=first.session_id))
+        assert next(watch).keepalive
+        assert stub.Register(agent_pb2.RegisterRequest(pid=sleepers[3].pid, job_id="j"), timeout=5).session_id
+        watch.cancel()
+        # and ones left waiting past the grace period are dropped for new ones
+        monkeypatch.setattr(agent_service, "UNWATCHED_GRACE_S", 0.0)
+        assert stub.Register(agent_pb2.RegisterRequest(pid=sleepers[4].pid, job_id="j"), timeout=5).session_id
+        assert reg.get(sleepers[4].pid) is not None
+    finally:
+        for p in sleepers:
+            p.kill()
+            p.wait()
