@@ -36,6 +36,7 @@ from dyno.daemon.trace_types import (
     TraceState,
     UnknownTraceError,
 )
+from dyno.daemon.trusted_dirs import dir_problem
 from dyno.logthrottle import ThrottledLog
 from dyno.request_limits import JOB_ID_RULE, job_id_ok
 from dyno.v1 import agent_pb2, agent_pb2_grpc
@@ -273,6 +274,11 @@ def prepare_socket_path(path: Path) -> None:
             errno.ENAMETOOLONG,
             f"agent socket path {path} is too long for a Unix socket (> {MAX_UNIX_SOCKET_PATH} bytes)",
         )
+    # Whoever could rename entries in its folder could put a socket of their own in its place: trainers would take
+    # their trace requests, output paths included (where the agent writes, as the trainer's user), from them.
+    problem = dir_problem(path.parent, what="the agent socket's folder", key="agent_socket", shared=True)
+    if problem is not None:
+        raise OSError(errno.EPERM, problem)
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
     except OSError as e:

@@ -240,3 +240,24 @@ def test_registrations_that_never_watch_are_bounded(
         for p in sleepers:
             p.kill()
             p.wait()
+
+
+def test_an_agent_socket_in_a_folder_others_may_rename_in_is_refused() -> None:
+    """Whoever can rename entries there can put a socket of their own in place of dynod's: trainers would take
+    their trace requests, output paths included (where the agent writes, as its user), from them."""
+    d = short_tmpdir("dyno-secsock-")
+    try:
+        shared = d / "shared"
+        shared.mkdir()
+        os.chmod(shared, 0o777)
+        server = AgentServer(
+            AgentServicer(TraceManager(ProcessRegistry(), d / "t", "h"), ProcessRegistry()), shared / "a.sock"
+        )
+        with pytest.raises(OSError, match="without the sticky bit"):
+            server.start()
+        assert not (shared / "a.sock").exists()
+        os.chmod(shared, 0o1777)  # like /tmp: others cannot replace dynod's socket
+        server.start()
+        server.stop(0)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
