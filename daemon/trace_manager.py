@@ -221,6 +221,9 @@ class TraceManager(KinetoTraces, AgentTraces):
                     f"trace {trace_id!r} pid {pid} has no file: {pt.view.state.value}"
                     + (f" ({pt.view.error})" if pt.view.error else "")
                 )
+        problem = tf.trace_dir_problem(self._trace_dir)  # its folders may be another user's symlinks by now
+        if problem is not None:
+            raise UnknownTraceError(f"trace files are not served from this trace dir: {problem}")
         # The path it was done at (a recovered trace's may name another host name), else whatever is on disk
         path = tf.find_trace_file(self._trace_dir, trace_id, self._hostname, pid, Path(pt.view.path) if pt else None)
         if path is None:

@@ -21,7 +21,7 @@ from dyno.daemon import trace_journal as tj
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_service import TraceRpcs
-from dyno.daemon.trace_types import ProcessTraceView, TraceSpec, TraceState, TraceView
+from dyno.daemon.trace_types import ProcessTraceView, TraceSpec, TraceState, TraceView, UnknownTraceError
 from dyno.logthrottle import ThrottledLog
 from dyno.v1 import dyno_pb2
 
@@ -156,3 +156,21 @@ def test_a_folder_tree_nested_deeper_than_pythons_recursion_limit_is_measured_an
     assert sorted(result.removed) == ["deep", "old"]
     assert list(trace_dir.iterdir()) == []
     assert (outside / "keep").read_text() == "not dynod's"  # symlinks are removed, never followed
+
+
+@as_root
+def test_no_file_is_served_from_a_trace_dir_that_changed_hands(tmp_path: Path) -> None:
+    """A trace finished while the dir was dynod's; then another user took the dir (systemd-tmpfiles aged it out of
+    /tmp and they made it again, say): its folders may be their symlinks now, so nothing there is served."""
+    registry = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: 0)
+    registry.register(ProcessRecord(pid=4242, job_id="j", protocol=PROTOCOL_AGENT, connected=True, session_id="s"))
+    trace_dir = _dir(tmp_path / "traces")
+    tm = TraceManager(registry, trace_dir, "h")
+    tm.agent_attach(4242, "s")
+    r = tm.start(TraceSpec(job_id="j", duration_ms=500, trace_id="t1"))
+    Path(r.triggered[0].path).write_text("{}")
+    tm.agent_report(4242, "t1", TraceState.DONE)
+    assert tm.trace_file("t1", 4242) == Path(r.triggered[0].path)
+    os.chown(trace_dir, OTHER_UID, OTHER_UID)
+    with pytest.raises(UnknownTraceError, match=f"owned by uid {OTHER_UID}"):
+        tm.trace_file("t1", 4242)
