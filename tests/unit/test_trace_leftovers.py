@@ -4,6 +4,7 @@ file stays."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -19,10 +20,16 @@ from dyno.daemon.trace_types import TraceSpec, TraceState
 pytestmark = pytest.mark.unit
 
 
+def _test_user(pid: int) -> int:
+    # the fake pids' trainer is this test, which writes their files: a fake pid that is a real process (a kernel
+    # thread, owned by root) must not make the daemon's ownership check refuse them when the tests run as non-root
+    return os.getuid()
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> tuple[ProcessRegistry, TraceManager]:
     clock = Clock()
-    reg = ProcessRegistry(is_alive=lambda pid: True, clock_ms=clock)
+    reg = ProcessRegistry(is_alive=lambda pid: True, clock_ms=clock, uid_of=_test_user)
     tm = TraceManager(reg, tmp_path / "traces", "hostA", clock_ms=clock, kineto_identifier=no_proc_identifier())
     return reg, tm
 

@@ -30,11 +30,17 @@ from dyno.filechunks import checksum_of, new_digest
 pytestmark = pytest.mark.unit
 
 
+def _test_user(pid: int) -> int:
+    # the fake pids' trainer is this test, which writes their files: a fake pid that is a real process (a kernel
+    # thread, owned by root) must not make the daemon's ownership check refuse them when the tests run as non-root
+    return os.getuid()
+
+
 @pytest.fixture
 def env(tmp_path: Path):  # type: ignore[no-untyped-def]
     clock = Clock()
     alive: set[int] = set()
-    reg = ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: pid in alive, clock_ms=clock)
+    reg = ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: pid in alive, clock_ms=clock, uid_of=_test_user)
     tm = TraceManager(
         reg,
         tmp_path / "traces",

@@ -23,6 +23,13 @@ from dyno.filechunks import checksum_of, new_digest
 
 pytestmark = pytest.mark.unit
 
+
+def _test_user(pid: int) -> int:
+    # the fake pids' trainer is this test, which writes their files: a fake pid that is a real process (a kernel
+    # thread, owned by root) must not make the daemon's ownership check refuse them when the tests run as non-root
+    return os.getuid()
+
+
 FULL_SPEC = TraceSpec(
     job_id="36199_0",
     pids=(7, 8),
@@ -39,7 +46,7 @@ FULL_SPEC = TraceSpec(
 
 
 def manager(trace_dir: Path, hostname: str = "hostA", **kw: int) -> tuple[ProcessRegistry, TraceManager]:
-    reg = ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: True)
+    reg = ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: True, uid_of=_test_user)
     return reg, TraceManager(reg, trace_dir, hostname, kineto_identifier=no_proc_identifier(), **kw)  # type: ignore[arg-type]
 
 
