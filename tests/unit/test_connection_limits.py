@@ -5,7 +5,6 @@ in-process) on 127.0.0.1 port 0, with some bounds made small so the test sees th
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,29 +15,15 @@ from concurrent import futures
 import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from small_daemon import small_daemon
 
 from dyno.daemon import connection_limits
 from dyno.daemon.app import Daemon
-from dyno.daemon.config import DaemonConfig
-from dyno.daemon.samplers.base import Reading, SamplerState
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
-from conftest import short_tmpdir, wait_for
+from conftest import wait_for
 
 pytestmark = pytest.mark.unit
-
-
-class _OneValue:
-    name = "host"
-
-    def state(self) -> SamplerState:
-        return SamplerState(name="host", ok=True, backend="test")
-
-    def sample(self) -> list[Reading]:
-        return [Reading("cpu_user_percent", 1.0, ())]
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.fixture
@@ -47,24 +32,8 @@ def daemon(monkeypatch: pytest.MonkeyPatch) -> Iterator[Daemon]:
     monkeypatch.setattr(connection_limits, "MAX_CONNECTION_IDLE_MS", 500)
     monkeypatch.setattr(connection_limits, "KEEPALIVE_TIME_MS", 300)
     monkeypatch.setattr(connection_limits, "KEEPALIVE_TIMEOUT_MS", 300)
-    d = short_tmpdir("dyno-conn-")
-    cfg = DaemonConfig(
-        port=0,
-        metrics_port=0,
-        kineto_endpoint="off",
-        interval_s=0.1,
-        history_s=10,
-        state_dir=d / "state",
-        trace_dir=d / "traces",
-        agent_socket=d / "agent.sock",
-    )
-    daemon = Daemon(cfg, samplers=[_OneValue()])  # type: ignore[list-item]
-    daemon.start()
-    try:
+    with small_daemon("dyno-conn-") as daemon:
         yield daemon
-    finally:
-        daemon.stop(grace_s=0)
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def _channel(port: int) -> grpc.Channel:

@@ -8,58 +8,25 @@ from __future__ import annotations
 import functools
 import os
 import random
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import grpc
 import pytest
+from small_daemon import small_daemon
 
 from dyno.daemon.app import Daemon
-from dyno.daemon.config import DaemonConfig
 from dyno.daemon.connection_limits import MAX_REQUEST_BYTES
-from dyno.daemon.samplers.base import Reading, SamplerState
 from dyno.request_limits import MAX_JOB_ID, MAX_NAME_PATTERN_LEN, MAX_NAME_PATTERNS, MAX_PIDS
 from dyno.v1 import agent_pb2, agent_pb2_grpc, dyno_pb2, dyno_pb2_grpc
-
-from conftest import short_tmpdir
 
 pytestmark = pytest.mark.unit
 
 
-class _OneValue:
-    name = "host"
-
-    def state(self) -> SamplerState:
-        return SamplerState(name="host", ok=True, backend="test")
-
-    def sample(self) -> list[Reading]:
-        return [Reading("cpu_user_percent", 1.0, ())]
-
-    def close(self) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    d = short_tmpdir("dyno-seclim-")
-    cfg = DaemonConfig(
-        port=0,
-        metrics_port=0,
-        kineto_endpoint="off",
-        interval_s=0.1,
-        history_s=10,
-        state_dir=d / "state",
-        trace_dir=d / "traces",
-        agent_socket=d / "agent.sock",
-    )
-    daemon = Daemon(cfg, samplers=[_OneValue()])  # type: ignore[list-item]
-    daemon.start()
-    try:
+    with small_daemon("dyno-seclim-") as daemon:
         yield daemon
-    finally:
-        daemon.stop(grace_s=0)
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def _code(call: object) -> grpc.StatusCode:

@@ -1,0 +1,51 @@
+"""A whole in-process dynod (gRPC, agent socket, no kineto endpoint) with one constant host sampler, on free ports
+in a short temp folder: for tests of the servers' limits, not of sampling."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from dyno.daemon.app import Daemon
+from dyno.daemon.config import DaemonConfig
+from dyno.daemon.samplers.base import Reading, SamplerState
+
+from conftest import short_tmpdir
+
+__all__ = ["OneValueSampler", "small_daemon"]
+
+
+class OneValueSampler:
+    name = "host"
+
+    def state(self) -> SamplerState:
+        return SamplerState(name="host", ok=True, backend="test")
+
+    def sample(self) -> list[Reading]:
+        return [Reading("cpu_user_percent", 1.0, ())]
+
+    def close(self) -> None:
+        pass
+
+
+@contextmanager
+def small_daemon(prefix: str) -> Iterator[Daemon]:
+    d = short_tmpdir(prefix)
+    cfg = DaemonConfig(
+        port=0,
+        metrics_port=0,
+        kineto_endpoint="off",
+        interval_s=0.1,
+        history_s=10,
+        state_dir=d / "state",
+        trace_dir=d / "traces",
+        agent_socket=d / "agent.sock",
+    )
+    daemon = Daemon(cfg, samplers=[OneValueSampler()])  # type: ignore[list-item]
+    daemon.start()
+    try:
+        yield daemon
+    finally:
+        daemon.stop(grace_s=0)
+        shutil.rmtree(d, ignore_errors=True)
