@@ -310,10 +310,11 @@ class ClusterTrace:
                 now = time.monotonic()
                 failing_since = failing_since or now
                 unreachable = True
-                if _restarted_mid_trace(e) and now < wait_end:
+                if _restarted_mid_trace(e) and now < wait_end and self._may_report_after_restart(h):
                     # the daemon restarted mid-trace and has the trace's folder: an agent process that goes on
                     # recording reports to it once it has re-registered, and it takes the trace on from that report
                     # (daemon/trace_agents.py). Wait for that until --timeout-s; after it, fail with the reason.
+                    failing_since = None  # the daemon answered: it is up
                     if not restart_logged:
                         restart_logged = True
                         log.info("%s: the daemon restarted mid-trace; waiting for its processes to report", h.host)
@@ -329,7 +330,7 @@ class ClusterTrace:
             self._update(h, status)
             self.fetcher.fetch_done(client, h)
             if status.finished:
-                if unreachable and time.monotonic() < wait_end and self._unreported(h):
+                if unreachable and time.monotonic() < wait_end and self._may_report_after_restart(h):
                     # a restarted daemon knows the processes that have reported to it so far, one by one: the
                     # others may still be recording, or re-registering
                     self._stop.wait(self.poll_s)
@@ -360,9 +361,15 @@ class ClusterTrace:
                 return
             self._stop.wait(self.poll_s)
 
-    def _unreported(self, h: HostRecord) -> bool:
+    def _may_report_after_restart(self, h: HostRecord) -> bool:
+        """Whether a process of `h` may still report to its restarted daemon: an agent one that had picked the
+        request up (delivered or running: it may be recording). Not a libkineto one, nor an agent one still pending
+        (the agent cancels what is not recording when its stream ends): waiting for those waited out --timeout-s
+        for nothing. True while no process is known (an attach that saw none yet)."""
         with self._lock:
-            return any(p.state not in FINAL_STATES for p in h.processes)
+            if not h.processes:
+                return True
+            return any(p.state in _MAY_STILL_RECORD and p.protocol != "kineto" for p in h.processes)
 
     def _stop_waiting(self, h: HostRecord) -> None:
         """An attached trace still running at wait_s: not ours to cancel. What is done was fetched; the rest is
@@ -426,6 +433,9 @@ _LOST_AFTER_RESTART = (
     "not reported by --timeout-s after the daemon was unreachable mid-trace (a daemon that restarted takes on only "
     "agent processes that report to it: not kineto ones, nor ones that exited before it was back)"
 )
+
+
+_MAY_STILL_RECORD = frozenset({"delivered", "running"})
 
 
 def _restarted_text(message: str) -> bool:
