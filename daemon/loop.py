@@ -169,13 +169,14 @@ class SamplingLoop:
         return in_flight[0] if in_flight is not None else None
 
     def _first_tick(self) -> None:
-        self.tick()
-        # the callback before prime() returns (when the sample came in time): start-up lines stay in their order
         try:
-            if self._on_first_tick is not None:
-                self._on_first_tick()
-        except Exception:
-            log.exception("after the first sample")
+            self.tick()  # one that raises ends this thread as a later tick's would, but must not hold prime()
+            # the callback before prime() returns (when the sample came in time): start-up lines stay in their order
+            try:
+                if self._on_first_tick is not None:
+                    self._on_first_tick()
+            except Exception:
+                log.exception("after the first sample")
         finally:
             self._first_tick_done.set()
 
@@ -216,7 +217,10 @@ class SamplingLoop:
         self._on_first_tick = on_first_tick
         self.start()
         if self._first_tick_done.wait(self._stall_s):
-            return True
+            if self.ticks:
+                return True
+            log.error("the first sample failed (see the error above); dynod starts without sampling")
+            return False
         in_flight = self.in_flight()
         log.warning(
             "sampler %s: the first sample has not returned within %.0f s (a hung driver call?); dynod starts without "

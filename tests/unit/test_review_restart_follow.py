@@ -82,3 +82,25 @@ def test_recording_agent_is_waited_for_after_a_restart(tmp_path: Path) -> None:
     t.join(5)
     ct.cluster.close()
     assert not t.is_alive()
+
+
+class _BrokenHistory:
+    """A history whose append raises (a bug below tick(), not a hung driver call)."""
+
+    def append(self, sample: object) -> None:
+        raise RuntimeError("broken history")
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the loop thread's end
+def test_prime_returns_at_once_when_the_first_tick_raises() -> None:
+    """dynod's start-up waits in prime() for the first sample: a first tick that raised (not one that hangs) must
+    not hold start-up for the whole stall limit and then be reported as a hung driver call."""
+    from dyno.daemon.loop import SamplingLoop
+
+    loop = SamplingLoop([], _BrokenHistory(), 1.0, stall_s=60.0)  # type: ignore[arg-type]
+    result: list[bool] = []
+    t = threading.Thread(target=lambda: result.append(loop.prime()), daemon=True)
+    t.start()
+    t.join(15)  # far below the stall limit
+    loop.stop(timeout=5)
+    assert result == [False]
