@@ -11,7 +11,7 @@ import pytest
 
 from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace
-from dyno.client.errors import NotFound
+from dyno.client.errors import NotFound, Unavailable
 from dyno.client.hosts import Host
 from dyno.client.trace_records import ProcRecord
 from dyno.v1 import dyno_pb2
@@ -104,3 +104,36 @@ def test_prime_returns_at_once_when_the_first_tick_raises() -> None:
     t.join(15)  # far below the stall limit
     loop.stop(timeout=5)
     assert result == [False]
+
+
+class _RestartingDaemon:
+    """Down (UNAVAILABLE), then back and answering 'restarted' for a while, one more blip, then the trace's end."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def get_trace(self, trace_id: str) -> dyno_pb2.TraceStatus:
+        self.calls += 1
+        if self.calls == 1 or self.calls == 40:
+            raise Unavailable("connection refused")
+        if self.calls < 40:
+            raise NotFound(_RESTARTED)
+        failed = dyno_pb2.ProcessTrace(pid=13, rank=0, state=dyno_pb2.TRACE_STATE_FAILED, error="x")
+        return dyno_pb2.TraceStatus(trace_id=trace_id, processes=[failed], finished=True)
+
+
+def test_a_blip_after_a_restart_answer_does_not_fail_the_host(tmp_path: Path) -> None:
+    """The unreachable clock starts at the restart's UNAVAILABLE; the daemon's 'restarted' answers show it is up, so
+    one UNAVAILABLE much later is a new blip, not unreachable_s of failures."""
+    cluster = Cluster([Host("127.0.0.1", free_port())], deadline_s=1)
+    request = dyno_pb2.TraceRequest(job_id="j", trace_id="t-r", duration_ms=100)
+    ct = ClusterTrace(cluster, request, tmp_path, wait_s=120, unreachable_s=0.2, poll_s=0.02)
+    ct.cluster.client = lambda _host: _RestartingDaemon()  # type: ignore[method-assign]
+    ct.started_monotonic = time.monotonic()
+    h = ct.hosts[0]
+    h.processes = [ProcRecord(pid=13, rank=0, protocol="agent", state="running")]
+    ct._follow_host(h)
+    cluster.close()
+    (h,) = ct.snapshot()
+    assert h.state == "done", h.error
+    assert h.processes[0].state == "failed"
