@@ -41,7 +41,7 @@ class TraceBuilder:
     def step(self, n: int, ts: float, dur: float) -> None:
         self.cpu(f"ProfilerStep#{n}", ts, dur, cat="user_annotation")
 
-    def runtime(self, name: str, ts: float, dur: float, corr: int | None = None) -> int:
+    def runtime(self, name: str, ts: float, dur: float, corr: int | None = None, tid: int = TID) -> int:
         corr = self._next() if corr is None else corr
         self.events.append(
             {
@@ -49,7 +49,7 @@ class TraceBuilder:
                 "cat": "cuda_runtime",
                 "name": name,
                 "pid": PID,
-                "tid": TID,
+                "tid": tid,
                 "ts": ts,
                 "dur": dur,
                 "args": {"correlation": corr, "cbid": 211},
@@ -57,13 +57,28 @@ class TraceBuilder:
         )
         return corr
 
-    def gpu(self, cat: str, name: str, ts: float, dur: float, corr: int, stream: int = 7, nbytes: int = 0) -> None:
-        args: dict[str, Any] = {"correlation": corr, "stream": stream, "device": DEV}
+    def gpu(
+        self,
+        cat: str,
+        name: str,
+        ts: float,
+        dur: float,
+        corr: int,
+        stream: int = 7,
+        nbytes: int = 0,
+        device: int = DEV,
+    ) -> None:
+        """A GPU activity row on ``device``/``stream`` (Kineto: ``"pid"`` = the device, ``"tid"`` = the stream)."""
+        args = self._gpu_args(cat, corr, stream, device)
         if nbytes:
             args["bytes"] = nbytes
         self.events.append(
-            {"ph": "X", "cat": cat, "name": name, "pid": DEV, "tid": stream, "ts": ts, "dur": dur, "args": args}
+            {"ph": "X", "cat": cat, "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur, "args": args}
         )
+
+    def _gpu_args(self, cat: str, corr: int, stream: int, device: int) -> dict[str, Any]:
+        """The CUPTI metadata of a GPU row's ``args`` (a subclass writes more of it)."""
+        return {"correlation": corr, "stream": stream, "device": device}
 
     def launch(
         self,
@@ -74,10 +89,14 @@ class TraceBuilder:
         dur: float = 5.0,
         stream: int = 7,
         call: str = "cudaLaunchKernel",
-    ) -> None:
-        """A launch call at ts (dur µs) whose kernel runs at k_ts for k_dur µs."""
-        corr = self.runtime(call, ts, dur)
-        self.gpu("kernel", kernel, k_ts, k_dur, corr, stream)
+        device: int = DEV,
+        tid: int = TID,
+    ) -> int:
+        """A launch call on host thread ``tid`` at ts (dur µs) whose kernel runs on ``device``/``stream`` at k_ts
+        for k_dur µs; returns their correlation id."""
+        corr = self.runtime(call, ts, dur, tid=tid)
+        self.gpu("kernel", kernel, k_ts, k_dur, corr, stream, device=device)
+        return corr
 
     def memcpy(
         self,
@@ -133,18 +152,20 @@ class TraceBuilder:
             ],
         }
         if self.capability:
-            doc["deviceProperties"] = [
-                {
-                    "id": DEV,
-                    "name": "Fake GPU",
-                    "totalGlobalMem": self.total_mem,
-                    "computeMajor": self.capability[0],
-                    "computeMinor": self.capability[1],
-                }
-            ]
+            doc["deviceProperties"] = [self._device_properties(DEV, self.capability)]
         if self.record_shapes:
             doc["record_shapes"] = 1
         return doc
+
+    def _device_properties(self, device: int, capability: tuple[int, int]) -> dict[str, Any]:
+        """One ``deviceProperties`` entry, as Kineto writes it for a device."""
+        return {
+            "id": device,
+            "name": "Fake GPU",
+            "totalGlobalMem": self.total_mem,
+            "computeMajor": capability[0],
+            "computeMinor": capability[1],
+        }
 
     def write(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,8 @@ SYNC_STREAM = 4294967295  # args.stream of a device-wide cuda_sync (CUPTI's inva
 
 
 class MultiGpuTraceBuilder(TraceBuilder):
-    """``TraceBuilder`` whose GPU rows say their device (``device=``); each device has a stream 7 of its own."""
+    """``TraceBuilder`` for several devices (``launch(..., device=)``), whose GPU rows carry the CUPTI metadata
+    Kineto writes (context, queued, kernel launch parameters); each device has a stream 7 of its own."""
 
     def __init__(
         self,
@@ -35,17 +36,7 @@ class MultiGpuTraceBuilder(TraceBuilder):
         self.devices = devices
         self.capabilities = capabilities or {}  # per device, else the builder's ``capability``
 
-    def gpu(  # type: ignore[override]
-        self,
-        cat: str,
-        name: str,
-        ts: float,
-        dur: float,
-        corr: int,
-        stream: int = 7,
-        nbytes: int = 0,
-        device: int = 0,
-    ) -> None:
+    def _gpu_args(self, cat: str, corr: int, stream: int, device: int) -> dict[str, Any]:
         args: dict[str, Any] = {
             "queued": 0,
             "device": device,
@@ -55,41 +46,7 @@ class MultiGpuTraceBuilder(TraceBuilder):
         }
         if cat == "kernel":
             args.update({"registers per thread": 32, "shared memory": 0, "grid": [80, 1, 1], "block": [256, 1, 1]})
-        if nbytes:
-            args["bytes"] = nbytes
-        self.events.append(
-            {"ph": "X", "cat": cat, "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur, "args": args}
-        )
-
-    def launch_on(
-        self,
-        device: int,
-        kernel: str,
-        ts: float,
-        k_ts: float,
-        k_dur: float,
-        *,
-        dur: float = 5.0,
-        stream: int = 7,
-        call: str = "cudaLaunchKernel",
-        tid: int = TID,
-    ) -> int:
-        """A launch call on host thread ``tid`` at ts whose kernel runs on ``device``/``stream`` at k_ts."""
-        corr = self._next()
-        self.events.append(
-            {
-                "ph": "X",
-                "cat": "cuda_runtime",
-                "name": call,
-                "pid": PID,
-                "tid": tid,
-                "ts": ts,
-                "dur": dur,
-                "args": {"correlation": corr, "cbid": 211},
-            }
-        )
-        self.gpu("kernel", kernel, k_ts, k_dur, corr, stream, device=device)
-        return corr
+        return args
 
     def busy_on(
         self,
@@ -107,7 +64,7 @@ class MultiGpuTraceBuilder(TraceBuilder):
         starts (the host ahead of the GPU); returns the end of the last."""
         t = t0
         for _ in range(n):
-            self.launch_on(device, name, t - launch_lead, t, k_dur, stream=stream)
+            self.launch(name, t - launch_lead, t, k_dur, stream=stream, device=device)
             t += k_dur + gap
         return t - gap
 
@@ -116,14 +73,13 @@ class MultiGpuTraceBuilder(TraceBuilder):
         host ``gap`` µs each time: host_wait gaps); returns the end of the last."""
         t = t0
         for _ in range(n):
-            self.launch_on(device, "small_kernel", t - 5.0, t, k_dur, dur=4.0)
+            self.launch("small_kernel", t - 5.0, t, k_dur, dur=4.0, device=device)
             t += k_dur + gap
         return t - gap
 
     def nccl_on(self, device: int, ts: float, dur: float, stream: int = 25) -> None:
-        corr = self.runtime("cudaLaunchKernel", ts - 20.0, 5.0)
-        self.gpu("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
-                 ts, dur, corr, stream, device=device)  # fmt: skip
+        nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+        self.launch(nccl, ts - 20.0, ts, dur, stream=stream, device=device)
 
     def device_sync(self, device: int, ts: float, dur: float) -> None:
         """A cudaDeviceSynchronize on the host and its cuda_sync row on ``device`` (device-wide: no stream)."""
@@ -152,13 +108,6 @@ class MultiGpuTraceBuilder(TraceBuilder):
         doc["traceEvents"] = meta + doc["traceEvents"]
         if self.capability:
             doc["deviceProperties"] = [
-                {
-                    "id": d,
-                    "name": "Fake GPU",
-                    "totalGlobalMem": self.total_mem,
-                    "computeMajor": self.capabilities.get(d, self.capability)[0],
-                    "computeMinor": self.capabilities.get(d, self.capability)[1],
-                }
-                for d in self.devices
+                self._device_properties(d, self.capabilities.get(d, self.capability)) for d in self.devices
             ]
         return doc

@@ -77,8 +77,8 @@ def _interleaved(second: int, stream2: int = 7) -> MultiGpuTraceBuilder:
     the second device's shifted by 50 µs (DataParallel replicas running side by side)."""
     b = MultiGpuTraceBuilder()
     for i in range(3):
-        b.launch_on(0, "k", 900.0 + 200 * i, 1000.0 + 200 * i, 100.0)
-        b.launch_on(second, "k", 910.0 + 200 * i, 1050.0 + 200 * i, 100.0, stream=stream2)
+        b.launch("k", 900.0 + 200 * i, 1000.0 + 200 * i, 100.0, device=0)
+        b.launch("k", 910.0 + 200 * i, 1050.0 + 200 * i, 100.0, stream=stream2, device=second)
     return b
 
 
@@ -100,8 +100,8 @@ def test_idle_time_one_device_two_streams_as_hta(tmp_path):
 def _two_launches(second: int) -> MultiGpuTraceBuilder:
     """Two launches 10 µs apart, each kernel starting 100 µs after its call: on GPU 0 and GPU ``second``."""
     b = MultiGpuTraceBuilder()
-    b.launch_on(0, "k", 0.0, 100.0, 50.0)
-    b.launch_on(second, "k", 10.0, 160.0 if second == 0 else 110.0, 50.0)
+    b.launch("k", 0.0, 100.0, 50.0, device=0)
+    b.launch("k", 10.0, 160.0 if second == 0 else 110.0, 50.0, device=second)
     return b
 
 
@@ -155,7 +155,7 @@ def test_scope_devices_stay_aligned_through_the_step_window(tmp_path):
     b = _pipeline(1)
     for i, ts in enumerate((900.0, 1900.0, 2900.0)):
         b.step(i + 1, ts, 1000.0)
-    b.launch_on(1, "late", 2950.0, 3100.0, 10.0)  # launched in the last step: out of HTA's window
+    b.launch("late", 2950.0, 3100.0, 10.0, device=1)  # launched in the last step: out of HTA's window
     b.device_sync(0, 2500.0, 20.0)  # a device-wide cuda_sync row (stream 4294967295) on GPU 0
     b.events.append({"ph": "X", "cat": "kernel", "name": "no_stream", "pid": 1, "tid": 9, "ts": 1500.0, "dur": 5.0,
                      "args": {"device": 1}})  # fmt: skip

@@ -58,15 +58,15 @@ def _second_gpu_launches(warm: bool) -> MultiGpuTraceBuilder:
     b = MultiGpuTraceBuilder()
     t = 1000.0
     for name in _NAMES:
-        b.launch_on(0, name, t - 50.0, t, 100.0)
+        b.launch(name, t - 50.0, t, 100.0, device=0)
         t += 100.0
     if warm:
         for name in _NAMES:
-            b.launch_on(1, name, t - 50.0, t, 20.0)
+            b.launch(name, t - 50.0, t, 20.0, device=1)
             t += 100.0
     t += 100.0
     for name in _NAMES:
-        b.launch_on(1, name, t + 10.0, t + 3020.0, 20.0, dur=3000.0)  # called after GPU 1's previous kernel
+        b.launch(name, t + 10.0, t + 3020.0, 20.0, dur=3000.0, device=1)  # called after GPU 1's previous kernel
         t += 3040.0
     return b
 

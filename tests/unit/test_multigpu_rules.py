@@ -118,8 +118,8 @@ def test_low_gpu_util_two_busy_devices_no_finding(tmp_path):
 def _first_launches(second_device: int) -> MultiGpuTraceBuilder:
     """A 3 ms first launch of conv_kernel on GPU 0, then a 3 ms launch of it on GPU ``second_device``."""
     b = MultiGpuTraceBuilder()
-    b.launch_on(0, "conv_kernel", 1000.0, 4100.0, 100.0, dur=3000.0)
-    b.launch_on(second_device, "conv_kernel", 5000.0, 8100.0, 100.0, dur=3000.0)
+    b.launch("conv_kernel", 1000.0, 4100.0, 100.0, dur=3000.0, device=0)
+    b.launch("conv_kernel", 5000.0, 8100.0, 100.0, dur=3000.0, device=second_device)
     return b
 
 
@@ -157,10 +157,10 @@ def _sync_drains_gpu0(with_gpu1: bool) -> MultiGpuTraceBuilder:
     """GPU 0 runs a kernel over [1000, 1100]; the host waits for it in cudaStreamSynchronize [1010, 1100], then
     does 500 µs of Python before launching GPU 0's next kernel at 1610. GPU 1 (``with_gpu1``) stays busy."""
     b = MultiGpuTraceBuilder(devices=(0, 1) if with_gpu1 else (0,))
-    b.launch_on(0, "k", 900.0, 1000.0, 100.0)
+    b.launch("k", 900.0, 1000.0, 100.0, device=0)
     b.runtime("cudaStreamSynchronize", 1010.0, 90.0)
     b.cpu("python_work", 1100.0, 500.0)
-    b.launch_on(0, "k", 1600.0, 1610.0, 100.0)
+    b.launch("k", 1600.0, 1610.0, 100.0, device=0)
     if with_gpu1:
         b.busy_on(1, 500.0, 20)
     return b
