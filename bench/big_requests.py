@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import socket
 import tempfile
 import threading
 from collections import Counter
 from pathlib import Path
 
 import grpc
+from bench_common import free_port
 
 from dyno.daemon.process import DynodProcess
 from dyno.v1 import dyno_pb2
@@ -33,9 +33,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=64)
     args = ap.parse_args()
     d = Path(tempfile.mkdtemp(prefix="dyno-big-", dir="/tmp"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     argv = ["--listen", "127.0.0.1", "--port", str(port), "--metrics-port", "0", "--gpu-backend", "sim"]
     argv += ["--state-dir", str(d / "s"), "--trace-dir", str(d / "t"), "--agent-socket", str(d / "a.sock")]
     argv += ["--kineto-endpoint", "off"]

@@ -22,9 +22,7 @@ import dataclasses
 import functools
 import json
 import os
-import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,15 +35,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from bench_common import free_port
 
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster, open_client
 from dyno.client.cluster_trace import start_trace_retrying
 from dyno.client.errors import DynoError
 from dyno.client.hosts import Host
+from dyno.daemon.process import READY_LINE
 from dyno.v1 import dyno_pb2
-
-_READY = re.compile(r"dynod \S+ ready: grpc=\S+:(?P<port>\d+)")
 
 
 # -- servers ----------------------------------------------------------------------------------------------------
@@ -109,17 +107,11 @@ class RealDynod:
     dir: Path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_dynods(count: int) -> list[RealDynod]:
     started = []
     for _ in range(count):
         d = Path(tempfile.mkdtemp(prefix="dyno-bench-", dir="/tmp"))
-        port = _free_port()
+        port = free_port()
         args = [
             "--listen",
             "127.0.0.1",
@@ -151,7 +143,7 @@ def start_dynods(count: int) -> list[RealDynod]:
     for r in started:  # they start in parallel; wait for each one's ready line
         assert r.proc.stderr is not None
         for line in r.proc.stderr:
-            if _READY.search(line):
+            if READY_LINE.search(line):
                 break
         else:
             raise RuntimeError(f"dynod on port {r.port} exited with {r.proc.wait()}")

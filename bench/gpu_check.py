@@ -15,12 +15,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_common import free_port
 
 from dyno.daemon.samplers.gpu import GpuSampler, make_gpu_sampler
 
@@ -82,12 +83,6 @@ def check_sampler(samples: int, interval_s: float) -> int:
     return 0
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _tool(name: str) -> str | None:
     beside_python = Path(sys.executable).parent / name  # the venv's console script, activated or not
     return str(beside_python) if beside_python.exists() else shutil.which(name)
@@ -102,7 +97,7 @@ def check_daemon(timeout_s: float = 30.0) -> int:
     if "--gpu-backend" not in helptext:
         print("\n(dynod has no --gpu-backend option: daemon check skipped)")
         return 0
-    port, metrics_port = _free_port(), _free_port()
+    port, metrics_port = free_port(), free_port()
     with tempfile.TemporaryDirectory(prefix="dyno-gpu-check-") as tmp:
         cmd = [
             dynod,

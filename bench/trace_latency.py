@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import signal
 import socket
@@ -25,18 +24,12 @@ import time
 from pathlib import Path
 
 from dyno.client.client import DynoClient
+from dyno.daemon.process import READY_LINE
 from dyno.filechunks import checksum_file
 from dyno.v1 import dyno_pb2
 
 REPO = Path(__file__).resolve().parent.parent
 TRAINER = REPO / "tests" / "integration" / "tracing_trainer.py"
-_READY = re.compile(r"ready: grpc=\S+:(\d+)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Daemon:
@@ -71,9 +64,9 @@ class Daemon:
         )
         deadline = time.monotonic() + 30
         while True:
-            m = _READY.search((root / "dynod.log").read_text())
+            m = READY_LINE.search((root / "dynod.log").read_text())
             if m:
-                self.port = int(m.group(1))
+                self.port = int(m["port"])
                 break
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("dynod did not start:\n" + (root / "dynod.log").read_text())

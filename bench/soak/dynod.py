@@ -14,6 +14,8 @@ from pathlib import Path
 
 from bench_common import env_without_job_ids, free_port
 
+from dyno.daemon.process import READY_LINE
+
 __all__ = ["Dynod"]
 
 
@@ -68,11 +70,11 @@ class Dynod:
         log = open(self.log, "w")  # noqa: SIM115 (closed by the drain thread)
         for line in self.proc.stderr:
             log.write(line)
-            if " ready: " in line:
+            ready = READY_LINE.search(line)
+            if ready:
                 # "dynod X ready: grpc=127.0.0.1:PORT metrics=http://127.0.0.1:PORT/metrics pid=N"
-                words = dict(w.split("=", 1) for w in line.split() if "=" in w)
-                self.port = int(words["grpc"].rsplit(":", 1)[1])
-                self.metrics_port = int(words["metrics"].rsplit(":", 1)[1].split("/")[0])
+                self.port = int(ready["port"])
+                self.metrics_port = int(ready["metrics"].rsplit(":", 1)[1].split("/")[0])
                 break
         else:
             raise SystemExit(f"dynod did not start; see {self.log}:\n{self.log.read_text()[-3000:]}")
