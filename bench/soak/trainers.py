@@ -9,6 +9,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 from bench_common import env_without_job_ids
@@ -62,8 +63,8 @@ def fake_agent(load: Load, worker: int, rng: random.Random) -> None:
             lifetime = rng.uniform(0.3, 2.5)
             _watch(load, stub, sleeper.pid, reg.session_id, lifetime, streams)
             if ending == "reuse":  # the same pid registers as another job before its old stream ended
-                reg2 = stub.Register(
-                    agent_pb2.RegisterRequest(pid=sleeper.pid, job_id=job + "-reused", gpu=-1), timeout=10
+                reg2 = _register_again(
+                    load, stub, agent_pb2.RegisterRequest(pid=sleeper.pid, job_id=job + "-reused", gpu=-1)
                 )
                 load.count("agent register")
                 _watch(load, stub, sleeper.pid, reg2.session_id, rng.uniform(0.1, 0.5), streams)
@@ -81,6 +82,20 @@ def fake_agent(load: Load, worker: int, rng: random.Random) -> None:
                 channel.close()
                 sleeper.kill()
             sleeper.wait()
+
+
+def _register_again(load: Load, stub: agent_pb2_grpc.AgentStub, req: agent_pb2.RegisterRequest) -> Any:
+    """Register a pid whose old Watch stream was just cancelled. dynod refuses (FAILED_PRECONDITION) while it has
+    not yet seen that stream end, and the real agent retries in the background: so does this, for up to 5 s."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        try:
+            return stub.Register(req, timeout=10)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.FAILED_PRECONDITION or time.monotonic() > deadline:  # type: ignore[attr-defined]
+                raise
+            load.count("agent register retried (old stream not yet ended)")
+            time.sleep(0.05)
 
 
 def _watch(load: Load, stub: agent_pb2_grpc.AgentStub, pid: int, session: str, lifetime: float, streams: list) -> None:
