@@ -258,7 +258,7 @@ class TraceRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., pids: _Optional[_Iterable[int]] = ..., process_limit: _Optional[int] = ..., duration_ms: _Optional[int] = ..., iterations: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., start_iteration_roundup: _Optional[int] = ..., record_shapes: _Optional[bool] = ..., profile_memory: _Optional[bool] = ..., with_stack: _Optional[bool] = ..., with_flops: _Optional[bool] = ..., with_modules: _Optional[bool] = ..., trace_id: _Optional[str] = ...) -> None: ...
 
 class ProcessTrace(_message.Message):
-    __slots__ = ("pid", "job_id", "rank", "protocol", "state", "path", "size_bytes", "error", "updated_ms")
+    __slots__ = ("pid", "job_id", "rank", "protocol", "state", "path", "size_bytes", "error", "updated_ms", "waiting")
     PID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
@@ -268,6 +268,7 @@ class ProcessTrace(_message.Message):
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     UPDATED_MS_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
     pid: int
     job_id: str
     rank: int
@@ -277,7 +278,8 @@ class ProcessTrace(_message.Message):
     size_bytes: int
     error: str
     updated_ms: int
-    def __init__(self, pid: _Optional[int] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., protocol: _Optional[_Union[Protocol, str]] = ..., state: _Optional[_Union[TraceState, str]] = ..., path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., error: _Optional[str] = ..., updated_ms: _Optional[int] = ...) -> None: ...
+    waiting: str
+    def __init__(self, pid: _Optional[int] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., protocol: _Optional[_Union[Protocol, str]] = ..., state: _Optional[_Union[TraceState, str]] = ..., path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., error: _Optional[str] = ..., updated_ms: _Optional[int] = ..., waiting: _Optional[str] = ...) -> None: ...
 
 class StartTraceResponse(_message.Message):
     __slots__ = ("trace_id", "matched_pids", "triggered", "busy_pids", "message", "registered_jobs", "hostname")
