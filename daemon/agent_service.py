@@ -253,8 +253,9 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
         self, request: agent_pb2.ReportTraceRequest, context: grpc.ServicerContext
     ) -> agent_pb2.ReportTraceResponse:
         state = pc.STATE_FROM_PB.get(request.state)
-        if state is None or state not in (TraceState.RUNNING, TraceState.DONE, TraceState.FAILED):
-            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "state: must be RUNNING, DONE or FAILED")
+        # DELIVERED and RUNNING may carry a waiting note (why an iteration trace has not finished yet)
+        if state is None or state not in (TraceState.DELIVERED, TraceState.RUNNING, TraceState.DONE, TraceState.FAILED):
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "state: must be DELIVERED, RUNNING, DONE or FAILED")
         try:
             self._tm.agent_report(request.pid, request.trace_id, state, request.error[:_MAX_TEXT])
         except UnknownTraceError as e:

@@ -72,6 +72,7 @@ def process_trace_to_pb(v: ProcessTraceView) -> dyno_pb2.ProcessTrace:
         size_bytes=v.size_bytes,
         error=v.error,
         updated_ms=v.updated_ms,
+        waiting=v.waiting,
     )
     if v.rank is not None:
         msg.rank = v.rank

@@ -91,7 +91,9 @@ class AgentTraces(TraceTable):
 
     def agent_report(self, pid: int, trace_id: str, state: TraceState, error: str = "") -> None:
         """RUNNING, DONE or FAILED from the agent; DONE is believed only when the assigned file is there. `error`:
-        FAILED's reason, or an optional note with DONE (kept in the process's error field)."""
+        FAILED's reason, or an optional note with DONE (kept in the process's error field). DELIVERED (not recording
+        yet) or RUNNING with `error`: a waiting note, why an iteration trace has not finished (no optimizer step for
+        N s...; ProcessTraceView.waiting, "" clears it): dyno-cli shows it when it gives up on the process."""
         with self._lock:
             trace = self._traces.get(trace_id)
             pt = trace.procs.get(pid) if trace else None
@@ -99,9 +101,10 @@ class AgentTraces(TraceTable):
                 pass  # a trace recording when dynod restarted, finished by the agent: now known, done
             elif trace is None or pt is None:
                 raise UnknownTraceError(f"no trace {trace_id!r} for pid {pid}")
-            elif state == TraceState.RUNNING:
-                if pt.view.state in (TraceState.PENDING, TraceState.DELIVERED):
+            elif state in (TraceState.DELIVERED, TraceState.RUNNING):
+                if state == TraceState.RUNNING and pt.view.state in (TraceState.PENDING, TraceState.DELIVERED):
                     self._set(trace, pt, TraceState.RUNNING)
+                self._set_waiting(trace, pt, error)
             elif state == TraceState.DONE and self._revive(trace, pt, error):
                 pass  # failed when its connection broke, finished by the agent all the same
             elif state == TraceState.DONE:
@@ -118,7 +121,9 @@ class AgentTraces(TraceTable):
             elif state == TraceState.FAILED:
                 self._set(trace, pt, TraceState.FAILED, error or "agent reported failure without a reason")
             else:
-                raise TraceRequestError("state", f"an agent reports running, done or failed, not {state.value}")
+                raise TraceRequestError(
+                    "state", f"an agent reports delivered, running, done or failed, not {state.value}"
+                )
         self._write_records()
 
     def _agent_file(self, pid: int, path: Path) -> os.stat_result | None:

@@ -82,6 +82,7 @@ def encode_record(view: TraceView, hostname: str, finished_ms: int) -> bytes:
                 "file": Path(p.path).name,  # only the name: the folder is the record's own, whatever the trace dir
                 "size_bytes": p.size_bytes,
                 "updated_ms": p.updated_ms,
+                "waiting": p.waiting[:MAX_TEXT],
             }
         )
     doc = {
@@ -223,6 +224,7 @@ def _process_from_json(p: Any, folder: Path) -> ProcessTraceView:
         size_bytes=_int(p.get("size_bytes"), f"pid {pid} size_bytes"),
         error=_str(p.get("error"), f"pid {pid} error"),
         updated_ms=_int(p.get("updated_ms"), f"pid {pid} updated_ms"),
+        waiting=_str(p.get("waiting", ""), f"pid {pid} waiting"),  # absent in a record from before the field
     )
 
 

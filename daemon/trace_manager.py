@@ -252,6 +252,8 @@ class TraceManager(KinetoTraces, AgentTraces):
                     if pt.view.protocol == PROTOCOL_KINETO and state != TraceState.PENDING:
                         if self._kineto_file_check(trace, pt, notes):
                             continue
+                        if not (pt.deadline_ms and now > pt.deadline_ms):  # what it waits for (kineto_progress)
+                            self._set_waiting(trace, pt, self._kineto_waiting(trace, pt, now))
                     if state == TraceState.PENDING and now - pt.created_ms > self._delivery_timeout_ms:
                         how = (
                             "libkineto polls every ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS, default 5 s"
@@ -265,14 +267,23 @@ class TraceManager(KinetoTraces, AgentTraces):
                             f"not picked up within {self._delivery_timeout_ms / 1000:.0f} s ({how})",
                         )
                     elif state != TraceState.PENDING and pt.deadline_ms and now > pt.deadline_ms:
-                        hint = (
-                            " (iteration trace: does the program call optimizer.step()?)"
-                            if trace.spec.iterations is not None
-                            else ""
-                        )
-                        if pt.view.protocol == PROTOCOL_KINETO:
-                            hint = tf.discard_unfinished_kineto_file(Path(pt.view.path)) or hint
-                        self._set(trace, pt, TraceState.TIMED_OUT, f"no complete trace file by the deadline{hint}")
+                        self._set(trace, pt, TraceState.TIMED_OUT, self._deadline_reason(trace, pt, now))
+
+    def _deadline_reason(self, trace: TraceEntry, pt: ProcTrace, now: int) -> str:
+        """Under self._lock: why a process that picked the request up timed out at dynod's deadline: what it was
+        waiting for (an agent's last waiting note; for libkineto, what its polls tell, see kineto_progress), with what
+        to do."""
+        hint = (
+            " (iteration trace: does the program call optimizer.step()?)" if trace.spec.iterations is not None else ""
+        )
+        if pt.view.protocol == PROTOCOL_KINETO:
+            discarded = tf.discard_unfinished_kineto_file(Path(pt.view.path))  # a failed write: that is the reason
+            if discarded:
+                return f"no complete trace file by the deadline{discarded}"
+            return self._kineto_deadline_reason(trace, pt, now) or f"no complete trace file by the deadline{hint}"
+        if pt.view.waiting:
+            return f"no complete trace file by the deadline: {pt.view.waiting}"
+        return f"no complete trace file by the deadline{hint}"
 
     def _on_process_removed(self, rec: ProcessRecord, reason: str) -> None:
         notes = self._kineto_notes(rec.pid, rec.uid) if rec.protocol == PROTOCOL_KINETO else {}
@@ -283,8 +294,13 @@ class TraceManager(KinetoTraces, AgentTraces):
                 # a kineto process may have finished its file and exited right after
                 kineto_started = pt.view.protocol == PROTOCOL_KINETO and pt.view.state != TraceState.PENDING
                 if not (kineto_started and self._kineto_file_check(trace, pt, notes, rec.uid)):
-                    when = "before picking up the trace" if pt.view.state == TraceState.PENDING else "mid-trace"
-                    self._set(trace, pt, TraceState.FAILED, f"{reason} {when}")
+                    if pt.view.state == TraceState.PENDING:
+                        why = f"{reason} before picking up the trace"
+                    elif kineto_started:  # at once: libkineto polls while it lives (kineto_progress)
+                        why = f"{reason} before the trace finished{self._kineto_exit_detail(trace, pt)}"
+                    else:
+                        why = f"{reason} mid-trace"  # an agent's: trace_agents.REVIVED_NOTE relies on this text
+                    self._set(trace, pt, TraceState.FAILED, why)
             leftovers = self._leftovers(rec.pid)
         remove_leftovers(leftovers)  # outside the lock: disk I/O
         self._write_records()

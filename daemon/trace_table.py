@@ -122,12 +122,23 @@ class TraceTable:
             error=error,
             updated_ms=self._clock_ms(),
             size_bytes=pt.view.size_bytes if size is None else size,
+            # what it waited for says why a process did not finish; a done one did
+            waiting="" if state == TraceState.DONE else pt.view.waiting,
         )
         log.info("trace %s pid %d: %s%s", trace.trace_id, pt.view.pid, state.value, f" ({error})" if error else "")
         if state in FINAL_STATES:
             self._registry.set_busy(pt.view.pid, "")
             if trace.finished():
                 self._unrecorded.append(self._view(trace))
+
+    def _set_waiting(self, trace: TraceEntry, pt: ProcTrace, note: str) -> None:
+        """Under self._lock: why a process that has not finished seems stuck (ProcessTraceView.waiting), "" when
+        nothing seems wrong. Not a state change: no INFO line (an agent refreshes its note every few seconds)."""
+        if pt.view.state in FINAL_STATES or pt.view.waiting == note:
+            return
+        if bool(note) != bool(pt.view.waiting):  # its "for N s" changes every second: not a line each time
+            log.debug("trace %s pid %d: waiting: %s", trace.trace_id, pt.view.pid, note or "(cleared)")
+        pt.view = replace(pt.view, waiting=note)
 
     def _write_records(self) -> None:
         """Records of the traces finished since the last call, written outside the lock: disk I/O must not hold up

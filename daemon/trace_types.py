@@ -79,6 +79,9 @@ class ProcessTraceView:
     size_bytes: int = 0
     error: str = ""
     updated_ms: int = 0
+    # Why it has not finished yet, when it seems stuck (an agent's report, or dynod's account of a libkineto iteration
+    # trace); kept when it ends other than done, so a cancelled process says what it was waiting for.
+    waiting: str = ""
 
 
 @dataclass(frozen=True)

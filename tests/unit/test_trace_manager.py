@@ -340,7 +340,7 @@ def test_kineto_exit_mid_trace_fails_but_finished_file_wins(env) -> None:  # typ
     alive.clear()
     tm.housekeeping()
     states = {p.pid: p for p in tm.get("kx").processes}
-    assert states[300].state == TraceState.FAILED and states[300].error == "process exited mid-trace"
+    assert states[300].state == TraceState.FAILED and states[300].error == "process exited before the trace finished"
     assert states[301].state == TraceState.DONE
 
 

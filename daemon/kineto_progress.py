@@ -1,0 +1,91 @@
+"""What dynod can tell of a libkineto (KINETO_USE_DAEMON=1) trace that has not finished, and how it says so.
+
+libkineto reports nothing back and dynod cannot see its optimizer steps. What dynod does see, read in pytorch/kineto
+(libkineto/src; the lines relied on are quoted):
+- ConfigLoader.cpp, ConfigLoader::updateConfigThread(): libkineto polls the daemon every on-demand interval whatever
+  its profiler is doing (`} else if (now > prev_on_demand_load_time + onDemandConfigUpdateIntervalSecs_) {` ...
+  `configureFromDaemon(now, *onDemandConfig);`), so a process polls for as long as it lives, during a trace too; one
+  that exits stops polling, and its pid is gone (the registry drops it at its next pass: `process exited`).
+- ConfigLoader::readOnDemandConfigFromDaemon(): `bool activities = canHandlerAcceptConfig(ConfigKind::
+  ActivityProfiler);`, and ActivityProfilerController.cpp, ActivityProfilerController::canAcceptConfig():
+  `return !profiler_->isActive();`: a poll asks for an activity config (its type has bit 2) unless the profiler is
+  active (warming up or recording).
+- ActivityProfilerController::shouldActivateTimestampConfig() returns false for an iteration config
+  (`if (asyncRequestConfig_->hasProfileStartIteration()) { return false; }`): only ActivityProfilerController::step()
+  activates it, on an optimizer step (`if (asyncRequestConfig_ && !profiler_->isActive() &&
+  shouldActivateIterationConfig(currentIter)) { activateConfig(now); }`), once `currentIter` reaches the start
+  iteration (rounded up to PROFILE_START_ITERATION_ROUNDUP).
+So after the pickup (DELIVERED), polls that still ask for a config mean libkineto has not started recording: the
+process has not reached its start step, i.e. has not stepped (enough) since; polls that no longer ask (RUNNING:
+trace_kineto.kineto_poll) mean it records, and its file is written once its N steps are done. Checked with torch
+2.13 CPU: a trainer that stopped stepping stays DELIVERED, and turns RUNNING within a poll of stepping again.
+"""
+
+from __future__ import annotations
+
+from dyno.daemon.trace_types import TraceSpec, TraceState
+
+__all__ = ["kineto_deadline_reason", "kineto_exit_detail", "kineto_waiting_note"]
+
+_BLIND = "dynod cannot see libkineto's optimizer steps, only its polls"
+_ADVICE = (
+    "if the program has stopped stepping its optimizer (evaluating, checkpointing, finished, or hung?), trace it "
+    "with --duration-ms instead, or again once it trains"
+)
+
+
+def _seconds(ms: int) -> str:
+    return f"{max(0, ms) / 1000:.0f} s"
+
+
+def _progress(
+    spec: TraceSpec, state: TraceState, delivered_ms: int, running_ms: int, now_ms: int, last_poll_ms: int
+) -> str:
+    """Where a libkineto iteration trace stands, as its polls tell: "" when it is not an iteration trace that
+    libkineto has picked up."""
+    if spec.iterations is None or state not in (TraceState.DELIVERED, TraceState.RUNNING) or not delivered_ms:
+        return ""
+    picked = f"libkineto picked the request up {_seconds(now_ms - delivered_ms)} ago"
+    if state == TraceState.DELIVERED:
+        roundup = max(1, spec.start_iteration_roundup or 1)
+        polled = f" at its last poll ({_seconds(now_ms - last_poll_ms)} ago) it" if last_poll_ms else ""
+        return (
+            f"{picked}, and{polled} had not started recording: it starts at an optimizer.step() whose number is a "
+            f"multiple of {roundup} (--iteration-roundup), and the process has not reached one since ({_BLIND})"
+        )
+    return (
+        f"{picked} and has recorded for {_seconds(now_ms - running_ms)} without finishing its {spec.iterations} "
+        f"optimizer step(s): its file is written once they are done ({_BLIND})"
+    )
+
+
+def kineto_waiting_note(
+    spec: TraceSpec, state: TraceState, delivered_ms: int, running_ms: int, now_ms: int, last_poll_ms: int
+) -> str:
+    """ProcessTraceView.waiting of a live libkineto process's iteration trace once picked up ("" for any other
+    trace): what it waits for, and what to do if that never comes (dyno-cli shows it when it gives up on the process;
+    dynod's own deadline comes 10 minutes after the pickup)."""
+    progress = _progress(spec, state, delivered_ms, running_ms, now_ms, last_poll_ms)
+    return f"{progress}; {_ADVICE}" if progress else ""
+
+
+def kineto_deadline_reason(
+    spec: TraceSpec, state: TraceState, delivered_ms: int, running_ms: int, now_ms: int, last_poll_ms: int
+) -> str:
+    """The TIMED_OUT reason of a live libkineto process's iteration trace past dynod's deadline; "" for any other
+    trace."""
+    progress = _progress(spec, state, delivered_ms, running_ms, now_ms, last_poll_ms)
+    if not progress:
+        return ""
+    return (
+        f"no complete trace file by the deadline, {_seconds(now_ms - delivered_ms)} after the pickup: {progress}; the "
+        f"process was alive (it polled), but did not make the optimizer steps in that time; {_ADVICE}"
+    )
+
+
+def kineto_exit_detail(
+    spec: TraceSpec, state: TraceState, delivered_ms: int, running_ms: int, now_ms: int, last_poll_ms: int
+) -> str:
+    """What a libkineto process that exited mid-trace had done of its iteration trace (": ..."), "" for any other."""
+    progress = _progress(spec, state, delivered_ms, running_ms, now_ms, last_poll_ms)
+    return f": {progress}" if progress else ""
