@@ -287,7 +287,15 @@ class Agent:
             self._files = files
         self._idle.clear()
         try:
-            result = run_trace(spec, self.steps, cancel, lambda: self._on_recording(spec), self._exiting, files)
+            result = run_trace(
+                spec,
+                self.steps,
+                cancel,
+                lambda: self._on_recording(spec),
+                self._exiting,
+                files,
+                on_waiting=lambda note, recording: self._on_waiting(spec, note, recording),
+            )
             outcome = {"state": "DONE", "path": str(result.path), "size_bytes": result.size_bytes}
             if result.note:
                 outcome["error"] = result.note  # the daemon keeps a done trace's text as its note
@@ -321,6 +329,11 @@ class Agent:
             # runs before theirs and before stop() (atexit runs handlers last registered first).
             atexit.register(self.finish_at_exit)
         self._report(spec.trace_id, "RUNNING")
+
+    def _on_waiting(self, spec: TraceSpec, note: str, recording: bool) -> None:
+        # Not a state change: DELIVERED (not recording yet) or RUNNING with the note (dynod keeps it as the process's
+        # waiting note; a dynod from before such notes refuses DELIVERED, which is only logged at debug level).
+        self._report(spec.trace_id, "RUNNING" if recording else "DELIVERED", error=note)
 
     def _report(self, trace_id: str, state: str, *, path: str = "", size_bytes: int = 0, error: str = "") -> None:
         self._conn.report(trace_id, state, path=path, size_bytes=size_bytes, error=error)

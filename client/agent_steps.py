@@ -179,6 +179,14 @@ class StepCounter:
             f"finished, or hung?); {advice}, or trace again when it trains"
         )
 
+    def waiting_note(self, plan: IterationPlan, since: float) -> str:
+        """Why `plan` (waiting since clock() `since`) has not finished, when that is unusual (idle_reason), with the
+        steps it has recorded once started; "" while the process steps as usual."""
+        why = self.idle_reason(since)
+        if not why or not plan.started.is_set():
+            return why
+        return f"recorded {plan.steps_seen} of {plan.spec.iterations} optimizer steps; {why}"
+
     def abandon(self, plan: IterationPlan) -> None:
         """Give up on plan (cancelled or past its deadline). Never started: dropped now. Started: the training
         thread stops its profiler at the next step."""

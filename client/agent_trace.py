@@ -38,6 +38,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _DEFAULT_ITERATION_DEADLINE_S = 600.0  # when the daemon sets none: never wait forever for optimizer steps
+# An iteration trace that waits for optimizer steps tells dynod why, once it is unusual (StepCounter.waiting_note),
+# and again every this many seconds while it lasts (its "for N s" grows): dyno-cli shows it when its --timeout-s gives
+# up on the process, which used to say only "no optimizer step had started the trace".
+_WAITING_REPORT_S = 5.0
 # A duration trace that starts this late after its synchronized start time says so: its window is not the other
 # processes' (the request reached this process late, or it was busy), which a cross-rank comparison must know.
 _LATE_START_NOTE_MS = 500
@@ -102,19 +106,22 @@ def run_trace(
     on_running: Callable[[], None],
     exiting: threading.Event | None = None,
     files: OutputFiles | None = None,
+    on_waiting: Callable[[str, bool], None] | None = None,
 ) -> TraceResult:
     """Take the trace described by spec and write its file. Blocks the calling (agent) thread, not the trainer.
     Raises TraceFailed with the reason; returns early with TraceFailed("cancelled") when `cancel` is set. When
     `exiting` is set too (the program is exiting normally), a duration trace that is recording stops early and
     what it recorded is written, with a note in the result; one not recording yet is cancelled all the same.
-    `files`: the trace's output files (default: of spec.output_path), which the caller may abandon meanwhile."""
+    `files`: the trace's output files (default: of spec.output_path), which the caller may abandon meanwhile.
+    `on_waiting(note, recording)`: an iteration trace's waiting note (why it has not finished: no optimizer step
+    for N s ...; "" once it steps again), when it changes and every _WAITING_REPORT_S while it lasts."""
     files = files or OutputFiles(spec.output_path)
     if spec.start_time_ms and spec.deadline_ms and spec.start_time_ms >= spec.deadline_ms:
         raise TraceFailed("the requested start time is past the trace's deadline")
     check_output_dir(spec.output_path)
     steps.wait_idle(cancel)
     if spec.iterations:
-        return _run_iterations(spec, steps, cancel, on_running, files)
+        return _run_iterations(spec, steps, cancel, on_running, files, on_waiting or (lambda note, recording: None))
     if not spec.duration_ms or spec.duration_ms <= 0:
         raise TraceFailed("the request has neither a duration nor an iteration count")
     make = profiler_factory(spec, all_threads=True)
@@ -150,8 +157,30 @@ def _late_start_note(late_ms: int) -> str:
     )
 
 
+class _WaitingReports:
+    """Sends an iteration trace's waiting note when it changes between none and some, and every
+    _WAITING_REPORT_S while there is one."""
+
+    def __init__(self, report: Callable[[str, bool], None]) -> None:
+        self._report = report
+        self.sent = ""  # as dynod has it: a RUNNING report clears it there
+        self._at = 0.0
+
+    def update(self, note: str, recording: bool) -> None:
+        now = time.monotonic()
+        if note == self.sent or (note and self.sent and now - self._at < _WAITING_REPORT_S):
+            return
+        self._report(note, recording)
+        self.sent, self._at = note, now
+
+
 def _run_iterations(
-    spec: TraceSpec, steps: StepCounter, cancel: threading.Event, on_running: Callable[[], None], files: OutputFiles
+    spec: TraceSpec,
+    steps: StepCounter,
+    cancel: threading.Event,
+    on_running: Callable[[], None],
+    files: OutputFiles,
+    on_waiting: Callable[[str, bool], None],
 ) -> TraceResult:
     if not steps.installed:
         raise TraceFailed("no optimizer step hook: torch.optim is not loaded in this process")
@@ -160,6 +189,7 @@ def _run_iterations(
     deadline = _deadline_ms(spec)
     since = steps.now()
     stalled: list[str] = []  # why the wait gave up early: a process that has never stepped (StepCounter.stall)
+    waiting = _WaitingReports(on_waiting)
 
     def wait(event: threading.Event) -> bool:
         # plan.finished ends the wait for the start too: a profiler that failed to start on the training thread
@@ -169,11 +199,13 @@ def _run_iterations(
             if why is not None:
                 stalled.append(why)
                 return False
+            waiting.update(steps.waiting_note(plan, since), plan.started.is_set())
             event.wait(min(max(deadline - now_ms(), 1) / 1000.0, 0.5))
         return event.is_set()
 
     if wait(plan.started):
-        on_running()
+        on_running()  # a RUNNING report without a note: dynod clears the waiting note it had
+        waiting.sent = ""
         wait(plan.finished)
     if not plan.finished.is_set():
         steps.abandon(plan)

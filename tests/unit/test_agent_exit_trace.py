@@ -134,7 +134,13 @@ def test_agent_reports_done_with_the_note(monkeypatch: pytest.MonkeyPatch, tmp_p
     recording = threading.Event()
 
     def fake_run_trace(
-        spec: TraceSpec, steps: Any, cancel: Any, on_running: Any, exiting: Any, files: Any = None
+        spec: TraceSpec,
+        steps: Any,
+        cancel: Any,
+        on_running: Any,
+        exiting: Any,
+        files: Any = None,
+        on_waiting: Any = None,
     ) -> TraceResult:
         on_running()
         recording.set()
@@ -159,7 +165,13 @@ def test_agent_exit_past_the_cap_reports_failed_and_leaves_no_file(
     recording, release = threading.Event(), threading.Event()
 
     def slow_export(
-        spec: TraceSpec, steps: Any, cancel: Any, on_running: Any, exiting: Any, files: Any = None
+        spec: TraceSpec,
+        steps: Any,
+        cancel: Any,
+        on_running: Any,
+        exiting: Any,
+        files: Any = None,
+        on_waiting: Any = None,
     ) -> TraceResult:
         on_running()
         recording.set()
@@ -188,7 +200,13 @@ def test_agent_exit_with_a_pending_trace_changes_nothing(monkeypatch: pytest.Mon
     seen: list[str] = []
 
     def pending(
-        spec: TraceSpec, steps: Any, cancel: Any, on_running: Any, exiting: Any, files: Any = None
+        spec: TraceSpec,
+        steps: Any,
+        cancel: Any,
+        on_running: Any,
+        exiting: Any,
+        files: Any = None,
+        on_waiting: Any = None,
     ) -> TraceResult:
         started.set()
         cancel.wait(30)  # waiting for its start time: never recording

@@ -36,7 +36,13 @@ class FakeDaemon:
 @pytest.fixture
 def setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[agent_mod.Agent, FakeDaemon]:
     def fake_run_trace(
-        spec: TraceSpec, steps: Any, cancel: Any, on_running: Any, exiting: Any = None, files: Any = None
+        spec: TraceSpec,
+        steps: Any,
+        cancel: Any,
+        on_running: Any,
+        exiting: Any = None,
+        files: Any = None,
+        on_waiting: Any = None,
     ) -> TraceResult:
         on_running()
         spec.output_path.write_bytes(b"{}")
