@@ -379,6 +379,8 @@ class ClusterTrace:
             still = [p for p in h.processes if p.state not in FINAL_STATES]
             for p in still:
                 p.error = "still tracing when the wait ended (--timeout-s); not cancelled: fetch it again later"
+                if p.waiting:  # why it has not finished, as its daemon has it
+                    p.error += f" (it was waiting: {p.waiting})"
             h.state, h.error_type = HOST_FAILED, "Timeout"
             h.error = f"{len(still)} process(es) still tracing after {self.wait_s:g} s (--timeout-s); not cancelled"
             h.finished_ms = int(time.time() * 1000)
@@ -399,10 +401,15 @@ class ClusterTrace:
                     h.processes.append(rec)
                     by_pid[p.pid] = rec
                 previous, rec.state = rec.state, state_name(p.state)
+                rec.waiting = p.waiting
                 if not (reason and rec.state == "cancelled"):
                     rec.error = p.error
                 elif not rec.error.startswith(reason):  # once, with what it was doing when we cancelled it
-                    rec.error = reason + self._unstarted_note(previous, rec.protocol)
+                    # the daemon's waiting note (the agent's "no optimizer step for N s ...", dynod's account of a
+                    # libkineto iteration trace) says why it had not finished; a daemon without it: its state
+                    rec.error = reason + (
+                        f": {p.waiting}" if p.waiting else self._unstarted_note(previous, rec.protocol)
+                    )
                 rec.remote_path = p.path or rec.remote_path
                 rec.size_bytes = p.size_bytes
 

@@ -54,6 +54,9 @@ class ProcRecord:
     checksum: str = ""  # "xxh3_128:<hex>", verified on fetch
     fetch_s: float = 0.0
     reused: bool = False  # the file was already in the folder (an earlier fetch) and matched its checksum
+    # The daemon's word on why it has not finished (ProcessTrace.waiting): what a process cancelled at --timeout-s
+    # was waiting for ("" from a daemon without it)
+    waiting: str = ""
 
     @property
     def ok(self) -> bool:
@@ -123,4 +126,5 @@ def proc_record(p: dyno_pb2.ProcessTrace) -> ProcRecord:
         error=p.error,
         remote_path=p.path,
         size_bytes=p.size_bytes,
+        waiting=p.waiting,
     )
