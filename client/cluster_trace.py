@@ -414,10 +414,14 @@ class ClusterTrace:
                 rec.size_bytes = p.size_bytes
 
     def _unstarted_note(self, state: str, protocol: str) -> str:
-        """Why a process we cancelled had not begun tracing, from its state then ("" when it had, or may have:
-        libkineto reports no start)."""
+        """Why a process we cancelled had not finished, from its state then, when its daemon gave no waiting note
+        ("" when it may have begun: libkineto reports no start to an older daemon)."""
         if state == "pending":
             return ": the process had not picked the request up"
+        if state == "running" and self.request.HasField("iterations"):
+            # its agent sends a waiting note when it stops stepping: this one stepped as usual, only slower
+            steps = self.request.iterations
+            return f": it was recording and had not made its {steps} optimizer step(s) yet (a longer --timeout-s waits)"
         if state != "delivered" or protocol == "kineto":
             return ""
         if self.request.HasField("iterations"):

@@ -3,7 +3,8 @@
 - the agent sends its note (no optimizer step for N s ...) while it waits, throttled, and clears it once recording;
 - dynod keeps an agent's note (ProcessTrace.waiting), through a cancel, and drops it once the process is done;
 - dynod tells where a libkineto iteration trace stands from its polls (picked up, not recording / recording), says
-  so in the note, in the reason of its deadline (how long, what to do) and when the process exits before the end.
+  so in the note, in the reason of its deadline (how long, what to do) and when the process exits before the end;
+- dyno-cli's cancel at --timeout-s says what each process was waiting for (or, without a note, what it was doing).
 """
 
 from __future__ import annotations
@@ -19,13 +20,18 @@ from manual_clock import Clock
 from dyno.client.agent_spec import TraceFailed, TraceSpec, now_ms
 from dyno.client.agent_steps import NO_STEP_S, StepCounter
 from dyno.client.agent_trace import run_trace
+from dyno.client.cluster import Cluster
+from dyno.client.cluster_trace import ClusterTrace
+from dyno.client.hosts import Host
 from dyno.daemon import trace_journal as tj
+from dyno.daemon.fake_server import FakeDynoServicer, serve
 from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.proto_convert import process_trace_to_pb
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_types import TraceSpec as DaemonSpec
 from dyno.daemon.trace_types import TraceState
+from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
 
@@ -214,3 +220,69 @@ def test_kineto_trace_recording_then_exiting_fails_at_once_saying_so(tm) -> None
     (p,) = manager.get(r.trace_id).processes
     assert p.state == TraceState.FAILED
     assert p.error.startswith("process exited before the trace finished: libkineto picked the request up 45 s ago")
+
+
+# -- dyno-cli ---------------------------------------------------------------------------------------------------
+
+
+class _WaitsUntilCancelled(FakeDynoServicer):
+    """Its processes stay in `state` (with the waiting note `waiting`) until cancelled; the cancel's answer
+    keeps the note, as dynod does."""
+
+    def __init__(self, state: int, waiting: str) -> None:
+        super().__init__("node0")
+        self.cancelled = threading.Event()
+        self.state, self.waiting = state, waiting
+
+    def _status(self, trace_id: str) -> dyno_pb2.TraceStatus:
+        done = self.cancelled.is_set()
+        procs = [
+            dyno_pb2.ProcessTrace(
+                pid=p.pid,
+                protocol=p.protocol,
+                state=dyno_pb2.TRACE_STATE_CANCELLED if done else self.state,
+                error="cancelled by request" if done else "",
+                waiting=self.waiting,
+            )
+            for p in self._processes()
+        ]
+        return dyno_pb2.TraceStatus(trace_id=trace_id, processes=procs, finished=done, hostname=self.hostname)
+
+    def GetTrace(self, request, context):  # noqa: N802 - grpc method name
+        return self._status(request.trace_id)
+
+    def CancelTrace(self, request, context):  # noqa: N802
+        self.cancelled.set()
+        return self._status(request.trace_id)
+
+
+def _cancelled_errors(tmp_path: Path, state: int, waiting: str) -> tuple[str, str]:
+    fake = serve(lambda _port: _WaitsUntilCancelled(state, waiting))
+    try:
+        request = dyno_pb2.TraceRequest(job_id="job1", trace_id="t-wait", iterations=3)
+        with Cluster([Host("127.0.0.1", fake.port)], deadline_s=2) as cluster:
+            ct = ClusterTrace(cluster, request, tmp_path, wait_s=0.2, poll_s=0.05)
+            ct.start()
+            ct.follow()
+            assert ct.wait(10)
+    finally:
+        fake.server.stop(0)
+    (h,) = ct.snapshot()
+    assert {p.state for p in h.processes} == {"cancelled"}
+    ((error, waiting),) = {(p.error, p.waiting) for p in h.processes}  # the fake's processes are all alike
+    return error, waiting
+
+
+def test_cli_cancel_at_timeout_says_what_the_process_waited_for(tmp_path: Path) -> None:
+    note = "no optimizer step for 45 s (the longest pause between two of its 25 steps so far: 0.1 s): ..."
+    error, waiting = _cancelled_errors(tmp_path, dyno_pb2.TRACE_STATE_DELIVERED, note)
+    assert error == f"cancelled by dyno-cli (--timeout-s): {note}" and waiting == note
+
+
+def test_cli_cancel_of_a_recording_trace_without_a_note_says_it_was_still_recording(tmp_path: Path) -> None:
+    # a daemon without waiting notes, or an agent stepping as usual (no note): the state says what it was doing
+    error, _ = _cancelled_errors(tmp_path, dyno_pb2.TRACE_STATE_RUNNING, "")
+    assert error == (
+        "cancelled by dyno-cli (--timeout-s): it was recording and had not made its 3 optimizer step(s) yet "
+        "(a longer --timeout-s waits)"
+    )
