@@ -1,7 +1,9 @@
 """What dynod can tell of a libkineto (KINETO_USE_DAEMON=1) trace that has not finished, and how it says so.
 
 libkineto reports nothing back and dynod cannot see its optimizer steps. What dynod does see, read in pytorch/kineto
-(libkineto/src; the lines relied on are quoted):
+(libkineto/src at commits 5b55368 for ConfigLoader.cpp and 972a353 for ActivityProfilerController.cpp; later versions
+move canAcceptConfig() to AsyncActivityProfilerHandler.cpp, with the same `return !profiler_.isActive();`; the lines
+relied on are quoted):
 - ConfigLoader.cpp, ConfigLoader::updateConfigThread(): libkineto polls the daemon every on-demand interval whatever
   its profiler is doing (`} else if (now > prev_on_demand_load_time + onDemandConfigUpdateIntervalSecs_) {` ...
   `configureFromDaemon(now, *onDemandConfig);`), so a process polls for as long as it lives, during a trace too; one
