@@ -19,7 +19,11 @@ from pathlib import Path
 import pytest
 from kineto_daemon import KinetoDaemon, kineto_daemon
 
-from conftest import run_cli
+from dyno.client.client import DynoClient
+from dyno.client.errors import DynoError
+from dyno.v1 import dyno_pb2
+
+from conftest import run_cli, wait_for
 
 pytest.importorskip("torch")
 pytestmark = [pytest.mark.integration, pytest.mark.torch]
@@ -37,6 +41,21 @@ def _trace(k: KinetoDaemon, out: Path, *args: str):
         *("--json", "--no-analyze", *args),
         timeout=180,
     )
+
+
+def _exit_once_delivered(k: KinetoDaemon, trace_id: str, pid: int, exit_file: Path) -> None:
+    """Touch `exit_file` (the trainer `pid` then exits) once its daemon says `pid` has the trace's request."""
+
+    def delivered() -> bool:
+        try:
+            status = c.get_trace(trace_id)
+        except DynoError:  # not started yet
+            return False
+        return any(p.pid == pid and p.state == dyno_pb2.TRACE_STATE_DELIVERED for p in status.processes)
+
+    with DynoClient(k.daemon.target, timeout_s=5) as c:
+        wait_for(delivered, 60, 0.1)
+    exit_file.touch()
 
 
 def test_agent_processes_cancelled_at_timeout_say_why(tmp_path: Path) -> None:
@@ -93,10 +112,14 @@ def test_mixed_job_some_finish_some_do_not(tmp_path: Path) -> None:
             job=job, ready=lambda s: s.startswith("stopped"),
         )  # fmt: skip
         k.registered(job, 5)
-        # the exiting one exits a few seconds into the trace, once libkineto (polling every second here) has the
-        # request; dyno-cli gives up at 14 s
-        threading.Timer(5.0, exit_file.touch).start()
-        res = _trace(k, tmp_path / "out", "--job-id", job, "--iterations", "3", "--timeout-s", "14")
+        # the exiting one exits mid-trace: once libkineto (polling every second here) has picked the request up
+        trace_id = f"mixed-{job}"
+        threading.Thread(
+            target=_exit_once_delivered, args=(k, trace_id, kineto_exits.pid, exit_file), daemon=True
+        ).start()
+        res = _trace(
+            k, tmp_path / "out", "--job-id", job, "--iterations", "3", "--timeout-s", "14", "--trace-id", trace_id
+        )
         out = res.stdout + res.stderr
         assert res.returncode == 3, out  # partial: some files arrived, some processes did not finish
         result = json.loads(res.stdout)
