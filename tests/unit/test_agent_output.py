@@ -91,7 +91,13 @@ def test_agent_exit_past_the_cap_removes_the_partial_export(monkeypatch: pytest.
     outcome: list[str] = []
 
     def stalled_export(
-        spec: TraceSpec, steps: Any, cancel: Any, on_running: Any, exiting: Any, files: OutputFiles
+        spec: TraceSpec,
+        steps: Any,
+        cancel: Any,
+        on_running: Any,
+        exiting: Any,
+        files: OutputFiles,
+        on_waiting: Any = None,
     ) -> TraceResult:
         on_running()
         recording.set()
