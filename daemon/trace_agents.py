@@ -23,6 +23,7 @@ from dyno.daemon import trace_journal as tj
 from dyno.daemon.registry import PROTOCOL_AGENT
 from dyno.daemon.trace_table import ProcTrace, TraceEntry, TraceTable
 from dyno.daemon.trace_types import (
+    FINAL_STATES,
     AgentCommand,
     AgentTraceCommand,
     ProcessTraceView,
@@ -33,7 +34,7 @@ from dyno.daemon.trace_types import (
 )
 from dyno.trace_ids import is_trace_id
 
-__all__ = ["AgentTraces", "ADOPTED_NOTE", "GONE_REASON", "REVIVED_NOTE"]
+__all__ = ["AgentTraces", "ADOPTED_NOTE", "FINISHED_NOTE", "GONE_REASON", "REVIVED_NOTE"]
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,12 @@ REVIVED_NOTE = (
     "the agent's connection to dynod broke while the trace was recording (it was reported failed then); the agent "
     "finished the trace and reported its file once connected again"
 )
+FINISHED_NOTE = (
+    "its connection to dynod ended as it finished the trace: the file was complete, its done report had not arrived"
+)
 GONE_REASON = "process exited or disconnected"  # why an agent's registration ends with its Watch stream
 _DISCONNECTED_MID_TRACE = f"{GONE_REASON} mid-trace"  # what the trace manager makes of it for a trace running then
+_LATE_DONE = "the agent reported it done afterwards"  # why a late DONE report was not taken: see _late_done
 _MAX_ADOPTED = 1024  # ids of traces taken on from a report, kept at most (the oldest go first)
 
 
@@ -107,6 +112,8 @@ class AgentTraces(TraceTable):
                 self._set_waiting(trace, pt, error)
             elif state == TraceState.DONE and self._revive(trace, pt, error):
                 pass  # failed when its connection broke, finished by the agent all the same
+            elif state == TraceState.DONE and pt.view.state in FINAL_STATES:
+                self._late_done(trace, pt)
             elif state == TraceState.DONE:
                 rec = self._registry.get(pid)
                 try:  # believed only as the process's own file: see tf.trainer_file_stat
@@ -126,24 +133,28 @@ class AgentTraces(TraceTable):
                 )
         self._write_records()
 
-    def _agent_file(self, pid: int, path: Path) -> os.stat_result | None:
+    def _agent_file(self, pid: int, path: Path, uid: int = -1) -> os.stat_result | None:
         """The stat of an agent's reported file at `path` when it can be believed: a plain file with one link
-        (lstat: a symlink is never followed), owned by the user of the registered agent process `pid`; else None."""
-        rec = self._registry.get(pid)
-        if rec is None or rec.protocol != PROTOCOL_AGENT:
-            return None
+        (lstat: a symlink is never followed), owned by `uid` (the traced process's user, when the trace knows it),
+        else by the user of the registered agent process `pid` (none registered: not believed); else None."""
+        if uid < 0:
+            rec = self._registry.get(pid)
+            if rec is None or rec.protocol != PROTOCOL_AGENT:
+                return None
+            uid = rec.uid
         try:
-            return tf.trainer_file_stat(path, rec.uid)
+            return tf.trainer_file_stat(path, uid)
         except OSError:
             return None
 
     def _revive(self, trace: TraceEntry, pt: ProcTrace, note: str) -> bool:
         """Under self._lock: a DONE report of a trace failed when the agent's stream ended (its connection broke;
-        dynod stayed up), from the agent registered again: the agent kept recording, and its file is there. Done
-        after all, with REVIVED_NOTE; False (the report changes nothing) for any other final state."""
+        dynod stayed up), from the agent registered again or still on its old channel (it reports as it notices
+        nothing yet): the agent kept recording, and its file is there (kept: see TraceManager._on_process_removed).
+        Done after all, with REVIVED_NOTE; False (the report changes nothing) for any other final state."""
         if pt.view.state != TraceState.FAILED or pt.view.error != _DISCONNECTED_MID_TRACE:
             return False
-        st = self._agent_file(pt.view.pid, Path(pt.view.path))
+        st = self._agent_file(pt.view.pid, Path(pt.view.path), pt.uid)
         if st is None:
             return False
         pt.view = replace(
@@ -156,6 +167,41 @@ class AgentTraces(TraceTable):
         log.info("trace %s pid %d: done (%s)", trace.trace_id, pt.view.pid, REVIVED_NOTE)
         if trace.finished():  # its record said failed
             self._unrecorded.append(self._view(trace))
+        return True
+
+    def _late_done(self, trace: TraceEntry, pt: ProcTrace) -> None:
+        """Under self._lock: a DONE report of a process whose trace has ended otherwise (and was not revived): the
+        state stays, and its reason says why the report was not taken, once, so that no file goes missing without
+        a word (a repeated DONE of a done trace changes nothing)."""
+        if pt.view.state == TraceState.DONE or _LATE_DONE in pt.view.error:
+            return
+        path = Path(pt.view.path)
+        try:
+            tf.trainer_file_stat(path, pt.uid)
+        except tf.UntrustedFileError as e:
+            why = f"{path} {e.strerror}"
+        except OSError:
+            why = f"{path} is missing"
+        else:
+            why = f"it had ended {pt.view.state.value} first"
+        error = f"{pt.view.error}; {_LATE_DONE}, not taken: {why}" if pt.view.error else f"{_LATE_DONE}: {why}"
+        pt.view = replace(pt.view, error=error)
+        log.warning("trace %s pid %d: %s", trace.trace_id, pt.view.pid, error)
+        if trace.finished():  # its record is rewritten with the reason
+            self._unrecorded.append(self._view(trace))
+
+    def _finished_at_disconnect(self, trace: TraceEntry, pt: ProcTrace, uid: int) -> bool:
+        """Under self._lock: an agent process's registration ends while its trace is delivered or running, and the
+        trace's file is there: the agent renames it into place only once complete, so it finished the trace and
+        its DONE report had not arrived (or will never: the process exited right after). Done, with FINISHED_NOTE,
+        not failed (and its file deleted as a leftover); False when there is no such file."""
+        if pt.view.protocol != PROTOCOL_AGENT or pt.view.state == TraceState.PENDING:
+            return False
+        try:
+            st = tf.trainer_file_stat(Path(pt.view.path), uid)
+        except OSError:
+            return False
+        self._set(trace, pt, TraceState.DONE, FINISHED_NOTE, size=st.st_size)
         return True
 
     @functools.cached_property
@@ -205,7 +251,7 @@ class AgentTraces(TraceTable):
             error="; ".join(n for n in (ADOPTED_NOTE, note) if n),
             updated_ms=now,
         )
-        pt = trace.procs[pid] = ProcTrace(view, created_ms=now)
+        pt = trace.procs[pid] = ProcTrace(view, created_ms=now, uid=rec.uid)
         log.info("trace %s pid %d: done (%s)", trace_id, pid, ADOPTED_NOTE)
         self._unrecorded.append(self._view(trace))
         return pt

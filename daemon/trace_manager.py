@@ -40,6 +40,8 @@ __all__ = ["TraceManager", "order_for_limit"]
 
 log = logging.getLogger(__name__)
 
+_MAX_UNSWEPT = 4096  # processes whose leftovers wait for them to end (see TraceManager._on_process_removed)
+
 
 def _only_launchers(spec: TraceSpec, selected: list[ProcessRecord], hostname: str) -> str:
     """Why a request selected torch launchers only (never traced), naming them; "" when it selected none."""
@@ -138,7 +140,7 @@ class TraceManager(KinetoTraces, AgentTraces):
             path = tf.agent_output(self._trace_dir, trace.trace_id, self._hostname, p.pid)
             config = ""
         view = ProcessTraceView(p.pid, p.job_id, p.rank, p.protocol, TraceState.PENDING, str(path), updated_ms=now)
-        return ProcTrace(view, created_ms=now, kineto_config=config)
+        return ProcTrace(view, created_ms=now, kineto_config=config, uid=p.uid)
 
     # -- queries ----------------------------------------------------------------------------------------------
 
@@ -236,6 +238,7 @@ class TraceManager(KinetoTraces, AgentTraces):
         """Completion of kineto files, timeouts, then registry garbage collection. Call every ~0.5 s."""
         self._check_files_and_timeouts()
         self._registry.collect_garbage()
+        self._sweep_when_gone()
         self._write_records()
 
     def _check_files_and_timeouts(self) -> None:
@@ -287,13 +290,21 @@ class TraceManager(KinetoTraces, AgentTraces):
 
     def _on_process_removed(self, rec: ProcessRecord, reason: str) -> None:
         notes = self._kineto_notes(rec.pid, rec.uid) if rec.protocol == PROTOCOL_KINETO else {}
+        # An agent process whose Watch stream ended while it still runs (its connection broke) goes on with its
+        # trace, and may yet publish its file and report it (trace_agents._revive): nothing of it is removed until
+        # the process is gone (_sweep_when_gone). Asked first: a process found gone here writes nothing after the
+        # file check below.
+        alive = rec.protocol == PROTOCOL_AGENT and self._registry.is_alive(rec.pid)
         with self._lock:
             found = self._active_for(rec.pid)
             if found is not None:
                 trace, pt = found
-                # a kineto process may have finished its file and exited right after
+                # a kineto process may have finished its file and exited right after; an agent one may have
+                # published its file just before its stream ended, its DONE report still on the way
                 kineto_started = pt.view.protocol == PROTOCOL_KINETO and pt.view.state != TraceState.PENDING
-                if not (kineto_started and self._kineto_file_check(trace, pt, notes, rec.uid)):
+                if kineto_started and self._kineto_file_check(trace, pt, notes, rec.uid):
+                    pass
+                elif not self._finished_at_disconnect(trace, pt, rec.uid):
                     if pt.view.state == TraceState.PENDING:
                         why = f"{reason} before picking up the trace"
                     elif kineto_started:  # at once: libkineto polls while it lives (kineto_progress)
@@ -301,9 +312,30 @@ class TraceManager(KinetoTraces, AgentTraces):
                     else:
                         why = f"{reason} mid-trace"  # an agent's: trace_agents.REVIVED_NOTE relies on this text
                     self._set(trace, pt, TraceState.FAILED, why)
-            leftovers = self._leftovers(rec.pid)
+            if alive:
+                self._unswept[rec.pid] = None
+                while len(self._unswept) > _MAX_UNSWEPT:  # their files stay until retention
+                    del self._unswept[next(iter(self._unswept))]
+                leftovers = []
+            else:
+                leftovers = self._leftovers(rec.pid)
         remove_leftovers(leftovers)  # outside the lock: disk I/O
         self._write_records()
+
+    def _sweep_when_gone(self) -> None:
+        """The leftovers of processes removed while still running (see _on_process_removed), once they are gone.
+        One registered again is left to that registration's end (its removal sweeps them)."""
+        with self._lock:
+            pids = list(self._unswept)
+        if not pids:
+            return
+        again = {pid for pid in pids if self._registry.get(pid) is not None}
+        gone = [pid for pid in pids if pid not in again and not self._registry.is_alive(pid)]  # /proc reads
+        with self._lock:
+            for pid in (*again, *gone):
+                self._unswept.pop(pid, None)
+            leftovers = [path for pid in gone for path in self._leftovers(pid)]
+        remove_leftovers(leftovers)
 
     def _leftovers(self, pid: int) -> list[Path]:
         """Under self._lock, once a process is gone: what its traces that did not end done may have left."""

@@ -39,6 +39,7 @@ class ProcTrace:
     delivered_ms: int = 0
     deadline_ms: int = 0  # completion deadline once delivered
     kineto_config: str = ""
+    uid: int = -1  # the traced process's user (its registration's), -1: unknown (a trace recovered from its record)
 
 
 @dataclass
@@ -85,6 +86,9 @@ class TraceTable:
         self._traces: OrderedDict[str, TraceEntry] = OrderedDict()
         self._agent_queues: dict[int, tuple[str, queue.Queue[AgentCommand | None]]] = {}
         self._unrecorded: list[TraceView] = []  # finished under the lock, written to disk outside it
+        # pids whose traces' leftovers wait for the process to end: its Watch stream ended while it still ran (see
+        # TraceManager._on_process_removed); ordered, the oldest first
+        self._unswept: dict[int, None] = {}
         registry.add_removal_listener(self._on_process_removed)
 
     @property
