@@ -257,7 +257,7 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
         if state is None or state not in (TraceState.DELIVERED, TraceState.RUNNING, TraceState.DONE, TraceState.FAILED):
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, "state: must be DELIVERED, RUNNING, DONE or FAILED")
         try:
-            self._tm.agent_report(request.pid, request.trace_id, state, request.error[:_MAX_TEXT])
+            self._tm.agent_report(request.pid, request.trace_id, state, request.error[:_MAX_TEXT], path=request.path)
         except UnknownTraceError as e:
             abort(context, grpc.StatusCode.NOT_FOUND, str(e))
         except TraceRequestError as e:

@@ -34,7 +34,7 @@ from dyno.daemon.trace_types import (
 )
 from dyno.trace_ids import is_trace_id
 
-__all__ = ["AgentTraces", "ADOPTED_NOTE", "FINISHED_NOTE", "GONE_REASON", "REVIVED_NOTE"]
+__all__ = ["AgentTraces", "ADOPTED_NOTE", "FINISHED_NOTE", "GONE_REASON", "RESUMED_NOTE", "REVIVED_NOTE"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,10 @@ ADOPTED_NOTE = (
 REVIVED_NOTE = (
     "the agent's connection to dynod broke while the trace was recording (it was reported failed then); the agent "
     "finished the trace and reported its file once connected again"
+)
+RESUMED_NOTE = (
+    "recording when dynod restarted: the agent finished the trace and reported its file to the restarted daemon, "
+    "which knew the trace from its folder's record"
 )
 FINISHED_NOTE = (
     "its connection to dynod ended as it finished the trace: the file was complete, its done report had not arrived"
@@ -94,15 +98,17 @@ class AgentTraces(TraceTable):
             pt.deadline_ms = self._completion_deadline(trace.spec, now)
             self._set(trace, pt, TraceState.DELIVERED)
 
-    def agent_report(self, pid: int, trace_id: str, state: TraceState, error: str = "") -> None:
+    def agent_report(self, pid: int, trace_id: str, state: TraceState, error: str = "", *, path: str = "") -> None:
         """RUNNING, DONE or FAILED from the agent; DONE is believed only when the assigned file is there. `error`:
         FAILED's reason, or an optional note with DONE (kept in the process's error field). DELIVERED (not recording
         yet) or RUNNING with `error`: a waiting note, why an iteration trace has not finished (no optimizer step for
-        N s...; ProcessTraceView.waiting, "" clears it): dyno-cli shows it when it gives up on the process."""
+        N s...; ProcessTraceView.waiting, "" clears it): dyno-cli shows it when it gives up on the process.
+        `path`: where the agent wrote its file (DONE), which only a trace taken on from the report goes by (_adopt)."""
+        self._recover(trace_id)  # known from its folder's record after a restart, if it has one
         with self._lock:
             trace = self._traces.get(trace_id)
             pt = trace.procs.get(pid) if trace else None
-            if pt is None and state == TraceState.DONE and self._adopt(pid, trace_id, error) is not None:
+            if pt is None and state == TraceState.DONE and self._adopt(pid, trace_id, error, path) is not None:
                 pass  # a trace recording when dynod restarted, finished by the agent: now known, done
             elif trace is None or pt is None:
                 raise UnknownTraceError(f"no trace {trace_id!r} for pid {pid}")
@@ -116,15 +122,17 @@ class AgentTraces(TraceTable):
                 self._late_done(trace, pt)
             elif state == TraceState.DONE:
                 rec = self._registry.get(pid)
+                uid = pt.view.uid if pt.view.uid >= 0 or rec is None else rec.uid
                 try:  # believed only as the process's own file: see tf.trainer_file_stat
-                    size = tf.trainer_file_stat(Path(pt.view.path), rec.uid if rec is not None else -1).st_size
+                    size = tf.trainer_file_stat(Path(pt.view.path), uid).st_size
                 except tf.UntrustedFileError as e:
                     self._set(trace, pt, TraceState.FAILED, f"agent reported done but {pt.view.path} {e.strerror}")
                 except OSError:
                     self._set(trace, pt, TraceState.FAILED, f"agent reported done but {pt.view.path} is missing")
                 else:
                     # A done trace's text is a note, not a failure (e.g. it ended early: the program exited).
-                    self._set(trace, pt, TraceState.DONE, error, size=size)
+                    note = "; ".join(n for n in (RESUMED_NOTE if pt.resumed else "", error) if n)
+                    self._set(trace, pt, TraceState.DONE, note, size=size)
             elif state == TraceState.FAILED:
                 self._set(trace, pt, TraceState.FAILED, error or "agent reported failure without a reason")
             else:
@@ -154,7 +162,7 @@ class AgentTraces(TraceTable):
         Done after all, with REVIVED_NOTE; False (the report changes nothing) for any other final state."""
         if pt.view.state != TraceState.FAILED or pt.view.error != _DISCONNECTED_MID_TRACE:
             return False
-        st = self._agent_file(pt.view.pid, Path(pt.view.path), pt.uid)
+        st = self._agent_file(pt.view.pid, Path(pt.view.path), pt.view.uid)
         if st is None:
             return False
         pt.view = replace(
@@ -165,8 +173,7 @@ class AgentTraces(TraceTable):
             updated_ms=self._clock_ms(),
         )
         log.info("trace %s pid %d: done (%s)", trace.trace_id, pt.view.pid, REVIVED_NOTE)
-        if trace.finished():  # its record said failed
-            self._unrecorded.append(self._view(trace))
+        self._queue_record(trace)  # its record said failed
         return True
 
     def _late_done(self, trace: TraceEntry, pt: ProcTrace) -> None:
@@ -177,7 +184,7 @@ class AgentTraces(TraceTable):
             return
         path = Path(pt.view.path)
         try:
-            tf.trainer_file_stat(path, pt.uid)
+            tf.trainer_file_stat(path, pt.view.uid)
         except tf.UntrustedFileError as e:
             why = f"{path} {e.strerror}"
         except OSError:
@@ -187,8 +194,7 @@ class AgentTraces(TraceTable):
         error = f"{pt.view.error}; {_LATE_DONE}, not taken: {why}" if pt.view.error else f"{_LATE_DONE}: {why}"
         pt.view = replace(pt.view, error=error)
         log.warning("trace %s pid %d: %s", trace.trace_id, pt.view.pid, error)
-        if trace.finished():  # its record is rewritten with the reason
-            self._unrecorded.append(self._view(trace))
+        self._queue_record(trace)  # its record is rewritten with the reason
 
     def _finished_at_disconnect(self, trace: TraceEntry, pt: ProcTrace, uid: int) -> bool:
         """Under self._lock: an agent process's registration ends while its trace is delivered or running, and the
@@ -208,7 +214,7 @@ class AgentTraces(TraceTable):
     def _adopted(self) -> dict[str, None]:
         return {}  # ids of the traces taken on from an agent's report (ordered: the oldest first)
 
-    def _adopt(self, pid: int, trace_id: str, note: str) -> ProcTrace | None:
+    def _adopt(self, pid: int, trace_id: str, note: str, reported: str = "") -> ProcTrace | None:
         """Under self._lock: an agent reports done a trace (or its part in one) this daemon does not know: one that
         was recording when dynod restarted. Take it on, done, when its file checks out (see the module's doc) and
         queue its record; None (NOT_FOUND for the agent) otherwise. Two processes of one trace are taken on into
@@ -228,7 +234,10 @@ class AgentTraces(TraceTable):
             return None
         if not (stat.S_ISDIR(fst.st_mode) and tf._made_by_dynod(folder, fst)):
             return None
-        path = tf.agent_output(self._trace_dir, trace_id, self._hostname, pid)
+        # where the old daemon told the agent to write (its host name may not be this one's), else this one's name
+        path = tf.reported_agent_output(self._trace_dir, trace_id, pid, reported) or tf.agent_output(
+            self._trace_dir, trace_id, self._hostname, pid
+        )
         st = self._agent_file(pid, path)
         if st is None:
             return None
@@ -250,8 +259,9 @@ class AgentTraces(TraceTable):
             size_bytes=st.st_size,
             error="; ".join(n for n in (ADOPTED_NOTE, note) if n),
             updated_ms=now,
+            uid=rec.uid,
         )
-        pt = trace.procs[pid] = ProcTrace(view, created_ms=now, uid=rec.uid)
+        pt = trace.procs[pid] = ProcTrace(view, created_ms=now)
         log.info("trace %s pid %d: done (%s)", trace_id, pid, ADOPTED_NOTE)
-        self._unrecorded.append(self._view(trace))
+        self._queue_record(trace)
         return pt

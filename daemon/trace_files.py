@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -35,6 +36,8 @@ __all__ = [
     "kineto_log_file",
     "kineto_output",
     "agent_output",
+    "reported_agent_output",
+    "FILE_NAME_RE",
     "MARKER_NAME",
     "UntrustedFileError",
     "UntrustedTraceDirError",
@@ -68,6 +71,28 @@ def kineto_output(trace_dir: Path, trace_id: str, hostname: str, pid: int) -> Pa
 
 def agent_output(trace_dir: Path, trace_id: str, hostname: str, pid: int) -> Path:
     return trace_dir / trace_id / f"{safe_host(hostname)}_{pid}{AGENT_SUFFIX}"
+
+
+# A trace file's base name as the daemon makes them (kineto_output, agent_output), under any host name
+FILE_NAME_RE = re.compile(
+    r"\A[A-Za-z0-9_.-]{1,255}_(?P<pid>[0-9]{1,10})(?P<suffix>"
+    + re.escape(KINETO_SUFFIX)
+    + "|"
+    + re.escape(AGENT_SUFFIX)
+    + r")\Z"
+)
+
+
+def reported_agent_output(trace_dir: Path, trace_id: str, pid: int, reported: str) -> Path | None:
+    """The path an agent reported its file at, when it is where a daemon names that pid's agent file in the trace's
+    folder, whatever the host name in it (the daemon that gave the agent its path ran under the host name of
+    then: dynod may have restarted since, after a host name change); else None. Lexically: no "..", no other
+    folder, nothing but the daemon's naming."""
+    path = Path(reported)
+    m = FILE_NAME_RE.match(path.name)
+    if not reported or path.parent != trace_dir / trace_id or m is None or m.group("suffix") != AGENT_SUFFIX:
+        return None
+    return path if int(m.group("pid")) == pid else None
 
 
 _TRACE_DIR_MODE = 0o1733

@@ -1,9 +1,12 @@
-"""The record a finished trace leaves in its folder, so that it stays fetchable after dynod restarts.
+"""The record a trace leaves in its folder, so that it stays fetchable after dynod restarts.
 
-When every process of a trace has reached a final state, the trace manager writes `<trace-dir>/<trace_id>/
-dynod-record.json` (temp name, then rename): the request, when it was created, and per process its final state,
-reason, file name and size. After a restart, a GetTrace / FetchTraceFile for an id the daemon does not know loads
-that record (`load_record`) instead of answering NOT_FOUND. Retention deletes it with the folder.
+Whenever one of a trace's processes reaches a final state, the trace manager (re)writes `<trace-dir>/<trace_id>/
+dynod-record.json` (temp name, then rename): the request, when it was created, whether the trace is finished, and
+per process its state (final, or as it was then for the others), reason, file name, size and user. After a
+restart, a GetTrace / FetchTraceFile for an id the daemon does not know, or an agent's report of it, loads that
+record (`load_record`) instead of answering NOT_FOUND: a finished trace as it was, an unfinished one with what its
+processes had reported by then (the trace manager resumes the rest: trace_table.TraceTable._resume). Retention
+deletes it with the folder.
 
 A record is untrusted input when it is read back: the per-trace folders are writable by trainers of any user
 (mode 1733), so anyone on the host could plant or hard-link a file there. It is believed only when it is a plain
@@ -19,7 +22,6 @@ import json
 import logging
 import math
 import os
-import re
 import stat
 import tempfile
 from dataclasses import replace
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO
-from dyno.daemon.trace_files import AGENT_SUFFIX, KINETO_SUFFIX, open_trace_file, trace_dir_problem
+from dyno.daemon.trace_files import FILE_NAME_RE, open_trace_file, trace_dir_problem
 from dyno.daemon.trace_types import FINAL_STATES, ProcessTraceView, TraceSpec, TraceState, TraceView
 from dyno.logthrottle import ThrottledLog
 from dyno.trace_ids import validate_trace_id
@@ -46,9 +48,6 @@ MAX_TEXT = 4096  # errors (the agent service cuts them to this too), job ids, ho
 _MAX_INT = 1 << 62
 _BOOL_FIELDS = PROFILER_FLAGS
 _OPT_INT_FIELDS = ("duration_ms", "iterations", "start_time_ms", "start_iteration_roundup")
-_FILE_RE = re.compile(
-    r"\A[A-Za-z0-9_.-]{1,255}_(?P<pid>[0-9]{1,10})(" + re.escape(KINETO_SUFFIX) + "|" + re.escape(AGENT_SUFFIX) + r")\Z"
-)
 
 
 class RecordError(ValueError):
@@ -83,6 +82,7 @@ def encode_record(view: TraceView, hostname: str, finished_ms: int) -> bytes:
                 "size_bytes": p.size_bytes,
                 "updated_ms": p.updated_ms,
                 "waiting": p.waiting[:MAX_TEXT],
+                "uid": p.uid,
             }
         )
     doc = {
@@ -92,6 +92,7 @@ def encode_record(view: TraceView, hostname: str, finished_ms: int) -> bytes:
         "hostname": hostname,
         "created_ms": view.created_ms,
         "finished_ms": finished_ms,
+        "finished": view.finished,
         "request": _spec_to_json(view.spec),
         "processes": procs,
     }
@@ -196,7 +197,7 @@ def _spec_from_json(r: Any, trace_id: str) -> TraceSpec:
     )
 
 
-def _process_from_json(p: Any, folder: Path) -> ProcessTraceView:
+def _process_from_json(p: Any, folder: Path, finished: bool) -> ProcessTraceView:
     if not isinstance(p, dict):
         raise RecordError("processes[]: not an object")
     pid = _int(p.get("pid"), "processes[].pid", 1, 1 << 31)
@@ -204,13 +205,13 @@ def _process_from_json(p: Any, folder: Path) -> ProcessTraceView:
         state = TraceState(p.get("state"))
     except ValueError:
         raise RecordError(f"pid {pid}: state {str(p.get('state'))[:40]!r} is not a trace state") from None
-    if state not in FINAL_STATES:
+    if finished and state not in FINAL_STATES:
         raise RecordError(f"pid {pid}: state {state.value} is not final")
     protocol = p.get("protocol")
     if protocol not in (PROTOCOL_AGENT, PROTOCOL_KINETO):
         raise RecordError(f"pid {pid}: unknown protocol")
     name = _str(p.get("file"), f"pid {pid} file", 300)
-    m = _FILE_RE.match(name)
+    m = FILE_NAME_RE.match(name)
     # Only a base name of the daemon's own pattern for this pid: no "/", no "..", nothing outside the folder.
     if m is None or int(m.group("pid")) != pid:
         raise RecordError(f"pid {pid}: file name {name[:80]!r} is not a trace file name of this pid")
@@ -225,6 +226,7 @@ def _process_from_json(p: Any, folder: Path) -> ProcessTraceView:
         error=_str(p.get("error"), f"pid {pid} error"),
         updated_ms=_int(p.get("updated_ms"), f"pid {pid} updated_ms"),
         waiting=_str(p.get("waiting", ""), f"pid {pid} waiting"),  # absent in a record from before the field
+        uid=_int(p.get("uid", -1), f"pid {pid} uid", -1),
     )
 
 
@@ -243,15 +245,18 @@ def decode_record(data: bytes, trace_dir: Path, trace_id: str) -> TraceView:
     procs = doc.get("processes")
     if not isinstance(procs, list) or not 1 <= len(procs) <= MAX_RECORD_PROCESSES:
         raise RecordError(f"processes: not a list of 1..{MAX_RECORD_PROCESSES}")
+    finished = doc.get("finished", True)  # records from before partial ones are of finished traces
+    if not isinstance(finished, bool):
+        raise RecordError("finished: not a boolean")
     folder = trace_dir / trace_id
-    views = tuple(_process_from_json(p, folder) for p in procs)
+    views = tuple(_process_from_json(p, folder, finished) for p in procs)
     if len({v.pid for v in views}) != len(views):
         raise RecordError("a pid is listed twice")
     return TraceView(
         trace_id=trace_id,
         spec=_spec_from_json(doc.get("request"), trace_id),
         processes=tuple(_check_file(v) for v in views),
-        finished=True,
+        finished=all(v.state in FINAL_STATES for v in views),
         created_ms=_int(doc.get("created_ms"), "created_ms"),
     )
 

@@ -13,14 +13,13 @@ from collections.abc import Collection
 from pathlib import Path
 
 from dyno.daemon import trace_files as tf
-from dyno.daemon import trace_journal as tj
 from dyno.daemon.process_roles import job_roles, order_for_limit
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord
 from dyno.daemon.trace_agents import AgentTraces
 from dyno.daemon.trace_kineto import KinetoTraces
 from dyno.daemon.trace_leftovers import leftover_paths, remove_leftovers
 from dyno.daemon.trace_requests import validate_spec, why_nothing
-from dyno.daemon.trace_table import ProcTrace, TraceEntry
+from dyno.daemon.trace_table import RESUMED_TIMEOUT, ProcTrace, TraceEntry
 from dyno.daemon.trace_types import (
     FINAL_STATES,
     AgentCancelCommand,
@@ -139,8 +138,10 @@ class TraceManager(KinetoTraces, AgentTraces):
         else:
             path = tf.agent_output(self._trace_dir, trace.trace_id, self._hostname, p.pid)
             config = ""
-        view = ProcessTraceView(p.pid, p.job_id, p.rank, p.protocol, TraceState.PENDING, str(path), updated_ms=now)
-        return ProcTrace(view, created_ms=now, kineto_config=config, uid=p.uid)
+        view = ProcessTraceView(
+            p.pid, p.job_id, p.rank, p.protocol, TraceState.PENDING, str(path), updated_ms=now, uid=p.uid
+        )
+        return ProcTrace(view, created_ms=now, kineto_config=config)
 
     # -- queries ----------------------------------------------------------------------------------------------
 
@@ -151,22 +152,6 @@ class TraceManager(KinetoTraces, AgentTraces):
             if trace is None:
                 raise self._unknown(trace_id)
             return self._view(trace)
-
-    def _recover(self, trace_id: str) -> None:
-        """An id unknown in memory (the daemon restarted, or evicted it): load its folder's record, if any. Lazily,
-        on the first call naming it, so start-up reads nothing and memory holds at most max_kept_traces."""
-        with self._lock:
-            if trace_id in self._traces:
-                return
-        view = tj.load_record(self._trace_dir, trace_id)  # outside the lock: disk I/O
-        if view is None:
-            return
-        with self._lock:
-            if trace_id not in self._traces:
-                trace = TraceEntry(trace_id, view.spec, view.created_ms)
-                trace.procs = {v.pid: ProcTrace(v, created_ms=v.updated_ms) for v in view.processes}
-                self._traces[trace_id] = trace
-                self._evict_old()
 
     def forget(self, trace_ids: Collection[str]) -> None:
         """Retention deleted these folders: drop their finished traces from memory too (NOT_FOUND from now on)."""
@@ -286,6 +271,8 @@ class TraceManager(KinetoTraces, AgentTraces):
             return self._kineto_deadline_reason(trace, pt, now) or f"no complete trace file by the deadline{hint}"
         if pt.view.waiting:
             return f"no complete trace file by the deadline: {pt.view.waiting}"
+        if pt.resumed:
+            return f"no complete trace file by the deadline ({RESUMED_TIMEOUT})"
         return f"no complete trace file by the deadline{hint}"
 
     def _on_process_removed(self, rec: ProcessRecord, reason: str) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from dyno.daemon import trace_files as tf
 from dyno.daemon import trace_journal as tj
 from dyno.daemon.kineto_identity import KinetoIdentifier
-from dyno.daemon.registry import ProcessRecord, ProcessRegistry, now_ms
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, now_ms
 from dyno.daemon.trace_types import (
     FINAL_STATES,
     AgentCommand,
@@ -27,9 +27,16 @@ from dyno.daemon.trace_types import (
     UnknownTraceError,
 )
 
-__all__ = ["ProcTrace", "TraceEntry", "TraceTable"]
+__all__ = ["ProcTrace", "RESUMED_TIMEOUT", "TraceEntry", "TraceTable"]
 
 log = logging.getLogger(__name__)
+
+_RESTARTED_KINETO = (
+    "dynod restarted mid-trace: a libkineto process's trace is not followed across a restart (a file it writes "
+    "stays in the trace's folder)"
+)
+_RESTARTED_PENDING = "dynod restarted before the process picked the trace up"
+RESUMED_TIMEOUT = "dynod restarted mid-trace, and the process did not report its file to the restarted daemon"
 
 
 @dataclass
@@ -39,7 +46,7 @@ class ProcTrace:
     delivered_ms: int = 0
     deadline_ms: int = 0  # completion deadline once delivered
     kineto_config: str = ""
-    uid: int = -1  # the traced process's user (its registration's), -1: unknown (a trace recovered from its record)
+    resumed: bool = False  # in flight when dynod restarted, known from its trace's record (see TraceTable._recover)
 
 
 @dataclass
@@ -85,7 +92,9 @@ class TraceTable:
         self._lock = threading.Lock()
         self._traces: OrderedDict[str, TraceEntry] = OrderedDict()
         self._agent_queues: dict[int, tuple[str, queue.Queue[AgentCommand | None]]] = {}
-        self._unrecorded: list[TraceView] = []  # finished under the lock, written to disk outside it
+        # trace id -> its view to record, queued under the lock at each process's end, written to disk outside it
+        self._unrecorded: dict[str, TraceView] = {}
+        self._recording = threading.Lock()  # held by the thread writing records (in the order they were queued)
         # pids whose traces' leftovers wait for the process to end: its Watch stream ended while it still ran (see
         # TraceManager._on_process_removed); ordered, the oldest first
         self._unswept: dict[int, None] = {}
@@ -132,8 +141,13 @@ class TraceTable:
         log.info("trace %s pid %d: %s%s", trace.trace_id, pt.view.pid, state.value, f" ({error})" if error else "")
         if state in FINAL_STATES:
             self._registry.set_busy(pt.view.pid, "")
-            if trace.finished():
-                self._unrecorded.append(self._view(trace))
+            self._queue_record(trace)
+
+    def _queue_record(self, trace: TraceEntry) -> None:
+        """Under self._lock: (re)write the trace's record, at each process's end, not only the trace's: a process
+        that reported done before dynod restarted is known done to the restarted daemon (_recover)."""
+        self._unrecorded.pop(trace.trace_id, None)
+        self._unrecorded[trace.trace_id] = self._view(trace)
 
     def _set_waiting(self, trace: TraceEntry, pt: ProcTrace, note: str) -> None:
         """Under self._lock: why a process that has not finished seems stuck (ProcessTraceView.waiting), "" when
@@ -145,12 +159,64 @@ class TraceTable:
         pt.view = replace(pt.view, waiting=note)
 
     def _write_records(self) -> None:
-        """Records of the traces finished since the last call, written outside the lock: disk I/O must not hold up
-        libkineto's polls (they wait ~90 ms for a reply)."""
+        """Records queued since the last call, written outside the lock: disk I/O must not hold up libkineto's polls
+        (they wait ~90 ms for a reply). One thread writes at a time, in order, until none is queued (a newer view of
+        a trace is never overwritten by an older one); another thread's call meanwhile leaves its records to it."""
+        if not self._recording.acquire(blocking=False):
+            return
+        try:
+            while True:
+                with self._lock:
+                    views, self._unrecorded = list(self._unrecorded.values()), {}
+                if not views:
+                    return
+                for view in views:
+                    tj.write_record(self._trace_dir, view, self._hostname, self._clock_ms())
+        finally:
+            self._recording.release()
+
+    def _recover(self, trace_id: str) -> None:
+        """An id unknown in memory (the daemon restarted, or evicted it): load its folder's record, if any. Lazily,
+        on the first call naming it (a query, or an agent's report), so start-up reads nothing and memory holds at
+        most max_kept_traces. A trace that was in flight when dynod restarted is resumed (_resume)."""
         with self._lock:
-            views, self._unrecorded = self._unrecorded, []
-        for view in views:
-            tj.write_record(self._trace_dir, view, self._hostname, self._clock_ms())
+            if trace_id in self._traces:
+                return
+        view = tj.load_record(self._trace_dir, trace_id)  # outside the lock: disk I/O
+        if view is None:
+            return
+        with self._lock:
+            if trace_id in self._traces:
+                return
+            trace = TraceEntry(trace_id, view.spec, view.created_ms)
+            trace.procs = {v.pid: ProcTrace(v, created_ms=v.updated_ms) for v in view.processes}
+            self._traces[trace_id] = trace
+            if not view.finished:
+                self._resume(trace)
+            self._evict_old()
+        self._write_records()
+
+    def _resume(self, trace: TraceEntry) -> None:
+        """Under self._lock: a trace recorded while some of its processes had reported their end and others had
+        not, when dynod restarted. An agent process that had the request goes on recording, and reports its file
+        to this daemon once registered again: it is waited for until its completion deadline (from when it was
+        last known to have the request). The others cannot report: failed, with why."""
+        failed = False
+        for pt in trace.procs.values():
+            v = pt.view
+            if v.state in FINAL_STATES:
+                continue
+            if v.protocol == PROTOCOL_AGENT and v.state != TraceState.PENDING:
+                pt.resumed, pt.delivered_ms = True, v.updated_ms
+                pt.deadline_ms = self._completion_deadline(trace.spec, v.updated_ms)
+                continue
+            # not through _set: the registry's busy flag of the pid is now another trace's, if any
+            why = _RESTARTED_KINETO if v.protocol != PROTOCOL_AGENT else _RESTARTED_PENDING
+            pt.view = replace(v, state=TraceState.FAILED, error=why, updated_ms=self._clock_ms())
+            log.info("trace %s pid %d: failed (%s)", trace.trace_id, v.pid, why)
+            failed = True
+        if failed:
+            self._queue_record(trace)
 
     @staticmethod
     def _view(trace: TraceEntry) -> TraceView:

@@ -82,6 +82,7 @@ class ProcessTraceView:
     # Why it has not finished yet, when it seems stuck (an agent's report, or dynod's account of a libkineto iteration
     # trace); kept when it ends other than done, so a cancelled process says what it was waiting for.
     waiting: str = ""
+    uid: int = -1  # the traced process's user, as registered (its files must be its own); -1: unknown
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,9 @@ def test_round_trip_after_restart(tmp_path: Path) -> None:
     assert tm2.active_traces() == 0
 
 
-def test_record_written_only_when_every_process_is_final(tmp_path: Path) -> None:
+def test_record_written_at_each_processs_end(tmp_path: Path) -> None:
+    """Not only when every process is final: a restarted daemon knows what had ended (tests/unit/
+    test_restart_disk_state.py); a process that had not picked the request up is failed there."""
     traces = tmp_path / "traces"
     reg, tm = manager(traces)
     for pid in (7, 8):
@@ -110,10 +112,12 @@ def test_record_written_only_when_every_process_is_final(tmp_path: Path) -> None
     record = traces / "t1" / tj.RECORD_NAME
     Path(r.triggered[0].path).write_bytes(b"x")
     tm.agent_report(r.triggered[0].pid, "t1", TraceState.DONE)
-    assert not record.exists()  # one process still tracing
+    doc = json.loads(record.read_bytes())  # one process still tracing
+    assert not doc["finished"] and sorted(p["state"] for p in doc["processes"]) == ["done", "pending"]
     _reg2, restarted = manager(traces)
-    with pytest.raises(UnknownTraceError, match="no record of a finished trace.*still running"):
-        restarted.get("t1")
+    got = {p.pid: (p.state, p.error) for p in restarted.get("t1").processes}
+    assert got[r.triggered[0].pid][0] == TraceState.DONE
+    assert got[r.triggered[1].pid] == (TraceState.FAILED, "dynod restarted before the process picked the trace up")
     tm.cancel("t1")
     doc = json.loads(record.read_bytes())
     assert sorted(p["state"] for p in doc["processes"]) == ["cancelled", "done"]
