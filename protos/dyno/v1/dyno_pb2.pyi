@@ -81,7 +81,7 @@ class GpuInfo(_message.Message):
     def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., uuid: _Optional[str] = ..., memory_total_bytes: _Optional[int] = ..., simulated: _Optional[bool] = ..., pci_bus_id: _Optional[str] = ...) -> None: ...
 
 class Status(_message.Message):
-    __slots__ = ("hostname", "version", "uptime_s", "samplers", "gpus", "registered_processes", "trace_dir", "trace_dir_bytes", "interval_s", "history_s", "samples_in_history", "pid", "agent_socket", "kineto_endpoint", "active_traces")
+    __slots__ = ("hostname", "version", "uptime_s", "samplers", "gpus", "registered_processes", "trace_dir", "trace_dir_bytes", "interval_s", "history_s", "samples_in_history", "pid", "agent_socket", "kineto_endpoint", "active_traces", "instance_id")
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +97,7 @@ class Status(_message.Message):
     AGENT_SOCKET_FIELD_NUMBER: _ClassVar[int]
     KINETO_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_TRACES_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     hostname: str
     version: str
     uptime_s: float
@@ -112,7 +113,8 @@ class Status(_message.Message):
     agent_socket: str
     kineto_endpoint: str
     active_traces: int
-    def __init__(self, hostname: _Optional[str] = ..., version: _Optional[str] = ..., uptime_s: _Optional[float] = ..., samplers: _Optional[_Iterable[_Union[SamplerState, _Mapping]]] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., registered_processes: _Optional[int] = ..., trace_dir: _Optional[str] = ..., trace_dir_bytes: _Optional[int] = ..., interval_s: _Optional[float] = ..., history_s: _Optional[float] = ..., samples_in_history: _Optional[int] = ..., pid: _Optional[int] = ..., agent_socket: _Optional[str] = ..., kineto_endpoint: _Optional[str] = ..., active_traces: _Optional[int] = ...) -> None: ...
+    instance_id: str
+    def __init__(self, hostname: _Optional[str] = ..., version: _Optional[str] = ..., uptime_s: _Optional[float] = ..., samplers: _Optional[_Iterable[_Union[SamplerState, _Mapping]]] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., registered_processes: _Optional[int] = ..., trace_dir: _Optional[str] = ..., trace_dir_bytes: _Optional[int] = ..., interval_s: _Optional[float] = ..., history_s: _Optional[float] = ..., samples_in_history: _Optional[int] = ..., pid: _Optional[int] = ..., agent_socket: _Optional[str] = ..., kineto_endpoint: _Optional[str] = ..., active_traces: _Optional[int] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class GetVersionRequest(_message.Message):
     __slots__ = ()
@@ -282,7 +284,7 @@ class ProcessTrace(_message.Message):
     def __init__(self, pid: _Optional[int] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., protocol: _Optional[_Union[Protocol, str]] = ..., state: _Optional[_Union[TraceState, str]] = ..., path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., error: _Optional[str] = ..., updated_ms: _Optional[int] = ..., waiting: _Optional[str] = ...) -> None: ...
 
 class StartTraceResponse(_message.Message):
-    __slots__ = ("trace_id", "matched_pids", "triggered", "busy_pids", "message", "registered_jobs", "hostname")
+    __slots__ = ("trace_id", "matched_pids", "triggered", "busy_pids", "message", "registered_jobs", "hostname", "instance_id")
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     MATCHED_PIDS_FIELD_NUMBER: _ClassVar[int]
     TRIGGERED_FIELD_NUMBER: _ClassVar[int]
@@ -290,6 +292,7 @@ class StartTraceResponse(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     REGISTERED_JOBS_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     matched_pids: _containers.RepeatedScalarFieldContainer[int]
     triggered: _containers.RepeatedCompositeFieldContainer[ProcessTrace]
@@ -297,7 +300,8 @@ class StartTraceResponse(_message.Message):
     message: str
     registered_jobs: _containers.RepeatedScalarFieldContainer[str]
     hostname: str
-    def __init__(self, trace_id: _Optional[str] = ..., matched_pids: _Optional[_Iterable[int]] = ..., triggered: _Optional[_Iterable[_Union[ProcessTrace, _Mapping]]] = ..., busy_pids: _Optional[_Iterable[int]] = ..., message: _Optional[str] = ..., registered_jobs: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ...) -> None: ...
+    instance_id: str
+    def __init__(self, trace_id: _Optional[str] = ..., matched_pids: _Optional[_Iterable[int]] = ..., triggered: _Optional[_Iterable[_Union[ProcessTrace, _Mapping]]] = ..., busy_pids: _Optional[_Iterable[int]] = ..., message: _Optional[str] = ..., registered_jobs: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class GetTraceRequest(_message.Message):
     __slots__ = ("trace_id",)
@@ -312,20 +316,22 @@ class CancelTraceRequest(_message.Message):
     def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
 
 class TraceStatus(_message.Message):
-    __slots__ = ("trace_id", "request", "processes", "finished", "created_ms", "hostname")
+    __slots__ = ("trace_id", "request", "processes", "finished", "created_ms", "hostname", "instance_id")
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     PROCESSES_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     CREATED_MS_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     request: TraceRequest
     processes: _containers.RepeatedCompositeFieldContainer[ProcessTrace]
     finished: bool
     created_ms: int
     hostname: str
-    def __init__(self, trace_id: _Optional[str] = ..., request: _Optional[_Union[TraceRequest, _Mapping]] = ..., processes: _Optional[_Iterable[_Union[ProcessTrace, _Mapping]]] = ..., finished: _Optional[bool] = ..., created_ms: _Optional[int] = ..., hostname: _Optional[str] = ...) -> None: ...
+    instance_id: str
+    def __init__(self, trace_id: _Optional[str] = ..., request: _Optional[_Union[TraceRequest, _Mapping]] = ..., processes: _Optional[_Iterable[_Union[ProcessTrace, _Mapping]]] = ..., finished: _Optional[bool] = ..., created_ms: _Optional[int] = ..., hostname: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class FetchTraceFileRequest(_message.Message):
     __slots__ = ("trace_id", "pid", "chunk_size")
