@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster
 from dyno.client.errors import DeadlineExceeded, DynoError, InvalidArgument, NotFound, Unavailable
 from dyno.client.trace_fetch import TraceFetcher
@@ -100,6 +101,10 @@ class ClusterTrace:
         # Hosts whose StartTrace got no answer in time: the request may have reached the daemon and started the
         # trace all the same (a slow or lost reply), so interrupt() cancels there too.
         self._unconfirmed: set[str] = set()
+        # host dir -> instance id of the daemon that last answered about the trace ("" from daemons before ids), and
+        # the hosts whose daemon was seen restarted by it (ids are never reused: it stays restarted)
+        self._instances: dict[str, str] = {}
+        self._restarted: set[str] = set()
 
     # -- start ------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -138,6 +143,7 @@ class ClusterTrace:
                         self._unconfirmed.add(h.dir)
                     continue
                 resp: dyno_pb2.StartTraceResponse = r.value
+                self._instances[h.dir] = resp.instance_id
                 h.hostname = resp.hostname
                 h.message = resp.message
                 h.matched_pids = list(resp.matched_pids)
@@ -170,6 +176,7 @@ class ClusterTrace:
                 if h.host.target not in targets or status is None or not status.processes:
                     continue  # NOT_FOUND (it never started there), or no answer again: the host stays failed
                 h.state, h.error, h.error_type = HOST_TRACING, "", ""
+                self._instances[h.dir] = status.instance_id
                 h.hostname = status.hostname
                 h.message = "started (confirmed by GetTrace: the StartTrace reply came after the deadline)"
                 h.matched_pids = [p.pid for p in status.processes]
@@ -207,6 +214,7 @@ class ClusterTrace:
                     self.request.trace_id = self.trace_id
                 if status.created_ms:
                     created.append(status.created_ms)
+                self._instances[h.dir] = status.instance_id
                 h.hostname = status.hostname
                 h.message = "attached to a trace started earlier"
                 h.matched_pids = [p.pid for p in status.processes]
@@ -310,7 +318,7 @@ class ClusterTrace:
                 now = time.monotonic()
                 failing_since = failing_since or now
                 unreachable = True
-                if _restarted_mid_trace(e) and now < wait_end and self._may_report_after_restart(h):
+                if self._restarted_mid_trace(client, h, e) and now < wait_end and self._may_report_after_restart(h):
                     # the daemon restarted mid-trace and has the trace's folder: an agent process that goes on
                     # recording reports to it once it has re-registered, and it takes the trace on from that report
                     # (daemon/trace_agents.py). Wait for that until --timeout-s; after it, fail with the reason.
@@ -327,6 +335,7 @@ class ClusterTrace:
                 self._stop.wait(self.poll_s)
                 continue
             failing_since = None
+            unreachable |= self._new_instance(h, status.instance_id)  # restarted, even if never seen down
             self._update(h, status)
             self.fetcher.fetch_done(client, h)
             if status.finished:
@@ -360,6 +369,37 @@ class ClusterTrace:
                 self._fail_host(h, "not finished after being cancelled", "Timeout")
                 return
             self._stop.wait(self.poll_s)
+
+    def _new_instance(self, h: HostRecord, instance_id: str) -> bool:
+        """Note the instance id of the daemon that answered about the trace; True when it is another than the one
+        before (the daemon restarted). "" (a daemon before instance ids) tells nothing."""
+        with self._lock:
+            known = self._instances.get(h.dir, "")
+            if instance_id:
+                self._instances[h.dir] = instance_id
+            if known and instance_id and known != instance_id:
+                self._restarted.add(h.dir)
+                return True
+        return False
+
+    def _restarted_mid_trace(self, client: DynoClient, h: HostRecord, e: DynoError) -> bool:
+        """Whether a NOT_FOUND for the trace comes from a daemon that restarted since it knew the trace: its
+        instance id (GetStatus) is not the one that started it or last answered about it. Without ids to compare
+        (a daemon before them, or its status unreadable), the restart its message names (_restarted_text)."""
+        if not isinstance(e, NotFound):
+            return False
+        with self._lock:
+            known, seen = self._instances.get(h.dir, ""), h.dir in self._restarted
+        if seen:
+            return True
+        if known:
+            try:
+                now = client.status().instance_id
+            except DynoError:
+                now = ""
+            if now:
+                return self._new_instance(h, now)
+        return _restarted_text(e.message)
 
     def _may_report_after_restart(self, h: HostRecord) -> bool:
         """Whether a process of `h` may still report to its restarted daemon: an agent one that had picked the
@@ -451,9 +491,6 @@ _MAY_STILL_RECORD = frozenset({"delivered", "running"})
 
 def _restarted_text(message: str) -> bool:
     """Whether a daemon's NOT_FOUND names a restart: it says so when it still has the trace's folder
-    (daemon/trace_files.forgotten_trace_hint)."""
+    (daemon/trace_files.forgotten_trace_hint). Only where instance ids cannot tell (ClusterTrace._restarted_mid_trace),
+    and for attach(), which has no earlier id to compare with."""
     return "restarted" in message
-
-
-def _restarted_mid_trace(e: DynoError) -> bool:
-    return isinstance(e, NotFound) and _restarted_text(e.message)

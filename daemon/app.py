@@ -88,6 +88,7 @@ class Daemon:
             pid=os.getpid(),
             agent_socket=str(cfg.agent_socket_path),
             kineto_endpoint=self.tracing.kineto.describe() if self.tracing.kineto is not None else "off",
+            instance_id=self.tracing.instance_id,
         )
 
     # -- lifecycle --------------------------------------------------------------------------------------------

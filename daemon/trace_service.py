@@ -35,10 +35,11 @@ MAX_PROCESS_LIST_BYTES = 16 * 1024 * 1024
 
 
 class TraceRpcs:
-    def __init__(self, manager: TraceManager, registry: ProcessRegistry, hostname: str) -> None:
+    def __init__(self, manager: TraceManager, registry: ProcessRegistry, hostname: str, instance_id: str = "") -> None:
         self._tm = manager
         self._registry = registry
         self._hostname = hostname
+        self._instance_id = instance_id  # dyno.daemon.instance_id: tells dyno-cli a restarted daemon from this one
         self._checksums = ChecksumCache()
         # each stream holds an RPC thread until the client has read the file (a slow link: minutes); refusals carry
         # a retry hint, on which DynoClient.fetch_trace_file waits and tries again
@@ -84,6 +85,7 @@ class TraceRpcs:
             message=result.message,
             registered_jobs=list(result.registered_jobs),
             hostname=self._hostname,
+            instance_id=self._instance_id,
         )
 
     def GetTrace(self, request: dyno_pb2.GetTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
@@ -97,9 +99,11 @@ class TraceRpcs:
     ) -> dyno_pb2.TraceStatus:
         _require_id(trace_id, context)
         try:
-            return pc.trace_view_to_pb(op(trace_id), self._hostname)
+            status = pc.trace_view_to_pb(op(trace_id), self._hostname)
         except UnknownTraceError as e:
             abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+        status.instance_id = self._instance_id
+        return status
 
     def FetchTraceFile(self, request: dyno_pb2.FetchTraceFileRequest, context: grpc.ServicerContext) -> Iterator[bytes]:
         """Encoded FileChunk messages (dyno.filechunks; served with a pass-through serializer, see

@@ -9,6 +9,7 @@ import time
 
 from dyno.daemon.agent_service import AgentServer, AgentServicer
 from dyno.daemon.config import DaemonConfig
+from dyno.daemon.instance_id import new_instance_id
 from dyno.daemon.kineto_ipc import KinetoEndpoint
 from dyno.daemon.registry import PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
 from dyno.daemon.trace_files import enforce_retention
@@ -32,9 +33,11 @@ class Tracing:
         retention_every_s: float = 30.0,
         silent_timeout_s: float = 30.0,
         delivery_timeout_s: float = 30.0,
+        instance_id: str = "",
     ) -> None:
         self.config = config
         self.hostname = hostname
+        self.instance_id = instance_id or new_instance_id()  # this dynod's (GetStatus, StartTrace, GetTrace)
         self.registry = ProcessRegistry(
             silent_timeout_s=silent_timeout_s,
             max_processes=config.max_processes,
@@ -48,7 +51,7 @@ class Tracing:
             delivery_timeout_s=delivery_timeout_s,
             on_start=self._wake.set,
         )
-        self.rpcs = TraceRpcs(self.manager, self.registry, hostname)
+        self.rpcs = TraceRpcs(self.manager, self.registry, hostname, self.instance_id)
         self.agent_servicer = AgentServicer(self.manager, self.registry)
         self.agent_server = AgentServer(self.agent_servicer, config.agent_socket_path)
         self.kineto: KinetoEndpoint | None = None

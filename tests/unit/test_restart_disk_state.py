@@ -44,16 +44,20 @@ def _publish(tm: TraceManager, trace_id: str, pid: int, hostname: str = "hostA")
     return path
 
 
-def test_a_process_done_before_the_restart_stays_done_after_it(tmp_path: Path) -> None:
-    """101 reported done to the old daemon; 102 was still recording when dynod restarted, and reports to the new one.
-    The new daemon lists both (dyno-cli fetches both), and 101's file is served."""
-    clock = Clock()
+def _one_done_then_restart(tmp_path: Path, clock: Clock) -> tuple[TraceManager, str, Path]:
+    """A trace of 101 and 102, both recording; 101 reports done to the first daemon, which then restarts: the
+    second daemon, the trace id and 101's file."""
     before = _manager(tmp_path / "traces", clock=clock)
     trace_id = _running(before, 101, 102)
     first = _publish(before, trace_id, 101)
     before.agent_report(101, trace_id, TraceState.DONE)
+    return _manager(tmp_path / "traces", clock=clock), trace_id, first
 
-    after = _manager(tmp_path / "traces", clock=clock)
+
+def test_a_process_done_before_the_restart_stays_done_after_it(tmp_path: Path) -> None:
+    """101 reported done to the old daemon; 102 was still recording when dynod restarted, and reports to the new one.
+    The new daemon lists both (dyno-cli fetches both), and 101's file is served."""
+    after, trace_id, first = _one_done_then_restart(tmp_path, Clock())
     view = after.get(trace_id)  # dyno-cli's poll, before 102 has reported
     assert not view.finished
     states = {p.pid: p.state for p in view.processes}
@@ -73,12 +77,7 @@ def test_a_process_done_before_the_restart_stays_done_after_it(tmp_path: Path) -
 
 def test_a_report_reaches_the_restarted_daemon_before_any_getrace(tmp_path: Path) -> None:
     """The trace is loaded from its folder's record for the report too, not only for GetTrace."""
-    clock = Clock()
-    before = _manager(tmp_path / "traces", clock=clock)
-    trace_id = _running(before, 101, 102)
-    _publish(before, trace_id, 101)
-    before.agent_report(101, trace_id, TraceState.DONE)
-    after = _manager(tmp_path / "traces", clock=clock)
+    after, trace_id, _ = _one_done_then_restart(tmp_path, Clock())
     _publish(after, trace_id, 102)
     after.agent_report(102, trace_id, TraceState.DONE)
     assert [(p.pid, p.state) for p in after.get(trace_id).processes] == [(101, TraceState.DONE), (102, TraceState.DONE)]
@@ -86,11 +85,7 @@ def test_a_report_reaches_the_restarted_daemon_before_any_getrace(tmp_path: Path
 
 def test_a_process_that_never_reports_after_the_restart_times_out(tmp_path: Path) -> None:
     clock = Clock()
-    before = _manager(tmp_path / "traces", clock=clock)
-    trace_id = _running(before, 101, 102)
-    _publish(before, trace_id, 101)
-    before.agent_report(101, trace_id, TraceState.DONE)
-    after = _manager(tmp_path / "traces", clock=clock)
+    after, trace_id, _ = _one_done_then_restart(tmp_path, clock)
     assert not after.get(trace_id).finished
     assert after.active_trace_ids() == {trace_id}
     clock.ms += 5000 + 31_000  # the window and the completion slack
