@@ -6,7 +6,6 @@ both files. Real dynod, real agent-instrumented CPU torch trainers, real dyno-cl
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from restart_fetch import manifest_processes
 
 from dyno.client.client import DynoClient
 from dyno.daemon.trace_agents import ADOPTED_NOTE
@@ -60,11 +60,14 @@ def test_trace_waits_through_a_daemon_restart_and_fetches_every_process(dynod_fa
         )  # fmt: skip
         with DynoClient(d.target, timeout_s=5) as c:
             wait_for(lambda: _running(c, trace_id) == 2, 60, 0.05)
+            before = c.status().instance_id
         d.restart()  # both are recording; the window has seconds to go
+        with DynoClient(d.target, timeout_s=5) as c:
+            after = c.status().instance_id
+        assert before and after and before != after  # what dyno-cli tells the restart by
         stdout, stderr = cli.communicate(timeout=150)
         assert cli.returncode == 0, stdout + stderr
-        manifest = json.loads((out_dir / trace_id / "manifest.json").read_text())
-        procs = manifest["processes"]
+        procs = manifest_processes(out_dir, trace_id)
         assert sorted(p["pid"] for p in procs) == sorted(t.pid for t in trainers), procs
         for p in procs:
             assert p["state"] == "done" and p["fetch"] == "fetched", p

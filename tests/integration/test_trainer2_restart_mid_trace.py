@@ -16,13 +16,14 @@ import uuid
 from pathlib import Path
 
 import pytest
+from restart_fetch import fetch_processes
 
 from dyno.client.client import DynoClient
 from dyno.daemon.trace_agents import ADOPTED_NOTE
 from dyno.daemon.trace_journal import RECORD_NAME
 from dyno.v1 import dyno_pb2
 
-from conftest import run_cli, wait_for
+from conftest import wait_for
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("torch")
@@ -71,14 +72,7 @@ def test_a_recording_trace_survives_a_daemon_restart_and_is_fetched(dynod_factor
             assert _state(c, again).state == dyno_pb2.TRACE_STATE_DONE, _state(c, again).error
         assert (d.trace_dir / trace_id / RECORD_NAME).is_file()  # known after another restart too
 
-        res = run_cli(
-            "fetch", "--hosts", d.target, "--trace-id", trace_id, "--output-dir", str(tmp_path / "out"),
-            "--no-analyze", "--timeout-s", "30", timeout=120,
-        )  # fmt: skip
-        assert res.returncode == 0, res.stdout + res.stderr
-        manifest = json.loads((tmp_path / "out" / trace_id / "manifest.json").read_text())
-        (proc,) = manifest["processes"]
-        assert proc["state"] == "done" and proc["fetch"] == "fetched"
+        (proc,) = fetch_processes(d.target, trace_id, tmp_path / "out")
         doc = json.loads(gzip.decompress((tmp_path / "out" / trace_id / proc["file"]).read_bytes()))
         assert doc["trace_id"] == trace_id
         # what was recorded across the restart: the trainer's ops, over (about) the whole window
