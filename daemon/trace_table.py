@@ -160,20 +160,13 @@ class TraceTable:
 
     def _write_records(self) -> None:
         """Records queued since the last call, written outside the lock: disk I/O must not hold up libkineto's polls
-        (they wait ~90 ms for a reply). One thread writes at a time, in order, until none is queued (a newer view of
-        a trace is never overwritten by an older one); another thread's call meanwhile leaves its records to it."""
-        if not self._recording.acquire(blocking=False):
-            return
-        try:
-            while True:
-                with self._lock:
-                    views, self._unrecorded = list(self._unrecorded.values()), {}
-                if not views:
-                    return
-                for view in views:
-                    tj.write_record(self._trace_dir, view, self._hostname, self._clock_ms())
-        finally:
-            self._recording.release()
+        (they wait ~90 ms for a reply; they never write records). One thread writes at a time, what it took from
+        the queue, so a newer view of a trace is never overwritten by an older one taken before it."""
+        with self._recording:
+            with self._lock:
+                views, self._unrecorded = list(self._unrecorded.values()), {}
+            for view in views:
+                tj.write_record(self._trace_dir, view, self._hostname, self._clock_ms())
 
     def _recover(self, trace_id: str) -> None:
         """An id unknown in memory (the daemon restarted, or evicted it): load its folder's record, if any. Lazily,
