@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from dyno.v1 import dyno_pb2 as dyno_dot_v1_dot_dyno__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x64yno/v1/agent.proto\x12\x07\x64yno.v1\x1a\x12\x64yno/v1/dyno.proto\"\x8a\x02\n\x0fRegisterRequest\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\x10\n\x08\x61ncestry\x18\x02 \x03(\x05\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x11\n\x04rank\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x17\n\nlocal_rank\x18\x05 \x01(\x05H\x01\x88\x01\x01\x12\x17\n\nworld_size\x18\x06 \x01(\x05H\x02\x88\x01\x01\x12\x0b\n\x03gpu\x18\x07 \x01(\x05\x12\x10\n\x08hostname\x18\x08 \x01(\t\x12\x0f\n\x07\x63mdline\x18\t \x01(\t\x12\x15\n\ragent_version\x18\n \x01(\t\x12\x15\n\rpid_namespace\x18\x0b \x01(\tB\x07\n\x05_rankB\r\n\x0b_local_rankB\r\n\x0b_world_size\"T\n\x10RegisterResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x14\n\x0ckeepalive_ms\x18\x02 \x01(\x05\x12\x16\n\x0e\x64\x61\x65mon_version\x18\x03 \x01(\t\"/\n\x0cWatchRequest\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\x12\n\nsession_id\x18\x02 \x01(\t\"\xb2\x02\n\x0bTraceConfig\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x15\n\x0b\x64uration_ms\x18\x02 \x01(\x03H\x00\x12\x14\n\niterations\x18\x03 \x01(\x05H\x00\x12\x17\n\rstart_time_ms\x18\x04 \x01(\x03H\x01\x12!\n\x17start_iteration_roundup\x18\x05 \x01(\x05H\x01\x12\x15\n\rrecord_shapes\x18\x06 \x01(\x08\x12\x16\n\x0eprofile_memory\x18\x07 \x01(\x08\x12\x12\n\nwith_stack\x18\x08 \x01(\x08\x12\x12\n\nwith_flops\x18\t \x01(\x08\x12\x14\n\x0cwith_modules\x18\n \x01(\x08\x12\x13\n\x0boutput_path\x18\x0b \x01(\t\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x0c \x01(\x03\x42\x08\n\x06windowB\x07\n\x05start\"m\n\x0c\x41gentCommand\x12%\n\x05trace\x18\x01 \x01(\x0b\x32\x14.dyno.v1.TraceConfigH\x00\x12\x13\n\tkeepalive\x18\x02 \x01(\x08H\x00\x12\x19\n\x0f\x63\x61ncel_trace_id\x18\x03 \x01(\tH\x00\x42\x06\n\x04kind\"\x88\x01\n\x12ReportTraceRequest\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\"\n\x05state\x18\x03 \x01(\x0e\x32\x13.dyno.v1.TraceState\x12\x0c\n\x04path\x18\x04 \x01(\t\x12\x12\n\nsize_bytes\x18\x05 \x01(\x04\x12\r\n\x05\x65rror\x18\x06 \x01(\t\"\x15\n\x13ReportTraceResponse2\xcb\x01\n\x05\x41gent\x12?\n\x08Register\x12\x18.dyno.v1.RegisterRequest\x1a\x19.dyno.v1.RegisterResponse\x12\x37\n\x05Watch\x12\x15.dyno.v1.WatchRequest\x1a\x15.dyno.v1.AgentCommand0\x01\x12H\n\x0bReportTrace\x12\x1b.dyno.v1.ReportTraceRequest\x1a\x1c.dyno.v1.ReportTraceResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13\x64yno/v1/agent.proto\x12\x07\x64yno.v1\x1a\x12\x64yno/v1/dyno.proto\"\xa8\x02\n\x0fRegisterRequest\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\x10\n\x08\x61ncestry\x18\x02 \x03(\x05\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\x11\n\x04rank\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x17\n\nlocal_rank\x18\x05 \x01(\x05H\x01\x88\x01\x01\x12\x17\n\nworld_size\x18\x06 \x01(\x05H\x02\x88\x01\x01\x12\x0b\n\x03gpu\x18\x07 \x01(\x05\x12\x10\n\x08hostname\x18\x08 \x01(\t\x12\x0f\n\x07\x63mdline\x18\t \x01(\t\x12\x15\n\ragent_version\x18\n \x01(\t\x12\x15\n\rpid_namespace\x18\x0b \x01(\t\x12\x1c\n\x14reports_with_session\x18\x0c \x01(\x08\x42\x07\n\x05_rankB\r\n\x0b_local_rankB\r\n\x0b_world_size\"T\n\x10RegisterResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x14\n\x0ckeepalive_ms\x18\x02 \x01(\x05\x12\x16\n\x0e\x64\x61\x65mon_version\x18\x03 \x01(\t\"/\n\x0cWatchRequest\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\x12\n\nsession_id\x18\x02 \x01(\t\"\xb2\x02\n\x0bTraceConfig\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x15\n\x0b\x64uration_ms\x18\x02 \x01(\x03H\x00\x12\x14\n\niterations\x18\x03 \x01(\x05H\x00\x12\x17\n\rstart_time_ms\x18\x04 \x01(\x03H\x01\x12!\n\x17start_iteration_roundup\x18\x05 \x01(\x05H\x01\x12\x15\n\rrecord_shapes\x18\x06 \x01(\x08\x12\x16\n\x0eprofile_memory\x18\x07 \x01(\x08\x12\x12\n\nwith_stack\x18\x08 \x01(\x08\x12\x12\n\nwith_flops\x18\t \x01(\x08\x12\x14\n\x0cwith_modules\x18\n \x01(\x08\x12\x13\n\x0boutput_path\x18\x0b \x01(\t\x12\x13\n\x0b\x64\x65\x61\x64line_ms\x18\x0c \x01(\x03\x42\x08\n\x06windowB\x07\n\x05start\"m\n\x0c\x41gentCommand\x12%\n\x05trace\x18\x01 \x01(\x0b\x32\x14.dyno.v1.TraceConfigH\x00\x12\x13\n\tkeepalive\x18\x02 \x01(\x08H\x00\x12\x19\n\x0f\x63\x61ncel_trace_id\x18\x03 \x01(\tH\x00\x42\x06\n\x04kind\"\x9c\x01\n\x12ReportTraceRequest\x12\x0b\n\x03pid\x18\x01 \x01(\x05\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\"\n\x05state\x18\x03 \x01(\x0e\x32\x13.dyno.v1.TraceState\x12\x0c\n\x04path\x18\x04 \x01(\t\x12\x12\n\nsize_bytes\x18\x05 \x01(\x04\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12\x12\n\nsession_id\x18\x07 \x01(\t\"\x15\n\x13ReportTraceResponse2\xcb\x01\n\x05\x41gent\x12?\n\x08Register\x12\x18.dyno.v1.RegisterRequest\x1a\x19.dyno.v1.RegisterResponse\x12\x37\n\x05Watch\x12\x15.dyno.v1.WatchRequest\x1a\x15.dyno.v1.AgentCommand0\x01\x12H\n\x0bReportTrace\x12\x1b.dyno.v1.ReportTraceRequest\x1a\x1c.dyno.v1.ReportTraceResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,19 +33,19 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'dyno.v1.agent_pb2', _global
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_REGISTERREQUEST']._serialized_start=53
-  _globals['_REGISTERREQUEST']._serialized_end=319
-  _globals['_REGISTERRESPONSE']._serialized_start=321
-  _globals['_REGISTERRESPONSE']._serialized_end=405
-  _globals['_WATCHREQUEST']._serialized_start=407
-  _globals['_WATCHREQUEST']._serialized_end=454
-  _globals['_TRACECONFIG']._serialized_start=457
-  _globals['_TRACECONFIG']._serialized_end=763
-  _globals['_AGENTCOMMAND']._serialized_start=765
-  _globals['_AGENTCOMMAND']._serialized_end=874
-  _globals['_REPORTTRACEREQUEST']._serialized_start=877
-  _globals['_REPORTTRACEREQUEST']._serialized_end=1013
-  _globals['_REPORTTRACERESPONSE']._serialized_start=1015
-  _globals['_REPORTTRACERESPONSE']._serialized_end=1036
-  _globals['_AGENT']._serialized_start=1039
-  _globals['_AGENT']._serialized_end=1242
+  _globals['_REGISTERREQUEST']._serialized_end=349
+  _globals['_REGISTERRESPONSE']._serialized_start=351
+  _globals['_REGISTERRESPONSE']._serialized_end=435
+  _globals['_WATCHREQUEST']._serialized_start=437
+  _globals['_WATCHREQUEST']._serialized_end=484
+  _globals['_TRACECONFIG']._serialized_start=487
+  _globals['_TRACECONFIG']._serialized_end=793
+  _globals['_AGENTCOMMAND']._serialized_start=795
+  _globals['_AGENTCOMMAND']._serialized_end=904
+  _globals['_REPORTTRACEREQUEST']._serialized_start=907
+  _globals['_REPORTTRACEREQUEST']._serialized_end=1063
+  _globals['_REPORTTRACERESPONSE']._serialized_start=1065
+  _globals['_REPORTTRACERESPONSE']._serialized_end=1086
+  _globals['_AGENT']._serialized_start=1089
+  _globals['_AGENT']._serialized_end=1292
 # @@protoc_insertion_point(module_scope)

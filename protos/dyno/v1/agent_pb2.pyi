@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("pid", "ancestry", "job_id", "rank", "local_rank", "world_size", "gpu", "hostname", "cmdline", "agent_version", "pid_namespace")
+    __slots__ = ("pid", "ancestry", "job_id", "rank", "local_rank", "world_size", "gpu", "hostname", "cmdline", "agent_version", "pid_namespace", "reports_with_session")
     PID_FIELD_NUMBER: _ClassVar[int]
     ANCESTRY_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,7 @@ class RegisterRequest(_message.Message):
     CMDLINE_FIELD_NUMBER: _ClassVar[int]
     AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     PID_NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_WITH_SESSION_FIELD_NUMBER: _ClassVar[int]
     pid: int
     ancestry: _containers.RepeatedScalarFieldContainer[int]
     job_id: str
@@ -31,7 +32,8 @@ class RegisterRequest(_message.Message):
     cmdline: str
     agent_version: str
     pid_namespace: str
-    def __init__(self, pid: _Optional[int] = ..., ancestry: _Optional[_Iterable[int]] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., gpu: _Optional[int] = ..., hostname: _Optional[str] = ..., cmdline: _Optional[str] = ..., agent_version: _Optional[str] = ..., pid_namespace: _Optional[str] = ...) -> None: ...
+    reports_with_session: bool
+    def __init__(self, pid: _Optional[int] = ..., ancestry: _Optional[_Iterable[int]] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., gpu: _Optional[int] = ..., hostname: _Optional[str] = ..., cmdline: _Optional[str] = ..., agent_version: _Optional[str] = ..., pid_namespace: _Optional[str] = ..., reports_with_session: _Optional[bool] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
     __slots__ = ("session_id", "keepalive_ms", "daemon_version")
@@ -90,20 +92,22 @@ class AgentCommand(_message.Message):
     def __init__(self, trace: _Optional[_Union[TraceConfig, _Mapping]] = ..., keepalive: _Optional[bool] = ..., cancel_trace_id: _Optional[str] = ...) -> None: ...
 
 class ReportTraceRequest(_message.Message):
-    __slots__ = ("pid", "trace_id", "state", "path", "size_bytes", "error")
+    __slots__ = ("pid", "trace_id", "state", "path", "size_bytes", "error", "session_id")
     PID_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     pid: int
     trace_id: str
     state: _dyno_pb2.TraceState
     path: str
     size_bytes: int
     error: str
-    def __init__(self, pid: _Optional[int] = ..., trace_id: _Optional[str] = ..., state: _Optional[_Union[_dyno_pb2.TraceState, str]] = ..., path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+    session_id: str
+    def __init__(self, pid: _Optional[int] = ..., trace_id: _Optional[str] = ..., state: _Optional[_Union[_dyno_pb2.TraceState, str]] = ..., path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., error: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class ReportTraceResponse(_message.Message):
     __slots__ = ()
