@@ -38,8 +38,10 @@ _WARN_EVERY_S = 600.0  # the same warning at most this often; debug in between
 # a trace recording across a daemon restart is finished and reported to the restarted daemon. At most this many.
 _MAX_UNSENT = 16
 _FINAL_STATES = ("DONE", "FAILED")
-# Status codes of a report that did not reach a daemon (worth sending again), as opposed to a daemon's answer
-_NOT_DELIVERED = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"})
+# Status codes of a report that did not reach a daemon (worth sending again), as opposed to a daemon's answer;
+# PERMISSION_DENIED: the daemon no longer knows this session (its stream ended before ours did): the next
+# registration's session is believed
+_NOT_DELIVERED = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "PERMISSION_DENIED"})
 
 # Status codes by which a daemon that is up refuses a registration (bad arguments, not allowed).
 # The daemon is there and answered (RESOURCE_EXHAUSTED: its registry caps): say its reason, not "no daemon".
@@ -161,7 +163,8 @@ class DaemonConnection:
         try:
             from dyno.v1 import agent_pb2, dyno_pb2
 
-            stub = self._stub
+            with self._lock:  # the stub and its registration's session, of the same registration
+                stub, session = self._stub, self.session_id
             if stub is None:
                 log.debug("dyno agent: cannot report %s for trace %s: not connected", state, trace_id)
                 return False
@@ -173,6 +176,7 @@ class DaemonConnection:
                     path=path,
                     size_bytes=size_bytes,
                     error=error[:4096],
+                    session_id=session,  # the daemon believes a report only with its registration's session
                 ),
                 timeout=_REPORT_TIMEOUT_S,
             )
@@ -242,6 +246,7 @@ class DaemonConnection:
                     cmdline=ident.cmdline,
                     agent_version=__version__,
                     pid_namespace=pid_namespace() or "",
+                    reports_with_session=True,
                 ),
                 timeout=_REGISTER_TIMEOUT_S,
             )

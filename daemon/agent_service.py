@@ -10,11 +10,11 @@ import errno
 import logging
 import os
 import queue
+import secrets
 import socket
 import stat
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
@@ -97,6 +97,7 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
         self._lock = threading.Lock()
         self._queues: set[queue.Queue] = set()
         self._full_log = ThrottledLog(log, every_s=600.0)  # refusals others can cause at will
+        self._refused_log = ThrottledLog(log, every_s=600.0)  # reports without their registration's session
         self._pid_namespace = _own_pid_namespace()
         self._unwatched: dict[str, tuple[int, float]] = {}  # session -> (pid, when registered), oldest first
 
@@ -152,7 +153,7 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
                 "second registration would take its trace requests: register once that stream has ended",
             )
         self._admit(context)
-        session = uuid.uuid4().hex
+        session = secrets.token_hex(16)  # a secret of this registration: Watch and ReportTrace must carry it
         try:
             self._register(request, session)
         except RegistryFullError as e:
@@ -201,6 +202,7 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
                 cmdline=request.cmdline,
                 hostname=request.hostname,
                 session_id=session,
+                reports_with_session=request.reports_with_session,
             )
         )
 
@@ -256,6 +258,12 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
         # DELIVERED and RUNNING may carry a waiting note (why an iteration trace has not finished yet)
         if state is None or state not in (TraceState.DELIVERED, TraceState.RUNNING, TraceState.DONE, TraceState.FAILED):
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, "state: must be DELIVERED, RUNNING, DONE or FAILED")
+        refusal = self._report_refusal(request)
+        if refusal is not None:
+            self._refused_log.warning(
+                "report", "agent ReportTrace refused: pid %d, trace %r: %s", request.pid, request.trace_id[:64], refusal
+            )
+            abort(context, grpc.StatusCode.PERMISSION_DENIED, refusal)
         try:
             self._tm.agent_report(request.pid, request.trace_id, state, request.error[:_MAX_TEXT], path=request.path)
         except UnknownTraceError as e:
@@ -264,6 +272,22 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
         self._registry.touch(request.pid)
         return agent_pb2.ReportTraceResponse()
+
+    def _report_refusal(self, request: agent_pb2.ReportTraceRequest) -> str | None:
+        """Why a report may not be believed (None: it may). **Why:** the socket is 0666 and grpc tells a servicer
+        nothing of its caller, so any local user who knew a trace id and pid (ListProcesses and GetTrace list both)
+        could mark another user's part FAILED. A report must carry the session that pid's Register answered, which
+        only its agent holds. An agent from before sessions (it did not say reports_with_session) sends none: its
+        reports are believed without one, as before; a libkineto process never reports here."""
+        rec = self._registry.get(request.pid)
+        if rec is None or rec.protocol != PROTOCOL_AGENT:
+            return f"pid {request.pid} is not registered by a dyno agent: Register first, then report with its session"
+        if request.session_id:
+            same = secrets.compare_digest(request.session_id.encode(), rec.session_id.encode())
+            return None if same else f"session_id: not pid {request.pid}'s registration (it registered again?)"
+        if rec.reports_with_session:
+            return f"session_id: required (pid {request.pid}'s agent registered with reports_with_session)"
+        return None
 
 
 def prepare_socket_path(path: Path) -> None:

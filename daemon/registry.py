@@ -101,7 +101,10 @@ class ProcessRecord:
     current_trace_id: str = ""
     cmdline: str = ""
     hostname: str = ""
-    session_id: str = ""  # agent: the Register session; "" for kineto
+    session_id: str = ""  # agent: the Register session (a secret of its agent); "" for kineto
+    # agent: it sends its session in ReportTrace (agents from before sessions do not: their reports are believed
+    # without one, as they were)
+    reports_with_session: bool = False
     connected: bool = False  # agent: a Watch stream is open (liveness comes from the stream, not polls)
     uid: int = -1  # kineto: kernel-reported uid of the sender; agent: owner of /proc/<pid>; -1: unknown
     # Other job ids it answers to: kineto's decimal integer when its environment named another (kineto_identity.py)

@@ -92,6 +92,7 @@ _EXPECTED = {
     grpc.StatusCode.NOT_FOUND,
     grpc.StatusCode.FAILED_PRECONDITION,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.PERMISSION_DENIED,  # ReportTrace without its registration's session
 }
 
 
