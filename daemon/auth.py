@@ -1,8 +1,10 @@
 """Server-side auth for the Dyno service: TLS / mTLS credentials, a bearer-token interceptor for the RPCs that
-start or cancel traces or read files, and a loud warning when the daemon is exposed without either.
+start or cancel traces, read files or hold a live stream, and a loud warning when the daemon is exposed without
+either.
 
-Read-only RPCs (status, metrics, process list, trace state) stay open on purpose: they are what monitoring and
-`dyno-cli status` across a fleet need, and they reveal nothing a token would protect.
+Read-only unary RPCs (status, metrics, process list, trace state) stay open on purpose: they are what monitoring and
+`dyno-cli status` across a fleet need. What of them a token protects is hidden from callers without it: the
+processes' command lines (arguments can carry secrets), see REDACTED_METHODS.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+import os
 import ssl
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -21,11 +24,14 @@ from dyno import secretfiles
 from dyno.daemon.config import ConfigError
 from dyno.daemon.rpc_abort import abort
 from dyno.logthrottle import ThrottledLog
+from dyno.v1 import dyno_pb2
 
 __all__ = [
     "AUTH_METADATA_KEY",
     "AuthConfig",
+    "HIDDEN_CMDLINE",
     "PROTECTED_METHODS",
+    "REDACTED_METHODS",
     "UNAUTHENTICATED_MESSAGE",
     "AuthConfigError",
     "TokenAuthInterceptor",
@@ -40,9 +46,31 @@ log = logging.getLogger(__name__)
 
 AUTH_METADATA_KEY = "authorization"
 UNAUTHENTICATED_MESSAGE = "missing or invalid bearer token"
+# StreamMetrics too: each live stream holds one of MAX_METRIC_STREAMS slots (and an RPC thread) for as long as its
+# client wants, so without the token anyone who reaches the port could hold them all and leave the token holders'
+# `dyno-cli metrics --watch` refused. GetMetrics (unary, the same samples) stays open for monitoring.
 PROTECTED_METHODS: frozenset[str] = frozenset(
-    {"/dyno.v1.Dyno/StartTrace", "/dyno.v1.Dyno/CancelTrace", "/dyno.v1.Dyno/FetchTraceFile"}
+    {
+        "/dyno.v1.Dyno/StartTrace",
+        "/dyno.v1.Dyno/CancelTrace",
+        "/dyno.v1.Dyno/FetchTraceFile",
+        "/dyno.v1.Dyno/StreamMetrics",
+    }
 )
+# What a caller without the token sees of a registered process's command line: that it is there, and why not it.
+HIDDEN_CMDLINE = "(hidden: needs dynod's auth token)"
+
+
+def _hide_cmdlines(response: dyno_pb2.ListProcessesResponse) -> dyno_pb2.ListProcessesResponse:
+    for p in response.processes:
+        if p.cmdline:
+            p.cmdline = HIDDEN_CMDLINE
+    return response
+
+
+# Open RPCs whose answers are edited for callers without the token (unary-unary only): a job's command line can
+# carry secrets passed as arguments (API keys, database URLs), and any local user reaches 127.0.0.1.
+REDACTED_METHODS: dict[str, Callable[[Any], Any]] = {"/dyno.v1.Dyno/ListProcesses": _hide_cmdlines}
 
 
 class AuthConfig(Protocol):
@@ -126,13 +154,20 @@ def _bearer(metadata: Iterable[tuple[str, Any]] | None) -> bytes | None:
 
 class TokenAuthInterceptor(grpc.ServerInterceptor):
     """Rejects calls to `protected` methods whose `authorization: Bearer <token>` metadata does not match, with
-    UNAUTHENTICATED "missing or invalid bearer token". Other methods pass untouched."""
+    UNAUTHENTICATED "missing or invalid bearer token"; answers `redacted` methods to such callers edited by their
+    function. Other methods pass untouched."""
 
-    def __init__(self, token: str, protected: Iterable[str] = PROTECTED_METHODS) -> None:
+    def __init__(
+        self,
+        token: str,
+        protected: Iterable[str] = PROTECTED_METHODS,
+        redacted: dict[str, Callable[[Any], Any]] | None = None,
+    ) -> None:
         if not token:
             raise ValueError("token must be non-empty")
         self._token = token.encode("utf-8")
         self._protected = frozenset(protected)
+        self._redacted = dict(REDACTED_METHODS if redacted is None else redacted)
         # rejections are security events (WARNING) that any client can cause at will: one per method a minute,
         # the rest counted into the next one
         self._rejections = ThrottledLog(log, every_s=60.0)
@@ -148,11 +183,14 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
         handler = continuation(handler_call_details)
-        if handler is None or handler_call_details.method not in self._protected:
+        method = handler_call_details.method
+        redact = self._redacted.get(method)
+        if handler is None or (method not in self._protected and redact is None):
             return handler
         if self.authorized(handler_call_details.invocation_metadata):
             return handler
-        method = handler_call_details.method
+        if redact is not None:  # open to all, but not all of the answer
+            return _redacting_handler(handler, redact)
         self._rejections.warning(method, "rejected %s: %s", method, UNAUTHENTICATED_MESSAGE)
         return _rejecting_handler(handler)
 
@@ -164,6 +202,20 @@ def _abort(request: Any, context: grpc.ServicerContext) -> Any:
 def _abort_stream(request: Any, context: grpc.ServicerContext) -> Any:
     abort(context, grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
     yield  # pragma: no cover - makes this a generator, as a streaming handler must be
+
+
+def _redacting_handler(handler: grpc.RpcMethodHandler, redact: Callable[[Any], Any]) -> grpc.RpcMethodHandler:
+    """`handler` (a unary-unary one) with its answer passed through `redact`."""
+    inner = handler.unary_unary
+    if inner is None:
+        raise TypeError("only unary-unary methods can be redacted")
+
+    def call(request: Any, context: grpc.ServicerContext) -> Any:
+        return redact(inner(request, context))
+
+    return grpc.unary_unary_rpc_method_handler(
+        call, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+    )
 
 
 def _rejecting_handler(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
@@ -196,20 +248,34 @@ def is_loopback(address: str) -> bool:
         return False  # a hostname: it resolves to something reachable from elsewhere
 
 
-def warn_if_exposed(config: AuthConfig, logger: logging.Logger | None = None) -> bool:
-    """Log a loud warning when listening beyond loopback without a token or client certificates (mTLS): TLS without
-    --tls-ca encrypts, but anyone who reaches the port may still start traces. Returns whether it warned."""
-    if is_loopback(config.listen) or config.auth_token_file is not None or config.tls_ca is not None:
+def warn_if_exposed(config: AuthConfig, logger: logging.Logger | None = None, *, euid: int | None = None) -> bool:
+    """Log one loud warning when callers are not authenticated where that matters, and return whether it warned:
+    listening beyond loopback without a token or client certificates (mTLS; TLS without --tls-ca encrypts, but anyone
+    who reaches the port may still start traces), or running as root (`euid`, default this process's) without
+    either on loopback: every local user reaches 127.0.0.1, and a root dynod traces every user's processes."""
+    if config.auth_token_file is not None or config.tls_ca is not None:
         return False
+    out = logger or log
+    if is_loopback(config.listen):
+        if (os.geteuid() if euid is None else euid) != 0:
+            return False  # a user's own daemon: the processes it reaches are theirs (the socket is theirs too)
+        out.warning(
+            "SECURITY: dynod runs as root on %s without auth_token_file: every local user can start and cancel "
+            "traces in every user's processes and download their trace files through it (127.0.0.1 is theirs too), "
+            "and see the processes' command lines. On a host shared by several users set auth_token_file in "
+            "dynod.toml (--auth-token-file), or tls_cert/tls_key/tls_ca for mTLS.",
+            config.listen,
+        )
+        return True
     if config.tls_cert is not None:
-        (logger or log).warning(
+        out.warning(
             "SECURITY: listening on %s with TLS but neither --tls-ca (client certificates) nor --auth-token-file: "
             "TLS encrypts, but anyone who can reach this port can start traces in your processes and download "
             "trace files. Add --auth-token-file or --tls-ca.",
             config.listen,
         )
         return True
-    (logger or log).warning(
+    out.warning(
         "SECURITY: listening on %s without --auth-token-file or TLS: anyone who can reach this port can start "
         "traces in your processes and download trace files. Configure --auth-token-file (or --tls-cert/--tls-key/"
         "--tls-ca for mTLS), or listen on 127.0.0.1.",

@@ -293,7 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
     a(
         "--auth-token-file",
         type=Path,
-        help="file holding a shared bearer token required by StartTrace, CancelTrace and FetchTraceFile",
+        help="file holding a shared bearer token required by StartTrace, CancelTrace, FetchTraceFile and "
+        "StreamMetrics, and to see processes' command lines in ListProcesses (set it on a shared host even on "
+        "loopback: a root dynod without it warns at start)",
     )
     a("--tls-cert", type=Path, help="server certificate (PEM) for TLS")
     a("--tls-key", type=Path, help="server private key (PEM) for TLS")

@@ -61,11 +61,12 @@ def _code(fn) -> tuple[grpc.StatusCode, str]:  # type: ignore[no-untyped-def]
 # ---- token interceptor -------------------------------------------------------------------------------------------
 
 
-def test_protected_methods_are_the_write_rpcs() -> None:
+def test_protected_methods_are_the_write_rpcs_and_the_live_stream() -> None:
     assert PROTECTED_METHODS == {
         "/dyno.v1.Dyno/StartTrace",
         "/dyno.v1.Dyno/CancelTrace",
         "/dyno.v1.Dyno/FetchTraceFile",
+        "/dyno.v1.Dyno/StreamMetrics",  # its slots are few (test_security_rpc_exposure)
     }
 
 
@@ -197,7 +198,7 @@ def test_warn_if_exposed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> No
     with caplog.at_level(logging.WARNING):
         assert warn_if_exposed(DaemonConfig(listen="0.0.0.0")) is True
     assert "SECURITY" in caplog.text and "0.0.0.0" in caplog.text and "--auth-token-file" in caplog.text
-    assert warn_if_exposed(DaemonConfig(listen="127.0.0.1")) is False
+    assert warn_if_exposed(DaemonConfig(listen="127.0.0.1"), euid=1000) is False  # as root: test_security_rpc_exposure
     assert warn_if_exposed(DaemonConfig(listen="0.0.0.0", auth_token_file=tmp_path / "t")) is False
     # TLS with client certificates (mTLS) authenticates; server-only TLS encrypts, yet anyone may start traces
     mtls = DaemonConfig(listen="::", tls_cert=tmp_path / "c", tls_key=tmp_path / "k", tls_ca=tmp_path / "ca")

@@ -1,0 +1,61 @@
+"""What a user of a real dynod sees of its auth set-up: a root dynod without a token says at start that every local
+user can trace through it, and with a token `dyno-cli` shows processes' command lines (arguments can carry secrets)
+and streams live metrics only to callers with the token."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+import pytest
+
+from dyno.daemon.auth import HIDDEN_CMDLINE
+from dyno.v1 import agent_pb2, agent_pb2_grpc
+
+from conftest import Dynod, run_cli
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "integration-token-0123456789abcdef"
+SECRET_CMDLINE = "python train.py --db-url=postgres://u:hunter2@db/x"
+
+
+def _token_file(tmp_path: Path) -> Path:
+    p = tmp_path / "token"
+    p.write_text(TOKEN + "\n")
+    p.chmod(0o600)
+    return p
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the warning is a root dynod's")
+def test_a_root_dynod_without_a_token_warns_once_at_start(dynod_factory: Callable[..., Dynod], tmp_path: Path) -> None:
+    bare = dynod_factory(metrics=False)
+    (line,) = [line for line in bare.lines if "SECURITY" in line]
+    assert "WARNING" in line and "auth_token_file" in line and "every local user" in line
+    guarded = dynod_factory("--auth-token-file", str(_token_file(tmp_path)), metrics=False)
+    assert "SECURITY" not in guarded.log
+
+
+def test_a_token_dynod_shows_command_lines_and_live_metrics_only_with_the_token(
+    dynod_factory: Callable[..., Dynod], tmp_path: Path
+) -> None:
+    token = _token_file(tmp_path)
+    d = dynod_factory("--auth-token-file", str(token), metrics=False)
+    with grpc.insecure_channel(f"unix:{d.agent_socket}") as channel:
+        agent_pb2_grpc.AgentStub(channel).Register(
+            agent_pb2.RegisterRequest(pid=os.getpid(), job_id="exposed", cmdline=SECRET_CMDLINE), timeout=10
+        )
+    hosts = ["--hosts", d.target]
+    anon = run_cli("ps", *hosts, "--json")
+    assert anon.returncode == 0, anon.stderr
+    assert "hunter2" not in anon.stdout and HIDDEN_CMDLINE in anon.stdout
+    mine = run_cli("ps", *hosts, "--json", "--auth-token-file", str(token))
+    assert mine.returncode == 0, mine.stderr
+    (proc,) = json.loads(mine.stdout)["processes"]
+    assert proc["cmdline"] == SECRET_CMDLINE
+
+    watch = run_cli("metrics", *hosts, "--watch")  # refused at once: it would hold one of the 16 stream slots
+    assert watch.returncode != 0 and "not authenticated" in watch.stderr and "Traceback" not in watch.stderr
