@@ -258,7 +258,7 @@ def warn_if_exposed(config: AuthConfig, logger: logging.Logger | None = None, *,
     out = logger or log
     if is_loopback(config.listen):
         if (os.geteuid() if euid is None else euid) != 0:
-            return False  # a user's own daemon: the processes it reaches are theirs (the socket is theirs too)
+            return False  # a user's own daemon (development, a workstation): see ARCHITECTURE.md, Security model
         out.warning(
             "SECURITY: dynod runs as root on %s without auth_token_file: every local user can start and cancel "
             "traces in every user's processes and download their trace files through it (127.0.0.1 is theirs too), "
