@@ -13,11 +13,12 @@ from typing import Any, TypeVar
 import grpc
 
 from dyno.client.errors import DynoError, ResourceExhausted, Unavailable, translate
+from dyno.client.hosts import parse_host
 from dyno.filechunks import CHECKSUM_ALGORITHM, checksum_of, decode_chunk, new_digest
 from dyno.malloc_tuning import tune_for_streaming
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
-__all__ = ["DynoClient", "DEFAULT_PORT", "FetchedFile", "MAX_RECEIVE_BYTES"]
+__all__ = ["DynoClient", "DEFAULT_PORT", "FetchedFile", "MAX_RECEIVE_BYTES", "dial_target"]
 
 DEFAULT_PORT = 1778
 MAX_RECEIVE_BYTES = 64 * 1024 * 1024  # largest answer accepted (dynod keeps GetMetrics to half of it)
@@ -26,6 +27,15 @@ T = TypeVar("T")
 # the contract, the client does not import the daemon)
 _RETRY_AFTER_KEY = "dyno-retry-after-ms"
 _MAX_BUSY_WAIT_S = 2.0  # the longest single wait between tries of a busy daemon
+# grpc's own name schemes (unix:/path, dns:///name:port, ipv4:addr:port...): given to grpc as they are
+_GRPC_SCHEMES = ("dns:/", "unix:", "unix-abstract:", "ipv4:", "ipv6:", "vsock:", "xds:")
+
+
+def dial_target(target: str) -> str:
+    """`target` as grpc is to dial it: HOST[:PORT] checked as dyno-cli checks --host (HostSpecError, a ValueError,
+    when malformed) and given dynod's port when it has none; a target with a grpc scheme as it is. grpc itself took
+    "host:99999" and dialled port 99999 - 65536 (another server), and "host" alone went to port 443."""
+    return target if target.startswith(_GRPC_SCHEMES) else parse_host(target).target
 
 
 class _Busy(Exception):
@@ -79,7 +89,7 @@ class DynoClient:
         metadata: Sequence[tuple[str, str]] = (),
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        self.target = target
+        self.target = target = dial_target(target)
         self.timeout_s = timeout_s
         self.retries = retries
         self._metadata = tuple(metadata)

@@ -1,0 +1,52 @@
+"""`DynoClient("HOST:PORT")` checks its target as dyno-cli checks --host: grpc took "127.0.0.1:99999" and dialled
+port 99999 - 65536 = 34463 (another server, or a dynod that was not the one meant, answered), and a target without
+a port went to grpc's default 443 instead of dynod's 1778. Against a real gRPC server on a free loopback port."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from dyno.client import DynoClient
+from dyno.client.hosts import HostSpecError
+from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer[FakeDynoServicer]]:
+    srv = serve(lambda port: FakeDynoServicer(f"fake-{port}"))
+    yield srv
+    srv.server.stop(0)
+
+
+def test_a_port_past_65535_is_refused_not_wrapped_onto_another_server(server) -> None:
+    wrapped = f"127.0.0.1:{server.port + 65536}"  # what grpc dialled: server.port itself
+    with pytest.raises(HostSpecError, match=r"outside 1-65535"):
+        DynoClient(wrapped, timeout_s=2, retries=0)
+
+
+def test_the_right_target_still_answers_and_names_itself(server) -> None:
+    with DynoClient(f"127.0.0.1:{server.port}", timeout_s=2, retries=0) as client:
+        assert client.status().hostname == f"fake-{server.port}"
+        assert client.target == f"127.0.0.1:{server.port}"
+
+
+def test_a_target_without_port_gets_dynods_port_not_grpcs_443() -> None:
+    with DynoClient("127.0.0.1", timeout_s=1, retries=0) as client:
+        assert client.target == "127.0.0.1:1778"
+    with DynoClient("[::1]", timeout_s=1, retries=0) as client:
+        assert client.target == "[::1]:1778"
+
+
+def test_grpc_schemes_are_passed_through(tmp_path) -> None:
+    for target in (f"unix:{tmp_path}/d.sock", "dns:///localhost:1778", "ipv4:127.0.0.1:1778"):
+        with DynoClient(target, timeout_s=1, retries=0) as client:
+            assert client.target == target
+
+
+def test_a_url_is_refused_with_the_host_port_to_give() -> None:
+    with pytest.raises(HostSpecError, match=r"is a URL: give HOST\[:PORT\], e.g. gpu7:1778"):
+        DynoClient("http://gpu7:1778")
