@@ -116,6 +116,7 @@ def _sigterm_as_ctrl_c() -> bool:
 def _main(argv: list[str] | None) -> int:
     # Imported here, not at the top: a Ctrl-C right after start lands in these imports (grpc, the commands), and
     # main()'s handler must already be running then to keep it quiet. What this module imports itself is light.
+    from dyno.client.commands._common import stdout_gone
     from dyno.client.commands._hosts import UsageError
     from dyno.client.errors import DynoError
     from dyno.trace_analysis.cli import parse_args
@@ -147,7 +148,7 @@ def _main(argv: list[str] | None) -> int:
         return _fail(f"{e}", json_out)
     except BrokenPipeError:  # `dyno-cli metrics | head`; before OSError, its base class
         # Python flushes stdout again at exit, which would report the closed pipe once more.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        stdout_gone()
         return exit_codes.OK
     except OSError as e:  # a full disk or a permission on the user's side: say which file, no traceback
         where = f": {e.filename}" if e.filename else ""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -13,7 +15,7 @@ from dyno.client.format import table
 if TYPE_CHECKING:
     from dyno.client.cluster import HostResult
 
-__all__ = ["REGISTER_HINT", "host_entry", "host_table", "print_json", "proto_to_dict"]
+__all__ = ["REGISTER_HINT", "host_entry", "host_table", "print_json", "print_out", "proto_to_dict", "stdout_gone"]
 
 T = TypeVar("T")
 
@@ -31,7 +33,27 @@ def proto_to_dict(msg: Any) -> dict[str, Any]:
 
 
 def print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, sort_keys=False))
+    print_out(json.dumps(obj, indent=2, sort_keys=False))
+
+
+def print_out(text: str = "") -> None:
+    """print() to stdout, flushed, for a reader that may leave (`dyno-cli trace ... | grep -q straggler`, `| head`,
+    quitting `less`): then stdout is given up and the command goes on with its files, --html, stderr lines and exit
+    code. The BrokenPipeError used to end the command at its first table, with exit 0 whatever had happened."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        stdout_gone()
+
+
+def stdout_gone() -> None:
+    """Point stdout at /dev/null once its reader has left: what is still to print goes nowhere, and Python's flush
+    at exit does not report the closed pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
 
 
 def host_entry(r: HostResult[Any], fields: dict[str, Any]) -> dict[str, Any]:

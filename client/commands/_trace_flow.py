@@ -21,7 +21,7 @@ from typing import Any
 from dyno import exit_codes
 from dyno.argtypes import INT32_MAX, nonempty_path, number
 from dyno.client.cluster_trace import ClusterTrace
-from dyno.client.commands._common import print_json, proto_to_dict
+from dyno.client.commands._common import print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import usage_error
 from dyno.client.commands._interrupts import InterruptGuard
 from dyno.client.format import human_bytes, table
@@ -260,8 +260,8 @@ def _analyze(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str, Any
 
         report = analyze([str(f) for f in files])
         if not args.json:
-            print()
-            print(render_text(report))
+            print_out()
+            print_out(render_text(report))
         result = json.loads(render_json(report, indent=False))
     except Exception as e:  # analysis problems are reported; they never change the trace's exit code
         return None, f"{type(e).__name__}: {e}"
@@ -276,7 +276,7 @@ def _analyze(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str, Any
         except OSError as e:
             return result, f"cannot write --html {args.html}: {e.strerror or e}"
         if not args.json:
-            print(f"HTML report written to {args.html}")
+            print_out(f"HTML report written to {args.html}")
     return result, None
 
 
@@ -344,7 +344,7 @@ class TraceFlow:
         files = ct.fetched_files()
         report, analysis_error = (None, None)
         if not args.json:
-            print(_summary(final))
+            print_out(_summary(final))
         if interrupted:
             self.guard.discard()  # a Ctrl-C while cancelling asked for what is being done: the end
         elif files and not args.no_analyze:

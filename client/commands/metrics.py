@@ -11,7 +11,7 @@ from datetime import datetime
 
 from dyno.argtypes import INT64_MAX, number
 from dyno.client.cluster import HostResult
-from dyno.client.commands._common import host_entry, host_table, print_json, proto_to_dict
+from dyno.client.commands._common import host_entry, host_table, print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
     add_host_arguments,
@@ -258,14 +258,14 @@ def run(args: argparse.Namespace) -> int:
         resp = ok[0].answer
         if resp.samples and args.names and not resp.samples[-1].metrics:
             # the daemon filters each sample's values: a sample with none left means nothing matched
-            print(f"{resp.hostname}: no metric matches {' '.join(args.names)}")
+            print_out(f"{resp.hostname}: no metric matches {' '.join(args.names)}")
         elif resp.samples:
-            print(render(resp.samples[-1], resp.hostname))
+            print_out(render(resp.samples[-1], resp.hostname))
         else:
-            print(f"{resp.hostname}: no samples yet")
+            print_out(f"{resp.hostname}: no samples yet")
     elif len(results) > 1:
         text = render_selected(results, args.names) if args.names else render_many(results)
         if text:
-            print(text)
+            print_out(text)
     print_failures(results)
     return fanout_exit_code(results)

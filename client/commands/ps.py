@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from dyno.argtypes import job_id as job_id_arg
 from dyno.client.cluster import HostResult
-from dyno.client.commands._common import REGISTER_HINT, host_entry, print_json, proto_to_dict
+from dyno.client.commands._common import REGISTER_HINT, host_entry, print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
     add_host_arguments,
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
         text = render(results, job_id=args.job_id or "", max_width=width)
         if text:
-            print(text)
+            print_out(text)
         if hint := empty_hint(results, args.job_id or ""):
             print(f"dyno-cli ps: {hint}", file=sys.stderr)
     print_failures(results)

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 from dyno.client.cluster import HostResult
-from dyno.client.commands._common import host_entry, host_table, print_json, proto_to_dict
+from dyno.client.commands._common import host_entry, host_table, print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
     add_host_arguments,
@@ -99,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
             else [host_entry(r, {"status": proto_to_dict(r.value) if r.ok else None}) for r in results]
         )
     elif len(results) == 1 and results[0].ok:
-        print(render(results[0].answer, str(results[0].host)))
+        print_out(render(results[0].answer, str(results[0].host)))
     elif len(results) > 1:
-        print(render_many(results))
+        print_out(render_many(results))
     print_failures(results)
     return fanout_exit_code(results)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import dyno
 from dyno.client.cluster import HostResult
-from dyno.client.commands._common import host_entry, host_table, print_json, proto_to_dict
+from dyno.client.commands._common import host_entry, host_table, print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
     add_host_arguments,
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     else:
-        print(f"dyno-cli {dyno.__version__}")
-        print(render(results))
+        print_out(f"dyno-cli {dyno.__version__}")
+        print_out(render(results))
     print_failures(results)
     return fanout_exit_code(results)
