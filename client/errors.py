@@ -15,6 +15,8 @@ __all__ = [
     "PermissionDenied",
     "DeadlineExceeded",
     "ResourceExhausted",
+    "FailedPrecondition",
+    "Internal",
     "Unimplemented",
     "translate",
 ]
@@ -61,6 +63,14 @@ class ResourceExhausted(DynoError):
     pass
 
 
+class FailedPrecondition(DynoError):
+    """The daemon cannot do it in its present state (e.g. its trace dir cannot be prepared: full, not writable)."""
+
+
+class Internal(DynoError):
+    """The daemon failed while answering (an unexpected error on its side; its log has the traceback)."""
+
+
 class Unimplemented(DynoError):
     pass
 
@@ -73,6 +83,8 @@ _BY_CODE: dict[grpc.StatusCode, type[DynoError]] = {
     grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.INTERNAL: Internal,
     grpc.StatusCode.UNIMPLEMENTED: Unimplemented,
     # A call dynod cut short while stopping ("Cancelling all calls" at the end of its drain grace): it may be back in
     # a moment (a restart), so callers that retry UNAVAILABLE retry this too. This client cancels its own calls

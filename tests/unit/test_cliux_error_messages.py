@@ -8,7 +8,7 @@ import grpc
 import pytest
 from grpc_context import FakeRpcError
 
-from dyno.client.errors import DynoError, Unavailable, translate
+from dyno.client.errors import Internal, Unavailable, translate
 
 pytestmark = pytest.mark.unit
 
@@ -67,4 +67,4 @@ def test_a_call_cut_short_by_a_stopping_dynod_is_unavailable_and_says_so() -> No
     assert isinstance(err, Unavailable)
     assert "stopping or restarting" in err.message and "Cancelling all calls" in err.message
     other = translate(FakeRpcError("bad", grpc.StatusCode.INTERNAL), "h:1778")
-    assert not isinstance(other, Unavailable) and type(other) is DynoError
+    assert not isinstance(other, Unavailable) and type(other) is Internal  # named, and not retried as UNAVAILABLE
