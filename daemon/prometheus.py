@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.registry import RestrictedRegistry
 
 from dyno.daemon.history import History
 from dyno.daemon.metrics_http import MetricsHTTPServer
@@ -127,8 +128,27 @@ def daemon_gauges(hostname: str, values: Mapping[str, float]) -> list[Metric]:
     return out
 
 
+class _Selection(RestrictedRegistry):
+    """What `name[]=` asks for: the samples of that name among everything collected now. prometheus_client's own
+    looks the names up among those the collectors described when registered; dynod's collector describes none (its
+    families come and go with the samplers), so every `name[]=` answer was empty."""
+
+    def collect(self) -> Iterable[Metric]:
+        for metric in self._registry.collect():
+            samples = [s for s in metric.samples if s.name in self._name_set]
+            if samples:
+                selected = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+                selected.samples = samples
+                yield selected
+
+
+class _Registry(CollectorRegistry):
+    def restricted_registry(self, names: Iterable[str]) -> RestrictedRegistry:
+        return _Selection(names, self)
+
+
 def build_registry(collector: DynoCollector) -> CollectorRegistry:
-    registry = CollectorRegistry(auto_describe=False)
+    registry = _Registry(auto_describe=False)
     registry.register(collector)  # type: ignore[arg-type]
     return registry
 
