@@ -156,6 +156,13 @@ def _unavailable_message(details: str, tls: bool) -> str:
             "TLS handshake with dynod failed (its certificate not signed by --tls-ca, a name other than "
             f"--tls-server-name, or a client certificate it refuses?): {details}"
         )
+    if "Stream removed" in details or ("Socket closed" in details and "failed to connect" not in lower and not tls):
+        # A connection that had worked (a --watch stream, a fetch) and broke: no TLS mismatch, which fails at connect
+        # ("failed to connect to all addresses ... Socket closed"); the TLS hint sent the operator the wrong way.
+        return (
+            "lost the connection to dynod mid-call (it stopped, crashed or restarted? try again once it is back): "
+            f"{details}"
+        )
     if "Socket closed" in details:
         if tls:  # an mTLS daemon drops a client without a certificate (or with one of another CA) this way
             return (
