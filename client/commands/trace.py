@@ -148,7 +148,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         zero_timeout=False,
         timeout_help="overall wait for the traces; then unfinished ones are cancelled (files already done are still "
         f"fetched). Default: start delay + duration + {AFTER_WINDOW_S:g} s, or {ITERATION_WAIT_S:g} s for iteration "
-        "traces",
+        "traces; a duration trace's must be longer than --start-delay-s + the duration",
     )
     p.add_argument(
         "--fail-on-no-process",
@@ -188,6 +188,16 @@ def _validate(args: argparse.Namespace) -> None:
         usage_error("--iteration-roundup applies to --iterations traces (duration traces use --start-delay-s)")
     if args.start_delay_s is not None and args.start_delay_s > MAX_START_DELAY_S:
         usage_error(f"--start-delay-s: must be 0-{MAX_START_DELAY_S:g} (the daemons refuse later starts)")
+    if args.duration_ms is not None and args.timeout_s is not None:
+        # the wait would end before the window does: every process started, then cancelled, a trace taken for nothing
+        window_s = (args.start_delay_s or 0.0) + args.duration_ms / 1000
+        if args.timeout_s <= window_s:
+            usage_error(
+                f"--timeout-s {args.timeout_s:g} ends the wait before the trace's window ends (start in "
+                f"{args.start_delay_s or 0:g} s + {args.duration_ms / 1000:g} s): every process would be cancelled; "
+                f"give more than {window_s:g} s (the files need a few more), or leave it out (default: the window "
+                "+ 60 s)"
+            )
     if len(args.pids) > MAX_PIDS:
         usage_error(f"--pids: at most {MAX_PIDS} pids (got {len(args.pids)})")
     if args.trace_id:

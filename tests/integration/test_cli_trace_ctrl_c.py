@@ -128,7 +128,9 @@ def test_a_second_ctrl_c_while_cancelling_does_not_stop_the_cancel(daemon, tmp_p
 def test_ctrl_c_during_the_last_manifest_write_keeps_it_whole(daemon, tmp_path: Path) -> None:
     """--timeout-s 0.5: the CLI cancels the trace itself, then writes the final manifest; the Ctrl-C in that write
     must neither cut it nor leave the "running" one, and the command still ends as interrupted (exit 130)."""
-    proc = _trace(daemon.target, tmp_path, "ctrlc-last", 2, "--timeout-s", "0.5")
+    # a 100 ms window (the later --duration-ms wins): a --timeout-s within the window is a usage error; this daemon
+    # never finishes, so the wait still ends by --timeout-s
+    proc = _trace(daemon.target, tmp_path, "ctrlc-last", 2, "--duration-ms", "100", "--timeout-s", "0.5")
     out, err = _finish(proc)
     assert daemon.servicer.events == ["started ctrlc-last", "cancelled ctrlc-last"], err
     assert proc.returncode == 130 and "Traceback" not in err, err
