@@ -376,12 +376,12 @@ class TraceFlow:
         reused = sum(p.ok and p.reused for h in final for p in h.processes)
         kept = f" ({reused} already there, checksum verified)" if reused else ""
         if manifest_error:  # the line below says why
-            where = f"files in {folder} (manifest.json not written: see the error below)"
+            saved = f"files in {folder} (manifest.json not written: see the error below)"
         else:
-            where = f"files and manifest.json in {folder}"
+            saved = f"files and manifest.json in {folder}"
         say(
             f"dyno-cli {command}: {status}: {len(files)} of {result['summary']['processes']} traced file(s) "
-            f"fetched{kept}, {hosts_ok} of {len(final)} host(s) ok; {where}"
+            f"fetched{kept}, {hosts_ok} of {len(final)} host(s) ok; {saved}"
         )
         if manifest_error:
             say(f"dyno-cli: error: {manifest_error} (the manifest.json there, if any, is an earlier one)")
