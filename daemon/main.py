@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TextIO
 
 from dyno import exit_codes
-from dyno.daemon.config import ConfigError, build_parser, resolve_config
+from dyno.daemon.config import ConfigError, DaemonConfig, build_parser, resolve_config
 from dyno.daemon.sdnotify import notify
 from dyno.netaddr import host_port
 
@@ -67,6 +67,9 @@ def _error(message: str) -> None:
     print(f"{prefix}dynod: error: {message}", file=sys.stderr)
 
 
+DEFAULT_SIM_GPUS = DaemonConfig.sim_gpus
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 with one usage line on a bad flag
@@ -76,10 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         _error(str(e))
         return exit_codes.USAGE
     _setup_logging(config.log_level)
-    if args.sim_gpus is not None and config.gpu_backend in ("auto", "nvml"):  # `dynod --sim-gpus 4` for a demo
+    # `dynod --sim-gpus 4` (or sim_gpus = 4 in the file) for a demo, without the backend that uses it
+    if config.gpu_backend in ("auto", "nvml") and (args.sim_gpus is not None or config.sim_gpus != DEFAULT_SIM_GPUS):
+        where = "--sim-gpus %d" if args.sim_gpus is not None else f"sim_gpus = %d in {config.config_path}"
         log.warning(
-            "--sim-gpus %d is ignored: gpu_backend %s never simulates; simulated GPUs need --gpu-backend sim",
-            args.sim_gpus,
+            where + " is ignored: gpu_backend %s never simulates; simulated GPUs need --gpu-backend sim",
+            config.sim_gpus,
             config.gpu_backend,
         )
 
