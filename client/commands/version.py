@@ -18,6 +18,8 @@ from dyno.client.commands._hosts import (
 from dyno.exit_codes import describe
 from dyno.v1 import dyno_pb2
 
+_NO_VERSION = {f.name: None for f in dyno_pb2.VersionInfo.DESCRIPTOR.fields}
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -46,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(
             {
                 "client": dyno.__version__,
-                "daemons": [host_entry(r, proto_to_dict(r.value) if r.ok else {}) for r in results],
+                # a failed daemon has the same keys, null (a tool reads d["version"] of every entry)
+                "daemons": [host_entry(r, proto_to_dict(r.value) if r.ok else _NO_VERSION) for r in results],
             }
         )
     else:
