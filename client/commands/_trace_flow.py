@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import itertools
 import json
 import logging
 import os
@@ -44,6 +45,8 @@ __all__ = [
     "check_trace_folder",
     "check_trace_id",
     "check_writable",
+    "check_not_a_daemon_trace_dir",
+    "DAEMON_TRACE_FOLDER_FILES",
     "default_wait_s",
     "non_negative_float",
     "nothing_to_follow",
@@ -124,9 +127,42 @@ def check_trace_id(trace_id: str) -> None:
         usage_error(f"--trace-id: {e}")
 
 
+# What dynod leaves in each folder of its trace dir (dyno.daemon.trace_files.MARKER_NAME, trace_journal.RECORD_NAME;
+# the client does not import the daemon): how an --output-dir that is a daemon's trace dir is recognised.
+DAEMON_TRACE_FOLDER_FILES = (".dynod-trace", "dynod-record.json")
+_SCAN_ENTRIES = 200  # folders of OUTPUT_DIR looked at for them (a trace dir's are all alike)
+
+
+def _is_daemon_trace_folder(folder: Path) -> bool:
+    return any(os.path.lexists(folder / name) for name in DAEMON_TRACE_FOLDER_FILES)
+
+
+def check_not_a_daemon_trace_dir(output_dir: Path) -> None:
+    """Usage error (exit 2) when `output_dir` is a dynod's trace dir (/tmp/dyno-traces, the natural guess on one
+    host) or one of its trace folders: the fetched copies and manifest.json went into the daemon's own folder of the
+    trace, beside its files (read twice by `analyze`), where its retention deletes them."""
+    if _is_daemon_trace_folder(output_dir):
+        usage_error(
+            f"--output-dir {output_dir}: is a dynod's trace folder (its retention deletes what is put there); "
+            "choose a folder of your own"
+        )
+    try:
+        with os.scandir(output_dir) as entries:
+            for entry in itertools.islice(entries, _SCAN_ENTRIES):
+                if entry.is_dir(follow_symlinks=False) and _is_daemon_trace_folder(Path(entry.path)):
+                    usage_error(
+                        f"--output-dir {output_dir}: is a dynod's trace dir ({entry.name} is one of its trace "
+                        "folders): its retention deletes what is fetched there; choose a folder of your own"
+                    )
+    except OSError:  # missing (made later) or unreadable: check_writable says what matters
+        pass
+
+
 def check_writable(output_dir: Path) -> None:
-    """Usage error (exit 2) unless files can be created in `output_dir`. Nothing is made here: the folders are
-    made when the first file is written, so a run that records nothing (no host traced) leaves no folder behind."""
+    """Usage error (exit 2) unless files can be created in `output_dir`, and it is not a dynod's trace dir. Nothing
+    is made here: the folders are made when the first file is written, so a run that records nothing (no host
+    traced) leaves no folder behind."""
+    check_not_a_daemon_trace_dir(output_dir)
     existing = output_dir
     while not os.path.lexists(existing) and existing.parent != existing:
         existing = existing.parent  # the folder that mkdir will create the missing ones in
