@@ -101,6 +101,10 @@ class DynoClient:
         opts = [
             ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
             ("grpc.http2.lookahead_bytes", 8 * 1024 * 1024),
+            # daemons are reached directly: grpc sent every call through $https_proxy / $http_proxy (set on login
+            # nodes for pip and curl), and a running dynod read "cannot reach dynod" with the proxy's address;
+            # grpc's own $grpc_proxy still routes them through a proxy for whoever needs one
+            ("grpc.enable_http_proxy", 1 if os.environ.get("grpc_proxy") else 0),
             *options,
         ]
         if channel_credentials is not None:
