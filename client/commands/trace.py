@@ -34,7 +34,7 @@ from dyno.client.commands._trace_flow import (
 )
 from dyno.client.trace_manifest import write_manifest
 from dyno.client.trace_records import HOST_NO_MATCH, HostRecord
-from dyno.exit_codes import FAILURE, OK, describe
+from dyno.exit_codes import FAILURE, OK, PARTIAL, describe
 from dyno.request_limits import (
     JOB_ID_RULE,
     MAX_DURATION_MS,
@@ -69,7 +69,8 @@ _process_limit = number(int, ge=0, le=INT32_MAX)  # 0: no limit, as the daemons 
 
 EXIT_CODES = {
     **COLLECT_EXIT_CODES,
-    FAILURE: "nothing traced (no process triggered on any host; --no-fail-on-no-process makes that 0), no file "
+    FAILURE: "nothing traced (no process triggered on any host; --no-fail-on-no-process makes that 0 when every host "
+    "answered, 3 when only some did), no file "
     "arrived, or manifest.json could not be written",
 }
 
@@ -154,7 +155,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--fail-on-no-process",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="exit 1 when no process was triggered on any host (default; --no-fail-on-no-process exits 0)",
+        help="exit 1 when no process was triggered on any host (default; --no-fail-on-no-process exits 0 when every "
+        "host answered and matched no process, 3 when some hosts failed, 1 when none answered)",
     )
     p.set_defaults(func=run)
 
@@ -250,6 +252,18 @@ def nothing_registered(hosts: Sequence[HostRecord]) -> bool:
     return bool(answered) and not any(h.registered_jobs or h.matched_pids or h.busy_pids for h in answered)
 
 
+def _nothing_traced_code(args: argparse.Namespace, hosts: Sequence[HostRecord]) -> int:
+    """The exit code when no host triggered a process. --no-fail-on-no-process forgives hosts that answered and
+    matched nothing (a job not running yet), not hosts that failed (down, a wrong port, refused the token): it exited
+    0 with every daemon unreachable. Then: 1 when no host answered, 3 (partial) when some did."""
+    if args.fail_on_no_process:
+        return FAILURE
+    answered = sum(h.state == HOST_NO_MATCH for h in hosts)
+    if answered == len(hosts):
+        return OK
+    return PARTIAL if answered else FAILURE
+
+
 def run(args: argparse.Namespace) -> int:
     _validate(args)
     hosts = resolve_hosts(args)
@@ -291,7 +305,7 @@ def run(args: argparse.Namespace) -> int:
             if not interrupted and not ct.triggered_any:
                 what = f"nothing traced on any of {len(hosts)} host(s)"
                 hint = REGISTER_HINT if nothing_registered(ct.snapshot()) else ""
-                return nothing_to_follow(flow, what, FAILURE if args.fail_on_no_process else OK, hint)
+                return nothing_to_follow(flow, what, _nothing_traced_code(args, ct.snapshot()), hint)
             if not interrupted:  # (an interrupted start is recorded once, by flow.run)
                 try:
                     write_manifest(folder, flow.manifest("running"))
