@@ -65,6 +65,34 @@ def _busy_backoff_s(tries: int, first_s: float) -> float:
     return min(_MAX_BUSY_WAIT_S, first_s * 2 ** (tries - 1)) * random.uniform(0.5, 1.0)
 
 
+def _remove_stale_parts(dest: Path, trace_id: str, pid: int) -> None:
+    """Remove the partial files of (trace_id, pid) in `dest` left by a dyno-cli killed mid-fetch (SIGKILL, a lost
+    session): `.TRACE.PID.CLIPID.part` whose CLIPID runs no more. Fetching the file again is how such a run is
+    recovered, and the partials stayed, hidden and as large as what had arrived. Best effort."""
+    prefix = f".{trace_id}.{pid}."
+    try:
+        names = [e.name for e in os.scandir(dest) if e.name.startswith(prefix) and e.name.endswith(".part")]
+    except OSError:
+        return
+    for name in names:
+        owner = name[len(prefix) : -len(".part")]
+        if owner.isdigit() and int(owner) != os.getpid() and not _running(int(owner)):
+            try:
+                os.unlink(dest / name)
+            except OSError:
+                pass
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process (EPERM): it runs
+        return True
+    return True
+
+
 @dataclass(frozen=True)
 class FetchedFile:
     path: Path
@@ -279,6 +307,7 @@ class DynoClient:
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
+        _remove_stale_parts(dest, trace_id, pid)
         return FetchedFile(path=path, size_bytes=received, checksum=checksum)
 
     def _fetch_stream(self, request: dyno_pb2.FetchTraceFileRequest, timeout_s: float) -> Iterator[bytes]:

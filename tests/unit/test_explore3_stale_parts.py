@@ -1,0 +1,52 @@
+"""A `dyno-cli trace` or `fetch` killed mid-transfer (SIGKILL, a lost ssh session, the OOM killer) leaves its partial
+file `.TRACE.PID.CLIPID.part` in the host's folder, as large as what had arrived. The documented recovery, `dyno-cli
+fetch` of the same trace, fetched the file again but left the partial one there, hidden, for good. A fetch that
+completes a file now removes that file's partials whose dyno-cli is gone (not those of one still running).
+A real `dyno-cli fetch` process against fake daemons on free loopback ports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fetch_cmd_fakes import PYTHON_M_DYNO_CLIENT
+
+pytestmark = pytest.mark.unit
+
+TRACE = "t-parts"
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_fetch_removes_the_partials_of_killed_runs_only(daemons, tmp_path: Path) -> None:
+    host, _ = daemons.start({TRACE})
+    folder = tmp_path / TRACE / f"127.0.0.1_{host.port}"
+    folder.mkdir(parents=True)
+    killed = folder / f".{TRACE}.1000.{_dead_pid()}.part"
+    killed.write_bytes(b"x" * 4096)
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # another fetch, still at it
+    try:
+        alive = folder / f".{TRACE}.1000.{running.pid}.part"
+        alive.write_bytes(b"y")
+        other_pid = folder / f".{TRACE}.1001.{_dead_pid()}.part"  # pid 1001's: its fetch cleans it, not 1000's
+        other_pid.write_bytes(b"z")
+        r = subprocess.run(
+            [*PYTHON_M_DYNO_CLIENT, "fetch", "--host", str(host), "--trace-id", TRACE, "--output-dir", str(tmp_path)]
+            + ["--no-analyze"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+        assert (folder / "node0_1000.json").is_file() and (folder / "node0_1001.json").is_file()
+        assert not killed.exists() and not other_pid.exists()
+        assert alive.exists()
+    finally:
+        running.kill()
+        running.wait()
