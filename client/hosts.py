@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -243,10 +244,14 @@ def parse_hosts(text: str, default_port: int = DEFAULT_PORT) -> list[Host]:
 def read_hostfile(path: str | os.PathLike[str], default_port: int = DEFAULT_PORT) -> list[Host]:
     """One entry per line (any parse_hosts syntax, so nodelists work too); '#' starts a comment; blank lines
     are skipped; key=value words after the entry (an MPI hostfile's slots=8) are ignored. Errors name the file and
-    line."""
-    p = Path(path)
+    line. "-" is standard input (`squeue -h -o %N -j J | dyno-cli status --hostfile -`), named <stdin>."""
+    stdin = os.fspath(path) == "-"
+    p = Path("<stdin>" if stdin else path)
     try:
-        text = p.read_text(encoding="utf-8-sig")  # -sig: a byte order mark (Windows editors) is not a host
+        if stdin:
+            text = sys.stdin.buffer.read().decode("utf-8-sig")
+        else:
+            text = p.read_text(encoding="utf-8-sig")  # -sig: a byte order mark (Windows editors) is not a host
     except FileNotFoundError:
         raise HostSpecError(f"hostfile {p} does not exist") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -82,7 +82,7 @@ def add_host_arguments(parser: argparse.ArgumentParser, *, call_timeout_flag: st
         type=nonempty_path,
         metavar="FILE",
         help="file with one host (or nodelist) per line, further words ignored (an MPI hostfile's 'node1 slots=8' "
-        "works); '#' starts a comment (repeatable)",
+        "works); '#' starts a comment; '-' reads standard input (repeatable)",
     )
     g.add_argument(
         "--slurm-job",
