@@ -174,11 +174,16 @@ def render_many(results: Sequence[HostResult[dyno_pb2.GetMetricsResponse]]) -> s
     for r in results:
         if not r.ok or not r.answer.samples:
             continue
-        gpus, _ = _host_values(r.answer.samples[-1])
+        sample = r.answer.samples[-1]
+        gpus, _ = _host_values(sample)
+        # a simulated GPU (--gpu-backend sim) never passes for a real one in a fleet table
+        simulated = {
+            m.labels["gpu"] for m in sample.metrics if m.labels.get("simulated") == "true" and "gpu" in m.labels
+        }
         for gpu in sorted(gpus, key=int):
             vals = gpus[gpu]
             row = [format_value(n, vals[n]) if n in vals else "-" for _, n in _GPU_COLUMNS]
-            gpu_rows.append([str(r.host), gpu, *row])
+            gpu_rows.append([str(r.host), f"{gpu} (simulated)" if gpu in simulated else gpu, *row])
     out = []
     if gpu_rows:
         out += [table(["HOST", "GPU", *[h for h, _ in _GPU_COLUMNS]], gpu_rows), ""]
