@@ -71,6 +71,8 @@ class Agent:
         max_backoff_s: float = 5.0,
     ) -> None:
         self._pid = os.getpid()
+        # the explicit arguments (None: from the environment), to tell a later start() what it cannot change
+        self.started_with = _explicit(job_id, socket_path, rank, local_rank, world_size)
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self.steps = StepCounter()
@@ -371,6 +373,7 @@ def start(
     global _agent
     with _agent_lock:
         if _agent is not None:
+            _say_ignored(_agent, _explicit(job_id, socket_path, rank, local_rank, world_size))
             return _agent
         agent = Agent(
             job_id,
@@ -384,6 +387,32 @@ def start(
         _agent = agent.start()
         atexit.register(agent.stop, 1.0)
         return agent
+
+
+def _explicit(
+    job_id: str | None,
+    socket_path: str | os.PathLike[str] | None,
+    rank: int | None,
+    local_rank: int | None,
+    world_size: int | None,
+) -> dict[str, Any]:
+    socket = None if socket_path is None else os.fspath(socket_path)
+    return {"job_id": job_id, "socket_path": socket, "rank": rank, "local_rank": local_rank, "world_size": world_size}
+
+
+def _say_ignored(running: Agent, asked: dict[str, Any]) -> None:
+    """A second start() returns the running agent as is (its registration cannot change under it): say which of its
+    explicit arguments that leaves unused. A program under dyno-run calling agent.start(job_id="exp42") had its job
+    id dropped without a word (the bootstrap had started the agent at `import torch`), and `dyno-cli trace --job-id
+    exp42` found no process."""
+    ignored = {k: v for k, v in asked.items() if v is not None and v != running.started_with.get(k)}
+    if ignored:
+        log.warning(
+            "dyno agent: already started (by dyno-run's bootstrap or an earlier agent.start()); %s ignored: give them"
+            " to the first start(), to dyno-run --job-id / --socket, or in the environment (DYNO_JOB_ID, "
+            "DYNO_AGENT_SOCKET, RANK, LOCAL_RANK, WORLD_SIZE)",
+            ", ".join(f"{k}={v!r}" for k, v in ignored.items()),
+        )
 
 
 def stop(timeout_s: float = 2.0) -> None:
