@@ -405,7 +405,18 @@ def _say_ignored(running: Agent, asked: dict[str, Any]) -> None:
     explicit arguments that leaves unused. A program under dyno-run calling agent.start(job_id="exp42") had its job
     id dropped without a word (the bootstrap had started the agent at `import torch`), and `dyno-cli trace --job-id
     exp42` found no process."""
-    ignored = {k: v for k, v in asked.items() if v is not None and v != running.started_with.get(k)}
+    now = running.started_with  # what the running agent registers with: its arguments, else the environment
+    ident = resolve_identity(
+        now["job_id"], rank=now["rank"], local_rank=now["local_rank"], world_size=now["world_size"]
+    )
+    effective = {
+        "job_id": ident.job_id,
+        "socket_path": now["socket_path"] or os.environ.get("DYNO_AGENT_SOCKET"),
+        "rank": ident.rank,
+        "local_rank": ident.local_rank,
+        "world_size": ident.world_size,
+    }
+    ignored = {k: v for k, v in asked.items() if v is not None and v != effective[k]}
     if ignored:
         log.warning(
             "dyno agent: already started (by dyno-run's bootstrap or an earlier agent.start()); %s ignored: give them"

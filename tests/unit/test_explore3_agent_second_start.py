@@ -19,13 +19,14 @@ import sys
 from dyno.client import agent
 first = agent.start(socket_path=sys.argv[1])  # as dyno-run's bootstrap: from the environment
 assert agent.start() is first and agent.start(socket_path=sys.argv[1]) is first  # nothing new asked: no word
+assert agent.start(job_id="from-env", rank=1) is first  # what the environment gave it already: no word either
 assert agent.start(job_id="exp42", rank=3) is first
 print("ok", flush=True)
 """
 
 
 def test_ignored_arguments_of_a_second_start_are_said(tmp_path: Path) -> None:
-    env = {"PATH": "/usr/bin:/bin", "DYNO_JOB_ID": "from-env", "HOME": str(tmp_path)}
+    env = {"PATH": "/usr/bin:/bin", "DYNO_JOB_ID": "from-env", "RANK": "1", "HOME": str(tmp_path)}
     r = subprocess.run(
         [sys.executable, "-c", _PROGRAM, str(tmp_path / "no-daemon.sock")],
         capture_output=True,
