@@ -1,5 +1,5 @@
-"""Who a local libkineto sender is, from /proc: its command line, whether it is torch's launcher, and its job id,
-which libkineto does not send.
+"""Who a local libkineto sender is, from /proc: its command line, whether it is torch's launcher, and its job id and
+rank (RANK, LOCAL_RANK, WORLD_SIZE), which libkineto does not send.
 
 libkineto sends `$SLURM_JOB_ID` as an int64, else 0. So a trainer outside Slurm registers as job "0", and a Slurm
 array task as its raw SLURM_JOB_ID, while dyno's agent registers the same job as "<array job>_<task>". The daemon
@@ -32,6 +32,7 @@ __all__ = [
     "MAX_ENVIRON_BYTES",
     "MAX_CMDLINE_BYTES",
     "MAX_STAT_BYTES",
+    "RANK_VARIABLES",
     "DATA_WORKER_NAMES",
     "ProcFileReader",
     "KinetoIdentity",
@@ -77,6 +78,20 @@ def parse_environ(data: bytes, names: tuple[str, ...] = JOB_ID_VARIABLES) -> dic
     return found
 
 
+# torch.distributed's rank variables, read with the job id (the agent registers them; libkineto sends none, and its
+# processes showed rank "-" in `dyno-cli ps` and the trace tables, and null in manifest.json)
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+_MAX_RANK = 2**31 - 1
+
+
+def _rank_value(text: str | None) -> int | None:
+    """A rank variable's value, None when missing or not a number in 0..2^31-1."""
+    text = (text or "").strip()
+    if not text.isdigit() or int(text) > _MAX_RANK:
+        return None
+    return int(text)
+
+
 @dataclass(frozen=True)
 class KinetoIdentity:
     """job_id: the id it registers under; aliases: other ids it also answers to (kineto's integer, when the
@@ -89,6 +104,10 @@ class KinetoIdentity:
     cmdline: str = ""
     start_time: int = 0  # see KinetoIdentifier.start_time; 0: unknown
     launcher: str = ""
+    # torch.distributed's RANK / LOCAL_RANK / WORLD_SIZE from its environment (libkineto sends none): None unknown
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
 
 
 class KinetoIdentifier:
@@ -102,15 +121,17 @@ class KinetoIdentifier:
 
     def identify(self, pid: int, kineto_job_id: str) -> KinetoIdentity:
         start_time = self.start_time(pid)  # first: the environment read next is of this process or a later one
-        job_id = self.job_id(pid)
+        env = self._environ(pid)
+        job_id = self._job_id_of(pid, env)
+        ranks = {name.lower(): _rank_value(env.get(name)) for name in RANK_VARIABLES}
         argv = self.argv(pid)
         cmdline, launcher = " ".join(argv).strip(), torch_launcher(argv) or ""
         if launcher:
             log.debug("kineto pid %d: torch launcher (%s), never traced", pid, launcher)
         if not job_id or job_id == kineto_job_id:
-            return KinetoIdentity(kineto_job_id, (), cmdline, start_time, launcher)
+            return KinetoIdentity(kineto_job_id, (), cmdline, start_time, launcher, **ranks)
         log.debug("kineto pid %d: job %r from its environment (libkineto sent %s)", pid, job_id, kineto_job_id)
-        return KinetoIdentity(job_id, (kineto_job_id,), cmdline, start_time, launcher)
+        return KinetoIdentity(job_id, (kineto_job_id,), cmdline, start_time, launcher, **ranks)
 
     def start_time(self, pid: int) -> int:
         """When the process started, in clock ticks since boot (/proc/<pid>/stat field 22): a pid reused by another
@@ -128,6 +149,23 @@ class KinetoIdentifier:
 
     def job_id(self, pid: int) -> str:
         """The job id the agent's rule finds in the process's environment; "" when unknown or unusable."""
+        return self._job_id_of(pid, self._environ(pid))
+
+    def _job_id_of(self, pid: int, env: dict[str, str]) -> str:
+        job_id = job_id_from_env(env)
+        if job_id and not job_id_ok(job_id):
+            self._warn.warning(
+                "bad-job-id",
+                "kineto pid %d: job id %r from its environment is not %s; using libkineto's",
+                pid,
+                job_id[:200],
+                JOB_ID_RULE,
+            )
+            return ""
+        return job_id
+
+    def _environ(self, pid: int) -> dict[str, str]:
+        """The job id and rank variables of the process's environment; {} when unreadable or too large."""
         try:
             data = self._read(pid, "environ", self._max_environ)
         except OSError as e:
@@ -142,7 +180,7 @@ class KinetoIdentifier:
                 )
             else:  # the process exited meanwhile, or no /proc here
                 log.debug("kineto pid %d: environment unreadable: %s", pid, e)
-            return ""
+            return {}
         if len(data) > self._max_environ:
             self._warn.warning(
                 "too-large",
@@ -150,18 +188,8 @@ class KinetoIdentifier:
                 pid,
                 self._max_environ,
             )
-            return ""
-        job_id = job_id_from_env(parse_environ(data))
-        if job_id and not job_id_ok(job_id):
-            self._warn.warning(
-                "bad-job-id",
-                "kineto pid %d: job id %r from its environment is not %s; using libkineto's",
-                pid,
-                job_id[:200],
-                JOB_ID_RULE,
-            )
-            return ""
-        return job_id
+            return {}
+        return parse_environ(data, JOB_ID_VARIABLES + RANK_VARIABLES)
 
     def is_data_worker(self, pid: int) -> bool:
         """Whether the process is a DataLoader worker (a helper of a trainer, never worth tracing first), by its

@@ -65,6 +65,9 @@ class KinetoTraces(TraceTable):
                     hostname=self._hostname,
                     start_time=ident.start_time,
                     launcher=ident.launcher,
+                    rank=ident.rank,
+                    local_rank=ident.local_rank,
+                    world_size=ident.world_size,
                 )
             )
         except RegistryFullError as e:  # libkineto cannot be told why: it polls again in 5 s
@@ -175,7 +178,14 @@ class KinetoTraces(TraceTable):
             start_time = self._identifier.start_time(poll.pid)
             if known.same_process(start_time) and known.uid == poll.uid and known.answers_to(poll.job_id):
                 return KinetoIdentity(
-                    known.job_id, known.job_aliases, known.cmdline, start_time or known.start_time, known.launcher
+                    known.job_id,
+                    known.job_aliases,
+                    known.cmdline,
+                    start_time or known.start_time,
+                    known.launcher,
+                    rank=known.rank,
+                    local_rank=known.local_rank,
+                    world_size=known.world_size,
                 )
         return self._identifier.identify(poll.pid, poll.job_id)
 
