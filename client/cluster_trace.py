@@ -250,39 +250,55 @@ class ClusterTrace:
 
     def interrupt(self, grace_s: float = 3.0) -> None:
         """Stop following (Ctrl-C): abort fetches, cancel the traces still running on the daemons when we
-        started them (best effort, within `grace_s`; an attached trace is left running), and mark what did not
-        arrive."""
+        started them (best effort; an attached trace is left running), and mark what did not arrive.
+
+        One deadline, `grace_s` from the call (once no StartTrace is in flight), bounds all of it: the cancels go
+        to every host at once right away, while the host threads stop, rather than after them (a wedged daemon,
+        its TCP port open but nothing answering, held the threads' wait to the grace period and then the cancels
+        to another one: 6 s where docs/CLUSTER.md promises 3 s)."""
         self._stop.set()
         # A StartTrace still in flight may yet start traces: wait for its answer (the fan-out ends by its
         # deadline, the GetTrace of _confirm_unanswered by one more); hosts that never answered keep the state
         # "tracing" and are cancelled below all the same.
         self._starting.wait(2 * self.cluster.deadline_s + 1.0)
-        self.wait(grace_s)
+        end = time.monotonic() + grace_s
         with self._lock:
             pending = [h for h in self.hosts if h.state == HOST_TRACING]
             unconfirmed = [h for h in self.hosts if h.dir in self._unconfirmed]
         if (pending or unconfirmed) and self.owns_trace:
-            targets = {h.host.target for h in pending + unconfirmed}
-            results = self.cluster.call(
-                lambda c: c.cancel_trace(self.trace_id) if c.target in targets else None, deadline_s=grace_s
-            )
-            for h, r in zip(self.hosts, results, strict=True):
-                if h.host.target in targets and r.value is not None:
-                    self._update(h, r.value, reason="cancelled: interrupted")
-                    if h in unconfirmed and r.value.processes:  # (a daemon that never got it answers NOT_FOUND)
-                        with self._lock:
-                            h.error += " (its trace had started all the same: cancelled)"
+            self._cancel_all(pending + unconfirmed, unconfirmed, end - _CLOSE_RESERVE_S - time.monotonic())
+        self.wait(max(0.0, end - _CLOSE_RESERVE_S - time.monotonic()))
         if not self.wait(0):
             # A fetch from a wedged daemon notices the stop only with its next chunk: closing the channels ends
             # its stream, so it removes its partial file before the CLI exits (its threads are daemons).
             self.cluster.close()
-            self.wait(grace_s)
+            self.wait(max(0.0, end - time.monotonic()))
         with self._lock:
             for h in pending:
                 h.state, h.error = HOST_FAILED, "interrupted"
                 for p in h.processes:
                     if not p.ok and p.state not in FINAL_STATES - {"done"}:
                         p.error = p.error or "interrupted before the file arrived"
+
+    def _cancel_all(self, hosts: list[HostRecord], unconfirmed: list[HostRecord], budget_s: float) -> None:
+        """CancelTrace on `hosts`, all at once (one fan-out; a wedged daemon costs its own call only), within
+        `budget_s`. The reason is recorded first: a host thread that sees the cancelled state before the
+        cancel's answer merges it with that reason too."""
+        reason = "cancelled: interrupted"
+        with self._lock:
+            for h in hosts:
+                self._cancel_reasons[h.dir] = reason
+        targets = {h.host.target for h in hosts}
+        results = self.cluster.call(
+            lambda c: c.cancel_trace(self.trace_id) if c.target in targets else None,
+            deadline_s=max(budget_s, _MIN_CANCEL_S),
+        )
+        for h, r in zip(self.hosts, results, strict=True):
+            if h.host.target in targets and r.value is not None:
+                self._update(h, r.value, reason=reason)
+                if h in unconfirmed and r.value.processes:  # (a daemon that never got it answers NOT_FOUND)
+                    with self._lock:
+                        h.error += " (its trace had started all the same: cancelled)"
 
     def snapshot(self) -> list[HostRecord]:
         with self._lock:
@@ -299,6 +315,9 @@ class ClusterTrace:
                 try:
                     self._follow_host(h)
                 except Exception as e:  # a bug here must not hide the other hosts' results
+                    if self._stop.is_set():  # interrupt() closed the channels under a call ("closed channel")
+                        log.debug("following %s ended by the interrupt: %s", h.host, e)
+                        return
                     log.exception("following %s failed", h.host)
                     self._fail_host(h, f"{type(e).__name__}: {e}", type(e).__name__)
         finally:
@@ -487,6 +506,10 @@ _LOST_AFTER_RESTART = (
 
 
 _MAY_STILL_RECORD = frozenset({"delivered", "running"})
+# interrupt(): of its deadline, what is kept for closing the channels of daemons that did not answer (their threads
+# then end at once), and the least a cancel is given (a grace_s below it still sends the cancels)
+_CLOSE_RESERVE_S = 0.25
+_MIN_CANCEL_S = 0.2
 
 
 def _restarted_text(message: str) -> bool:
