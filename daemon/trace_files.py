@@ -449,17 +449,51 @@ def enforce_retention(
     return RetentionResult(tuple(removed), total, total + others, tuple(sorted(foreign)))
 
 
+# Why libkineto leaves `<file>.tmp` unfinished, read in pytorch/kineto libkineto/src (and seen with torch 2.13 CPU):
+# - output_json.cpp, ChromeTraceLogger::ChromeTraceLogger() calls openTraceFile(), which opens `fileName_ + ".tmp"`
+#   (`traceOf_.open(tempFileName_, std::ofstream::out | std::ofstream::trunc);`); the header is written only by
+#   handleTraceStart(), from CuptiActivityProfiler::processTraceInternal(), i.e. after the recording.
+# - ActivityProfilerController.cpp (commit 972a353), ActivityProfilerController::activateConfig(): `logger_ =
+#   makeLogger(*asyncRequestConfig_);` comes before `profiler_->configure(*asyncRequestConfig_, now);`, and
+#   CuptiActivityProfiler::configure() returns without tracing when `!derivedConfig_->canStart(now)`:
+#   ConfigDerivedState::canStart() (CuptiActivityProfiler.cpp at commit 0062cff; GenericActivityProfiler.cpp in
+#   torch 2.13) logs "Not starting tracing - start timestamp is in the past" when `profileStartTime_ < now`. So a
+#   start the profiler thread gets to too late leaves an EMPTY .tmp (measured: a trainer SIGSTOPped for 5.5 s right
+#   after the pickup logged it, 1764 ms late, and dynod found the .tmp at its deadline).
+# - A failed write (a full disk) leaves what was written; libkineto logs "Failed to write to log file!"
+#   (output_json.cpp) and raises nothing; CuptiActivityProfiler::performRunLoopStep(), `case
+#   RunloopState::ProcessTrace:`, runs `processTraceInternal(*logger_);` then `resetInternal();` (back to
+#   WaitForRequest) all the same, so the process takes later requests as before (measured with torch 2.13 CPU: the
+#   write failed under RLIMIT_FSIZE, EFBIG as a full disk's ENOSPC, and the same process's next two traces were
+#   complete). A write that fails from its first byte leaves an empty .tmp too.
+_EMPTY_KINETO_FILE = (
+    "libkineto opens it when its profiler takes the request up and writes it only after recording, so either it "
+    'refused to start ("Not starting tracing - start timestamp is in the past" on the process\'s stderr: its '
+    "profiler got to the request after the start time, e.g. the process was stopped or short of CPU; trace again, "
+    'with a longer --start-delay-s) or its write failed at once ("Failed to write to log file!": make room there and '
+    "trace again)"
+)
+_FAILED_KINETO_WRITE = (
+    'libkineto logs "Failed to write to log file!" on the process\'s stderr then and takes later requests as before: '
+    "make room there and trace again"
+)
+
+
 def discard_unfinished_kineto_file(path: Path) -> str:
-    """The reason to add when libkineto left `<path>.tmp` unfinished, which it does when its write fails (it logs
-    "Failed to write to log file!" and raises nothing), e.g. on a full disk; the partial file is removed."""
+    """The reason to add when libkineto left `<path>.tmp` unfinished (see above: a failed write, e.g. on a full disk,
+    or, when it is empty, a start libkineto refused as already past), with what to do; the partial file is removed.
+    "" when there is none."""
     partial = Path(str(path) + ".tmp")
     try:
+        empty = partial.stat().st_size == 0
         partial.unlink()
     except OSError:
         return ""
     note = free_space_note(path.parent)
     free = f"; {note}" if note else ""
-    return f": libkineto's {partial} was never completed (a failed write? removed it{free})"
+    if empty:
+        return f": libkineto's {partial} was left empty (removed it{free}): {_EMPTY_KINETO_FILE}"
+    return f": libkineto's {partial} was never completed (a failed write? removed it{free}); {_FAILED_KINETO_WRITE}"
 
 
 def forgotten_trace_hint(trace_dir: Path, trace_id: str) -> str:

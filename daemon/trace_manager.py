@@ -265,7 +265,7 @@ class TraceManager(KinetoTraces, AgentTraces):
             " (iteration trace: does the program call optimizer.step()?)" if trace.spec.iterations is not None else ""
         )
         if pt.view.protocol == PROTOCOL_KINETO:
-            discarded = tf.discard_unfinished_kineto_file(Path(pt.view.path))  # a failed write: that is the reason
+            discarded = tf.discard_unfinished_kineto_file(Path(pt.view.path))  # a failed write or a refused start
             if discarded:
                 return f"no complete trace file by the deadline{discarded}"
             return self._kineto_deadline_reason(trace, pt, now) or f"no complete trace file by the deadline{hint}"

@@ -64,7 +64,7 @@ def test_agent_and_daemon_share_one_helper() -> None:
 def test_agent_and_daemon_add_the_shared_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(diskspace.shutil, "disk_usage", lambda p: SimpleNamespace(total=10, used=9, free=1))
     assert _agent_error(tmp_path) == f"the profiler could not write its trace to {tmp_path} (1 bytes free there)"
-    assert _daemon_reason(tmp_path).endswith("(a failed write? removed it; 1 bytes free there)")
+    assert "(a failed write? removed it; 1 bytes free there)" in _daemon_reason(tmp_path)
 
 
 def test_agent_and_daemon_leave_the_note_out_when_disk_usage_fails(
@@ -72,4 +72,4 @@ def test_agent_and_daemon_leave_the_note_out_when_disk_usage_fails(
 ) -> None:
     monkeypatch.setattr(diskspace.shutil, "disk_usage", _no_disk_usage)
     assert _agent_error(tmp_path) == f"the profiler could not write its trace to {tmp_path}"
-    assert _daemon_reason(tmp_path).endswith("(a failed write? removed it)")
+    assert "(a failed write? removed it);" in _daemon_reason(tmp_path)
