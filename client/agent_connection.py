@@ -146,8 +146,14 @@ class DaemonConnection:
     def report(self, trace_id: str, state: str, *, path: str = "", size_bytes: int = 0, error: str = "") -> None:
         """ReportTrace. A final report (DONE, FAILED) that reached no daemon is kept and sent again after the next
         registration (a daemon restart mid-trace); any other loss is only logged (the daemon's timeouts cover it)."""
-        if not self._send_report(trace_id, state, path, size_bytes, error) and state in _FINAL_STATES:
-            self._unsent.append((trace_id, state, path, size_bytes, error))
+        registrations = self.registrations
+        if self._send_report(trace_id, state, path, size_bytes, error) or state not in _FINAL_STATES:
+            return
+        self._unsent.append((trace_id, state, path, size_bytes, error))
+        if self.registrations != registrations:
+            # a registration completed while this report was on its way with the old session (refused: the daemon
+            # knows it no more): it may have sent what was unsent before this was kept, and no other one follows
+            self._send_unsent()
 
     def _send_unsent(self) -> None:
         """After a registration: the final reports that found no daemon, oldest first (kept if they fail again)."""
