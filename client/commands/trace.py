@@ -55,6 +55,10 @@ __all__ = ["nothing_registered", "register", "run"]
 # Agent processes get requests in milliseconds, so --start-delay-s 1 is enough when every process runs the agent.
 DEFAULT_START_DELAY_S = 7.0
 AGENT_START_DELAY_S = 1.0  # used by default when no matched process speaks libkineto's protocol
+_DELAY_WHY = (
+    f"{DEFAULT_START_DELAY_S:g} s when a process of the job is a libkineto one or a host did not answer, else "
+    f"{AGENT_START_DELAY_S:g} s"
+)
 # Iteration traces start at the next step that is a multiple of this on every rank. Ranks of a data-parallel job
 # step in lockstep but see the request at different steps (kineto: up to one 5 s poll apart); rounding up to a
 # multiple of 10 puts them on the same step when that skew is under 10 steps, and costs at most 9 steps' wait.
@@ -190,20 +194,31 @@ def _validate(args: argparse.Namespace) -> None:
         usage_error("--iteration-roundup applies to --iterations traces (duration traces use --start-delay-s)")
     if args.start_delay_s is not None and args.start_delay_s > MAX_START_DELAY_S:
         usage_error(f"--start-delay-s: must be 0-{MAX_START_DELAY_S:g} (the daemons refuse later starts)")
-    if args.duration_ms is not None and args.timeout_s is not None:
-        # the wait would end before the window does: every process started, then cancelled, a trace taken for nothing
-        window_s = (args.start_delay_s or 0.0) + args.duration_ms / 1000
-        if args.timeout_s <= window_s:
-            usage_error(
-                f"--timeout-s {args.timeout_s:g} ends the wait before the trace's window ends (start in "
-                f"{args.start_delay_s or 0:g} s + {args.duration_ms / 1000:g} s): every process would be cancelled; "
-                f"give more than {window_s:g} s (the files need a few more), or leave it out (default: the window "
-                "+ 60 s)"
-            )
+    if args.start_delay_s is not None:
+        _check_window(args, args.start_delay_s)
+    else:  # before any host is called: the default is at least the agents' (run() checks it again once chosen)
+        _check_window(args, AGENT_START_DELAY_S, default_delay=True)
     if len(args.pids) > MAX_PIDS:
         usage_error(f"--pids: at most {MAX_PIDS} pids (got {len(args.pids)})")
     if args.trace_id:
         check_trace_id(args.trace_id)
+
+
+def _check_window(args: argparse.Namespace, start_delay_s: float, *, default_delay: bool = False) -> None:
+    """Usage error when a duration trace's --timeout-s ends the wait before its window (start delay + duration) does:
+    every process would be started, then cancelled, a trace taken for nothing. Checked again once the default start
+    delay is known (7 s for a job with a libkineto process), before any StartTrace."""
+    if args.duration_ms is None or args.timeout_s is None:
+        return
+    window_s = start_delay_s + args.duration_ms / 1000
+    if args.timeout_s <= window_s:
+        why = f" (the default for this job: {_DELAY_WHY}; --start-delay-s sets it)" if default_delay else ""
+        usage_error(
+            f"--timeout-s {args.timeout_s:g} ends the wait before the trace's window ends (start in "
+            f"{start_delay_s:g} s{why} + {args.duration_ms / 1000:g} s): every process would be cancelled; "
+            f"give more than {window_s:g} s (the files need a few more), or leave it out (default: the window "
+            f"+ {AFTER_WINDOW_S:g} s)"
+        )
 
 
 def _request(args: argparse.Namespace, trace_id: str, start_delay_s: float, now_s: float) -> dyno_pb2.TraceRequest:
@@ -277,6 +292,7 @@ def run(args: argparse.Namespace) -> int:
         start_delay_s = args.start_delay_s
         if start_delay_s is None:
             start_delay_s = _default_start_delay(cluster, args.job_id) if args.duration_ms is not None else 0.0
+            _check_window(args, start_delay_s, default_delay=True)
         now = time.time()
         requested_ms = int(now * 1000)
         req = _request(args, trace_id, start_delay_s, now)
