@@ -462,7 +462,7 @@ class ClusterTrace:
                 previous, rec.state = rec.state, state_name(p.state)
                 rec.waiting = p.waiting
                 if not (reason and rec.state == "cancelled"):
-                    rec.error = p.error
+                    rec.error = _with_waiting(p.error, p.waiting, rec.state)
                 elif not rec.error.startswith(reason):  # once, with what it was doing when we cancelled it
                     # the daemon's waiting note (the agent's "no optimizer step for N s ...", dynod's account of a
                     # libkineto iteration trace) says why it had not finished; a daemon without it: its state
@@ -510,6 +510,16 @@ _MAY_STILL_RECORD = frozenset({"delivered", "running"})
 # then end at once), and the least a cancel is given (a grace_s below it still sends the cancels)
 _CLOSE_RESERVE_S = 0.25
 _MIN_CANCEL_S = 0.2
+
+
+def _with_waiting(error: str, waiting: str, state: str) -> str:
+    """A daemon's reason for a process that ended other than done, with what it was waiting for when the reason does
+    not say it: dynod's cancel reason is only "cancelled by request", so a later `dyno-cli fetch` (or an attach) of a
+    trace that `dyno-cli trace --timeout-s` cancelled said nothing of it (the note was in processes[].waiting
+    alone)."""
+    if not waiting or state not in ("cancelled", "failed", "timed_out") or waiting in error:
+        return error
+    return f"{error} (it was waiting: {waiting})" if error else f"it was waiting: {waiting}"
 
 
 def _restarted_text(message: str) -> bool:

@@ -1,0 +1,64 @@
+"""A process cancelled at `dyno-cli trace --timeout-s` while waiting for optimizer steps: dynod keeps its waiting note
+in the trace's record, a restarted dynod answers with it, and a later `dyno-cli fetch` says what the process waited
+for (it said only "cancelled by request", dynod's cancel reason; the note was in manifest.json's processes[].waiting
+alone). Real TraceManager before and after the "restart" (a new one on the same trace dir), its answer served by a
+fake daemon through the real proto conversion, real `dyno-cli fetch`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from fake_proc import no_proc_identifier
+
+from dyno.client.cli import main as cli_main
+from dyno.daemon import proto_convert as pc
+from dyno.daemon.fake_server import FakeDynoServicer, serve
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.trace_manager import TraceManager
+from dyno.daemon.trace_types import TraceSpec, TraceState
+
+pytestmark = pytest.mark.unit
+
+NOTE = "no optimizer step for 312 s (the longest pause between two of its 25 steps so far: 0.1 s): stopped?"
+
+
+def _manager(trace_dir: Path) -> TraceManager:
+    reg = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: os.getuid())
+    reg.register(ProcessRecord(pid=101, job_id="J", protocol=PROTOCOL_AGENT, session_id="s1"))
+    return TraceManager(reg, trace_dir, "hostW", kineto_identifier=no_proc_identifier())
+
+
+class _Restarted(FakeDynoServicer):
+    """The restarted daemon: GetTrace answers what its TraceManager recovered from the trace's record."""
+
+    def __init__(self, hostname: str, tm: TraceManager) -> None:
+        super().__init__(hostname)
+        self.tm = tm
+
+    def GetTrace(self, request, context):  # noqa: N802 - grpc method name
+        return pc.trace_view_to_pb(self.tm.get(request.trace_id), self.hostname)
+
+
+def test_a_later_fetch_says_what_a_cancelled_process_waited_for(tmp_path: Path, capsys) -> None:
+    trace_dir = tmp_path / "traces"
+    before = _manager(trace_dir)
+    trace_id = before.start(TraceSpec(job_id="J", iterations=3)).trace_id
+    before.agent_delivered(101, trace_id)
+    before.agent_report(101, trace_id, TraceState.DELIVERED, NOTE)
+    before.cancel(trace_id)  # dyno-cli trace's --timeout-s
+
+    after = _manager(trace_dir)  # dynod restarted: the trace is known from its record
+    fake = serve(lambda _port: _Restarted("hostW", after))
+    try:
+        code = cli_main(
+            ["fetch", "--host", fake.target, "--trace-id", trace_id, "--output-dir", str(tmp_path / "out")]
+            + ["--no-analyze", "--json"]
+        )
+    finally:
+        fake.server.stop(0)
+    (p,) = json.loads(capsys.readouterr().out)["processes"]
+    assert code == 1 and p["state"] == "cancelled" and p["waiting"] == NOTE
+    assert p["error"] == f"cancelled by request (it was waiting: {NOTE})", p["error"]
