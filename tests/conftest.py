@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 from dyno.daemon.process import DynodProcess
 
 REPO = Path(__file__).resolve().parent.parent
@@ -86,6 +87,14 @@ class Dynod(DynodProcess):
     def cleanup(self) -> None:
         self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def fake_dynod() -> Iterator[FakeServer[FakeDynoServicer]]:
+    """An in-process fake dynod (FakeDynoServicer, host name "fake-PORT") on a free loopback port."""
+    srv = serve(lambda port: FakeDynoServicer(f"fake-{port}"))
+    yield srv
+    srv.server.stop(0)
 
 
 @pytest.fixture

@@ -3,44 +3,19 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from until_cancelled_fake import RunsUntilCancelled
 
 from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.hosts import Host
-from dyno.daemon.fake_server import FakeDynoServicer, serve
+from dyno.daemon.fake_server import serve
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
-
-
-class RunsUntilCancelled(FakeDynoServicer):
-    def __init__(self, state: int = dyno_pb2.TRACE_STATE_RUNNING) -> None:
-        super().__init__("node0")
-        self.cancelled = threading.Event()
-        self.state = state  # until cancelled
-
-    def _status(self, trace_id: str) -> dyno_pb2.TraceStatus:
-        done = self.cancelled.is_set()
-        state = dyno_pb2.TRACE_STATE_CANCELLED if done else self.state
-        procs = [
-            dyno_pb2.ProcessTrace(
-                pid=p.pid, protocol=p.protocol, state=state, error="cancelled by request" if done else ""
-            )
-            for p in self._processes()
-        ]
-        return dyno_pb2.TraceStatus(trace_id=trace_id, processes=procs, finished=done, hostname=self.hostname)
-
-    def GetTrace(self, request, context):  # noqa: N802 - grpc method name
-        return self._status(request.trace_id)
-
-    def CancelTrace(self, request, context):  # noqa: N802
-        self.cancelled.set()
-        return self._status(request.trace_id)
 
 
 def _host(state: int) -> Iterator[Host]:

@@ -4,34 +4,24 @@ a port went to grpc's default 443 instead of dynod's 1778. Against a real gRPC s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from dyno.client import DynoClient
 from dyno.client.hosts import HostSpecError
-from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 
 pytestmark = pytest.mark.unit
 
 
-@pytest.fixture
-def server() -> Iterator[FakeServer[FakeDynoServicer]]:
-    srv = serve(lambda port: FakeDynoServicer(f"fake-{port}"))
-    yield srv
-    srv.server.stop(0)
-
-
-def test_a_port_past_65535_is_refused_not_wrapped_onto_another_server(server) -> None:
-    wrapped = f"127.0.0.1:{server.port + 65536}"  # what grpc dialled: server.port itself
+def test_a_port_past_65535_is_refused_not_wrapped_onto_another_server(fake_dynod) -> None:
+    wrapped = f"127.0.0.1:{fake_dynod.port + 65536}"  # what grpc dialled: fake_dynod.port itself
     with pytest.raises(HostSpecError, match=r"outside 1-65535"):
         DynoClient(wrapped, timeout_s=2, retries=0)
 
 
-def test_the_right_target_still_answers_and_names_itself(server) -> None:
-    with DynoClient(f"127.0.0.1:{server.port}", timeout_s=2, retries=0) as client:
-        assert client.status().hostname == f"fake-{server.port}"
-        assert client.target == f"127.0.0.1:{server.port}"
+def test_the_right_target_still_answers_and_names_itself(fake_dynod) -> None:
+    with DynoClient(f"127.0.0.1:{fake_dynod.port}", timeout_s=2, retries=0) as client:
+        assert client.status().hostname == f"fake-{fake_dynod.port}"
+        assert client.target == f"127.0.0.1:{fake_dynod.port}"
 
 
 def test_a_target_without_port_gets_dynods_port_not_grpcs_443() -> None:

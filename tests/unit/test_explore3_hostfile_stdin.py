@@ -5,27 +5,17 @@ server on a free loopback port."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 
 import pytest
 from fetch_cmd_fakes import PYTHON_M_DYNO_CLIENT
 
-from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
-
 pytestmark = pytest.mark.unit
 
 
-@pytest.fixture
-def server() -> Iterator[FakeServer[FakeDynoServicer]]:
-    srv = serve(lambda port: FakeDynoServicer(f"fake-{port}"))
-    yield srv
-    srv.server.stop(0)
-
-
-def test_hostfile_dash_is_stdin(server) -> None:
+def test_hostfile_dash_is_stdin(fake_dynod) -> None:
     r = subprocess.run(
         [*PYTHON_M_DYNO_CLIENT, "ps", "--hostfile", "-", "--json"],
-        input=f"# from squeue\n{server.target} slots=8\n",
+        input=f"# from squeue\n{fake_dynod.target} slots=8\n",
         capture_output=True,
         text=True,
         timeout=60,
@@ -34,10 +24,10 @@ def test_hostfile_dash_is_stdin(server) -> None:
     assert '"pid": 1000' in r.stdout
 
 
-def test_a_bad_line_on_stdin_names_it(server) -> None:
+def test_a_bad_line_on_stdin_names_it(fake_dynod) -> None:
     r = subprocess.run(
         [*PYTHON_M_DYNO_CLIENT, "status", "--hostfile", "-"],
-        input=f"{server.target}\nnode[1-\n",
+        input=f"{fake_dynod.target}\nnode[1-\n",
         capture_output=True,
         text=True,
         timeout=60,

@@ -7,21 +7,12 @@ port, with a proxy address where nothing listens."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 
 import pytest
 
 from dyno.client import DynoClient, DynoError
-from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 
 pytestmark = pytest.mark.unit
-
-
-@pytest.fixture
-def server() -> Iterator[FakeServer[FakeDynoServicer]]:
-    srv = serve(lambda port: FakeDynoServicer(f"fake-{port}"))
-    yield srv
-    srv.server.stop(0)
 
 
 @pytest.fixture
@@ -32,17 +23,17 @@ def dead_proxy() -> str:
 
 
 @pytest.mark.parametrize("variable", ["https_proxy", "http_proxy", "HTTPS_PROXY"])
-def test_a_web_proxy_in_the_environment_is_not_used(server, dead_proxy, monkeypatch, variable: str) -> None:
+def test_a_web_proxy_in_the_environment_is_not_used(fake_dynod, dead_proxy, monkeypatch, variable: str) -> None:
     for name in ("grpc_proxy", "no_proxy", "no_grpc_proxy", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(variable, dead_proxy)
-    with DynoClient(server.target, timeout_s=3, retries=0) as client:
-        assert client.status().hostname == f"fake-{server.port}"
+    with DynoClient(fake_dynod.target, timeout_s=3, retries=0) as client:
+        assert client.status().hostname == f"fake-{fake_dynod.port}"
 
 
-def test_grpc_proxy_still_sends_calls_through_a_proxy(server, dead_proxy, monkeypatch) -> None:
+def test_grpc_proxy_still_sends_calls_through_a_proxy(fake_dynod, dead_proxy, monkeypatch) -> None:
     for name in ("no_proxy", "no_grpc_proxy", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("grpc_proxy", dead_proxy)
-    with DynoClient(server.target, timeout_s=2, retries=0) as client, pytest.raises(DynoError):
+    with DynoClient(fake_dynod.target, timeout_s=2, retries=0) as client, pytest.raises(DynoError):
         client.status()

@@ -5,7 +5,6 @@ and `fetch` now refuse such a folder before any host is called. The daemon's fol
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,16 +12,8 @@ import pytest
 from dyno.client.cli import main as cli_main
 from dyno.client.commands import _trace_flow
 from dyno.daemon import trace_files, trace_journal
-from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 
 pytestmark = pytest.mark.unit
-
-
-@pytest.fixture
-def server() -> Iterator[FakeServer[FakeDynoServicer]]:
-    srv = serve(lambda port: FakeDynoServicer(f"fake-{port}"))
-    yield srv
-    srv.server.stop(0)
 
 
 def _daemon_trace_dir(tmp_path: Path) -> Path:
@@ -37,21 +28,21 @@ def test_the_names_are_the_daemons() -> None:
 
 
 @pytest.mark.parametrize("command", ["trace", "fetch"])
-def test_a_daemons_trace_dir_is_refused(server, tmp_path: Path, capsys, command: str) -> None:
+def test_a_daemons_trace_dir_is_refused(fake_dynod, tmp_path: Path, capsys, command: str) -> None:
     trace_dir = _daemon_trace_dir(tmp_path)
     what = ["--job-id", "j", "--duration-ms", "100"] if command == "trace" else ["--trace-id", "t1"]
     with pytest.raises(SystemExit) as e:
-        cli_main([command, "--host", server.target, *what, "--output-dir", str(trace_dir)])
+        cli_main([command, "--host", fake_dynod.target, *what, "--output-dir", str(trace_dir)])
     err = capsys.readouterr().err
     assert e.value.code == 2
     assert f"--output-dir {trace_dir}: is a dynod's trace dir" in err, err
     assert sorted(p.name for p in trace_dir.iterdir()) == ["20261201T000000-aaaaaaaa"]  # nothing written there
 
 
-def test_one_of_its_trace_folders_is_refused_too(server, tmp_path: Path, capsys) -> None:
+def test_one_of_its_trace_folders_is_refused_too(fake_dynod, tmp_path: Path, capsys) -> None:
     folder = _daemon_trace_dir(tmp_path) / "20261201T000000-aaaaaaaa"
     with pytest.raises(SystemExit) as e:
-        cli_main(["fetch", "--host", server.target, "--trace-id", "t1", "--output-dir", str(folder)])
+        cli_main(["fetch", "--host", fake_dynod.target, "--trace-id", "t1", "--output-dir", str(folder)])
     assert e.value.code == 2 and "is a dynod's trace folder" in capsys.readouterr().err
 
 

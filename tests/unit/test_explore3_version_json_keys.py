@@ -7,28 +7,19 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 
 import pytest
 
 from dyno.client.cli import main as cli_main
-from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 
 pytestmark = pytest.mark.unit
 
 
-@pytest.fixture
-def server() -> Iterator[FakeServer[FakeDynoServicer]]:
-    srv = serve(lambda port: FakeDynoServicer(f"fake-{port}"))
-    yield srv
-    srv.server.stop(0)
-
-
-def test_failed_daemons_have_every_key_with_null(server, capsys: pytest.CaptureFixture[str]) -> None:
+def test_failed_daemons_have_every_key_with_null(fake_dynod, capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{s.getsockname()[1]}"
-    code = cli_main(["version", "--json", "--hosts", f"{server.target},{dead}", "--timeout-s", "2"])
+    code = cli_main(["version", "--json", "--hosts", f"{fake_dynod.target},{dead}", "--timeout-s", "2"])
     daemons = json.loads(capsys.readouterr().out)["daemons"]
     assert code == 3
     ok, failed = daemons

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from fake_proc import no_proc_identifier
-from manual_clock import Clock
+from manual_clock import Clock, TickingClock
+from until_cancelled_fake import RunsUntilCancelled
 
 from dyno.client.agent_spec import TraceFailed, TraceSpec, now_ms
 from dyno.client.agent_steps import NO_STEP_S, StepCounter
@@ -24,7 +25,7 @@ from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.hosts import Host
 from dyno.daemon import trace_journal as tj
-from dyno.daemon.fake_server import FakeDynoServicer, serve
+from dyno.daemon.fake_server import serve
 from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.proto_convert import process_trace_to_pb
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
@@ -36,24 +37,12 @@ from dyno.v1 import dyno_pb2
 pytestmark = pytest.mark.unit
 
 
-class SecondsClock:
-    """The step counter's clock: seconds, each read advancing it by `tick`."""
-
-    def __init__(self, tick: float = 0.0) -> None:
-        self.t = 1000.0
-        self.tick = tick
-
-    def __call__(self) -> float:
-        self.t += self.tick
-        return self.t
-
-
 # -- the agent --------------------------------------------------------------------------------------------------
 
 
 def test_agent_reports_why_it_waits_and_the_note_reaches_no_deadline(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    clock = SecondsClock(tick=5.0)  # 5 s pass per clock read
+    clock = TickingClock(tick=5.0)  # 5 s pass per clock read
     steps = StepCounter(clock)  # a young process (it may still be starting up): it waits, it does not give up
     steps._installed = True
     spec = TraceSpec(
@@ -79,7 +68,7 @@ def test_agent_reports_why_it_waits_and_the_note_reaches_no_deadline(tmp_path: P
 
 
 def test_waiting_note_of_a_recording_trace_counts_its_steps() -> None:
-    clock = SecondsClock()
+    clock = TickingClock()
     steps = StepCounter(clock)
     for _ in range(4):
         steps._hook(None, (), {})
@@ -225,39 +214,8 @@ def test_kineto_trace_recording_then_exiting_fails_at_once_saying_so(tm) -> None
 # -- dyno-cli ---------------------------------------------------------------------------------------------------
 
 
-class _WaitsUntilCancelled(FakeDynoServicer):
-    """Its processes stay in `state` (with the waiting note `waiting`) until cancelled; the cancel's answer
-    keeps the note, as dynod does."""
-
-    def __init__(self, state: int, waiting: str) -> None:
-        super().__init__("node0")
-        self.cancelled = threading.Event()
-        self.state, self.waiting = state, waiting
-
-    def _status(self, trace_id: str) -> dyno_pb2.TraceStatus:
-        done = self.cancelled.is_set()
-        procs = [
-            dyno_pb2.ProcessTrace(
-                pid=p.pid,
-                protocol=p.protocol,
-                state=dyno_pb2.TRACE_STATE_CANCELLED if done else self.state,
-                error="cancelled by request" if done else "",
-                waiting=self.waiting,
-            )
-            for p in self._processes()
-        ]
-        return dyno_pb2.TraceStatus(trace_id=trace_id, processes=procs, finished=done, hostname=self.hostname)
-
-    def GetTrace(self, request, context):  # noqa: N802 - grpc method name
-        return self._status(request.trace_id)
-
-    def CancelTrace(self, request, context):  # noqa: N802
-        self.cancelled.set()
-        return self._status(request.trace_id)
-
-
 def _cancelled_errors(tmp_path: Path, state: int, waiting: str) -> tuple[str, str]:
-    fake = serve(lambda _port: _WaitsUntilCancelled(state, waiting))
+    fake = serve(lambda _port: RunsUntilCancelled(state, waiting))
     try:
         request = dyno_pb2.TraceRequest(job_id="job1", trace_id="t-wait", iterations=3)
         with Cluster([Host("127.0.0.1", fake.port)], deadline_s=2) as cluster:

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from manual_clock import TickingClock
 
 from dyno.client import agent_steps
 from dyno.client.agent_spec import TraceFailed, TraceSpec, now_ms
@@ -19,24 +20,12 @@ from dyno.client.agent_trace import run_trace
 pytestmark = pytest.mark.unit
 
 
-class Clock:
-    """Seconds; each read advances it by `tick` (so a waiting loop sees time pass without sleeping)."""
-
-    def __init__(self, tick: float = 0.0) -> None:
-        self.t = 1000.0
-        self.tick = tick
-
-    def __call__(self) -> float:
-        self.t += self.tick
-        return self.t
-
-
 def _step(counter: StepCounter) -> None:
     counter._hook(None, (), {})
 
 
 def test_no_step_ever_stalls_after_the_fixed_bound_with_advice() -> None:
-    clock = Clock()
+    clock = TickingClock()
     counter = StepCounter(clock)
     clock.t += STARTUP_S  # an old process that has never stepped
     since = counter.now()
@@ -50,7 +39,7 @@ def test_no_step_ever_stalls_after_the_fixed_bound_with_advice() -> None:
 
 
 def test_a_young_process_that_has_not_stepped_yet_is_not_given_up_on() -> None:
-    clock = Clock()
+    clock = TickingClock()
     counter = StepCounter(clock)  # counting began just now: it may still be loading data or compiling
     since = counter.now()
     clock.t += STARTUP_S - 1
@@ -61,7 +50,7 @@ def test_a_young_process_that_has_not_stepped_yet_is_not_given_up_on() -> None:
 
 
 def test_a_trainer_seen_stepping_is_never_given_up_on_early() -> None:
-    clock = Clock()
+    clock = TickingClock()
     counter = StepCounter(clock)
     for i in range(3):  # steps 40 s apart (gradient accumulation, a big model)
         clock.t += 40.0 if i else 0.0
@@ -80,7 +69,7 @@ def test_a_trainer_seen_stepping_is_never_given_up_on_early() -> None:
 
 def test_iteration_trace_fails_early_when_no_step_comes(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    clock = Clock(tick=10.0)  # 10 s pass per clock read: the wait loop reads it every round
+    clock = TickingClock(tick=10.0)  # 10 s pass per clock read: the wait loop reads it every round
     counter = StepCounter(clock)
     clock.t += STARTUP_S  # an old process that has never stepped
     counter._installed = True  # as if torch.optim had been imported (the hook itself is not needed: no step comes)
@@ -101,7 +90,7 @@ def test_iteration_trace_fails_early_when_no_step_comes(tmp_path: Path) -> None:
 
 def test_a_trace_that_runs_out_of_time_mid_way_says_how_many_steps_were_recorded(tmp_path: Path, monkeypatch) -> None:
     pytest.importorskip("torch")
-    clock = Clock()
+    clock = TickingClock()
     counter = StepCounter(clock)
     counter._installed = True
 
