@@ -153,7 +153,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         zero_timeout=False,
         timeout_help="overall wait for the traces; then unfinished ones are cancelled (files already done are still "
         f"fetched). Default: start delay + duration + {AFTER_WINDOW_S:g} s, or {ITERATION_WAIT_S:g} s for iteration "
-        "traces; a duration trace's must be longer than --start-delay-s + the duration",
+        "traces; a duration trace's must be longer than the start delay (--start-delay-s, or its default) + the "
+        "duration",
     )
     p.add_argument(
         "--fail-on-no-process",
