@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from dyno.client.errors import DynoError, ResourceExhausted, Unavailable, transl
 from dyno.client.hosts import parse_host
 from dyno.filechunks import CHECKSUM_ALGORITHM, checksum_of, decode_chunk, new_digest
 from dyno.malloc_tuning import tune_for_streaming
+from dyno.trace_ids import safe_host
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 __all__ = ["DynoClient", "DEFAULT_PORT", "FetchedFile", "MAX_RECEIVE_BYTES", "dial_target"]
@@ -65,17 +67,28 @@ def _busy_backoff_s(tries: int, first_s: float) -> float:
     return min(_MAX_BUSY_WAIT_S, first_s * 2 ** (tries - 1)) * random.uniform(0.5, 1.0)
 
 
+def _part_path(dest: Path, trace_id: str, pid: int) -> Path:
+    """This run's partial file of (trace_id, pid) in `dest`: `.TRACE.PID.CLIPID@CLIHOST.part`. The host, because an
+    output dir on a shared filesystem (an NFS home) is written by dyno-cli runs on other login nodes too, whose pids
+    say nothing here: _remove_stale_parts removed a fetch in progress there, whose file then failed to arrive."""
+    return dest / f".{trace_id}.{pid}.{os.getpid()}@{safe_host(socket.gethostname())}.part"
+
+
 def _remove_stale_parts(dest: Path, trace_id: str, pid: int) -> None:
-    """Remove the partial files of (trace_id, pid) in `dest` left by a dyno-cli killed mid-fetch (SIGKILL, a lost
-    session): `.TRACE.PID.CLIPID.part` whose CLIPID runs no more. Fetching the file again is how such a run is
-    recovered, and the partials stayed, hidden and as large as what had arrived. Best effort."""
+    """Remove the partial files of (trace_id, pid) in `dest` left by a dyno-cli of this host killed mid-fetch
+    (SIGKILL, a lost session): those (_part_path) whose CLIPID runs no more. Fetching the file again is how such a
+    run is recovered, and the partials stayed, hidden and as large as what had arrived. Best effort."""
     prefix = f".{trace_id}.{pid}."
     try:
         names = [e.name for e in os.scandir(dest) if e.name.startswith(prefix) and e.name.endswith(".part")]
     except OSError:
         return
+    here = safe_host(socket.gethostname())
     for name in names:
-        owner = name[len(prefix) : -len(".part")]
+        # "CLIPID@CLIHOST"; a bare CLIPID is of the version before hosts were named: taken as this host's
+        owner, _, host = name[len(prefix) : -len(".part")].partition("@")
+        if host not in ("", here):
+            continue
         if owner.isdigit() and int(owner) != os.getpid() and not _running(int(owner)):
             try:
                 os.unlink(dest / name)
@@ -265,7 +278,7 @@ class DynoClient:
         self, trace_id: str, pid: int, dest: Path, deadline: float, on_chunk: Callable[[int], None] | None
     ) -> FetchedFile:
         """One FetchTraceFile stream into dest; raises _Busy when the daemon refused it as busy (nothing sent)."""
-        tmp = dest / f".{trace_id}.{pid}.{os.getpid()}.part"
+        tmp = _part_path(dest, trace_id, pid)
         digest = new_digest()
         name, total, received, checksum = "", -1, 0, ""
         req = dyno_pb2.FetchTraceFileRequest(trace_id=trace_id, pid=pid)

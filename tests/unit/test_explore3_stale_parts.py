@@ -6,12 +6,15 @@ A real `dyno-cli fetch` process against fake daemons on free loopback ports."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from fetch_cmd_fakes import PYTHON_M_DYNO_CLIENT
+
+from dyno.trace_ids import safe_host
 
 pytestmark = pytest.mark.unit
 
@@ -50,3 +53,27 @@ def test_a_fetch_removes_the_partials_of_killed_runs_only(daemons, tmp_path: Pat
     finally:
         running.kill()
         running.wait()
+
+
+def test_a_partial_of_a_dyno_cli_on_another_host_is_left_alone(daemons, tmp_path: Path) -> None:
+    """An output dir on a shared filesystem (an NFS home) is fetched into from several login nodes: a partial named by
+    another host's dyno-cli is being written there (its pid says nothing here), and removing it made that fetch
+    fail. Partials carry their host now; this host's dead ones still go (review of the stale-partials fix)."""
+    host, _ = daemons.start({TRACE})
+    folder = tmp_path / TRACE / f"127.0.0.1_{host.port}"
+    folder.mkdir(parents=True)
+    dead = _dead_pid()
+    theirs = folder / f".{TRACE}.1000.{dead}@other-login-node.part"
+    theirs.write_bytes(b"in progress there")
+    mine = folder / f".{TRACE}.1000.{dead}@{safe_host(socket.gethostname())}.part"
+    mine.write_bytes(b"x" * 4096)
+    r = subprocess.run(
+        [*PYTHON_M_DYNO_CLIENT, "fetch", "--host", str(host), "--trace-id", TRACE, "--output-dir", str(tmp_path)]
+        + ["--no-analyze"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert (folder / "node0_1000.json").is_file()
+    assert theirs.exists() and not mine.exists()
