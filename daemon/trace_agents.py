@@ -113,6 +113,7 @@ class AgentTraces(TraceTable):
             elif trace is None or pt is None:
                 raise UnknownTraceError(f"no trace {trace_id!r} for pid {pid}")
             elif state in (TraceState.DELIVERED, TraceState.RUNNING):
+                pt.heard = True
                 if state == TraceState.RUNNING and pt.view.state in (TraceState.PENDING, TraceState.DELIVERED):
                     self._set(trace, pt, TraceState.RUNNING)
                 self._set_waiting(trace, pt, error)

@@ -269,6 +269,9 @@ class TraceManager(KinetoTraces, AgentTraces):
             if discarded:
                 return f"no complete trace file by the deadline{discarded}"
             return self._kineto_deadline_reason(trace, pt, now) or f"no complete trace file by the deadline{hint}"
+        if pt.resumed and not pt.heard:  # its waiting note, if any, is the record's, from before the restart
+            before = f"; before the restart it was waiting: {pt.view.waiting}" if pt.view.waiting else ""
+            return f"no complete trace file by the deadline ({RESUMED_TIMEOUT}{before})"
         if pt.view.waiting:
             return f"no complete trace file by the deadline: {pt.view.waiting}"
         if pt.resumed:

@@ -47,6 +47,7 @@ class ProcTrace:
     deadline_ms: int = 0  # completion deadline once delivered
     kineto_config: str = ""
     resumed: bool = False  # in flight when dynod restarted, known from its trace's record (see TraceTable._recover)
+    heard: bool = False  # resumed, and its agent has reported to this daemon since (its waiting note is fresh)
 
 
 @dataclass

@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 from fake_proc import no_proc_identifier
+from manual_clock import Clock
 
 from dyno.client.cli import main as cli_main
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.fake_server import FakeDynoServicer, serve
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
 from dyno.daemon.trace_manager import TraceManager
+from dyno.daemon.trace_table import RESUMED_TIMEOUT
 from dyno.daemon.trace_types import TraceSpec, TraceState
 
 pytestmark = pytest.mark.unit
@@ -62,3 +64,52 @@ def test_a_later_fetch_says_what_a_cancelled_process_waited_for(tmp_path: Path, 
     (p,) = json.loads(capsys.readouterr().out)["processes"]
     assert code == 1 and p["state"] == "cancelled" and p["waiting"] == NOTE
     assert p["error"] == f"cancelled by request (it was waiting: {NOTE})", p["error"]
+
+
+def test_a_resumed_process_that_never_reported_again_times_out_saying_so(tmp_path: Path) -> None:
+    """Recorded before the restart with a waiting note, it never reported to the restarted daemon (it exited while
+    dynod was down): the timeout said only the old note, as if the process were still there and waiting, and not
+    that it never came back (RESUMED_TIMEOUT)."""
+    trace_dir, clock = tmp_path / "traces", Clock()
+
+    def manager() -> TraceManager:
+        reg = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: os.getuid(), clock_ms=clock)
+        for pid in (101, 102):
+            reg.register(ProcessRecord(pid=pid, job_id="J", protocol=PROTOCOL_AGENT, session_id=f"s{pid}"))
+        return TraceManager(reg, trace_dir, "hostW", clock_ms=clock, kineto_identifier=no_proc_identifier())
+
+    before = manager()
+    result = before.start(TraceSpec(job_id="J", iterations=3))
+    for p in result.triggered:
+        before.agent_delivered(p.pid, result.trace_id)
+    before.agent_report(102, result.trace_id, TraceState.DELIVERED, NOTE)
+    Path(result.triggered[0].path).write_bytes(b"\x1f\x8b" + bytes(10))
+    before.agent_report(101, result.trace_id, TraceState.DONE)  # the record is written: 102 delivered, its note
+
+    after = manager()
+    after.get(result.trace_id)  # recovered, 102 resumed
+    clock.ms += 3600_000  # past every deadline; 102 never reported to this daemon
+    after.housekeeping()
+    p = next(p for p in after.get(result.trace_id).processes if p.pid == 102)
+    assert p.state == TraceState.TIMED_OUT
+    assert RESUMED_TIMEOUT in p.error and NOTE in p.error, p.error
+
+
+def test_a_resumed_process_that_reports_again_times_out_with_its_new_note(tmp_path: Path) -> None:
+    trace_dir, clock = tmp_path / "traces", Clock()
+    reg = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: os.getuid(), clock_ms=clock)
+    for pid in (101, 102):
+        reg.register(ProcessRecord(pid=pid, job_id="J", protocol=PROTOCOL_AGENT, session_id=f"s{pid}"))
+    before = TraceManager(reg, trace_dir, "hostW", clock_ms=clock, kineto_identifier=no_proc_identifier())
+    result = before.start(TraceSpec(job_id="J", iterations=3))
+    for p in result.triggered:
+        before.agent_delivered(p.pid, result.trace_id)
+    Path(result.triggered[0].path).write_bytes(b"\x1f\x8b" + bytes(10))
+    before.agent_report(101, result.trace_id, TraceState.DONE)
+
+    after = TraceManager(reg, trace_dir, "hostW", clock_ms=clock, kineto_identifier=no_proc_identifier())
+    after.agent_report(102, result.trace_id, TraceState.DELIVERED, NOTE)  # the agent, registered again, still waits
+    clock.ms += 3600_000
+    after.housekeeping()
+    p = next(p for p in after.get(result.trace_id).processes if p.pid == 102)
+    assert p.state == TraceState.TIMED_OUT and p.error == f"no complete trace file by the deadline: {NOTE}"
