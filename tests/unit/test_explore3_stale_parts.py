@@ -27,6 +27,18 @@ def _dead_pid() -> int:
     return proc.pid
 
 
+def _fetch(host: object, out: Path) -> None:
+    """A real `dyno-cli fetch` of TRACE from `host` into `out`; it must succeed."""
+    r = subprocess.run(
+        [*PYTHON_M_DYNO_CLIENT, "fetch", "--host", str(host), "--trace-id", TRACE, "--output-dir", str(out)]
+        + ["--no-analyze"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+
+
 def test_a_fetch_removes_the_partials_of_killed_runs_only(daemons, tmp_path: Path) -> None:
     host, _ = daemons.start({TRACE})
     folder = tmp_path / TRACE / f"127.0.0.1_{host.port}"
@@ -39,14 +51,7 @@ def test_a_fetch_removes_the_partials_of_killed_runs_only(daemons, tmp_path: Pat
         alive.write_bytes(b"y")
         other_pid = folder / f".{TRACE}.1001.{_dead_pid()}.part"  # pid 1001's: its fetch cleans it, not 1000's
         other_pid.write_bytes(b"z")
-        r = subprocess.run(
-            [*PYTHON_M_DYNO_CLIENT, "fetch", "--host", str(host), "--trace-id", TRACE, "--output-dir", str(tmp_path)]
-            + ["--no-analyze"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert r.returncode == 0, r.stderr
+        _fetch(host, tmp_path)
         assert (folder / "node0_1000.json").is_file() and (folder / "node0_1001.json").is_file()
         assert not killed.exists() and not other_pid.exists()
         assert alive.exists()
@@ -67,13 +72,6 @@ def test_a_partial_of_a_dyno_cli_on_another_host_is_left_alone(daemons, tmp_path
     theirs.write_bytes(b"in progress there")
     mine = folder / f".{TRACE}.1000.{dead}@{safe_host(socket.gethostname())}.part"
     mine.write_bytes(b"x" * 4096)
-    r = subprocess.run(
-        [*PYTHON_M_DYNO_CLIENT, "fetch", "--host", str(host), "--trace-id", TRACE, "--output-dir", str(tmp_path)]
-        + ["--no-analyze"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 0, r.stderr
+    _fetch(host, tmp_path)
     assert (folder / "node0_1000.json").is_file()
     assert theirs.exists() and not mine.exists()
