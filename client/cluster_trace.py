@@ -513,11 +513,11 @@ _MIN_CANCEL_S = 0.2
 
 
 def _with_waiting(error: str, waiting: str, state: str) -> str:
-    """A daemon's reason for a process that ended other than done, with what it was waiting for when the reason does
-    not say it: dynod's cancel reason is only "cancelled by request", so a later `dyno-cli fetch` (or an attach) of a
-    trace that `dyno-cli trace --timeout-s` cancelled said nothing of it (the note was in processes[].waiting
-    alone)."""
-    if not waiting or state not in ("cancelled", "failed", "timed_out") or waiting in error:
+    """A daemon's reason for a cancelled process, with what it was waiting for: dynod's cancel reason is only
+    "cancelled by request", so a later `dyno-cli fetch` (or an attach) of a trace that `dyno-cli trace --timeout-s`
+    cancelled said nothing of it (the note was in processes[].waiting alone). Its other reasons say it already (a
+    timeout's, a libkineto exit's), in words of their own."""
+    if not waiting or state != "cancelled" or waiting in error:
         return error
     return f"{error} (it was waiting: {waiting})" if error else f"it was waiting: {waiting}"
 

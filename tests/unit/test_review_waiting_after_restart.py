@@ -15,8 +15,10 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno.client.cli import main as cli_main
+from dyno.client.cluster_trace import _with_waiting
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.fake_server import FakeDynoServicer, serve
+from dyno.daemon.kineto_progress import kineto_deadline_reason, kineto_waiting_note
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_table import RESUMED_TIMEOUT
@@ -113,3 +115,13 @@ def test_a_resumed_process_that_reports_again_times_out_with_its_new_note(tmp_pa
     after.housekeeping()
     p = next(p for p in after.get(result.trace_id).processes if p.pid == 102)
     assert p.state == TraceState.TIMED_OUT and p.error == f"no complete trace file by the deadline: {NOTE}"
+
+
+def test_reasons_that_say_what_it_waited_for_are_not_given_the_note_again() -> None:
+    """A libkineto process's timeout (and exit) reason tells its progress in words of its own: the waiting note added
+    to it doubled the line (1083 characters for 607)."""
+    spec = TraceSpec(job_id="J", iterations=3)
+    note = kineto_waiting_note(spec, TraceState.DELIVERED, 1000, 0, 600_000, 599_000)
+    reason = kineto_deadline_reason(spec, TraceState.DELIVERED, 1000, 0, 601_000, 600_000)
+    assert _with_waiting(reason, note, "timed_out") == reason
+    assert _with_waiting("cancelled by request", NOTE, "cancelled") == f"cancelled by request (it was waiting: {NOTE})"
