@@ -17,6 +17,7 @@ from manual_clock import Clock
 from dyno.client.cli import main as cli_main
 from dyno.client.cluster_trace import _with_waiting
 from dyno.daemon import proto_convert as pc
+from dyno.daemon import trace_journal as tj
 from dyno.daemon.fake_server import FakeDynoServicer, serve
 from dyno.daemon.kineto_progress import kineto_deadline_reason, kineto_waiting_note
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
@@ -125,3 +126,23 @@ def test_reasons_that_say_what_it_waited_for_are_not_given_the_note_again() -> N
     reason = kineto_deadline_reason(spec, TraceState.DELIVERED, 1000, 0, 601_000, 600_000)
     assert _with_waiting(reason, note, "timed_out") == reason
     assert _with_waiting("cancelled by request", NOTE, "cancelled") == f"cancelled by request (it was waiting: {NOTE})"
+
+
+def test_a_record_of_the_version_before_partial_records_still_loads(tmp_path: Path) -> None:
+    """Written before `finished`, `waiting` and `uid` were recorded: a finished trace, no notes, users unknown."""
+    trace_dir = tmp_path / "traces"
+    tm = _manager(trace_dir)
+    trace_id = tm.start(TraceSpec(job_id="J", iterations=3)).trace_id
+    tm.agent_delivered(101, trace_id)
+    tm.agent_report(101, trace_id, TraceState.DELIVERED, NOTE)
+    tm.cancel(trace_id)
+    path = trace_dir / trace_id / tj.RECORD_NAME
+    doc = json.loads(path.read_text())
+    del doc["finished"]
+    for p in doc["processes"]:
+        del p["waiting"], p["uid"]
+    path.write_text(json.dumps(doc))
+    view = tj.load_record(trace_dir, trace_id)
+    assert view is not None and view.finished
+    (p,) = view.processes
+    assert p.state == TraceState.CANCELLED and p.waiting == "" and p.uid == -1
