@@ -11,7 +11,7 @@ import time
 from concurrent import futures
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client.core import Metric
 
@@ -21,6 +21,7 @@ from dyno.daemon.bindcheck import bind_problem
 from dyno.daemon.config import ConfigError, DaemonConfig
 from dyno.daemon.connection_limits import server_options
 from dyno.daemon.convert import gpu_to_proto, sampler_state_to_proto
+from dyno.daemon.health import HealthServicer
 from dyno.daemon.history import History
 from dyno.daemon.loop import SamplingLoop
 from dyno.daemon.memlimit import history_memory_problem, memory_limits
@@ -55,7 +56,7 @@ class Daemon:
         self.samplers = samplers
         self.gpu_sampler = next((s for s in samplers if s.name == "gpu"), None)
         self.loop = SamplingLoop(samplers, self.history, config.interval_s)
-        self.health = health.HealthServicer(experimental_non_blocking=True)
+        self.health = HealthServicer()  # not grpc_health's: it deadlocks the server (dyno.daemon.health)
         self.tracing = Tracing(config, self.hostname)
         self.server: grpc.Server | None = None
         self.servicer: DynoServicer | None = None
