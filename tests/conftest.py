@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +30,25 @@ SHARED_TRACES = next(
     ),
     REPO.parent / "shared" / "traces" / "gpu",
 )
+
+
+# After the last test nothing times out: pytest-timeout and faulthandler_timeout (pyproject) watch tests only, and the
+# interpreter's exit joins every ThreadPoolExecutor worker (grpc servers' RPC threads among them), so one stuck
+# handler would hang a finished run, with no output. faulthandler's C watchdog dumps every thread and exits then.
+EXIT_WATCHDOG_S = 120.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A run started in the background by a non-interactive shell (`cmd &`, nohup, some CI runners) inherits SIGINT
+    # ignored, and so does every process it starts: the tests' SIGINTs to dyno-cli (a real Ctrl-C) did nothing and
+    # they failed. Python's own handler is what a terminal gives; children get the default action back at exec.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if sys.__stderr__ is not None:
+        faulthandler.dump_traceback_later(EXIT_WATCHDOG_S, exit=True, file=sys.__stderr__)
 
 
 def free_port() -> int:
