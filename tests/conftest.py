@@ -35,7 +35,7 @@ SHARED_TRACES = next(
 # After the last test nothing times out: pytest-timeout and faulthandler_timeout (pyproject) watch tests only, and the
 # interpreter's exit joins every ThreadPoolExecutor worker (grpc servers' RPC threads among them), so one stuck
 # handler would hang a finished run, with no output. faulthandler's C watchdog dumps every thread and exits then.
-EXIT_WATCHDOG_S = 120.0
+EXIT_WATCHDOG_S = float(os.environ.get("DYNO_TEST_EXIT_WATCHDOG_S", "120"))  # the variable: for its own test
 
 
 def pytest_configure(config: pytest.Config) -> None:
