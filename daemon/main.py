@@ -70,6 +70,30 @@ def _error(message: str) -> None:
 DEFAULT_SIM_GPUS = DaemonConfig.sim_gpus
 
 
+class _SignalWakeup:
+    """A pipe that every signal writes a byte to (signal.set_wakeup_fd), whichever thread the kernel gave it to.
+    The kernel gives a process-directed signal to any thread that does not block it (grpc's, the sampler's), and
+    Python runs handlers only on the main thread, when that thread next runs Python code: a main thread asleep in
+    Event.wait() stayed asleep, and a SIGTERM went unanswered until systemd's SIGKILL (under load, a loop of starts
+    and SIGTERMs hung on its 8th). Reading this pipe wakes it instead, with no periodic wake-ups while idle."""
+
+    def __enter__(self) -> _SignalWakeup:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        return self
+
+    def wait(self, stop: threading.Event) -> None:
+        """Until a handler has set `stop`; any other signal (SIGHUP) wakes it and it sleeps again."""
+        while not stop.is_set():
+            os.read(self._read, 64)  # back in Python, the main thread runs the pending handlers
+
+    def __exit__(self, *exc: object) -> None:
+        signal.set_wakeup_fd(self._previous)
+        os.close(self._read)
+        os.close(self._write)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 with one usage line on a bad flag
@@ -104,25 +128,25 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGHUP, _on_hup)
-
-    try:
-        daemon = Daemon(config)
-        daemon.start()
-    except StartupError as e:
-        _error(str(e))
-        return exit_codes.FAILURE
-    except ConfigError as e:  # unusable token or TLS files, found when the server is built
-        _error(str(e))
-        return exit_codes.USAGE
-    # host_port puts IPv6 literals in brackets: "http://::1:9778/metrics" is no URL
-    metrics_at = host_port(config.metrics_listen or config.listen, daemon.metrics_port)
-    metrics = f"http://{metrics_at}/metrics" if daemon.metrics_port else "off"
-    grpc_at = host_port(config.listen, daemon.port)
-    log.info("dynod %s ready: grpc=%s metrics=%s pid=%d", daemon.status().version, grpc_at, metrics, os.getpid())
-    notify("READY=1")
-    stop.wait()  # the signal handler sets it; no periodic wake-ups while idle
-    notify("STOPPING=1")
-    daemon.stop()
+    with _SignalWakeup() as wakeup:
+        try:
+            daemon = Daemon(config)
+            daemon.start()
+        except StartupError as e:
+            _error(str(e))
+            return exit_codes.FAILURE
+        except ConfigError as e:  # unusable token or TLS files, found when the server is built
+            _error(str(e))
+            return exit_codes.USAGE
+        # host_port puts IPv6 literals in brackets: "http://::1:9778/metrics" is no URL
+        metrics_at = host_port(config.metrics_listen or config.listen, daemon.metrics_port)
+        metrics = f"http://{metrics_at}/metrics" if daemon.metrics_port else "off"
+        grpc_at = host_port(config.listen, daemon.port)
+        log.info("dynod %s ready: grpc=%s metrics=%s pid=%d", daemon.status().version, grpc_at, metrics, os.getpid())
+        notify("READY=1")
+        wakeup.wait(stop)  # the signal handler sets it
+        notify("STOPPING=1")
+        daemon.stop()
     log.info("stopped")
     return exit_codes.OK
 
