@@ -13,6 +13,7 @@ columns plus one block. ``DYNO_NATIVE_PARSE=0`` in the environment forces the Py
 from __future__ import annotations
 
 import dataclasses
+import errno
 import gc
 import gzip
 import io
@@ -47,18 +48,32 @@ logger = logging.getLogger(__name__)
 # standard library. Both read the same streams; only the detail of a corrupt-stream message differs.
 _GZIP: ModuleType = gzip
 _GZIP_ERRORS: tuple[type[BaseException], ...] = (EOFError, gzip.BadGzipFile, zlib.error)
+
+
+def _member_decompressor() -> Any:
+    """A decompressor of one gzip member (``decompress(data, max_length)``, ``eof``, ``unused_data``)."""
+    return zlib.decompressobj(31)
+
+
 try:
     from isal import igzip as _igzip
+    from isal import igzip_lib as _igzip_lib
     from isal.isal_zlib import error as _isal_error
 
     _GZIP = _igzip
     _GZIP_ERRORS = (*_GZIP_ERRORS, cast("type[BaseException]", _isal_error))  # typed as an instance in isal
+
+    def _member_decompressor() -> Any:
+        return _igzip_lib.IgzipDecompressor(_igzip_lib.DECOMP_GZIP)
+
 except ImportError:  # optional dependency
     pass
 
 # Hand freed heap pages back after loading a file of at least this much JSON. Below it, what a load frees is
 # small and reused by the next allocations; malloc_trim costs 0.1-0.4 ms, a tenth of a small trace's load.
 _TRIM_AFTER_BYTES = 4 * BLOCK_SIZE
+# errors for which Path.exists() is False: the file or a folder on its path is missing, a symlink loop
+_NO_SUCH_FILE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
 _TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 _RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
@@ -90,14 +105,41 @@ def _open(path: Path, size: int | None) -> tuple[IO[bytes], int | None]:
             return cast(IO[bytes], _GZIP.open(io.BytesIO(data), "rb")), None
         return io.BytesIO(data), len(data)
     with open(path, "rb") as fh:
-        magic = fh.read(2)
-        if magic == b"\x1f\x8b":
+        if size <= BLOCK_SIZE:  # a small file is read in one go (one read instead of three and a seek)
+            head = data = fh.read()
+        else:
+            head, data = fh.read(2), b""
+        if head[:2] == b"\x1f\x8b":
             hint = None
             if size >= 18:  # header and trailer
-                fh.seek(-4, os.SEEK_END)
-                hint = int.from_bytes(fh.read(4), "little")
+                if data:
+                    hint = int.from_bytes(data[-4:], "little")
+                else:
+                    fh.seek(-4, os.SEEK_END)
+                    hint = int.from_bytes(fh.read(4), "little")
+            whole = _gunzip_small(data, hint)
+            if whole is not None:
+                return io.BytesIO(whole), len(whole)
             return cast(IO[bytes], _GZIP.open(path, "rb")), hint
+        if data:
+            return io.BytesIO(data), len(data)
     return open(path, "rb"), size
+
+
+def _gunzip_small(data: bytes, hint: int | None) -> bytes | None:
+    """The decompressed bytes of a small gzip file (``data``, its whole content) said to hold less than a block,
+    in one call into a buffer of that size (the streaming reader's Python layers and buffer growth cost about a
+    tenth of a small trace's load); None to let the streaming reader do it: a file larger than ``hint`` (several
+    members: gzip keeps only the last one's size), with data after its member, truncated or corrupt (the streaming
+    reader then reports it as for any file)."""
+    if not data or hint is None or hint >= BLOCK_SIZE:
+        return None
+    d = _member_decompressor()
+    try:
+        out: bytes = d.decompress(data, hint + 1)
+    except _GZIP_ERRORS:
+        return None
+    return out if d.eof and not d.unused_data else None
 
 
 def _meta(path: Path, raw: dict[str, Any], b: TraceBuilder) -> TraceMeta:
@@ -138,11 +180,14 @@ def _meta(path: Path, raw: dict[str, Any], b: TraceBuilder) -> TraceMeta:
 def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) -> Trace:
     """Parse one Chrome-trace JSON file (plain or gzip) into a ``Trace``. Raises ``TraceLoadError``."""
     p = Path(path)
-    if not p.exists():
-        raise TraceLoadError(p, "no such file")
-    if p.is_dir():
+    try:
+        st = p.stat()  # (one system call for what exists(), is_dir() and stat() asked in turn)
+    except (OSError, ValueError) as e:
+        if isinstance(e, OSError) and e.errno not in _NO_SUCH_FILE:
+            raise
+        raise TraceLoadError(p, "no such file") from None  # what Path.exists() says False to
+    if stat.S_ISDIR(st.st_mode):
         raise TraceLoadError(p, "is a directory (use load_traces for a folder of ranks)")
-    st = p.stat()
     size = st.st_size if stat.S_ISREG(st.st_mode) else None
     if size == 0:
         raise TraceLoadError(p, "empty file")
@@ -292,6 +337,8 @@ def _trace_root(d: Path, top: Path, known: dict[Path, Path | None]) -> Path | No
 
 def _distinct(files: list[Path]) -> list[Path]:
     """``files`` without repeats of one file (a folder and a file in it both given), first occurrence kept."""
+    if len(files) < 2:  # (realpath costs a system call per path component)
+        return files
     seen: set[str] = set()
     out = []
     for f in files:

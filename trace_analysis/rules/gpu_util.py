@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..analyses.arrays import flatnonzero, linspace
+from ..analyses.arrays import flatnonzero, linspace, readonly
 from ..analyses.intervals import coverage_before
 from ..units import fmt_us
 from ._common import GpuRule, gpu_share_of
@@ -21,7 +21,15 @@ __all__ = ["LowGpuUtil", "GpuStarvation", "utilization_timeline"]
 
 
 def utilization_timeline(ctx: RuleContext, bins: int = 30) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per device: (bin edges µs, busy fraction per bin) of the union of GPU activity over the window."""
+    """Per device: (bin edges µs, busy fraction per bin) of the union of GPU activity over the window. Cached on
+    the trace, arrays read-only: low-gpu-util and the report's timeline ask for the same bins."""
+    got: dict[int, tuple[np.ndarray, np.ndarray]] = ctx.trace.cached(
+        ("rules.utilization_timeline", bins), lambda: _utilization_timeline(ctx, bins)
+    )
+    return got
+
+
+def _utilization_timeline(ctx: RuleContext, bins: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     # Steps when present; else the rank's GPU span, first to last activity of any device (HTA's temporal-breakdown
     # span; with one device its own): every device over the same window, so that a GPU idle while another
@@ -39,7 +47,9 @@ def utilization_timeline(ctx: RuleContext, bins: int = 30) -> dict[int, tuple[np
         # 0 there, not 0/0 = NaN (a RuntimeWarning, "nan" in the HTML plot, a NaN overall utilization).
         util = np.divide(busy, widths, out=np.zeros_like(busy), where=widths > 0)
         # np.clip(x, 0, 1) as its two ufuncs (same values)
-        out[d] = (edges, np.minimum(np.maximum(util, 0.0), 1.0))
+        util = np.minimum(np.maximum(util, 0.0), 1.0)
+        readonly(edges, util)
+        out[d] = (edges, util)
     return out
 
 
