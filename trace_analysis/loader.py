@@ -120,7 +120,8 @@ def _open(path: Path, size: int | None) -> tuple[IO[bytes], int | None]:
             whole = _gunzip_small(data, hint)
             if whole is not None:
                 return io.BytesIO(whole), len(whole)
-            return cast(IO[bytes], _GZIP.open(path, "rb")), hint
+            # (a small file already read streams from memory: it is not read again)
+            return cast(IO[bytes], _GZIP.open(io.BytesIO(data) if data else path, "rb")), hint
         if data:
             return io.BytesIO(data), len(data)
     return open(path, "rb"), size
