@@ -96,7 +96,8 @@ def rank_from_filename(path: str | os.PathLike[str]) -> int | None:
 def _open(path: Path, size: int | None) -> tuple[IO[bytes], int | None]:
     """The decompressed stream of a file of ``size`` bytes, and its expected decompressed size (a hint: gzip
     keeps only the last member's size, modulo 2**32). ``size`` None: not a regular file (a pipe such as
-    ``/dev/stdin`` or ``<(zcat t.json.gz)``), which can be neither reopened nor sized: it is read whole."""
+    ``/dev/stdin`` or ``<(zcat t.json.gz)``), which can be neither reopened nor sized: it is read whole. A file of
+    at most a block is read whole too, and inflated in one call when it fits in a block (``_gunzip_small``)."""
     if size is None:
         data = path.read_bytes()
         if not data:
