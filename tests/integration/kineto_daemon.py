@@ -59,6 +59,14 @@ class KinetoDaemon:
     ) -> tuple:
         """Start trainers/<script> (or the absolute path `script`) and read its stdout up to the line `ready`
         accepts; -> (process, that line)."""
+        proc = self.spawn_trainer(script, *args, job=job, env_extra=env_extra)
+        return proc, self.wait_ready(proc, ready, script)
+
+    def spawn_trainer(
+        self, script: str | Path, *args: str, job: str, env_extra: dict[str, str] | None = None
+    ) -> subprocess.Popen:
+        """Start trainers/<script> without waiting for it (several start at once: torch's import is most of a
+        trainer's start); then wait_ready."""
         proc = subprocess.Popen(
             [sys.executable, str(TRAINERS / script), *args],
             env=self.trainer_env(job, env_extra),
@@ -68,11 +76,16 @@ class KinetoDaemon:
             start_new_session=True,
         )
         self.procs.append(proc)
+        return proc
+
+    @staticmethod
+    def wait_ready(proc: subprocess.Popen, ready: Callable[[str], bool], script: str | Path = "trainer") -> str:
+        """Read `proc`'s stdout up to the line `ready` accepts (then keep draining it); -> that line."""
         assert proc.stdout is not None
         line = next((line for line in proc.stdout if ready(line)), "")
         assert line, f"{script} exited before it was ready"
         threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep draining
-        return proc, line
+        return line
 
     def registered(self, job: str, count: int) -> list[dyno_pb2.ProcessInfo]:
         with DynoClient(self.daemon.target, timeout_s=5) as c:

@@ -61,14 +61,14 @@ def _exit_once_delivered(k: KinetoDaemon, trace_id: str, pid: int, exit_file: Pa
 def test_agent_processes_cancelled_at_timeout_say_why(tmp_path: Path) -> None:
     with kineto_daemon() as k:
         job = k.new_job()
-        never, _ = k.start_trainer(
-            "stalling_trainer.py", "--agent", "--no-step-s", "2", "--steps", "0",
-            job=job, ready=lambda s: s.startswith("stopped"), env_extra=_agent_env(k),
-        )  # fmt: skip
-        stopped, _ = k.start_trainer(
-            "stalling_trainer.py", "--agent", "--no-step-s", "2", "--steps", "25",
-            job=job, ready=lambda s: s.startswith("stopped"), env_extra=_agent_env(k),
-        )  # fmt: skip
+        never, stopped = (
+            k.spawn_trainer(
+                "stalling_trainer.py", "--agent", "--no-step-s", "2", "--steps", steps, job=job, env_extra=_agent_env(k)
+            )
+            for steps in ("0", "25")
+        )  # started at once, then waited for
+        for proc in (never, stopped):
+            k.wait_ready(proc, lambda s: s.startswith("stopped"))
         k.registered(job, 2)
         res = _trace(k, tmp_path / "out", "--job-id", job, "--iterations", "3", "--timeout-s", "8")
         out = res.stdout + res.stderr
@@ -95,22 +95,20 @@ def test_mixed_job_some_finish_some_do_not(tmp_path: Path) -> None:
     with kineto_daemon() as k:
         job = k.new_job()
         exit_file = k.dir / "exit-now"
-        agent_ok, _ = k.start_trainer(
-            "agent_trainer.py", "--explicit", "--seconds", "150",
-            job=job, ready=lambda s: s.startswith("step "), env_extra=_agent_env(k),
-        )  # fmt: skip
-        agent_stopped, _ = k.start_trainer(
-            "stalling_trainer.py", "--agent", "--no-step-s", "2", "--steps", "25",
-            job=job, ready=lambda s: s.startswith("stopped"), env_extra=_agent_env(k),
-        )  # fmt: skip
-        kineto_ok, _ = k.start_trainer("agent_trainer.py", "--seconds", "150", job=job, ready=lambda s: "step " in s)
-        kineto_stopped, _ = k.start_trainer(
-            "stalling_trainer.py", "--steps", "25", job=job, ready=lambda s: s.startswith("stopped")
-        )
-        kineto_exits, _ = k.start_trainer(
-            "stalling_trainer.py", "--steps", "25", "--stop-file", str(exit_file),
-            job=job, ready=lambda s: s.startswith("stopped"),
-        )  # fmt: skip
+        stopped = lambda s: s.startswith("stopped")  # noqa: E731
+        # started at once, then waited for: torch's import is most of each one's start
+        starts = [
+            (k.spawn_trainer("agent_trainer.py", "--explicit", "--seconds", "150", job=job, env_extra=_agent_env(k)),
+             lambda s: s.startswith("step ")),
+            (k.spawn_trainer("stalling_trainer.py", "--agent", "--no-step-s", "2", "--steps", "25", job=job,
+                             env_extra=_agent_env(k)), stopped),
+            (k.spawn_trainer("agent_trainer.py", "--seconds", "150", job=job), lambda s: "step " in s),
+            (k.spawn_trainer("stalling_trainer.py", "--steps", "25", job=job), stopped),
+            (k.spawn_trainer("stalling_trainer.py", "--steps", "25", "--stop-file", str(exit_file), job=job), stopped),
+        ]  # fmt: skip
+        for proc, ready in starts:
+            k.wait_ready(proc, ready)
+        agent_ok, agent_stopped, kineto_ok, kineto_stopped, kineto_exits = (proc for proc, _ in starts)
         k.registered(job, 5)
         # the exiting one exits mid-trace: once libkineto (polling every second here) has picked the request up
         trace_id = f"mixed-{job}"

@@ -30,13 +30,14 @@ class OneValueSampler:
 
 
 @contextmanager
-def small_daemon(prefix: str) -> Iterator[Daemon]:
+def small_daemon(prefix: str, interval_s: float = 0.1) -> Iterator[Daemon]:
+    """`interval_s`: how often it samples (a StreamMetrics call waits for the next sample)."""
     d = short_tmpdir(prefix)
     cfg = DaemonConfig(
         port=0,
         metrics_port=0,
         kineto_endpoint="off",
-        interval_s=0.1,
+        interval_s=interval_s,
         history_s=10,
         state_dir=d / "state",
         trace_dir=d / "traces",

@@ -25,7 +25,8 @@ pytestmark = pytest.mark.unit
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Daemon]:
-    with small_daemon("dyno-seclim-") as daemon:
+    # sampling every 20 ms: the fuzz opens 120 metric streams, each waiting for the next sample
+    with small_daemon("dyno-seclim-", interval_s=0.02) as daemon:
         yield daemon
 
 
