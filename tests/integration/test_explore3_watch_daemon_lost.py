@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -19,7 +20,18 @@ pytestmark = pytest.mark.integration
 def test_watch_reports_a_lost_daemon_not_a_tls_mismatch(dynod_factory) -> None:
     d: Dynod = dynod_factory()
     proc = subprocess.Popen(
-        ["dyno-cli", "metrics", "--watch", "--json", "--host", d.target, "--names", "load_average_1m"],
+        [
+            sys.executable,
+            "-m",
+            "dyno.client",
+            "metrics",
+            "--watch",
+            "--json",
+            "--host",
+            d.target,
+            "--names",
+            "load_average_1m",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
