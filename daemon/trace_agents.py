@@ -124,16 +124,14 @@ class AgentTraces(TraceTable):
             elif state == TraceState.DONE:
                 rec = self._registry.get(pid)
                 uid = pt.view.uid if pt.view.uid >= 0 or rec is None else rec.uid
-                try:  # believed only as the process's own file: see tf.trainer_file_stat
-                    size = tf.trainer_file_stat(Path(pt.view.path), uid).st_size
-                except tf.UntrustedFileError as e:
-                    self._set(trace, pt, TraceState.FAILED, f"agent reported done but {pt.view.path} {e.strerror}")
-                except OSError:
-                    self._set(trace, pt, TraceState.FAILED, f"agent reported done but {pt.view.path} is missing")
+                # believed only as the process's own file: see tf.trainer_file_stat
+                st, problem = tf.trainer_file_check(Path(pt.view.path), uid)
+                if st is None:
+                    self._set(trace, pt, TraceState.FAILED, f"agent reported done but {problem}")
                 else:
                     # A done trace's text is a note, not a failure (e.g. it ended early: the program exited).
                     note = "; ".join(n for n in (RESUMED_NOTE if pt.resumed else "", error) if n)
-                    self._set(trace, pt, TraceState.DONE, note, size=size)
+                    self._set(trace, pt, TraceState.DONE, note, size=st.st_size)
             elif state == TraceState.FAILED:
                 self._set(trace, pt, TraceState.FAILED, error or "agent reported failure without a reason")
             else:
@@ -151,10 +149,7 @@ class AgentTraces(TraceTable):
             if rec is None or rec.protocol != PROTOCOL_AGENT:
                 return None
             uid = rec.uid
-        try:
-            return tf.trainer_file_stat(path, uid)
-        except OSError:
-            return None
+        return tf.trainer_file_check(path, uid)[0]
 
     def _revive(self, trace: TraceEntry, pt: ProcTrace, note: str) -> bool:
         """Under self._lock: a DONE report of a trace failed when the agent's stream ended (its connection broke;
@@ -183,15 +178,7 @@ class AgentTraces(TraceTable):
         a word (a repeated DONE of a done trace changes nothing)."""
         if pt.view.state == TraceState.DONE or _LATE_DONE in pt.view.error:
             return
-        path = Path(pt.view.path)
-        try:
-            tf.trainer_file_stat(path, pt.view.uid)
-        except tf.UntrustedFileError as e:
-            why = f"{path} {e.strerror}"
-        except OSError:
-            why = f"{path} is missing"
-        else:
-            why = f"it had ended {pt.view.state.value} first"
+        why = tf.trainer_file_check(Path(pt.view.path), pt.view.uid)[1] or f"it had ended {pt.view.state.value} first"
         error = f"{pt.view.error}; {_LATE_DONE}, not taken: {why}" if pt.view.error else f"{_LATE_DONE}: {why}"
         pt.view = replace(pt.view, error=error)
         log.warning("trace %s pid %d: %s", trace.trace_id, pt.view.pid, error)
@@ -204,9 +191,8 @@ class AgentTraces(TraceTable):
         not failed (and its file deleted as a leftover); False when there is no such file."""
         if pt.view.protocol != PROTOCOL_AGENT or pt.view.state == TraceState.PENDING:
             return False
-        try:
-            st = tf.trainer_file_stat(Path(pt.view.path), uid)
-        except OSError:
+        st = tf.trainer_file_check(Path(pt.view.path), uid)[0]
+        if st is None:
             return False
         self._set(trace, pt, TraceState.DONE, FINISHED_NOTE, size=st.st_size)
         return True

@@ -47,6 +47,7 @@ __all__ = [
     "find_trace_file",
     "iter_chunks",
     "tree_size",
+    "trainer_file_check",
     "trainer_file_stat",
     "enforce_retention",
     "discard_unfinished_kineto_file",
@@ -244,6 +245,17 @@ def trainer_file_stat(path: Path, uid: int = -1) -> os.stat_result:
             str(path),
         )
     return st
+
+
+def trainer_file_check(path: Path, uid: int = -1) -> tuple[os.stat_result | None, str]:
+    """trainer_file_stat as a value: (its stat, "") when the file can be believed the traced process's; else (None,
+    why not, "PATH is missing" or "PATH <UntrustedFileError's reason>"), for callers that say it or only ask."""
+    try:
+        return trainer_file_stat(path, uid), ""
+    except UntrustedFileError as e:
+        return None, f"{path} {e.strerror}"
+    except OSError:
+        return None, f"{path} is missing"
 
 
 @dataclass(frozen=True)

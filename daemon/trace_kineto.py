@@ -242,16 +242,8 @@ class KinetoTraces(TraceTable):
         return {
             (tid, p): iteration_fallback_note(path, n)
             for tid, p, path, n in todo
-            if self._believable(path, self._traced_uid(p) if uid is None else uid)
+            if tf.trainer_file_check(path, self._traced_uid(p) if uid is None else uid)[0] is not None
         }
-
-    @staticmethod
-    def _believable(path: Path, uid: int) -> bool:
-        try:
-            tf.trainer_file_stat(path, uid)
-        except OSError:
-            return False
-        return True
 
     def _kineto_file_check(
         self, trace: TraceEntry, pt: ProcTrace, notes: dict[tuple[str, int], str], uid: int | None = None
