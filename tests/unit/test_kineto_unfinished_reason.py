@@ -34,6 +34,7 @@ def _timed_out_reason(tmp_path: Path, content: bytes) -> tuple[str, Path]:
     partial = tm.trace_dir / "kpast" / "hostA_300.pt.trace.json.tmp"
     partial.write_bytes(content)
     tm.housekeeping()
+    assert tm.get("kpast").processes[0].state == TraceState.RUNNING  # a .tmp there: libkineto has begun
     clock.ms += 60_000
     tm.housekeeping()
     p = tm.get("kpast").processes[0]
@@ -56,6 +57,13 @@ def test_a_partial_temp_file_is_a_failed_write_and_says_what_to_do(tmp_path: Pat
     assert "Failed to write to log file!" in reason and "takes later requests as before" in reason
     assert reason.endswith("make room there and trace again")
     assert "start timestamp" not in reason
+    assert not partial.exists()
+
+
+def test_unfinished_kineto_temp_file_is_named_in_the_reason_and_removed(tmp_path: Path) -> None:
+    # what libkineto leaves when its write fails (a full trace dir): the reason says how much room is left
+    reason, partial = _timed_out_reason(tmp_path, b'{"traceEvents": [' + b" " * 100)
+    assert f"{partial} was never completed" in reason and "bytes free" in reason
     assert not partial.exists()
 
 
