@@ -25,9 +25,11 @@ trace_kineto.kineto_poll) mean it records, and its file is written once its N st
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dyno.daemon.trace_types import TraceSpec, TraceState
 
-__all__ = ["kineto_deadline_reason", "kineto_exit_detail", "kineto_waiting_note"]
+__all__ = ["KinetoProgress"]
 
 _BLIND = "dynod cannot see libkineto's optimizer steps, only its polls"
 _ADVICE = (
@@ -40,54 +42,58 @@ def _seconds(ms: int) -> str:
     return f"{max(0, ms) / 1000:.0f} s"
 
 
-def _progress(
-    spec: TraceSpec, state: TraceState, delivered_ms: int, running_ms: int, now_ms: int, last_poll_ms: int
-) -> str:
-    """Where a libkineto iteration trace stands, as its polls tell: "" when it is not an iteration trace that
-    libkineto has picked up."""
-    if spec.iterations is None or state not in (TraceState.DELIVERED, TraceState.RUNNING) or not delivered_ms:
-        return ""
-    picked = f"libkineto picked the request up {_seconds(now_ms - delivered_ms)} ago"
-    if state == TraceState.DELIVERED:
-        roundup = max(1, spec.start_iteration_roundup or 1)
-        polled = f" at its last poll ({_seconds(now_ms - last_poll_ms)} ago) it" if last_poll_ms else ""
+@dataclass(frozen=True)
+class KinetoProgress:
+    """What dynod knows of a libkineto process's part in a trace, as of `now_ms`: its state, when libkineto picked
+    the request up (`delivered_ms`) and when it turned RUNNING (`running_ms`), and its last poll (`last_poll_ms`, 0
+    once it is gone). Each text is "" for a part that is not an iteration trace libkineto has picked up."""
+
+    spec: TraceSpec
+    state: TraceState
+    delivered_ms: int
+    running_ms: int
+    now_ms: int
+    last_poll_ms: int
+
+    def _where(self) -> str:
+        """Where the iteration trace stands, as its polls tell."""
+        if self.spec.iterations is None or self.state not in (TraceState.DELIVERED, TraceState.RUNNING):
+            return ""
+        if not self.delivered_ms:
+            return ""
+        picked = f"libkineto picked the request up {_seconds(self.now_ms - self.delivered_ms)} ago"
+        if self.state == TraceState.DELIVERED:
+            roundup = max(1, self.spec.start_iteration_roundup or 1)
+            polled = (
+                f" at its last poll ({_seconds(self.now_ms - self.last_poll_ms)} ago) it" if self.last_poll_ms else ""
+            )
+            return (
+                f"{picked}, and{polled} had not started recording: it starts at an optimizer.step() whose number is a "
+                f"multiple of {roundup} (--iteration-roundup), and the process has not reached one since ({_BLIND})"
+            )
         return (
-            f"{picked}, and{polled} had not started recording: it starts at an optimizer.step() whose number is a "
-            f"multiple of {roundup} (--iteration-roundup), and the process has not reached one since ({_BLIND})"
+            f"{picked} and has recorded for {_seconds(self.now_ms - self.running_ms)} without finishing its "
+            f"{self.spec.iterations} optimizer step(s): its file is written once they are done ({_BLIND})"
         )
-    return (
-        f"{picked} and has recorded for {_seconds(now_ms - running_ms)} without finishing its {spec.iterations} "
-        f"optimizer step(s): its file is written once they are done ({_BLIND})"
-    )
 
+    def waiting_note(self) -> str:
+        """ProcessTraceView.waiting of a live process: what it waits for, and what to do if that never comes
+        (dyno-cli shows it when it gives up on the process; dynod's own deadline comes 10 minutes after the
+        pickup)."""
+        where = self._where()
+        return f"{where}; {_ADVICE}" if where else ""
 
-def kineto_waiting_note(
-    spec: TraceSpec, state: TraceState, delivered_ms: int, running_ms: int, now_ms: int, last_poll_ms: int
-) -> str:
-    """ProcessTraceView.waiting of a live libkineto process's iteration trace once picked up ("" for any other
-    trace): what it waits for, and what to do if that never comes (dyno-cli shows it when it gives up on the process;
-    dynod's own deadline comes 10 minutes after the pickup)."""
-    progress = _progress(spec, state, delivered_ms, running_ms, now_ms, last_poll_ms)
-    return f"{progress}; {_ADVICE}" if progress else ""
+    def deadline_reason(self) -> str:
+        """The TIMED_OUT reason of a live process past dynod's deadline."""
+        where = self._where()
+        if not where:
+            return ""
+        return (
+            f"no complete trace file by the deadline, {_seconds(self.now_ms - self.delivered_ms)} after the pickup: "
+            f"{where}; the process was alive (it polled), but did not make the optimizer steps in that time; {_ADVICE}"
+        )
 
-
-def kineto_deadline_reason(
-    spec: TraceSpec, state: TraceState, delivered_ms: int, running_ms: int, now_ms: int, last_poll_ms: int
-) -> str:
-    """The TIMED_OUT reason of a live libkineto process's iteration trace past dynod's deadline; "" for any other
-    trace."""
-    progress = _progress(spec, state, delivered_ms, running_ms, now_ms, last_poll_ms)
-    if not progress:
-        return ""
-    return (
-        f"no complete trace file by the deadline, {_seconds(now_ms - delivered_ms)} after the pickup: {progress}; the "
-        f"process was alive (it polled), but did not make the optimizer steps in that time; {_ADVICE}"
-    )
-
-
-def kineto_exit_detail(
-    spec: TraceSpec, state: TraceState, delivered_ms: int, running_ms: int, now_ms: int, last_poll_ms: int
-) -> str:
-    """What a libkineto process that exited mid-trace had done of its iteration trace (": ..."), "" for any other."""
-    progress = _progress(spec, state, delivered_ms, running_ms, now_ms, last_poll_ms)
-    return f": {progress}" if progress else ""
+    def exit_detail(self) -> str:
+        """What a process that exited mid-trace had done of its iteration trace (": ...")."""
+        where = self._where()
+        return f": {where}" if where else ""

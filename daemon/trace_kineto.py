@@ -12,11 +12,11 @@ from typing import TypeVar
 from dyno.daemon import trace_files as tf
 from dyno.daemon.kineto_identity import KinetoIdentity
 from dyno.daemon.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
-from dyno.daemon.kineto_progress import kineto_deadline_reason, kineto_exit_detail, kineto_waiting_note
+from dyno.daemon.kineto_progress import KinetoProgress
 from dyno.daemon.kineto_window import iteration_fallback_note
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, RegistryFullError
 from dyno.daemon.trace_table import ProcTrace, TraceEntry, TraceTable
-from dyno.daemon.trace_types import TraceRequestError, TraceSpec, TraceState
+from dyno.daemon.trace_types import TraceRequestError, TraceState
 from dyno.logthrottle import ThrottledLog
 from dyno.trace_options import profiler_flags
 
@@ -144,26 +144,13 @@ class KinetoTraces(TraceTable):
         log.debug("trace %s pid %d: picked up %s; libkineto starts at %d", trace.trace_id, pid, when, moved)
         return config
 
-    def _kineto_progress_args(
-        self, trace: TraceEntry, pt: ProcTrace, now_ms: int
-    ) -> tuple[TraceSpec, TraceState, int, int, int, int]:
-        """Under self._lock: kineto_progress' arguments for this process's part: it turned RUNNING at its last
-        state change (updated_ms); its last poll is the registry's last_seen_ms (0 once it is gone)."""
+    def _kineto_progress(self, trace: TraceEntry, pt: ProcTrace, now_ms: int | None = None) -> KinetoProgress:
+        """Under self._lock: what dynod knows of this process's part (kineto_progress): it turned RUNNING at its
+        last state change (updated_ms); its last poll is the registry's last_seen_ms (0 once it is gone)."""
         rec = self._registry.get(pt.view.pid)
         last_poll = rec.last_seen_ms if rec is not None else 0
-        return trace.spec, pt.view.state, pt.delivered_ms, pt.view.updated_ms, now_ms, last_poll
-
-    def _kineto_waiting(self, trace: TraceEntry, pt: ProcTrace, now_ms: int) -> str:
-        """Under self._lock: the waiting note of a live kineto process's part that is not done (kineto_progress)."""
-        return kineto_waiting_note(*self._kineto_progress_args(trace, pt, now_ms))
-
-    def _kineto_deadline_reason(self, trace: TraceEntry, pt: ProcTrace, now_ms: int) -> str:
-        """Under self._lock: why a kineto iteration trace timed out at dynod's deadline, "" for another trace."""
-        return kineto_deadline_reason(*self._kineto_progress_args(trace, pt, now_ms))
-
-    def _kineto_exit_detail(self, trace: TraceEntry, pt: ProcTrace) -> str:
-        """Under self._lock: what a kineto process that exited mid-trace had done of its iteration trace."""
-        return kineto_exit_detail(*self._kineto_progress_args(trace, pt, self._clock_ms()))
+        now = self._clock_ms() if now_ms is None else now_ms
+        return KinetoProgress(trace.spec, pt.view.state, pt.delivered_ms, pt.view.updated_ms, now, last_poll)
 
     def _kineto_identity(self, poll: KinetoPoll) -> KinetoIdentity:
         """Cached with the registration: the environment and command line (so whether it is torch's launcher) are

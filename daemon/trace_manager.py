@@ -241,7 +241,7 @@ class TraceManager(KinetoTraces, AgentTraces):
                         if self._kineto_file_check(trace, pt, notes):
                             continue
                         if not (pt.deadline_ms and now > pt.deadline_ms):  # what it waits for (kineto_progress)
-                            self._set_waiting(trace, pt, self._kineto_waiting(trace, pt, now))
+                            self._set_waiting(trace, pt, self._kineto_progress(trace, pt, now).waiting_note())
                     if state == TraceState.PENDING and now - pt.created_ms > self._delivery_timeout_ms:
                         how = (
                             "libkineto polls every ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS, default 5 s"
@@ -268,7 +268,10 @@ class TraceManager(KinetoTraces, AgentTraces):
             discarded = tf.discard_unfinished_kineto_file(Path(pt.view.path))  # a failed write or a refused start
             if discarded:
                 return f"no complete trace file by the deadline{discarded}"
-            return self._kineto_deadline_reason(trace, pt, now) or f"no complete trace file by the deadline{hint}"
+            return (
+                self._kineto_progress(trace, pt, now).deadline_reason()
+                or f"no complete trace file by the deadline{hint}"
+            )
         if pt.resumed and not pt.heard:  # its waiting note, if any, is the record's, from before the restart
             before = f"; before the restart it was waiting: {pt.view.waiting}" if pt.view.waiting else ""
             return f"no complete trace file by the deadline ({RESUMED_TIMEOUT}{before})"
@@ -298,7 +301,7 @@ class TraceManager(KinetoTraces, AgentTraces):
                     if pt.view.state == TraceState.PENDING:
                         why = f"{reason} before picking up the trace"
                     elif kineto_started:  # at once: libkineto polls while it lives (kineto_progress)
-                        why = f"{reason} before the trace finished{self._kineto_exit_detail(trace, pt)}"
+                        why = f"{reason} before the trace finished{self._kineto_progress(trace, pt).exit_detail()}"
                     else:
                         why = f"{reason} mid-trace"  # an agent's: trace_agents.REVIVED_NOTE relies on this text
                     self._set(trace, pt, TraceState.FAILED, why)

@@ -19,7 +19,7 @@ from dyno.client.cluster_trace import _with_waiting
 from dyno.daemon import proto_convert as pc
 from dyno.daemon import trace_journal as tj
 from dyno.daemon.fake_server import FakeDynoServicer, serve
-from dyno.daemon.kineto_progress import kineto_deadline_reason, kineto_waiting_note
+from dyno.daemon.kineto_progress import KinetoProgress
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_table import RESUMED_TIMEOUT
@@ -122,8 +122,8 @@ def test_reasons_that_say_what_it_waited_for_are_not_given_the_note_again() -> N
     """A libkineto process's timeout (and exit) reason tells its progress in words of its own: the waiting note added
     to it doubled the line (1083 characters for 607)."""
     spec = TraceSpec(job_id="J", iterations=3)
-    note = kineto_waiting_note(spec, TraceState.DELIVERED, 1000, 0, 600_000, 599_000)
-    reason = kineto_deadline_reason(spec, TraceState.DELIVERED, 1000, 0, 601_000, 600_000)
+    note = KinetoProgress(spec, TraceState.DELIVERED, 1000, 0, 600_000, 599_000).waiting_note()
+    reason = KinetoProgress(spec, TraceState.DELIVERED, 1000, 0, 601_000, 600_000).deadline_reason()
     assert _with_waiting(reason, note, "timed_out") == reason
     assert _with_waiting("cancelled by request", NOTE, "cancelled") == f"cancelled by request (it was waiting: {NOTE})"
 
