@@ -66,7 +66,7 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     if parser.epilog is None:  # the exit codes, also under dyno-cli's own description of the command
         parser.epilog = EPILOG
     parser.add_argument("paths", nargs="*", metavar="PATH", help="trace file(s) (.json/.json.gz) or folder(s) of ranks")
-    parser.add_argument("--json", action="store_true", help="print the JSON report (schema v1) instead of text")
+    parser.add_argument("--json", action="store_true", help="print the JSON report (schema v2) instead of text")
     parser.add_argument("--html", metavar="FILE", help="also write a standalone HTML report to FILE")
     parser.add_argument(
         "--rules",

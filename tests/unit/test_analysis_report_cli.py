@@ -95,7 +95,7 @@ def test_threshold_arg_syntax_and_rule_selection():
 # ---- renderers ---------------------------------------------------------------------------------------------
 def test_json_report_schema(tmp_path):
     doc = json.loads(render_json(analyze(_trace(tmp_path))))
-    assert doc["schema"] == SCHEMA == "dyno.trace_analysis.report" and doc["version"] == SCHEMA_VERSION == 1
+    assert doc["schema"] == SCHEMA == "dyno.trace_analysis.report" and doc["version"] == SCHEMA_VERSION == 2
     assert set(doc) >= {"sources", "ranks", "findings", "rules", "thresholds", "errors"}
     rank = doc["ranks"][0]
     assert rank["has_gpu"] and rank["steps"]["count"] == 3 and rank["breakdown"]["idle_pct"] > 50

@@ -75,7 +75,7 @@ def test_renderers_on_a_real_trace(reports, tmp_path):
     text = render_text(r)
     assert text.index("rank 0") < text.index("== findings") < text.index("== tables")
     doc = render_json(r)
-    assert '"schema": "dyno.trace_analysis.report"' in doc and '"version": 1' in doc
+    assert '"schema": "dyno.trace_analysis.report"' in doc and '"version": 2' in doc
     html = render_html(r)
     assert html.count("<svg") == 3 and "<script" not in html and "http" not in html.lower().replace("http-equiv", "")
 

@@ -1,4 +1,4 @@
-"""JSON report (schema ``dyno.trace_analysis.report`` version 1, docs/ANALYSIS_REPORT.md)."""
+"""JSON report (schema ``dyno.trace_analysis.report`` version 2, docs/ANALYSIS_REPORT.md)."""
 
 from __future__ import annotations
 

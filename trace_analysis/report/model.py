@@ -1,7 +1,7 @@
 """The report data model: what ``analyze()`` returns and every renderer (text, JSON, HTML) reads.
 
 ``Report.to_dict()`` is the versioned JSON document described in docs/ANALYSIS_REPORT.md
-(``{"schema": "dyno.trace_analysis.report", "version": 1, ...}``).
+(``{"schema": "dyno.trace_analysis.report", "version": 2, ...}``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ..rules.base import Finding, Severity, ThresholdValue
 from ..rules.engine import RuleOutcome
+from .tables import GpuTables
 
 __all__ = [
     "CPU_OP_TIME",
@@ -27,7 +28,7 @@ __all__ = [
 ]
 
 SCHEMA = "dyno.trace_analysis.report"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: HTA's per-rank tables (``tables.GpuTables``); every v1 key kept with its meaning
 
 
 _SHARES = ("idle", "compute", "non_compute", "communication", "memory", "exposed_communication")
@@ -163,6 +164,8 @@ class Timeline:
         return {"device": self.device, "edges_us": list(self.edges_us), "utilization": list(self.utilization)}
 
 
+_TABLE_KEYS = ("idle_time_breakdown", "kernel_type_breakdown", "kernel_launch_stats", "queue_length_summary")
+
 # RankSummary.cpu_ops_share_of when the CPU ops' summed time, not the window, is what their shares are of
 CPU_OP_TIME = "CPU-op time"
 
@@ -185,6 +188,7 @@ class RankSummary:
     # what top_cpu_ops' shares are of: "window", or CPU_OP_TIME when the ops' summed time is longer than the window
     # (threads running ops in parallel); in the JSON only then, as "cpu_ops_share_of"
     cpu_ops_share_of: str = "window"
+    tables: GpuTables | None = None  # HTA's tables; None for a rank without GPU activity (JSON: null each)
 
     @property
     def window_text(self) -> str:
@@ -204,6 +208,7 @@ class RankSummary:
             "top_cpu_ops": [r.to_dict() for r in self.top_cpu_ops],
             "gpu_utilization_timeline": [t.to_dict() for t in self.timelines],
             **({"cpu_ops_share_of": self.cpu_ops_share_of} if self.cpu_ops_share_of != "window" else {}),
+            **(self.tables.to_dict() if self.tables else dict.fromkeys(_TABLE_KEYS)),
         }
 
 

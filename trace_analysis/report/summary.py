@@ -1,18 +1,33 @@
 """Per-rank summary for the report, assembled from the shared analyses: span, GPU temporal breakdown, step
-times, top kernels, top CPU ops (self and total time) and the GPU-utilization timeline."""
+times, top kernels, top CPU ops (self and total time), the GPU-utilization timeline and HTA's tables (idle time
+per stream, kernel types with overlaps, launch statistics, queue length)."""
 
 from __future__ import annotations
 
 from ..analyses.cpu_ops import cpu_op_summary
+from ..analyses.idle_time import idle_time_breakdown
+from ..analyses.kernel_overlap import kernel_type_overlap
 from ..analyses.kernels import kernel_breakdown
+from ..analyses.launch import launch_stats, queue_length
 from ..analyses.overlap import CommCompOverlap, comm_comp_overlap
 from ..analyses.steps import step_timings
 from ..analyses.temporal import TemporalBreakdown, temporal_breakdown
+from ..model import Trace
 from ..rules.context import RuleContext
 from ..rules.gpu_util import utilization_timeline
 from .model import CPU_OP_TIME, Breakdown, DeviceBreakdown, RankSummary, StepStats, TableRow, Timeline
+from .tables import (
+    GpuTables,
+    IdleTable,
+    KernelTypeRow,
+    KernelTypeTable,
+    LaunchTable,
+    QueueRow,
+    StreamIdleRow,
+    describe,
+)
 
-__all__ = ["summarize_rank"]
+__all__ = ["gpu_tables", "summarize_rank"]
 
 TOP_N = 10
 TIMELINE_BINS = 60
@@ -51,12 +66,49 @@ def _devices(tb: TemporalBreakdown, overlap: CommCompOverlap) -> tuple[DeviceBre
     )
 
 
+def gpu_tables(trace: Trace, *, hta_ns_rounding: bool = False) -> GpuTables:
+    """HTA's four tables with HTA's default settings, from the analyses the rules share (cached on the trace).
+    ``hta_ns_rounding`` reproduces HTA's rounding of float timestamps (tests); the report keeps exact times."""
+    it = idle_time_breakdown(trace, hta_ns_rounding=hta_ns_rounding)
+    idle = IdleTable(
+        it.consecutive_kernel_delay_us,
+        tuple(
+            StreamIdleRow(
+                s.device, s.stream, s.host_wait_us, s.kernel_wait_us, s.other_us, s.n_gaps, s.n_host_wait,
+                s.n_kernel_wait,
+            )
+            for s in it.streams
+        ),
+    )  # fmt: skip
+    ko = kernel_type_overlap(trace, hta_ns_rounding=hta_ns_rounding)
+    kinds = KernelTypeTable(ko.total_us, tuple(KernelTypeRow(c.kernel_type, c.us, c.share) for c in ko.categories))
+    ls = launch_stats(trace, hta_ns_rounding=hta_ns_rounding)
+    launch = LaunchTable(
+        launches=ls.n_launches,
+        runtime_cutoff_us=ls.runtime_cutoff_us,
+        launch_delay_cutoff_us=ls.launch_delay_cutoff_us,
+        short_kernels=int(ls.short_kernels.sum()),
+        runtime_outliers=int(ls.runtime_outliers.sum()),
+        delay_outliers=int(ls.delay_outliers.sum()),
+        cpu_duration_us=describe(ls.cpu_duration),
+        gpu_duration_us=describe(ls.gpu_duration),
+        launch_delay_us=describe(ls.launch_delay),
+    )
+    ql = queue_length(trace, hta_ns_rounding=hta_ns_rounding)
+    queue = tuple(
+        QueueRow(d, s, describe(ql.length[(ql.device == d) & (ql.stream == s)]))
+        for d, s in sorted(ql.max_by_device_stream)
+    )
+    return GpuTables(idle, kinds, launch, queue)
+
+
 def summarize_rank(ctx: RuleContext) -> RankSummary:
     trace = ctx.trace
     lo, hi = ctx.span
     breakdown = None
     top_kernels: tuple[TableRow, ...] = ()
     timelines: tuple[Timeline, ...] = ()
+    tables = None
     if ctx.has_gpu:
         # dyno's definition: cuda_sync rows are the host waiting, not GPU work (HTA counts them; see docs)
         tb = temporal_breakdown(trace, sync_is_busy=False)
@@ -81,6 +133,7 @@ def summarize_rank(ctx: RuleContext) -> RankSummary:
             Timeline(dev, tuple(edges.tolist()), tuple(util.tolist()))
             for dev, (edges, util) in utilization_timeline(ctx, TIMELINE_BINS).items()
         )
+        tables = gpu_tables(trace)
     window = ctx.window_us
     ops = cpu_op_summary(trace, top_n=TOP_N)
     # shares of the window, or of the CPU ops' own time when that is longer: ops run on several threads at once
@@ -113,4 +166,5 @@ def summarize_rank(ctx: RuleContext) -> RankSummary:
         top_cpu_ops=top_ops,
         cpu_ops_share_of=CPU_OP_TIME if basis > window else "window",
         timelines=timelines,
+        tables=tables,
     )
