@@ -96,3 +96,15 @@ def test_shares_are_of_the_steps_window(reports, name):
     if name == "trace_filter":
         for f in r.findings_of("exposed-comm"):
             assert f.severity is Severity.HIGH and 0.2 <= f.evidence.share <= 1.0
+
+
+def test_exposed_comm_counts_the_nccl_kernels_low_gpu_util_counts(reports):
+    # negative_queue: 5 NCCL kernels (25.0 ms in the steps) were launched before the trace's CPU events begin (no
+    # runtime row); low-gpu-util counts them as GPU time, so exposed-comm counts them too: 75 kernels, 164.4 ms of
+    # communication, 162.0 ms (15.1% of the steps) not under compute
+    r = reports("negative_queue_length_values_check")
+    (f,) = r.findings_of("exposed-comm")
+    assert f.evidence.counts["kernels"] == 75
+    assert f.evidence.counts["comm_us"] == pytest.approx(164407.0)
+    assert f.evidence.time_lost_us == pytest.approx(162033.0)
+    assert "15.1% of the 5 profiler steps" in f.title

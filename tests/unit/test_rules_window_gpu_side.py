@@ -112,3 +112,17 @@ def test_exposed_comm_counts_the_window_and_its_last_step(tmp_path):
     assert f.evidence.share == pytest.approx(0.25)
     assert f.evidence.counts["kernels"] == 1
     assert "25.0% of the 2 profiler steps" in f.title
+
+
+def test_exposed_comm_counts_kernels_without_a_launch_call(tmp_path):
+    # NCCL kernels launched before the profiler's CPU events begin have no runtime row in the trace; they run in
+    # the window all the same, and low-gpu-util counts them as GPU time: exposed-comm must too
+    b = _steps()
+    b.launch(NCCL, T0 + 1100.0, T0 + 1100.0, 300.0, stream=20)
+    b.gpu("kernel", NCCL, T0 + 1500.0, 200.0, corr=999_999, stream=21)  # its launch is not in the trace
+    (f,) = _one(b, tmp_path, "exposed-comm")
+    assert f.evidence.time_lost_us == pytest.approx(500.0)
+    assert f.evidence.counts["kernels"] == 2
+    (util,) = analyze(b.write(tmp_path / "u.json"), rules=["low-gpu-util"]).findings_of("low-gpu-util")
+    busy = 1000.0 + 300.0 + 200.0  # the same kernels as busy GPU time
+    assert util.evidence.counts["idle_us"] == pytest.approx(2000.0 - busy)

@@ -8,11 +8,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..analyses.arrays import distinct, flatnonzero, member
-from ..analyses.gpu import KernelType, device_groups, gpu_scope, kernel_types, scope_kernel_types
+from ..analyses.gpu import KernelType, device_groups, kernel_types
 from ..analyses.intervals import intersection_length, union_length
 from ..model import Events
 from ..units import fmt_us
-from ._common import NO_GPU, BaseRule, GpuRule, clip, gpu_share_of, gpu_window, whole_window_scope
+from ._common import NO_GPU, BaseRule, GpuRule, clip, gpu_share_of, gpu_window
 from .base import Example, Finding, Severity, Share, Skip, ThresholdValue
 from .context import RuleContext
 
@@ -77,20 +77,21 @@ class ExposedComm(GpuRule):
         return None
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
-        # HTA's comm/comp overlap (analyses.overlap) over the GPU rows inside the window it divides by: the
-        # profiler steps (last one included), else the GPU span; a kernel crossing an edge counts its part inside
+        # HTA's comm/comp overlap over the GPU rows inside the window it divides by: the profiler steps, else the
+        # GPU span; a kernel crossing an edge counts its part inside. Every GPU row in the window counts, as for
+        # low-gpu-util: also those with no launching runtime call in the trace (kernels launched before the
+        # profiler's CPU events begin), which HTA's launch-correlated scope leaves out
         lo, hi, of = gpu_window(ctx)
         if hi <= lo:
             return []
-        last = whole_window_scope(ctx)
-        scope = gpu_scope(ctx.trace, last)  # both cached on the trace
-        kt = scope_kernel_types(ctx.trace, last)
-        ts, end = clip(scope.ts, scope.end, lo, hi)
+        rows = ctx.gpu_activity
+        kt = kernel_types(ctx.trace, rows)
+        ts, end = clip(rows.ts, rows.end, lo, hi)
         comm = (kt == KernelType.COMMUNICATION.value) & (end > ts)
         comp = kt == KernelType.COMPUTATION.value
         # per device (a kernel on one GPU hides nothing of another's communication), then their mean, as the
         # temporal breakdown's figures
-        groups = device_groups(scope.device)
+        groups = device_groups(ctx.gpu_device_of(rows))
         comm_t = overlap = 0.0
         per_device: dict[str, float] = {}
         for d, sel in groups:
@@ -121,7 +122,7 @@ class ExposedComm(GpuRule):
                 share=share,
                 share_of=gpu_share_of(ctx),
                 counts={"comm_us": comm_t, "overlap_share": overlap / comm_t, "kernels": idx.size, **per_device},
-                examples=ctx.longest_examples(scope.rows, idx, where="stream"),
+                examples=ctx.longest_examples(rows, idx, where="stream"),
             )
         ]
 
