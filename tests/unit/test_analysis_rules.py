@@ -326,7 +326,7 @@ def test_every_catalogue_rule_is_registered():
         "low-gpu-util", "gpu-starvation", "host-bound", "launch-overhead", "short-kernels", "slow-runtime-calls",
         "launch-queue", "sync-calls", "pageable-memcpy", "sync-memcpy", "sync-memset", "dataloader",
         "exposed-comm", "no-tensor-cores", "unaligned-gemm", "memory-pressure", "data-parallel", "optimizer",
-        "cpu-init-copy", "straggler",
+        "cpu-init-copy", "tiny-ops", "straggler",
     ]  # fmt: skip
     for r in ALL_RULES:
         assert r.fix and r.title and isinstance(dict(r.thresholds), dict)

@@ -16,7 +16,7 @@ from dyno.trace_analysis.analyses.arrays import INT16_MAX, flatnonzero
 from dyno.trace_analysis.analyses.kernels import group_rows_by_name
 from dyno.trace_analysis.model import Cat, Events, Trace
 
-__all__ = ["OpStat", "CpuOpSummary", "cpu_op_summary", "self_times", "parents"]
+__all__ = ["OpStat", "CpuOpSummary", "cpu_op_summary", "op_parents", "self_times", "parents"]
 
 
 @dataclass(frozen=True)
@@ -119,9 +119,23 @@ def _equal_runs(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first[run], np.concatenate((first[1:], [m]))[run]  # np.append(first[1:], m)
 
 
-def self_times(ev: Events) -> tuple[np.ndarray, np.ndarray]:
-    """(self time per row, parent row per row)."""
-    par = parents(ev)
+def op_parents(trace: Trace) -> np.ndarray:
+    """``parents`` of the CPU ops (``trace.events_of(Cat.CPU_OP)``), cached and read-only: the op summary and the
+    rules that look at top-level ops (the ones Python called) ask."""
+
+    def compute() -> np.ndarray:
+        par = parents(trace.events_of(Cat.CPU_OP))
+        par.setflags(write=False)
+        return par
+
+    got: np.ndarray = trace.cached("cpu_op_parents", compute)
+    return got
+
+
+def self_times(ev: Events, par: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(self time per row, parent row per row); ``par``: ``parents(ev)`` when already known."""
+    if par is None:
+        par = parents(ev)
     child_sum = np.bincount(par[par >= 0], weights=ev.dur[par >= 0], minlength=len(ev))
     return np.maximum(ev.dur - child_sum, 0.0), par
 
@@ -175,7 +189,7 @@ class _OpGroups:
         ev = trace.events_of(Cat.CPU_OP)
         if not len(ev):
             return None
-        self_us, par = self_times(ev)
+        self_us, par = self_times(ev, op_parents(trace))
         # A call nested directly in a call of the same name is a dispatcher redispatch (aten::mean in aten::mean)
         # and part of that call, as torch's key_averages merges it: counted again, it doubled the op's calls and
         # inclusive time. Its self time stays the op's (the two self times add up to the merged call's).

@@ -53,8 +53,12 @@ def describe(values: np.ndarray) -> Distribution:
     n = len(values)
     if not n:
         return Distribution(0, None, None, None, None, None, None, None)
-    a = np.asarray(values, dtype=np.float64)
-    q = np.percentile(a, (0, 25, 50, 75, 100)).tolist()
+    a = np.sort(np.asarray(values, dtype=np.float64))
+    # np.percentile's (and pandas') linear interpolation, written out: np.percentile imports numpy.ma (~8 ms)
+    h = (n - 1) * np.array((0.0, 0.25, 0.5, 0.75, 1.0))
+    lo = np.floor(h).astype(np.intp)
+    hi = np.minimum(lo + 1, n - 1)
+    q = (a[lo] + (h - lo) * (a[hi] - a[lo])).tolist()
     std = float(a.std(ddof=1)) if n > 1 else None
     return Distribution(n, float(a.mean()), std if std is None or math.isfinite(std) else None, *q)
 

@@ -17,6 +17,7 @@ from .gpu_work import ExposedComm, MemoryPressure, NoTensorCores, UnalignedGemm
 from .host_bound import HostBound, LaunchOverhead
 from .host_ops import CpuInitCopy, DataLoaderRule, DataParallelRule, OptimizerRule
 from .launch import LaunchQueue, ShortKernels, SlowRuntimeCalls
+from .op_overhead import TinyOps
 from .straggler import Straggler
 from .sync import PageableMemcpy, SyncCalls, SyncMemcpy, SyncMemset
 from .thresholds import ThresholdError, resolve_thresholds
@@ -55,6 +56,7 @@ ALL_RULES: tuple[Rule | CrossRankRule, ...] = (
     DataParallelRule(),
     OptimizerRule(),
     CpuInitCopy(),
+    TinyOps(),
     Straggler(),
 )
 
