@@ -10,7 +10,7 @@ from html import escape
 
 from ..units import clip_name, fmt_count, fmt_ts, fmt_us
 from .model import Breakdown, DeviceBreakdown, RankSummary, Report, TableRow
-from .phrases import cost_text, example_at, overlap_note
+from .phrases import cost_text, example_at, host_time_text, overlap_note
 
 __all__ = ["render_html"]
 
@@ -225,6 +225,9 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
             f"<td class=n>{f'{100 * b.share(b.compute_us):.1f}%' if b else '-'}</td></tr>"
         )
     out.append("</table>")
+    for r in ranks:  # CPU-only: the op table covers the ops only, so say where the rest of the window went
+        if r.host_time and not r.breakdown:
+            out.append(f"<p class=muted>rank {r.rank}: {escape(host_time_text(r.host_time))}.</p>")
     for e in report.errors:
         out.append(f"<p class=muted>skipped {escape(e.path)}: {escape(e.reason)}</p>")
     out += ["<h2>GPU time breakdown</h2>", _bar_breakdown(ranks)]

@@ -19,6 +19,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Breakdown",
     "DeviceBreakdown",
+    "HostTime",
     "LoadProblem",
     "RankSummary",
     "Report",
@@ -129,6 +130,31 @@ class StepStats:
 
 
 @dataclass(frozen=True)
+class HostTime:
+    """Where the host's time in the window went (``analyses.host_time``), µs: in CPU ops (any thread), in other
+    traced host regions outside ops (annotations, Python frames, runtime calls), and in nothing traced."""
+
+    window_us: float
+    ops_us: float
+    other_traced_us: float
+    untraced_us: float
+
+    def share(self, v: float) -> float:
+        return v / self.window_us if self.window_us > 0 else 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        d = {
+            "window_us": self.window_us,
+            "ops_us": self.ops_us,
+            "other_traced_us": self.other_traced_us,
+            "untraced_us": self.untraced_us,
+        }
+        for k in ("ops", "other_traced", "untraced"):
+            d[f"{k}_pct"] = 100.0 * self.share(d[f"{k}_us"])
+        return d
+
+
+@dataclass(frozen=True)
 class TableRow:
     """One row of a top table. ``share``: of all GPU work time (kernels) or of the window (CPU ops)."""
 
@@ -189,6 +215,7 @@ class RankSummary:
     # (threads running ops in parallel); in the JSON only then, as "cpu_ops_share_of"
     cpu_ops_share_of: str = "window"
     tables: GpuTables | None = None  # HTA's tables; None for a rank without GPU activity (JSON: null each)
+    host_time: HostTime | None = None
 
     @property
     def window_text(self) -> str:
@@ -209,6 +236,7 @@ class RankSummary:
             "gpu_utilization_timeline": [t.to_dict() for t in self.timelines],
             **({"cpu_ops_share_of": self.cpu_ops_share_of} if self.cpu_ops_share_of != "window" else {}),
             **(self.tables.to_dict() if self.tables else dict.fromkeys(_TABLE_KEYS)),
+            "host_time": self.host_time.to_dict() if self.host_time else None,
         }
 
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..rules.base import Evidence, Example, Finding
+from ..rules.base import Evidence, Example, Finding, count_of
 from ..units import fmt_ts, fmt_us
+from .model import HostTime, StepStats
 
-__all__ = ["cost_text", "example_at", "fmt_offset", "overlap_note"]
+__all__ = ["cost_text", "example_at", "fmt_offset", "host_time_text", "overlap_note", "steps_text"]
 
 # rules whose time lost is GPU idle time: on one rank they count the same idle (alexnet: 12.86 s, 12.85 s and
 # 12.73 s, three views of one 12.9 s idle GPU span). exposed-comm's is not idle: communication kernels run (GPU
-# busy), so it is disjoint from the device-idle rules' (negative_queue: 692.8 ms idle + 137.4 ms exposed, which do
+# busy), so it is disjoint from the device-idle rules' (negative_queue: 692.8 ms idle + 162.0 ms exposed, which do
 # add up) and overlaps only host-bound's, whose compute stream idles while the communication runs.
 _GPU_IDLE_RULES = ("low-gpu-util", "host-bound", "gpu-starvation", "exposed-comm", "sync-calls")
 _COMM_RULE, _COMPUTE_STREAM_RULE = "exposed-comm", "host-bound"
@@ -72,3 +73,22 @@ def cost_text(e: Evidence) -> str:
     if e.no_time_lost_reason:
         return f"no time lost ({e.no_time_lost_reason})"
     return "time lost not measurable"
+
+
+def steps_text(s: StepStats) -> str:
+    """Where the steps come from, with the markers counted as the findings count them: "5 steps from profiler
+    step markers"; "4 steps between 5 optimizer.step calls" (a step runs from one call's end to the next's)."""
+    if s.source == "optimizer":
+        return f"{count_of(s.count, 'step')} between {count_of(s.count + 1, 'optimizer.step call')}"
+    return f"{count_of(s.count, 'step')} from {s.source.replace('_', ' ')} markers"
+
+
+def host_time_text(h: HostTime) -> str:
+    """Where the window's host time went: "host time in the window (273.0 ms): CPU ops 72.3%, other traced
+    regions 2.0%, nothing traced 25.7% (...)"."""
+    return (
+        f"host time in the window ({fmt_us(h.window_us)}): CPU ops {100 * h.share(h.ops_us):.1f}% (any thread), "
+        f"other traced regions {100 * h.share(h.other_traced_us):.1f}% (annotations, Python frames, runtime calls "
+        f"outside ops), nothing traced {100 * h.share(h.untraced_us):.1f}% (Python between ops, sleeps, I/O, "
+        "waits: the profiler records none of them)"
+    )

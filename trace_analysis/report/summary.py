@@ -5,6 +5,7 @@ per stream, kernel types with overlaps, launch statistics, queue length)."""
 from __future__ import annotations
 
 from ..analyses.cpu_ops import cpu_op_summary
+from ..analyses.host_time import host_time
 from ..analyses.idle_time import idle_time_breakdown
 from ..analyses.kernel_overlap import kernel_type_overlap
 from ..analyses.kernels import kernel_breakdown
@@ -15,7 +16,7 @@ from ..analyses.temporal import TemporalBreakdown, temporal_breakdown
 from ..model import Trace
 from ..rules.context import RuleContext
 from ..rules.gpu_util import utilization_timeline
-from .model import CPU_OP_TIME, Breakdown, DeviceBreakdown, RankSummary, StepStats, TableRow, Timeline
+from .model import CPU_OP_TIME, Breakdown, DeviceBreakdown, HostTime, RankSummary, StepStats, TableRow, Timeline
 from .tables import (
     GpuTables,
     IdleTable,
@@ -135,6 +136,7 @@ def summarize_rank(ctx: RuleContext) -> RankSummary:
         )
         tables = gpu_tables(trace)
     window = ctx.window_us
+    ht = host_time(trace, *ctx.window)
     ops = cpu_op_summary(trace, top_n=TOP_N)
     # shares of the window, or of the CPU ops' own time when that is longer: ops run on several threads at once
     # (a trace of every thread) or outside the step window add up to more than the window, and an op's self time
@@ -167,4 +169,5 @@ def summarize_rank(ctx: RuleContext) -> RankSummary:
         cpu_ops_share_of=CPU_OP_TIME if basis > window else "window",
         timelines=timelines,
         tables=tables,
+        host_time=HostTime(ht.window_us, ht.ops_us, ht.other_us, ht.untraced_us),
     )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import textwrap
 
-from ..rules.base import Finding, count_of
+from ..rules.base import Finding
 from ..units import clip_name, fmt_us
 from .model import Breakdown, RankSummary, Report, TableRow
-from .phrases import cost_text, example_at, overlap_note
+from .phrases import cost_text, example_at, host_time_text, overlap_note, steps_text
 
 __all__ = ["render_text", "fmt_us"]
 
@@ -37,7 +37,7 @@ def _summary(r: RankSummary) -> list[str]:
         s = r.steps
         lines.append(
             f"  step time: mean {fmt_us(s.mean_us)}  median {fmt_us(s.median_us)}  min {fmt_us(s.min_us)}  "
-            f"max {fmt_us(s.max_us)}  ({count_of(s.count, 'step')} from {s.source.replace('_', ' ')} markers)"
+            f"max {fmt_us(s.max_us)}  ({steps_text(s)})"
         )
     if r.breakdown:
         b = r.breakdown
@@ -55,6 +55,8 @@ def _summary(r: RankSummary) -> list[str]:
             )
     else:
         lines.append("  CPU-only trace (no GPU activity): GPU rules not applicable")
+        if r.host_time:  # the op table covers the ops only: say where the rest of the window went
+            lines += _wrap(f"  {host_time_text(r.host_time)}", " " * 4, WIDTH)
     return lines
 
 

@@ -137,11 +137,13 @@ class OptimizerRule(BaseRule):
                 rows = steps[single] if single.any() else py_single
                 lost = union_length(ops.ts[rows], ops.end[rows])
                 name = ctx.name_of(ops, int(rows[0])).split("#")[-1]
+                # counted as calls, as the summary counts its steps between them ("4 steps between 5 calls")
+                calls = count_of(int(single.sum()) or rows.shape[0], "optimizer.step call")
                 out.append(
                     self.finding(
                         ctx,
                         f"single-tensor optimizer ({name}): {int(n_pt[single].sum()) if single.any() else 0} "
-                        f"per-parameter update ops over {count_of(int(single.sum()) or rows.shape[0], 'step')}, "
+                        f"per-parameter update ops in {calls}, "
                         "no foreach/fused kernels",
                         time_lost_us=lost,
                         counts={"optimizer_steps": int(single.sum()), "per_tensor_ops": int(n_pt[single].sum())},
