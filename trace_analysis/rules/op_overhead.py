@@ -41,7 +41,7 @@ class TinyOps(BaseRule):
         "with CUDA graphs (torch.compile(mode='reduce-overhead') or torch.cuda.graphs)."
     )
     basis_cpu = "host time of the tiny ops and the Python between them (at most what vectorizing saves)"
-    basis_gpu = "the compute stream's wait for the host while the tiny-op loop runs (host_wait idle, at most the loop)"
+    basis_gpu = "the compute stream's wait for the host in the window (host_wait idle), at most the loop's time"
 
     def run(self, ctx: RuleContext, thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
         trace = ctx.trace
