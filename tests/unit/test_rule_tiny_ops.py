@@ -39,14 +39,15 @@ def _torch_trace(path: Path, loop: bool) -> Path:
 
 
 def test_real_torch_loop_of_tiny_ops_is_named(tmp_path: Path) -> None:
-    report = analyze(_torch_trace(tmp_path / "loop.json", loop=True))
+    # the op count is the trace's; an op's duration and the loop's share depend on the machine's load (tests
+    # assert no timing): those two thresholds are opened, the count threshold stays the default
+    loose = {"tiny-ops.max_op_us": 100_000.0, "tiny-ops.min_share": 0.0}
+    report = analyze(_torch_trace(tmp_path / "loop.json", loop=True), thresholds=loose)
     (f,) = report.findings_of("tiny-ops")
     c = f.evidence.counts
-    assert 1195 <= c["tiny_ops_per_step"] <= 1205  # 600 x (mul, add), + the sum
+    assert c["tiny_ops_per_step"] == 1201  # 600 x (mul, add) + the sum; their nested ops are not counted
     assert f.evidence.time_lost_us == pytest.approx(c["ops_us"] + c["python_between_us"])
-    assert f.evidence.share is not None and f.evidence.share >= 0.2 and f.severity is Severity.HIGH
-    # an op slower than max_op_us (a busy machine) drops out of the count: "×599" or "×600"
-    assert "aten::mul ×" in f.title and "aten::add ×" in f.title
+    assert "aten::mul ×600" in f.title and "aten::add ×600" in f.title and "aten::sum ×1" in f.title
     assert "tiny CPU ops per step" in f.title
     assert "torch.compile" in f.fix and "vectorize" in f.fix and "CUDA graphs" in f.fix
     assert f.evidence.time_lost_basis == TinyOps.basis_cpu
@@ -54,7 +55,8 @@ def test_real_torch_loop_of_tiny_ops_is_named(tmp_path: Path) -> None:
 
 
 def test_real_torch_vectorized_step_is_clean(tmp_path: Path) -> None:
-    report = analyze(_torch_trace(tmp_path / "vec.json", loop=False))
+    loose = {"tiny-ops.max_op_us": 100_000.0, "tiny-ops.min_share": 0.0}  # clean by its op count alone
+    report = analyze(_torch_trace(tmp_path / "vec.json", loop=False), thresholds=loose)
     assert report.findings_of("tiny-ops") == []
     assert any(o.rule_id == "tiny-ops" and o.status == "clean" for o in report.rules)
 
