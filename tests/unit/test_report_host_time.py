@@ -81,6 +81,7 @@ def test_real_cpu_run_steps_and_untraced_time(tmp_path: Path) -> None:
     report = analyze(_optimizer_trace(tmp_path / "opt.json"))
     rank = report.ranks[0]
     assert rank.steps is not None and rank.steps.source == "optimizer" and rank.steps.count == 4
+    assert rank.steps.markers == 5  # profiled by hand around the loop: the time before the first call is no step
     text = render_text(report)
     assert "(4 steps between 5 optimizer.step calls)" in text
     (f,) = report.findings_of("optimizer")
@@ -90,3 +91,43 @@ def test_real_cpu_run_steps_and_untraced_time(tmp_path: Path) -> None:
     # at least 4 x 6 ms of spinning and sleeping between the first and the last op: nothing traced
     assert h.untraced_us >= 4 * 6000.0 and h.ops_us > 0
     assert h.ops_us + h.other_traced_us + h.untraced_us == pytest.approx(h.window_us)
+
+
+def _iteration_trace(path: Path, iterations: int) -> Path:
+    """A real iteration trace as the agent records ``--iterations N``: its StepCounter hook starts torch.profiler
+    in one optimizer step's post-hook and stops it in the N-th next one's."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    from dyno.client.agent_spec import TraceSpec
+    from dyno.client.agent_steps import IterationPlan, StepCounter
+
+    counter = StepCounter()
+    counter.install()
+    plan = IterationPlan(
+        TraceSpec("t", path, iterations=iterations), lambda: profile(activities=[ProfilerActivity.CPU])
+    )
+    counter.set_plan(plan)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, foreach=False)
+    x, y = torch.randn(8, 32), torch.randn(8, 4)
+    for _ in range(iterations + 3):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert plan.completed
+    plan.profiler.export_chrome_trace(str(path))
+    return path
+
+
+def test_iteration_trace_counts_its_iterations(tmp_path: Path) -> None:
+    # the trace holds 5 whole iterations, the first from the profiler's start (inside a step's post-hook) to the
+    # first recorded optimizer.step's end: 5 steps, as the optimizer finding's 5 calls
+    report = analyze(_iteration_trace(tmp_path / "iter.json", 5))
+    rank = report.ranks[0]
+    assert rank.steps is not None and (rank.steps.count, rank.steps.markers) == (5, 5)
+    assert "(5 steps ending at 5 optimizer.step calls: an iteration trace)" in render_text(report, width=0)
+    (f,) = report.findings_of("optimizer")
+    assert "in 5 optimizer.step calls" in f.title
+    assert json.loads(render_json(report))["ranks"][0]["steps"]["markers"] == 5

@@ -2,7 +2,12 @@
 
 Steps come from the CPU-side ``ProfilerStep#N`` annotations. Without them, optimizer calls
 (``Optimizer.step#...``) delimit steps: step k runs from the end of optimizer call k-1 to the end of call k.
-Without either, there are no steps (``source == "none"``) and callers treat the whole trace as one window.
+An iteration trace (dyno's ``--iterations N``, Kineto's on-demand iteration tracing) starts and stops the profiler
+in optimizer step hooks, inside a call: its last ``Optimizer.step`` ends at or after the profiler's own span
+(``PyTorch Profiler (0)``), and its first step runs from the profiler's start to the first call's end, so the N
+calls delimit N steps, not N - 1. A profiler started by hand at any point gets no such first step (it would be a
+part of one). Without either marker, there are no steps (``source == "none"``) and callers treat the whole trace as
+one window.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class StepStats:
     std_us: float
     min_us: float
     max_us: float
+    markers: int = 0  # the ProfilerStep annotations or optimizer calls the steps come from
 
     @property
     def cv(self) -> float:
@@ -78,11 +84,12 @@ def spread(values: np.ndarray) -> tuple[float, float, float, float, float]:
     )
 
 
-def _windows(trace: Trace) -> tuple[str, np.ndarray, np.ndarray, list[int]]:
+def _windows(trace: Trace) -> tuple[str, np.ndarray, np.ndarray, list[int], int]:
+    """(source, step starts, step ends, step numbers, markers)."""
     steps = profiler_steps(trace)
     if len(steps):
         numbers = [step_number(trace.strings[i]) or k for k, i in enumerate(steps.name)]
-        return "profiler_step", steps.ts, steps.end, numbers
+        return "profiler_step", steps.ts, steps.end, numbers, len(steps)
     # host-side rows (the same rows as masking every event by these categories, from the cached sub-table whose
     # names exclude the long kernel templates)
     ev = trace.events_of(Cat.USER_ANNOTATION, Cat.CPU_OP, Cat.PYTHON_FUNCTION)
@@ -92,9 +99,15 @@ def _windows(trace: Trace) -> tuple[str, np.ndarray, np.ndarray, list[int]]:
         ends = opt.end
         keep = np.ones(len(opt), dtype=bool)
         keep[1:] = opt.ts[1:] >= np.maximum.accumulate(ends)[:-1]
+        first_call = float(opt.ts[keep][0])
         ends = ends[keep]
-        return "optimizer", ends[:-1], ends[1:], list(range(1, len(ends)))
-    return "none", np.empty(0), np.empty(0), []
+        prof = trace.events_of(Cat.TRACE)  # the profiler's own span
+        if len(prof) == 1 and float(prof.ts[0]) < first_call and float(ends[-1]) >= float(prof.end[0]):
+            # stopped inside the last call (an optimizer step hook), so started inside one too: an iteration trace
+            starts = np.concatenate(([float(prof.ts[0])], ends[:-1]))
+            return "optimizer", starts, ends, list(range(1, len(ends) + 1)), len(ends)
+        return "optimizer", ends[:-1], ends[1:], list(range(1, len(ends))), len(ends)
+    return "none", np.empty(0), np.empty(0), [], 0
 
 
 def step_timings(trace: Trace) -> StepStats:
@@ -103,7 +116,7 @@ def step_timings(trace: Trace) -> StepStats:
 
 
 def _step_timings(trace: Trace) -> StepStats:
-    source, starts, ends, numbers = _windows(trace)
+    source, starts, ends, numbers, markers = _windows(trace)
     busy = np.zeros(len(starts))
     # all GPU work (no last-step window: every step gets its GPU time); same cached table as gpu_scope uses
     gpu = trace.events_of(*GPU_ROW_CATS)
@@ -123,4 +136,4 @@ def _step_timings(trace: Trace) -> StepStats:
         Step(int(n), float(s), float(e - s), float(b)) for n, s, e, b in zip(numbers, starts, ends, busy, strict=True)
     )
     mean, median, std, lo, hi = spread(ends - starts)
-    return StepStats(trace.rank, source, steps, mean, median, std, lo, hi)
+    return StepStats(trace.rank, source, steps, mean, median, std, lo, hi, markers)

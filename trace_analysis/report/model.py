@@ -115,11 +115,13 @@ class StepStats:
     max_us: float
     durations_us: tuple[float, ...]
     std_us: float = 0.0
+    markers: int = 0  # the ProfilerStep annotations / optimizer.step calls the steps come from
 
     def to_dict(self) -> dict[str, object]:
         return {
             "source": self.source,
             "count": self.count,
+            "markers": self.markers,
             "std_us": self.std_us,
             "mean_us": self.mean_us,
             "median_us": self.median_us,

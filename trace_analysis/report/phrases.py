@@ -77,9 +77,14 @@ def cost_text(e: Evidence) -> str:
 
 def steps_text(s: StepStats) -> str:
     """Where the steps come from, with the markers counted as the findings count them: "5 steps from profiler
-    step markers"; "4 steps between 5 optimizer.step calls" (a step runs from one call's end to the next's)."""
+    step markers"; "4 steps between 5 optimizer.step calls" (a step runs from one call's end to the next's); an
+    iteration trace, whose first step runs from the profiler's start: "5 steps ending at 5 optimizer.step
+    calls: an iteration trace"."""
     if s.source == "optimizer":
-        return f"{count_of(s.count, 'step')} between {count_of(s.count + 1, 'optimizer.step call')}"
+        calls = count_of(s.markers, "optimizer.step call")
+        if s.count == s.markers:
+            return f"{count_of(s.count, 'step')} ending at {calls}: an iteration trace"
+        return f"{count_of(s.count, 'step')} between {calls}"
     return f"{count_of(s.count, 'step')} from {s.source.replace('_', ' ')} markers"
 
 

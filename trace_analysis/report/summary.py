@@ -47,6 +47,7 @@ def _steps(ctx: RuleContext) -> StepStats | None:
         max_us=st.max_us,
         durations_us=tuple(float(s.dur_us) for s in st.steps),
         std_us=st.std_us,
+        markers=st.markers,
     )
 
 

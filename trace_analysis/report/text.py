@@ -31,13 +31,15 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def _summary(r: RankSummary) -> list[str]:
+def _summary(r: RankSummary, width: int) -> list[str]:
     lines = [f"rank {r.rank}  {r.source}", f"  events {r.events:,}  span {fmt_us(r.span_us)}  window {r.window_text}"]
     if r.steps:
         s = r.steps
-        lines.append(
+        lines += _wrap(
             f"  step time: mean {fmt_us(s.mean_us)}  median {fmt_us(s.median_us)}  min {fmt_us(s.min_us)}  "
-            f"max {fmt_us(s.max_us)}  ({steps_text(s)})"
+            f"max {fmt_us(s.max_us)}  ({steps_text(s)})",
+            " " * 4,
+            width,
         )
     if r.breakdown:
         b = r.breakdown
@@ -56,7 +58,7 @@ def _summary(r: RankSummary) -> list[str]:
     else:
         lines.append("  CPU-only trace (no GPU activity): GPU rules not applicable")
         if r.host_time:  # the op table covers the ops only: say where the rest of the window went
-            lines += _wrap(f"  {host_time_text(r.host_time)}", " " * 4, WIDTH)
+            lines += _wrap(f"  {host_time_text(r.host_time)}", " " * 4, width)
     return lines
 
 
@@ -123,7 +125,7 @@ def render_text(report: Report, *, show_clean: bool = False, width: int = WIDTH)
     """The terminal report; long lines (titles, fixes, rule lists) wrapped at ``width`` (0: not wrapped)."""
     out = ["== dyno trace analysis ==", ""]
     for r in report.ranks:
-        out += _summary(r)
+        out += _summary(r, width)
     for e in report.errors:
         out.append(f"skipped {e.path}: {e.reason}")  # a load error, or a file left out (cycles.py)
     out += ["", f"== findings ({len(report.findings)}), by severity, then time lost =="]
