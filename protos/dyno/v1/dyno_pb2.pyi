@@ -158,22 +158,28 @@ class Sample(_message.Message):
     def __init__(self, timestamp_ms: _Optional[int] = ..., metrics: _Optional[_Iterable[_Union[Metric, _Mapping]]] = ...) -> None: ...
 
 class GetMetricsRequest(_message.Message):
-    __slots__ = ("names", "since_ms", "limit")
+    __slots__ = ("names", "since_ms", "limit", "page_token", "whole_history")
     NAMES_FIELD_NUMBER: _ClassVar[int]
     SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    WHOLE_HISTORY_FIELD_NUMBER: _ClassVar[int]
     names: _containers.RepeatedScalarFieldContainer[str]
     since_ms: int
     limit: int
-    def __init__(self, names: _Optional[_Iterable[str]] = ..., since_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+    page_token: str
+    whole_history: bool
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., since_ms: _Optional[int] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., whole_history: _Optional[bool] = ...) -> None: ...
 
 class GetMetricsResponse(_message.Message):
-    __slots__ = ("samples", "hostname")
+    __slots__ = ("samples", "hostname", "next_page_token")
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     samples: _containers.RepeatedCompositeFieldContainer[Sample]
     hostname: str
-    def __init__(self, samples: _Optional[_Iterable[_Union[Sample, _Mapping]]] = ..., hostname: _Optional[str] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, samples: _Optional[_Iterable[_Union[Sample, _Mapping]]] = ..., hostname: _Optional[str] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class StreamMetricsRequest(_message.Message):
     __slots__ = ("names",)

@@ -101,14 +101,18 @@ class DynoServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetMetrics(self, request, context):
-        """Recent samples from the daemon's history ring, oldest first.
+        """Samples from the daemon's history ring, oldest first. An empty request answers the newest sample only; a range
+        (since_ms, limit or whole_history) is answered in pages: each answer is at most 4,128,768 bytes (4 MiB less
+        64 KiB: a stock client's default receive limit is 4 MiB) and carries next_page_token while more is left. A
+        sample too big for one page on its own is split over consecutive pages (each part with its timestamp_ms).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def StreamMetrics(self, request, context):
-        """One Sample per sampling tick, as it is taken, until the client cancels.
+        """One Sample per sampling tick, as it is taken, until the client cancels. A sample bigger than a page of
+        GetMetrics is sent as several messages with the same timestamp_ms, so each message fits 4 MiB.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
