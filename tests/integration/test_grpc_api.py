@@ -81,7 +81,7 @@ def test_dyno_cli_json_gathers_the_pages(big_dynod: Dynod) -> None:
     proc = run_cli("metrics", "--hosts", big_dynod.target, "--json", "--limit", "0", "--names", "gpu_power_watts")
     assert proc.returncode == 0, proc.stderr
     samples = json.loads(proc.stdout)["samples"]
-    assert len(samples) > 10
+    assert len(samples) > 10 and all(isinstance(s["timestamp_ms"], int) for s in samples)
     full = run_cli("metrics", "--hosts", big_dynod.target, "--json", "--limit", "0")
     assert full.returncode == 0, full.stderr
     assert len(json.loads(full.stdout)["samples"]) > 10
