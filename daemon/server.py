@@ -13,6 +13,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 import dyno
 from dyno.daemon import metrics_pages
+from dyno.daemon.answer_bounds import fit_texts
 from dyno.daemon.history import History, name_filter
 from dyno.daemon.metrics_pages import BadPageToken, PageToken, names_digest
 from dyno.daemon.reflection_v1 import V1_SERVICE, V1ALPHA_SERVICE, add_v1_descriptor, v1_handler
@@ -40,7 +41,14 @@ log = logging.getLogger(__name__)
 
 DYNO_SERVICE = dyno_pb2.DESCRIPTOR.services_by_name["Dyno"].full_name
 _STREAM_POLL_S = 0.5
-_MAX_PAGE_TOKEN = 256  # a token this daemon writes is ~70 characters
+_MAX_PAGE_TOKEN = 256
+# the free texts each unary trace answer shortens when it would not fit MAX_METRICS_PAGE_BYTES
+_TEXTS_TO_FIT: dict[str, tuple[str, tuple[str, ...]]] = {
+    "ListProcesses": ("processes", ("cmdline",)),
+    "StartTrace": ("triggered", ("error", "waiting")),
+    "GetTrace": ("processes", ("error", "waiting")),
+    "CancelTrace": ("processes", ("error", "waiting")),
+}  # a token this daemon writes is ~70 characters
 
 
 class TraceRpcsProtocol(Protocol):
@@ -160,7 +168,11 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
     def _delegate(self, name: str, request: Any, context: grpc.ServicerContext) -> Any:
         if self._traces is None:
             abort(context, grpc.StatusCode.UNIMPLEMENTED, f"{name}: tracing is not enabled in this daemon")
-        return getattr(self._traces, name)(request, context)
+        answer = getattr(self._traces, name)(request, context)
+        bound = _TEXTS_TO_FIT.get(name)
+        if bound is not None:  # within a stock client's 4 MiB however many processes (dyno.daemon.answer_bounds)
+            fit_texts(answer, *bound, MAX_METRICS_PAGE_BYTES)
+        return answer
 
     def ListProcesses(self, request, context):  # type: ignore[no-untyped-def]
         return self._delegate("ListProcesses", request, context)

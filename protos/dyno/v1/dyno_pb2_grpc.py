@@ -28,6 +28,12 @@ if _version_not_supported:
 class DynoStub:
     """Served on TCP (default port 1778). Read-only RPCs may stay open; StartTrace, CancelTrace and FetchTraceFile
     require auth when the daemon is configured with a token or mTLS.
+
+    Every message the daemon sends is at most 4,128,768 bytes (4 MiB less 64 KiB), so a client with gRPC's default
+    receive limit (4 MiB) takes any answer: GetMetrics pages, StreamMetrics splits a sample too big for one message,
+    FetchTraceFile sends chunks of at most 1 MiB, and ListProcesses, StartTrace, GetTrace and CancelTrace shorten
+    their free texts (cmdline; error, waiting) to one common length, ending in "…", when their processes would not fit
+    otherwise (thousands of processes with long texts). docs/API.md has each RPC's fields, limits and errors.
     """
 
     def __init__(self, channel):
@@ -86,6 +92,12 @@ class DynoStub:
 class DynoServicer:
     """Served on TCP (default port 1778). Read-only RPCs may stay open; StartTrace, CancelTrace and FetchTraceFile
     require auth when the daemon is configured with a token or mTLS.
+
+    Every message the daemon sends is at most 4,128,768 bytes (4 MiB less 64 KiB), so a client with gRPC's default
+    receive limit (4 MiB) takes any answer: GetMetrics pages, StreamMetrics splits a sample too big for one message,
+    FetchTraceFile sends chunks of at most 1 MiB, and ListProcesses, StartTrace, GetTrace and CancelTrace shorten
+    their free texts (cmdline; error, waiting) to one common length, ending in "…", when their processes would not fit
+    otherwise (thousands of processes with long texts). docs/API.md has each RPC's fields, limits and errors.
     """
 
     def GetStatus(self, request, context):
@@ -208,6 +220,12 @@ def add_DynoServicer_to_server(servicer, server):
 class Dyno:
     """Served on TCP (default port 1778). Read-only RPCs may stay open; StartTrace, CancelTrace and FetchTraceFile
     require auth when the daemon is configured with a token or mTLS.
+
+    Every message the daemon sends is at most 4,128,768 bytes (4 MiB less 64 KiB), so a client with gRPC's default
+    receive limit (4 MiB) takes any answer: GetMetrics pages, StreamMetrics splits a sample too big for one message,
+    FetchTraceFile sends chunks of at most 1 MiB, and ListProcesses, StartTrace, GetTrace and CancelTrace shorten
+    their free texts (cmdline; error, waiting) to one common length, ending in "…", when their processes would not fit
+    otherwise (thousands of processes with long texts). docs/API.md has each RPC's fields, limits and errors.
     """
 
     @staticmethod
