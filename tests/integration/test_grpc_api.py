@@ -1,10 +1,16 @@
 """The public gRPC API as a program in another team sees it: grpcio's generated stub with its default limits (a
 4 MiB answer at most) against a real dynod whose history is well past 4 MiB (64 simulated GPUs sampled every
-0.1 s), and reflection under both of its names."""
+0.1 s), reflection under both of its names, and the client examples of docs/API.md (examples/: Python, and Node's
+@grpc/grpc-js where node and npm are present)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import grpc
 import pytest
@@ -18,6 +24,10 @@ from conftest import Dynod, run_cli, wait_for
 
 pytestmark = pytest.mark.integration
 
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+# where the Node examples' packages are installed (scripts/test.sh installs them there too); build/ is not in git
+NODE_MODULES_DIR = Path(os.environ.get("DYNO_NODE_EXAMPLES_DIR", REPO / "build" / "node-examples"))
 STOCK_LIMIT = 4 * 1024 * 1024  # grpcio's, grpc-js's and grpc-go's default max receive message length
 
 
@@ -136,3 +146,67 @@ def test_reflection_v1_lists_and_describes_every_service(big_dynod: Dynod) -> No
         add(name)
     assert "GetMetrics" in _describe_dyno(pool)
     assert pool.FindServiceByName("grpc.reflection.v1.ServerReflection").methods[0].name == "ServerReflectionInfo"
+
+
+def test_python_example(big_dynod: Dynod) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "python" / "dyno_client.py"), big_dynod.target],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["gpus"] == 64 and len(out["gpu_utilization_percent"]) == 64
+    assert out["history_pages"] >= 2 and out["history_samples"] > 10
+    assert out["history_values"] >= out["history_samples"] * 64
+
+
+@pytest.fixture(scope="module")
+def node_modules() -> Path:
+    """@grpc/grpc-js, @grpc/proto-loader and @grpc/reflection (examples/node/package.json), installed once."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node and npm are not installed (scripts/test.sh installs them as root on Debian)")
+    modules = NODE_MODULES_DIR / "node_modules"
+    if not all((modules / "@grpc" / p / "package.json").is_file() for p in ("grpc-js", "proto-loader", "reflection")):
+        NODE_MODULES_DIR.mkdir(parents=True, exist_ok=True)
+        shutil.copy(EXAMPLES / "node" / "package.json", NODE_MODULES_DIR / "package.json")
+        try:
+            proc = subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(NODE_MODULES_DIR)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.skip("npm install of the Node examples' packages took over 300 s")
+        if proc.returncode != 0:
+            pytest.skip(f"npm install of the Node examples' packages failed: {proc.stderr.strip()[-300:]}")
+    return modules
+
+
+def _node(node_modules: Path, script: str, *args: str) -> dict:
+    proc = subprocess.run(
+        ["node", str(EXAMPLES / "node" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NODE_PATH": str(node_modules)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_node_example_with_grpc_js_default_limits(big_dynod: Dynod, node_modules: Path) -> None:
+    out = _node(node_modules, "dyno_client.js", big_dynod.target)
+    assert out["gpus"] == 64 and len(out["gpu_utilization_percent"]) == 64
+    assert out["history_pages"] >= 2 and out["history_samples"] > 10
+    assert isinstance(out["newest_sample_ms"], int)
+
+
+@pytest.mark.parametrize("version", ["v1", "v1alpha"])
+def test_node_reflection_client_of_either_version(big_dynod: Dynod, node_modules: Path, version: str) -> None:
+    out = _node(node_modules, "list_services.js", big_dynod.target, version)
+    assert "dyno.v1.Dyno" in out["services"] and f"grpc.reflection.{version}.ServerReflection" in out["services"]
+    assert {"GetMetrics", "StreamMetrics", "FetchTraceFile"} <= set(out["dyno_methods"])
