@@ -251,7 +251,14 @@ class DynoClient:
 
     # -- tracing (processes, StartTrace / GetTrace / CancelTrace, FetchTraceFile) -----------------------------
     def list_processes(self, job_id: str = "") -> dyno_pb2.ListProcessesResponse:
-        return self.call(self.stub.ListProcesses, dyno_pb2.ListProcessesRequest(job_id=job_id))
+        """Every registered process (of `job_id`), the daemon's pages gathered into one answer."""
+        answer = self.call(self.stub.ListProcesses, dyno_pb2.ListProcessesRequest(job_id=job_id))
+        while answer.next_page_token:
+            request = dyno_pb2.ListProcessesRequest(job_id=job_id, page_token=answer.next_page_token)
+            page = self.call(self.stub.ListProcesses, request)
+            answer.processes.extend(page.processes)
+            answer.next_page_token = page.next_page_token
+        return answer
 
     def start_trace(self, request: dyno_pb2.TraceRequest) -> dyno_pb2.StartTraceResponse:
         # Not retried: a retry after a lost reply would start a second trace.

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 
 from google.protobuf.message import Message
 
-__all__ = ["ELLIPSIS", "fit_texts"]
+__all__ = ["ELLIPSIS", "cut_text", "fit_texts"]
 
 ELLIPSIS = "…"
 
 
-def _cut(text: str, max_bytes: int) -> str:
+def cut_text(text: str, max_bytes: int) -> str:
     """`text` shortened to at most `max_bytes` of UTF-8, "…" included (never splitting a character)."""
     room = max_bytes - len(ELLIPSIS.encode())
     if room <= 0:
@@ -38,5 +38,5 @@ def fit_texts(answer: Message, items: str, texts: Sequence[str], max_bytes: int)
             for f in texts:
                 value = getattr(e, f)
                 if len(value.encode()) > cap:
-                    setattr(e, f, _cut(value, cap))
+                    setattr(e, f, cut_text(value, cap))
     return True

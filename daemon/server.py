@@ -44,7 +44,6 @@ _STREAM_POLL_S = 0.5
 _MAX_PAGE_TOKEN = 256
 # the free texts each unary trace answer shortens when it would not fit MAX_METRICS_PAGE_BYTES
 _TEXTS_TO_FIT: dict[str, tuple[str, tuple[str, ...]]] = {
-    "ListProcesses": ("processes", ("cmdline",)),
     "StartTrace": ("triggered", ("error", "waiting")),
     "GetTrace": ("processes", ("error", "waiting")),
     "CancelTrace": ("processes", ("error", "waiting")),

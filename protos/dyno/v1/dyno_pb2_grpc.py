@@ -31,9 +31,10 @@ class DynoStub:
 
     Every message the daemon sends is at most 4,128,768 bytes (4 MiB less 64 KiB), so a client with gRPC's default
     receive limit (4 MiB) takes any answer: GetMetrics pages, StreamMetrics splits a sample too big for one message,
-    FetchTraceFile sends chunks of at most 1 MiB, and ListProcesses, StartTrace, GetTrace and CancelTrace shorten
-    their free texts (cmdline; error, waiting) to one common length, ending in "…", when their processes would not fit
-    otherwise (thousands of processes with long texts). docs/API.md has each RPC's fields, limits and errors.
+    FetchTraceFile sends chunks of at most 1 MiB, ListProcesses shortens command lines and pages, and StartTrace,
+    GetTrace and CancelTrace shorten their free texts (error, waiting) to one common length, ending in "…", when their
+    processes would not fit otherwise (thousands of processes with long texts). docs/API.md has each RPC's fields,
+    limits and errors.
     """
 
     def __init__(self, channel):
@@ -95,9 +96,10 @@ class DynoServicer:
 
     Every message the daemon sends is at most 4,128,768 bytes (4 MiB less 64 KiB), so a client with gRPC's default
     receive limit (4 MiB) takes any answer: GetMetrics pages, StreamMetrics splits a sample too big for one message,
-    FetchTraceFile sends chunks of at most 1 MiB, and ListProcesses, StartTrace, GetTrace and CancelTrace shorten
-    their free texts (cmdline; error, waiting) to one common length, ending in "…", when their processes would not fit
-    otherwise (thousands of processes with long texts). docs/API.md has each RPC's fields, limits and errors.
+    FetchTraceFile sends chunks of at most 1 MiB, ListProcesses shortens command lines and pages, and StartTrace,
+    GetTrace and CancelTrace shorten their free texts (error, waiting) to one common length, ending in "…", when their
+    processes would not fit otherwise (thousands of processes with long texts). docs/API.md has each RPC's fields,
+    limits and errors.
     """
 
     def GetStatus(self, request, context):
@@ -223,9 +225,10 @@ class Dyno:
 
     Every message the daemon sends is at most 4,128,768 bytes (4 MiB less 64 KiB), so a client with gRPC's default
     receive limit (4 MiB) takes any answer: GetMetrics pages, StreamMetrics splits a sample too big for one message,
-    FetchTraceFile sends chunks of at most 1 MiB, and ListProcesses, StartTrace, GetTrace and CancelTrace shorten
-    their free texts (cmdline; error, waiting) to one common length, ending in "…", when their processes would not fit
-    otherwise (thousands of processes with long texts). docs/API.md has each RPC's fields, limits and errors.
+    FetchTraceFile sends chunks of at most 1 MiB, ListProcesses shortens command lines and pages, and StartTrace,
+    GetTrace and CancelTrace shorten their free texts (error, waiting) to one common length, ending in "…", when their
+    processes would not fit otherwise (thousands of processes with long texts). docs/API.md has each RPC's fields,
+    limits and errors.
     """
 
     @staticmethod
