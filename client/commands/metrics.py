@@ -77,9 +77,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--json",
         action="store_true",
-        help="print samples as JSON (with --watch: one JSON object per line); a daemon answers with at most "
-        f"{human_bytes(MAX_METRICS_RESPONSE_BYTES)} of samples, beyond that the host fails naming how many of the "
-        "newest fit (narrow with --limit, --since-ms or --names)",
+        help="print samples as JSON (with --watch: one JSON object per line; numbers are JSON numbers, the schema "
+        "is in docs/API.md); dyno-cli gathers a daemon's pages up to at most "
+        f"{human_bytes(MAX_METRICS_RESPONSE_BYTES)} of samples, beyond that the host fails saying about how many of "
+        "the newest fit (narrow with --limit, --since-ms or --names)",
     )
     p.add_argument(
         "--limit",
