@@ -41,13 +41,13 @@ log = logging.getLogger(__name__)
 
 DYNO_SERVICE = dyno_pb2.DESCRIPTOR.services_by_name["Dyno"].full_name
 _STREAM_POLL_S = 0.5
-_MAX_PAGE_TOKEN = 256
+_MAX_PAGE_TOKEN = 256  # a token this daemon writes is ~70 characters
 # the free texts each unary trace answer shortens when it would not fit MAX_METRICS_PAGE_BYTES
 _TEXTS_TO_FIT: dict[str, tuple[str, tuple[str, ...]]] = {
     "StartTrace": ("triggered", ("error", "waiting")),
     "GetTrace": ("processes", ("error", "waiting")),
     "CancelTrace": ("processes", ("error", "waiting")),
-}  # a token this daemon writes is ~70 characters
+}
 
 
 class TraceRpcsProtocol(Protocol):
