@@ -157,3 +157,14 @@ def test_live_streams_are_bounded_so_they_cannot_starve_every_other_call() -> No
     contexts[0].end()  # one stream ends (client gone, cancelled, deadline): its place is free
     assert servicer.StreamMetrics(dyno_pb2.StreamMetricsRequest(), _StreamContext()) is not None  # type: ignore[arg-type]
     assert len(streams) == server_module.MAX_METRIC_STREAMS
+
+
+def test_a_streamed_sample_too_big_for_one_message_comes_in_parts_of_its_timestamp() -> None:
+    from dyno.daemon.wire import sample_messages
+
+    sample = Sample(7, tuple(Reading("gpu_power_watts", float(g), labels(gpu=g)) for g in range(300)))
+    whole = sample_messages(sample)
+    assert len(whole) == 1 and len(whole[0].metrics) == 300
+    parts = sample_messages(sample, max_bytes=whole[0].ByteSize() // 4)
+    assert len(parts) >= 4 and all(p.timestamp_ms == 7 and p.ByteSize() <= whole[0].ByteSize() // 4 for p in parts)
+    assert [m for p in parts for m in p.metrics] == list(whole[0].metrics)
