@@ -24,6 +24,7 @@ from dyno.client.agent_env import (
     pick_socket,
     pid_namespace,
     socket_candidates,
+    socket_named,
 )
 from dyno.logthrottle import ThrottledLog
 
@@ -88,6 +89,7 @@ class DaemonConnection:
         # Without an explicit socket: the trainer's own user's default, then the system daemon's; which one is
         # picked again at each connection attempt (the one that listens), so either daemon may start later.
         self.socket_candidates: tuple[Path, ...] = socket_candidates(socket_path)
+        self._socket_named = socket_named(socket_path)  # else the defaults: the warning says how to name it
         self.socket_path: Path = self.socket_candidates[0]
         self._identify, self._on_command, self._may_register = identify, on_command, may_register
         self._on_session_end = on_session_end
@@ -215,7 +217,7 @@ class DaemonConnection:
             )
         else:
             tried = " or ".join(f"unix:{path}" for path in self.socket_candidates)
-            hint = f" (set {ENV_SOCKET} to the daemon's --agent-socket)" if len(self.socket_candidates) > 1 else ""
+            hint = "" if self._socket_named else f" (set {ENV_SOCKET} to the daemon's --agent-socket)"
             self._warn.warning(
                 "absent",
                 "dyno agent: no dyno daemon at %s (%s); tracing is unavailable until it starts, retrying in the "

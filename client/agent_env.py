@@ -22,6 +22,7 @@ __all__ = [
     "resolve_job_id",
     "SYSTEM_AGENT_SOCKET",
     "socket_candidates",
+    "socket_named",
     "accepts_connection",
     "pick_socket",
     "resolve_socket_path",
@@ -97,6 +98,12 @@ def socket_candidates(
         return (Path(env[ENV_SOCKET].strip()),)
     own = _user_default_socket()
     return (own,) if own == SYSTEM_AGENT_SOCKET else (own, SYSTEM_AGENT_SOCKET)
+
+
+def socket_named(explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> bool:
+    """Whether the Agent socket was named (the argument or DYNO_AGENT_SOCKET) rather than taken from the defaults."""
+    env = os.environ if env is None else env
+    return bool(explicit) or bool(env.get(ENV_SOCKET, "").strip())
 
 
 def accepts_connection(path: Path, timeout_s: float = 0.5) -> bool:

@@ -17,6 +17,8 @@ import pkgutil
 import signal
 import sys
 import threading
+from collections.abc import Sequence
+from typing import Any
 
 import dyno
 from dyno import exit_codes
@@ -35,9 +37,23 @@ def _command_modules() -> list[str]:
     return sorted(names, key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """dyno-cli's top-level parser: an option the command does not know is that command's usage error (its usage
+    and options), not the top-level usage, which argparse printed for `dyno-cli status --foo`."""
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            subparsers = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+            owner = subparsers.choices.get(command, self) if subparsers is not None and command else self
+            owner.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+
 def build_parser(names: list[str] | None = None) -> argparse.ArgumentParser:
     """The whole parser; ``names``: the command modules, when the caller has listed them already."""
-    parser = argparse.ArgumentParser(
+    parser = _CommandParser(
         prog="dyno-cli",
         description="dyno command-line client: daemon status and metrics, registered PyTorch processes, "
         "on-demand tracing, and trace analysis.",

@@ -17,6 +17,7 @@ from dyno.client.errors import DynoError, ResourceExhausted, Unavailable, transl
 from dyno.client.hosts import parse_host
 from dyno.filechunks import CHECKSUM_ALGORITHM, checksum_of, decode_chunk, new_digest
 from dyno.malloc_tuning import tune_for_streaming
+from dyno.request_limits import MAX_METRICS_RESPONSE_BYTES
 from dyno.trace_ids import safe_host
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
@@ -202,10 +203,40 @@ class DynoClient:
     def version(self) -> dyno_pb2.VersionInfo:
         return self.call(self.stub.GetVersion, dyno_pb2.GetVersionRequest())
 
-    def metrics(self, names: Sequence[str] = (), since_ms: int = 0, limit: int = 0) -> dyno_pb2.GetMetricsResponse:
-        return self.call(
-            self.stub.GetMetrics, dyno_pb2.GetMetricsRequest(names=list(names), since_ms=since_ms, limit=limit)
+    def metrics(
+        self,
+        names: Sequence[str] = (),
+        since_ms: int = 0,
+        limit: int = 0,
+        *,
+        max_bytes: int = MAX_METRICS_RESPONSE_BYTES,
+    ) -> dyno_pb2.GetMetricsResponse:
+        """Samples from the daemon's history, oldest first: after `since_ms`, the newest `limit` (since_ms and limit
+        0: the whole history). The daemon's pages are gathered into one answer of at most `max_bytes`; a range
+        larger than that raises ResourceExhausted saying about how many of the newest samples would fit."""
+        request = dyno_pb2.GetMetricsRequest(
+            names=list(names), since_ms=since_ms, limit=limit, whole_history=not (since_ms or limit)
         )
+        answer = self.call(self.stub.GetMetrics, request)
+        size = answer.ByteSize()
+        while answer.next_page_token:
+            request = dyno_pb2.GetMetricsRequest(names=list(names), page_token=answer.next_page_token)
+            page = self.call(self.stub.GetMetrics, request)
+            size += page.ByteSize()
+            if size > max_bytes:
+                per_sample = size / max(1, len(answer.samples) + len(page.samples))
+                raise ResourceExhausted(
+                    f"the samples asked for are more than {max_bytes >> 20} MiB (about the newest "
+                    f"{int(max_bytes / per_sample)} fit): ask for fewer (limit, a later since_ms, or names)",
+                    self.target,
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                )
+            samples = list(page.samples)
+            if samples and answer.samples and samples[0].timestamp_ms == answer.samples[-1].timestamp_ms:
+                answer.samples[-1].metrics.extend(samples.pop(0).metrics)  # the rest of a sample split over pages
+            answer.samples.extend(samples)
+            answer.next_page_token = page.next_page_token
+        return answer
 
     def stream_metrics(self, names: Sequence[str] = ()) -> Iterator[dyno_pb2.Sample]:
         return self.stream(self.stub.StreamMetrics, dyno_pb2.StreamMetricsRequest(names=list(names)))
@@ -220,7 +251,14 @@ class DynoClient:
 
     # -- tracing (processes, StartTrace / GetTrace / CancelTrace, FetchTraceFile) -----------------------------
     def list_processes(self, job_id: str = "") -> dyno_pb2.ListProcessesResponse:
-        return self.call(self.stub.ListProcesses, dyno_pb2.ListProcessesRequest(job_id=job_id))
+        """Every registered process (of `job_id`), the daemon's pages gathered into one answer."""
+        answer = self.call(self.stub.ListProcesses, dyno_pb2.ListProcessesRequest(job_id=job_id))
+        while answer.next_page_token:
+            request = dyno_pb2.ListProcessesRequest(job_id=job_id, page_token=answer.next_page_token)
+            page = self.call(self.stub.ListProcesses, request)
+            answer.processes.extend(page.processes)
+            answer.next_page_token = page.next_page_token
+        return answer
 
     def start_trace(self, request: dyno_pb2.TraceRequest) -> dyno_pb2.StartTraceResponse:
         # Not retried: a retry after a lost reply would start a second trace.

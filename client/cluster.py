@@ -229,8 +229,7 @@ class Cluster:
         return self.call(lambda c: c.version())
 
     def list_processes(self, job_id: str = "") -> list[HostResult[dyno_pb2.ListProcessesResponse]]:
-        request = dyno_pb2.ListProcessesRequest(job_id=job_id)
-        return self.call(lambda c: c.call(c.stub.ListProcesses, request))
+        return self.call(lambda c: c.list_processes(job_id))
 
     def metrics(
         self, names: Sequence[str] = (), since_ms: int = 0, limit: int = 0

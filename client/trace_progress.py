@@ -5,6 +5,7 @@ Both views take snapshots (lists of HostRecord) from ClusterTrace; they never to
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -17,7 +18,7 @@ from dyno.client.trace_records import HOST_DONE, HOST_FAILED, HOST_NO_MATCH, HOS
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["HostCounts", "PlainProgress", "Progress", "RichProgress", "counts", "make_progress"]
+__all__ = ["HostCounts", "PlainProgress", "Progress", "RichProgress", "SyncStart", "counts", "make_progress"]
 
 _WAITING = {"pending", "delivered", "running", "unspecified", "?"}
 _MAX_ROWS = 40  # a live table taller than a terminal scrolls away; problems are shown first
@@ -46,10 +47,33 @@ def counts(h: HostRecord) -> HostCounts:
     )
 
 
-def _host_state(h: HostRecord) -> str:
+def _host_state(h: HostRecord, start_in_s: float = 0.0) -> str:
     if h.state == HOST_TRACING and any(p.fetch == "fetching" for p in h.processes):
         return "fetching"
+    if h.state == HOST_TRACING and start_in_s > 0:  # delivered, recording from the synchronized start on
+        return f"starts in {math.ceil(start_in_s)} s"
     return h.state
+
+
+@dataclass(frozen=True)
+class SyncStart:
+    """A trace's synchronized start (TraceRequest.start_time_ms): before it the processes have their configs but
+    record nothing (libkineto waits for it, by default 7 s ahead), which the views show as waiting, not tracing."""
+
+    start_ms: int = 0  # unix ms; 0: no synchronized start
+    wall_ms: Callable[[], float] = lambda: time.time() * 1000
+
+    def left_s(self) -> float:
+        """Seconds until the start; 0 once it has passed (or without one)."""
+        return max(0.0, (self.start_ms - self.wall_ms()) / 1000) if self.start_ms else 0.0
+
+    def line(self) -> str:
+        """'waiting for the synchronized start at HH:MM:SS.mmm (in N.N s)', or '' once it has passed."""
+        left = self.left_s()
+        if not left:
+            return ""
+        at = time.strftime("%H:%M:%S", time.localtime(self.start_ms / 1000)) + f".{self.start_ms % 1000:03d}"
+        return f"waiting for the synchronized start at {at} (in {left:.1f} s): the processes record from then"
 
 
 class Progress(Protocol):
@@ -61,18 +85,30 @@ class Progress(Protocol):
 class PlainProgress:
     """Plain lines on `out`: one per host when its state changes, and a one-line total every `every_s`."""
 
-    def __init__(self, out: TextIO, every_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        out: TextIO,
+        every_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        sync: SyncStart | None = None,
+    ) -> None:
         self.out = out
         self.every_s = every_s
         self._clock = clock
         self._start = clock()
         self._last_total = -every_s
         self._seen: dict[str, str] = {}
+        self._sync = sync or SyncStart()
+        self._said_sync = False
 
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
 
     def update(self, hosts: Sequence[HostRecord]) -> None:
+        waiting = self._sync.line()
+        if waiting and not self._said_sync:
+            self._said_sync = True
+            self._say(f"  {waiting}")
         for h in hosts:
             state = h.state
             if self._seen.get(h.dir) == state:
@@ -94,7 +130,9 @@ class PlainProgress:
         now = self._clock()
         if now - self._last_total >= self.every_s:
             self._last_total = now
-            self._say(f"[{now - self._start:6.1f}s] {total_line(hosts)}")
+            left = self._sync.left_s()
+            starts = f"start in {left:.1f} s | " if left else ""
+            self._say(f"[{now - self._start:6.1f}s] {starts}{total_line(hosts)}")
 
     def close(self, hosts: Sequence[HostRecord]) -> None:
         self._last_total = -self.every_s
@@ -117,24 +155,26 @@ class RichProgress:
 
     _COLUMNS = ("HOST", "STATE", "MATCHED", "RUN", "DONE", "FAILED", "FETCHED")
 
-    def __init__(self, out: TextIO, title: str) -> None:
+    def __init__(self, out: TextIO, title: str, sync: SyncStart | None = None) -> None:
         from rich.console import Console
         from rich.live import Live
 
         self._title = title
+        self._sync = sync or SyncStart()
         self._console = Console(file=out)
         self._live = Live(console=self._console, refresh_per_second=4, transient=False)
         self._live.start()
 
     @staticmethod
-    def _rows(hosts: Sequence[HostRecord]) -> list[tuple[list[str], str, str]]:
+    def _rows(hosts: Sequence[HostRecord], start_in_s: float = 0.0) -> list[tuple[list[str], str, str]]:
         """(cells, reason, style) for the hosts shown: failed first, then unfinished, then done."""
         order = {HOST_FAILED: 0, HOST_NO_MATCH: 0, HOST_TRACING: 1, HOST_DONE: 2}
         shown = sorted(hosts, key=lambda h: order.get(h.state, 1))[:_MAX_ROWS]
         rows = []
         for h in shown:
             c = counts(h)
-            cells = [str(h.host), _host_state(h), str(c.matched), str(c.running), str(c.done), str(c.failed)]
+            state = _host_state(h, start_in_s)
+            cells = [str(h.host), state, str(c.matched), str(c.running), str(c.done), str(c.failed)]
             cells.append(f"{c.fetched} / {human_bytes(c.fetched_bytes)}")
             style = {HOST_FAILED: "red", HOST_NO_MATCH: "yellow", HOST_DONE: "green"}.get(h.state, "")
             rows.append((cells, h.error, style))
@@ -146,9 +186,10 @@ class RichProgress:
         from rich import box
         from rich.table import Table
 
+        waiting = self._sync.line()
         t = Table(
             title=self._title,
-            caption=total_line(hosts),
+            caption=total_line(hosts) + (f"\n{waiting}" if waiting else ""),
             title_justify="left",
             caption_justify="left",
             box=box.SIMPLE_HEAD,
@@ -157,7 +198,7 @@ class RichProgress:
             t.add_column(col, justify="left" if col in ("HOST", "STATE") else "right", no_wrap=True)
         if reason_w:
             t.add_column("REASON", no_wrap=True, width=reason_w)
-        for cells, reason, style in self._rows(hosts):
+        for cells, reason, style in self._rows(hosts, self._sync.left_s()):
             if reason_w:
                 cells = [*cells, reason if len(reason) <= reason_w else reason[: reason_w - 1] + "…"]
             t.add_row(*cells, style=style)
@@ -177,9 +218,11 @@ class RichProgress:
         self._live.stop()
 
 
-def make_progress(title: str, *, live: bool | None = None, out: TextIO | None = None) -> Progress:
-    """RichProgress when stdout and `out` (default stderr) are terminals (or `live` says so), else plain lines."""
+def make_progress(title: str, *, live: bool | None = None, out: TextIO | None = None, start_ms: int = 0) -> Progress:
+    """RichProgress when stdout and `out` (default stderr) are terminals (or `live` says so), else plain lines.
+    `start_ms`: the trace's synchronized start (unix ms; 0: none), shown as waiting until then."""
     out = out if out is not None else sys.stderr
     if live is None:
         live = sys.stdout.isatty() and out.isatty()
-    return RichProgress(out, title) if live else PlainProgress(out)
+    sync = SyncStart(start_ms)
+    return RichProgress(out, title, sync) if live else PlainProgress(out, sync=sync)

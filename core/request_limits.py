@@ -14,6 +14,7 @@ __all__ = [
     "MAX_ITERATIONS",
     "MAX_JOB_ID",
     "MAX_METRICS_LIMIT",
+    "MAX_METRICS_PAGE_BYTES",
     "MAX_METRICS_RESPONSE_BYTES",
     "MAX_NAME_PATTERN_LEN",
     "MAX_NAME_PATTERNS",
@@ -35,9 +36,12 @@ JOB_ID_RULE = f"at most {MAX_JOB_ID} printable characters"
 
 # GetMetricsRequest / StreamMetricsRequest
 MAX_METRICS_LIMIT = 100_000  # limit: 0..this (0: all)
-# GetMetrics answers at most this many encoded bytes (half of what dyno-cli receives): an hour of 1 s samples of 8
-# GPUs is ~110 MB, which no client took and which cost the daemon ~6x that in memory to build. Beyond it the
-# daemon says how many of the newest samples fit.
+# One GetMetrics answer (a page) is at most this many encoded bytes: a stock gRPC client (grpcio, @grpc/grpc-js,
+# grpc-go) receives at most 4 MiB, less the room of a message's framing kept free. A range goes on in further pages.
+MAX_METRICS_PAGE_BYTES = 4 * 1024 * 1024 - 64 * 1024
+# dyno-cli gathers at most this many bytes of samples from one daemon's pages (half of what it receives): an hour of
+# 1 s samples of 8 GPUs is ~110 MB, ~6x that as Python objects and more as JSON. Beyond it the host fails saying how
+# many of the newest samples fit.
 MAX_METRICS_RESPONSE_BYTES = 32 * 1024 * 1024
 MAX_NAME_PATTERNS = 256  # names: at most this many patterns
 MAX_NAME_PATTERN_LEN = 200  # names: each pattern 1..this characters

@@ -12,13 +12,17 @@ import grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 import dyno
+from dyno.daemon import metrics_pages
+from dyno.daemon.answer_bounds import fit_texts
 from dyno.daemon.history import History, name_filter
+from dyno.daemon.metrics_pages import BadPageToken, PageToken, names_digest
+from dyno.daemon.reflection_v1 import V1_SERVICE, V1ALPHA_SERVICE, add_v1_descriptor, v1_handler
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.stream_slots import MAX_METRIC_STREAMS, MAX_REFLECTION_STREAMS, StreamSlots
-from dyno.daemon.wire import ResponseTooLarge, StoredEncoder, sample_message
+from dyno.daemon.wire import StoredEncoder, sample_messages
 from dyno.request_limits import (
     MAX_METRICS_LIMIT,
-    MAX_METRICS_RESPONSE_BYTES,
+    MAX_METRICS_PAGE_BYTES,
     MAX_NAME_PATTERN_LEN,
     MAX_NAME_PATTERNS,
 )
@@ -37,6 +41,13 @@ log = logging.getLogger(__name__)
 
 DYNO_SERVICE = dyno_pb2.DESCRIPTOR.services_by_name["Dyno"].full_name
 _STREAM_POLL_S = 0.5
+_MAX_PAGE_TOKEN = 256  # a token this daemon writes is ~70 characters
+# the free texts each unary trace answer shortens when it would not fit MAX_METRICS_PAGE_BYTES
+_TEXTS_TO_FIT: dict[str, tuple[str, tuple[str, ...]]] = {
+    "StartTrace": ("triggered", ("error", "waiting")),
+    "GetTrace": ("processes", ("error", "waiting")),
+    "CancelTrace": ("processes", ("error", "waiting")),
+}
 
 
 class TraceRpcsProtocol(Protocol):
@@ -100,24 +111,35 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         return dyno_pb2.GetMetricsResponse.FromString(self.GetMetricsEncoded(request, context))
 
     def GetMetricsEncoded(self, request: dyno_pb2.GetMetricsRequest, context: grpc.ServicerContext) -> bytes:
-        """GetMetrics as the encoded response, which add_to_server sends as it is (no parsed copy in memory)."""
+        """GetMetrics as the encoded response, which add_to_server sends as it is (no parsed copy in memory): one
+        page of at most MAX_METRICS_PAGE_BYTES (dyno.daemon.metrics_pages)."""
         names = _check_names(request.names, context)
         if request.since_ms < 0:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, "since_ms: must be >= 0 (unix ms)")
         if not 0 <= request.limit <= MAX_METRICS_LIMIT:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"limit: must be 0-{MAX_METRICS_LIMIT}")
-        stored = self._history.stored(request.since_ms, request.limit)
-        try:
-            return self._encoder.response_bytes(
-                stored, self._hostname, self._history.series.matching(names), MAX_METRICS_RESPONSE_BYTES
-            )
-        except ResponseTooLarge as e:
-            abort(
-                context,
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"{e.asked} samples are more than one answer may carry ({MAX_METRICS_RESPONSE_BYTES >> 20} MiB); "
-                f"the newest {e.fit} fit: ask for fewer (limit, a later since_ms, or names)",
-            )
+        if len(request.page_token) > _MAX_PAGE_TOKEN:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a next_page_token of this daemon")
+        skip = 0
+        if request.page_token:
+            try:
+                token = PageToken.decode(request.page_token, names)
+            except BadPageToken as e:
+                abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            stored = metrics_pages.select(self._history.stored(), token)
+            until = token.until_ms
+            if stored and stored[0].timestamp_ms == token.from_ms:  # else that sample has left the ring meanwhile
+                skip = token.skip
+        else:
+            since_ms, limit = metrics_pages.first_page(request.since_ms, request.limit, request.whole_history)
+            stored = self._history.stored(since_ms, limit)
+            until = stored[-1].timestamp_ms if stored else 0
+        keep = self._history.series.matching(names)
+        page = self._encoder.page(stored, self._hostname, keep, MAX_METRICS_PAGE_BYTES, skip)
+        if page.next_index is None:
+            return page.with_token("")
+        after = PageToken(stored[page.next_index].timestamp_ms, until, page.next_skip, names_digest(names))
+        return page.with_token(after.encode())
 
     def StreamMetrics(
         self, request: dyno_pb2.StreamMetricsRequest, context: grpc.ServicerContext
@@ -137,14 +159,19 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
                 sample = sub.get(timeout=_STREAM_POLL_S)
                 if sample is None:
                     continue
-                yield sample_message(sample, keep if request.names else None)
+                # one message, or several of one timestamp for a sample too big for a stock client's 4 MiB
+                yield from sample_messages(sample, keep if request.names else None, MAX_METRICS_PAGE_BYTES)
         finally:
             sub.close()
 
     def _delegate(self, name: str, request: Any, context: grpc.ServicerContext) -> Any:
         if self._traces is None:
             abort(context, grpc.StatusCode.UNIMPLEMENTED, f"{name}: tracing is not enabled in this daemon")
-        return getattr(self._traces, name)(request, context)
+        answer = getattr(self._traces, name)(request, context)
+        bound = _TEXTS_TO_FIT.get(name)
+        if bound is not None:  # within a stock client's 4 MiB however many processes (dyno.daemon.answer_bounds)
+            fit_texts(answer, *bound, MAX_METRICS_PAGE_BYTES)
+        return answer
 
     def ListProcesses(self, request, context):  # type: ignore[no-untyped-def]
         return self._delegate("ListProcesses", request, context)
@@ -195,6 +222,10 @@ class _CappedReflection:
 
 
 def add_reflection(server: grpc.Server, service_names: Sequence[str]) -> None:
-    """Serve grpc reflection for `service_names` (as reflection.enable_server_reflection does), at most
-    MAX_REFLECTION_STREAMS sessions at once."""
-    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(_CappedReflection(service_names), server)
+    """Serve grpc reflection for `service_names` and both reflection services (grpc.reflection.v1 and v1alpha,
+    dyno.daemon.reflection_v1), at most MAX_REFLECTION_STREAMS sessions at once over both."""
+    names = tuple(dict.fromkeys((*service_names, V1_SERVICE, V1ALPHA_SERVICE)))
+    add_v1_descriptor()
+    capped = _CappedReflection(names)
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(capped, server)
+    server.add_generic_rpc_handlers((v1_handler(capped),))

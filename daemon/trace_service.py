@@ -13,8 +13,10 @@ from pathlib import Path
 
 import grpc
 
+from dyno.daemon import process_pages
 from dyno.daemon import proto_convert as pc
-from dyno.daemon.registry import ProcessRegistry
+from dyno.daemon.answer_bounds import cut_text
+from dyno.daemon.registry import ProcessRecord, ProcessRegistry
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.stream_slots import MAX_FETCH_STREAMS, StreamSlots
 from dyno.daemon.trace_files import MAX_CHUNK, ChecksumCache, iter_chunks
@@ -22,16 +24,22 @@ from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_types import TraceLimitError, TraceRequestError, TraceView, UnknownTraceError
 from dyno.diskspace import free_space_note
 from dyno.filechunks import encode_chunk
+from dyno.request_limits import MAX_METRICS_PAGE_BYTES
 from dyno.v1 import dyno_pb2
 
 __all__ = ["MAX_PROCESS_LIST_BYTES", "TraceRpcs"]
 
 log = logging.getLogger(__name__)
 _FETCH_RETRY_AFTER_MS = 200  # a client's first wait when the fetch streams are all taken (it backs off from there)
-# ListProcesses answers at most this much (a record is at most ~4.7 KB: agent cmdline 4096, job id 128, 32 ancestors).
-# Any local user may Register pids on the agent socket (0666) and the registry has no count cap, so without it a
-# flood made an answer no client accepts (dyno-cli: 64 MiB), which the daemon built in full first.
-MAX_PROCESS_LIST_BYTES = 16 * 1024 * 1024
+# ListProcesses answers at most this much: a stock gRPC client receives 4 MiB. A record is at most ~4.7 KB (agent
+# cmdline 4096, job id 128, 32 ancestors) and any local user may Register pids on the agent socket (0666), so past
+# the bound each command line is cut to its share of it (ending in "…"): every process is still listed, and the
+# daemon never builds more than the bound.
+MAX_PROCESS_LIST_BYTES = MAX_METRICS_PAGE_BYTES
+# what a record takes besides its command line, at most (job id 128, hostname 256, 32 ancestors, numbers, tags)
+_RECORD_BYTES = 768
+_MIN_CMDLINE_BYTES = 256  # a command line is never cut shorter: past that, more pages
+_MAX_PAGE_TOKEN = 512  # a token is the base64 of a job id (at most 128 characters) and a pid
 
 
 class TraceRpcs:
@@ -50,20 +58,32 @@ class TraceRpcs:
     ) -> dyno_pb2.ListProcessesResponse:
         procs = self._registry.list(request.job_id)
         roles = self._tm.roles(procs)
+        if len(request.page_token) > _MAX_PAGE_TOKEN:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a next_page_token of ListProcesses")
+        # one share for every page: the command lines of all the processes would not fit in one answer
+        total = sum(len(p.cmdline.encode()) + _RECORD_BYTES for p in procs)
+        share = None
+        if total > MAX_PROCESS_LIST_BYTES:
+            share = max(_MIN_CMDLINE_BYTES, MAX_PROCESS_LIST_BYTES // len(procs) - _RECORD_BYTES)
+        if request.page_token:
+            try:
+                after = process_pages.decode(request.page_token)
+            except process_pages.BadProcessToken as e:
+                abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            procs = [p for p in procs if (p.job_id, p.pid) > after]
         answer = dyno_pb2.ListProcessesResponse(hostname=self._hostname)
-        size = 0
-        for p in procs:  # built one at a time, so a refusal costs at most the bound
+        size = len(self._hostname.encode()) + 2 * _MAX_PAGE_TOKEN
+        last: ProcessRecord | None = None
+        for p in procs:  # built one at a time, never past the bound
             msg = pc.process_to_pb(p, roles.get(p.pid, ""))
+            if share is not None and len(msg.cmdline.encode()) > share:
+                msg.cmdline = cut_text(msg.cmdline, share)
             size += msg.ByteSize() + 4  # + its field tag and length
-            if size > MAX_PROCESS_LIST_BYTES:
-                what = f"job {request.job_id!r}" if request.job_id else "all jobs"
-                abort(
-                    context,
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"the {len(procs)} processes registered for {what} are more than one answer may carry "
-                    f"({MAX_PROCESS_LIST_BYTES >> 20} MiB): ask for one job (job_id)",
-                )
+            if size > MAX_PROCESS_LIST_BYTES and last is not None:
+                answer.next_page_token = process_pages.encode(last.job_id, last.pid)
+                break
             answer.processes.append(msg)
+            last = p
         return answer
 
     def StartTrace(self, request: dyno_pb2.TraceRequest, context: grpc.ServicerContext) -> dyno_pb2.StartTraceResponse:

@@ -11,13 +11,22 @@ from __future__ import annotations
 import struct
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from dyno.daemon.history import Sample, SeriesTable, StoredSample
 from dyno.daemon.samplers.base import Labels
 from dyno.pbwire import varint
 from dyno.v1 import dyno_pb2
 
-__all__ = ["encode_sample", "samples_response", "sample_message", "StoredEncoder", "ResponseTooLarge"]
+__all__ = [
+    "encode_sample",
+    "samples_response",
+    "sample_message",
+    "sample_messages",
+    "StoredEncoder",
+    "Page",
+    "ResponseTooLarge",
+]
 
 _DOUBLE = struct.Struct("<d").pack
 _MAX_CACHED_SERIES = 100_000
@@ -62,6 +71,39 @@ def sample_message(sample: Sample, keep: Callable[[str], bool] | None = None) ->
     return dyno_pb2.Sample.FromString(encode_sample(sample, keep))
 
 
+def _split(timestamp_ms: int, metrics: Sequence[bytes], max_bytes: int) -> tuple[bytes, int]:
+    """The encoded Sample of `timestamp_ms` with the first of `metrics` (encoded Metric fields) that keep it within
+    `max_bytes`, at least one of them when there are any (a single value always goes somewhere); and how many."""
+    head = b"\x08" + varint(timestamp_ms) if timestamp_ms else b""
+    size, n = len(head), 0
+    for m in metrics:
+        if n and size + len(m) > max_bytes:
+            break
+        size += len(m)
+        n += 1
+    return head + b"".join(metrics[:n]), n
+
+
+def sample_messages(
+    sample: Sample, keep: Callable[[str], bool] | None = None, max_bytes: int | None = None
+) -> list[dyno_pb2.Sample]:
+    """`sample` as one dyno.v1.Sample, or as several with its timestamp when it encodes to more than `max_bytes`."""
+    body = encode_sample(sample, keep)
+    if max_bytes is None or len(body) <= max_bytes:
+        return [dyno_pb2.Sample.FromString(body)]
+    metrics = [
+        _len_field(0x12, _series_prefix(r.name, r.labels) + _DOUBLE(r.value))
+        for r in sample.readings
+        if keep is None or keep(r.name)
+    ]
+    out = []
+    while metrics:
+        part, n = _split(sample.timestamp_ms, metrics, max_bytes)
+        out.append(dyno_pb2.Sample.FromString(part))
+        metrics = metrics[n:]
+    return out
+
+
 def samples_response(samples: Iterable[Sample], hostname: str) -> dyno_pb2.GetMetricsResponse:
     body = b"".join(_len_field(0x0A, encode_sample(s)) for s in samples) + _len_field(0x12, hostname.encode())
     return dyno_pb2.GetMetricsResponse.FromString(body)
@@ -73,6 +115,24 @@ class ResponseTooLarge(Exception):
     def __init__(self, fit: int, asked: int) -> None:
         super().__init__(f"{asked} samples asked for, the newest {fit} fit")
         self.fit, self.asked = fit, asked
+
+
+# room kept in a page for its next_page_token field (a token is ~70 characters)
+_TOKEN_ROOM = 256
+
+
+@dataclass(frozen=True)
+class Page:
+    """One encoded GetMetricsResponse page: `body` (samples and hostname), and where the range goes on: at
+    `next_index` of the samples given to StoredEncoder.page, after `next_skip` of its values (None: the range is
+    done)."""
+
+    body: bytes
+    next_index: int | None
+    next_skip: int
+
+    def with_token(self, token: str) -> bytes:
+        return self.body + (_len_field(0x1A, token.encode()) if token else b"")  # next_page_token = 3
 
 
 class StoredEncoder:
@@ -99,14 +159,44 @@ class StoredEncoder:
         return prefix
 
     def encode(self, s: StoredSample, keep: set[int] | None = None) -> bytes:
-        parts = [b"\x08" + varint(s.timestamp_ms)] if s.timestamp_ms else []
+        head = [b"\x08" + varint(s.timestamp_ms)] if s.timestamp_ms else []
+        return b"".join(head + self._metrics(s, keep))
+
+    def _metrics(self, s: StoredSample, keep: set[int] | None) -> list[bytes]:
+        """The encoded Metric fields (Sample.metrics) of `s`'s values that `keep` selects."""
+        parts = []
         prefixes = self._prefixes
         for i, v in zip(s.ids, s.values, strict=True):
             if keep is None or i in keep:
                 prefix = prefixes.get(i) or self._prefix(i)
                 if prefix is not None:
                     parts.append(_len_field(0x12, prefix + _DOUBLE(v)))
-        return b"".join(parts)
+        return parts
+
+    def page(
+        self, stored: Sequence[StoredSample], hostname: str, keep: set[int] | None, max_bytes: int, skip: int = 0
+    ) -> Page:
+        """The encoded GetMetricsResponse of the oldest of `stored` that fit in `max_bytes` (the first one after
+        `skip` of its values), without its next_page_token (appended by the caller: `Page.with_token`)."""
+        tail = _len_field(0x12, hostname.encode())
+        budget = max_bytes - len(tail) - _TOKEN_ROOM
+        parts: list[bytes] = []
+        size = 0
+        for index, s in enumerate(stored):
+            first = skip if index == 0 else 0
+            metrics = self._metrics(s, keep)[first:]
+            body = b"".join(([b"\x08" + varint(s.timestamp_ms)] if s.timestamp_ms else []) + metrics)
+            part = _len_field(0x0A, body)
+            if size + len(part) <= budget:
+                parts.append(part)
+                size += len(part)
+                continue
+            if parts:  # the next page starts with this sample
+                return Page(b"".join(parts) + tail, index, 0)
+            # alone too big for a page: as many of its values as fit now, the rest on the next pages
+            body, n = _split(s.timestamp_ms, metrics, budget - 8)  # 8: its own field tag and length
+            return Page(_len_field(0x0A, body) + tail, index, first + n)
+        return Page(b"".join(parts) + tail, None, 0)
 
     def response_bytes(
         self,

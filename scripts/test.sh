@@ -15,4 +15,17 @@ if ! command -v promtool >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
   (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus) >/dev/null 2>&1 \
     || echo "note: could not install promtool; its check will be skipped"
 fi
+# node and npm run the @grpc/grpc-js client examples (examples/node, tests/integration/test_grpc_api.py), whose
+# packages go into build/node-examples; best effort only: without them those tests are skipped, saying why.
+if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+   && [ "${DYNO_SKIP_NODE:-}" = "" ]; then
+  echo "installing node and npm (Debian packages) for the Node client examples..."
+  (apt-get update -qq && apt-get install -y -qq --no-install-recommends nodejs npm) >/dev/null 2>&1 \
+    || echo "note: could not install node/npm; the Node example tests will be skipped"
+fi
+if command -v npm >/dev/null 2>&1 && [ ! -d build/node-examples/node_modules/@grpc/reflection ]; then
+  mkdir -p build/node-examples && cp examples/node/package.json build/node-examples/
+  npm install --no-audit --no-fund --silent --prefix build/node-examples >/dev/null 2>&1 \
+    || echo "note: npm install of the Node examples' packages failed; their tests will be skipped"
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -8,9 +8,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from google.protobuf import json_format
-
 from dyno.client.format import table
+from dyno.client.proto_json import proto_to_dict
 
 if TYPE_CHECKING:
     from dyno.client.cluster import HostResult
@@ -26,10 +25,6 @@ REGISTER_HINT = (
     "dyno.client.agent.start()) or with KINETO_USE_DAEMON=1; a dynod with a non-default --agent-socket must be "
     "named with DYNO_AGENT_SOCKET (docs/AGENT.md)"
 )
-
-
-def proto_to_dict(msg: Any) -> dict[str, Any]:
-    return json_format.MessageToDict(msg, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 
 
 def print_json(obj: Any) -> None:

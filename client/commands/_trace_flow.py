@@ -350,7 +350,8 @@ class TraceFlow:
         """Follow (unless already `interrupted` while joining), then record, summarize, analyze, report.
         The "running" manifest is the caller's to write first (what to do when it cannot be written differs)."""
         ct, args, folder, command = self.ct, self.args, self.folder, self.command
-        progress = make_progress(title, live=False if args.json else None)
+        start_ms = ct.request.start_time_ms if ct.request.HasField("start_time_ms") else 0
+        progress = make_progress(title, live=False if args.json else None, start_ms=start_ms)
         if not interrupted:
             try:
                 with self.guard.interruptible():

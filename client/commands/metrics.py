@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from dyno.client.commands._hosts import (
     usage_error,
 )
 from dyno.client.format import format_labels, format_value, human_bytes, table
+from dyno.client.watch_screen import Block, fit_screen
 from dyno.exit_codes import INTERRUPTED, OK, describe
 from dyno.request_limits import (
     MAX_METRICS_LIMIT,
@@ -77,9 +79,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--json",
         action="store_true",
-        help="print samples as JSON (with --watch: one JSON object per line); a daemon answers with at most "
-        f"{human_bytes(MAX_METRICS_RESPONSE_BYTES)} of samples, beyond that the host fails naming how many of the "
-        "newest fit (narrow with --limit, --since-ms or --names)",
+        help="print samples as JSON (with --watch: one JSON object per line; numbers are JSON numbers, the schema "
+        "is in docs/API.md); dyno-cli gathers a daemon's pages up to at most "
+        f"{human_bytes(MAX_METRICS_RESPONSE_BYTES)} of samples, beyond that the host fails saying about how many of "
+        "the newest fit (narrow with --limit, --since-ms or --names)",
     )
     p.add_argument(
         "--limit",
@@ -96,13 +99,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="UNIX_MS",
         help="with --json: samples after this time",
     )
-    p.add_argument("--watch", action="store_true", help="redraw live from the daemon's metric stream (Ctrl-C ends)")
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="redraw live from the daemon's metric stream (Ctrl-C ends); on a terminal one screen fitted to its size "
+        "(the host's totals and a row per GPU, or with --names the metrics that match; a last line says what did "
+        "not fit)",
+    )
     p.set_defaults(func=run)
 
 
-def render(sample: dyno_pb2.Sample, hostname: str = "") -> str:
-    """Group metrics by their label names (gpu, cpu, device, none...) and draw one table per group. Rows are the
-    entities when there are more entities than metrics (per-core CPU), else the metrics (a few GPUs)."""
+def _blocks(sample: dyno_pb2.Sample) -> list[Block]:
+    """Group metrics by their label names (gpu, cpu, device, none...): one table each. Rows are the entities when
+    there are more entities than metrics (per-core CPU), else the metrics (a few GPUs)."""
     groups: dict[tuple[str, ...], dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
     for m in sample.metrics:
         if m.name == "gpu_throttle_reason_active" and not m.value:
@@ -110,20 +119,60 @@ def render(sample: dyno_pb2.Sample, hostname: str = "") -> str:
         keys = tuple(sorted(k for k in m.labels if k not in ("uuid", "host")))
         entity = format_labels({k: m.labels[k] for k in keys}) or "host"
         groups[keys][m.name][entity] = m.value
-    when = datetime.fromtimestamp(sample.timestamp_ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
-    out = [f"{hostname}  sample at {when}  ({len(sample.metrics)} values)"]
+    blocks = []
     for keys in sorted(groups, key=lambda k: (len(k), k)):
         by_name = groups[keys]
         entities = sorted({e for v in by_name.values() for e in v}, key=_natural)
         names = sorted(by_name)
-        out.append("")
+        what = f"{','.join(keys) or 'host'} table"
         if len(entities) > len(names):
-            rows = [[e, *[format_value(n, by_name[n][e]) if e in by_name[n] else "-" for n in names]] for e in entities]
-            out.append(table([",".join(keys) or "entity", *names], rows))
+            rows = [(e, *[format_value(n, by_name[n][e]) if e in by_name[n] else "-" for n in names]) for e in entities]
+            blocks.append(Block((",".join(keys) or "entity", *names), tuple(rows), what))
         else:
-            rows = [[n, *[format_value(n, by_name[n][e]) if e in by_name[n] else "-" for e in entities]] for n in names]
-            out.append(table(["metric", *entities], rows))
+            rows = [(n, *[format_value(n, by_name[n][e]) if e in by_name[n] else "-" for e in entities]) for n in names]
+            blocks.append(Block(("metric", *entities), tuple(rows), what))
+    return blocks
+
+
+def _title(sample: dyno_pb2.Sample, hostname: str) -> str:
+    when = datetime.fromtimestamp(sample.timestamp_ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{hostname}  sample at {when}  ({len(sample.metrics)} values)"
+
+
+def render(sample: dyno_pb2.Sample, hostname: str = "") -> str:
+    """Every metric of `sample`: one table per kind of entity (_blocks)."""
+    out = [_title(sample, hostname)]
+    for b in _blocks(sample):
+        out += ["", table(list(b.headers), [list(r) for r in b.rows])]
     return "\n".join(out)
+
+
+def _top_blocks(sample: dyno_pb2.Sample, hostname: str) -> list[Block]:
+    """The live view's tables: the host's totals, and a row per GPU with the columns of _GPU_COLUMNS (and
+    _GPU_MORE as the terminal's width allows)."""
+    gpus, vals = _host_values(sample)
+    host_row = (hostname, *[format_value(n, vals[n]) if n in vals else "-" for _, n in _HOST_COLUMNS])
+    blocks = [Block(("HOST", *[h for h, _ in _HOST_COLUMNS]), (host_row,), "host table", text=("HOST",))]
+    if gpus:
+        columns = [*_GPU_COLUMNS, *_GPU_MORE]
+        rows = [
+            (gpu, *[format_value(n, gpus[gpu][n]) if n in gpus[gpu] else "-" for _, n in columns])
+            for gpu in sorted(gpus, key=int)
+        ]
+        blocks.append(Block(("GPU", *[h for h, _ in columns]), tuple(rows), "GPU table", text=("GPU",)))
+    return blocks
+
+
+def watch_screen(sample: dyno_pb2.Sample, hostname: str, names: Sequence[str], width: int, height: int) -> str:
+    """One --watch screen within `width` x `height`: with --names every matched metric (as `render`), else the
+    host's totals and a row per GPU; the last line says what did not fit (dyno.client.watch_screen)."""
+    if names:
+        return fit_screen(_title(sample, hostname), _blocks(sample), width, height)
+    other = "per-CPU, network, disk and other metrics (--names PATTERN shows any)"
+    title = _title(sample, hostname)
+    if any(m.labels.get("simulated") == "true" for m in sample.metrics):  # never passed for real GPUs
+        title += "  simulated GPUs"
+    return fit_screen(title, _top_blocks(sample, hostname), width, height, other)
 
 
 def _natural(entity: str) -> tuple:
@@ -138,6 +187,13 @@ _GPU_COLUMNS = [
     ("POWER W", "gpu_power_watts"),
     ("TEMP C", "gpu_temperature_celsius"),
     ("SM MHZ", "gpu_sm_clock_mhz"),
+]
+# the live view's further GPU columns, shown when the terminal is wide enough
+_GPU_MORE = [
+    ("MEM UTIL", "gpu_memory_utilization_percent"),
+    ("TENSOR", "gpu_tensor_active_percent"),
+    ("PCIE RX", "gpu_pcie_rx_bytes_per_second"),
+    ("PCIE TX", "gpu_pcie_tx_bytes_per_second"),
 ]
 _HOST_COLUMNS = [
     ("CPU USER", "cpu_user_percent"),
@@ -226,10 +282,11 @@ def _watch(args: argparse.Namespace) -> int:
             for sample in c.stream_metrics(args.names):
                 if args.json:  # one JSON object per line, for tools reading a pipe
                     sys.stdout.write(json.dumps(proto_to_dict(sample), separators=(",", ":")) + "\n")
-                else:
-                    # redraw in place on a terminal; into a pipe or file, one block after another
-                    clear = _CLEAR if sys.stdout.isatty() else "\n"
-                    sys.stdout.write(clear + render(sample, c.target) + "\n")
+                elif sys.stdout.isatty():  # redrawn in place, within the terminal's size (read at each redraw)
+                    size = shutil.get_terminal_size()
+                    sys.stdout.write(_CLEAR + watch_screen(sample, c.target, args.names, size.columns, size.lines))
+                else:  # into a pipe or file: every metric, one block after another
+                    sys.stdout.write("\n" + render(sample, c.target) + "\n")
                 sys.stdout.flush()
         except KeyboardInterrupt:
             pass

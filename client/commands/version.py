@@ -15,6 +15,7 @@ from dyno.client.commands._hosts import (
     fanout_exit_code,
     print_failures,
 )
+from dyno.client.proto_json import JSON_SCHEMA
 from dyno.exit_codes import describe
 from dyno.v1 import dyno_pb2
 
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(
             {
                 "client": dyno.__version__,
+                "json_schema": JSON_SCHEMA,  # the version of every --json form (docs/API.md)
                 # a failed daemon has the same keys, null (a tool reads d["version"] of every entry)
                 "daemons": [host_entry(r, proto_to_dict(r.value) if r.ok else _NO_VERSION) for r in results],
             }

@@ -122,7 +122,7 @@ def test_fetch_after_the_trace_command_was_killed(job: Job, tmp_path: Path) -> N
     assert "complete: 2 of 2 traced file(s) fetched" in res.stderr and "PID" in res.stdout
     manifest = json.loads((folder / "manifest.json").read_text())
     _check(job, folder, manifest)
-    assert manifest["request"]["duration_ms"] == "1500" and int(manifest["request"]["start_time_ms"]) > 0
+    assert manifest["request"]["duration_ms"] == 1500 and int(manifest["request"]["start_time_ms"]) > 0
 
 
 def test_ctrl_c_stops_waiting_but_leaves_the_trace_running(job: Job, tmp_path: Path) -> None:

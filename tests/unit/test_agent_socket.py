@@ -132,3 +132,27 @@ def test_the_system_socket_is_the_root_default_of_dynods_config() -> None:
     from dyno.daemon import config
 
     assert agent_env.SYSTEM_AGENT_SOCKET == config.SYSTEM_RUNTIME_DIR / config.AGENT_SOCKET_NAME
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["one default (root)", "named by DYNO_AGENT_SOCKET"])
+def test_the_no_daemon_warning_hints_at_the_variable_unless_it_named_the_socket(
+    named: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A root trainer tries one default path (/run/dyno/agent.sock): its warning left out how to point the agent at
+    a dynod elsewhere, as if the path had been chosen. When DYNO_AGENT_SOCKET chose it, the hint would repeat it."""
+    only = tmp_path / "agent.sock"
+    monkeypatch.setattr(agent_env, "_user_default_socket", lambda: only)
+    monkeypatch.setattr(agent_env, "SYSTEM_AGENT_SOCKET", only)
+    if named:
+        monkeypatch.setenv(agent_env.ENV_SOCKET, str(only))
+    else:
+        monkeypatch.delenv(agent_env.ENV_SOCKET, raising=False)
+    caplog.set_level(logging.WARNING, logger="dyno.client.agent_connection")
+    agent = Agent("hintjob", min_backoff_s=0.05, max_backoff_s=0.1).start()
+    try:
+        wait_for(lambda: any("no dyno daemon" in r.getMessage() for r in caplog.records), 10)
+    finally:
+        agent.stop()
+    message = next(r.getMessage() for r in caplog.records if "no dyno daemon" in r.getMessage())
+    assert f"no dyno daemon at unix:{only} (" in message
+    assert ("set DYNO_AGENT_SOCKET to the daemon's --agent-socket" in message) is not named

@@ -49,5 +49,5 @@ def test_watch_with_json_streams_one_json_object_per_line(capsys: pytest.Capture
         fake.server.stop(0)
     lines = capsys.readouterr().out.splitlines()
     samples = [json.loads(line) for line in lines]
-    assert [s["timestamp_ms"] for s in samples] == ["1000", "1001"]
+    assert [s["timestamp_ms"] for s in samples] == [1000, 1001]  # numbers (client.proto_json)
     assert samples[1]["metrics"][0]["name"] == "cpu_user_percent"

@@ -35,7 +35,7 @@ def test_every_file_fetched_exit_0_with_the_daemons_request(
     out, err = capsys.readouterr()
     m = _manifest(tmp_path)
     assert m["status"] == "complete" and m["exit_code"] == 0 and m["errors"] == []
-    assert m["job_id"] == "job1" and m["request"]["duration_ms"] == "500" and m["request"]["trace_id"] == TID
+    assert m["job_id"] == "job1" and m["request"]["duration_ms"] == 500 and m["request"]["trace_id"] == TID
     assert m["timings"]["requested_ms"] == sa.created_ms  # when the trace was made, not when it was fetched
     assert m["summary"] == {"hosts": 2, "hosts_failed": 0, "processes": 4, "fetched": 4, "bytes": m["summary"]["bytes"]}
     for p in m["processes"]:

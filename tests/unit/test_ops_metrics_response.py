@@ -1,11 +1,9 @@
-"""GetMetrics over a long history: the answer must fit what a client can receive, and building it must not take the
-daemon's memory with it. An hour of 1 s samples of 8 GPUs is ~110 MB encoded: `dyno-cli metrics --json --limit 0`
-failed with "Received message larger than max" after the daemon had built it (~800 MB peak, over the unit's
-MemoryMax=512M, for one read-only call anyone may make)."""
+"""GetMetrics over a long history: every answer must fit what a stock client receives (4 MiB: grpcio, @grpc/grpc-js,
+grpc-go), whatever the request, and building it must not take the daemon's memory with it. An hour of 1 s samples
+of 4 GPUs is ~5 MB: an empty request (the first anyone writes) failed in stock stubs with RESOURCE_EXHAUSTED
+"Received message larger than max (5249871 vs 4194304)". The newest sample is the default; a range comes in pages."""
 
 from __future__ import annotations
-
-import re
 
 import grpc
 import pytest
@@ -15,6 +13,7 @@ from dyno.daemon import server as server_module
 from dyno.daemon.history import History, Sample
 from dyno.daemon.samplers.base import Reading, labels
 from dyno.daemon.server import DynoServicer
+from dyno.request_limits import MAX_METRICS_RESPONSE_BYTES
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
@@ -29,37 +28,81 @@ def _servicer(samples: int) -> DynoServicer:
     return DynoServicer(lambda: dyno_pb2.Status(), h, "node1")
 
 
-def _get(servicer: DynoServicer, limit: int = 0, names: tuple[str, ...] = ()) -> dyno_pb2.GetMetricsResponse:
-    request = dyno_pb2.GetMetricsRequest(limit=limit, names=list(names))
+def _get(
+    servicer: DynoServicer, limit: int = 0, names: tuple[str, ...] = (), *, token: str = "", whole: bool = False
+) -> dyno_pb2.GetMetricsResponse:
+    request = dyno_pb2.GetMetricsRequest(limit=limit, names=list(names), page_token=token, whole_history=whole)
     return servicer.GetMetrics(request, AbortingContext())  # type: ignore[arg-type]
 
 
-def test_an_answer_too_big_for_a_client_is_refused_saying_how_many_samples_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+def _pages(servicer: DynoServicer, names: tuple[str, ...] = (), **first: object) -> list[dyno_pb2.GetMetricsResponse]:
+    pages = [_get(servicer, names=names, **first)]  # type: ignore[arg-type]
+    while pages[-1].next_page_token:
+        pages.append(_get(servicer, names=names, token=pages[-1].next_page_token))
+    return pages
+
+
+def test_an_empty_request_answers_the_newest_sample_only() -> None:
+    got = _get(_servicer(100))
+    assert [s.timestamp_ms for s in got.samples] == [100] and not got.next_page_token
+    assert len(_get(_servicer(100), limit=7).samples) == 7
+
+
+def test_a_range_bigger_than_a_page_comes_in_pages_that_add_up_to_it(monkeypatch: pytest.MonkeyPatch) -> None:
     servicer = _servicer(100)
-    one = len(_get(servicer, limit=1).SerializeToString())
-    monkeypatch.setattr(server_module, "MAX_METRICS_RESPONSE_BYTES", 30 * one)
+    one = len(_get(servicer).SerializeToString())
+    monkeypatch.setattr(server_module, "MAX_METRICS_PAGE_BYTES", 30 * one)
+    pages = _pages(servicer, whole=True)
+    assert 4 <= len(pages) <= 5
+    assert all(len(p.SerializeToString()) <= 30 * one and p.hostname == "node1" for p in pages)
+    assert [s.timestamp_ms for p in pages for s in p.samples] == list(range(1, 101))
+    assert not pages[-1].next_page_token
+    newest = _pages(servicer, limit=40)  # the newest 40, paged: the range stays those 40
+    assert [s.timestamp_ms for p in newest for s in p.samples] == list(range(61, 101))
+    filtered = _get(servicer, names=("nomatch",), whole=True)  # filtered: small again, one page
+    assert len(filtered.samples) == 100 and not filtered.next_page_token
+
+
+def test_a_sample_bigger_than_a_page_is_split_over_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    servicer = _servicer(3)
+    whole = _get(servicer).samples[0]
+    monkeypatch.setattr(server_module, "MAX_METRICS_PAGE_BYTES", len(whole.SerializeToString()) // 3 + 400)
+    pages = _pages(servicer, whole=True)
+    assert len(pages) >= 6
+    parts = [s for p in pages for s in p.samples]
+    assert {s.timestamp_ms for s in parts} == {1, 2, 3}
+    newest = [m for s in parts if s.timestamp_ms == 3 for m in s.metrics]
+    assert newest == list(whole.metrics)  # every value once, in order
+
+
+def test_a_page_token_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    servicer = _servicer(100)
+    monkeypatch.setattr(server_module, "MAX_METRICS_PAGE_BYTES", 10_000)
+    token = _get(servicer, names=("gpu_*",), whole=True).next_page_token
+    assert token
     with pytest.raises(Aborted) as e:
-        _get(servicer)
-    assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-    fit = int(re.search(r"the newest (\d+) fit", e.value.details)[1])
-    assert 25 <= fit <= 30 and "limit" in e.value.details and "names" in e.value.details
-    got = _get(servicer, limit=fit)  # what it says fits does
-    assert [s.timestamp_ms for s in got.samples] == list(range(101 - fit, 101))
-    with pytest.raises(Aborted):
-        _get(servicer, limit=fit + 1)
-    assert len(_get(servicer, names=("nomatch",)).samples) == 100  # filtered: small again
+        _get(servicer, names=("cpu_*",), token=token)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "names" in e.value.details
+    for bad in ("x", "MS4yLjM", "A" * 300):
+        with pytest.raises(Aborted) as e:
+            _get(servicer, token=bad)
+        assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and e.value.details.startswith("page_token:")
 
 
-def test_the_default_bound_is_below_what_dyno_cli_accepts() -> None:
+def test_the_page_bound_fits_a_stock_client_and_dyno_cli_gathers_less_than_it_receives() -> None:
     from dyno.client import client
 
-    assert server_module.MAX_METRICS_RESPONSE_BYTES <= client.MAX_RECEIVE_BYTES // 2
+    assert server_module.MAX_METRICS_PAGE_BYTES < 4 * 1024 * 1024
+    assert MAX_METRICS_RESPONSE_BYTES <= client.MAX_RECEIVE_BYTES // 2
 
 
-def test_over_grpc_the_encoded_answer_and_the_refusal_arrive_intact(monkeypatch: pytest.MonkeyPatch) -> None:
-    """add_to_server sends GetMetrics' encoded bytes as they are (no parsed copy in the daemon)."""
+def test_over_grpc_pages_arrive_intact_in_a_stock_stub(monkeypatch: pytest.MonkeyPatch) -> None:
+    """add_to_server sends GetMetrics' encoded bytes as they are (no parsed copy in the daemon); the stub is
+    grpcio's with its default limits, and DynoClient gathers the pages into one answer."""
     from concurrent import futures
 
+    from dyno.client import DynoClient
+    from dyno.client.errors import ResourceExhausted
     from dyno.daemon.server import add_to_server
     from dyno.v1 import dyno_pb2_grpc
 
@@ -73,10 +116,14 @@ def test_over_grpc_the_encoded_answer_and_the_refusal_arrive_intact(monkeypatch:
             stub = dyno_pb2_grpc.DynoStub(channel)
             got = stub.GetMetrics(dyno_pb2.GetMetricsRequest(limit=3, names=["gpu_*"]), timeout=10)
             assert got == _get(servicer, limit=3) and got.hostname == "node1" and len(got.samples[0].metrics) == 50
-            monkeypatch.setattr(server_module, "MAX_METRICS_RESPONSE_BYTES", 1000)
-            with pytest.raises(grpc.RpcError) as e:
-                stub.GetMetrics(dyno_pb2.GetMetricsRequest(), timeout=10)
-            assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "the newest 0 fit" in e.value.details()
+            monkeypatch.setattr(server_module, "MAX_METRICS_PAGE_BYTES", 5000)
+            first = stub.GetMetrics(dyno_pb2.GetMetricsRequest(whole_history=True), timeout=10)
+            assert first.next_page_token and 0 < len(first.samples) < 40
+        with DynoClient(f"127.0.0.1:{port}") as c:
+            assert [s.timestamp_ms for s in c.metrics().samples] == list(range(1, 41))
+            assert len(c.metrics(limit=5).samples) == 5
+            with pytest.raises(ResourceExhausted, match=r"more than 0 MiB \(about the newest \d+ fit\)"):
+                c.metrics(max_bytes=12_000)
     finally:
         server.stop(0)
 
@@ -110,3 +157,14 @@ def test_live_streams_are_bounded_so_they_cannot_starve_every_other_call() -> No
     contexts[0].end()  # one stream ends (client gone, cancelled, deadline): its place is free
     assert servicer.StreamMetrics(dyno_pb2.StreamMetricsRequest(), _StreamContext()) is not None  # type: ignore[arg-type]
     assert len(streams) == server_module.MAX_METRIC_STREAMS
+
+
+def test_a_streamed_sample_too_big_for_one_message_comes_in_parts_of_its_timestamp() -> None:
+    from dyno.daemon.wire import sample_messages
+
+    sample = Sample(7, tuple(Reading("gpu_power_watts", float(g), labels(gpu=g)) for g in range(300)))
+    whole = sample_messages(sample)
+    assert len(whole) == 1 and len(whole[0].metrics) == 300
+    parts = sample_messages(sample, max_bytes=whole[0].ByteSize() // 4)
+    assert len(parts) >= 4 and all(p.timestamp_ms == 7 and p.ByteSize() <= whole[0].ByteSize() // 4 for p in parts)
+    assert [m for p in parts for m in p.metrics] == list(whole[0].metrics)

@@ -158,22 +158,28 @@ class Sample(_message.Message):
     def __init__(self, timestamp_ms: _Optional[int] = ..., metrics: _Optional[_Iterable[_Union[Metric, _Mapping]]] = ...) -> None: ...
 
 class GetMetricsRequest(_message.Message):
-    __slots__ = ("names", "since_ms", "limit")
+    __slots__ = ("names", "since_ms", "limit", "page_token", "whole_history")
     NAMES_FIELD_NUMBER: _ClassVar[int]
     SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    WHOLE_HISTORY_FIELD_NUMBER: _ClassVar[int]
     names: _containers.RepeatedScalarFieldContainer[str]
     since_ms: int
     limit: int
-    def __init__(self, names: _Optional[_Iterable[str]] = ..., since_ms: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+    page_token: str
+    whole_history: bool
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., since_ms: _Optional[int] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., whole_history: _Optional[bool] = ...) -> None: ...
 
 class GetMetricsResponse(_message.Message):
-    __slots__ = ("samples", "hostname")
+    __slots__ = ("samples", "hostname", "next_page_token")
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     samples: _containers.RepeatedCompositeFieldContainer[Sample]
     hostname: str
-    def __init__(self, samples: _Optional[_Iterable[_Union[Sample, _Mapping]]] = ..., hostname: _Optional[str] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, samples: _Optional[_Iterable[_Union[Sample, _Mapping]]] = ..., hostname: _Optional[str] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class StreamMetricsRequest(_message.Message):
     __slots__ = ("names",)
@@ -216,18 +222,22 @@ class ProcessInfo(_message.Message):
     def __init__(self, pid: _Optional[int] = ..., ancestry: _Optional[_Iterable[int]] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., world_size: _Optional[int] = ..., gpu: _Optional[int] = ..., protocol: _Optional[_Union[Protocol, str]] = ..., registered_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., busy: _Optional[bool] = ..., current_trace_id: _Optional[str] = ..., cmdline: _Optional[str] = ..., hostname: _Optional[str] = ..., role: _Optional[_Union[ProcessRole, str]] = ...) -> None: ...
 
 class ListProcessesRequest(_message.Message):
-    __slots__ = ("job_id",)
+    __slots__ = ("job_id", "page_token")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     job_id: str
-    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+    page_token: str
+    def __init__(self, job_id: _Optional[str] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListProcessesResponse(_message.Message):
-    __slots__ = ("processes", "hostname")
+    __slots__ = ("processes", "hostname", "next_page_token")
     PROCESSES_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     processes: _containers.RepeatedCompositeFieldContainer[ProcessInfo]
     hostname: str
-    def __init__(self, processes: _Optional[_Iterable[_Union[ProcessInfo, _Mapping]]] = ..., hostname: _Optional[str] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, processes: _Optional[_Iterable[_Union[ProcessInfo, _Mapping]]] = ..., hostname: _Optional[str] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class TraceRequest(_message.Message):
     __slots__ = ("job_id", "pids", "process_limit", "duration_ms", "iterations", "start_time_ms", "start_iteration_roundup", "record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules", "trace_id")

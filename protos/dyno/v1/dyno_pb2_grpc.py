@@ -28,6 +28,13 @@ if _version_not_supported:
 class DynoStub:
     """Served on TCP (default port 1778). Read-only RPCs may stay open; StartTrace, CancelTrace and FetchTraceFile
     require auth when the daemon is configured with a token or mTLS.
+
+    Every message the daemon sends is at most 4,128,768 bytes (4 MiB less 64 KiB), so a client with gRPC's default
+    receive limit (4 MiB) takes any answer: GetMetrics pages, StreamMetrics splits a sample too big for one message,
+    FetchTraceFile sends chunks of at most 1 MiB, ListProcesses shortens command lines and pages, and StartTrace,
+    GetTrace and CancelTrace shorten their free texts (error, waiting) to one common length, ending in "…", when their
+    processes would not fit otherwise (thousands of processes with long texts). docs/API.md has each RPC's fields,
+    limits and errors.
     """
 
     def __init__(self, channel):
@@ -86,6 +93,13 @@ class DynoStub:
 class DynoServicer:
     """Served on TCP (default port 1778). Read-only RPCs may stay open; StartTrace, CancelTrace and FetchTraceFile
     require auth when the daemon is configured with a token or mTLS.
+
+    Every message the daemon sends is at most 4,128,768 bytes (4 MiB less 64 KiB), so a client with gRPC's default
+    receive limit (4 MiB) takes any answer: GetMetrics pages, StreamMetrics splits a sample too big for one message,
+    FetchTraceFile sends chunks of at most 1 MiB, ListProcesses shortens command lines and pages, and StartTrace,
+    GetTrace and CancelTrace shorten their free texts (error, waiting) to one common length, ending in "…", when their
+    processes would not fit otherwise (thousands of processes with long texts). docs/API.md has each RPC's fields,
+    limits and errors.
     """
 
     def GetStatus(self, request, context):
@@ -101,14 +115,18 @@ class DynoServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetMetrics(self, request, context):
-        """Recent samples from the daemon's history ring, oldest first.
+        """Samples from the daemon's history ring, oldest first. An empty request answers the newest sample only; a range
+        (since_ms, limit or whole_history) is answered in pages: each answer is at most 4,128,768 bytes (4 MiB less
+        64 KiB: a stock client's default receive limit is 4 MiB) and carries next_page_token while more is left. A
+        sample too big for one page on its own is split over consecutive pages (each part with its timestamp_ms).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def StreamMetrics(self, request, context):
-        """One Sample per sampling tick, as it is taken, until the client cancels.
+        """One Sample per sampling tick, as it is taken, until the client cancels. A sample bigger than a page of
+        GetMetrics is sent as several messages with the same timestamp_ms, so each message fits 4 MiB.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -204,6 +222,13 @@ def add_DynoServicer_to_server(servicer, server):
 class Dyno:
     """Served on TCP (default port 1778). Read-only RPCs may stay open; StartTrace, CancelTrace and FetchTraceFile
     require auth when the daemon is configured with a token or mTLS.
+
+    Every message the daemon sends is at most 4,128,768 bytes (4 MiB less 64 KiB), so a client with gRPC's default
+    receive limit (4 MiB) takes any answer: GetMetrics pages, StreamMetrics splits a sample too big for one message,
+    FetchTraceFile sends chunks of at most 1 MiB, ListProcesses shortens command lines and pages, and StartTrace,
+    GetTrace and CancelTrace shorten their free texts (error, waiting) to one common length, ending in "…", when their
+    processes would not fit otherwise (thousands of processes with long texts). docs/API.md has each RPC's fields,
+    limits and errors.
     """
 
     @staticmethod
