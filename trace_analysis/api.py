@@ -68,7 +68,7 @@ def analyze(
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
     path_list = [os.fspath(p) for p in paths]
-    if workers != 1 and len(path_list) > 0:
+    if workers != 1 and (len(path_list) > 1 or (path_list and os.path.isdir(path_list[0]))):  # one file: no pool
         pooled = _analyze_in_pool(path_list, selected, thresholds, workers)
         if pooled is not None:
             return pooled

@@ -36,9 +36,10 @@ __all__ = ["MIN_POOL_BYTES", "analyze_in_pool", "usable_cores"]
 
 logger = logging.getLogger(__name__)
 
-# Below this many bytes of trace files (compressed as stored) one process is quicker: starting the workers and
-# importing the analysis stack in each costs ~0.2-0.4 s of CPU, the time one process loads ~15 MB of gzip traces.
-MIN_POOL_BYTES = 16 * 2**20
+# Below this many bytes of trace files (as stored) one process is quicker: starting the pool and sending the parts
+# back cost 0.1-0.3 s on the 2-core test VM (trace_filter's two ranks, 0.24 MiB: 0.07 s alone, 0.15-0.38 s pooled),
+# about what one process spends on 1-2 MiB of gzip traces.
+MIN_POOL_BYTES = 4 * 2**20
 
 _RANK_NAMED = ("distributedInfo", "filename")
 
