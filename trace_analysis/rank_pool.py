@@ -21,9 +21,9 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .api import RankPart, Resolved, Rules, analyze_rank, report_of
 from .loader import TraceLoadError, load_or_error, trace_files
@@ -31,6 +31,9 @@ from .model import LoadError
 from .report.model import LoadProblem, Report
 from .rules import select_rules
 from .rules.base import ThresholdValue
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 __all__ = ["MIN_POOL_BYTES", "analyze_in_pool", "usable_cores"]
 
