@@ -124,3 +124,17 @@ def test_a_rank_part_holds_no_trace(tmp_path: Path) -> None:
             walk(getattr(v, name))
 
     walk(part)
+
+
+def test_a_rank_whose_figures_fail_gives_the_cross_rank_rule_an_error_outcome(tmp_path: Path, monkeypatch) -> None:
+    # as a failing rule: the straggler comparison reports the error, the per-rank rules and the report go on
+    import dyno.trace_analysis.rules.digest as digest
+
+    def broken(trace):  # noqa: ANN001, ANN202
+        raise ValueError(f"no figures for rank {trace.rank}")
+
+    monkeypatch.setattr(digest, "rank_timing", broken)
+    report = analyze(_job(tmp_path / "job", [100_000, 100_000, 150_000]), workers=1)
+    (outcome,) = [o for o in report.rules if o.rule_id == "straggler"]
+    assert (outcome.status, outcome.reason) == ("error", "ValueError: no figures for rank 0")
+    assert report.findings_of("straggler") == [] and report.findings
