@@ -138,3 +138,22 @@ def test_a_rank_whose_figures_fail_gives_the_cross_rank_rule_an_error_outcome(tm
     (outcome,) = [o for o in report.rules if o.rule_id == "straggler"]
     assert (outcome.status, outcome.reason) == ("error", "ValueError: no figures for rank 0")
     assert report.findings_of("straggler") == [] and report.findings
+
+
+def test_beside_grpc_the_workers_come_from_forkserver_and_agree(tmp_path: Path) -> None:
+    # dyno-cli trace analyses in a process holding gRPC channels: no fork of it, and the same report
+    import subprocess
+    import sys
+
+    folder = _job(tmp_path / "job", [100_000, 100_000, 150_000])
+    code = (
+        "import sys, grpc\n"
+        "from dyno.trace_analysis import analyze\n"
+        "from dyno.trace_analysis.rank_pool import _start_method\n"
+        "from dyno.trace_analysis.report import render_json\n"
+        "pooled = render_json(analyze(sys.argv[1], workers=2))\n"
+        "print(_start_method(), pooled == render_json(analyze(sys.argv[1], workers=1)))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["forkserver", "True"]
