@@ -157,3 +157,20 @@ def test_beside_grpc_the_workers_come_from_forkserver_and_agree(tmp_path: Path) 
     r = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["forkserver", "True"]
+
+
+def test_dyno_cli_jobs_sets_the_processes_and_keeps_the_report(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    folder = _job(tmp_path / "job", [100_000, 100_000, 150_000])
+
+    def run(*words: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "dyno.client", "analyze", "--json", *words]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    one, pooled = run("--jobs", "1", str(folder)), run("--jobs", "3", str(folder))
+    assert one.returncode == pooled.returncode == 0, one.stderr + pooled.stderr
+    assert one.stdout == pooled.stdout and '"straggler"' in one.stdout
+    bad = run("--jobs", "0", str(folder))
+    assert bad.returncode == 2 and "--jobs: must be 1-1024" in bad.stderr
