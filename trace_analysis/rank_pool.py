@@ -18,14 +18,13 @@ mid-call): there they come from ``forkserver``, which re-imports the caller's ma
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .api import RankPart, Resolved, Rules, analyze_rank, report_of
+from .api import AnalysisError, RankPart, Resolved, Rules, analyze_rank, report_of
 from .loader import TraceLoadError, load_or_error, trace_files
 from .model import LoadError
 from .report.model import LoadProblem, Report
@@ -36,8 +35,6 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
 __all__ = ["MIN_POOL_BYTES", "analyze_in_pool", "usable_cores"]
-
-logger = logging.getLogger(__name__)
 
 # Below this many bytes of trace files (as stored) one process is quicker: starting the pool and sending the parts
 # back cost 0.1-0.3 s on the 2-core test VM (trace_filter's two ranks, 0.24 MiB: 0.07 s alone, 0.15-0.38 s pooled),
@@ -98,6 +95,7 @@ def _run_pool(
 ) -> list[tuple[RankPart, str] | LoadError]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     thresholds = {rule: dict(th) for rule, th in resolved.items()}
     pool: Executor = ProcessPoolExecutor(
@@ -108,7 +106,13 @@ def _run_pool(
     )
     with pool:
         # one file per task, in file order; a worker's MemoryError is raised here, as in one process
-        return list(pool.map(_analyze_file, files, chunksize=1))
+        try:
+            return list(pool.map(_analyze_file, files, chunksize=1))
+        except BrokenProcessPool as e:  # a worker killed (the kernel's OOM killer, a signal): no traceback
+            raise AnalysisError(
+                f"a process analysing the ranks ended abruptly (killed, or out of memory?); {len(files)} files in "
+                f"{n} processes: try fewer (--jobs, or workers=) ({e})"
+            ) from e
 
 
 def _start_method() -> str:

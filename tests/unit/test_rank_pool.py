@@ -174,3 +174,18 @@ def test_dyno_cli_jobs_sets_the_processes_and_keeps_the_report(tmp_path: Path) -
     assert one.stdout == pooled.stdout and '"straggler"' in one.stdout
     bad = run("--jobs", "0", str(folder))
     assert bad.returncode == 2 and "--jobs: must be 1-1024" in bad.stderr
+
+
+def _killed(path: Path) -> None:
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's OOM killer ends a worker
+
+
+def test_a_worker_killed_is_an_analysis_error_not_a_traceback(tmp_path: Path, monkeypatch) -> None:
+    from dyno.trace_analysis import AnalysisError, rank_pool
+
+    monkeypatch.setattr(rank_pool, "_analyze_file", _killed)
+    with pytest.raises(AnalysisError, match="ended abruptly"):
+        analyze(_job(tmp_path / "job", [100_000, 100_000]), workers=2)
