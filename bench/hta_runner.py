@@ -2,7 +2,8 @@
 
 Used by bench/analysis_vs_hta.py as a subprocess: ``<hta-python> bench/hta_runner.py DIR [--full]``.
 Default: load + temporal breakdown + idle-time breakdown (the benchmark's HTA workload). ``--full`` adds the
-comm/comp overlap and the launch-queue summary (reference figures for comparing definitions).
+comm/comp overlap and the launch-queue summary (reference figures for comparing definitions); ``--load-only``
+stops after ``TraceAnalysis(trace_dir)`` (bench/many_ranks.py: HTA's multi-rank load).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ def main() -> int:
     t1 = time.perf_counter()
     analyzer = TraceAnalysis(trace_dir=folder)
     t2 = time.perf_counter()
+    if "--load-only" in sys.argv:
+        print(json.dumps({"ranks": len(analyzer.t.get_ranks()), "timing_s": {"import": t1 - t0, "load": t2 - t1}}))
+        return 0
     tb = analyzer.get_temporal_breakdown(visualize=False)
     out: dict = {"temporal": json.loads(tb.to_json(orient="records"))}
     idle: dict = {}

@@ -132,14 +132,16 @@ def _sigterm_as_ctrl_c() -> bool:
 def _main(argv: list[str] | None) -> int:
     # Imported here, not at the top: a Ctrl-C right after start lands in these imports (grpc, the commands), and
     # main()'s handler must already be running then to keep it quiet. What this module imports itself is light.
-    from dyno.client.commands._common import stdout_gone
-    from dyno.client.commands._hosts import UsageError
+    # None of these loads grpc: the command's own module does, when it calls daemons (`analyze` does not).
+    from dyno.client.commands._usage import UsageError
     from dyno.client.errors import DynoError
     from dyno.trace_analysis.cli import parse_args
 
     names = _command_modules()
-    parser = build_parser(names)
     argv = command_first(sys.argv[1:] if argv is None else argv, names)
+    # Only the command run is imported (each module loads what its command needs: grpc, the analysis stack); the
+    # whole parser, every command, for the top-level --help, a missing or unknown command, or --version.
+    parser = build_parser(argv[:1] if argv[:1] and argv[0] in names else names)
     # --json: a failure is a JSON error object on stdout too (tools read it from there; analyze has its own schema)
     json_out = argv[:1] != ["analyze"] and "--json" in (argv[: argv.index("--")] if "--" in argv else argv)
     if argv[:1] == ["analyze"]:
@@ -163,6 +165,8 @@ def _main(argv: list[str] | None) -> int:
     except DynoError as e:
         return _fail(f"{e}", json_out)
     except BrokenPipeError:  # `dyno-cli metrics | head`; before OSError, its base class
+        from dyno.client.commands._common import stdout_gone
+
         # Python flushes stdout again at exit, which would report the closed pipe once more.
         stdout_gone()
         return exit_codes.OK

@@ -1,10 +1,15 @@
-"""The client's exception hierarchy; grpc errors are translated here, once."""
+"""The client's exception hierarchy; grpc errors are translated here, once.
+
+The classes load no grpc (dyno-cli's main catches DynoError for every command, `analyze` included, which calls no
+daemon); ``translate`` imports it, called only once a call has failed and grpc is loaded anyway."""
 
 from __future__ import annotations
 
-import grpc
+from functools import cache
+from typing import TYPE_CHECKING
 
-from dyno.client.hosts import DEFAULT_PORT
+if TYPE_CHECKING:
+    import grpc
 
 __all__ = [
     "DynoError",
@@ -75,36 +80,44 @@ class Unimplemented(DynoError):
     pass
 
 
-_BY_CODE: dict[grpc.StatusCode, type[DynoError]] = {
-    grpc.StatusCode.UNAVAILABLE: Unavailable,
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
-    grpc.StatusCode.NOT_FOUND: NotFound,
-    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
-    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
-    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
-    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
-    grpc.StatusCode.INTERNAL: Internal,
-    grpc.StatusCode.UNIMPLEMENTED: Unimplemented,
-    # A call dynod cut short while stopping ("Cancelling all calls" at the end of its drain grace): it may be back in
-    # a moment (a restart), so callers that retry UNAVAILABLE retry this too. This client cancels its own calls
-    # only when it is itself stopping (Ctrl-C), when nobody reads the error.
-    grpc.StatusCode.CANCELLED: Unavailable,
-}
+@cache
+def _by_code() -> dict[grpc.StatusCode, type[DynoError]]:
+    import grpc
+
+    return {
+        grpc.StatusCode.UNAVAILABLE: Unavailable,
+        grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+        grpc.StatusCode.NOT_FOUND: NotFound,
+        grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+        grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
+        grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+        grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
+        grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+        grpc.StatusCode.INTERNAL: Internal,
+        grpc.StatusCode.UNIMPLEMENTED: Unimplemented,
+        # A call dynod cut short while stopping ("Cancelling all calls" at the end of its drain grace): it may be
+        # back in a moment (a restart), so callers that retry UNAVAILABLE retry this too. This client cancels its
+        # own calls only when it is itself stopping (Ctrl-C), when nobody reads the error.
+        grpc.StatusCode.CANCELLED: Unavailable,
+    }
 
 
 def translate(err: grpc.RpcError, target: str, *, tls: bool = False, token: bool = False) -> DynoError:
     """The DynoError for a failed call to `target`; `tls`: the channel was TLS, `token`: the call carried a bearer
     token (the same grpc details mean different mistakes with and without them)."""
+    import grpc
+
     code = err.code() if hasattr(err, "code") else None
     details = err.details() if hasattr(err, "details") else str(err)
-    cls = _BY_CODE.get(code, DynoError) if code is not None else DynoError
+    cls = _by_code().get(code, DynoError) if code is not None else DynoError
     http_server = "Failed parsing HTTP/2" in details or "http2 header with status" in details
     if code == grpc.StatusCode.CANCELLED:
         message = f"dynod cancelled the call (stopping or restarting? try again once it is back): {details}"
     elif cls is Unavailable and not http_server:
         message = _unavailable_message(details, tls)
     elif http_server:
+        from dyno.client.hosts import DEFAULT_PORT
+
         # An HTTP/1 server (dynod's own Prometheus port is the usual one to mistake for it) or an HTTP proxy.
         message = (
             "something other than dynod answers there (an HTTP server? dynod's Prometheus --metrics-port is not "

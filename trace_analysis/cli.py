@@ -24,6 +24,7 @@ from types import FrameType
 from typing import TextIO
 
 from dyno import exit_codes
+from dyno.argtypes import number
 from dyno.numpy_import import import_numpy_single_threaded
 
 __all__ = [
@@ -84,6 +85,13 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
         help="override a rule threshold, e.g. low-gpu-util.min_util=0.4 (repeatable; see --list-rules)",
     )
     parser.add_argument("--list-rules", action="store_true", help="list rules and their default thresholds, then exit")
+    parser.add_argument(
+        "--jobs",
+        type=number(int, ge=1, le=1024),
+        metavar="N",
+        help="processes for a job of several ranks (default: one per usable core, from 4 MiB of trace files; "
+        "1: one process)",
+    )
     return parser
 
 
@@ -174,7 +182,7 @@ def run_analyze(
         return fail(exit_codes.FAILURE, f"--html {args.html} is the input trace {clash}: refusing to overwrite it")
     try:
         thresholds = parse_threshold_args(args.threshold or [])
-        report = analyze(args.paths, rules=args.rules, thresholds=thresholds)
+        report = analyze(args.paths, rules=args.rules, thresholds=thresholds, workers=getattr(args, "jobs", None))
     except (ThresholdError, AnalysisError) as e:
         return fail(exit_codes.FAILURE, str(e))
     except MemoryError:

@@ -23,7 +23,7 @@ import os
 import re
 import stat
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import IO, Any, cast
@@ -35,9 +35,11 @@ from dyno.trace_analysis.model import LoadError, MultiRankTrace, Trace, TraceMet
 
 __all__ = [
     "TraceLoadError",
+    "load_or_error",
     "load_trace",
     "load_traces",
     "find_trace_files",
+    "trace_files",
     "rank_from_filename",
     "release_free_memory",
 ]
@@ -360,31 +362,14 @@ def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
     folder holds several dyno traces (``_refuse_several_traces``: not the ranks of one job).
     """
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    files: list[Path] = []
-    errors: list[LoadError] = []
-    for item in items:
-        p = Path(item)
-        if p.is_dir():
-            found = find_trace_files(p)
-            if not found:
-                errors.append(LoadError(str(p), "folder contains no *.json / *.json.gz trace files"))
-            _refuse_several_traces(p, found)
-            files.extend(found)
-        else:
-            files.append(p)
+    files, errors = trace_files(items)
     loaded: list[Trace] = []
-    for f in _distinct(files):
-        try:
-            loaded.append(load_trace(f))
-        except TraceLoadError as e:
-            logger.debug("skipping %s", e)  # collected in MultiRankTrace.errors and reported there
-            errors.append(LoadError(e.path, e.reason))
-        except MemoryError:
-            raise
-        except Exception as e:  # a loader bug on odd content: report that file, load the other ranks
-            logger.debug("unexpected failure loading %s", f, exc_info=True)
-            reason = f"could not be loaded ({type(e).__name__}: {e}); please report it with the file"
-            errors.append(LoadError(str(f), reason))
+    for f in files:
+        got = load_or_error(f)
+        if isinstance(got, LoadError):
+            errors.append(got)
+        else:
+            loaded.append(got)
     # several files of one process (profiling cycles, or a copy) are not several ranks
     loaded, left_out = split_cycles(loaded)
     errors.extend(left_out)
@@ -409,6 +394,40 @@ def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
     if not traces and not errors:
         raise TraceLoadError(str(items[0]) if items else "<none>", "no trace files given")
     return MultiRankTrace(traces=dict(sorted(traces.items())), errors=tuple(errors))
+
+
+def trace_files(items: Sequence[str | os.PathLike[str]]) -> tuple[list[Path], list[LoadError]]:
+    """The trace files ``load_traces`` loads from ``items`` (files, folders), each once, in order; and a
+    ``LoadError`` for each folder without any. Raises ``TraceLoadError`` for a folder of several dyno traces."""
+    files: list[Path] = []
+    errors: list[LoadError] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found = find_trace_files(p)
+            if not found:
+                errors.append(LoadError(str(p), "folder contains no *.json / *.json.gz trace files"))
+            _refuse_several_traces(p, found)
+            files.extend(found)
+        else:
+            files.append(p)
+    return _distinct(files), errors
+
+
+def load_or_error(path: Path) -> Trace | LoadError:
+    """``load_trace(path)``, or the ``LoadError`` that reports the file when it cannot be loaded (MemoryError is
+    raised: the other ranks would not fit either)."""
+    try:
+        return load_trace(path)
+    except TraceLoadError as e:
+        logger.debug("skipping %s", e)  # collected in MultiRankTrace.errors and reported there
+        return LoadError(e.path, e.reason)
+    except MemoryError:
+        raise
+    except Exception as e:  # a loader bug on odd content: report that file, load the other ranks
+        logger.debug("unexpected failure loading %s", path, exc_info=True)
+        reason = f"could not be loaded ({type(e).__name__}: {e}); please report it with the file"
+        return LoadError(str(path), reason)
 
 
 # how much a trace's rank can be trusted, by where it came from (TraceMeta.rank_source)

@@ -9,13 +9,14 @@ import os
 import ssl
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 from dyno import exit_codes
 from dyno.argtypes import nonempty_path, number
 from dyno.client.auth import AuthError, ClientAuth
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster, HostResult, failed, open_client
+from dyno.client.commands._usage import UsageError, usage_error
 from dyno.client.hosts import (
     DEFAULT_PORT,
     Host,
@@ -134,21 +135,6 @@ def add_host_arguments(parser: argparse.ArgumentParser, *, call_timeout_flag: st
 def _env_path(name: str) -> Path | None:
     value = os.environ.get(name)
     return Path(value) if value else None
-
-
-class UsageError(SystemExit):
-    """Exit code 2 with its one-line `message` (already on stderr): dyno-cli's main prints it as JSON too when the
-    command was asked for --json. A SystemExit, so that whatever does not know it still exits 2."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(exit_codes.USAGE)
-        self.message = message
-
-
-def usage_error(message: str) -> NoReturn:
-    """One line on stderr, exit code 2 (as argparse does for usage errors)."""
-    print(f"dyno-cli: error: {message}", file=sys.stderr)
-    raise UsageError(message)
 
 
 def _default_port(args: argparse.Namespace) -> int:

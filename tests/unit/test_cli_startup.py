@@ -68,3 +68,48 @@ def test_analyze_list_rules_and_help_work_without_preloading(tmp_path: Path) -> 
         [sys.executable, "-m", "dyno.client", "analyze", "--help"], capture_output=True, text=True, timeout=60
     )
     assert h.returncode == 0 and "--list-rules" in h.stdout
+
+
+def _modules_after_main(argv: list[str]) -> set[str]:
+    """The modules loaded once dyno-cli's main has run ``argv`` in a fresh interpreter (its output discarded)."""
+    out = _run(
+        "import contextlib, io, sys\n"
+        "from dyno.client.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "    try:\n"
+        f"        main({argv!r})\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(' '.join(sorted(sys.modules)))"
+    )
+    return set(out.split())
+
+
+_DAEMON_STACK = {"grpc", "google.protobuf", "dyno.v1.dyno_pb2", "dyno.client.client", "dyno.client.auth"}
+_OTHER_COMMANDS = {f"dyno.client.commands.{n}" for n in ("status", "ps", "metrics", "trace", "fetch", "version")}
+
+
+def test_analyze_loads_no_grpc_and_no_other_command(tmp_path: Path) -> None:
+    from analysis_trace_builder import TraceBuilder
+
+    b = TraceBuilder()
+    b.step(0, 0.0, 1000.0)
+    b.busy_gpu(0.0, 5)
+    trace = b.write(tmp_path / "rank-0.json")
+    loaded = _modules_after_main(["analyze", "--json", str(trace)])
+    assert "dyno.trace_analysis.api" in loaded  # the command ran
+    assert loaded & (_DAEMON_STACK | _OTHER_COMMANDS) == set()
+
+
+def test_a_daemon_command_loads_only_its_own_module() -> None:
+    loaded = _modules_after_main(["status", "--help"])
+    assert "dyno.client.commands.status" in loaded
+    others = _OTHER_COMMANDS - {"dyno.client.commands.status"}
+    assert loaded & (others | {"numpy", "dyno.trace_analysis.api"}) == set()
+
+
+def test_top_level_help_still_lists_every_command() -> None:
+    r = subprocess.run([sys.executable, "-m", "dyno.client", "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for name in ("status", "version", "metrics", "ps", "trace", "fetch", "analyze"):
+        assert f"    {name} " in r.stdout, name

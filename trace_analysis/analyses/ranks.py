@@ -28,7 +28,7 @@ from dyno.trace_analysis.analyses.steps import step_timings
 from dyno.trace_analysis.analyses.temporal import temporal_breakdown
 from dyno.trace_analysis.model import Cat, MultiRankTrace, Trace
 
-__all__ = ["RankTiming", "RankSpread", "rank_spread"]
+__all__ = ["RankTiming", "RankSpread", "rank_spread", "rank_timing", "spread_of"]
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def _span_us(t: Trace) -> float:
     return float(ev.end.max() - ev.ts.min())
 
 
-def _timing(t: Trace) -> RankTiming:
+def rank_timing(t: Trace) -> RankTiming:
     """One rank's figures (cached on its trace: they do not depend on the spread thresholds)."""
     return t.cached("rank_timing", lambda: _rank_timing(t))
 
@@ -108,7 +108,13 @@ def _rank_timing(t: Trace) -> RankTiming:
 def rank_spread(
     traces: MultiRankTrace | Iterable[Trace], *, mad_k: float = 2.0, min_rel_spread: float = 0.05
 ) -> RankSpread:
-    timings = tuple(_timing(t) for t in traces)
+    return spread_of([rank_timing(t) for t in traces], mad_k=mad_k, min_rel_spread=min_rel_spread)
+
+
+def spread_of(timings: Iterable[RankTiming], *, mad_k: float = 2.0, min_rel_spread: float = 0.05) -> RankSpread:
+    """The spread over the ranks' figures (``rank_timing`` of each): all a cross-rank comparison needs of a rank,
+    so that a job's ranks are compared without holding their traces."""
+    timings = tuple(timings)
     step = np.array([r.mean_step_us for r in timings])
     comm = np.array([r.comm_us for r in timings])
     med_s, mad_s = _mad(step) if len(step) else (0.0, 0.0)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from .context import RuleContext
+    from .digest import RankDigest
 
 __all__ = [
     "Example",
@@ -192,11 +193,12 @@ class Rule(_Described, Protocol):
 
 @runtime_checkable
 class CrossRankRule(_Described, Protocol):
-    """A rule over all ranks of one job (e.g. stragglers); ``cross_rank`` is True."""
+    """A rule over all ranks of one job (e.g. stragglers); ``cross_rank`` is True. It reads each rank's digest
+    (``rules.digest``), not its trace: the traces are let go once each rank is analysed."""
 
     @property
     def cross_rank(self) -> bool: ...
 
-    def applies_ranks(self, ctxs: Sequence[RuleContext]) -> Skip | None: ...
+    def applies_ranks(self, ranks: Sequence[RankDigest]) -> Skip | None: ...
 
-    def run_ranks(self, ctxs: Sequence[RuleContext], thresholds: Mapping[str, ThresholdValue]) -> list[Finding]: ...
+    def run_ranks(self, ranks: Sequence[RankDigest], thresholds: Mapping[str, ThresholdValue]) -> list[Finding]: ...

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .base import CrossRankRule, Evidence, Example, Finding, Rule, ThresholdValue
 from .context import RuleContext
+from .digest import RankDigest
 from .gpu_util import GpuStarvation, LowGpuUtil
 from .gpu_work import ExposedComm, MemoryPressure, NoTensorCores, UnalignedGemm
 from .host_bound import HostBound, LaunchOverhead
@@ -24,9 +25,13 @@ from .thresholds import ThresholdError, resolve_thresholds
 
 __all__ = [
     "ALL_RULES",
+    "RankRules",
     "RuleOutcome",
     "RulesResult",
     "UnknownRuleError",
+    "combine_rules",
+    "has_cross_rank",
+    "run_rank_rules",
     "run_rules",
     "select_rules",
     "sort_findings",
@@ -122,6 +127,15 @@ def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     )
 
 
+# One rank's per-rank rules, in the order given: each rule's outcome and its findings (placed on the rank's timeline).
+RankRules = tuple[tuple[RuleOutcome, tuple[Finding, ...]], ...]
+
+
+def has_cross_rank(rules: Iterable[Rule | CrossRankRule]) -> bool:
+    """Whether ``rules`` compare ranks (then each rank's ``RankDigest`` is needed)."""
+    return any(getattr(r, "cross_rank", False) for r in rules)
+
+
 def run_rules(
     ctxs: Sequence[RuleContext],
     rules: Sequence[Rule | CrossRankRule] | None = None,
@@ -129,15 +143,45 @@ def run_rules(
 ) -> RulesResult:
     rules = tuple(rules) if rules is not None else ALL_RULES
     resolved = resolve_thresholds({r.id: r.thresholds for r in ALL_RULES}, thresholds)
+    digests = [RankDigest.of(c) for c in ctxs] if has_cross_rank(rules) else []
+    return combine_rules([run_rank_rules(c, rules, resolved) for c in ctxs], digests, rules, resolved)
+
+
+def run_rank_rules(
+    ctx: RuleContext, rules: Sequence[Rule | CrossRankRule], resolved: Mapping[str, Mapping[str, ThresholdValue]]
+) -> RankRules:
+    """The per-rank ``rules`` on one rank (``resolved``: ``resolve_thresholds``' answer); cross-rank ones are left
+    to ``combine_rules``."""
+    out = []
+    for rule in rules:
+        if getattr(rule, "cross_rank", False):
+            continue
+        sink: list[Finding] = []
+        outcome = _run_one(rule, ctx, resolved[rule.id], sink)  # type: ignore[arg-type]
+        out.append((outcome, tuple(sink)))
+    return tuple(out)
+
+
+def combine_rules(
+    per_rank: Sequence[RankRules],
+    digests: Sequence[RankDigest],
+    rules: Sequence[Rule | CrossRankRule],
+    resolved: Mapping[str, Mapping[str, ThresholdValue]],
+) -> RulesResult:
+    """The ranks' ``run_rank_rules`` answers (in rank order) and the cross-rank rules over their ``digests``, as one
+    result: outcomes rule by rule, each rule's rank by rank; findings sorted (``sort_findings``)."""
     findings: list[Finding] = []
     outcomes: list[RuleOutcome] = []
+    i = 0  # the rule's place in each rank's answer (cross-rank rules have none)
     for rule in rules:
-        th = resolved[rule.id]
         if getattr(rule, "cross_rank", False):
-            outcomes.append(_run_cross(rule, ctxs, th, findings))  # type: ignore[arg-type]
+            outcomes.append(_run_cross(rule, digests, resolved[rule.id], findings))  # type: ignore[arg-type]
             continue
-        for ctx in ctxs:
-            outcomes.append(_run_one(rule, ctx, th, findings))  # type: ignore[arg-type]
+        for rank_rules in per_rank:
+            outcome, got = rank_rules[i]
+            outcomes.append(outcome)
+            findings.extend(got)
+        i += 1
     return RulesResult(tuple(sort_findings(findings)), tuple(outcomes), resolved)
 
 
@@ -172,19 +216,22 @@ def with_offsets(finding: Finding, origin_us: float) -> Finding:
 
 
 def _run_cross(
-    rule: CrossRankRule, ctxs: Sequence[RuleContext], th: Mapping[str, ThresholdValue], sink: list[Finding]
+    rule: CrossRankRule, ranks: Sequence[RankDigest], th: Mapping[str, ThresholdValue], sink: list[Finding]
 ) -> RuleOutcome:
     try:
-        skip = rule.applies_ranks(ctxs)
+        skip = rule.applies_ranks(ranks)
         if skip is not None:
             return RuleOutcome(rule.id, None, "skipped", skip.reason, skip.enable_with)
-        got = rule.run_ranks(ctxs, th)
+        failed = next((r.error for r in ranks if r.error is not None), None)
+        if failed is not None:  # a rank's figures could not be computed (logged by RankDigest.of)
+            return RuleOutcome(rule.id, None, "error", failed)
+        got = rule.run_ranks(ranks, th)
     except Exception as e:  # noqa: BLE001
         logger.exception("rule %s failed", rule.id)
         return RuleOutcome(rule.id, None, "error", f"{type(e).__name__}: {e}")
-    origin = {c.rank: c.span[0] for c in ctxs}
+    origin = {r.rank: r.span[0] for r in ranks}
     # a finding about one rank is placed on that rank's timeline; a job-level one on the earliest rank's start
     first = min(origin.values(), default=0.0)
     sink.extend(with_offsets(f, origin.get(f.rank, first) if f.rank is not None else first) for f in got)
-    reason = f"compared {len(ctxs)} ranks"
+    reason = f"compared {len(ranks)} ranks"
     return RuleOutcome(rule.id, None, "findings" if got else "clean", reason, findings=len(got))

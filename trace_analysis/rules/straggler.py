@@ -1,17 +1,18 @@
 """straggler: one rank late to collectives / slower steps than the others (cross-rank).
 
-Reads ``analyses.ranks.rank_spread``: per rank the mean step time and the time in collectives (NCCL kernels,
-else host-side gloo/nccl ranges); a rank is a straggler when its step time is beyond median + k×MAD, or when
-it spends the least time in collectives while the others wait there for it (the time lost is their wait).
+Reads ``analyses.ranks.spread_of`` over the ranks' digests: per rank the mean step time and the time in
+collectives (NCCL kernels, else host-side gloo/nccl ranges); a rank is a straggler when its step time is beyond
+median + k×MAD, or when it spends the least time in collectives while the others wait there for it (the time lost
+is their wait).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..analyses.ranks import rank_spread
+from ..analyses.ranks import spread_of
 from .base import Evidence, Finding, Severity, Share, Skip, ThresholdValue, severity_for_share
-from .context import RuleContext
+from .digest import RankDigest
 
 __all__ = ["Straggler"]
 
@@ -26,14 +27,14 @@ class Straggler:
     )
     cross_rank = True
 
-    def applies_ranks(self, ctxs: Sequence[RuleContext]) -> Skip | None:
-        if len(ctxs) < 2:
+    def applies_ranks(self, ranks: Sequence[RankDigest]) -> Skip | None:
+        if len(ranks) < 2:
             return Skip("not applicable (needs at least 2 ranks)", None)
         return None
 
-    def run_ranks(self, ctxs: Sequence[RuleContext], thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
-        spread = rank_spread(
-            [c.trace for c in ctxs],
+    def run_ranks(self, ranks: Sequence[RankDigest], thresholds: Mapping[str, ThresholdValue]) -> list[Finding]:
+        spread = spread_of(
+            [r.timing for r in ranks if r.timing is not None],  # the engine runs no rule on a failed digest
             mad_k=float(thresholds["mad_factor"]),
             min_rel_spread=float(thresholds["min_excess"]),
         )
@@ -53,7 +54,7 @@ class Straggler:
                 Finding(
                     rule_id=self.id,
                     severity=severity_for_share(share, floor=Severity.LOW),
-                    title=f"rank {rank} is a straggler among {len(ctxs)} ranks: {spread.reasons[rank]}",
+                    title=f"rank {rank} is a straggler among {len(ranks)} ranks: {spread.reasons[rank]}",
                     evidence=Evidence(time_lost_us=late_by, share=share, counts=dict(counts)),
                     fix=self.fix,
                     rank=rank,

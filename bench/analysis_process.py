@@ -1,0 +1,130 @@
+"""Benchmark: the time a user waits, as whole processes: ``dyno-cli analyze --json`` vs HTA's process vs
+``python -c "import numpy"``, on every shared trace; and dyno-cli's start-up per command.
+
+Not a test. Each figure is a fresh process timed from start to exit (interpreter start-up, imports, load, analysis,
+output): what a user waits for at the prompt, unlike bench/analysis_vs_hta.py, which times the work inside the
+process. Runs alternate between the tools (each round starts with the next one), ``--repeat`` rounds; the table
+prints the median and the min.
+
+- dyno:  ``dyno-cli analyze --json DIR`` (the venv's console script; the JSON report to /dev/null).
+- HTA:   ``bench/hta_runner.py DIR`` in HTA's venv: import + ``TraceAnalysis(trace_dir)`` + temporal breakdown +
+         idle-time breakdown (the workload of bench/analysis_vs_hta.py).
+- numpy: ``python -c "import numpy"`` in dyno's venv, the floor of any numpy tool.
+
+Every child runs with its bytecode cached (bench_common.bytecode_env), as an installed dyno (pip byte-compiles it)
+and HTA's venv run: this project's dev machines set PYTHONDONTWRITEBYTECODE, under which the editable dyno compiled
+every module in every run. One untimed run of each command fills the cache.
+
+Targets (issue 21): HTA / dyno >= 10x on every shared trace; dyno / numpy <= 2x on the 0.3 MiB traces.
+
+    python bench/analysis_process.py --hta-python /work/hta-venv/bin/python [--repeat 5] [--cases simple_add ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_common import bytecode_env
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+TRACES = REPO.parent / "shared" / "traces" / "gpu"
+CASES = [
+    "negative_queue_length_values_check",
+    "ns_resolution_trace",
+    "nccl_parser_config",
+    "trace_filter",
+    "simple_add",
+    "alexnet",
+]
+SMALL = ("simple_add", "alexnet")  # the 0.3 MiB traces of the dyno/numpy target
+
+
+# set by main(): every child reads its bytecode from one cache (bench_common.bytecode_env)
+ENV: dict[str, str] | None = None
+
+
+def wall(cmd: list[str]) -> float:
+    """Seconds from start to exit of ``cmd`` (its output discarded; a failure raises)."""
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO, env=ENV)
+    elapsed = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} exited {r.returncode}: {r.stderr.decode(errors='replace')[-2000:]}")
+    return elapsed
+
+
+def alternate(tools: dict[str, list[str]], repeat: int) -> dict[str, list[float]]:
+    """``repeat`` rounds of every tool, each round starting with the next one (after one untimed run of each, which
+    fills the bytecode cache)."""
+    for cmd in tools.values():
+        wall(cmd)
+    times: dict[str, list[float]] = {k: [] for k in tools}
+    names = list(tools)
+    for i in range(repeat):
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            times[name].append(wall(tools[name]))
+    return times
+
+
+def dyno_cli() -> list[str]:
+    script = Path(sys.executable).with_name("dyno-cli")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "dyno.client"]
+
+
+def _fmt(ts: list[float]) -> str:
+    return f"{statistics.median(ts):>6.3f} {min(ts):>6.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hta-python", help="python of a venv with HolisticTraceAnalysis==0.5.0 (HTA skipped if absent)")
+    ap.add_argument("--traces", type=Path, default=TRACES, help="folder of the shared GPU traces")
+    ap.add_argument("--cases", nargs="+", choices=CASES, default=CASES, metavar="CASE")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args(argv)
+    global ENV
+    cache = tempfile.TemporaryDirectory(prefix="dyno-bench-pycache-")
+    ENV = bytecode_env(cache.name)
+
+    cli = dyno_cli()
+    numpy = [sys.executable, "-c", "import numpy"]
+    print(
+        f"{'trace':<36} {'MiB':>5} {'dyno s':>6} {'(min)':>6} {'HTA s':>6} {'(min)':>6} {'numpy s':>7} "
+        f"{'HTA/dyno':>8} {'dyno/numpy':>10}"
+    )
+    for case in args.cases:
+        folder = args.traces / case
+        tools = {"dyno": [*cli, "analyze", "--json", str(folder)], "numpy": numpy}
+        if args.hta_python:
+            tools["HTA"] = [args.hta_python, str(HERE / "hta_runner.py"), str(folder)]
+        t = alternate(tools, args.repeat)
+        mib = sum(f.stat().st_size for f in folder.glob("*.json*")) / 2**20
+        d, n = statistics.median(t["dyno"]), statistics.median(t["numpy"])
+        hta = f"{_fmt(t['HTA'])} " if "HTA" in t else f"{'n/a':>6} {'':>6} "
+        ratio = f"{statistics.median(t['HTA']) / d:>7.1f}x" if "HTA" in t else f"{'n/a':>8}"
+        print(f"{case:<36} {mib:>5.2f} {_fmt(t['dyno'])} {hta}{n:>7.3f} {ratio} {d / n:>9.2f}x")
+    print("(s: whole process, start to exit, median and min of the runs; MiB: the trace files as stored (gzip);")
+    print(" targets: HTA/dyno >= 10x everywhere, dyno/numpy <= 2x on " + " and ".join(SMALL) + ")")
+
+    print("\ndyno-cli start-up (no daemon is called: --help parses and prints only)")
+    startup = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "dyno-cli --help": [*cli, "--help"],
+        "dyno-cli status --help": [*cli, "status", "--help"],
+        "dyno-cli analyze --help": [*cli, "analyze", "--help"],
+    }
+    for name, ts in alternate(startup, args.repeat).items():
+        print(f"  {name:<26} {_fmt(ts)}")
+    cache.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
