@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 
 from dyno.daemon import proto_convert as pc
+from dyno.daemon.callers import ADMIN, Caller
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.stream_slots import MAX_FETCH_STREAMS, StreamSlots
@@ -24,7 +25,7 @@ from dyno.diskspace import free_space_note
 from dyno.filechunks import encode_chunk
 from dyno.v1 import dyno_pb2
 
-__all__ = ["MAX_PROCESS_LIST_BYTES", "TraceRpcs"]
+__all__ = ["MAX_PROCESS_LIST_BYTES", "OTHERS_CMDLINE", "TraceRpcs"]
 
 log = logging.getLogger(__name__)
 _FETCH_RETRY_AFTER_MS = 200  # a client's first wait when the fetch streams are all taken (it backs off from there)
@@ -32,11 +33,22 @@ _FETCH_RETRY_AFTER_MS = 200  # a client's first wait when the fetch streams are 
 # Any local user may Register pids on the agent socket (0666) and the registry has no count cap, so without it a
 # flood made an answer no client accepts (dyno-cli: 64 MiB), which the daemon built in full first.
 MAX_PROCESS_LIST_BYTES = 16 * 1024 * 1024
+# What a local user who is no admin sees of another user's process's command line (arguments can carry secrets)
+OTHERS_CMDLINE = "(hidden: another user's process)"
 
 
 class TraceRpcs:
-    def __init__(self, manager: TraceManager, registry: ProcessRegistry, hostname: str, instance_id: str = "") -> None:
+    def __init__(
+        self,
+        manager: TraceManager,
+        registry: ProcessRegistry,
+        hostname: str,
+        instance_id: str = "",
+        caller_of: Callable[[grpc.ServicerContext], Caller] | None = None,
+    ) -> None:
         self._tm = manager
+        # who calls (dyno.daemon.callers): an admin touches every process, another local user only their own
+        self._caller_of = caller_of or (lambda context: ADMIN)
         self._registry = registry
         self._hostname = hostname
         self._instance_id = instance_id  # dyno.daemon.instance_id: tells dyno-cli a restarted daemon from this one
@@ -48,12 +60,15 @@ class TraceRpcs:
     def ListProcesses(
         self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext
     ) -> dyno_pb2.ListProcessesResponse:
+        caller = self._caller_of(context)
         procs = self._registry.list(request.job_id)
         roles = self._tm.roles(procs)
         answer = dyno_pb2.ListProcessesResponse(hostname=self._hostname)
         size = 0
         for p in procs:  # built one at a time, so a refusal costs at most the bound
             msg = pc.process_to_pb(p, roles.get(p.pid, ""))
+            if msg.cmdline and not caller.may_touch(p.uid):
+                msg.cmdline = OTHERS_CMDLINE
             size += msg.ByteSize() + 4  # + its field tag and length
             if size > MAX_PROCESS_LIST_BYTES:
                 what = f"job {request.job_id!r}" if request.job_id else "all jobs"
@@ -67,8 +82,11 @@ class TraceRpcs:
         return answer
 
     def StartTrace(self, request: dyno_pb2.TraceRequest, context: grpc.ServicerContext) -> dyno_pb2.StartTraceResponse:
+        caller = self._caller_of(context)
+        if not caller.admin and caller.uid is None:
+            abort(context, grpc.StatusCode.PERMISSION_DENIED, _unidentified("start traces"))
         try:
-            result = self._tm.start(pc.spec_from_pb(request))
+            result = self._tm.start(pc.spec_from_pb(request), only_uid=None if caller.admin else caller.uid)
         except TraceRequestError as e:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except TraceLimitError as e:
@@ -92,7 +110,28 @@ class TraceRpcs:
         return self._status(self._tm.get, request.trace_id, context)
 
     def CancelTrace(self, request: dyno_pb2.CancelTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
+        caller = self._caller_of(context)
+        if not caller.admin:
+            if caller.uid is None:
+                abort(context, grpc.StatusCode.PERMISSION_DENIED, _unidentified("cancel traces"))
+            _require_id(request.trace_id, context)
+            view = self._status_view(request.trace_id, context)
+            others = [p.pid for p in view.processes if not caller.may_touch(p.uid)]
+            if others:
+                abort(
+                    context,
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"trace {request.trace_id!r} traces processes of other users (pid "
+                    f"{', '.join(map(str, others[:8]))}{'...' if len(others) > 8 else ''}): {caller.who()} may cancel "
+                    "only traces of its own processes",
+                )
         return self._status(self._tm.cancel, request.trace_id, context)
+
+    def _status_view(self, trace_id: str, context: grpc.ServicerContext) -> TraceView:
+        try:
+            return self._tm.get(trace_id)
+        except UnknownTraceError as e:
+            abort(context, grpc.StatusCode.NOT_FOUND, str(e))
 
     def _status(
         self, op: Callable[[str], TraceView], trace_id: str, context: grpc.ServicerContext
@@ -113,6 +152,9 @@ class TraceRpcs:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, "pid: required (> 0)")
         if request.chunk_size > MAX_CHUNK:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"chunk_size: at most {MAX_CHUNK}")
+        caller = self._caller_of(context)
+        if not caller.admin:
+            self._check_fetch(caller, request.trace_id, request.pid, context)
         try:
             path = self._tm.trace_file(request.trace_id, request.pid)
         except TraceRequestError as e:
@@ -121,6 +163,23 @@ class TraceRpcs:
             abort(context, grpc.StatusCode.NOT_FOUND, str(e))
         self._fetch_slots.take(context)
         return self._stream(path, request.chunk_size, context)
+
+    def _check_fetch(self, caller: Caller, trace_id: str, pid: int, context: grpc.ServicerContext) -> None:
+        """PERMISSION_DENIED unless the traced process ran as the calling user."""
+        if caller.uid is None:
+            abort(context, grpc.StatusCode.PERMISSION_DENIED, _unidentified("fetch trace files"))
+        try:
+            view = self._tm.get(trace_id)
+        except (UnknownTraceError, ValueError):
+            return  # trace_file names what is wrong with the id
+        part = next((p for p in view.processes if p.pid == pid), None)
+        if part is not None and not caller.may_touch(part.uid):
+            abort(
+                context,
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"trace {trace_id!r} pid {pid} is another user's process: {caller.who()} may fetch only the trace "
+                "files of its own processes",
+            )
 
     def _stream(self, path: Path, chunk_size: int, context: grpc.ServicerContext) -> Iterator[bytes]:
         try:
@@ -137,6 +196,13 @@ def _trace_dir_problem(e: OSError) -> str:
     where = f"{e.filename}: " if e.filename else ""
     note = free_space_note(Path(e.filename).parent) if e.errno == errno.ENOSPC and e.filename else ""
     return f"{where}{e.strerror or e}" + (f" ({note})" if note else "")
+
+
+def _unidentified(what: str) -> str:
+    return (
+        f"cannot tell which local user calls, and only identified users may {what} without dynod's auth token: "
+        "call from this host (dynod's Unix socket or loopback) or present the token or a client certificate"
+    )
 
 
 def _require_id(trace_id: str, context: grpc.ServicerContext) -> None:

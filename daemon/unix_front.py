@@ -1,0 +1,234 @@
+"""A Unix socket whose callers a gRPC server can identify: dynod accepts each connection itself, reads the
+kernel's SO_PEERCRED, and relays the bytes to the gRPC server's private socket from a socket bound to a fresh
+abstract name, recorded in a PeerTable (dyno.daemon.peer_identity). grpc tells a servicer nothing of a Unix
+socket's peer (grpc/grpc#15511) but reports that name as the call's peer.
+
+One thread relays every connection (a selector, non-blocking sockets, a bounded buffer each way), so an idle
+connection costs two file descriptors and no thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import selectors
+import socket
+import struct
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dyno.daemon.peer_identity import PeerCred, PeerTable
+
+__all__ = ["UnixFront", "MAX_FRONT_CONNECTIONS"]
+
+log = logging.getLogger(__name__)
+
+MAX_FRONT_CONNECTIONS = 512  # the gRPC servers behind bound connections too (connection_limits.py)
+_BUFFER = 256 * 1024  # read at most this much ahead of a slow reader, each way
+_UCRED = struct.Struct("3i")  # pid_t, uid_t, gid_t
+
+
+@dataclass(eq=False)
+class _Pipe:
+    """One relayed connection: `client` (accepted) and `upstream` (to the gRPC server), a buffer each way."""
+
+    client: socket.socket
+    upstream: socket.socket
+    name: str
+    to_upstream: bytearray = field(default_factory=bytearray)
+    to_client: bytearray = field(default_factory=bytearray)
+    client_eof: bool = False
+    upstream_eof: bool = False
+
+
+def _peer_cred(sock: socket.socket) -> PeerCred:
+    pid, uid, gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+    return PeerCred(pid, uid, gid)
+
+
+def _end_writes(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # again, or the peer gone: nothing more to tell it
+        sock.shutdown(socket.SHUT_WR)
+
+
+class UnixFront:
+    """Listens on `path` (mode `mode`) and relays to the Unix socket `upstream`, recording each relayed
+    connection's credentials in `peers` for as long as it lasts."""
+
+    def __init__(
+        self,
+        path: Path,
+        upstream: Path,
+        peers: PeerTable,
+        *,
+        mode: int = 0o666,
+        max_connections: int = MAX_FRONT_CONNECTIONS,
+    ) -> None:
+        self.path = path
+        self._upstream = upstream
+        self._peers = peers
+        self._mode = mode
+        self._max = max_connections
+        self._sel = selectors.DefaultSelector()
+        self._pipes: set[_Pipe] = set()
+        self._listener: socket.socket | None = None
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Bind `path` (its folder must exist; a stale socket file there is the caller's to remove)."""
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(str(self.path))
+            os.chmod(self.path, self._mode)
+            listener.listen(128)
+            listener.setblocking(False)
+        except OSError:
+            listener.close()
+            raise
+        self._listener = listener
+        self._sel.register(listener, selectors.EVENT_READ, None)
+        self._wake_r.setblocking(False)
+        self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+        self._thread = threading.Thread(target=self._run, name=f"unix-front:{self.path.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Close the listener and every relayed connection, and remove the socket file. Idempotent."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        if self._thread is not None:
+            self._thread.join(5.0)
+        for pipe in list(self._pipes):
+            self._close(pipe)
+        if self._listener is not None:
+            self._listener.close()
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+        self._sel.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def connections(self) -> int:
+        return len(self._pipes)
+
+    # -- the relay thread -------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                events = self._sel.select(timeout=1.0)
+            except OSError:  # closed under us by stop()
+                return
+            for key, mask in events:
+                if key.fileobj is self._listener:
+                    self._accept()
+                elif key.fileobj is self._wake_r:
+                    return
+                else:
+                    pipe: _Pipe = key.data
+                    if pipe in self._pipes:
+                        self._pump(pipe, key.fileobj, mask)  # type: ignore[arg-type]
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        try:
+            client, _ = self._listener.accept()
+        except OSError:
+            return
+        if len(self._pipes) >= self._max:
+            log.warning("%s: %d connections open, its limit: refusing one", self.path, self._max)
+            client.close()
+            return
+        name = self._peers.new_name()
+        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            cred = _peer_cred(client)
+            upstream.bind(b"\0" + name.encode())
+            # recorded before the connect: grpc may read the first call off the connection at once
+            self._peers.add(name, cred)
+            upstream.connect(str(self._upstream))
+        except OSError as e:
+            self._peers.remove(name)
+            client.close()
+            upstream.close()
+            if e.errno != errno.ECONNREFUSED or not self._stop.is_set():
+                log.warning("%s: cannot relay a connection: %s", self.path, e.strerror or e)
+            return
+        client.setblocking(False)
+        upstream.setblocking(False)
+        pipe = _Pipe(client, upstream, name)
+        self._pipes.add(pipe)
+        self._sel.register(client, selectors.EVENT_READ, pipe)
+        self._sel.register(upstream, selectors.EVENT_READ, pipe)
+
+    def _pump(self, pipe: _Pipe, sock: socket.socket, mask: int) -> None:
+        from_client = sock is pipe.client
+        try:
+            if mask & selectors.EVENT_READ:
+                inbound = pipe.to_upstream if from_client else pipe.to_client
+                data = sock.recv(_BUFFER - len(inbound))
+                if data:
+                    inbound += data
+                elif from_client:
+                    pipe.client_eof = True
+                else:
+                    pipe.upstream_eof = True
+            if mask & selectors.EVENT_WRITE:
+                outbound = pipe.to_client if from_client else pipe.to_upstream
+                del outbound[: sock.send(outbound)]
+            # a side that ended, its bytes all delivered: pass the end on
+            if pipe.client_eof and not pipe.to_upstream:
+                _end_writes(pipe.upstream)
+            if pipe.upstream_eof and not pipe.to_client:
+                _end_writes(pipe.client)
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:  # reset by either side: the connection is over
+            self._close(pipe)
+            return
+        if pipe.client_eof and pipe.upstream_eof and not pipe.to_client and not pipe.to_upstream:
+            self._close(pipe)
+            return
+        self._interest(pipe)
+
+    def _interest(self, pipe: _Pipe) -> None:
+        """Watch each socket for what it can do next: read while its side has not ended and the buffer it fills has
+        room, write while the buffer it drains has bytes."""
+        for sock, inbound, outbound, eof in (
+            (pipe.client, pipe.to_upstream, pipe.to_client, pipe.client_eof),
+            (pipe.upstream, pipe.to_client, pipe.to_upstream, pipe.upstream_eof),
+        ):
+            mask = (selectors.EVENT_READ if not eof and len(inbound) < _BUFFER else 0) | (
+                selectors.EVENT_WRITE if outbound else 0
+            )
+            try:
+                registered = self._sel.get_key(sock).events
+            except KeyError:
+                registered = 0
+            if mask == registered:
+                continue
+            if not mask:
+                self._sel.unregister(sock)
+            elif registered:
+                self._sel.modify(sock, mask, pipe)
+            else:
+                self._sel.register(sock, mask, pipe)
+
+    def _unwatch(self, sock: socket.socket) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self._sel.unregister(sock)
+
+    def _close(self, pipe: _Pipe) -> None:
+        self._pipes.discard(pipe)
+        self._peers.remove(pipe.name)
+        for sock in (pipe.client, pipe.upstream):
+            self._unwatch(sock)
+            sock.close()
