@@ -17,7 +17,14 @@ from prometheus_client.core import Metric
 
 import dyno
 from dyno.daemon.api_socket import ApiSocket
-from dyno.daemon.auth import TokenAuthInterceptor, build_server_credentials, build_server_interceptors, warn_if_exposed
+from dyno.daemon.auth import (
+    AuthConfigError,
+    TokenAuthInterceptor,
+    build_server_credentials,
+    build_server_interceptors,
+    exposure_refusal,
+    warn_if_exposed,
+)
 from dyno.daemon.bindcheck import bind_problem
 from dyno.daemon.callers import CallerIdentity
 from dyno.daemon.config import ConfigError, DaemonConfig, group_id
@@ -192,6 +199,9 @@ class Daemon:
         return daemon_gauges(self.hostname, values)
 
     def start(self) -> None:
+        refusal = exposure_refusal(self.config)  # before anything is bound or sampled: exit 2, one line
+        if refusal is not None:
+            raise AuthConfigError(refusal)
         self._prepare_dirs()
         for s in self.samplers:
             state = s.state()

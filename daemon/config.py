@@ -226,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     a(
         "--listen",
         help="address of the gRPC and metrics servers (default 127.0.0.1; other addresses need "
-        "--auth-token-file or mTLS, else a warning)",
+        "--auth-token-file or mTLS, else dynod refuses to start without --insecure-allow-unauthenticated-remote)",
     )
     a("--metrics-listen", help="address of the metrics server when it differs from --listen (default: --listen)")
     a("--port", type=_port, help="gRPC port (default 1778; 0 picks a free one and logs it)")
