@@ -120,7 +120,9 @@ class TraceManager(KinetoTraces, AgentTraces):
                     f"every matched process is already tracing (trace {held_by})",
                     jobs,
                 )
-            tf.make_trace_dir(self._trace_dir, trace_id)
+            # one user's processes: a folder of that user's, which no other user may enter (trace_files)
+            owners = {p.uid for p in todo}
+            tf.make_trace_dir(self._trace_dir, trace_id, owners.pop() if len(owners) == 1 else None)
             trace = TraceEntry(trace_id, spec, now)
             for p in todo:
                 trace.procs[p.pid] = self._new_proc_trace(trace, p, now)

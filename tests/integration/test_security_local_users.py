@@ -173,13 +173,26 @@ def test_nobody_cannot_fetch_roots_trace_file(env: Env, transport: str) -> None:
 
 @needs_nobody
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_nobody_traces_and_cancels_its_own_process(env: Env, transport: str) -> None:
+def test_nobody_traces_fetches_and_cancels_its_own_process(env: Env, transport: str) -> None:
     job = f"nobody-job-{transport}"
     got = as_nobody(_target(env, transport), "own", env.agent_socket, job)
     assert got["code"] == "OK", got
-    assert got["triggered"] == [got["pid"]] and got["delivered"] == [got["trace_id"]]
+    assert got["triggered"] == [got["pid"]] and got["delivered"] == got["trace_id"]
+    assert got["folder"] == [65534, "0o700"]  # its trace folder is its own, closed to other users
+    assert got["report"] == "OK" and got["fetched"] == 2, got
     assert got["cancel"] == "OK", got
     assert got["own_cmdline"] == ["own job"]  # its own command line it sees
+
+
+@needs_nobody
+def test_nobody_cannot_read_roots_trace_file_from_disk(env: Env) -> None:
+    folder = env.daemon.config.trace_dir / env.root_trace
+    assert (folder.stat().st_uid, folder.stat().st_mode & 0o7777) == (0, 0o700)
+    trace_file = folder / f"h_{env.root_pid}.pt.trace.json.gz"
+    trace_file.write_bytes(b"secret")  # where a trainer of root's writes, at a name anyone can guess
+    trace_file.chmod(0o644)  # the usual umask's mode
+    got = as_nobody(env.tcp, "read", str(trace_file))
+    assert got["code"] == "EACCES", got
 
 
 @needs_nobody
