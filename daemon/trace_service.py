@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -153,33 +154,44 @@ class TraceRpcs:
         if request.chunk_size > MAX_CHUNK:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"chunk_size: at most {MAX_CHUNK}")
         caller = self._caller_of(context)
-        if not caller.admin:
-            self._check_fetch(caller, request.trace_id, request.pid, context)
+        known = caller.admin or self._check_fetch(caller, request.trace_id, request.pid, context)
         try:
             path = self._tm.trace_file(request.trace_id, request.pid)
         except TraceRequestError as e:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except UnknownTraceError as e:
             abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+        if not known and not _owned_by(path, caller):
+            # a trace dynod no longer knows (restarted before it finished): its file is the process's user's
+            abort(
+                context,
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"trace {request.trace_id!r} pid {request.pid}: its file is not {caller.who()}'s: {caller.who()} may "
+                "fetch only the trace files of its own processes",
+            )
         self._fetch_slots.take(context)
         return self._stream(path, request.chunk_size, context)
 
-    def _check_fetch(self, caller: Caller, trace_id: str, pid: int, context: grpc.ServicerContext) -> None:
-        """PERMISSION_DENIED unless the traced process ran as the calling user."""
+    def _check_fetch(self, caller: Caller, trace_id: str, pid: int, context: grpc.ServicerContext) -> bool:
+        """PERMISSION_DENIED unless the traced process ran as the calling user; False when dynod does not know the
+        process's part in the trace (then the file's owner decides: _owned_by)."""
         if caller.uid is None:
             abort(context, grpc.StatusCode.PERMISSION_DENIED, _unidentified("fetch trace files"))
         try:
             view = self._tm.get(trace_id)
         except (UnknownTraceError, ValueError):
-            return  # trace_file names what is wrong with the id
+            return False
         part = next((p for p in view.processes if p.pid == pid), None)
-        if part is not None and not caller.may_touch(part.uid):
+        if part is None:
+            return False
+        if not caller.may_touch(part.uid):
             abort(
                 context,
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"trace {trace_id!r} pid {pid} is another user's process: {caller.who()} may fetch only the trace "
                 "files of its own processes",
             )
+        return True
 
     def _stream(self, path: Path, chunk_size: int, context: grpc.ServicerContext) -> Iterator[bytes]:
         try:
@@ -196,6 +208,13 @@ def _trace_dir_problem(e: OSError) -> str:
     where = f"{e.filename}: " if e.filename else ""
     note = free_space_note(Path(e.filename).parent) if e.errno == errno.ENOSPC and e.filename else ""
     return f"{where}{e.strerror or e}" + (f" ({note})" if note else "")
+
+
+def _owned_by(path: Path, caller: Caller) -> bool:
+    try:
+        return caller.may_touch(os.lstat(path).st_uid)
+    except OSError:
+        return False
 
 
 def _unidentified(what: str) -> str:

@@ -24,6 +24,7 @@ import pytest
 
 from dyno.daemon.app import Daemon
 from dyno.daemon.config import DaemonConfig
+from dyno.daemon.trace_files import make_trace_dir
 from dyno.daemon.trace_service import OTHERS_CMDLINE
 from dyno.v1 import agent_pb2, agent_pb2_grpc, dyno_pb2, dyno_pb2_grpc
 
@@ -193,6 +194,20 @@ def test_nobody_cannot_read_roots_trace_file_from_disk(env: Env) -> None:
     trace_file.chmod(0o644)  # the usual umask's mode
     got = as_nobody(env.tcp, "read", str(trace_file))
     assert got["code"] == "EACCES", got
+
+
+@needs_nobody
+def test_nobody_fetches_only_its_own_files_of_traces_dynod_does_not_know(env: Env) -> None:
+    """Traces from before a restart without a record (dynod restarted mid-trace): the file's owner decides."""
+    for trace_id, owner in (("forgotten-root", 0), ("forgotten-nobody", 65534)):
+        folder = make_trace_dir(env.daemon.config.trace_dir, trace_id, owner)
+        trace_file = folder / f"{env.daemon.hostname}_4242.pt.trace.json.gz"
+        trace_file.write_bytes(b"{}")
+        os.chown(trace_file, owner, -1)
+    roots = as_nobody(env.unix, "fetch", "forgotten-root", "4242")
+    assert roots["code"] == "PERMISSION_DENIED" and "its file is not uid 65534's" in roots["detail"], roots
+    own = as_nobody(env.unix, "fetch", "forgotten-nobody", "4242")
+    assert own == {"code": "OK", "detail": "", "bytes": 2}
 
 
 @needs_nobody
