@@ -158,6 +158,7 @@ class Daemon:
         callers = self.callers
         callers.token_ok = next((i.authorized for i in interceptors if isinstance(i, TokenAuthInterceptor)), None)
         callers.server_port = port
+        callers.server_addresses = ("127.0.0.1", "::1") if cfg.listen.lower() == "localhost" else (cfg.listen,)
         warn_if_exposed(cfg, log)
         server.start()
         self.server, self.port = server, port

@@ -83,7 +83,8 @@ class _GroupsCache:
 class CallerIdentity:
     """context -> Caller. `token_ok`: whether a call's metadata carries dynod's bearer token (None: no token is
     configured). `server_port`: the TCP port dynod serves the API on (set once bound; 0: TCP callers are not looked
-    up). `trust_unidentified`: give callers that cannot be identified admin rights (the insecure flag)."""
+    up), `server_addresses` its listen address. `trust_unidentified`: give callers that cannot be identified admin
+    rights (the insecure flag)."""
 
     def __init__(
         self,
@@ -104,6 +105,7 @@ class CallerIdentity:
         self._proc_net = proc_net
         self._groups = _GroupsCache(groups_of)
         self.server_port = 0
+        self.server_addresses: tuple[str, ...] = ()  # dynod's listen address(es), for the TCP lookup
 
     def caller(self, context: grpc.ServicerContext) -> Caller:
         if self.token_ok is not None and self.token_ok(context.invocation_metadata()):
@@ -132,4 +134,4 @@ class CallerIdentity:
         tcp = parse_tcp_peer(peer)
         if tcp is None or not self.server_port:
             return None
-        return tcp_socket_owner(tcp, self.server_port, self._proc_net)
+        return tcp_socket_owner(tcp, self.server_port, self._proc_net, self.server_addresses)

@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from dyno.daemon.peer_identity import PeerCred, PeerTable, TcpPeer, parse_tcp_peer, tcp_socket_owner
+from dyno.daemon import peer_identity
+from dyno.daemon.peer_identity import (
+    NetlinkUnavailable,
+    PeerCred,
+    PeerTable,
+    TcpPeer,
+    parse_tcp_peer,
+    proc_socket_owner,
+    tcp_socket_owner,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -43,30 +52,48 @@ def test_owner_from_written_tables(tmp_path: Path) -> None:
         _HEADER + _line("00000000000000000000000001000000:D433", "00000000000000000000000001000000:06F2", "01", 1001)
     )
     v4 = ipaddress.ip_address("127.0.0.1")
-    assert tcp_socket_owner(TcpPeer(v4, 54321), 1778, tmp_path) == 1000
-    assert tcp_socket_owner(TcpPeer(v4, 54322), 1778, tmp_path) is None  # TIME_WAIT
-    assert tcp_socket_owner(TcpPeer(v4, 54321), 1779, tmp_path) is None  # to another port
-    assert tcp_socket_owner(TcpPeer(ipaddress.ip_address("::1"), 54323), 1778, tmp_path) == 1001
-    assert tcp_socket_owner(TcpPeer(ipaddress.ip_address("10.0.0.9"), 54321), 1778, tmp_path) is None  # remote
+    assert proc_socket_owner(TcpPeer(v4, 54321), 1778, tmp_path) == 1000
+    assert proc_socket_owner(TcpPeer(v4, 54322), 1778, tmp_path) is None  # TIME_WAIT
+    assert proc_socket_owner(TcpPeer(v4, 54321), 1779, tmp_path) is None  # to another port
+    assert proc_socket_owner(TcpPeer(ipaddress.ip_address("::1"), 54323), 1778, tmp_path) == 1001
+    assert proc_socket_owner(TcpPeer(ipaddress.ip_address("10.0.0.9"), 54321), 1778, tmp_path) is None  # remote
 
 
 def test_two_owners_of_one_address_are_not_believed(tmp_path: Path) -> None:
     (tmp_path / "tcp").write_text(
         _HEADER + _line("0100007F:D431", "0100007F:06F2", "01", 1000) + _line("0100007F:D431", "0200007F:06F2", "01", 0)
     )
-    assert tcp_socket_owner(TcpPeer(ipaddress.ip_address("127.0.0.1"), 54321), 1778, tmp_path) is None
+    assert proc_socket_owner(TcpPeer(ipaddress.ip_address("127.0.0.1"), 54321), 1778, tmp_path) is None
 
 
-def test_owner_of_a_real_loopback_connection() -> None:
-    with socket.socket() as server, socket.socket() as client:
-        server.bind(("127.0.0.1", 0))
+@pytest.mark.parametrize("family, host", [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")])
+@pytest.mark.parametrize("netlink", [True, False])
+def test_owner_of_a_real_loopback_connection(
+    family: int, host: str, netlink: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over sock_diag, and from /proc where netlink is not allowed (the same answers)."""
+    if not netlink:
+
+        def unavailable(*args: object, **kw: object) -> None:
+            raise NetlinkUnavailable("test")
+
+        monkeypatch.setattr(peer_identity, "diag_socket_owner", unavailable)
+    with socket.socket(family) as server, socket.socket(family) as client:
+        try:
+            server.bind((host, 0))
+        except OSError:
+            pytest.skip(f"no {host} here")
         server.listen()
-        client.connect(server.getsockname())
-        conn, (host, port) = server.accept()
+        port = server.getsockname()[1]
+        client.connect((host, port))
+        conn, addr = server.accept()
         with conn:
-            peer = parse_tcp_peer(f"ipv4:{host}:{port}")
+            kind = "ipv4" if family == socket.AF_INET else "ipv6"
+            peer = parse_tcp_peer(f"{kind}:[{addr[0]}]:{addr[1]}" if kind == "ipv6" else f"ipv4:{addr[0]}:{addr[1]}")
             assert peer is not None
-            assert tcp_socket_owner(peer, server.getsockname()[1]) == os.geteuid()
+            assert tcp_socket_owner(peer, port) == os.geteuid()
+            assert tcp_socket_owner(peer, port + 1 if port < 65535 else 1) is None  # not to dynod's port
+            assert tcp_socket_owner(TcpPeer(peer.address, 1), port) is None  # no such connection
 
 
 def test_peer_table_answers_only_its_own_names() -> None:
