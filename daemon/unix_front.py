@@ -9,8 +9,8 @@ connection costs two file descriptors and no thread.
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import errno
 import logging
 import os
 import selectors
@@ -21,12 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dyno.daemon.peer_identity import PeerCred, PeerTable
+from dyno.logthrottle import ThrottledLog
 
-__all__ = ["UnixFront", "MAX_FRONT_CONNECTIONS"]
+__all__ = ["UnixFront", "MAX_FRONT_CONNECTIONS", "MAX_FRONT_CONNECTIONS_PER_UID"]
 
 log = logging.getLogger(__name__)
 
 MAX_FRONT_CONNECTIONS = 512  # the gRPC servers behind bound connections too (connection_limits.py)
+# Of one user: any local user may connect (0666), and one holding every place would lock the others out
+MAX_FRONT_CONNECTIONS_PER_UID = 128
 _BUFFER = 256 * 1024  # read at most this much ahead of a slow reader, each way
 _UCRED = struct.Struct("3i")  # pid_t, uid_t, gid_t
 
@@ -38,6 +41,7 @@ class _Pipe:
     client: socket.socket
     upstream: socket.socket
     name: str
+    uid: int
     to_upstream: bytearray = field(default_factory=bytearray)
     to_client: bytearray = field(default_factory=bytearray)
     client_eof: bool = False
@@ -66,12 +70,16 @@ class UnixFront:
         *,
         mode: int = 0o666,
         max_connections: int = MAX_FRONT_CONNECTIONS,
+        max_per_uid: int = MAX_FRONT_CONNECTIONS_PER_UID,
     ) -> None:
         self.path = path
         self._upstream = upstream
         self._peers = peers
         self._mode = mode
         self._max = max_connections
+        self._max_per_uid = max_per_uid
+        self._per_uid: collections.Counter[int] = collections.Counter()
+        self._refusals = ThrottledLog(log, every_s=600.0)  # any local user can cause them at will
         self._sel = selectors.DefaultSelector()
         self._pipes: set[_Pipe] = set()
         self._listener: socket.socket | None = None
@@ -143,14 +151,23 @@ class UnixFront:
             client, _ = self._listener.accept()
         except OSError:
             return
+        try:
+            cred = _peer_cred(client)
+        except OSError:
+            client.close()
+            return
+        refusal = None
         if len(self._pipes) >= self._max:
-            log.warning("%s: %d connections open, its limit: refusing one", self.path, self._max)
+            refusal = f"{len(self._pipes)} connections open, its limit"
+        elif self._per_uid[cred.uid] >= self._max_per_uid:
+            refusal = f"{self._per_uid[cred.uid]} connections of uid {cred.uid} open, the limit per user"
+        if refusal is not None:
+            self._refusals.warning("full", "%s: %s: refusing one", self.path, refusal)
             client.close()
             return
         name = self._peers.new_name()
         upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            cred = _peer_cred(client)
             upstream.bind(b"\0" + name.encode())
             # recorded before the connect: grpc may read the first call off the connection at once
             self._peers.add(name, cred)
@@ -159,13 +176,14 @@ class UnixFront:
             self._peers.remove(name)
             client.close()
             upstream.close()
-            if e.errno != errno.ECONNREFUSED or not self._stop.is_set():
-                log.warning("%s: cannot relay a connection: %s", self.path, e.strerror or e)
+            if not self._stop.is_set():
+                self._refusals.warning("relay", "%s: cannot relay a connection: %s", self.path, e.strerror or e)
             return
         client.setblocking(False)
         upstream.setblocking(False)
-        pipe = _Pipe(client, upstream, name)
+        pipe = _Pipe(client, upstream, name, cred.uid)
         self._pipes.add(pipe)
+        self._per_uid[cred.uid] += 1
         self._sel.register(client, selectors.EVENT_READ, pipe)
         self._sel.register(upstream, selectors.EVENT_READ, pipe)
 
@@ -227,7 +245,11 @@ class UnixFront:
             self._sel.unregister(sock)
 
     def _close(self, pipe: _Pipe) -> None:
-        self._pipes.discard(pipe)
+        if pipe in self._pipes:
+            self._pipes.discard(pipe)
+            self._per_uid[pipe.uid] -= 1
+            if self._per_uid[pipe.uid] <= 0:
+                del self._per_uid[pipe.uid]
         self._peers.remove(pipe.name)
         for sock in (pipe.client, pipe.upstream):
             self._unwatch(sock)

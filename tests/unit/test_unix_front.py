@@ -149,3 +149,47 @@ def test_megabytes_pass_whole_both_ways_past_the_buffers() -> None:
         f.stop()
         inner.close()
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_one_user_cannot_hold_every_connection() -> None:
+    """Past its per-user limit a user's new connections are closed at once; others' are still relayed."""
+    d = short_tmpdir("dyno-front-")
+    inner = socket.socket(socket.AF_UNIX)
+    inner.bind(str(d / "inner.sock"))
+    inner.listen(64)
+
+    def serve() -> None:  # closes each connection once its client has (as grpc does)
+        while True:
+            try:
+                conn, _ = inner.accept()
+            except OSError:
+                return
+            threading.Thread(target=lambda c=conn: (c.recv(1), c.close()), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    f = UnixFront(d / "front.sock", d / "inner.sock", PeerTable(), max_connections=8, max_per_uid=3)
+    f.start()
+    held = []
+    try:
+        for _ in range(3):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(str(f.path))
+            held.append(s)
+        wait_for(lambda: f.connections() == 3, timeout_s=5)
+        with socket.socket(socket.AF_UNIX) as extra:
+            extra.settimeout(5)
+            extra.connect(str(f.path))
+            assert extra.recv(1) == b""  # closed: this uid holds its 3
+        assert f.connections() == 3
+        held.pop().close()
+        wait_for(lambda: f.connections() == 2, timeout_s=5)
+        again = socket.socket(socket.AF_UNIX)
+        again.connect(str(f.path))
+        held.append(again)
+        wait_for(lambda: f.connections() == 3, timeout_s=5)  # its place is free again
+    finally:
+        for s in held:
+            s.close()
+        f.stop()
+        inner.close()
+        shutil.rmtree(d, ignore_errors=True)
