@@ -41,7 +41,7 @@ from dyno.daemon.trace_types import (
     UnknownTraceError,
 )
 from dyno.daemon.trusted_dirs import dir_problem
-from dyno.daemon.unix_front import UnixFront
+from dyno.daemon.unix_front import MAX_FRONT_CONNECTIONS, MAX_FRONT_CONNECTIONS_PER_UID, UnixFront
 from dyno.logthrottle import ThrottledLog
 from dyno.request_limits import JOB_ID_RULE, job_id_ok
 from dyno.v1 import agent_pb2, agent_pb2_grpc
@@ -383,8 +383,11 @@ class AgentServer:
         max_streams: int = 256,
         mode: int = 0o666,
         peers: PeerTable | None = None,
+        max_connections: int = MAX_FRONT_CONNECTIONS,
+        max_connections_per_uid: int = MAX_FRONT_CONNECTIONS_PER_UID,
     ) -> None:
         self._servicer = servicer
+        self._front_limits = (max_connections, max_connections_per_uid)
         self._path = path
         self._max_streams = max_streams
         self._mode = mode
@@ -422,7 +425,10 @@ class AgentServer:
         # Trainers of every local user must reach it (as with the kineto endpoint, an abstract socket nobody can
         # restrict): a root daemon with 0660 would silently refuse every non-root trainer. Never exposed on TCP.
         if self._peers is not None:
-            self._front = UnixFront(self._path, bound, self._peers, mode=self._mode)
+            most, per_uid = self._front_limits
+            self._front = UnixFront(
+                self._path, bound, self._peers, mode=self._mode, max_connections=most, max_per_uid=per_uid
+            )
             try:
                 self._front.start()
             except OSError as e:
