@@ -59,13 +59,14 @@ class Tracing:
         self.rpcs = TraceRpcs(self.manager, self.registry, hostname, self.instance_id, caller_of)
         peers = callers.peers if callers is not None else None  # registration by the process's own user only
         self.agent_servicer = AgentServicer(self.manager, self.registry, peers=peers)
-        # a connection per registered agent: as many as the registry may hold, in all and of one user
+        # a connection per registered agent: as many as the registry may hold, in all and of one user, and some for
+        # those it refuses, which then hear the registry's reason (RESOURCE_EXHAUSTED), not a closed connection
         self.agent_server = AgentServer(
             self.agent_servicer,
             config.agent_socket_path,
             peers=peers,
-            max_connections=config.max_processes,
-            max_connections_per_uid=config.max_processes_per_uid,
+            max_connections=config.max_processes + 64,
+            max_connections_per_uid=config.max_processes_per_uid + 64,
         )
         self.kineto: KinetoEndpoint | None = None
         if config.kineto_socket_dir is not None:
