@@ -59,6 +59,10 @@ UNWATCHED_GRACE_S = 10.0
 _PF_KTHREAD = 0x00200000  # /proc/<pid>/stat flags: a kernel thread
 
 
+# The agent front's buffer each way per connection: agents' messages are small (a trace command, a report), and there
+# may be thousands of connections (one per registered agent)
+_AGENT_FRONT_BUFFER = 64 * 1024
+
 MAX_UNIX_SOCKET_PATH = 107  # sockaddr_un.sun_path holds 108 bytes, the terminating NUL included
 
 
@@ -427,7 +431,13 @@ class AgentServer:
         if self._peers is not None:
             most, per_uid = self._front_limits
             self._front = UnixFront(
-                self._path, bound, self._peers, mode=self._mode, max_connections=most, max_per_uid=per_uid
+                self._path,
+                bound,
+                self._peers,
+                mode=self._mode,
+                max_connections=most,
+                max_per_uid=per_uid,
+                buffer_bytes=_AGENT_FRONT_BUFFER,
             )
             try:
                 self._front.start()

@@ -23,15 +23,46 @@ from pathlib import Path
 from dyno.daemon.peer_identity import PeerCred, PeerTable
 from dyno.logthrottle import ThrottledLog
 
-__all__ = ["UnixFront", "MAX_FRONT_CONNECTIONS", "MAX_FRONT_CONNECTIONS_PER_UID"]
+__all__ = ["BUFFER_BYTES", "UnixFront", "MAX_FRONT_CONNECTIONS", "MAX_FRONT_CONNECTIONS_PER_UID"]
 
 log = logging.getLogger(__name__)
 
 MAX_FRONT_CONNECTIONS = 512  # the gRPC servers behind bound connections too (connection_limits.py)
 # Of one user: any local user may connect (0666), and one holding every place would lock the others out
 MAX_FRONT_CONNECTIONS_PER_UID = 128
-_BUFFER = 256 * 1024  # read at most this much ahead of a slow reader, each way
+# Read at most this much ahead of a slow reader, each way: a connection holds at most twice it (a local user's 128
+# connections that never read 64 MiB); the API socket's default (a fetch streams 1 MiB chunks through it)
+BUFFER_BYTES = 256 * 1024
 _UCRED = struct.Struct("3i")  # pid_t, uid_t, gid_t
+
+
+class _Buffer:
+    """Bytes on their way one direction: the chunks as received (no copy into one buffer, no shifting it down as it
+    drains), and how far into the first one has been sent."""
+
+    def __init__(self) -> None:
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._offset = 0
+        self.size = 0
+
+    def __bool__(self) -> bool:
+        return self.size > 0
+
+    def add(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self.size += len(data)
+
+    def send_to(self, sock: socket.socket) -> None:
+        """Send what the socket takes now (non-blocking: BlockingIOError once it takes no more)."""
+        while self._chunks:
+            head = self._chunks[0]
+            sent = sock.send(memoryview(head)[self._offset :])
+            self._offset += sent
+            self.size -= sent
+            if self._offset < len(head):
+                return
+            self._chunks.popleft()
+            self._offset = 0
 
 
 @dataclass(eq=False)
@@ -42,8 +73,8 @@ class _Pipe:
     upstream: socket.socket
     name: str
     uid: int
-    to_upstream: bytearray = field(default_factory=bytearray)
-    to_client: bytearray = field(default_factory=bytearray)
+    to_upstream: _Buffer = field(default_factory=_Buffer)
+    to_client: _Buffer = field(default_factory=_Buffer)
     client_eof: bool = False
     upstream_eof: bool = False
 
@@ -71,6 +102,7 @@ class UnixFront:
         mode: int = 0o666,
         max_connections: int = MAX_FRONT_CONNECTIONS,
         max_per_uid: int = MAX_FRONT_CONNECTIONS_PER_UID,
+        buffer_bytes: int = BUFFER_BYTES,
     ) -> None:
         self.path = path
         self._upstream = upstream
@@ -78,6 +110,7 @@ class UnixFront:
         self._mode = mode
         self._max = max_connections
         self._max_per_uid = max_per_uid
+        self._buffer = buffer_bytes
         self._per_uid: collections.Counter[int] = collections.Counter()
         self._refusals = ThrottledLog(log, every_s=600.0)  # any local user can cause them at will
         self._sel = selectors.DefaultSelector()
@@ -188,25 +221,28 @@ class UnixFront:
         self._sel.register(upstream, selectors.EVENT_READ, pipe)
 
     def _pump(self, pipe: _Pipe, sock: socket.socket, mask: int) -> None:
-        from_client = sock is pipe.client
         try:
             if mask & selectors.EVENT_READ:
+                from_client = sock is pipe.client
                 inbound = pipe.to_upstream if from_client else pipe.to_client
-                data = sock.recv(_BUFFER - len(inbound))
+                data = sock.recv(self._buffer - inbound.size)
                 if data:
-                    inbound += data
+                    inbound.add(data)
                 elif from_client:
                     pipe.client_eof = True
                 else:
                     pipe.upstream_eof = True
-            if mask & selectors.EVENT_WRITE:
-                outbound = pipe.to_client if from_client else pipe.to_upstream
-                del outbound[: sock.send(outbound)]
-            # a side that ended, its bytes all delivered: pass the end on
-            if pipe.client_eof and not pipe.to_upstream:
-                _end_writes(pipe.upstream)
-            if pipe.upstream_eof and not pipe.to_client:
-                _end_writes(pipe.client)
+            # both ways at once, not at the next select: a write waits for the selector only when a socket is full
+            for dst, out, eof in (
+                (pipe.upstream, pipe.to_upstream, pipe.client_eof),
+                (pipe.client, pipe.to_client, pipe.upstream_eof),
+            ):
+                try:
+                    out.send_to(dst)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                if eof and not out:  # a side that ended, its bytes all delivered: pass the end on
+                    _end_writes(dst)
         except (BlockingIOError, InterruptedError):
             pass
         except OSError:  # reset by either side: the connection is over
@@ -224,7 +260,7 @@ class UnixFront:
             (pipe.client, pipe.to_upstream, pipe.to_client, pipe.client_eof),
             (pipe.upstream, pipe.to_client, pipe.to_upstream, pipe.upstream_eof),
         ):
-            mask = (selectors.EVENT_READ if not eof and len(inbound) < _BUFFER else 0) | (
+            mask = (selectors.EVENT_READ if not eof and inbound.size < self._buffer else 0) | (
                 selectors.EVENT_WRITE if outbound else 0
             )
             try:
