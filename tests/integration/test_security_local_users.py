@@ -66,6 +66,22 @@ NOBODY_PYTHON = _nobody_python()
 needs_nobody = pytest.mark.skipif(NOBODY_PYTHON is None, reason="needs root, runuser and a Python nobody may run")
 
 
+def dyno_cli_as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
+    assert NOBODY_PYTHON is not None
+    boot = (
+        "import runpy, site, sys; site.addsitedir(sys.argv.pop(1)); "
+        "runpy.run_module('dyno.client', run_name='__main__')"
+    )
+    return subprocess.run(
+        ["runuser", "-u", "nobody", "--", NOBODY_PYTHON, "-c", boot, SITE, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd="/",
+    )
+
+
 def as_nobody(*args: str) -> dict[str, Any]:
     assert NOBODY_PYTHON is not None
     out = subprocess.run(
@@ -220,6 +236,13 @@ def test_nobody_cannot_register_roots_process(env: Env) -> None:
     assert got["code"] == "PERMISSION_DENIED", got
     assert f"process {roots.pid} runs as uid 0, and uid 65534 may register only its own processes" in got["detail"]
     assert env.daemon.tracing.registry.get(roots.pid) is None
+
+
+@needs_nobody
+def test_dyno_cli_ps_as_nobody_shows_roots_process_without_its_command_line(env: Env) -> None:
+    r = dyno_cli_as_nobody("ps", "--host", "127.0.0.1", "--port", str(env.daemon.port), "--json")
+    assert r.returncode == 0, r.stderr
+    assert str(env.root_pid) in r.stdout and OTHERS_CMDLINE in r.stdout and "hunter2" not in r.stdout
 
 
 def test_root_sees_command_lines_over_both_transports(env: Env) -> None:
