@@ -191,13 +191,15 @@ def _has_marker(folder: Path, trace_id: str) -> bool:
 def _made_by_dynod(path: Path, st: os.stat_result) -> bool:
     """A folder make_trace_dir made: a trace-id name, and this daemon's owner with the drop-box mode, or dynod's
     marker (folders from before the marker have only the mode; a filesystem dropping the sticky bit leaves only the
-    marker; a folder handed over to a trainer's user has it, owned by dynod, which that user cannot forge). Anything
-    else in the trace dir (another tool's, an admin's) is not dynod's to delete."""
+    marker), or another owner: a folder dynod handed over to the traced processes' user (only dynod and root can
+    make anything in the trace dir, and only they can chown; that user may chmod it and delete the marker, which
+    must not let their traces escape retention). Anything else in the trace dir (another tool's, an admin's folder
+    of dynod's user) is not dynod's to delete."""
     if not is_trace_id(path.name):
         return False
-    if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == _TRACE_DIR_MODE:
+    if st.st_uid != os.geteuid():
         return True
-    return _has_marker(path, path.name)
+    return stat.S_IMODE(st.st_mode) == _TRACE_DIR_MODE or _has_marker(path, path.name)
 
 
 def find_trace_file(trace_dir: Path, trace_id: str, hostname: str, pid: int, known: Path | None = None) -> Path | None:
@@ -381,7 +383,7 @@ def _warn_skipped(trace_dir: Path, foreign: list[str], unsticky: list[str]) -> N
     if foreign:
         _skipped.warning(
             "foreign",
-            "trace retention leaves %d folder(s) in %s alone that dynod did not make (another owner, or neither "
+            "trace retention leaves %d folder(s) in %s alone that dynod did not make (dynod's user's, with neither "
             "mode 1733 nor dynod's %s marker): they are neither deleted nor counted against trace_retention_bytes; "
             "remove them yourself if they are old traces: %s",
             len(foreign),
@@ -439,7 +441,7 @@ def enforce_retention(
                     if is_trace_id(entry.name):
                         foreign.append(entry.name)
                     continue
-                if stat.S_IMODE(st.st_mode) not in (_TRACE_DIR_MODE, _OWNED_DIR_MODE):
+                if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) not in (_TRACE_DIR_MODE, _OWNED_DIR_MODE):
                     unsticky.append(entry.name)
                 dirs.append((st.st_mtime, entry.name, size))
                 total += size

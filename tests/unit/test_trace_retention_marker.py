@@ -122,8 +122,11 @@ def test_planted_markers_do_not_make_a_folder_dynods(tmp_path: Path) -> None:
         (other / tf.MARKER_NAME).write_bytes(b"dynod trace folder other\n")
         os.chown(other / tf.MARKER_NAME, 65534, 65534)
         planted.append(other)
-        owned = tf.make_trace_dir(tmp_path, "owned", owner_uid=65534)  # its marker is dynod's: it is dynod's
+        owned = tf.make_trace_dir(tmp_path, "owned", owner_uid=65534)
         assert (owned.stat().st_uid, owned.stat().st_mode & 0o7777) == (65534, 0o700)
+        # its user may chmod it and delete dynod's marker: it is still dynod's (only dynod or root chowns)
+        (owned / tf.MARKER_NAME).unlink()
+        owned.chmod(0o755)
         _age(owned, 2 * HOUR)
         handed_over = ("owned",)
     for d in planted:
