@@ -130,8 +130,12 @@ class DynoClient:
         channel_credentials: grpc.ChannelCredentials | None = None,
         metadata: Sequence[tuple[str, str]] = (),
         options: Sequence[tuple[str, Any]] = (),
+        via: str | None = None,
     ) -> None:
+        """`via`: the address to dial instead of `target`, which still names the daemon (in errors, to callers):
+        dynod's local Unix socket for the local host (dyno.client.local_socket)."""
         self.target = target = dial_target(target)
+        address = via or target
         self.timeout_s = timeout_s
         self.retries = retries
         self._metadata = tuple(metadata)
@@ -150,9 +154,9 @@ class DynoClient:
             *options,
         ]
         if channel_credentials is not None:
-            self._channel = grpc.secure_channel(target, channel_credentials, options=opts)
+            self._channel = grpc.secure_channel(address, channel_credentials, options=opts)
         else:
-            self._channel = grpc.insecure_channel(target, options=opts)
+            self._channel = grpc.insecure_channel(address, options=opts)
         self.stub = dyno_pb2_grpc.DynoStub(self._channel)
         # FetchTraceFile with the responses left as bytes: decoded by dyno.filechunks without copying the data
         self._fetch_raw = self._channel.unary_stream(

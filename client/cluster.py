@@ -22,6 +22,7 @@ from dyno.client.auth import ClientAuth
 from dyno.client.client import DynoClient
 from dyno.client.errors import DynoError
 from dyno.client.hosts import DEFAULT_PORT, Host, dedupe, parse_host
+from dyno.client.local_socket import local_target
 from dyno.v1 import dyno_pb2
 
 __all__ = ["Cluster", "ClientFactory", "HostResult", "failed", "open_client", "succeeded"]
@@ -48,9 +49,11 @@ def open_client(
     retries: int = 2,
     options: Sequence[tuple[str, Any]] = (),
 ) -> DynoClient:
-    """A DynoClient for `host` with `auth`'s TLS credentials, token metadata and channel options applied."""
+    """A DynoClient for `host` with `auth`'s TLS credentials, token metadata and channel options applied. The local
+    host at dynod's default port is called on dynod's Unix socket when one answers there (unless TLS is asked for):
+    the daemon then knows which user calls (dyno.client.local_socket)."""
     if auth is None:
-        return DynoClient(host.target, timeout_s=timeout_s, retries=retries, options=options)
+        return DynoClient(host.target, timeout_s=timeout_s, retries=retries, options=options, via=local_target(host))
     return DynoClient(
         host.target,
         timeout_s=timeout_s,
@@ -58,6 +61,7 @@ def open_client(
         channel_credentials=auth.channel_credentials(),
         metadata=auth.metadata(),
         options=[*options, *auth.channel_options()],
+        via=None if auth.secure else local_target(host),
     )
 
 

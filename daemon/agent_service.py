@@ -6,13 +6,16 @@ fails with "process exited or disconnected mid-trace"); the agent reconnects and
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import queue
 import secrets
+import shutil
 import socket
 import stat
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +28,8 @@ import dyno
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.bindcheck import unix_bind_error
 from dyno.daemon.connection_limits import agent_server_options
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, RegistryFullError
+from dyno.daemon.peer_identity import PeerTable
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, RegistryFullError, pid_uid
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.trace_agents import GONE_REASON
 from dyno.daemon.trace_manager import TraceManager
@@ -37,6 +41,7 @@ from dyno.daemon.trace_types import (
     UnknownTraceError,
 )
 from dyno.daemon.trusted_dirs import dir_problem
+from dyno.daemon.unix_front import MAX_FRONT_CONNECTIONS, MAX_FRONT_CONNECTIONS_PER_UID, UnixFront
 from dyno.logthrottle import ThrottledLog
 from dyno.request_limits import JOB_ID_RULE, job_id_ok
 from dyno.v1 import agent_pb2, agent_pb2_grpc
@@ -53,6 +58,10 @@ MAX_UNWATCHED = 256
 UNWATCHED_GRACE_S = 10.0
 _PF_KTHREAD = 0x00200000  # /proc/<pid>/stat flags: a kernel thread
 
+
+# The agent front's buffer each way per connection: agents' messages are small (a trace command, a report), and there
+# may be thousands of connections (one per registered agent)
+_AGENT_FRONT_BUFFER = 64 * 1024
 
 MAX_UNIX_SOCKET_PATH = 107  # sockaddr_un.sun_path holds 108 bytes, the terminating NUL included
 
@@ -88,8 +97,18 @@ class SocketInUseError(OSError):
 
 
 class AgentServicer(agent_pb2_grpc.AgentServicer):
-    def __init__(self, manager: TraceManager, registry: ProcessRegistry, *, keepalive_ms: int = 5000) -> None:
+    def __init__(
+        self,
+        manager: TraceManager,
+        registry: ProcessRegistry,
+        *,
+        keepalive_ms: int = 5000,
+        peers: PeerTable | None = None,
+    ) -> None:
         self._tm = manager
+        # the callers' credentials, when the socket is served through a UnixFront (AgentServer with `peers`): then a
+        # pid is registered only by its own user or root. None: anyone may register any live process
+        self._peers = peers
         self._registry = registry
         self._keepalive_s = keepalive_ms / 1000
         self._keepalive_ms = keepalive_ms
@@ -140,6 +159,10 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
         problem = _not_a_process(request.pid)
         if problem is not None:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, problem)
+        refusal = self._not_owner(request.pid, context)
+        if refusal is not None:
+            self._refused_log.warning("owner", "agent registration refused: %s", refusal)
+            abort(context, grpc.StatusCode.PERMISSION_DENIED, refusal)
         # Nor may it take over a live registration: grpc tells a servicer nothing of who calls (no SO_PEERCRED), so
         # any local user could otherwise register another user's trainer by its pid, receive its trace requests on
         # their own Watch stream, and leave it untraced. The trainer's own agent registers again only after its
@@ -163,6 +186,23 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
             self._unwatched[session] = (request.pid, time.monotonic())
         return agent_pb2.RegisterResponse(
             session_id=session, keepalive_ms=self._keepalive_ms, daemon_version=dyno.__version__
+        )
+
+    def _not_owner(self, pid: int, context: grpc.ServicerContext) -> str | None:
+        """Why the caller may not register `pid` (None: it may): only the process's own user (the owner of
+        /proc/<pid>) or root registers it, else another user could take its trace requests on their own Watch
+        stream and make it join any job. The caller's uid is the kernel's (SO_PEERCRED, through the UnixFront)."""
+        if self._peers is None:
+            return None
+        cred = self._peers.lookup(context.peer())
+        if cred is None:
+            return "cannot tell which user calls (not through dynod's agent socket): registration refused"
+        owner = pid_uid(pid)
+        if cred.uid in (0, owner):
+            return None
+        return (
+            f"pid: process {pid} runs as uid {owner}, and uid {cred.uid} may register only its own processes "
+            "(the trainer's agent registers itself)"
         )
 
     def _admit(self, context: grpc.ServicerContext) -> None:
@@ -339,12 +379,28 @@ def _probe_bind(path: Path) -> None:
 class AgentServer:
     """A gRPC server of its own on `unix:<path>`; each Watch stream holds one worker thread."""
 
-    def __init__(self, servicer: AgentServicer, path: Path, *, max_streams: int = 256, mode: int = 0o666) -> None:
+    def __init__(
+        self,
+        servicer: AgentServicer,
+        path: Path,
+        *,
+        max_streams: int = 256,
+        mode: int = 0o666,
+        peers: PeerTable | None = None,
+        max_connections: int = MAX_FRONT_CONNECTIONS,
+        max_connections_per_uid: int = MAX_FRONT_CONNECTIONS_PER_UID,
+    ) -> None:
         self._servicer = servicer
+        self._front_limits = (max_connections, max_connections_per_uid)
         self._path = path
         self._max_streams = max_streams
         self._mode = mode
         self._server: grpc.Server | None = None
+        # with `peers`: grpc listens on a private socket (a 0700 folder of ours) and a UnixFront serves `path`,
+        # recording each caller's credentials (dyno.daemon.unix_front)
+        self._peers = peers
+        self._front: UnixFront | None = None
+        self._private: Path | None = None
 
     @property
     def path(self) -> Path:
@@ -358,27 +414,51 @@ class AgentServer:
             options=agent_server_options(),  # connections, streams per connection, idle (connection_limits.py)
         )
         agent_pb2_grpc.add_AgentServicer_to_server(self._servicer, server)
+        if self._peers is not None:
+            self._private = Path(tempfile.mkdtemp(prefix="dynod-agent-"))
+        bound = self._path if self._private is None else self._private / "agent.sock"
         try:
-            server.add_insecure_port(f"unix:{self._path}")
+            server.add_insecure_port(f"unix:{bound}")
         except RuntimeError:  # grpc's "Failed to bind to address": the usual cause is the directory's permissions
             server.stop(0)
             raise OSError(
                 errno.EACCES, f"cannot bind the agent socket {self._path} (is its directory writable?)"
             ) from None
         server.start()
+        self._server = server
         # Trainers of every local user must reach it (as with the kineto endpoint, an abstract socket nobody can
         # restrict): a root daemon with 0660 would silently refuse every non-root trainer. Never exposed on TCP.
-        os.chmod(self._path, self._mode)
-        self._server = server
+        if self._peers is not None:
+            most, per_uid = self._front_limits
+            self._front = UnixFront(
+                self._path,
+                bound,
+                self._peers,
+                mode=self._mode,
+                max_connections=most,
+                max_per_uid=per_uid,
+                buffer_bytes=_AGENT_FRONT_BUFFER,
+            )
+            try:
+                self._front.start()
+            except OSError as e:
+                self._front = None
+                raise OSError(e.errno, f"cannot bind the agent socket {self._path}: {e.strerror}") from None
+        else:
+            os.chmod(self._path, self._mode)
         log.info("agent service listening on unix:%s", self._path)
 
     def stop(self, grace_s: float = 1.0) -> None:
         self._servicer.shutdown()
-        if self._server is None:
-            return  # never started: the socket file (if any) belongs to someone else
-        self._server.stop(grace_s).wait(grace_s + 1)
-        self._server = None
-        try:
-            self._path.unlink()
-        except OSError:
-            pass
+        if self._server is not None:
+            self._server.stop(grace_s).wait(grace_s + 1)
+            self._server = None
+            if self._peers is None:  # grpc's own socket file; never started, it would be someone else's
+                with contextlib.suppress(OSError):
+                    self._path.unlink()
+        if self._front is not None:
+            self._front.stop()  # removes its socket file
+            self._front = None
+        if self._private is not None:
+            shutil.rmtree(self._private, ignore_errors=True)
+            self._private = None

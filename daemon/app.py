@@ -16,9 +16,18 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client.core import Metric
 
 import dyno
-from dyno.daemon.auth import build_server_credentials, build_server_interceptors, warn_if_exposed
+from dyno.daemon.api_socket import ApiSocket
+from dyno.daemon.auth import (
+    AuthConfigError,
+    TokenAuthInterceptor,
+    build_server_credentials,
+    build_server_interceptors,
+    exposure_refusal,
+    warn_if_exposed,
+)
 from dyno.daemon.bindcheck import bind_problem
-from dyno.daemon.config import ConfigError, DaemonConfig
+from dyno.daemon.callers import CallerIdentity
+from dyno.daemon.config import ConfigError, DaemonConfig, group_id
 from dyno.daemon.connection_limits import server_options
 from dyno.daemon.convert import gpu_to_proto, sampler_state_to_proto
 from dyno.daemon.health import HealthServicer
@@ -26,6 +35,7 @@ from dyno.daemon.history import History
 from dyno.daemon.loop import SamplingLoop
 from dyno.daemon.memlimit import history_memory_problem, memory_limits
 from dyno.daemon.metrics_http import MetricsHTTPServer
+from dyno.daemon.peer_identity import PeerTable
 from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, daemon_gauges, serve_metrics
 from dyno.daemon.samplers.base import Sampler
 from dyno.daemon.samplers.gpu import make_gpu_sampler
@@ -57,10 +67,19 @@ class Daemon:
         self.gpu_sampler = next((s for s in samplers if s.name == "gpu"), None)
         self.loop = SamplingLoop(samplers, self.history, config.interval_s)
         self.health = HealthServicer()  # not grpc_health's: it deadlocks the server (dyno.daemon.health)
-        self.tracing = Tracing(config, self.hostname)
+        # who calls, for the per-user rules (dyno.daemon.callers): the Unix sockets' relays record their peers in
+        # `peers`; _start_grpc sets the token check and the TCP port once the server is bound
+        self.peers = PeerTable()
+        self.callers = CallerIdentity(
+            peers=self.peers,
+            admin_gid=group_id(config.admin_group) if config.admin_group else None,
+            trust_unidentified=config.insecure_allow_unauthenticated_remote,
+        )
+        self.tracing = Tracing(config, self.hostname, callers=self.callers)
         self.server: grpc.Server | None = None
         self.servicer: DynoServicer | None = None
         self.metrics_server: MetricsHTTPServer | None = None
+        self.api_socket: ApiSocket | None = None
         self.port = 0
         self.metrics_port = 0
         self._stopped = threading.Event()
@@ -133,9 +152,20 @@ class Daemon:
             raise StartupError(f"cannot listen on {address}: {e} (address in use or not available?)") from None
         if port == 0:
             raise StartupError(f"cannot listen on {address}: address in use or not available")
+        # local callers on the Unix socket, identified by the kernel (api_socket.py); TCP ones by their socket's owner
+        self.api_socket = api = ApiSocket(cfg.api_socket_path, self.peers)
+        server.add_insecure_port(api.internal)
+        callers = self.callers
+        callers.token_ok = next((i.authorized for i in interceptors if isinstance(i, TokenAuthInterceptor)), None)
+        callers.server_port = port
+        callers.server_addresses = ("127.0.0.1", "::1") if cfg.listen.lower() == "localhost" else (cfg.listen,)
         warn_if_exposed(cfg, log)
         server.start()
         self.server, self.port = server, port
+        try:
+            api.start()
+        except OSError as e:
+            raise StartupError(f"{e.strerror or e}") from None
 
     def _start_metrics(self) -> None:
         cfg = self.config
@@ -170,6 +200,9 @@ class Daemon:
         return daemon_gauges(self.hostname, values)
 
     def start(self) -> None:
+        refusal = exposure_refusal(self.config)  # before anything is bound or sampled: exit 2, one line
+        if refusal is not None:
+            raise AuthConfigError(refusal)
         self._prepare_dirs()
         for s in self.samplers:
             state = s.state()
@@ -244,6 +277,8 @@ class Daemon:
             self.servicer.shutdown()
         if self.server is not None:
             self.server.stop(grace_s).wait()
+        if self.api_socket is not None:  # after the drain: calls on it in flight end as the TCP ones do
+            self.api_socket.stop()
         if self.metrics_server is not None:
             self.metrics_server.close()
         self.tracing.stop()

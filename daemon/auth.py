@@ -1,6 +1,6 @@
 """Server-side auth for the Dyno service: TLS / mTLS credentials, a bearer-token interceptor for the RPCs that
-start or cancel traces, read files or hold a live stream, and a loud warning when the daemon is exposed without
-either.
+start or cancel traces, read files or hold a live stream, and the refusal (or, when the operator insists, a loud
+warning) of a daemon exposed beyond loopback without either.
 
 Read-only unary RPCs (status, metrics, process list, trace state) stay open on purpose: they are what monitoring and
 `dyno-cli status` across a fleet need. What of them a token protects is hidden from callers without it: the
@@ -12,7 +12,6 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
-import os
 import ssl
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -37,6 +36,7 @@ __all__ = [
     "TokenAuthInterceptor",
     "build_server_credentials",
     "build_server_interceptors",
+    "exposure_refusal",
     "is_loopback",
     "read_token_file",
     "warn_if_exposed",
@@ -87,6 +87,8 @@ class AuthConfig(Protocol):
     def tls_key(self) -> Path | None: ...
     @property
     def tls_ca(self) -> Path | None: ...
+    @property
+    def insecure_allow_unauthenticated_remote(self) -> bool: ...
 
 
 class AuthConfigError(ConfigError):
@@ -248,36 +250,43 @@ def is_loopback(address: str) -> bool:
         return False  # a hostname: it resolves to something reachable from elsewhere
 
 
-def warn_if_exposed(config: AuthConfig, logger: logging.Logger | None = None, *, euid: int | None = None) -> bool:
-    """Log one loud warning when callers are not authenticated where that matters, and return whether it warned:
-    listening beyond loopback without a token or client certificates (mTLS; TLS without --tls-ca encrypts, but anyone
-    who reaches the port may still start traces), or running as root (`euid`, default this process's) without
-    either on loopback: every local user reaches 127.0.0.1, and a root dynod traces every user's processes."""
-    if config.auth_token_file is not None or config.tls_ca is not None:
+def exposure_refusal(config: AuthConfig) -> str | None:
+    """Why dynod must not start listening as configured (a configuration error, exit 2), or None: beyond loopback
+    with neither a token nor client certificates (mTLS), a caller from another host cannot be identified, so anyone
+    who reaches the port could trace every process and fetch every trace file. Allowed only when the operator says
+    so by name (insecure_allow_unauthenticated_remote), with the warning of warn_if_exposed."""
+    if config.auth_token_file is not None or config.tls_ca is not None or is_loopback(config.listen):
+        return None
+    if config.insecure_allow_unauthenticated_remote:
+        return None
+    return (
+        f"listen {config.listen or 'all addresses'!r} is beyond loopback, and neither auth_token_file "
+        "(--auth-token-file) nor mTLS (tls_cert, tls_key and tls_ca) is set: callers from other hosts could not be "
+        "identified, and anyone who reaches the port could trace every process and fetch every trace file. Set one "
+        "of them, listen on 127.0.0.1, or accept the exposure with --insecure-allow-unauthenticated-remote "
+        "(insecure_allow_unauthenticated_remote = true)"
+    )
+
+
+def warn_if_exposed(config: AuthConfig, logger: logging.Logger | None = None) -> bool:
+    """Log one loud warning when callers beyond loopback are not authenticated (listening there without a token or
+    client certificates, mTLS; TLS without --tls-ca encrypts, but anyone who reaches the port may still start
+    traces), and return whether it warned. dynod starts so only with insecure_allow_unauthenticated_remote
+    (exposure_refusal). Local callers need neither: the kernel tells dynod who they are (dyno.daemon.callers)."""
+    if config.auth_token_file is not None or config.tls_ca is not None or is_loopback(config.listen):
         return False
     out = logger or log
-    if is_loopback(config.listen):
-        if (os.geteuid() if euid is None else euid) != 0:
-            return False  # a user's own daemon (development, a workstation): see ARCHITECTURE.md, Security model
-        out.warning(
-            "SECURITY: dynod runs as root on %s without auth_token_file: every local user can start and cancel "
-            "traces in every user's processes and download their trace files through it (127.0.0.1 is theirs too), "
-            "and see the processes' command lines. On a host shared by several users set auth_token_file in "
-            "dynod.toml (--auth-token-file), or tls_cert/tls_key/tls_ca for mTLS.",
-            config.listen,
-        )
-        return True
     if config.tls_cert is not None:
         out.warning(
             "SECURITY: listening on %s with TLS but neither --tls-ca (client certificates) nor --auth-token-file: "
-            "TLS encrypts, but anyone who can reach this port can start traces in your processes and download "
+            "TLS encrypts, but anyone who can reach this port can start traces in every process and download "
             "trace files. Add --auth-token-file or --tls-ca.",
             config.listen,
         )
         return True
     out.warning(
         "SECURITY: listening on %s without --auth-token-file or TLS: anyone who can reach this port can start "
-        "traces in your processes and download trace files. Configure --auth-token-file (or --tls-cert/--tls-key/"
+        "traces in every process and download trace files. Configure --auth-token-file (or --tls-cert/--tls-key/"
         "--tls-ca for mTLS), or listen on 127.0.0.1.",
         config.listen or "all addresses",
     )

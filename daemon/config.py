@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import grp
 import math
 import os
 import sys
@@ -22,8 +23,10 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 __all__ = [
     "AGENT_SOCKET_NAME",
+    "API_SOCKET_NAME",
     "DaemonConfig",
     "ConfigError",
+    "group_id",
     "GPU_BACKENDS",
     "SYSTEM_RUNTIME_DIR",
     "DEFAULT_HISTORY_MAX_BYTES",
@@ -76,6 +79,13 @@ EXIT_CODES: dict[int, str] = {
 }
 
 
+def group_id(name: str) -> int:
+    """A group's gid from its name or a decimal gid; KeyError when there is no such group."""
+    if name.isdigit():
+        return int(name)
+    return grp.getgrnam(name).gr_gid
+
+
 class ConfigError(Exception):
     """A user mistake in flags or the config file; the entry point prints it as one line and exits 2."""
 
@@ -90,6 +100,7 @@ def _default_state_dir() -> Path:
 
 SYSTEM_RUNTIME_DIR = Path("/run/dyno")  # root's runtime dir (the systemd unit's); the agent tries it too
 AGENT_SOCKET_NAME = "agent.sock"
+API_SOCKET_NAME = "dyno.sock"  # the Dyno API's Unix socket, beside the agent socket (dyno-cli's first choice locally)
 
 
 def _default_runtime_dir() -> Path:
@@ -118,6 +129,7 @@ class DaemonConfig:
     state_dir: Path = _default_state_dir()
     trace_dir: Path = _default_trace_dir()
     agent_socket: Path | None = None  # None: <runtime dir>/agent.sock
+    api_socket: Path | None = None  # None: dyno.sock beside the agent socket
     kineto_endpoint: str = KINETO_NAME  # abstract socket name; "off" disables
     kineto_socket_dir: Path | None = None  # filesystem-socket mode (KINETO_IPC_SOCKET_DIR)
     trace_retention_bytes: int = 10 * 1024**3
@@ -130,6 +142,10 @@ class DaemonConfig:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_ca: Path | None = None
+    # local users other than root, dynod's own and this group's members touch only their own processes
+    admin_group: str = ""
+    # serve callers on non-loopback addresses without a token or mTLS (refused at start otherwise)
+    insecure_allow_unauthenticated_remote: bool = False
     log_level: str = "info"
     config_path: Path | None = None  # the file that was read, if any
 
@@ -138,6 +154,12 @@ class DaemonConfig:
         if self.agent_socket is not None:
             return self.agent_socket
         return Path(os.path.abspath(_default_runtime_dir() / AGENT_SOCKET_NAME))  # absolute even from a relative $XDG_*
+
+    @property
+    def api_socket_path(self) -> Path:
+        if self.api_socket is not None:
+            return self.api_socket
+        return self.agent_socket_path.parent / API_SOCKET_NAME
 
     @property
     def history_len(self) -> int:
@@ -149,6 +171,7 @@ _PATH_KEYS = {
     "state_dir",
     "trace_dir",
     "agent_socket",
+    "api_socket",
     "kineto_socket_dir",
     "auth_token_file",
     "tls_cert",
@@ -203,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     a(
         "--listen",
         help="address of the gRPC and metrics servers (default 127.0.0.1; other addresses need "
-        "--auth-token-file or mTLS, else a warning)",
+        "--auth-token-file or mTLS, else dynod refuses to start without --insecure-allow-unauthenticated-remote)",
     )
     a("--metrics-listen", help="address of the metrics server when it differs from --listen (default: --listen)")
     a("--port", type=_port, help="gRPC port (default 1778; 0 picks a free one and logs it)")
@@ -254,6 +277,12 @@ def build_parser() -> argparse.ArgumentParser:
         "$XDG_RUNTIME_DIR/dyno/agent.sock, else STATE_DIR/run/agent.sock when XDG_RUNTIME_DIR is unset)",
     )
     a(
+        "--api-socket",
+        type=Path,
+        help=f"Unix socket of the Dyno API for local callers, identified by the kernel (default {API_SOCKET_NAME} "
+        "beside --agent-socket; dyno-cli uses it for the local host when it exists)",
+    )
+    a(
         "--kineto-endpoint",
         help=f"abstract socket name for libkineto's daemon protocol, KINETO_USE_DAEMON=1 trainers (default "
         f"{KINETO_NAME}; off disables it). Not used with --kineto-socket-dir: giving both (a name other than "
@@ -300,6 +329,20 @@ def build_parser() -> argparse.ArgumentParser:
     a("--tls-cert", type=Path, help="server certificate (PEM) for TLS")
     a("--tls-key", type=Path, help="server private key (PEM) for TLS")
     a("--tls-ca", type=Path, help="CA bundle (PEM): with it, clients must present certificates (mTLS)")
+    a(
+        "--admin-group",
+        metavar="GROUP",
+        help="group (name or gid) whose members, like root and dynod's own user, see and trace every user's "
+        "processes; other local users without the token see the command lines of, trace, cancel and fetch only "
+        "their own (default: none)",
+    )
+    a(
+        "--insecure-allow-unauthenticated-remote",
+        action="store_const",
+        const=True,
+        help="listen beyond loopback with neither --auth-token-file nor --tls-ca: anyone who reaches the port may "
+        "trace every process and fetch every trace file (without it dynod refuses to start so)",
+    )
     a("--log-level", choices=LOG_LEVELS, help="log verbosity (default info)")
     return p
 
@@ -334,7 +377,11 @@ def _coerce(key: str, value: Any, source: str) -> Any:
         if not isinstance(value, (str, Path)) or not str(value):
             raise ConfigError(f"{source}: {key} must be a non-empty path")
         return Path(value)
-    if isinstance(default, bool) or isinstance(default, str):
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{source}: {key} must be true or false")
+        return value
+    if isinstance(default, str):
         if not isinstance(value, str):
             raise ConfigError(f"{source}: {key} must be a string")
         return value
@@ -388,6 +435,11 @@ def _value_problem(key: str, value: Any) -> str | None:
         return f"{key} {value} is outside 1-{MAX_REGISTRY_CAP}"
     if key == "trace_dir":
         return _shared_dir_problem(value)
+    if key == "admin_group" and value:
+        try:
+            group_id(value)
+        except KeyError:
+            return f"admin_group {value!r}: no such group"
     if key == "kineto_endpoint" and (not value or "\0" in value or "/" in value):
         return "kineto_endpoint must be a plain name (or 'off')"
     return None

@@ -97,6 +97,8 @@ def reported_agent_output(trace_dir: Path, trace_id: str, pid: int, reported: st
 
 
 _TRACE_DIR_MODE = 0o1733
+# A trace of one user's processes: that user's folder, which no other user may enter (make_trace_dir)
+_OWNED_DIR_MODE = 0o700
 # In every folder make_trace_dir makes, before anyone else can write there: what tells retention the folder is
 # dynod's when the mode cannot (a filesystem that drops the sticky bit, or ignores chmod). Believed only as a plain
 # file (no symlink, one link) owned by the daemon's uid and naming its own folder: the sticky bit keeps trainers
@@ -142,10 +144,14 @@ def require_trusted_trace_dir(trace_dir: Path) -> None:
         raise UntrustedTraceDirError(errno.EPERM, problem, str(trace_dir))
 
 
-def make_trace_dir(trace_dir: Path, trace_id: str) -> Path:
-    """<trace-dir>/<trace_id>, writable by trainers of any user (sticky and not listable, like a drop box), with
-    dynod's marker file (MARKER_NAME) written while the folder is still private. A folder this call made is removed
-    again when it cannot be finished (chmod refused), so no half-made folder is left behind."""
+def make_trace_dir(trace_dir: Path, trace_id: str, owner_uid: int | None = None) -> Path:
+    """<trace-dir>/<trace_id> with dynod's marker file (MARKER_NAME) written while the folder is still private; then
+    either the folder of `owner_uid` (mode 0700, chowned to them: the trainers of that one user write their files
+    there and no other user may enter it, to read them or to plant files at their names), when dynod may hand it over
+    (it runs as root, or as that user), or else a folder writable by trainers of any user (1733: sticky and not
+    listable, like a drop box). A folder this call made is removed again when it cannot be finished (chmod or chown
+    refused), so no half-made folder is left behind. The trace dir is dynod's (require_trusted_trace_dir): nobody
+    else can swap the new folder for a symlink before the chown."""
     trace_dir.mkdir(parents=True, exist_ok=True)
     require_trusted_trace_dir(trace_dir)
     path = trace_dir / validate_trace_id(trace_id)
@@ -156,9 +162,13 @@ def make_trace_dir(trace_dir: Path, trace_id: str) -> Path:
         made = False
         if not stat.S_ISDIR(os.lstat(path).st_mode):  # a symlink (or file) in its place is not followed
             raise OSError(errno.EEXIST, "exists and is not a directory", str(path)) from None
+    euid = os.geteuid()
+    owned = owner_uid is not None and owner_uid >= 0 and euid in (0, owner_uid)
     try:
         _write_marker(path, trace_id)
-        os.chmod(path, _TRACE_DIR_MODE)
+        os.chmod(path, _OWNED_DIR_MODE if owned else _TRACE_DIR_MODE)
+        if owned and owner_uid != euid:
+            os.chown(path, owner_uid, -1, follow_symlinks=False)  # type: ignore[arg-type]
     except OSError as e:
         if made:
             shutil.rmtree(path, ignore_errors=True)
@@ -179,11 +189,16 @@ def _has_marker(folder: Path, trace_id: str) -> bool:
 
 
 def _made_by_dynod(path: Path, st: os.stat_result) -> bool:
-    """A folder make_trace_dir made: a trace-id name, this daemon's owner, and the drop-box mode or dynod's marker
-    (folders from before the marker have only the mode; a filesystem dropping the sticky bit leaves only the
-    marker). Anything else in the trace dir (a user's folder, another tool's) is not dynod's to delete."""
-    if not is_trace_id(path.name) or st.st_uid != os.geteuid():
+    """A folder make_trace_dir made: a trace-id name, and this daemon's owner with the drop-box mode, or dynod's
+    marker (folders from before the marker have only the mode; a filesystem dropping the sticky bit leaves only the
+    marker), or another owner: a folder dynod handed over to the traced processes' user (only dynod and root can
+    make anything in the trace dir, and only they can chown; that user may chmod it and delete the marker, which
+    must not let their traces escape retention). Anything else in the trace dir (another tool's, an admin's folder
+    of dynod's user) is not dynod's to delete."""
+    if not is_trace_id(path.name):
         return False
+    if st.st_uid != os.geteuid():
+        return True
     return stat.S_IMODE(st.st_mode) == _TRACE_DIR_MODE or _has_marker(path, path.name)
 
 
@@ -368,7 +383,7 @@ def _warn_skipped(trace_dir: Path, foreign: list[str], unsticky: list[str]) -> N
     if foreign:
         _skipped.warning(
             "foreign",
-            "trace retention leaves %d folder(s) in %s alone that dynod did not make (another owner, or neither "
+            "trace retention leaves %d folder(s) in %s alone that dynod did not make (dynod's user's, with neither "
             "mode 1733 nor dynod's %s marker): they are neither deleted nor counted against trace_retention_bytes; "
             "remove them yourself if they are old traces: %s",
             len(foreign),
@@ -426,7 +441,7 @@ def enforce_retention(
                     if is_trace_id(entry.name):
                         foreign.append(entry.name)
                     continue
-                if stat.S_IMODE(st.st_mode) != _TRACE_DIR_MODE:
+                if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) not in (_TRACE_DIR_MODE, _OWNED_DIR_MODE):
                     unsticky.append(entry.name)
                 dirs.append((st.st_mtime, entry.name, size))
                 total += size

@@ -54,6 +54,15 @@ def _only_launchers(spec: TraceSpec, selected: list[ProcessRecord], hostname: st
     )
 
 
+def _others_only(spec: TraceSpec, others: list[ProcessRecord], uid: int, hostname: str) -> str:
+    """Why a request of user `uid` matched only other users' processes."""
+    pids = ", ".join(str(p.pid) for p in others[:8]) + ("..." if len(others) > 8 else "")
+    return (
+        f"the {len(others)} matching process(es) of job {spec.job_id!r} on host {hostname} (pid {pids}) run as other "
+        f"users: uid {uid} may trace only its own processes (root, dynod's user and its admin group trace any)"
+    )
+
+
 class TraceManager(KinetoTraces, AgentTraces):
     """Built as TraceTable is (registry, trace_dir, hostname, timeouts, limits, clock, kineto identifier)."""
 
@@ -63,12 +72,20 @@ class TraceManager(KinetoTraces, AgentTraces):
         """Raises TraceRequestError naming the field; returns the spec with a trace id."""
         return validate_spec(spec, self._clock_ms())
 
-    def start(self, spec: TraceSpec) -> StartResult:
+    def start(self, spec: TraceSpec, only_uid: int | None = None) -> StartResult:
+        """`only_uid`: trace only processes running as this user (a local caller who is no admin: dyno.daemon.callers);
+        None: any process."""
         spec = self.validate(spec)
         trace_id = spec.trace_id
         procs = self._registry.list(spec.job_id)
         wanted = set(spec.pids)
         selected = [p for p in procs if not wanted or wanted & ({p.pid} | set(p.ancestry))]
+        if only_uid is not None:
+            others = [p for p in selected if p.uid != only_uid]
+            selected = [p for p in selected if p.uid == only_uid]
+            if others and not selected:
+                why = _others_only(spec, others, only_uid, self._hostname)
+                return StartResult(trace_id, (), (), (), why, tuple(self._registry.jobs()))
         # torch's launcher is never traced, even by its own pid: it only waits for its workers (an iteration trace
         # of it is libkineto's 500 ms fallback window), and `--pids <torchrun's pid>` means its workers, which match
         # by ancestry, as on the agent path, where the launcher never registers.
@@ -103,7 +120,9 @@ class TraceManager(KinetoTraces, AgentTraces):
                     f"every matched process is already tracing (trace {held_by})",
                     jobs,
                 )
-            tf.make_trace_dir(self._trace_dir, trace_id)
+            # one user's processes: a folder of that user's, which no other user may enter (trace_files)
+            owners = {p.uid for p in todo}
+            tf.make_trace_dir(self._trace_dir, trace_id, owners.pop() if len(owners) == 1 else None)
             trace = TraceEntry(trace_id, spec, now)
             for p in todo:
                 trace.procs[p.pid] = self._new_proc_trace(trace, p, now)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import grpc
 from dyno.daemon import process_pages
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.answer_bounds import cut_text
+from dyno.daemon.callers import ADMIN, Caller
 from dyno.daemon.registry import ProcessRecord, ProcessRegistry
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.stream_slots import MAX_FETCH_STREAMS, StreamSlots
@@ -27,7 +29,7 @@ from dyno.filechunks import encode_chunk
 from dyno.request_limits import MAX_METRICS_PAGE_BYTES
 from dyno.v1 import dyno_pb2
 
-__all__ = ["MAX_PROCESS_LIST_BYTES", "TraceRpcs"]
+__all__ = ["MAX_PROCESS_LIST_BYTES", "OTHERS_CMDLINE", "TraceRpcs"]
 
 log = logging.getLogger(__name__)
 _FETCH_RETRY_AFTER_MS = 200  # a client's first wait when the fetch streams are all taken (it backs off from there)
@@ -40,11 +42,22 @@ MAX_PROCESS_LIST_BYTES = MAX_METRICS_PAGE_BYTES
 _RECORD_BYTES = 768
 _MIN_CMDLINE_BYTES = 256  # a command line is never cut shorter: past that, more pages
 _MAX_PAGE_TOKEN = 512  # a token is the base64 of a job id (at most 128 characters) and a pid
+# What a local user who is no admin sees of another user's process's command line (arguments can carry secrets)
+OTHERS_CMDLINE = "(hidden: another user's process)"
 
 
 class TraceRpcs:
-    def __init__(self, manager: TraceManager, registry: ProcessRegistry, hostname: str, instance_id: str = "") -> None:
+    def __init__(
+        self,
+        manager: TraceManager,
+        registry: ProcessRegistry,
+        hostname: str,
+        instance_id: str = "",
+        caller_of: Callable[[grpc.ServicerContext], Caller] | None = None,
+    ) -> None:
         self._tm = manager
+        # who calls (dyno.daemon.callers): an admin touches every process, another local user only their own
+        self._caller_of = caller_of or (lambda context: ADMIN)
         self._registry = registry
         self._hostname = hostname
         self._instance_id = instance_id  # dyno.daemon.instance_id: tells dyno-cli a restarted daemon from this one
@@ -56,6 +69,7 @@ class TraceRpcs:
     def ListProcesses(
         self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext
     ) -> dyno_pb2.ListProcessesResponse:
+        caller = self._caller_of(context)
         procs = self._registry.list(request.job_id)
         roles = self._tm.roles(procs)
         if len(request.page_token) > _MAX_PAGE_TOKEN:
@@ -76,7 +90,9 @@ class TraceRpcs:
         last: ProcessRecord | None = None
         for p in procs:  # built one at a time, never past the bound
             msg = pc.process_to_pb(p, roles.get(p.pid, ""))
-            if share is not None and len(msg.cmdline.encode()) > share:
+            if msg.cmdline and not caller.may_touch(p.uid):
+                msg.cmdline = OTHERS_CMDLINE
+            elif share is not None and len(msg.cmdline.encode()) > share:
                 msg.cmdline = cut_text(msg.cmdline, share)
             size += msg.ByteSize() + 4  # + its field tag and length
             if size > MAX_PROCESS_LIST_BYTES and last is not None:
@@ -87,8 +103,11 @@ class TraceRpcs:
         return answer
 
     def StartTrace(self, request: dyno_pb2.TraceRequest, context: grpc.ServicerContext) -> dyno_pb2.StartTraceResponse:
+        caller = self._caller_of(context)
+        if not caller.admin and caller.uid is None:
+            abort(context, grpc.StatusCode.PERMISSION_DENIED, _unidentified("start traces"))
         try:
-            result = self._tm.start(pc.spec_from_pb(request))
+            result = self._tm.start(pc.spec_from_pb(request), only_uid=None if caller.admin else caller.uid)
         except TraceRequestError as e:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except TraceLimitError as e:
@@ -112,7 +131,28 @@ class TraceRpcs:
         return self._status(self._tm.get, request.trace_id, context)
 
     def CancelTrace(self, request: dyno_pb2.CancelTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
+        caller = self._caller_of(context)
+        if not caller.admin:
+            if caller.uid is None:
+                abort(context, grpc.StatusCode.PERMISSION_DENIED, _unidentified("cancel traces"))
+            _require_id(request.trace_id, context)
+            view = self._status_view(request.trace_id, context)
+            others = [p.pid for p in view.processes if not caller.may_touch(p.uid)]
+            if others:
+                abort(
+                    context,
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"trace {request.trace_id!r} traces processes of other users (pid "
+                    f"{', '.join(map(str, others[:8]))}{'...' if len(others) > 8 else ''}): {caller.who()} may cancel "
+                    "only traces of its own processes",
+                )
         return self._status(self._tm.cancel, request.trace_id, context)
+
+    def _status_view(self, trace_id: str, context: grpc.ServicerContext) -> TraceView:
+        try:
+            return self._tm.get(trace_id)
+        except UnknownTraceError as e:
+            abort(context, grpc.StatusCode.NOT_FOUND, str(e))
 
     def _status(
         self, op: Callable[[str], TraceView], trace_id: str, context: grpc.ServicerContext
@@ -133,14 +173,45 @@ class TraceRpcs:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, "pid: required (> 0)")
         if request.chunk_size > MAX_CHUNK:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"chunk_size: at most {MAX_CHUNK}")
+        caller = self._caller_of(context)
+        known = caller.admin or self._check_fetch(caller, request.trace_id, request.pid, context)
         try:
             path = self._tm.trace_file(request.trace_id, request.pid)
         except TraceRequestError as e:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except UnknownTraceError as e:
             abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+        if not known and not _owned_by(path, caller):
+            # a trace dynod no longer knows (restarted before it finished): its file is the process's user's
+            abort(
+                context,
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"trace {request.trace_id!r} pid {request.pid}: its file is not {caller.who()}'s: {caller.who()} may "
+                "fetch only the trace files of its own processes",
+            )
         self._fetch_slots.take(context)
         return self._stream(path, request.chunk_size, context)
+
+    def _check_fetch(self, caller: Caller, trace_id: str, pid: int, context: grpc.ServicerContext) -> bool:
+        """PERMISSION_DENIED unless the traced process ran as the calling user; False when dynod does not know the
+        process's part in the trace (then the file's owner decides: _owned_by)."""
+        if caller.uid is None:
+            abort(context, grpc.StatusCode.PERMISSION_DENIED, _unidentified("fetch trace files"))
+        try:
+            view = self._tm.get(trace_id)
+        except (UnknownTraceError, ValueError):
+            return False
+        part = next((p for p in view.processes if p.pid == pid), None)
+        if part is None:
+            return False
+        if not caller.may_touch(part.uid):
+            abort(
+                context,
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"trace {trace_id!r} pid {pid} is another user's process: {caller.who()} may fetch only the trace "
+                "files of its own processes",
+            )
+        return True
 
     def _stream(self, path: Path, chunk_size: int, context: grpc.ServicerContext) -> Iterator[bytes]:
         try:
@@ -157,6 +228,20 @@ def _trace_dir_problem(e: OSError) -> str:
     where = f"{e.filename}: " if e.filename else ""
     note = free_space_note(Path(e.filename).parent) if e.errno == errno.ENOSPC and e.filename else ""
     return f"{where}{e.strerror or e}" + (f" ({note})" if note else "")
+
+
+def _owned_by(path: Path, caller: Caller) -> bool:
+    try:
+        return caller.may_touch(os.lstat(path).st_uid)
+    except OSError:
+        return False
+
+
+def _unidentified(what: str) -> str:
+    return (
+        f"cannot tell which local user calls, and only identified users may {what} without dynod's auth token: "
+        "call from this host (dynod's Unix socket or loopback) or present the token or a client certificate"
+    )
 
 
 def _require_id(trace_id: str, context: grpc.ServicerContext) -> None:

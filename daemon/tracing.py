@@ -8,6 +8,7 @@ import threading
 import time
 
 from dyno.daemon.agent_service import AgentServer, AgentServicer
+from dyno.daemon.callers import CallerIdentity
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.instance_id import new_instance_id
 from dyno.daemon.kineto_ipc import KinetoEndpoint
@@ -34,6 +35,7 @@ class Tracing:
         silent_timeout_s: float = 30.0,
         delivery_timeout_s: float = 30.0,
         instance_id: str = "",
+        callers: CallerIdentity | None = None,
     ) -> None:
         self.config = config
         self.hostname = hostname
@@ -51,9 +53,21 @@ class Tracing:
             delivery_timeout_s=delivery_timeout_s,
             on_start=self._wake.set,
         )
-        self.rpcs = TraceRpcs(self.manager, self.registry, hostname, self.instance_id)
-        self.agent_servicer = AgentServicer(self.manager, self.registry)
-        self.agent_server = AgentServer(self.agent_servicer, config.agent_socket_path)
+        # who calls, for the per-user rules (dyno.daemon.callers; None: every caller may touch every process)
+        self.callers = callers
+        caller_of = callers.caller if callers is not None else None
+        self.rpcs = TraceRpcs(self.manager, self.registry, hostname, self.instance_id, caller_of)
+        peers = callers.peers if callers is not None else None  # registration by the process's own user only
+        self.agent_servicer = AgentServicer(self.manager, self.registry, peers=peers)
+        # a connection per registered agent: as many as the registry may hold, in all and of one user, and some for
+        # those it refuses, which then hear the registry's reason (RESOURCE_EXHAUSTED), not a closed connection
+        self.agent_server = AgentServer(
+            self.agent_servicer,
+            config.agent_socket_path,
+            peers=peers,
+            max_connections=config.max_processes + 64,
+            max_connections_per_uid=config.max_processes_per_uid + 64,
+        )
         self.kineto: KinetoEndpoint | None = None
         if config.kineto_socket_dir is not None:
             self.kineto = KinetoEndpoint(self.manager, socket_dir=config.kineto_socket_dir)

@@ -187,10 +187,19 @@ def test_real_dynod_mtls(dynod_factory: Callable[..., Dynod], tmp_path: Path) ->
 
 
 def test_dynod_warns_when_exposed_without_auth(dynod_factory: Callable[..., Dynod], tmp_path: Path) -> None:
-    exposed = dynod_factory("--listen", "0.0.0.0")
+    exposed = dynod_factory("--listen", "0.0.0.0", "--insecure-allow-unauthenticated-remote")
     assert "SECURITY: listening on 0.0.0.0 without --auth-token-file or TLS" in exposed.log
     guarded = dynod_factory("--listen", "0.0.0.0", "--auth-token-file", str(_token_file(tmp_path, "t" * 32)))
     assert "SECURITY" not in guarded.log
+
+
+def test_dynod_refuses_to_listen_beyond_loopback_without_auth(dynod_factory: Callable[..., Dynod]) -> None:
+    d = dynod_factory("--listen", "0.0.0.0", start=False)
+    with contextlib.suppress(RuntimeError):
+        d.start()
+    assert d.proc is not None and d.proc.wait(15) == 2  # a configuration error
+    wait_for(lambda: "dynod: error: listen '0.0.0.0' is beyond loopback" in d.log)
+    assert "--insecure-allow-unauthenticated-remote" in d.log and "Traceback" not in d.log
 
 
 def test_dynod_refuses_a_missing_token_file(dynod_factory: Callable[..., Dynod], tmp_path: Path) -> None:

@@ -198,7 +198,7 @@ def test_warn_if_exposed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> No
     with caplog.at_level(logging.WARNING):
         assert warn_if_exposed(DaemonConfig(listen="0.0.0.0")) is True
     assert "SECURITY" in caplog.text and "0.0.0.0" in caplog.text and "--auth-token-file" in caplog.text
-    assert warn_if_exposed(DaemonConfig(listen="127.0.0.1"), euid=1000) is False  # as root: test_security_rpc_exposure
+    assert warn_if_exposed(DaemonConfig(listen="127.0.0.1")) is False  # local callers are identified (callers.py)
     assert warn_if_exposed(DaemonConfig(listen="0.0.0.0", auth_token_file=tmp_path / "t")) is False
     # TLS with client certificates (mTLS) authenticates; server-only TLS encrypts, yet anyone may start traces
     mtls = DaemonConfig(listen="::", tls_cert=tmp_path / "c", tls_key=tmp_path / "k", tls_ca=tmp_path / "ca")

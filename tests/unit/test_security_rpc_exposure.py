@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from dyno.client.auth import ClientAuth, create_channel
-from dyno.daemon.auth import HIDDEN_CMDLINE, build_server_interceptors, warn_if_exposed
+from dyno.daemon.auth import HIDDEN_CMDLINE, build_server_interceptors, exposure_refusal, warn_if_exposed
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.history import History, Sample
 from dyno.daemon.samplers.base import Reading
@@ -143,22 +143,31 @@ def _security_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogReco
     return [r for r in caplog.records if r.levelno == logging.WARNING and "SECURITY" in r.getMessage()]
 
 
-def test_a_root_dynod_on_loopback_without_a_token_warns_once_naming_the_setting(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_dynod_on_loopback_without_a_token_does_not_warn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Local callers are told apart by the kernel (dyno.daemon.callers): a root dynod on loopback no longer hands
+    every local user every process, so it has nothing to warn about; beyond loopback it still warns (when allowed to
+    start at all: test_exposure_beyond_loopback_is_refused_unless_insecure_is_named)."""
     with caplog.at_level(logging.WARNING):
-        assert warn_if_exposed(DaemonConfig(listen="127.0.0.1"), euid=0) is True
-    (warning,) = _security_warnings(caplog)
-    text = warning.getMessage()
-    assert "auth_token_file" in text and "--auth-token-file" in text and "every local user" in text
-    caplog.clear()
-    with caplog.at_level(logging.WARNING):
-        assert warn_if_exposed(DaemonConfig(listen="127.0.0.1"), euid=1000) is False  # a user's own daemon
-        assert warn_if_exposed(DaemonConfig(listen="127.0.0.1", auth_token_file=tmp_path / "t"), euid=0) is False
-        mtls = DaemonConfig(tls_cert=tmp_path / "c", tls_key=tmp_path / "k", tls_ca=tmp_path / "ca")
-        assert warn_if_exposed(mtls, euid=0) is False
+        assert warn_if_exposed(DaemonConfig(listen="127.0.0.1")) is False
+        assert warn_if_exposed(DaemonConfig(listen="::1")) is False
     assert _security_warnings(caplog) == []
-    with caplog.at_level(logging.WARNING):  # beyond loopback as root: still one warning, the exposed one
-        assert warn_if_exposed(DaemonConfig(listen="0.0.0.0"), euid=0) is True
+    with caplog.at_level(logging.WARNING):
+        assert warn_if_exposed(DaemonConfig(listen="0.0.0.0", insecure_allow_unauthenticated_remote=True)) is True
     (warning,) = _security_warnings(caplog)
     assert "0.0.0.0" in warning.getMessage() and "--auth-token-file" in warning.getMessage()
+
+
+def test_exposure_beyond_loopback_is_refused_unless_insecure_is_named(tmp_path: Path) -> None:
+    for listen in ("0.0.0.0", "::", "10.1.2.3", "gpu001"):
+        problem = exposure_refusal(DaemonConfig(listen=listen))
+        assert problem is not None and "--insecure-allow-unauthenticated-remote" in problem
+        assert "auth_token_file" in problem and "tls_ca" in problem
+        # TLS without client certificates encrypts but identifies nobody
+        tls_only = DaemonConfig(listen=listen, tls_cert=tmp_path / "c", tls_key=tmp_path / "k")
+        assert exposure_refusal(tls_only) is not None
+        assert exposure_refusal(DaemonConfig(listen=listen, insecure_allow_unauthenticated_remote=True)) is None
+        assert exposure_refusal(DaemonConfig(listen=listen, auth_token_file=tmp_path / "t")) is None
+        mtls = DaemonConfig(listen=listen, tls_cert=tmp_path / "c", tls_key=tmp_path / "k", tls_ca=tmp_path / "ca")
+        assert exposure_refusal(mtls) is None
+    for listen in ("127.0.0.1", "::1", "localhost", "127.0.0.2"):
+        assert exposure_refusal(DaemonConfig(listen=listen)) is None

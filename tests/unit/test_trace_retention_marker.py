@@ -116,17 +116,23 @@ def test_planted_markers_do_not_make_a_folder_dynods(tmp_path: Path) -> None:
     fifo = _foreign_folder(tmp_path, "fifo")
     os.mkfifo(fifo / tf.MARKER_NAME)  # must not block the retention pass
     planted = [copied, linked, hard, fifo]
-    if os.geteuid() == 0:  # another user's file with the right words, and another user's folder
+    handed_over: tuple[str, ...] = ()
+    if os.geteuid() == 0:  # another user's file with the right words; and a folder dynod handed over to a user
         other = _foreign_folder(tmp_path, "other")
         (other / tf.MARKER_NAME).write_bytes(b"dynod trace folder other\n")
         os.chown(other / tf.MARKER_NAME, 65534, 65534)
-        owned = tf.make_trace_dir(tmp_path, "owned")
-        os.chown(owned, 65534, 65534)
-        planted += [other, owned]
+        planted.append(other)
+        owned = tf.make_trace_dir(tmp_path, "owned", owner_uid=65534)
+        assert (owned.stat().st_uid, owned.stat().st_mode & 0o7777) == (65534, 0o700)
+        # its user may chmod it and delete dynod's marker: it is still dynod's (only dynod or root chowns)
+        (owned / tf.MARKER_NAME).unlink()
+        owned.chmod(0o755)
+        _age(owned, 2 * HOUR)
+        handed_over = ("owned",)
     for d in planted:
         _age(d, 2 * HOUR)
     result = _retention(tmp_path)
-    assert result.removed == ()
+    assert result.removed == handed_over
     assert all(d.is_dir() for d in planted) and real.is_dir()
     assert set(result.foreign) == {d.name for d in planted}
 
