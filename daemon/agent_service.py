@@ -26,6 +26,7 @@ from dyno.daemon import proto_convert as pc
 from dyno.daemon.bindcheck import unix_bind_error
 from dyno.daemon.connection_limits import agent_server_options
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, RegistryFullError
+from dyno.daemon.request_decoding import RequestDecoding
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.trace_agents import GONE_REASON
 from dyno.daemon.trace_manager import TraceManager
@@ -356,6 +357,7 @@ class AgentServer:
             futures.ThreadPoolExecutor(max_workers=self._max_streams + 8, thread_name_prefix="agent-rpc"),
             maximum_concurrent_rpcs=self._max_streams + 8,
             options=agent_server_options(),  # connections, streams per connection, idle (connection_limits.py)
+            interceptors=[RequestDecoding()],  # request bodies decoded in the handlers (request_decoding.py)
         )
         agent_pb2_grpc.add_AgentServicer_to_server(self._servicer, server)
         try:

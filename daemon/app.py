@@ -27,6 +27,7 @@ from dyno.daemon.loop import SamplingLoop
 from dyno.daemon.memlimit import history_memory_problem, memory_limits
 from dyno.daemon.metrics_http import MetricsHTTPServer
 from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, daemon_gauges, serve_metrics
+from dyno.daemon.request_decoding import RequestDecoding
 from dyno.daemon.samplers.base import Sampler
 from dyno.daemon.samplers.gpu import make_gpu_sampler
 from dyno.daemon.samplers.host import HostSampler
@@ -107,7 +108,8 @@ class Daemon:
         # token interceptor and TLS credentials (dyno.daemon.auth; none when not configured). Their AuthConfigError
         # is a ConfigError: the operator's files are wrong, exit 2 like any other config mistake.
         credentials = build_server_credentials(cfg)
-        interceptors = build_server_interceptors(cfg)
+        # request bodies are decoded in the handlers, after the token check (request_decoding.py)
+        interceptors = [*build_server_interceptors(cfg), RequestDecoding()]
         address = host_port(cfg.listen, cfg.port)
         # a plain socket first: a failed gRPC bind prints gRPC's own C-core log lines before dynod's (bindcheck.py)
         problem = bind_problem(cfg.listen, cfg.port)
