@@ -11,13 +11,15 @@ the raw bytes through) and parses them in the handler instead: a body that does 
 INVALID_ARGUMENT, logged as one throttled line, and the call ends as any refused call does. Installed last in the
 interceptor list, it runs after the token check (dyno.daemon.auth), which therefore refuses an unauthorized call
 without parsing its body. It covers every service a server serves (Dyno, Agent, health, reflection), streaming
-requests included, so no servicer needs to know.
+requests included, so no servicer needs to know. `AioRequestDecoding` does the same on a grpc.aio server (the Agent
+socket's, dyno.daemon.agent_service).
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -25,7 +27,7 @@ import grpc
 from dyno.daemon.rpc_abort import abort
 from dyno.logthrottle import ThrottledLog
 
-__all__ = ["RequestDecoding", "UNDECODABLE_MESSAGE"]
+__all__ = ["AioRequestDecoding", "RequestDecoding", "UNDECODABLE_MESSAGE"]
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +59,11 @@ class RequestDecoding(grpc.ServerInterceptor):
 
     def _decoder(self, deserialize: _Deserializer, method: str) -> Callable[[bytes, grpc.ServicerContext], Any]:
         def decode(raw: bytes, context: grpc.ServicerContext) -> Any:
-            try:
-                return deserialize(raw)
-            except Exception:  # protobuf's DecodeError, or whatever a deserializer raises: the client's bytes
-                self._refusals.warning(
-                    method, "refused a request to %s whose body does not decode (INVALID_ARGUMENT)", method
-                )
+            ok, request = _parse(deserialize, raw)
+            if not ok:
+                _refused(self._refusals, method)
                 abort(context, grpc.StatusCode.INVALID_ARGUMENT, UNDECODABLE_MESSAGE % method)
+            return request
 
         return decode
 
@@ -92,6 +92,17 @@ class RequestDecoding(grpc.ServerInterceptor):
         )
 
 
+def _parse(deserialize: _Deserializer, raw: bytes) -> tuple[bool, Any]:
+    try:
+        return True, deserialize(raw)
+    except Exception:  # protobuf's DecodeError, or whatever a deserializer raises: the client's bytes
+        return False, None
+
+
+def _refused(refusals: ThrottledLog, method: str) -> None:
+    refusals.warning(method, "refused a request to %s whose body does not decode (INVALID_ARGUMENT)", method)
+
+
 def _decoding(behavior: Callable[..., Any], decode: Callable[[Any, grpc.ServicerContext], Any]) -> Callable[..., Any]:
     """`behavior` called with `decode(raw, context)` in place of its raw request (or request iterator). More
     arguments pass through: a non-blocking streaming handler's send callback."""
@@ -103,3 +114,70 @@ def _decoding(behavior: Callable[..., Any], decode: Callable[[Any, grpc.Servicer
         if hasattr(behavior, attr):
             setattr(call, attr, getattr(behavior, attr))
     return call
+
+
+class AioRequestDecoding(grpc.aio.ServerInterceptor):
+    """RequestDecoding for a grpc.aio server: its handlers are coroutines or async generators, and its context's
+    abort is awaited."""
+
+    def __init__(self, *, log_every_s: float = 60.0) -> None:
+        self._refusals = ThrottledLog(log, every_s=log_every_s)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.request_deserializer is None:
+            return handler
+        return self._raw_handler(handler, handler_call_details.method)
+
+    def _raw_handler(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        deserialize: _Deserializer = handler.request_deserializer
+        refusals = self._refusals
+
+        async def decode(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            ok, request = _parse(deserialize, raw)
+            if not ok:
+                _refused(refusals, method)
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, UNDECODABLE_MESSAGE % method)
+            return request
+
+        async def requests(raw_requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            async for raw in raw_requests:
+                yield await decode(raw, context)
+
+        async def first(raw: Any, context: grpc.aio.ServicerContext) -> Any:
+            return requests(raw, context) if handler.request_streaming else await decode(raw, context)
+
+        behavior = (
+            handler.stream_stream or handler.stream_unary
+            if handler.request_streaming
+            else handler.unary_stream or handler.unary_unary
+        )
+        if handler.response_streaming:
+
+            async def stream(raw: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                responses = behavior(await first(raw, context), context)
+                if inspect.isawaitable(responses):  # a coroutine that writes through the context
+                    await responses
+                    return
+                async for response in responses:
+                    yield response
+
+            call: Callable[..., Any] = stream
+        else:
+
+            async def unary(raw: Any, context: grpc.aio.ServicerContext) -> Any:
+                return await behavior(await first(raw, context), context)
+
+            call = unary
+        kinds = {
+            (False, False): grpc.unary_unary_rpc_method_handler,
+            (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, False): grpc.stream_unary_rpc_method_handler,
+            (True, True): grpc.stream_stream_rpc_method_handler,
+        }
+        make = kinds[(handler.request_streaming, handler.response_streaming)]
+        return make(call, response_serializer=handler.response_serializer)  # type: ignore[operator]
