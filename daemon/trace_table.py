@@ -81,6 +81,8 @@ class TraceTable:
     ) -> None:
         self._registry = registry
         self._identifier = kineto_identifier or KinetoIdentifier()  # reads /proc/<pid>/{environ,cmdline}
+        # the process list's DataLoader-worker checks: pid -> (start time, checked at ms, is a worker)
+        self._listed_workers: dict[int, tuple[int, int, bool]] = {}
         self._on_start = on_start  # e.g. wakes the housekeeping thread from its idle pace
         self._trace_dir = trace_dir
         self._hostname = hostname
