@@ -6,8 +6,8 @@ Starts `python -m dyno.daemon` (bench/soak/dynod.py: sim GPUs, a kineto socket d
 1. --agents agent trainers (scale/agents.py: a `sleep` process each for a live pid, Register and a Watch stream on
    a connection of its own) and --kineto libkineto trainers (scale/kineto_clients.py: forked processes speaking
    libkineto's datagrams, a `req` poll every --poll-s, each reply timed), until all are registered or refused;
-2. --callers RPC callers (scale/callers.py, in processes of 10 threads: ListProcesses, GetStatus, GetMetrics in turn
-   with no pause) for --seconds, while the trainers keep polling and watching;
+2. --callers RPC callers (scale/callers.py, in processes of 10 threads: ListProcesses, GetStatus, GetMetrics in turn,
+   back to back, or one call every --pace-ms per caller) for --seconds, while the trainers keep polling and watching;
 3. the trainers end; dynod's thread count is watched until it is back to where it was before the load.
 
 Prints: registrations refused (by code), each RPC's count and p50/p99/max latency, the share of libkineto polls
@@ -15,6 +15,7 @@ answered within libkineto's ~90 ms window during the RPC load (and their mean/p9
 peak, after) and RSS. Asserts nothing.
 
     python bench/registry_scale.py [--agents 500] [--kineto 500] [--callers 50] [--seconds 30] [--poll-s 5]
+                                   [--pace-ms 0]
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--callers", type=int, default=50, help="concurrent RPC callers (default 50)")
     ap.add_argument("--seconds", type=float, default=30.0, help="seconds of RPC load (default 30)")
     ap.add_argument("--poll-s", type=float, default=5.0, help="libkineto's poll interval (its default: 5)")
+    ap.add_argument(
+        "--pace-ms", type=float, default=0.0, help="each caller starts a call every PACE ms (default 0: back to back)"
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (dynod's log) after the run")
     # the load drivers, each a process of its own (started by this script)
     ap.add_argument("--role", choices=["agents", "kineto", "callers"], help=argparse.SUPPRESS)
@@ -64,7 +68,7 @@ def _role(role: str, a: list[str]) -> int:
     elif role == "kineto":
         kineto_clients(Path(a[0]), int(a[1]), float(a[2]), Path(a[3]), Path(a[4]))
     else:
-        run_callers(a[0], int(a[1]), float(a[2]), Path(a[3]))
+        run_callers(a[0], int(a[1]), float(a[2]), float(a[3]), Path(a[4]))
     return 0
 
 
@@ -146,7 +150,8 @@ def _drive(
     for k in range(0, args.callers, _CALLERS_PER_PROCESS):
         out = root / f"callers-{k}.json"
         out_files.append(out)
-        procs.append(_spawn("callers", d.target, min(_CALLERS_PER_PROCESS, args.callers - k), args.seconds, out))
+        n = min(_CALLERS_PER_PROCESS, args.callers - k)
+        procs.append(_spawn("callers", d.target, n, args.seconds, args.pace_ms / 1000, out))
     peak = dict(before)
     while time.monotonic() < load_from + args.seconds + 2 and not all(f.exists() for f in out_files):
         time.sleep(1.0)
@@ -203,7 +208,8 @@ def _report(
     print()
     print(
         f"load: {args.agents} agents + {args.kineto} libkineto trainers (poll every {args.poll_s:g} s), "
-        f"{args.callers} RPC callers for {load_s:.0f} s"
+        f"{args.callers} RPC callers ({f'a call every {args.pace_ms:g} ms each' if args.pace_ms else 'back to back'}) "
+        f"for {load_s:.0f} s"
     )
     print(f"registered at the end of the load: {registered}; agent refusals: {agents['refused'] or 'none'}")
     print(f"RPC errors: {errors or 'none'}")

@@ -1,5 +1,6 @@
 """RPC callers, `threads` of them in this process, each on a connection of its own (as separate dyno-cli runs and
-monitoring scripts are), calling ListProcesses, GetStatus and GetMetrics in turn with no pause, for `seconds`."""
+monitoring scripts are), calling ListProcesses, GetStatus and GetMetrics in turn for `seconds`: back to back, or
+each caller starting a call every `pace_s` (a late call starts at once)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ __all__ = ["RPCS", "run_callers"]
 RPCS = ("ListProcesses", "GetStatus", "GetMetrics")
 
 
-def run_callers(target: str, threads: int, seconds: float, out: Path) -> None:
+def run_callers(target: str, threads: int, seconds: float, pace_s: float, out: Path) -> None:
     """Writes `out`: {"ListProcesses": [latency s, ...], ..., "errors": {"RPC CODE": n}, "listed": [n, ...]}."""
     results: dict[str, list[float]] = {rpc: [] for rpc in RPCS}
     errors: dict[str, int] = {}
@@ -35,7 +36,11 @@ def run_callers(target: str, threads: int, seconds: float, out: Path) -> None:
                 "GetMetrics": lambda: len(stub.GetMetrics(dyno_pb2.GetMetricsRequest(limit=10), timeout=30).samples),
             }
             n = k
+            next_call = time.monotonic() + pace_s * k / max(1, threads)  # spread over the pace
             while time.monotonic() < deadline:
+                if pace_s:
+                    time.sleep(max(0.0, next_call - time.monotonic()))
+                    next_call += pace_s
                 rpc = RPCS[n % len(RPCS)]
                 n += 1
                 started = time.monotonic()
