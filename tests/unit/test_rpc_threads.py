@@ -44,7 +44,7 @@ def test_calls_submitted_one_after_another_reuse_an_idle_thread() -> None:
     names = set()
     for _ in range(20):
         names.add(pool.submit(lambda: threading.current_thread().name).result(10))
-    assert len(names) <= 2  # a freed thread takes the next call (one more may start while it is being freed)
+    assert len(names) <= 3  # a freed thread takes the next call (another may start while one is being freed)
     pool.shutdown()
     wait_for(lambda: _pool_threads("reuse") == 0)
 
