@@ -2,10 +2,15 @@
 
 An open Watch stream is the agent's liveness signal: when it ends, the process is gone for us (a running trace
 fails with "process exited or disconnected mid-trace"); the agent reconnects and registers again by itself.
+
+Served by grpc.aio on an event loop of its own thread (dyno.daemon.aio_serving): every registered trainer holds a
+Watch stream for its whole life, and on grpc's sync server each held a thread (264 of them refused every further
+registration). Register and ReportTrace are fast plain functions run on the loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import logging
@@ -18,23 +23,33 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from concurrent import futures
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 
 import dyno
 from dyno.daemon import proto_convert as pc
+from dyno.daemon.aio_serving import TIMED_OUT, LoopThread, WakingQueue, next_item, refusing
 from dyno.daemon.bindcheck import unix_bind_error
 from dyno.daemon.connection_limits import agent_server_options
 from dyno.daemon.peer_identity import PeerTable
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, RegistryFullError, pid_uid
+from dyno.daemon.registry import (
+    MAX_PROCESSES,
+    PROTOCOL_AGENT,
+    ProcessRecord,
+    ProcessRegistry,
+    RegistryFullError,
+    pid_uid,
+)
+from dyno.daemon.request_decoding import AioRequestDecoding
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.trace_agents import GONE_REASON
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_types import (
     AgentCancelCommand,
+    AgentCommand,
     AgentTraceCommand,
     TraceRequestError,
     TraceState,
@@ -114,7 +129,7 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
         self._keepalive_ms = keepalive_ms
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        self._queues: set[queue.Queue] = set()
+        self._queues: set[queue.Queue[AgentCommand | None]] = set()
         self._full_log = ThrottledLog(log, every_s=600.0)  # refusals others can cause at will
         self._refused_log = ThrottledLog(log, every_s=600.0)  # reports without their registration's session
         self._pid_namespace = _own_pid_namespace()
@@ -246,25 +261,30 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
             )
         )
 
-    def Watch(self, request: agent_pb2.WatchRequest, context: grpc.ServicerContext) -> Iterator[agent_pb2.AgentCommand]:
+    async def Watch(
+        self, request: agent_pb2.WatchRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[agent_pb2.AgentCommand]:
+        """On the agent server's event loop: the stream waits on its queue (which the trace manager fills from other
+        threads) without a thread; a client that goes away cancels it (the finally below runs)."""
         pid, session = request.pid, request.session_id
         rec = self._registry.get(pid)
         if rec is None or rec.session_id != session or not session:
-            abort(context, grpc.StatusCode.NOT_FOUND, f"pid {pid} is not registered with this session: Register first")
-        q = self._tm.agent_attach(pid, session)
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"pid {pid} is not registered with this session: Register first"
+            )
+        q: WakingQueue[AgentCommand | None] = WakingQueue(asyncio.get_running_loop())
+        self._tm.agent_attach(pid, session, q)
         self._registry.set_connected(pid, session, True)
         with self._lock:
             self._unwatched.pop(session, None)
-        # Wake the loop at once when the client goes away or the server stops (not at the next keepalive).
-        context.add_callback(lambda: q.put(None))
-        with self._lock:
             self._queues.add(q)
+        if self._stopping.is_set():  # shutdown() ran before this queue was there to hear it
+            q.put(None)
         try:
             yield agent_pb2.AgentCommand(keepalive=True)  # tells the agent the stream is up
-            while context.is_active() and not self._stopping.is_set():
-                try:
-                    cmd = q.get(timeout=self._keepalive_s)
-                except queue.Empty:
+            while not self._stopping.is_set():
+                cmd = await next_item(q, self._keepalive_s)
+                if cmd is TIMED_OUT:
                     # Its registration gone (dropped as exited, or the pid registered again): the stream is an
                     # orphan, kept open only by a connection that outlived the trainer (a fork child holding it)
                     rec = self._registry.get(pid)
@@ -377,14 +397,16 @@ def _probe_bind(path: Path) -> None:
 
 
 class AgentServer:
-    """A gRPC server of its own on `unix:<path>`; each Watch stream holds one worker thread."""
+    """A grpc.aio server of its own on `unix:<path>`, on an event loop in a thread of its own (aio_serving.py): a
+    Watch stream is a task, not a thread. At most `max_streams` RPCs at once (streams cost memory: the registry's
+    default cap); past it a call is refused with RESOURCE_EXHAUSTED."""
 
     def __init__(
         self,
         servicer: AgentServicer,
         path: Path,
         *,
-        max_streams: int = 256,
+        max_streams: int = MAX_PROCESSES,
         mode: int = 0o666,
         peers: PeerTable | None = None,
         max_connections: int = MAX_FRONT_CONNECTIONS,
@@ -395,7 +417,8 @@ class AgentServer:
         self._path = path
         self._max_streams = max_streams
         self._mode = mode
-        self._server: grpc.Server | None = None
+        self._loop_thread: LoopThread | None = None
+        self._grace_s = 1.0
         # with `peers`: grpc listens on a private socket (a 0700 folder of ours) and a UnixFront serves `path`,
         # recording each caller's credentials (dyno.daemon.unix_front)
         self._peers = peers
@@ -408,24 +431,18 @@ class AgentServer:
 
     def start(self) -> None:
         prepare_socket_path(self._path)
-        server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=self._max_streams + 8, thread_name_prefix="agent-rpc"),
-            maximum_concurrent_rpcs=self._max_streams + 8,
-            options=agent_server_options(),  # connections, streams per connection, idle (connection_limits.py)
-        )
-        agent_pb2_grpc.add_AgentServicer_to_server(self._servicer, server)
         if self._peers is not None:
             self._private = Path(tempfile.mkdtemp(prefix="dynod-agent-"))
         bound = self._path if self._private is None else self._private / "agent.sock"
+        loop_thread = LoopThread("agent-aio")
         try:
-            server.add_insecure_port(f"unix:{bound}")
-        except RuntimeError:  # grpc's "Failed to bind to address": the usual cause is the directory's permissions
-            server.stop(0)
-            raise OSError(
-                errno.EACCES, f"cannot bind the agent socket {self._path} (is its directory writable?)"
-            ) from None
-        server.start()
-        self._server = server
+            loop_thread.start(lambda ready, stop: self._serve(bound, ready, stop))
+        except OSError:
+            if self._private is not None:
+                shutil.rmtree(self._private, ignore_errors=True)
+                self._private = None
+            raise
+        self._loop_thread = loop_thread
         # Trainers of every local user must reach it (as with the kineto endpoint, an abstract socket nobody can
         # restrict): a root daemon with 0660 would silently refuse every non-root trainer. Never exposed on TCP.
         if self._peers is not None:
@@ -448,11 +465,30 @@ class AgentServer:
             os.chmod(self._path, self._mode)
         log.info("agent service listening on unix:%s", self._path)
 
+    async def _serve(self, bound: Path, ready: Callable[[], None], stop: asyncio.Event) -> None:
+        server = grpc.aio.server(
+            maximum_concurrent_rpcs=self._max_streams + 8,
+            options=agent_server_options(),  # connections, streams per connection, idle (connection_limits.py)
+            interceptors=[AioRequestDecoding()],  # request bodies decoded in the handlers (request_decoding.py)
+        )
+        agent_pb2_grpc.add_AgentServicer_to_server(_AioAgent(self._servicer), server)
+        try:
+            server.add_insecure_port(f"unix:{bound}")
+        except RuntimeError:  # grpc's "Failed to bind to address": the usual cause is the directory's permissions
+            raise OSError(
+                errno.EACCES, f"cannot bind the agent socket {self._path} (is its directory writable?)"
+            ) from None
+        await server.start()
+        ready()
+        await stop.wait()
+        await server.stop(self._grace_s)
+
     def stop(self, grace_s: float = 1.0) -> None:
         self._servicer.shutdown()
-        if self._server is not None:
-            self._server.stop(grace_s).wait(grace_s + 1)
-            self._server = None
+        if self._loop_thread is not None:
+            self._grace_s = grace_s
+            self._loop_thread.stop(grace_s + 1)
+            self._loop_thread = None
             if self._peers is None:  # grpc's own socket file; never started, it would be someone else's
                 with contextlib.suppress(OSError):
                     self._path.unlink()
@@ -462,3 +498,20 @@ class AgentServer:
         if self._private is not None:
             shutil.rmtree(self._private, ignore_errors=True)
             self._private = None
+
+
+class _AioAgent(agent_pb2_grpc.AgentServicer):
+    """AgentServicer's methods as the aio server calls them: Register and ReportTrace (fast, plain) on the loop."""
+
+    def __init__(self, servicer: AgentServicer) -> None:
+        self._servicer = servicer
+
+    async def Register(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await refusing(self._servicer.Register, request, context)
+
+    async def Watch(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async for command in self._servicer.Watch(request, context):
+            yield command
+
+    async def ReportTrace(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await refusing(self._servicer.ReportTrace, request, context)

@@ -8,7 +8,6 @@ import os
 import socket
 import threading
 import time
-from concurrent import futures
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -30,6 +29,7 @@ from dyno.daemon.callers import CallerIdentity
 from dyno.daemon.config import ConfigError, DaemonConfig, group_id
 from dyno.daemon.connection_limits import server_options
 from dyno.daemon.convert import gpu_to_proto, sampler_state_to_proto
+from dyno.daemon.handler_slots import HandlerSlots
 from dyno.daemon.health import HealthServicer
 from dyno.daemon.history import History
 from dyno.daemon.loop import SamplingLoop
@@ -37,6 +37,8 @@ from dyno.daemon.memlimit import history_memory_problem, memory_limits
 from dyno.daemon.metrics_http import MetricsHTTPServer
 from dyno.daemon.peer_identity import PeerTable
 from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, daemon_gauges, serve_metrics
+from dyno.daemon.request_decoding import RequestDecoding
+from dyno.daemon.rpc_threads import RetiringThreadPool
 from dyno.daemon.samplers.base import Sampler
 from dyno.daemon.samplers.gpu import make_gpu_sampler
 from dyno.daemon.samplers.host import HostSampler
@@ -126,7 +128,9 @@ class Daemon:
         # token interceptor and TLS credentials (dyno.daemon.auth; none when not configured). Their AuthConfigError
         # is a ConfigError: the operator's files are wrong, exit 2 like any other config mistake.
         credentials = build_server_credentials(cfg)
-        interceptors = build_server_interceptors(cfg)
+        # request bodies are decoded in the handlers, after the token check (request_decoding.py), and at most
+        # HANDLER_SLOTS unary handlers run at once (handler_slots.py)
+        interceptors = [*build_server_interceptors(cfg), HandlerSlots(), RequestDecoding()]
         address = host_port(cfg.listen, cfg.port)
         # a plain socket first: a failed gRPC bind prints gRPC's own C-core log lines before dynod's (bindcheck.py)
         problem = bind_problem(cfg.listen, cfg.port)
@@ -135,7 +139,7 @@ class Daemon:
         # so_reuseport off: a second daemon on the same port must fail loudly, not share the port. Connections,
         # streams per connection, idle and dead peers are bounded (connection_limits.py).
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=RPC_THREADS, thread_name_prefix="dyno-grpc"),
+            RetiringThreadPool(RPC_THREADS, "dyno-grpc"),  # threads end when idle (rpc_threads.py)
             options=[("grpc.so_reuseport", 0), *server_options()],
             maximum_concurrent_rpcs=256,
             interceptors=interceptors,

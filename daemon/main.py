@@ -19,6 +19,7 @@ from dyno.netaddr import host_port
 __all__ = ["main", "log_formatter"]
 
 log = logging.getLogger("dynod")
+GIL_SWITCH_INTERVAL_S = 0.001  # CPython's default: 0.005
 
 
 _FORMAT = "%(levelname)s %(name)s: %(message)s"
@@ -114,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from dyno.daemon.app import Daemon, StartupError  # after logging, so import-time warnings are formatted
 
+    # A thread waiting for the GIL waits about this long per thread that holds it before it: the libkineto
+    # endpoint's thread must answer within ~90 ms however busy the RPC threads are (handler_slots.py, BENCHMARKS.md)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: object) -> None:

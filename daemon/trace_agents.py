@@ -62,9 +62,12 @@ _MAX_ADOPTED = 1024  # ids of traces taken on from a report, kept at most (the o
 class AgentTraces(TraceTable):
     """What dyno.daemon.agent_service calls: attach and detach a Watch stream, delivered, report."""
 
-    def agent_attach(self, pid: int, session_id: str) -> queue.Queue[AgentCommand | None]:
-        """A Watch stream opened: its queue, preloaded with this pid's undelivered trace, if any."""
-        q: queue.Queue[AgentCommand | None] = queue.Queue()
+    def agent_attach(
+        self, pid: int, session_id: str, q: queue.Queue[AgentCommand | None] | None = None
+    ) -> queue.Queue[AgentCommand | None]:
+        """A Watch stream opened: its queue (`q`, or a new one), preloaded with this pid's undelivered trace, if any."""
+        if q is None:
+            q = queue.Queue()
         with self._lock:
             self._agent_queues[pid] = (session_id, q)
             found = self._active_for(pid)

@@ -63,6 +63,10 @@ def _others_only(spec: TraceSpec, others: list[ProcessRecord], uid: int, hostnam
     )
 
 
+# how old a "not a DataLoader worker (yet)" may be in the process list's roles (torch names a worker once its loop runs)
+LISTED_WORKERS_MAX_AGE_MS = 1000
+
+
 class TraceManager(KinetoTraces, AgentTraces):
     """Built as TraceTable is (registry, trace_dir, hostname, timeouts, limits, clock, kineto identifier)."""
 
@@ -100,6 +104,10 @@ class TraceManager(KinetoTraces, AgentTraces):
         if spec.process_limit:
             chosen = chosen[: spec.process_limit]
         now = self._clock_ms()
+        # Each process's part (paths, libkineto's config line) before taking the lock: ~50 ms for 1,000 processes,
+        # which libkineto's polls (they wait ~90 ms for a reply) would otherwise wait for.
+        trace = TraceEntry(trace_id, spec, now)
+        parts = {p.pid: self._new_proc_trace(trace, p, now) for p in chosen}
         with self._lock:
             # On disk too: a trace from before a restart, or evicted from memory, keeps its folder and files
             if trace_id in self._traces or (self._trace_dir / trace_id).exists():
@@ -123,9 +131,8 @@ class TraceManager(KinetoTraces, AgentTraces):
             # one user's processes: a folder of that user's, which no other user may enter (trace_files)
             owners = {p.uid for p in todo}
             tf.make_trace_dir(self._trace_dir, trace_id, owners.pop() if len(owners) == 1 else None)
-            trace = TraceEntry(trace_id, spec, now)
             for p in todo:
-                trace.procs[p.pid] = self._new_proc_trace(trace, p, now)
+                trace.procs[p.pid] = parts[p.pid]
             self._traces[trace_id] = trace
             self._evict_old()
             for p in todo:
@@ -143,8 +150,23 @@ class TraceManager(KinetoTraces, AgentTraces):
 
     def roles(self, procs: list[ProcessRecord]) -> dict[int, str]:
         """pid -> role (dyno.daemon.process_roles) of each of `procs`, within its job, as a job-wide request sees it;
-        /proc reads for the kineto processes (their task names)."""
-        return job_roles(procs, self._data_workers(procs))
+        /proc reads for the kineto processes (their task names), each at most once per LISTED_WORKERS_MAX_AGE_MS
+        until it is a worker (which it stays). **Why:** ListProcesses, which shows the roles, is what monitoring
+        polls; ~500 reads per call took ~18 ms of the GIL. A trace request reads them fresh (_data_workers)."""
+        now = self._clock_ms()
+        memo = self._listed_workers
+        workers = set()
+        for p in procs:
+            if p.protocol != PROTOCOL_KINETO:
+                continue
+            hit = memo.get(p.pid)
+            if hit is None or hit[0] != p.start_time or (not hit[2] and now - hit[1] >= LISTED_WORKERS_MAX_AGE_MS):
+                memo[p.pid] = hit = (p.start_time, now, self._identifier.is_data_worker(p.pid))
+            if hit[2]:
+                workers.add(p.pid)
+        if len(memo) > 2 * len(self._registry) + 64:  # bounded by the registry: forget the pids it no longer has
+            self._listed_workers = {pid: e for pid, e in list(memo.items()) if self._registry.get(pid) is not None}
+        return job_roles(procs, workers)
 
     def _data_workers(self, procs: list[ProcessRecord]) -> set[int]:
         """Pids of DataLoader workers among kineto processes (the agent never registers one); /proc reads, made

@@ -81,6 +81,8 @@ class TraceTable:
     ) -> None:
         self._registry = registry
         self._identifier = kineto_identifier or KinetoIdentifier()  # reads /proc/<pid>/{environ,cmdline}
+        # the process list's DataLoader-worker checks: pid -> (start time, checked at ms, is a worker)
+        self._listed_workers: dict[int, tuple[int, int, bool]] = {}
         self._on_start = on_start  # e.g. wakes the housekeeping thread from its idle pace
         self._trace_dir = trace_dir
         self._hostname = hostname
@@ -94,7 +96,7 @@ class TraceTable:
         self._traces: OrderedDict[str, TraceEntry] = OrderedDict()
         self._agent_queues: dict[int, tuple[str, queue.Queue[AgentCommand | None]]] = {}
         # trace id -> its view to record, queued under the lock at each process's end, written to disk outside it
-        self._unrecorded: dict[str, TraceView] = {}
+        self._unrecorded: dict[str, TraceEntry] = {}  # traces whose record must be written again
         self._recording = threading.Lock()  # held by the thread writing records (in the order they were queued)
         # pids whose traces' leftovers wait for the process to end: its Watch stream ended while it still ran (see
         # TraceManager._on_process_removed); ordered, the oldest first
@@ -146,9 +148,11 @@ class TraceTable:
 
     def _queue_record(self, trace: TraceEntry) -> None:
         """Under self._lock: (re)write the trace's record, at each process's end, not only the trace's: a process
-        that reported done before dynod restarted is known done to the restarted daemon (_recover)."""
+        that reported done before dynod restarted is known done to the restarted daemon (_recover). Its view is
+        taken when the record is written (_write_records), once: taken here, at each of a trace's 1,000 process
+        ends, it cost O(processes^2) under the lock (~100 ms for one CancelTrace), which libkineto's polls wait for."""
         self._unrecorded.pop(trace.trace_id, None)
-        self._unrecorded[trace.trace_id] = self._view(trace)
+        self._unrecorded[trace.trace_id] = trace
 
     def _set_waiting(self, trace: TraceEntry, pt: ProcTrace, note: str) -> None:
         """Under self._lock: why a process that has not finished seems stuck (ProcessTraceView.waiting), "" when
@@ -165,7 +169,8 @@ class TraceTable:
         the queue, so a newer view of a trace is never overwritten by an older one taken before it."""
         with self._recording:
             with self._lock:
-                views, self._unrecorded = list(self._unrecorded.values()), {}
+                views = [self._view(trace) for trace in self._unrecorded.values()]
+                self._unrecorded = {}
             for view in views:
                 tj.write_record(self._trace_dir, view, self._hostname, self._clock_ms())
 

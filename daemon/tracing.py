@@ -64,6 +64,7 @@ class Tracing:
         self.agent_server = AgentServer(
             self.agent_servicer,
             config.agent_socket_path,
+            max_streams=config.max_processes + 64,
             peers=peers,
             max_connections=config.max_processes + 64,
             max_connections_per_uid=config.max_processes_per_uid + 64,

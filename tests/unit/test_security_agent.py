@@ -161,7 +161,7 @@ def test_boundary_and_random_agent_requests_get_a_clean_answer(
         call = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
         for body in raw:
             codes.append(_code(functools.partial(call, body, timeout=5)))
-    unexpected = {c for c in codes if c not in _EXPECTED and c != grpc.StatusCode.INTERNAL}
+    unexpected = {c for c in codes if c not in _EXPECTED}  # unparsable bodies: INVALID_ARGUMENT, never INTERNAL
     assert unexpected == set()
     assert stub.Register(agent_pb2.RegisterRequest(pid=trainer, job_id="ok"), timeout=5).session_id
     assert reg.get(trainer) is not None
