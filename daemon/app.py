@@ -27,7 +27,7 @@ from dyno.daemon.loop import SamplingLoop
 from dyno.daemon.memlimit import history_memory_problem, memory_limits
 from dyno.daemon.metrics_http import MetricsHTTPServer
 from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, daemon_gauges, serve_metrics
-from dyno.daemon.samplers.base import Sampler
+from dyno.daemon.samplers.base import Reading, Sampler
 from dyno.daemon.samplers.gpu import make_gpu_sampler
 from dyno.daemon.samplers.host import HostSampler
 from dyno.daemon.server import DYNO_SERVICE, DynoServicer, add_reflection, add_to_server
@@ -147,6 +147,7 @@ class Daemon:
             self.loop.sampler_states,
             extra=self._daemon_metrics,
             stalled=lambda: self.loop.stall() is not None,
+            totals=self._sampler_totals,
         )
         addr = cfg.metrics_listen or cfg.listen
         try:
@@ -155,6 +156,10 @@ class Daemon:
             raise StartupError(f"cannot serve metrics on {addr}:{cfg.metrics_port}: {e.strerror or e}") from None
         self.metrics_server = server
         self.metrics_port = server.port
+
+    def _sampler_totals(self) -> list[Reading]:
+        """The host's cumulative counters as the last tick read them (exported as Prometheus counters)."""
+        return [r for s in self.samplers if isinstance(s, HostSampler) for r in s.totals()]
 
     def _daemon_metrics(self) -> list[Metric]:
         """The tracing side's state for Prometheus (only GetStatus had it): processes against the registry's cap,
