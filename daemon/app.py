@@ -27,7 +27,7 @@ from dyno.daemon.loop import SamplingLoop
 from dyno.daemon.memlimit import history_memory_problem, memory_limits
 from dyno.daemon.metrics_http import MetricsHTTPServer
 from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, daemon_gauges, serve_metrics
-from dyno.daemon.samplers.base import Reading, Sampler
+from dyno.daemon.samplers.base import GpuDevice, Reading, Sampler
 from dyno.daemon.samplers.gpu import make_gpu_sampler
 from dyno.daemon.samplers.host import HostSampler
 from dyno.daemon.server import DYNO_SERVICE, DynoServicer, add_reflection, add_to_server
@@ -68,11 +68,7 @@ class Daemon:
     # -- status -----------------------------------------------------------------------------------------------
     def status(self) -> dyno_pb2.Status:
         cfg = self.config
-        gpus = (
-            self.gpu_sampler.inventory()
-            if self.gpu_sampler is not None and hasattr(self.gpu_sampler, "inventory")
-            else []
-        )
+        gpus = self._gpu_inventory()
         return dyno_pb2.Status(
             hostname=self.hostname,
             version=dyno.__version__,
@@ -148,6 +144,7 @@ class Daemon:
             extra=self._daemon_metrics,
             stalled=lambda: self.loop.stall() is not None,
             totals=self._sampler_totals,
+            dcgm_devices=self._gpu_inventory if cfg.dcgm_metrics else None,
         )
         addr = cfg.metrics_listen or cfg.listen
         try:
@@ -156,6 +153,10 @@ class Daemon:
             raise StartupError(f"cannot serve metrics on {addr}:{cfg.metrics_port}: {e.strerror or e}") from None
         self.metrics_server = server
         self.metrics_port = server.port
+
+    def _gpu_inventory(self) -> list[GpuDevice]:
+        gpu = self.gpu_sampler
+        return gpu.inventory() if gpu is not None and hasattr(gpu, "inventory") else []
 
     def _sampler_totals(self) -> list[Reading]:
         """The host's cumulative counters as the last tick read them (exported as Prometheus counters)."""

@@ -110,6 +110,7 @@ class DaemonConfig:
     port: int = 1778
     metrics_port: int = 9778  # 0 disables the Prometheus endpoint
     metrics_listen: str = ""  # empty: same as listen
+    dcgm_metrics: bool = False  # also export dcgm-exporter's series (dcgm_view.py)
     gpu_backend: str = "auto"
     sim_gpus: int = 8
     interval_s: float = 1.0
@@ -208,6 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--metrics-listen", help="address of the metrics server when it differs from --listen (default: --listen)")
     a("--port", type=_port, help="gRPC port (default 1778; 0 picks a free one and logs it)")
     a("--metrics-port", type=_port, help="Prometheus /metrics HTTP port (default 9778; 0 disables)")
+    a(
+        "--dcgm-metrics",
+        action=argparse.BooleanOptionalAction,
+        help="also export the series dcgm-exporter exports by default that NVML gives (DCGM_FI_DEV_GPU_UTIL, ...; "
+        "its names, units and labels), so dashboards and alerts written for it work without DCGM (default off)",
+    )
     a(
         "--gpu-backend",
         choices=GPU_BACKENDS,
@@ -334,7 +341,11 @@ def _coerce(key: str, value: Any, source: str) -> Any:
         if not isinstance(value, (str, Path)) or not str(value):
             raise ConfigError(f"{source}: {key} must be a non-empty path")
         return Path(value)
-    if isinstance(default, bool) or isinstance(default, str):
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{source}: {key} must be true or false")
+        return value
+    if isinstance(default, str):
         if not isinstance(value, str):
             raise ConfigError(f"{source}: {key} must be a string")
         return value

@@ -11,10 +11,11 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import RestrictedRegistry
 
+from dyno.daemon.dcgm_view import dcgm_families
 from dyno.daemon.history import History
 from dyno.daemon.metrics_http import MetricsHTTPServer
 from dyno.daemon.prom_series import SERIES
-from dyno.daemon.samplers.base import Reading, SamplerState
+from dyno.daemon.samplers.base import GpuDevice, Reading, SamplerState
 
 __all__ = [
     "PREFIX",
@@ -49,6 +50,7 @@ class DynoCollector:
         extra: Callable[[], Iterable[Metric]] = lambda: (),
         stalled: Callable[[], bool] = lambda: False,
         totals: Callable[[], Iterable[Reading]] = lambda: (),
+        dcgm_devices: Callable[[], Sequence[GpuDevice]] | None = None,
     ) -> None:
         self._history = history
         self._info = info
@@ -56,6 +58,7 @@ class DynoCollector:
         self._extra = extra
         self._stalled = stalled
         self._totals = totals
+        self._dcgm_devices = dcgm_devices  # None: no DCGM-compatible series (dcgm_metrics off)
 
     def _families(self, readings: Iterable[Reading], simulated_gpu: bool) -> list[Metric]:
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
@@ -106,6 +109,8 @@ class DynoCollector:
             if not self._stalled():
                 simulated_gpu = any(s.simulated for s in states if s.name == "gpu")
                 yield from self._families(itertools.chain(sample.readings, self._totals()), simulated_gpu)
+                if self._dcgm_devices is not None:
+                    yield from dcgm_families(sample.readings, self._dcgm_devices(), self._info.hostname)
         yield from self._extra()
 
 
