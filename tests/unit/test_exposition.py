@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import make_wsgi_app
+from prometheus_client import generate_latest, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
-from dyno.daemon.exposition import make_app
+from dyno.daemon.exposition import LabelCache, encode_openmetrics, encode_text, make_app
 from dyno.daemon.history import History, Sample
 from dyno.daemon.prometheus import DAEMON_GAUGES, DynoCollector, ExporterInfo, build_registry, daemon_gauges
 from dyno.daemon.samplers.base import GpuDevice, SamplerState
@@ -104,3 +105,10 @@ def test_other_requests_and_families_the_fast_encoders_leave_alone(tmp_path: Pat
     prom = "application/openmetrics-text;version=1.0.0"
     assert _call(ours, HTTP_ACCEPT=prom) == _call(theirs, HTTP_ACCEPT=prom)
     assert b"# UNIT dyno_test_seconds seconds" in _call(ours, HTTP_ACCEPT=prom)[2]
+
+
+def test_the_fast_encoders_cover_every_family_dynod_serves(tmp_path: Path):
+    registry = _registry(tmp_path, [])  # host counters, simulated GPUs, DCGM view, daemon gauges, build info
+    labels = LabelCache()
+    assert encode_text(registry.collect(), labels) == generate_latest(registry)
+    assert encode_openmetrics(registry.collect(), labels) == generate_openmetrics(registry)
