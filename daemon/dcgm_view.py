@@ -30,14 +30,18 @@ _MIB = 1024.0**2
 
 @dataclass(frozen=True, slots=True)
 class DcgmSeries:
-    """One dcgm-exporter series: the dyno reading it comes from, times `scale` into `unit` (the unit its help text
-    names in dcgm-exporter's list; "ratio" for 0-1, "B/s" for bytes per second)."""
+    """One dcgm-exporter series: the dyno reading it comes from, times `scale` and divided by `divisor` into `unit`
+    (the unit its help text names in dcgm-exporter's list; "ratio" for 0-1, "B/s" for bytes per second)."""
 
     reading: str
     kind: Literal["gauge", "counter"]
     unit: str
     help: str
     scale: float = 1.0
+    divisor: float = 1.0
+
+    def value(self, reading_value: float) -> float:
+        return reading_value * self.scale / self.divisor
 
 
 DCGM_SERIES: Mapping[str, DcgmSeries] = {
@@ -52,18 +56,20 @@ DCGM_SERIES: Mapping[str, DcgmSeries] = {
     "DCGM_FI_DEV_MEM_COPY_UTIL": DcgmSeries(gm.MEMORY_UTILIZATION, "gauge", "%", "Memory utilization (in %)."),
     "DCGM_FI_DEV_XID_ERRORS": DcgmSeries(gm.LAST_XID, "gauge", "", "Value of the last XID error encountered."),
     "DCGM_FI_DEV_FB_FREE": DcgmSeries(
-        gm.MEMORY_TOTAL, "gauge", "MiB", "Framebuffer memory free (in MiB).", 1.0 / _MIB
+        gm.MEMORY_TOTAL, "gauge", "MiB", "Framebuffer memory free (in MiB).", divisor=_MIB
     ),  # total - used: see _value
-    "DCGM_FI_DEV_FB_USED": DcgmSeries(gm.MEMORY_USED, "gauge", "MiB", "Framebuffer memory used (in MiB).", 1.0 / _MIB),
+    "DCGM_FI_DEV_FB_USED": DcgmSeries(
+        gm.MEMORY_USED, "gauge", "MiB", "Framebuffer memory used (in MiB).", divisor=_MIB
+    ),
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": DcgmSeries(
-        gm.TENSOR_ACTIVE, "gauge", "ratio", "Ratio of cycles the tensor (HMMA) pipe is active.", 0.01
+        gm.TENSOR_ACTIVE, "gauge", "ratio", "Ratio of cycles the tensor (HMMA) pipe is active.", divisor=100.0
     ),
     "DCGM_FI_PROF_DRAM_ACTIVE": DcgmSeries(
         gm.DRAM_ACTIVE,
         "gauge",
         "ratio",
         "Ratio of cycles the device memory interface is active sending or receiving data.",
-        0.01,
+        divisor=100.0,
     ),
     "DCGM_FI_PROF_PCIE_TX_BYTES": DcgmSeries(
         gm.PCIE_TX,
@@ -85,11 +91,11 @@ DCGM_SERIES: Mapping[str, DcgmSeries] = {
 def _value(name: str, series: DcgmSeries, values: Mapping[str, float]) -> float | None:
     if name == "DCGM_FI_DEV_FB_FREE":
         total, used = values.get(gm.MEMORY_TOTAL), values.get(gm.MEMORY_USED)
-        return None if total is None or used is None else (total - used) * series.scale
+        return None if total is None or used is None else series.value(total - used)
     if name == "DCGM_FI_DEV_XID_ERRORS" and gm.XID_ERRORS in values:
         return values.get(gm.LAST_XID, 0.0)  # DCGM reports 0 until an XID happens; dyno's series is absent then
     value = values.get(series.reading)
-    return None if value is None else value * series.scale
+    return None if value is None else series.value(value)
 
 
 class _Untyped(Metric):

@@ -21,23 +21,27 @@ __all__ = ["PromSeries", "SERIES", "RATE_READINGS"]
 @dataclass(frozen=True, slots=True)
 class PromSeries:
     """The exported form of one reading: `name` without the `dyno_` prefix (a counter's without `_total`, which the
-    exposition adds), its type, HELP text, and the factor from the reading's unit to the base unit."""
+    exposition adds), its type, HELP text, and the conversion from the reading's unit to the base unit: times
+    `scale`, divided by `divisor` (a percentage divided by 100 gives the ratio exactly, times 0.01 may not)."""
 
     name: str
     kind: Literal["gauge", "counter"]
     help: str
     scale: float = 1.0
+    divisor: float = 1.0
+
+    def value(self, reading_value: float) -> float:
+        return reading_value * self.scale / self.divisor
 
 
-def _gauge(name: str, help_text: str, scale: float = 1.0) -> PromSeries:
-    return PromSeries(name, "gauge", help_text, scale)
+def _gauge(name: str, help_text: str, scale: float = 1.0, divisor: float = 1.0) -> PromSeries:
+    return PromSeries(name, "gauge", help_text, scale, divisor)
 
 
-def _counter(name: str, help_text: str, scale: float = 1.0) -> PromSeries:
-    return PromSeries(name, "counter", help_text, scale)
+def _counter(name: str, help_text: str) -> PromSeries:
+    return PromSeries(name, "counter", help_text)
 
 
-_PERCENT = 0.01
 _MHZ = 1e6
 
 SERIES: Mapping[str, PromSeries] = {
@@ -64,19 +68,19 @@ SERIES: Mapping[str, PromSeries] = {
         "memory_used_bytes", "Memory not available to new allocations (MemTotal - MemAvailable)"
     ),
     "memory_available_bytes": _gauge("memory_available_bytes", "Memory available to new allocations (MemAvailable)"),
-    "memory_used_percent": _gauge("memory_used_ratio", "Used memory as a fraction of MemTotal (0-1)", _PERCENT),
+    "memory_used_percent": _gauge("memory_used_ratio", "Used memory as a fraction of MemTotal (0-1)", divisor=100.0),
     "load_average_1m": _gauge("load_average_1m", "1-minute load average (/proc/loadavg)"),
     "load_average_5m": _gauge("load_average_5m", "5-minute load average (/proc/loadavg)"),
     "load_average_15m": _gauge("load_average_15m", "15-minute load average (/proc/loadavg)"),
     "host_uptime_seconds": _gauge("host_uptime_seconds", "Seconds since the host booted (/proc/uptime)"),
     # GPU
     gm.UTILIZATION: _gauge(
-        "gpu_utilization_ratio", "Fraction of the last sample period a kernel ran on the GPU (NVML, 0-1)", _PERCENT
+        "gpu_utilization_ratio", "Fraction of the last sample period a kernel ran on the GPU (NVML, 0-1)", divisor=100.0
     ),
     gm.MEMORY_UTILIZATION: _gauge(
         "gpu_memory_utilization_ratio",
         "Fraction of the last sample period the GPU memory was read or written (NVML, 0-1)",
-        _PERCENT,
+        divisor=100.0,
     ),
     gm.MEMORY_USED: _gauge("gpu_memory_used_bytes", "GPU memory allocated"),
     gm.MEMORY_TOTAL: _gauge("gpu_memory_total_bytes", "GPU memory installed"),
@@ -98,15 +102,15 @@ SERIES: Mapping[str, PromSeries] = {
     gm.LAST_XID: _gauge("gpu_last_xid", "Code of the most recent XID error"),
     gm.PROCESS_COUNT: _gauge("gpu_processes", "Processes running on the GPU"),
     gm.LOST: _gauge("gpu_lost", "1 while NVML reports the GPU lost (fallen off the bus), else 0"),
-    gm.SM_ACTIVE: _gauge("gpu_sm_active_ratio", "Fraction of SM cycles with a warp resident (GPM, 0-1)", _PERCENT),
+    gm.SM_ACTIVE: _gauge("gpu_sm_active_ratio", "Fraction of SM cycles with a warp resident (GPM, 0-1)", divisor=100.0),
     gm.SM_OCCUPANCY: _gauge(
-        "gpu_sm_occupancy_ratio", "Resident warps as a fraction of the SMs' maximum (GPM, 0-1)", _PERCENT
+        "gpu_sm_occupancy_ratio", "Resident warps as a fraction of the SMs' maximum (GPM, 0-1)", divisor=100.0
     ),
     gm.TENSOR_ACTIVE: _gauge(
-        "gpu_tensor_active_ratio", "Fraction of cycles a tensor pipe was active (GPM, 0-1)", _PERCENT
+        "gpu_tensor_active_ratio", "Fraction of cycles a tensor pipe was active (GPM, 0-1)", divisor=100.0
     ),
     gm.DRAM_ACTIVE: _gauge(
-        "gpu_dram_active_ratio", "Fraction of cycles the memory interface was busy (GPM, 0-1)", _PERCENT
+        "gpu_dram_active_ratio", "Fraction of cycles the memory interface was busy (GPM, 0-1)", divisor=100.0
     ),
 }
 

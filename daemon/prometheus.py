@@ -83,7 +83,7 @@ class DynoCollector:
             elif keys != label_names[r.name]:
                 log.debug("dropping %s with inconsistent labels %s", r.name, keys)
                 continue
-            fam.add_metric([labels[k] for k in keys], r.value * series.scale)
+            fam.add_metric([labels[k] for k in keys], series.value(r.value))
         return list(families.values())
 
     def collect(self) -> Iterable[Metric]:

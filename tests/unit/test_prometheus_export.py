@@ -79,15 +79,15 @@ def test_percentages_are_ratios_and_clocks_hertz_with_helps_saying_what_they_are
     fams = _scrape(
         [
             Reading("memory_used_percent", 25.0),
-            Reading("gpu_utilization_percent", 87.0, gpu),
+            Reading("gpu_utilization_percent", 57.0, gpu),
             Reading("gpu_tensor_active_percent", 40.0, gpu),
             Reading("gpu_sm_clock_mhz", 1980.0, gpu),
         ],
         [SamplerState("gpu", True, "nvml")],
     )
     assert fams["dyno_memory_used_ratio"].samples[0].value == 0.25
-    assert fams["dyno_gpu_utilization_ratio"].samples[0].value == pytest.approx(0.87)
-    assert fams["dyno_gpu_tensor_active_ratio"].samples[0].value == pytest.approx(0.40)
+    assert fams["dyno_gpu_utilization_ratio"].samples[0].value == 0.57  # 57 * 0.01 is 0.5700000000000001
+    assert fams["dyno_gpu_tensor_active_ratio"].samples[0].value == 0.40
     assert fams["dyno_gpu_sm_clock_hertz"].samples[0].value == 1.98e9
     assert all("see docs" not in f.documentation and f.documentation for f in fams.values())
 
