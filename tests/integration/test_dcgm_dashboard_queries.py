@@ -1,11 +1,13 @@
 """NVIDIA's Grafana dashboard for dcgm-exporter (tests/dcgm_reference/dcgm-exporter-dashboard.json) works on a dynod
 with `--dcgm-metrics`: a real Prometheus server (/usr/bin/prometheus, loopback, its own config and storage dir,
 1 s scrapes) scrapes a real dynod with simulated GPUs, and every query of the dashboard (its panels, and its template
-variables as Grafana asks for them) returns data through Prometheus' HTTP API."""
+variables as Grafana asks for them) returns data through Prometheus' HTTP API; so does rate() over dyno's own CPU
+counter."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import urllib.parse
@@ -120,6 +122,15 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(dynod_factory
         assert {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"} <= set(series), series
     targets = prom.api("targets")["activeTargets"]
     assert [t["health"] for t in targets] == ["up"], targets
+    # dyno's own counters beside them: rate() over the CPU seconds of every CPU and mode counts the CPUs (once the
+    # 10 s window is covered by scrapes: before, rate() extrapolates over the part it has)
+    cpus = os.cpu_count() or 1
+
+    def cpus_counted() -> float:
+        result = prom.api("query", query="sum(rate(dyno_cpu_seconds_total[10s]))")["result"]
+        return float(result[0]["value"][1]) if result else 0.0
+
+    wait_for(lambda: 0.8 * cpus <= cpus_counted() <= 1.2 * cpus, timeout_s=30, interval_s=0.5)
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="no promtool (Debian package prometheus)")
