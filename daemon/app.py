@@ -39,7 +39,7 @@ from dyno.daemon.peer_identity import PeerTable
 from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, daemon_gauges, serve_metrics
 from dyno.daemon.request_decoding import RequestDecoding
 from dyno.daemon.rpc_threads import RetiringThreadPool
-from dyno.daemon.samplers.base import Sampler
+from dyno.daemon.samplers.base import GpuDevice, Reading, Sampler
 from dyno.daemon.samplers.gpu import make_gpu_sampler
 from dyno.daemon.samplers.host import HostSampler
 from dyno.daemon.server import DYNO_SERVICE, DynoServicer, add_reflection, add_to_server
@@ -89,11 +89,7 @@ class Daemon:
     # -- status -----------------------------------------------------------------------------------------------
     def status(self) -> dyno_pb2.Status:
         cfg = self.config
-        gpus = (
-            self.gpu_sampler.inventory()
-            if self.gpu_sampler is not None and hasattr(self.gpu_sampler, "inventory")
-            else []
-        )
+        gpus = self._gpu_inventory()
         return dyno_pb2.Status(
             hostname=self.hostname,
             version=dyno.__version__,
@@ -181,6 +177,8 @@ class Daemon:
             self.loop.sampler_states,
             extra=self._daemon_metrics,
             stalled=lambda: self.loop.stall() is not None,
+            totals=self._sampler_totals,
+            dcgm_devices=self._gpu_inventory if cfg.dcgm_metrics else None,
         )
         addr = cfg.metrics_listen or cfg.listen
         try:
@@ -189,6 +187,14 @@ class Daemon:
             raise StartupError(f"cannot serve metrics on {addr}:{cfg.metrics_port}: {e.strerror or e}") from None
         self.metrics_server = server
         self.metrics_port = server.port
+
+    def _gpu_inventory(self) -> list[GpuDevice]:
+        gpu = self.gpu_sampler
+        return gpu.inventory() if gpu is not None and hasattr(gpu, "inventory") else []
+
+    def _sampler_totals(self) -> list[Reading]:
+        """The host's cumulative counters as the last tick read them (exported as Prometheus counters)."""
+        return [r for s in self.samplers if isinstance(s, HostSampler) for r in s.totals()]
 
     def _daemon_metrics(self) -> list[Metric]:
         """The tracing side's state for Prometheus (only GetStatus had it): processes against the registry's cap,

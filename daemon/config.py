@@ -121,6 +121,7 @@ class DaemonConfig:
     port: int = 1778
     metrics_port: int = 9778  # 0 disables the Prometheus endpoint
     metrics_listen: str = ""  # empty: same as listen
+    dcgm_metrics: bool = False  # also export dcgm-exporter's series (dcgm_view.py)
     gpu_backend: str = "auto"
     sim_gpus: int = 8
     interval_s: float = 1.0
@@ -231,6 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--metrics-listen", help="address of the metrics server when it differs from --listen (default: --listen)")
     a("--port", type=_port, help="gRPC port (default 1778; 0 picks a free one and logs it)")
     a("--metrics-port", type=_port, help="Prometheus /metrics HTTP port (default 9778; 0 disables)")
+    a(
+        "--dcgm-metrics",
+        action=argparse.BooleanOptionalAction,
+        help="also export the series dcgm-exporter exports by default that NVML gives (DCGM_FI_DEV_GPU_UTIL, ...; "
+        "its names, units and labels), so dashboards and alerts written for it work without DCGM (default off)",
+    )
     a(
         "--gpu-backend",
         choices=GPU_BACKENDS,

@@ -6,10 +6,10 @@ bound, and each thread waits as long as its client wants (no socket timeout). A 
 
 Here one asyncio loop thread reads every request head (at most MAX_HEAD_BYTES, within REQUEST_TIMEOUT_S, else the
 connection is dropped), and at most MAX_CONNECTIONS are open: a new one past it closes the oldest, so idle
-connections can never keep a real scrape out. A complete request is answered by the same WSGI app and request
-handler as before (prometheus_client.make_wsgi_app, wsgiref's WSGIRequestHandler), run on the loop thread: a scrape
-is a few ms of work. The answer (status line, headers, gzip negotiation, OpenMetrics, `name[]`, /favicon.ico,
-OPTIONS, 405) is byte for byte what the old server sent.
+connections can never keep a real scrape out. A complete request is answered by the WSGI app it is given (dynod's:
+dyno.daemon.exposition.make_app) through wsgiref's WSGIRequestHandler, run on the loop thread: a scrape is about a
+millisecond of work. The answer (status line, headers, gzip negotiation, OpenMetrics, `name[]`, /favicon.ico,
+OPTIONS, 405) is what prometheus_client's own server sends (a gzipped body compressed at another level).
 """
 
 from __future__ import annotations

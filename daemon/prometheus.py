@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import RestrictedRegistry
 
+from dyno.daemon.dcgm_view import dcgm_families
+from dyno.daemon.exposition import make_app
 from dyno.daemon.history import History
 from dyno.daemon.metrics_http import MetricsHTTPServer
-from dyno.daemon.samplers.base import Reading, SamplerState
-from dyno.daemon.samplers.gpu_metrics import COUNTER_METRICS
+from dyno.daemon.prom_series import SERIES
+from dyno.daemon.samplers.base import GpuDevice, Reading, SamplerState
 
 __all__ = [
     "PREFIX",
@@ -35,13 +38,10 @@ class ExporterInfo:
     version: str
 
 
-def _help(name: str) -> str:
-    return f"dyno sampled value {name.replace('_', ' ')} (see docs/METRICS.md)"
-
-
 class DynoCollector:
-    """Turns the newest history sample into metric families. Every series gets a `host` label; GPU series from a
-    simulated backend get `simulated="true"` so they can never be mistaken for hardware."""
+    """Turns the newest history sample and the samplers' cumulative counters (`totals`) into metric families named
+    by prom_series.SERIES (readings it does not list are not exported). Every series gets a `host` label; GPU series
+    from a simulated backend get `simulated="true"` so they can never be mistaken for hardware."""
 
     def __init__(
         self,
@@ -50,17 +50,24 @@ class DynoCollector:
         sampler_states: Callable[[], Sequence[SamplerState]],
         extra: Callable[[], Iterable[Metric]] = lambda: (),
         stalled: Callable[[], bool] = lambda: False,
+        totals: Callable[[], Iterable[Reading]] = lambda: (),
+        dcgm_devices: Callable[[], Sequence[GpuDevice]] | None = None,
     ) -> None:
         self._history = history
         self._info = info
         self._states = sampler_states
         self._extra = extra
         self._stalled = stalled
+        self._totals = totals
+        self._dcgm_devices = dcgm_devices  # None: no DCGM-compatible series (dcgm_metrics off)
 
     def _families(self, readings: Iterable[Reading], simulated_gpu: bool) -> list[Metric]:
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         label_names: dict[str, tuple[str, ...]] = {}
         for r in readings:
+            series = SERIES.get(r.name)
+            if series is None:
+                continue  # a per-interval rate: its counter is exported instead (prom_series.RATE_READINGS)
             labels = dict(r.labels)
             labels["host"] = self._info.hostname
             if simulated_gpu and r.name.startswith("gpu_"):
@@ -68,17 +75,15 @@ class DynoCollector:
             keys = tuple(sorted(labels))
             fam = families.get(r.name)
             if fam is None:
-                metric_name = PREFIX + r.name
-                # cumulative counts are Prometheus counters (exposed with the _total suffix), the rest gauges
-                counter = r.name in COUNTER_METRICS or r.name.endswith("_total")
-                cls = CounterMetricFamily if counter else GaugeMetricFamily
-                fam = cls(metric_name, _help(r.name), labels=keys)
+                # counters are exposed with the _total suffix (prometheus_client adds it)
+                cls = CounterMetricFamily if series.kind == "counter" else GaugeMetricFamily
+                fam = cls(PREFIX + series.name, series.help, labels=keys)
                 families[r.name] = fam
                 label_names[r.name] = keys
             elif keys != label_names[r.name]:
                 log.debug("dropping %s with inconsistent labels %s", r.name, keys)
                 continue
-            fam.add_metric([labels[k] for k in keys], r.value)
+            fam.add_metric([labels[k] for k in keys], series.value(r.value))
         return list(families.values())
 
     def collect(self) -> Iterable[Metric]:
@@ -104,7 +109,9 @@ class DynoCollector:
             # status, and the timestamp above shows since when).
             if not self._stalled():
                 simulated_gpu = any(s.simulated for s in states if s.name == "gpu")
-                yield from self._families(sample.readings, simulated_gpu)
+                yield from self._families(itertools.chain(sample.readings, self._totals()), simulated_gpu)
+                if self._dcgm_devices is not None:
+                    yield from dcgm_families(sample.readings, self._dcgm_devices(), self._info.hostname)
         yield from self._extra()
 
 
@@ -154,7 +161,7 @@ def build_registry(collector: DynoCollector) -> CollectorRegistry:
 
 
 def serve_metrics(registry: CollectorRegistry, addr: str, port: int) -> MetricsHTTPServer:
-    """Start the /metrics HTTP server (one thread, bounded connections: dyno.daemon.metrics_http) with
-    prometheus_client's own WSGI app; returns the server (`.port`; `.close()` stops it). Raises OSError when the
-    port cannot be bound."""
-    return MetricsHTTPServer(make_wsgi_app(registry), addr, port)
+    """Start the /metrics HTTP server (one thread, bounded connections: dyno.daemon.metrics_http) with the
+    exposition's WSGI app (prometheus_client's answers, faster: dyno.daemon.exposition); returns the server
+    (`.port`; `.close()` stops it). Raises OSError when the port cannot be bound."""
+    return MetricsHTTPServer(make_app(registry), addr, port)

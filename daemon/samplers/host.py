@@ -21,6 +21,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from dyno.daemon.samplers.base import Reading, SamplerState, labels
@@ -55,6 +56,27 @@ _KIB = 1024
 # /proc/stat cpu line fields: user nice system idle iowait irq softirq steal (guest and guest_nice are already
 # included in user and nice, so they are not added to the total).
 _CPU_FIELDS = 8
+CPU_MODES: tuple[str, ...] = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+_NET_TOTALS = (
+    "net_rx_bytes",
+    "net_rx_packets",
+    "net_rx_errors",
+    "net_rx_drops",
+    "net_tx_bytes",
+    "net_tx_packets",
+    "net_tx_errors",
+    "net_tx_drops",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Totals:
+    """The raw cumulative counters of one tick, kept as read: turned into readings only when asked for (a scrape),
+    so an unscraped daemon pays nothing for them."""
+
+    cpu: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (cpu index, jiffies per CPU_MODES), per CPU, no "total"
+    net: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (interface, values per _NET_TOTALS)
+    disk: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (device, (sectors read, written, reads, writes, io ms))
 
 
 class _ProcFile:
@@ -112,6 +134,8 @@ class HostSampler:
         self._net = CounterDeltas()
         self._disk = CounterDeltas()
         self._last_t: float | None = None
+        self._totals = _Totals()
+        self._jiffy_s = 1.0 / _clock_ticks()
         self._ok = (self._root / "stat").exists()
         self._files = {
             name: _ProcFile(self._root / name)
@@ -133,20 +157,44 @@ class HostSampler:
         self._last_t = now
         out: list[Reading] = []
         # Each source is independent: one unreadable file drops its values, never the others.
-        self._sample_cpu(out)
+        cpu = self._sample_cpu(out)
         self._sample_memory(out)
-        self._sample_net(out, dt)
-        self._sample_disk(out, dt)
+        net = self._sample_net(out, dt)
+        disk = self._sample_disk(out, dt)
         self._sample_load(out)
         self._sample_uptime(out)
+        self._totals = _Totals(cpu, net, disk)  # one assignment: a scrape on another thread sees one tick's values
+        return out
+
+    def totals(self) -> list[Reading]:
+        """The cumulative counters the last sample() read, in base units (seconds, bytes, operations): what a
+        Prometheus counter exports. CPU time is per CPU and mode only (no total, so sum() adds up)."""
+        t = self._totals
+        out: list[Reading] = []
+        for cpu, jiffies in t.cpu:
+            out.extend(
+                Reading("cpu_seconds", j * self._jiffy_s, labels(cpu=cpu, mode=m))
+                for m, j in zip(CPU_MODES, jiffies, strict=True)
+            )
+        for device, values in t.net:
+            lab = labels(device=device)
+            out.extend(Reading(n, float(v), lab) for n, v in zip(_NET_TOTALS, values, strict=True))
+        for device, (rsect, wsect, reads, writes, io_ms) in t.disk:
+            lab = labels(device=device)
+            out.append(Reading("disk_read_bytes", float(rsect * SECTOR_BYTES), lab))
+            out.append(Reading("disk_written_bytes", float(wsect * SECTOR_BYTES), lab))
+            out.append(Reading("disk_reads_completed", float(reads), lab))
+            out.append(Reading("disk_writes_completed", float(writes), lab))
+            out.append(Reading("disk_io_time_seconds", io_ms / 1000.0, lab))
         return out
 
     # -- CPU ---------------------------------------------------------------------------------------------
 
-    def _sample_cpu(self, out: list[Reading]) -> None:
+    def _sample_cpu(self, out: list[Reading]) -> tuple[tuple[str, tuple[int, ...]], ...]:
         text = self._files["stat"].read()
         if text is None:
-            return
+            return ()
+        totals: list[tuple[str, tuple[int, ...]]] = []
         for line in text.splitlines():
             if not line.startswith("cpu"):
                 continue
@@ -157,6 +205,8 @@ class HostSampler:
             except ValueError:
                 continue
             counters += [0] * (_CPU_FIELDS - len(counters))  # old kernels lack steal
+            if cpu != "total":
+                totals.append((cpu, tuple(counters)))
             deltas = self._cpu.update(cpu, counters)
             if deltas is None:
                 continue
@@ -171,6 +221,7 @@ class HostSampler:
             out.append(Reading("cpu_iowait_percent", iowait * scale, lab))
             out.append(Reading("cpu_idle_percent", idle * scale, lab))
         self._cpu.end_round()
+        return tuple(totals)
 
     # -- memory ------------------------------------------------------------------------------------------
 
@@ -199,10 +250,11 @@ class HostSampler:
 
     # -- network -----------------------------------------------------------------------------------------
 
-    def _sample_net(self, out: list[Reading], dt: float | None) -> None:
+    def _sample_net(self, out: list[Reading], dt: float | None) -> tuple[tuple[str, tuple[int, ...]], ...]:
         text = self._files["net/dev"].read()
         if text is None:
-            return
+            return ()
+        totals: list[tuple[str, tuple[int, ...]]] = []
         for line in text.splitlines()[2:]:
             name, sep, rest = line.partition(":")
             name = name.strip()
@@ -213,6 +265,7 @@ class HostSampler:
                 continue
             # rx: bytes packets errs drop fifo frame compressed multicast | tx: bytes packets errs drop ...
             rx_b, rx_p, rx_e, rx_d, tx_b, tx_p, tx_e, tx_d = (int(f[i]) for i in (0, 1, 2, 3, 8, 9, 10, 11))
+            totals.append((name, (rx_b, rx_p, rx_e, rx_d, tx_b, tx_p, tx_e, tx_d)))
             deltas = self._net.update(name, (rx_b, tx_b, rx_p, tx_p, rx_e + tx_e, rx_d + tx_d))
             if deltas is None or not dt or dt <= 0:
                 continue
@@ -227,13 +280,15 @@ class HostSampler:
             )
             out.extend(Reading(n, d / dt, lab) for n, d in zip(names, deltas, strict=True))
         self._net.end_round()
+        return tuple(totals)
 
     # -- disk --------------------------------------------------------------------------------------------
 
-    def _sample_disk(self, out: list[Reading], dt: float | None) -> None:
+    def _sample_disk(self, out: list[Reading], dt: float | None) -> tuple[tuple[str, tuple[int, ...]], ...]:
         text = self._files["diskstats"].read()
         if text is None:
-            return
+            return ()
+        totals: list[tuple[str, tuple[int, ...]]] = []
         rows: dict[str, list[str]] = {}
         for line in text.splitlines():
             f = line.split()
@@ -244,6 +299,7 @@ class HostSampler:
                 continue
             # major minor name | reads merged sectors ms | writes merged sectors ms | in_flight io_ms weighted_ms
             reads, rsect, writes, wsect, io_ms = (int(f[i]) for i in (3, 5, 7, 9, 12))
+            totals.append((name, (rsect, wsect, reads, writes, io_ms)))
             deltas = self._disk.update(name, (rsect, wsect, reads, writes, io_ms))
             if deltas is None or not dt or dt <= 0:
                 continue
@@ -256,6 +312,7 @@ class HostSampler:
             # time with at least one I/O in flight, as iostat's %util
             out.append(Reading("disk_busy_percent", min(100.0, d_io_ms / (dt * 1000.0) * 100.0), lab))
         self._disk.end_round()
+        return tuple(totals)
 
     # -- load and uptime ---------------------------------------------------------------------------------
 
@@ -272,6 +329,14 @@ class HostSampler:
         text = self._files["uptime"].read()
         if text:
             out.append(Reading("host_uptime_seconds", float(text.split()[0])))
+
+
+def _clock_ticks() -> int:
+    """USER_HZ, the unit of /proc/stat's CPU times (100 on every Linux architecture in practice)."""
+    try:
+        return os.sysconf("SC_CLK_TCK")
+    except (ValueError, OSError):
+        return 100
 
 
 _PARTITION = re.compile(r"(.+?)(p?)(\d+)")

@@ -83,11 +83,12 @@ def test_health_and_reflection(dynod):
 def test_prometheus_scrape_parses(dynod):
     text = urllib.request.urlopen(dynod.metrics_url, timeout=5).read().decode()
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    assert "dyno_gpu_utilization_percent" in families
-    gpu_samples = families["dyno_gpu_utilization_percent"].samples
+    assert "dyno_gpu_utilization_ratio" in families
+    gpu_samples = families["dyno_gpu_utilization_ratio"].samples
     assert {s.labels["gpu"] for s in gpu_samples} == {"0", "1"}
     assert all(s.labels["simulated"] == "true" and s.labels["host"] and s.labels["uuid"] for s in gpu_samples)
-    assert any(f.startswith("dyno_cpu_") for f in families)
+    cpu = families["dyno_cpu_seconds"]  # the parser names a counter without _total
+    assert cpu.type == "counter" and "total" not in {s.labels["cpu"] for s in cpu.samples}
     up = {s.labels["sampler"]: s.value for s in families["dyno_sampler_up"].samples}
     assert up == {"host": 1.0, "gpu": 1.0}
     for fam in families.values():

@@ -18,7 +18,7 @@ from conftest import wait_for
 
 pytestmark = pytest.mark.integration
 
-LABELS = {"host", "gpu", "uuid", "simulated", "cpu", "device", "reason", "sampler", "backend", "version"}
+LABELS = {"host", "gpu", "uuid", "simulated", "cpu", "mode", "device", "reason", "sampler", "backend", "version"}
 
 
 def _scrape(url: str) -> dict[str, list]:

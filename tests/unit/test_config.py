@@ -70,3 +70,15 @@ def test_bad_flags_exit_2(argv, capsys):
         build_parser().parse_args(argv)
     assert e.value.code == 2
     assert argv[0] in capsys.readouterr().err
+
+
+def test_dcgm_metrics_is_a_boolean_key_and_flag(tmp_path):
+    f = tmp_path / "dynod.toml"
+    f.write_text("dcgm_metrics = true\n")
+    assert resolve([]).dcgm_metrics is False
+    assert resolve(["--config", str(f)]).dcgm_metrics is True
+    assert resolve(["--config", str(f), "--no-dcgm-metrics"]).dcgm_metrics is False
+    assert resolve(["--dcgm-metrics"]).dcgm_metrics is True
+    f.write_text('dcgm_metrics = "yes"\n')
+    with pytest.raises(ConfigError, match=r"dcgm_metrics must be true or false"):
+        resolve(["--config", str(f)])

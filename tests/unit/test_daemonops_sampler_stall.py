@@ -27,6 +27,9 @@ pytestmark = pytest.mark.unit
 STALL_S = 0.3
 
 
+_READING = {"host": "load_average_1m", "gpu": "gpu_power_watts"}  # one exported series per fake sampler
+
+
 class Hanging:
     """Answers its first `good` calls, then blocks in sample() until released."""
 
@@ -44,7 +47,7 @@ class Hanging:
         self.calls += 1
         if self.calls > self.good:
             self.release.wait(30)
-        return [Reading(f"{self.name}_value", float(self.calls))]
+        return [Reading(_READING[self.name], float(self.calls))]
 
     def close(self) -> None:
         if self.calls > self.good:  # stuck: like nvmlShutdown on a wedged driver
@@ -87,7 +90,7 @@ def test_a_stuck_sampler_turns_every_sampler_down_with_the_reason_and_is_logged_
     assert len(errors) == 1 and "sampler gpu" in errors[0].getMessage()
     # the newest sample's values are not exported as current ones; sampler_up and the timestamp still are
     names = _exported(history, loop)
-    assert "dyno_host_value" not in names and "dyno_gpu_value" not in names
+    assert "dyno_load_average_1m" not in names and "dyno_gpu_power_watts" not in names
     assert {"dyno_sampler_up", "dyno_last_sample_timestamp_seconds", "dyno_build_info"} <= names
 
     caplog.clear()
@@ -95,7 +98,7 @@ def test_a_stuck_sampler_turns_every_sampler_down_with_the_reason_and_is_logged_
         gpu.release.set()
         wait_for(lambda: loop.stall() is None and all(s.ok for s in loop.sampler_states()))
     assert any("sample() returned after" in r.getMessage() for r in caplog.records)
-    assert {"dyno_host_value", "dyno_gpu_value"} <= _exported(history, loop)
+    assert {"dyno_load_average_1m", "dyno_gpu_power_watts"} <= _exported(history, loop)
 
 
 def test_a_sampler_that_is_only_slow_is_not_a_stall() -> None:

@@ -86,7 +86,9 @@ def _write_proc(root: Path, tick: int) -> None:
     (root / "uptime").write_text("12345.67 23456.78\n")
 
 
-def _host_readings(tmp_path: Path) -> list[Reading]:
+def _host_sample(tmp_path: Path) -> tuple[list[Reading], list[Reading]]:
+    """The host sampler's readings of its second tick, and its totals (the exported counters)."""
+    _write_proc(tmp_path, 0)
     now = [1000.0]
     sampler = HostSampler(proc_root=tmp_path, clock=lambda: now[0])
     _write_proc(tmp_path, 0)
@@ -94,8 +96,13 @@ def _host_readings(tmp_path: Path) -> list[Reading]:
     _write_proc(tmp_path, 1)
     now[0] += 1.0
     readings = sampler.sample()
+    totals = sampler.totals()
     sampler.close()
-    return readings
+    return readings, totals
+
+
+def _host_readings(tmp_path: Path) -> list[Reading]:
+    return _host_sample(tmp_path)[0]
 
 
 def _sim_readings() -> list[Reading]:
@@ -123,29 +130,51 @@ def test_metrics_md_gpu_table_is_gpu_metrics_and_the_simulator_emits_all_but_las
     assert cumulative and set(re.findall(r"`(\w+)`", cumulative.group(1))) == gpu_metrics.COUNTER_METRICS
 
 
-def test_metrics_md_prometheus_names_are_what_the_exporter_serves(tmp_path: Path) -> None:
-    readings = _host_readings(tmp_path) + _sim_readings()
+def _served(tmp_path: Path) -> dict[str, set[str]]:
+    """Sample name -> label names of what the exporter serves for a host sample and two simulated GPUs."""
+    readings, totals = _host_sample(tmp_path)
     history = History(4)
-    history.append(Sample(1_700_000_000_000, tuple(readings)))
+    history.append(Sample(1_700_000_000_000, tuple(readings + _sim_readings())))
     states = [SamplerState("host", True, "procfs"), SamplerState("gpu", True, "sim", simulated=True)]
     daemon = lambda: daemon_gauges("node1", dict.fromkeys(DAEMON_GAUGES, 0.0))  # noqa: E731 - what app.py passes
-    collector = DynoCollector(history, ExporterInfo("node1", "0.1.0"), lambda: states, extra=daemon)
+    collector = DynoCollector(
+        history, ExporterInfo("node1", "0.1.0"), lambda: states, extra=daemon, totals=lambda: totals
+    )
     text = generate_latest(build_registry(collector))
     served: dict[str, set[str]] = {}
     for line in text.decode().splitlines():
         if line and not line.startswith("#"):
             name, _, rest = line.partition("{")
             served.setdefault(name.split()[0], set()).update(re.findall(r'(\w+)="', rest))
-    # "every name above ... with the prefix dyno_; the cumulative counts ... get the _total suffix"
-    documented = {
+    return served
+
+
+def test_metrics_md_prometheus_names_are_what_the_exporter_serves(tmp_path: Path) -> None:
+    served = _served(tmp_path)
+    rows = _table_rows(_section(METRICS, "Prometheus names"))
+    documented = {_first_code(row[0]): (row[1], set(re.findall(r"`(\w+)`", row[2]))) for row in rows}
+    # "dyno_gpu_last_xid only once an XID happened" (the simulator has none)
+    assert set(served) == set(documented) - {"dyno_gpu_last_xid"}
+    for name, (kind, labels) in documented.items():
+        assert name.endswith("_total") == (kind == "counter"), name
+        if name in served:
+            assert served[name] == labels, name
+    assert all("host" in served[n] for n in served)
+
+
+def test_metrics_md_gives_promql_for_every_renamed_prometheus_series(tmp_path: Path) -> None:
+    served = _served(tmp_path)
+    # what the exporter served when every reading was exported under its own name
+    readings = _host_readings(tmp_path) + _sim_readings()
+    previous = {
         "dyno_" + n + ("_total" if n in gpu_metrics.COUNTER_METRICS else "") for n in {r.name for r in readings}
     }
-    added = {_first_code(row[0]): set(re.findall(r"`(\w+)`", row[1])) for row in _table_rows(_section(METRICS, "Prom"))}
-    assert set(served) == documented | set(added)
-    for name, labels in added.items():
-        assert served[name] == labels, name
-    assert all("host" in served[n] for n in served)
-    assert all(served[n] >= {"gpu", "uuid", "simulated"} for n in served if n.startswith("dyno_gpu_"))
+    previous.add("dyno_" + gpu_metrics.LAST_XID)
+    rows = _table_rows(_section(METRICS, "Prometheus series renamed"))
+    documented = {_first_code(row[0]) for row in rows}
+    assert documented == previous - set(served) - {"dyno_gpu_last_xid"}
+    for row in rows:
+        assert all(n in served for n in re.findall(r"\b(dyno_\w+)", " ".join(row[1:]))), row
 
 
 # --- docs/INSTALL_SYSTEMD.md: dynod's keys, flags and defaults ------------------------------------------------------

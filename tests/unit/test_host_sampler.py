@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,35 @@ def test_real_proc_when_present() -> None:
     got = as_dict(sampler.sample())
     assert got[("memory_total_bytes", ())] > 0
     assert ("host_uptime_seconds", ()) in got
+
+
+def test_totals_are_the_raw_counters_of_the_last_sample_in_base_units(proc: Path) -> None:
+    sampler = HostSampler(proc_root=proc, clock=FakeClock())
+    assert sampler.totals() == []  # nothing read yet
+    sampler.sample()  # the first sample already has them: a counter needs no previous value
+    totals = as_dict(sampler.totals())
+    tick = 1.0 / os.sysconf("SC_CLK_TCK")
+    # per CPU and mode only: a cpu="total" series would be counted twice by sum()
+    assert {dict(lab)["cpu"] for name, lab in totals if name == "cpu_seconds"} == {"0"}
+    assert totals[("cpu_seconds", labels(cpu="0", mode="user"))] == pytest.approx(50 * tick)
+    assert totals[("cpu_seconds", labels(cpu="0", mode="idle"))] == pytest.approx(400 * tick)
+    assert sum(1 for name, _ in totals if name == "cpu_seconds") == 8  # every mode, steal included
+    eth0 = labels(device="eth0")
+    assert totals[("net_rx_bytes", eth0)] == 1000 and totals[("net_tx_packets", eth0)] == 20
+    assert ("net_rx_bytes", labels(device="lo")) not in totals  # the same interfaces as the rates
+    nvme = labels(device="nvme0n1")
+    assert totals[("disk_read_bytes", nvme)] == 100 * 512 and totals[("disk_written_bytes", nvme)] == 50 * 512
+    assert totals[("disk_reads_completed", nvme)] == 10 and totals[("disk_io_time_seconds", nvme)] == 0.0
+    assert ("disk_read_bytes", labels(device="nvme0n1p1")) not in totals
+    write_proc(
+        proc,
+        cpu={"cpu0": [60, 0, 25, 400, 25, 0, 0, 0]},
+        net=net_line("eth0", 5000, 10, 2000, 20),
+        disk=disk_line("nvme0n1", 10, 100, 5, 50, 1500),
+        mem_avail_kib=12000000,
+    )
+    sampler.sample()
+    totals = as_dict(sampler.totals())
+    assert totals[("cpu_seconds", labels(cpu="0", mode="user"))] == pytest.approx(60 * tick)
+    assert totals[("net_rx_bytes", eth0)] == 5000 and totals[("disk_io_time_seconds", nvme)] == 1.5
+    sampler.close()
