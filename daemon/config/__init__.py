@@ -1,5 +1,7 @@
 """dynod configuration: flags over an optional TOML file over defaults, resolved once into a frozen dataclass."""
 
+from dyno.daemon.config.flags import build_parser
+from dyno.daemon.config.resolve import resolve_config
 from dyno.daemon.config.settings import (
     AGENT_SOCKET_NAME,
     API_SOCKET_NAME,
@@ -18,9 +20,7 @@ from dyno.daemon.config.settings import (
     SYSTEM_RUNTIME_DIR,
     ConfigError,
     DaemonConfig,
-    build_parser,
     group_id,
-    resolve_config,
 )
 
 __all__ = [
