@@ -7,8 +7,8 @@ decoder declines). All paths end in the same chunk code, and the tests check the
 becomes numpy column chunks right away (mostly-absent integer columns stored sparse), and ``build`` assembles the
 sorted ``Trace`` one column at a time to bound peak memory.
 
-Helpers live beside it: ``columns`` (JSON values -> numpy values), ``interning`` (string-valued fields -> id
-columns), ``assembly`` (chunk storage and the sorted tables).
+Helpers live beside it: ``element_parsing`` (single elements parsed again), ``columns`` (JSON values -> numpy
+values), ``interning`` (string-valued fields -> id columns), ``assembly`` (chunk storage and the sorted tables).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from dyno.trace_analysis.assembly import (
     sparsify,
 )
 from dyno.trace_analysis.columns import CAT_CODES, cat_code, float_column, int_column, nan_to_int
+from dyno.trace_analysis.element_parsing import parse_element, parse_elements
 from dyno.trace_analysis.eventdecode import (
     EMPTY_ARGS,
     Event,
@@ -40,8 +41,6 @@ from dyno.trace_analysis.eventdecode import (
     element_texts,
 )
 from dyno.trace_analysis.interning import Interner
-from dyno.trace_analysis.jsonerrors import invalid_element_reason
-from dyno.trace_analysis.jsonscan import ScanError
 from dyno.trace_analysis.model import (
     EXTRA_ARGS_CATS,
     FLOW_FINISH,
@@ -85,26 +84,6 @@ _ARG_GETTERS = {
     col: attrgetter(col)
     for col in (*(c for c, _, _ in _ARG_INT_COLUMNS), "input_dims", "input_types", "coll_name", "dtype")
 }
-
-
-def _parse_elements(view: memoryview, spans: np.ndarray, rows: list[int]) -> list[Any]:
-    """The elements ``rows`` of a batch (``spans``: start, end byte of each element) parsed with orjson, in one
-    call; when that fails, one by one, so that the error names the first bad element as ``_parse_element`` does."""
-    bounds = spans.reshape(-1, 2)[rows].tolist()
-    texts = [view[lo:hi] for lo, hi in bounds]
-    try:
-        return cast("list[Any]", orjson.loads(b"".join((b"[", b",".join(texts), b"]"))))
-    except orjson.JSONDecodeError:
-        return [_parse_element(t.tobytes()) for t in texts]
-
-
-def _parse_element(text: bytes) -> Any:
-    """One element's JSON with orjson. The typed decoder skips unused keys without validating them, so orjson can
-    still find invalid JSON there (e.g. bad UTF-8): reported like invalid JSON found while scanning."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as e:
-        raise ScanError(invalid_element_reason(text, e, f"element {text[:60]!r}...")) from None
 
 
 def _args(e: dict[str, Any]) -> dict[str, Any]:
@@ -218,7 +197,7 @@ class TraceBuilder:
         texts: list[bytes] = element_texts(batch) if rest else []
         if rest:
             # instants, [memory] and metadata events are few: parse them the general way from their own bytes
-            self._add_values([_parse_element(texts[i]) for i in rest])
+            self._add_values([parse_element(texts[i]) for i in rest])
         if xs:
             ts, dur, cat, name, pid, tid, args = [list(map(get, xs)) for get in _X_FIELDS]
             try:
@@ -231,7 +210,7 @@ class TraceBuilder:
                 if args[i] is not None:
                     # rare categories keep their whole args dict: parse just that element again
                     texts = texts or element_texts(batch)
-                    a = _parse_element(texts[x_rows[i]]).get("args")
+                    a = parse_element(texts[x_rows[i]]).get("args")
                     if a:
                         extra.append((i, a))
             args_l = [a if a is not None else EMPTY_ARGS for a in args]
@@ -263,7 +242,7 @@ class TraceBuilder:
         else:
             again = rest.tolist()
         # instants, [memory], metadata and the rare categories' events: one orjson call for all of them
-        parsed = _parse_elements(memoryview(batch), np.frombuffer(c["spans"], dtype=np.int64), again) if again else []
+        parsed = parse_elements(memoryview(batch), np.frombuffer(c["spans"], dtype=np.int64), again) if again else []
         if len(rest):
             self._add_values(parsed[: len(rest)])
         if n:
