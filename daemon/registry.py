@@ -183,8 +183,8 @@ class ProcessRegistry:
             old = self._procs.get(proc.pid)
             if old is not None and old.connected and proc.protocol == PROTOCOL_KINETO:
                 # A trainer with both the dyno agent and KINETO_USE_DAEMON=1 (set fleet-wide for dynolog): the
-                # agent (richer options, asked for by dyno-run) stays; libkineto's polls replaced it every 5 s,
-                # orphaning its Watch stream. The polls still keep it seen.
+                # agent (richer options, asked for by dyno-run) stays, else libkineto's polls (every 5 s) would orphan
+                # its Watch stream. The polls still keep it seen.
                 self._put(old := replace(old, last_seen_ms=now))
                 return old
             # A pid reused before garbage collection noticed the exit (~0.5 s): the old process is gone.

@@ -81,7 +81,7 @@ def _read_file(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
             raw = f.read()
-        # an editor's UTF-8 byte order mark is no TOML: tomllib said "Invalid statement (at line 1, column 1)"
+        # a UTF-8 byte order mark (some editors write one) is not TOML: tomllib would reject line 1, column 1
         data = tomllib.loads(raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
@@ -137,7 +137,7 @@ def _value_problem(key: str, value: Any) -> str | None:
         return f"{key} out of range 0-65535"
     if key == "sim_gpus" and not 1 <= value <= 64:
         return "sim_gpus must be 1-64"
-    if key == "interval_s" and not value >= MIN_INTERVAL_S:  # a 1 us interval spun the sampling loop
+    if key == "interval_s" and not value >= MIN_INTERVAL_S:  # a shorter one would spin the sampling loop
         return (
             f"interval_s {value:g} is below the minimum of {MIN_INTERVAL_S:g} s (NVML updates its counters no faster)"
         )
@@ -147,7 +147,7 @@ def _value_problem(key: str, value: Any) -> str | None:
         return "history_s must be > 0"
     if key == "history_max_bytes" and not MIN_HISTORY_MAX_BYTES <= value <= MAX_HISTORY_MAX_BYTES:
         return f"history_max_bytes {value} is outside {MIN_HISTORY_MAX_BYTES}-{MAX_HISTORY_MAX_BYTES} (1 MiB-64 GiB)"
-    if key == "trace_retention_bytes" and value <= 0:  # 0 is no "unlimited": every finished trace went at once
+    if key == "trace_retention_bytes" and value <= 0:  # 0 is not "unlimited": it would delete every finished trace
         return "trace_retention_bytes must be > 0 (there is no unlimited; give a size)"
     if key == "trace_retention_bytes" and value > MAX_TRACE_RETENTION_BYTES:
         return f"trace_retention_bytes {value} is above the maximum of {MAX_TRACE_RETENTION_BYTES} (1 PiB)"
@@ -192,7 +192,7 @@ def _check_combination(cfg: DaemonConfig, sources: dict[str, str]) -> None:
             f"{where('history_s', 'interval_s')}: history_s ({cfg.history_s:g}) is shorter than interval_s "
             f"({cfg.interval_s:g})"
         )
-    if cfg.history_s / cfg.interval_s > 1_000_000:  # the ratio, not history_len: 1e300 printed 300 digits
+    if cfg.history_s / cfg.interval_s > 1_000_000:  # the ratio, not history_len: an int of 1e300 has 300 digits
         samples = cfg.history_s / cfg.interval_s
         raise ConfigError(
             f"{where('history_s', 'interval_s')}: history_s / interval_s = {samples:.6g} samples; at most 1000000"
@@ -208,8 +208,8 @@ def _check_combination(cfg: DaemonConfig, sources: dict[str, str]) -> None:
     if cfg.tls_ca and not cfg.tls_cert:
         raise ConfigError(f"{where('tls_ca')}: tls_ca needs tls_cert and tls_key")
     if cfg.kineto_socket_dir is not None and "kineto_endpoint" in sources and cfg.kineto_endpoint != KINETO_NAME:
-        # Socket-dir mode serves libkineto's fixed name DIR/dynolog: another name, or "off", cannot be honoured, and
-        # was silently ignored. "dynolog" itself (the default, as the shipped example file spells it) agrees.
+        # Socket-dir mode serves libkineto's fixed name DIR/dynolog: another name, or "off", cannot be honoured.
+        # "dynolog" itself (the default, as the shipped example file spells it) agrees.
         raise ConfigError(
             f"{where('kineto_endpoint', 'kineto_socket_dir')}: kineto_endpoint {cfg.kineto_endpoint!r} conflicts with "
             f"kineto_socket_dir {cfg.kineto_socket_dir} (which serves libkineto as {cfg.kineto_socket_dir}/"
@@ -252,7 +252,7 @@ def resolve_config(args: argparse.Namespace, default_path: Path = DEFAULT_CONFIG
             _check_value(f.name, value, _flag(f.name))
             values[f.name], sources[f.name] = value, _flag(f.name)
     cfg = DaemonConfig(**values, config_path=path)
-    for f in fields(DaemonConfig):  # the defaults too, as ever: the default dirs come from $HOME and $XDG_*
+    for f in fields(DaemonConfig):  # the defaults too: the default dirs come from $HOME and $XDG_*
         if f.name not in sources:
             _check_value(f.name, getattr(cfg, f.name), "default")
     _check_combination(cfg, sources)
