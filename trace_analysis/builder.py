@@ -30,7 +30,7 @@ from dyno.trace_analysis.assembly import (
     release_free_memory,
     sparsify,
 )
-from dyno.trace_analysis.columns import CAT_CODES, cat_code, float_column, int_column, nan_to_int
+from dyno.trace_analysis.columns import ARG_INT_COLUMNS, CAT_CODES, cat_code, float_column, int_column
 from dyno.trace_analysis.element_parsing import parse_element, parse_elements
 from dyno.trace_analysis.eventdecode import (
     EMPTY_ARGS,
@@ -51,6 +51,7 @@ from dyno.trace_analysis.model import (
     Trace,
     TraceMeta,
 )
+from dyno.trace_analysis.native_columns import complete_columns, flow_columns
 
 __all__ = ["TraceBuilder", "decode_batch", "decode_fast", "release_free_memory"]
 
@@ -68,21 +69,9 @@ _FLOW_FIELDS = tuple(attrgetter(f) for f in ("id", "ts", "pid", "tid", "ph", "ca
 _PH = attrgetter("ph")
 _PH_GROUP = {"X": 0, "s": 1, "f": 1, "t": 1}  # complete, flow; anything else: 2
 _SHAPE_KEYS = frozenset({"Input Dims", "Input type"})
-# (column, args key, dtype) of the integer columns taken from args
-_ARG_INT_COLUMNS = (
-    ("stream", "stream", np.int64),
-    ("correlation", "correlation", np.int64),
-    ("external_id", "External id", np.int64),
-    ("device", "device", np.int16),
-    ("bytes", "bytes", np.int64),
-    ("seq", "Sequence number", np.int64),
-    ("in_nelems", "In msg nelems", np.int64),
-    ("out_nelems", "Out msg nelems", np.int64),
-    ("group_size", "Group size", np.int32),
-)
 _ARG_GETTERS = {
     col: attrgetter(col)
-    for col in (*(c for c, _, _ in _ARG_INT_COLUMNS), "input_dims", "input_types", "coll_name", "dtype")
+    for col in (*(c for c, _, _ in ARG_INT_COLUMNS), "input_dims", "input_types", "coll_name", "dtype")
 }
 
 
@@ -252,34 +241,10 @@ class TraceBuilder:
                 a = e.get("args")
                 if a:
                     extra.append((i, a))
-            cols: dict[str, np.ndarray | None] = {
-                "ts": np.frombuffer(c["x_ts"], dtype=np.float64),
-                "dur": np.frombuffer(c["x_dur"], dtype=np.float64),
-                "cat": cats,
-                "name": self.interner.native_ids(c["x_name"], c["x_name_u"]),
-                "pid": self.interner.native_proc_ids(c, "x_pid"),
-                "tid": self.interner.native_proc_ids(c, "x_tid"),
-            }
-            for col, _, dtype in _ARG_INT_COLUMNS:
-                present = c[f"x_{col}_n"]
-                arr = np.frombuffer(c[f"x_{col}"], dtype=np.float64)
-                cols[col] = nan_to_int(arr, dtype) if present else None
-            for col in ("input_dims", "input_types"):
-                cols[col] = self.interner.native_json_ids(c[f"x_{col}"], c[f"x_{col}_u"]) if c[f"x_{col}_u"] else None
-            for col in ("coll_name", "dtype"):
-                cols[col] = self.interner.native_ids(c[f"x_{col}"], c[f"x_{col}_u"]) if c[f"x_{col}_u"] else None
+            cols = complete_columns(c, cats, self.interner)
             self._store_complete(cols, extra, n)
         if c["f_n"]:
-            self.flow_chunks.append(
-                {
-                    "id": nan_to_int(np.frombuffer(c["f_id"], dtype=np.float64), np.int64),
-                    "ts": np.frombuffer(c["f_ts"], dtype=np.float64),
-                    "pid": self.interner.native_proc_ids(c, "f_pid"),
-                    "tid": self.interner.native_proc_ids(c, "f_tid"),
-                    "phase": np.frombuffer(c["f_phase"], dtype=np.int8),
-                    "cat": self.interner.native_ids(c["f_cat"], c["f_cat_u"]),
-                }
-            )
+            self.flow_chunks.append(flow_columns(c, self.interner))
 
     def _metadata_event(self, e: dict[str, Any]) -> None:
         name = _args(e).get("name")
@@ -334,7 +299,7 @@ class TraceBuilder:
             vals = arg_values(col, key)
             return None if vals.count(None) == n else vals
 
-        for col, key, dtype in _ARG_INT_COLUMNS:
+        for col, key, dtype in ARG_INT_COLUMNS:
             vals = values(col, key)
             cols[col] = None if vals is None else int_column(vals, dtype)
         for col, key in (("input_dims", "Input Dims"), ("input_types", "Input type")):
