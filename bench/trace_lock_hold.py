@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
 from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_types import TraceSpec
 
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         reg = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: 1000, max_per_uid=args.processes)
         for i in range(args.processes):
             protocol = PROTOCOL_KINETO if i % 2 else PROTOCOL_AGENT
-            reg.register(ProcessRecord(pid=200_000 + i, job_id="7", protocol=protocol, rank=i))
+            reg.register(RegisteredProcess(pid=200_000 + i, job_id="7", protocol=protocol, rank=i))
         tm = TraceManager(reg, root / "traces", "bench")
         lock = _TimedLock()
         tm._lock = lock  # type: ignore[assignment]

@@ -28,7 +28,6 @@ from dyno.daemon.bindcheck import bind_problem
 from dyno.daemon.callers import CallerIdentity
 from dyno.daemon.config import ConfigError, DaemonConfig, group_id
 from dyno.daemon.connection_limits import server_options
-from dyno.daemon.convert import gpu_to_proto, sampler_state_to_proto
 from dyno.daemon.handler_slots import HandlerSlots
 from dyno.daemon.health import HealthServicer
 from dyno.daemon.history import History
@@ -42,6 +41,7 @@ from dyno.daemon.rpc_threads import RetiringThreadPool
 from dyno.daemon.samplers.base import GpuDevice, Reading, Sampler
 from dyno.daemon.samplers.gpu import make_gpu_sampler
 from dyno.daemon.samplers.host import HostSampler
+from dyno.daemon.sampling_pb import gpu_to_proto, sampler_state_to_proto
 from dyno.daemon.server import DYNO_SERVICE, DynoServicer, add_reflection, add_to_server
 from dyno.daemon.stream_slots import RPC_THREADS
 from dyno.daemon.tracing import Tracing

@@ -2,7 +2,7 @@
 DataLoader worker (a trainer's helper). One rule for `--process-limit` (leaf trainers first) and for the ROLE column
 of `dyno-cli ps`, so that what ps shows is what a trace request does.
 
-- a recognised torch launcher (`ProcessRecord.launcher`: `torchrun`, `python -m torch.distributed.run`, read from a
+- a recognised torch launcher (`RegisteredProcess.launcher`: `torchrun`, `python -m torch.distributed.run`, read from a
   kineto sender's command line) is a launcher; the trace manager never traces one;
 - a process whose kernel task name is `pt_data_worker` (dyno.daemon.kineto_identity.DATA_WORKER_NAMES: read from
   /proc by the caller, it changes once the worker's loop starts) is a DataLoader worker, and makes no launcher of
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 
-from dyno.daemon.registry import ProcessRecord
+from dyno.daemon.registry import RegisteredProcess
 
 __all__ = [
     "ROLE_TRAINER",
@@ -36,7 +36,7 @@ ROLES = (ROLE_TRAINER, ROLE_LAUNCHER, ROLE_DATALOADER)  # the order --process-li
 _RANK = {role: i for i, role in enumerate(ROLES)}
 
 
-def process_roles(procs: Iterable[ProcessRecord], data_workers: Collection[int] = ()) -> dict[int, str]:
+def process_roles(procs: Iterable[RegisteredProcess], data_workers: Collection[int] = ()) -> dict[int, str]:
     """pid -> role of each of `procs`, considered together (see the module's doc); `data_workers`: the pids of
     DataLoader workers among them."""
     procs = list(procs)
@@ -53,16 +53,16 @@ def process_roles(procs: Iterable[ProcessRecord], data_workers: Collection[int] 
     return roles
 
 
-def job_roles(procs: Iterable[ProcessRecord], data_workers: Collection[int] = ()) -> dict[int, str]:
+def job_roles(procs: Iterable[RegisteredProcess], data_workers: Collection[int] = ()) -> dict[int, str]:
     """process_roles within each job of `procs` (a process of one job never makes a launcher of another job's): the
     roles a job-wide trace request of each job sees, whichever processes are listed together."""
-    jobs: defaultdict[str, list[ProcessRecord]] = defaultdict(list)
+    jobs: defaultdict[str, list[RegisteredProcess]] = defaultdict(list)
     for p in procs:
         jobs[p.job_id].append(p)
     return {pid: role for job in jobs.values() for pid, role in process_roles(job, data_workers).items()}
 
 
-def order_for_limit(procs: list[ProcessRecord], data_workers: Collection[int] = ()) -> list[ProcessRecord]:
+def order_for_limit(procs: list[RegisteredProcess], data_workers: Collection[int] = ()) -> list[RegisteredProcess]:
     """Trainers first (by rank, then pid), then launchers, then DataLoader workers: the order `process_limit`
     takes matched processes in."""
     roles: Mapping[int, str] = process_roles(procs, data_workers)

@@ -7,8 +7,8 @@ decoder declines). All paths end in the same chunk code, and the tests check the
 becomes numpy column chunks right away (mostly-absent integer columns stored sparse), and ``build`` assembles the
 sorted ``Trace`` one column at a time to bound peak memory.
 
-Helpers live beside it: ``columns`` (JSON values -> numpy values), ``interning`` (string-valued fields -> id
-columns), ``assembly`` (chunk storage and the sorted tables).
+Helpers live beside it: ``element_parsing`` (single elements parsed again), ``columns`` (JSON values -> numpy
+values), ``interning`` (string-valued fields -> id columns), ``assembly`` (chunk storage and the sorted tables).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from dyno.trace_analysis.assembly import (
     release_free_memory,
     sparsify,
 )
-from dyno.trace_analysis.columns import CAT_CODES, cat_code, float_column, int_column, nan_to_int
+from dyno.trace_analysis.columns import ARG_INT_COLUMNS, CAT_CODES, cat_code, float_column, int_column
+from dyno.trace_analysis.element_parsing import parse_element, parse_elements
 from dyno.trace_analysis.eventdecode import (
     EMPTY_ARGS,
     Event,
@@ -40,8 +41,6 @@ from dyno.trace_analysis.eventdecode import (
     element_texts,
 )
 from dyno.trace_analysis.interning import Interner
-from dyno.trace_analysis.jsonerrors import invalid_element_reason
-from dyno.trace_analysis.jsonscan import ScanError
 from dyno.trace_analysis.model import (
     EXTRA_ARGS_CATS,
     FLOW_FINISH,
@@ -52,6 +51,7 @@ from dyno.trace_analysis.model import (
     Trace,
     TraceMeta,
 )
+from dyno.trace_analysis.native_columns import complete_columns, flow_columns
 
 __all__ = ["TraceBuilder", "decode_batch", "decode_fast", "release_free_memory"]
 
@@ -69,42 +69,10 @@ _FLOW_FIELDS = tuple(attrgetter(f) for f in ("id", "ts", "pid", "tid", "ph", "ca
 _PH = attrgetter("ph")
 _PH_GROUP = {"X": 0, "s": 1, "f": 1, "t": 1}  # complete, flow; anything else: 2
 _SHAPE_KEYS = frozenset({"Input Dims", "Input type"})
-# (column, args key, dtype) of the integer columns taken from args
-_ARG_INT_COLUMNS = (
-    ("stream", "stream", np.int64),
-    ("correlation", "correlation", np.int64),
-    ("external_id", "External id", np.int64),
-    ("device", "device", np.int16),
-    ("bytes", "bytes", np.int64),
-    ("seq", "Sequence number", np.int64),
-    ("in_nelems", "In msg nelems", np.int64),
-    ("out_nelems", "Out msg nelems", np.int64),
-    ("group_size", "Group size", np.int32),
-)
 _ARG_GETTERS = {
     col: attrgetter(col)
-    for col in (*(c for c, _, _ in _ARG_INT_COLUMNS), "input_dims", "input_types", "coll_name", "dtype")
+    for col in (*(c for c, _, _ in ARG_INT_COLUMNS), "input_dims", "input_types", "coll_name", "dtype")
 }
-
-
-def _parse_elements(view: memoryview, spans: np.ndarray, rows: list[int]) -> list[Any]:
-    """The elements ``rows`` of a batch (``spans``: start, end byte of each element) parsed with orjson, in one
-    call; when that fails, one by one, so that the error names the first bad element as ``_parse_element`` does."""
-    bounds = spans.reshape(-1, 2)[rows].tolist()
-    texts = [view[lo:hi] for lo, hi in bounds]
-    try:
-        return cast("list[Any]", orjson.loads(b"".join((b"[", b",".join(texts), b"]"))))
-    except orjson.JSONDecodeError:
-        return [_parse_element(t.tobytes()) for t in texts]
-
-
-def _parse_element(text: bytes) -> Any:
-    """One element's JSON with orjson. The typed decoder skips unused keys without validating them, so orjson can
-    still find invalid JSON there (e.g. bad UTF-8): reported like invalid JSON found while scanning."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError as e:
-        raise ScanError(invalid_element_reason(text, e, f"element {text[:60]!r}...")) from None
 
 
 def _args(e: dict[str, Any]) -> dict[str, Any]:
@@ -218,7 +186,7 @@ class TraceBuilder:
         texts: list[bytes] = element_texts(batch) if rest else []
         if rest:
             # instants, [memory] and metadata events are few: parse them the general way from their own bytes
-            self._add_values([_parse_element(texts[i]) for i in rest])
+            self._add_values([parse_element(texts[i]) for i in rest])
         if xs:
             ts, dur, cat, name, pid, tid, args = [list(map(get, xs)) for get in _X_FIELDS]
             try:
@@ -231,7 +199,7 @@ class TraceBuilder:
                 if args[i] is not None:
                     # rare categories keep their whole args dict: parse just that element again
                     texts = texts or element_texts(batch)
-                    a = _parse_element(texts[x_rows[i]]).get("args")
+                    a = parse_element(texts[x_rows[i]]).get("args")
                     if a:
                         extra.append((i, a))
             args_l = [a if a is not None else EMPTY_ARGS for a in args]
@@ -263,7 +231,7 @@ class TraceBuilder:
         else:
             again = rest.tolist()
         # instants, [memory], metadata and the rare categories' events: one orjson call for all of them
-        parsed = _parse_elements(memoryview(batch), np.frombuffer(c["spans"], dtype=np.int64), again) if again else []
+        parsed = parse_elements(memoryview(batch), np.frombuffer(c["spans"], dtype=np.int64), again) if again else []
         if len(rest):
             self._add_values(parsed[: len(rest)])
         if n:
@@ -273,34 +241,10 @@ class TraceBuilder:
                 a = e.get("args")
                 if a:
                     extra.append((i, a))
-            cols: dict[str, np.ndarray | None] = {
-                "ts": np.frombuffer(c["x_ts"], dtype=np.float64),
-                "dur": np.frombuffer(c["x_dur"], dtype=np.float64),
-                "cat": cats,
-                "name": self.interner.native_ids(c["x_name"], c["x_name_u"]),
-                "pid": self.interner.native_proc_ids(c, "x_pid"),
-                "tid": self.interner.native_proc_ids(c, "x_tid"),
-            }
-            for col, _, dtype in _ARG_INT_COLUMNS:
-                present = c[f"x_{col}_n"]
-                arr = np.frombuffer(c[f"x_{col}"], dtype=np.float64)
-                cols[col] = nan_to_int(arr, dtype) if present else None
-            for col in ("input_dims", "input_types"):
-                cols[col] = self.interner.native_json_ids(c[f"x_{col}"], c[f"x_{col}_u"]) if c[f"x_{col}_u"] else None
-            for col in ("coll_name", "dtype"):
-                cols[col] = self.interner.native_ids(c[f"x_{col}"], c[f"x_{col}_u"]) if c[f"x_{col}_u"] else None
+            cols = complete_columns(c, cats, self.interner)
             self._store_complete(cols, extra, n)
         if c["f_n"]:
-            self.flow_chunks.append(
-                {
-                    "id": nan_to_int(np.frombuffer(c["f_id"], dtype=np.float64), np.int64),
-                    "ts": np.frombuffer(c["f_ts"], dtype=np.float64),
-                    "pid": self.interner.native_proc_ids(c, "f_pid"),
-                    "tid": self.interner.native_proc_ids(c, "f_tid"),
-                    "phase": np.frombuffer(c["f_phase"], dtype=np.int8),
-                    "cat": self.interner.native_ids(c["f_cat"], c["f_cat_u"]),
-                }
-            )
+            self.flow_chunks.append(flow_columns(c, self.interner))
 
     def _metadata_event(self, e: dict[str, Any]) -> None:
         name = _args(e).get("name")
@@ -355,7 +299,7 @@ class TraceBuilder:
             vals = arg_values(col, key)
             return None if vals.count(None) == n else vals
 
-        for col, key, dtype in _ARG_INT_COLUMNS:
+        for col, key, dtype in ARG_INT_COLUMNS:
             vals = values(col, key)
             cols[col] = None if vals is None else int_column(vals, dtype)
         for col, key in (("input_dims", "Input Dims"), ("input_types", "Input type")):

@@ -1,7 +1,7 @@
 """JSON values of one batch -> numpy column values: floats, integers (absent, unparsable or out-of-range -> -1)
 and category codes. Every load path (native, typed, general) ends in these, so all give the same model.
 
-Used by ``dyno.trace_analysis.builder`` and ``assembly``.
+Used by ``dyno.trace_analysis.builder``, ``native_columns`` and ``assembly``.
 """
 
 from __future__ import annotations
@@ -12,8 +12,20 @@ import numpy as np
 
 from dyno.trace_analysis.categories import CAT_BY_NAME, Cat
 
-__all__ = ["CAT_CODES", "cat_code", "float_column", "int_column", "nan_to_int"]
+__all__ = ["ARG_INT_COLUMNS", "CAT_CODES", "cat_code", "float_column", "int_column", "nan_to_int"]
 
+# (column, args key, dtype) of the integer columns taken from args
+ARG_INT_COLUMNS = (
+    ("stream", "stream", np.int64),
+    ("correlation", "correlation", np.int64),
+    ("external_id", "External id", np.int64),
+    ("device", "device", np.int16),
+    ("bytes", "bytes", np.int64),
+    ("seq", "Sequence number", np.int64),
+    ("in_nelems", "In msg nelems", np.int64),
+    ("out_nelems", "Out msg nelems", np.int64),
+    ("group_size", "Group size", np.int32),
+)
 # float64 bounds [lo, hi) of each integer dtype's values (both exact powers of two)
 _INT_RANGE = {
     np.dtype(t): (float(np.iinfo(t).min), float(np.iinfo(t).max) + 1) for t in (np.int8, np.int16, np.int32, np.int64)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dyno.daemon.convert import sample_to_proto
 from dyno.daemon.history import Sample, name_filter
 from dyno.daemon.samplers.base import Reading, labels
+from dyno.daemon.sampling_pb import sample_to_proto
 from dyno.daemon.wire import encode_sample, sample_message, samples_response
 from dyno.v1 import dyno_pb2
 

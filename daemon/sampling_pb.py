@@ -1,4 +1,4 @@
-"""proto <-> domain conversions shared by the servicers (kept apart so servicers stay thin)."""
+"""The sampling side's values (samples, sampler states, GPUs) as dyno.v1 messages, apart so servicers stay thin."""
 
 from __future__ import annotations
 
