@@ -28,13 +28,18 @@ import orjson
 
 from dyno.trace_analysis.jsonerrors import after_document_reason, invalid_element_reason, not_json_reason
 
-__all__ = ["ScanError", "ScanResult", "iter_event_batches", "BLOCK_SIZE", "FIRST_BLOCK_SIZE"]
+__all__ = ["ScanError", "ScanResult", "iter_event_batches", "BLOCK_SIZE", "FIRST_BLOCK_SIZE", "MAX_ELEMENT_BYTES"]
 
 logger = logging.getLogger(__name__)
 
 # 1 MiB: small enough that one block's Python objects stay in cache and cheap to free (8 MiB was 3x slower)
 BLOCK_SIZE = 1 << 20
 FIRST_BLOCK_SIZE = 1 << 16
+# The largest traceEvents element, and the largest metadata outside the array, a load accepts (64 MiB: a Kineto
+# event is well under 1 MiB). A partial element is held whole until it ends, so a file made of one endless value
+# (a planted string of hundreds of MB, a few MB gzipped) is refused after reading this much of it, and costs about
+# three times it in memory at most, instead of growing with the file.
+MAX_ELEMENT_BYTES = 64 << 20
 
 _QUOTE, _BSLASH = 34, 92
 _OPEN = (123, 91)  # { [
@@ -111,6 +116,41 @@ def _read_blocks(fh: IO[bytes], block_size: int, first_size: int) -> Iterator[tu
             block += more
         yield block, last
     yield b"", True
+
+
+def _ends_with_key(meta: bytes | bytearray, buf: bytes, lo: int, p: int) -> bool:
+    """Whether the text ``meta + buf[lo:p]`` ends with ``"traceEvents"`` and a colon (JSON whitespace around it).
+    Reads only its end: a window that grows while it holds nothing but whitespace (a check per bracket in the
+    metadata that copied all the text before it made a metadata of many arrays quadratic)."""
+    n = 64
+    while True:
+        whole = n >= len(meta) + p - lo
+        if p - n >= lo:
+            tail = buf[p - n : p]
+        else:
+            tail = bytes(meta[max(0, len(meta) - (n - (p - lo))) :]) + buf[lo:p]
+        t = tail.rstrip(_WS)
+        if t.endswith(b":"):
+            t = t[:-1].rstrip(_WS)
+            if len(t) >= len(_KEY) or whole:
+                return t.endswith(_KEY)
+        elif t or whole:
+            return False
+        n *= 4
+
+
+def _too_large(what: str, n: int) -> ScanError:
+    cap = MAX_ELEMENT_BYTES
+    limit = f"{cap >> 20} MiB" if cap % (1 << 20) == 0 else f"{cap} bytes"
+    return ScanError(
+        f"{what} larger than {limit} (at least {n} bytes, where a trace event is under 1 MiB): the file is corrupt "
+        "or was not written by a profiler"
+    )
+
+
+def _check_meta(meta: bytearray) -> None:
+    if len(meta) > MAX_ELEMENT_BYTES:
+        raise _too_large("metadata outside traceEvents", len(meta))
 
 
 def _first_block_size(block_size: int, size_hint: int | None) -> int:
@@ -210,7 +250,9 @@ def iter_event_batches(
     root: int | None = None  # first byte of the root value
     ev_depth = -1  # depth inside the events array (elements open at this depth); -1 before/after it
     meta = bytearray()
-    carry = b""  # bytes of a partial element (starts with its opening bracket)
+    # bytes of a partial element (starts with its opening bracket); grown in place while the element goes on (a
+    # copy per block made one large element quadratic), and only the new bytes of each block are scanned
+    carry = bytearray()
     pending = b""  # bytes after the last fast cut (at array level, right after a comma)
     fast_misses = 0
     # the metadata, when the fast end cut parsed it (valid while nothing follows: len(meta) then still meta_len)
@@ -267,7 +309,7 @@ def iter_event_batches(
             and fast_misses < 3
             and ev_depth >= 0
             and not final
-            and (carry or depth == ev_depth and not in_string)
+            and (carry and len(carry) <= block_size or not carry and depth == ev_depth and not in_string)
         ):
             # built in place, in one allocation: "[" + elements + "]" without further copies
             head = bytearray().join((b"[", carry or pending, block))
@@ -286,7 +328,7 @@ def iter_event_batches(
                     yield items
                     del items
                     result.batch_bytes = b""
-                    pending, carry = tail, b""
+                    pending, carry = tail, bytearray()
                     depth, in_string = ev_depth, False
                     continue
                 fast_misses += 1  # three misses in a row: this file's layout does not suit the fast cut
@@ -301,7 +343,7 @@ def iter_event_batches(
             yield items
             del items, end
             result.batch_bytes, result.last_batch = b"", False
-            pending = carry = b""
+            pending, carry = b"", bytearray()
             ev_depth, depth, in_string = -1, 0, False
             continue
         if pending:
@@ -309,14 +351,13 @@ def iter_event_batches(
             pending = b""
         if not block:
             continue
-        buf = carry + block if carry else block
+        # positions are in the text carry + block (the carry was scanned with the block it came in)
+        buf = block
         base = len(carry)
-        scan_from_depth = depth
-        pos, delta, end_in_string = _structure(buf, in_string if not carry else False)
-        if carry:
-            # a carried element starts at its "{" at depth ev_depth, outside any string
-            scan_from_depth = ev_depth
-        depths_after = scan_from_depth + np.cumsum(delta)
+        pos, delta, end_in_string = _structure(block, in_string)
+        if base:
+            pos += base
+        depths_after = depth + np.cumsum(delta)
         depths_before = depths_after - delta
         in_string = end_in_string
         seg_start = 0  # start of the not-yet-assigned part of buf
@@ -328,9 +369,9 @@ def iter_event_batches(
             cand = np.flatnonzero((depths_before == 1) & (delta == 1) & (np.frombuffer(buf, np.uint8)[pos] == 91))
             for c in cand:
                 p = int(pos[c])
-                before = bytes(meta) + buf[seg_start:p]
-                if before.rstrip(_WS).endswith(b":") and before.rstrip(_WS)[:-1].rstrip(_WS).endswith(_KEY):
+                if _ends_with_key(meta, buf, seg_start, p):
                     meta += buf[seg_start : p + 1]
+                    _check_meta(meta)
                     meta += b"]"  # metadata keeps an empty traceEvents array
                     events_at = len(meta)
                     seg_start = p + 1
@@ -347,25 +388,37 @@ def iter_event_batches(
                     break
             else:
                 meta += buf[seg_start:]
+                _check_meta(meta)
                 depth = int(depths_after[-1]) if len(pos) else depth
-                carry = b""
                 continue
         # inside the events array: element opens at depth ev_depth -> ev_depth+1, closes back
         opens = pos[(depths_before == ev_depth) & (delta == 1)]
         closes = pos[(depths_after == ev_depth) & (delta == -1)]
         array_end = np.flatnonzero((depths_after == ev_depth - 1) & (delta == -1))
-        limit = int(pos[array_end[0]]) if len(array_end) else len(buf)
+        limit = int(pos[array_end[0]]) if len(array_end) else base + len(buf)
         opens = opens[opens < limit]
         closes = closes[closes < limit]
         if carry:
             opens = np.concatenate(([0], opens))
+            if not len(closes) and not len(array_end):
+                # the carried element goes on past this block
+                carry += block
+                if len(carry) > MAX_ELEMENT_BYTES:
+                    raise _too_large("a traceEvents element", len(carry))
+                depth = int(depths_after[-1]) if len(pos) else depth
+                continue
+            if len(closes) and closes[0] >= MAX_ELEMENT_BYTES:
+                raise _too_large("a traceEvents element", int(closes[0]) + 1)
         if len(closes):
             batch_lo = int(opens[0])
             batch_hi = int(closes[-1]) + 1
             n_el = len(closes)
         if n_el:
             try:
-                result.batch_bytes = b"[" + buf[batch_lo:batch_hi] + b"]"
+                if batch_lo < base:  # starts with the carried element
+                    result.batch_bytes = b"".join((b"[", carry, buf[: batch_hi - base], b"]"))
+                else:
+                    result.batch_bytes = b"[" + buf[batch_lo - base : batch_hi - base] + b"]"
                 items = decode(result.batch_bytes)
             except ValueError as e:
                 where = result.n_bytes - len(block) + batch_lo - base
@@ -378,14 +431,17 @@ def iter_event_batches(
             result.batch_bytes = b""
         if len(array_end):
             # events array closed in this block: the rest is metadata again
-            meta += buf[limit + 1 :]
-            carry = b""
+            meta += buf[limit + 1 - base :]
+            _check_meta(meta)
+            carry = bytearray()
             ev_depth = -1
             depth = int(depths_after[-1])
             continue
         # partial element left at the end of the block
         last_open = opens[opens >= batch_hi] if batch_hi >= 0 else opens
-        carry = buf[int(last_open[0]) :] if len(last_open) else b""
+        carry = bytearray(buf[int(last_open[0]) - base :]) if len(last_open) else bytearray()
+        if len(carry) > MAX_ELEMENT_BYTES:
+            raise _too_large("a traceEvents element", len(carry))
         depth = int(depths_after[-1]) if len(pos) else depth
         del buf
     if root is None:
