@@ -12,6 +12,7 @@ columns plus one block. ``DYNO_NATIVE_PARSE=0`` in the environment forces the Py
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import gc
@@ -93,18 +94,61 @@ def rank_from_filename(path: str | os.PathLike[str]) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _open(path: Path, size: int | None) -> tuple[IO[bytes], int | None]:
+class _Prefixed(io.RawIOBase):
+    """A stream's first bytes, already read, then the rest of the stream (a pipe cannot seek back to them)."""
+
+    def __init__(self, head: bytes, rest: io.FileIO) -> None:
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        return self._rest.readinto(b)
+
+    def close(self) -> None:
+        self._rest.close()
+        super().close()
+
+
+# what stat says a path is, for the kinds of file a trace cannot be (read, they never end or cannot be opened)
+_NOT_A_FILE = (
+    (stat.S_ISCHR, "a character device (such as /dev/zero or a terminal), not a trace file"),
+    (stat.S_ISBLK, "a block device, not a trace file"),
+    (stat.S_ISSOCK, "a socket, not a trace file"),
+)
+
+
+def _open(path: Path, size: int | None, stack: contextlib.ExitStack[Any] | None = None) -> tuple[IO[bytes], int | None]:
     """The decompressed stream of a file of ``size`` bytes, and its expected decompressed size (a hint: gzip
-    keeps only the last member's size, modulo 2**32). ``size`` None: not a regular file (a pipe such as
-    ``/dev/stdin`` or ``<(zcat t.json.gz)``), which can be neither reopened nor sized: it is read whole. A file of
-    at most a block is read whole too, and inflated in one call when it fits in a block (``_gunzip_small``)."""
+    keeps only the last member's size, modulo 2**32). ``size`` None: a pipe (``/dev/stdin``, ``<(zcat t.json.gz)``),
+    which can be neither reopened nor sized: it is streamed in blocks as a file is (reading it whole had no bound,
+    and a signal could not stop the read). A file of at most a block is read whole, and inflated in one call when
+    it fits in a block (``_gunzip_small``). ``stack``: closes the pipe under a gzip reader (which leaves open a
+    stream it was given)."""
     if size is None:
-        data = path.read_bytes()
-        if not data:
+        pipe = open(path, "rb", buffering=0)
+        head = b""
+        while len(head) < 2:
+            more = pipe.read(2 - len(head))
+            if not more:
+                break
+            head += more
+        if not head:
+            pipe.close()
             raise TraceLoadError(path, "empty input")
-        if data[:2] == b"\x1f\x8b":
-            return cast(IO[bytes], _GZIP.open(io.BytesIO(data), "rb")), None
-        return io.BytesIO(data), len(data)
+        stream = io.BufferedReader(_Prefixed(head, pipe), BLOCK_SIZE)
+        if head == b"\x1f\x8b":
+            if stack is not None:
+                stack.callback(stream.close)
+            return cast(IO[bytes], _GZIP.open(stream, "rb")), None
+        return stream, None
     with open(path, "rb") as fh:
         if size <= BLOCK_SIZE:  # a small file is read in one go (one read instead of three and a seek)
             head = data = fh.read()
@@ -190,6 +234,9 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         raise TraceLoadError(p, "no such file") from None  # what Path.exists() says False to
     if stat.S_ISDIR(st.st_mode):
         raise TraceLoadError(p, "is a directory (use load_traces for a folder of ranks)")
+    for is_kind, what in _NOT_A_FILE:
+        if is_kind(st.st_mode):
+            raise TraceLoadError(p, f"is {what}")
     size = st.st_size if stat.S_ISREG(st.st_mode) else None
     if size == 0:
         raise TraceLoadError(p, "empty file")
@@ -200,8 +247,9 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        fh, size_hint = _open(p, size)
-        with fh:
+        with contextlib.ExitStack() as stack:
+            fh, size_hint = _open(p, size, stack)
+            stack.enter_context(fh)
             for items in iter_event_batches(fh, result, block_size, decode_batch, decode_fast, size_hint):
                 b.add(items, result.batch_bytes, result.last_batch)
                 del items
