@@ -65,6 +65,11 @@ class ScanResult:
     # raw JSON of the batch being yielded (lets callers skip absent keys cheaply and re-read a few elements)
     batch_bytes: bytes | bytearray | memoryview = b""
     last_batch: bool = False  # the batch being yielded ends the events array (no batch follows)
+    # traceEvents arrays begun so far: a repeated key's value replaces the earlier one (JSON.parse and Python's json
+    # keep the last), so the caller drops the events it has when this grows
+    arrays: int = 0
+    # the last traceEvents value, when it came in the metadata after the streamed array (not streamed itself)
+    last_value: Any = None
 
 
 def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -283,6 +288,7 @@ def iter_event_batches(
             if root == 91:  # bare array of events
                 ev_depth = 1
                 result.found_events = True
+                result.arrays = 1
                 if fast_decode is not None:
                     start = first.start() + 1
             elif fast_decode is not None and (start := _events_start(block)) > 0:
@@ -292,6 +298,7 @@ def iter_event_batches(
                 events_at = len(meta)
                 ev_depth = 2
                 result.found_events = True
+                result.arrays = 1
                 if last:  # the whole file in one block: its elements are decoded in place
                     end = _array_end_cut(block, start - 1, meta, fast_decode)
                     end_tried = end is None
@@ -378,6 +385,8 @@ def iter_event_batches(
                     ev_depth = 2
                     depth = 2
                     result.found_events = True
+                    result.arrays += 1
+                    result.n_elements = 0
                     sel = np.arange(len(pos)) > c
                     pos, delta, depths_before, depths_after = (
                         pos[sel],
@@ -460,8 +469,21 @@ def iter_event_batches(
         if not isinstance(parsed, dict):
             raise ScanError("top-level JSON value is not an object")
         result.meta = parsed
+        if result.found_events and _KEY in meta[events_at:]:
+            _take_last_value(result, meta, events_at)
     else:
         result.meta = {}
+
+
+def _take_last_value(result: ScanResult, meta: bytearray, events_at: int) -> None:
+    """When the metadata after the streamed array's placeholder (``[]`` ending at ``events_at``) holds another
+    traceEvents key, which value JSON keeps: parsed again with the placeholder as null, the key's value is still
+    null only if the placeholder is the last one (the streamed events stand)."""
+    again = orjson.loads(bytes(meta[: events_at - 2]) + b"null" + bytes(meta[events_at:]))
+    value = again.get("traceEvents")
+    if value is not None:
+        result.last_value = value
+        result.n_elements = len(value) if isinstance(value, list) else 0
 
 
 def _meta_error(meta: bytes, e: orjson.JSONDecodeError, events_at: int, n_bytes: int, bom: int) -> str:

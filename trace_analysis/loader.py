@@ -29,10 +29,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import IO, Any, cast
 
+import orjson
+
 from dyno.trace_analysis.builder import TraceBuilder, decode_batch, decode_fast, release_free_memory
 from dyno.trace_analysis.cycles import split_cycles
-from dyno.trace_analysis.jsonscan import BLOCK_SIZE, ScanError, ScanResult, iter_event_batches
+from dyno.trace_analysis.jsonscan import BLOCK_SIZE, MAX_ELEMENT_BYTES, ScanError, ScanResult, iter_event_batches
 from dyno.trace_analysis.model import LoadError, MultiRankTrace, Trace, TraceMeta
+from dyno.trace_analysis.valueranges import out_of_range_reason
 
 __all__ = [
     "TraceLoadError",
@@ -250,9 +253,16 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         with contextlib.ExitStack() as stack:
             fh, size_hint = _open(p, size, stack)
             stack.enter_context(fh)
+            arrays = 1
             for items in iter_event_batches(fh, result, block_size, decode_batch, decode_fast, size_hint):
+                if result.arrays != arrays:  # a repeated traceEvents key: its last value stands, as in JSON
+                    b, arrays = TraceBuilder(), result.arrays
                 b.add(items, result.batch_bytes, result.last_batch)
                 del items
+            if result.arrays != arrays or result.last_value is not None:
+                b = TraceBuilder()
+                if isinstance(result.last_value, list):
+                    b.add(result.last_value)
     except ScanError as e:
         raise TraceLoadError(p, str(e)) from None
     except _GZIP_ERRORS as e:
@@ -263,6 +273,8 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         if gc_was_enabled:
             gc.enable()
     raw = result.meta or {}
+    if result.last_value is not None and not isinstance(result.last_value, list):
+        raise TraceLoadError(p, f"wrong schema: traceEvents is {_json_type(result.last_value)}, not an array")
     if not result.found_events:
         if "traceEvents" in raw:
             raise TraceLoadError(p, f"wrong schema: traceEvents is {_json_type(raw['traceEvents'])}, not an array")
@@ -274,7 +286,10 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
             )
         raise TraceLoadError(p, f"wrong schema: no traceEvents array (top-level keys: {keys}){what}")
     if b.n_events == 0 and not b.flow_chunks and not b.instants and not b.memory:
-        raise TraceLoadError(p, _no_events_reason(raw, result.n_elements))
+        n_elements = result.n_elements
+        if size is not None and result.last_value is None:
+            n_elements = _count_elements(p, size, n_elements)
+        raise TraceLoadError(p, _no_events_reason(raw, n_elements))
     n_parsed = b.n_events
     trace = b.build(_meta(p, raw, b))
     del b
@@ -288,16 +303,36 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         # every complete event was dropped in build (a ts that is not a number): an empty report said "events 0"
         events = f"{n_parsed} event{'' if n_parsed == 1 else 's'}"
         raise TraceLoadError(p, f"no usable events ({events}, none with a numeric ts)")
+    bad_times = out_of_range_reason(trace)
+    if bad_times is not None:
+        raise TraceLoadError(p, bad_times)
     if result.n_bytes >= _TRIM_AFTER_BYTES:
         release_free_memory()
     logger.debug("loaded %s: %d events, %d flows", p, len(trace.events), len(trace.flows))
     return trace
 
 
+def _count_elements(path: Path, size: int, counted: int) -> int:
+    """How many elements the events array of a file with no trace event has, scalars included (the scan counts only
+    objects and arrays, which are all a trace has): the file is read again whole when it is at most
+    ``MAX_ELEMENT_BYTES`` decompressed (else, or when it cannot be, the scan's count ``counted`` stands)."""
+    try:
+        fh, _ = _open(path, size)
+        with fh:
+            data = fh.read(MAX_ELEMENT_BYTES + 1)
+        if len(data) > MAX_ELEMENT_BYTES:
+            return counted
+        doc = orjson.loads(data)
+    except (OSError, ValueError, TraceLoadError, *_GZIP_ERRORS):
+        return counted
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    return len(events) if isinstance(events, list) else counted
+
+
 def _no_events_reason(raw: dict[str, Any], n_elements: int) -> str:
     """Why a parsed file has no event to analyse: an empty profile, or elements that are not trace events (a bare
     array of numbers or arrays is not a trace: torch's ``export_memory_timeline`` writes one). ``n_elements``
-    counts the objects and arrays in the events array (the scan does not count scalars)."""
+    counts the elements of the events array."""
     elements = f"{n_elements} element{'' if n_elements == 1 else 's'}"
     if "traceEvents" in raw:
         if n_elements == 0:
