@@ -26,7 +26,7 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
-from dyno.trace_analysis.jsonerrors import after_document_reason, invalid_element_reason, not_json_reason
+from dyno.trace_analysis.jsonerrors import after_document_reason, byte_of_char, invalid_element_reason, not_json_reason
 
 __all__ = ["ScanError", "ScanResult", "iter_event_batches", "BLOCK_SIZE", "FIRST_BLOCK_SIZE", "MAX_ELEMENT_BYTES"]
 
@@ -258,6 +258,7 @@ def iter_event_batches(
     # bytes of a partial element (starts with its opening bracket); grown in place while the element goes on (a
     # copy per block made one large element quadratic), and only the new bytes of each block are scanned
     carry = bytearray()
+    carry_at = 0  # the file offset of carry[0]
     pending = b""  # bytes after the last fast cut (at array level, right after a comma)
     fast_misses = 0
     # the metadata, when the fast end cut parsed it (valid while nothing follows: len(meta) then still meta_len)
@@ -413,11 +414,11 @@ def iter_event_batches(
                 # the carried element goes on past this block
                 carry += block
                 if len(carry) > MAX_ELEMENT_BYTES:
-                    raise _too_large("a traceEvents element", len(carry))
+                    raise _invalid_carry(carry, carry_at) or _too_large("a traceEvents element", len(carry))
                 depth = int(depths_after[-1]) if len(pos) else depth
                 continue
             if len(closes) and closes[0] >= MAX_ELEMENT_BYTES:
-                raise _too_large("a traceEvents element", int(closes[0]) + 1)
+                raise _invalid_carry(carry, carry_at) or _too_large("a traceEvents element", int(closes[0]) + 1)
         if len(closes):
             batch_lo = int(opens[0])
             batch_hi = int(closes[-1]) + 1
@@ -449,13 +450,21 @@ def iter_event_batches(
         # partial element left at the end of the block
         last_open = opens[opens >= batch_hi] if batch_hi >= 0 else opens
         carry = bytearray(buf[int(last_open[0]) - base :]) if len(last_open) else bytearray()
+        carry_at = result.n_bytes - len(block) + int(last_open[0]) - base if len(last_open) else 0
         if len(carry) > MAX_ELEMENT_BYTES:
-            raise _too_large("a traceEvents element", len(carry))
+            raise _invalid_carry(carry, carry_at) or _too_large("a traceEvents element", len(carry))
         depth = int(depths_after[-1]) if len(pos) else depth
         del buf
     if root is None:
         raise ScanError(f"empty file (only whitespace, {result.n_bytes} bytes)" if result.n_bytes else "empty file")
     if carry or in_string or ev_depth >= 0 or depth != 0:
+        # an unfinished value is a cut file only if its text is valid up to the end: bytes that are not JSON (a
+        # stray quote or bracket) leave one unfinished too, and their place is what the user needs
+        invalid = _invalid_carry(carry, carry_at) if carry else None
+        if invalid is None and root == 123 and ev_depth < 0:
+            invalid = _invalid_meta(meta, events_at, result.n_bytes, bom)
+        if invalid is not None:
+            raise invalid
         # the events read say how much of the file is there: a cut while the profiler wrote it, or a partial copy
         read = f" ({result.n_elements} whole events before the cut)" if ev_depth >= 0 else ""
         raise ScanError(f"truncated: JSON ends inside an unfinished value after {result.n_bytes} bytes{read}")
@@ -475,6 +484,30 @@ def iter_event_batches(
         result.meta = {}
 
 
+_END_OF_DATA = "unexpected end of data"  # orjson's message for valid JSON that stops short
+
+
+def _invalid_carry(carry: bytearray, carry_at: int) -> ScanError | None:
+    """The error for a partial element ``carry`` (at file offset ``carry_at``) that the parser rejects before its
+    end; None when its text is valid as far as it goes."""
+    try:
+        orjson.loads(carry)
+    except orjson.JSONDecodeError as e:
+        if e.msg != _END_OF_DATA:
+            return ScanError(invalid_element_reason(carry, e, "element", carry_at))
+    return None
+
+
+def _invalid_meta(meta: bytearray, events_at: int, n_bytes: int, bom: int) -> ScanError | None:
+    """As ``_invalid_carry``, for the metadata of a file that ends inside it."""
+    try:
+        orjson.loads(meta)
+    except orjson.JSONDecodeError as e:
+        if e.msg != _END_OF_DATA:
+            return ScanError(_meta_error(bytes(meta), e, events_at, n_bytes, bom))
+    return None
+
+
 def _take_last_value(result: ScanResult, meta: bytearray, events_at: int) -> None:
     """When the metadata after the streamed array's placeholder (``[]`` ending at ``events_at``) holds another
     traceEvents key, which value JSON keeps: parsed again with the placeholder as null, the key's value is still
@@ -490,7 +523,7 @@ def _meta_error(meta: bytes, e: orjson.JSONDecodeError, events_at: int, n_bytes:
     """The metadata's parse error with the file's byte offset: ``meta`` is the file without the traceEvents
     elements, so orjson's position (in characters of ``meta``) is not one in the file. Before the elements,
     meta's bytes are the file's (less a BOM); from ``events_at`` on, they are the file's last ones."""
-    pos = len(meta.decode("utf-8", "surrogateescape")[: e.pos].encode("utf-8", "surrogateescape"))
+    pos = byte_of_char(meta, e.pos)
     offset = n_bytes - (len(meta) - pos) if 0 <= events_at <= pos else pos + bom
     if e.msg == "unexpected content after document":
         return after_document_reason(meta[pos:], offset)

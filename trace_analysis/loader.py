@@ -32,7 +32,7 @@ from typing import IO, Any, cast
 import orjson
 
 from dyno.trace_analysis.builder import TraceBuilder, decode_batch, decode_fast, release_free_memory
-from dyno.trace_analysis.cycles import split_cycles
+from dyno.trace_analysis.cycles import other_process, split_cycles
 from dyno.trace_analysis.jsonscan import BLOCK_SIZE, MAX_ELEMENT_BYTES, ScanError, ScanResult, iter_event_batches
 from dyno.trace_analysis.model import LoadError, MultiRankTrace, Trace, TraceMeta
 from dyno.trace_analysis.valueranges import out_of_range_reason
@@ -175,6 +175,23 @@ def _open(path: Path, size: int | None, stack: contextlib.ExitStack[Any] | None 
     return open(path, "rb"), size
 
 
+# how much more of a gzip stream is inflated, after its JSON failed, to reach the checksum at its end
+_GZIP_CHECK_BYTES = 1 << 30
+
+
+def _check_gzip_rest(fh: IO[bytes]) -> None:
+    """Read a gzip stream on to its end (at most ``_GZIP_CHECK_BYTES``), so that a corrupt stream raises its gzip
+    error (a CRC mismatch) rather than the invalid JSON its damaged bytes inflated to; nothing for other streams."""
+    if not isinstance(fh, gzip.GzipFile):  # (isal's reader is one too)
+        return
+    left = _GZIP_CHECK_BYTES
+    while left > 0:
+        n = len(fh.read(BLOCK_SIZE))
+        if not n:
+            return
+        left -= n
+
+
 def _gunzip_small(data: bytes, hint: int | None) -> bytes | None:
     """The decompressed bytes of a small gzip file (``data``, its whole content) said to hold less than a block,
     in one call into a buffer of that size (the streaming reader's Python layers and buffer growth cost about a
@@ -254,11 +271,15 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
             fh, size_hint = _open(p, size, stack)
             stack.enter_context(fh)
             arrays = 1
-            for items in iter_event_batches(fh, result, block_size, decode_batch, decode_fast, size_hint):
-                if result.arrays != arrays:  # a repeated traceEvents key: its last value stands, as in JSON
-                    b, arrays = TraceBuilder(), result.arrays
-                b.add(items, result.batch_bytes, result.last_batch)
-                del items
+            try:
+                for items in iter_event_batches(fh, result, block_size, decode_batch, decode_fast, size_hint):
+                    if result.arrays != arrays:  # a repeated traceEvents key: its last value stands, as in JSON
+                        b, arrays = TraceBuilder(), result.arrays
+                    b.add(items, result.batch_bytes, result.last_batch)
+                    del items
+            except ScanError:
+                _check_gzip_rest(fh)  # damaged compressed bytes give invalid JSON: name the damage instead
+                raise
             if result.arrays != arrays or result.last_value is not None:
                 b = TraceBuilder()
                 if isinstance(result.last_value, list):
@@ -266,6 +287,11 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
     except ScanError as e:
         raise TraceLoadError(p, str(e)) from None
     except _GZIP_ERRORS as e:
+        if "crc" in str(e).lower():
+            raise TraceLoadError(
+                p,
+                f"corrupt gzip stream: the checksum of its data does not match ({e}): the compressed bytes are damaged",
+            ) from None
         raise TraceLoadError(p, f"truncated or corrupt gzip stream ({e})") from None
     except OSError as e:
         raise TraceLoadError(p, f"cannot read: {e}") from None
@@ -483,9 +509,11 @@ def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
                 # path order: keep this one, report the other
                 traces[t.rank], kept, t = t, t, kept
             source = "its distributedInfo" if kept.meta.rank_source == "distributedInfo" else "its file name"
-            errors.append(
-                LoadError(t.meta.path, f"duplicate rank {t.rank} (rank {t.rank} is {kept.meta.path}, by {source})")
-            )
+            reason = f"duplicate rank {t.rank} (rank {t.rank} is {kept.meta.path}, by {source})"
+            other = other_process(kept, t)
+            if other is not None:  # not a profiling cycle of that rank, nor a copy: most likely another job
+                reason += f"; recorded by another process ({other}): a trace of another job? analyse it alone"
+            errors.append(LoadError(t.meta.path, reason))
         else:
             traces[t.rank] = t
     _number_unranked(unranked, traces)
