@@ -349,7 +349,9 @@ def _count_elements(path: Path, size: int, counted: int) -> int:
         if len(data) > MAX_ELEMENT_BYTES:
             return counted
         doc = orjson.loads(data)
-    except (OSError, ValueError, TraceLoadError, *_GZIP_ERRORS):
+    except (OSError, ValueError, TraceLoadError):
+        return counted
+    except _GZIP_ERRORS:
         return counted
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     return len(events) if isinstance(events, list) else counted
