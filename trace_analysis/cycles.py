@@ -107,7 +107,7 @@ def split_cycles(traces: list[Trace]) -> tuple[list[Trace], list[LoadError]]:
     for key, rows in groups.items():
         by_start = sorted(rows, key=lambda i: spans[i])
         successive = all(spans[b][0] >= spans[a][1] for a, b in zip(by_start, by_start[1:], strict=False))
-        if successive and _one_process([traces[i] for i in rows]):
+        if successive and (len(rows) == 1 or _one_process([traces[i] for i in rows])):
             cycles[key] = by_start
         elif key[0] == "process":
             # a copy (t.json and t.json.gz): the same span to the bit and the same number of events

@@ -25,9 +25,21 @@ def _bad(values: np.ndarray) -> np.ndarray:
         return np.flatnonzero(np.abs(values) > TS_LIMIT_US)
 
 
+def _within(trace: Trace) -> bool:
+    """Whether every time is in range, from the ends of the ts-sorted tables and the longest duration (a few
+    scalar reads: the check costs nothing on a good trace)."""
+    for table in (trace.events, trace.flows, trace.instants, trace.memory):
+        if len(table) and not (-TS_LIMIT_US <= float(table.ts[0]) and float(table.ts[-1]) <= TS_LIMIT_US):
+            return False
+    ev = trace.events
+    return not len(ev) or float(ev.ts[-1]) + float(ev.dur.max()) <= TS_LIMIT_US
+
+
 def out_of_range_reason(trace: Trace) -> str | None:
     """Why ``trace`` holds times no profiler writes (which field of which events, how many, an example); None if
     none does."""
+    if _within(trace):
+        return None
     ev = trace.events
     checks: list[tuple[str, str, np.ndarray, np.ndarray]] = []  # (field, kind of event, values, bad rows)
     if len(ev):
