@@ -82,7 +82,7 @@ def _who(key: tuple[object, ...]) -> str:
 
 def _one_process(traces: list[Trace]) -> bool:
     """Whether the files of one rank can be one process's cycles: no two name different hosts or main pids (unrelated
-    traces that each say rank 0, gathered in one folder, were reported as cycles of rank 0)."""
+    traces that each say rank 0, gathered in one folder, are not cycles of rank 0)."""
     hosts = {t.meta.host_name for t in traces if t.meta.host_name}
     pids = {p for p in map(_main_pid, traces) if p is not None}
     return len(hosts) <= 1 and len(pids) <= 1

@@ -125,8 +125,8 @@ def _read_blocks(fh: IO[bytes], block_size: int, first_size: int) -> Iterator[tu
 
 def _ends_with_key(meta: bytes | bytearray, buf: bytes, lo: int, p: int) -> bool:
     """Whether the text ``meta + buf[lo:p]`` ends with ``"traceEvents"`` and a colon (JSON whitespace around it).
-    Reads only its end: a window that grows while it holds nothing but whitespace (a check per bracket in the
-    metadata that copied all the text before it made a metadata of many arrays quadratic)."""
+    Reads only its end: a window that grows while it holds nothing but whitespace (copying all the text before each
+    bracket of the metadata would make a metadata of many arrays quadratic)."""
     n = 64
     while True:
         whole = n >= len(meta) + p - lo
@@ -256,7 +256,7 @@ def iter_event_batches(
     ev_depth = -1  # depth inside the events array (elements open at this depth); -1 before/after it
     meta = bytearray()
     # bytes of a partial element (starts with its opening bracket); grown in place while the element goes on (a
-    # copy per block made one large element quadratic), and only the new bytes of each block are scanned
+    # copy per block would make one large element quadratic), and only the new bytes of each block are scanned
     carry = bytearray()
     carry_at = 0  # the file offset of carry[0]
     pending = b""  # bytes after the last fast cut (at array level, right after a comma)

@@ -131,8 +131,8 @@ _NOT_A_FILE = (
 def _open(path: Path, size: int | None, stack: contextlib.ExitStack[Any] | None = None) -> tuple[IO[bytes], int | None]:
     """The decompressed stream of a file of ``size`` bytes, and its expected decompressed size (a hint: gzip
     keeps only the last member's size, modulo 2**32). ``size`` None: a pipe (``/dev/stdin``, ``<(zcat t.json.gz)``),
-    which can be neither reopened nor sized: it is streamed in blocks as a file is (reading it whole had no bound,
-    and a signal could not stop the read). A file of at most a block is read whole, and inflated in one call when
+    which can be neither reopened nor sized: it is streamed in blocks as a file is (read whole, it would have no
+    bound, and a signal could not stop the read). A file of at most a block is read whole, and inflated in one call when
     it fits in a block (``_gunzip_small``). ``stack``: closes the pipe under a gzip reader (which leaves open a
     stream it was given)."""
     if size is None:

@@ -69,7 +69,7 @@ def test_a_device_is_refused_by_its_kind(tmp_path: Path, device: str) -> None:
         path.symlink_to("/dev/zero")
     else:
         path = Path(device)
-    # (before: read until memory ran out; a timeout here is that failure)
+    # (read as a file, it never ends: a timeout here is that failure)
     proc = subprocess.run([*_ANALYZE, str(path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1, proc.stderr
     assert f"{path}: is a character device (such as /dev/zero or a terminal), not a trace file" in proc.stderr
