@@ -144,6 +144,27 @@ def _ends_with_key(meta: bytes | bytearray, buf: bytes, lo: int, p: int) -> bool
         n *= 4
 
 
+def _gap_check(gap: bytes | bytearray, gap_at: int, need_comma: bool, element_follows: bool) -> int:
+    """Check the text ``gap`` (at file offset ``gap_at``) that lies between two elements, or between an element and
+    the array's "[" or "]", outside the batches the scan decodes; return how many values it holds (scalars: the scan
+    batches only objects and arrays). ``need_comma``: an element ends right before it; ``element_follows``: an
+    element starts right after it (else the array ends). Raises ScanError at the first byte that is not JSON."""
+    chars = gap.translate(None, _WS)
+    if chars == (b"," if need_comma and element_follows else b""):  # the common case: one comma, or nothing
+        return 0
+    text = bytes(gap)
+    head = b"["
+    if need_comma:  # the comma after the previous element is JSON's own: "[0" stands for that element
+        head = b"[0"
+    tail = b"0]" if element_follows else b"]"  # and "0" for the element after
+    try:
+        values = orjson.loads(head + text + tail)
+    except orjson.JSONDecodeError as e:
+        at = gap_at + byte_of_char(head + text, e.pos) - len(head)
+        raise ScanError(f"invalid JSON in traceEvents (at byte {max(at, gap_at)} of the file): {e.msg}") from None
+    return len(values) - need_comma - element_follows
+
+
 def _too_large(what: str, n: int) -> ScanError:
     cap = MAX_ELEMENT_BYTES
     limit = f"{cap >> 20} MiB" if cap % (1 << 20) == 0 else f"{cap} bytes"
@@ -260,6 +281,9 @@ def iter_event_batches(
     carry = bytearray()
     carry_at = 0  # the file offset of carry[0]
     pending = b""  # bytes after the last fast cut (at array level, right after a comma)
+    # what lies between two elements outside the batches the scan decodes (no parser sees it otherwise): its text,
+    # the file offset of its start, and whether an element ends right before it
+    gap, gap_at, need_comma = bytearray(), 0, False
     fast_misses = 0
     # the metadata, when the fast end cut parsed it (valid while nothing follows: len(meta) then still meta_len)
     meta_parsed: dict[str, Any] | None = None
@@ -270,6 +294,7 @@ def iter_event_batches(
     blocks = _read_blocks(fh, block_size, _first_block_size(block_size, size_hint))
     for block, last in blocks:
         final = not block  # the rest must go through the scan (array end, trailing metadata)
+        seg0 = 0  # where the scan's text starts in this block (past a bare array's "[")
         result.n_bytes += len(block)
         # (decoded batch, metadata, batch, text after it) when the rest of the array was taken without the scan
         end: tuple[Sized, dict[str, Any], memoryview, bytes] | None = None
@@ -292,6 +317,8 @@ def iter_event_batches(
                 result.arrays = 1
                 if fast_decode is not None:
                     start = first.start() + 1
+                else:
+                    seg0 = first.start() + 1
             elif fast_decode is not None and (start := _events_start(block)) > 0:
                 # the array found without the scan: the metadata before it is kept as the scan keeps it
                 meta += block[:start]
@@ -338,6 +365,7 @@ def iter_event_batches(
                     result.batch_bytes = b""
                     pending, carry = tail, bytearray()
                     depth, in_string = ev_depth, False
+                    gap, need_comma = bytearray(), False  # the cut took the comma after its last element
                     continue
                 fast_misses += 1  # three misses in a row: this file's layout does not suit the fast cut
             del head
@@ -368,7 +396,8 @@ def iter_event_batches(
         depths_after = depth + np.cumsum(delta)
         depths_before = depths_after - delta
         in_string = end_in_string
-        seg_start = 0  # start of the not-yet-assigned part of buf
+        seg_start = seg0  # start of the not-yet-assigned part of buf
+        at0 = result.n_bytes - len(block)  # the file offset of buf[0]
         batch_lo = -1
         batch_hi = -1
         n_el = 0
@@ -388,6 +417,7 @@ def iter_event_batches(
                     result.found_events = True
                     result.arrays += 1
                     result.n_elements = 0
+                    gap, need_comma = bytearray(), False
                     sel = np.arange(len(pos)) > c
                     pos, delta, depths_before, depths_after = (
                         pos[sel],
@@ -423,6 +453,16 @@ def iter_event_batches(
             batch_lo = int(opens[0])
             batch_hi = int(closes[-1]) + 1
             n_el = len(closes)
+        if not carry:  # what comes before this block's first element (or up to the array's end)
+            first_el = int(opens[0]) if len(opens) else limit
+            if not gap:
+                gap_at = at0 + seg_start
+            gap += buf[seg_start:first_el]
+            if len(opens):
+                result.n_elements += _gap_check(gap, gap_at, need_comma, True)
+                gap, need_comma = bytearray(), False
+            elif len(gap) > MAX_ELEMENT_BYTES:
+                raise _too_large("text between two traceEvents elements", len(gap))
         if n_el:
             try:
                 if batch_lo < base:  # starts with the carried element
@@ -439,7 +479,17 @@ def iter_event_batches(
             yield items
             del items
             result.batch_bytes = b""
+        last_open = opens[opens >= batch_hi] if batch_hi >= 0 else opens
+        if n_el:  # what comes after the batch, up to the next element or the array's end
+            need_comma = True
+            next_el = int(last_open[0]) if len(last_open) else limit
+            gap, gap_at = bytearray(buf[batch_hi - base : next_el - base]), at0 + batch_hi - base
+            if len(last_open):
+                result.n_elements += _gap_check(gap, gap_at, need_comma, True)
+                gap, need_comma = bytearray(), False
         if len(array_end):
+            result.n_elements += _gap_check(gap, gap_at, need_comma, False)
+            gap, need_comma = bytearray(), False
             # events array closed in this block: the rest is metadata again
             meta += buf[limit + 1 - base :]
             _check_meta(meta)
@@ -448,7 +498,6 @@ def iter_event_batches(
             depth = int(depths_after[-1])
             continue
         # partial element left at the end of the block
-        last_open = opens[opens >= batch_hi] if batch_hi >= 0 else opens
         carry = bytearray(buf[int(last_open[0]) - base :]) if len(last_open) else bytearray()
         carry_at = result.n_bytes - len(block) + int(last_open[0]) - base if len(last_open) else 0
         if len(carry) > MAX_ELEMENT_BYTES:

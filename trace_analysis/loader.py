@@ -29,11 +29,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import IO, Any, cast
 
-import orjson
-
 from dyno.trace_analysis.builder import TraceBuilder, decode_batch, decode_fast, release_free_memory
 from dyno.trace_analysis.cycles import other_process, split_cycles
-from dyno.trace_analysis.jsonscan import BLOCK_SIZE, MAX_ELEMENT_BYTES, ScanError, ScanResult, iter_event_batches
+from dyno.trace_analysis.jsonscan import BLOCK_SIZE, ScanError, ScanResult, iter_event_batches
 from dyno.trace_analysis.model import LoadError, MultiRankTrace, Trace, TraceMeta
 from dyno.trace_analysis.valueranges import out_of_range_reason
 
@@ -312,10 +310,7 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
             )
         raise TraceLoadError(p, f"wrong schema: no traceEvents array (top-level keys: {keys}){what}")
     if b.n_events == 0 and not b.flow_chunks and not b.instants and not b.memory:
-        n_elements = result.n_elements
-        if size is not None and result.last_value is None:
-            n_elements = _count_elements(p, size, n_elements)
-        raise TraceLoadError(p, _no_events_reason(raw, n_elements))
+        raise TraceLoadError(p, _no_events_reason(raw, result.n_elements))
     n_parsed = b.n_events
     trace = b.build(_meta(p, raw, b))
     del b
@@ -336,25 +331,6 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         release_free_memory()
     logger.debug("loaded %s: %d events, %d flows", p, len(trace.events), len(trace.flows))
     return trace
-
-
-def _count_elements(path: Path, size: int, counted: int) -> int:
-    """How many elements the events array of a file with no trace event has, scalars included (the scan counts only
-    objects and arrays, which are all a trace has): the file is read again whole when it is at most
-    ``MAX_ELEMENT_BYTES`` decompressed (else, or when it cannot be, the scan's count ``counted`` stands)."""
-    try:
-        fh, _ = _open(path, size)
-        with fh:
-            data = fh.read(MAX_ELEMENT_BYTES + 1)
-        if len(data) > MAX_ELEMENT_BYTES:
-            return counted
-        doc = orjson.loads(data)
-    except (OSError, ValueError, TraceLoadError):
-        return counted
-    except _GZIP_ERRORS:
-        return counted
-    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
-    return len(events) if isinstance(events, list) else counted
 
 
 def _no_events_reason(raw: dict[str, Any], n_elements: int) -> str:
