@@ -25,7 +25,7 @@ import numpy as np
 
 from dyno.trace_analysis.model import Cat, LoadError, Trace
 
-__all__ = ["identity", "abs_span_us", "split_cycles"]
+__all__ = ["identity", "abs_span_us", "split_cycles", "other_process"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,11 +65,27 @@ def abs_span_us(trace: Trace) -> tuple[float, float] | None:
     return (start + base, end + base)
 
 
+def other_process(a: Trace, b: Trace) -> str | None:
+    """How ``b`` shows it was recorded by another process than ``a`` (another host or main pid), else None."""
+    if a.meta.host_name and b.meta.host_name and a.meta.host_name != b.meta.host_name:
+        return f"host {b.meta.host_name}, not {a.meta.host_name}"
+    pa, pb = _main_pid(a), _main_pid(b)
+    return f"pid {pb}, not {pa}" if pa is not None and pb is not None and pa != pb else None
+
+
 def _who(key: tuple[object, ...]) -> str:
     if key[0] == "rank":
         return f"rank {key[1]}"
     host = f" on host {key[1]}" if key[1] is not None else ""
     return f"process {key[2]}{host}"
+
+
+def _one_process(traces: list[Trace]) -> bool:
+    """Whether the files of one rank can be one process's cycles: no two name different hosts or main pids (unrelated
+    traces that each say rank 0, gathered in one folder, are not cycles of rank 0)."""
+    hosts = {t.meta.host_name for t in traces if t.meta.host_name}
+    pids = {p for p in map(_main_pid, traces) if p is not None}
+    return len(hosts) <= 1 and len(pids) <= 1
 
 
 def split_cycles(traces: list[Trace]) -> tuple[list[Trace], list[LoadError]]:
@@ -90,7 +106,8 @@ def split_cycles(traces: list[Trace]) -> tuple[list[Trace], list[LoadError]]:
     cycles: dict[tuple[object, ...], list[int]] = {}  # per process, its files in time order, when they are cycles
     for key, rows in groups.items():
         by_start = sorted(rows, key=lambda i: spans[i])
-        if all(spans[b][0] >= spans[a][1] for a, b in zip(by_start, by_start[1:], strict=False)):
+        successive = all(spans[b][0] >= spans[a][1] for a, b in zip(by_start, by_start[1:], strict=False))
+        if successive and (len(rows) == 1 or _one_process([traces[i] for i in rows])):
             cycles[key] = by_start
         elif key[0] == "process":
             # a copy (t.json and t.json.gz): the same span to the bit and the same number of events

@@ -9,7 +9,7 @@ NUL padding left by a crash or an interrupted copy).
 
 from __future__ import annotations
 
-__all__ = ["not_json_reason", "invalid_element_reason", "after_document_reason"]
+__all__ = ["not_json_reason", "invalid_element_reason", "after_document_reason", "byte_of_char"]
 
 _UTF16_32_BOMS = (
     (b"\xff\xfe\x00\x00", "UTF-32"),
@@ -44,12 +44,22 @@ def _bad_utf8(text: bytes, base: int | None) -> str | None:
     return None
 
 
+def byte_of_char(text: bytes, pos: int) -> int:
+    """The byte offset in UTF-8 ``text`` of the character at index ``pos`` (where a parser's "char N" points)."""
+    return len(text.decode("utf-8", "surrogateescape")[:pos].encode("utf-8", "surrogateescape"))
+
+
 def invalid_element_reason(
     text: bytes | bytearray | memoryview, error: Exception, where: str, base: int | None = None
 ) -> str:
     """Why the traceEvents text ``text`` (one element or a batch of them, ``where`` says which) did not parse;
-    ``base``: the file offset of ``text[0]``, when known."""
-    bad = _bad_utf8(bytes(text), base)
+    ``base``: the file offset of ``text[0]``, when known: the message then gives the file offset of the error (the
+    parser's own "line 1 column N (char N)" counts in ``text``, which is not the file)."""
+    raw = bytes(text)
+    bad = _bad_utf8(raw, base)
+    if bad is None and base is not None and isinstance(error, ValueError) and hasattr(error, "pos"):
+        at = base + byte_of_char(raw, int(error.pos))
+        return f"invalid JSON in traceEvents (at byte {at} of the file): {getattr(error, 'msg', error)}"
     return f"invalid JSON in traceEvents ({where}): {bad or error}"
 
 

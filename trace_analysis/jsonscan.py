@@ -26,15 +26,20 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
-from dyno.trace_analysis.jsonerrors import after_document_reason, invalid_element_reason, not_json_reason
+from dyno.trace_analysis.jsonerrors import after_document_reason, byte_of_char, invalid_element_reason, not_json_reason
 
-__all__ = ["ScanError", "ScanResult", "iter_event_batches", "BLOCK_SIZE", "FIRST_BLOCK_SIZE"]
+__all__ = ["ScanError", "ScanResult", "iter_event_batches", "BLOCK_SIZE", "FIRST_BLOCK_SIZE", "MAX_ELEMENT_BYTES"]
 
 logger = logging.getLogger(__name__)
 
 # 1 MiB: small enough that one block's Python objects stay in cache and cheap to free (8 MiB was 3x slower)
 BLOCK_SIZE = 1 << 20
 FIRST_BLOCK_SIZE = 1 << 16
+# The largest traceEvents element, and the largest metadata outside the array, a load accepts (64 MiB: a Kineto
+# event is well under 1 MiB). A partial element is held whole until it ends, so a file made of one endless value
+# (a planted string of hundreds of MB, a few MB gzipped) is refused after reading this much of it, and costs about
+# three times it in memory at most, instead of growing with the file.
+MAX_ELEMENT_BYTES = 64 << 20
 
 _QUOTE, _BSLASH = 34, 92
 _OPEN = (123, 91)  # { [
@@ -60,6 +65,11 @@ class ScanResult:
     # raw JSON of the batch being yielded (lets callers skip absent keys cheaply and re-read a few elements)
     batch_bytes: bytes | bytearray | memoryview = b""
     last_batch: bool = False  # the batch being yielded ends the events array (no batch follows)
+    # traceEvents arrays begun so far: a repeated key's value replaces the earlier one (JSON.parse and Python's json
+    # keep the last), so the caller drops the events it has when this grows
+    arrays: int = 0
+    # the last traceEvents value, when it came in the metadata after the streamed array (not streamed itself)
+    last_value: Any = None
 
 
 def _structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -111,6 +121,62 @@ def _read_blocks(fh: IO[bytes], block_size: int, first_size: int) -> Iterator[tu
             block += more
         yield block, last
     yield b"", True
+
+
+def _ends_with_key(meta: bytes | bytearray, buf: bytes, lo: int, p: int) -> bool:
+    """Whether the text ``meta + buf[lo:p]`` ends with ``"traceEvents"`` and a colon (JSON whitespace around it).
+    Reads only its end: a window that grows while it holds nothing but whitespace (copying all the text before each
+    bracket of the metadata would make a metadata of many arrays quadratic)."""
+    n = 64
+    while True:
+        whole = n >= len(meta) + p - lo
+        if p - n >= lo:
+            tail = buf[p - n : p]
+        else:
+            tail = bytes(meta[max(0, len(meta) - (n - (p - lo))) :]) + buf[lo:p]
+        t = tail.rstrip(_WS)
+        if t.endswith(b":"):
+            t = t[:-1].rstrip(_WS)
+            if len(t) >= len(_KEY) or whole:
+                return t.endswith(_KEY)
+        elif t or whole:
+            return False
+        n *= 4
+
+
+def _gap_check(gap: bytes | bytearray, gap_at: int, need_comma: bool, element_follows: bool) -> int:
+    """Check the text ``gap`` (at file offset ``gap_at``) that lies between two elements, or between an element and
+    the array's "[" or "]", outside the batches the scan decodes; return how many values it holds (scalars: the scan
+    batches only objects and arrays). ``need_comma``: an element ends right before it; ``element_follows``: an
+    element starts right after it (else the array ends). Raises ScanError at the first byte that is not JSON."""
+    chars = gap.translate(None, _WS)
+    if chars == (b"," if need_comma and element_follows else b""):  # the common case: one comma, or nothing
+        return 0
+    text = bytes(gap)
+    head = b"["
+    if need_comma:  # the comma after the previous element is JSON's own: "[0" stands for that element
+        head = b"[0"
+    tail = b"0]" if element_follows else b"]"  # and "0" for the element after
+    try:
+        values = orjson.loads(head + text + tail)
+    except orjson.JSONDecodeError as e:
+        at = gap_at + byte_of_char(head + text, e.pos) - len(head)
+        raise ScanError(f"invalid JSON in traceEvents (at byte {max(at, gap_at)} of the file): {e.msg}") from None
+    return len(values) - need_comma - element_follows
+
+
+def _too_large(what: str, n: int) -> ScanError:
+    cap = MAX_ELEMENT_BYTES
+    limit = f"{cap >> 20} MiB" if cap % (1 << 20) == 0 else f"{cap} bytes"
+    return ScanError(
+        f"{what} larger than {limit} (at least {n} bytes, where a trace event is under 1 MiB): the file is corrupt "
+        "or was not written by a profiler"
+    )
+
+
+def _check_meta(meta: bytearray) -> None:
+    if len(meta) > MAX_ELEMENT_BYTES:
+        raise _too_large("metadata outside traceEvents", len(meta))
 
 
 def _first_block_size(block_size: int, size_hint: int | None) -> int:
@@ -210,8 +276,14 @@ def iter_event_batches(
     root: int | None = None  # first byte of the root value
     ev_depth = -1  # depth inside the events array (elements open at this depth); -1 before/after it
     meta = bytearray()
-    carry = b""  # bytes of a partial element (starts with its opening bracket)
+    # bytes of a partial element (starts with its opening bracket); grown in place while the element goes on (a
+    # copy per block would make one large element quadratic), and only the new bytes of each block are scanned
+    carry = bytearray()
+    carry_at = 0  # the file offset of carry[0]
     pending = b""  # bytes after the last fast cut (at array level, right after a comma)
+    # what lies between two elements outside the batches the scan decodes (no parser sees it otherwise): its text,
+    # the file offset of its start, and whether an element ends right before it
+    gap, gap_at, need_comma = bytearray(), 0, False
     fast_misses = 0
     # the metadata, when the fast end cut parsed it (valid while nothing follows: len(meta) then still meta_len)
     meta_parsed: dict[str, Any] | None = None
@@ -222,6 +294,7 @@ def iter_event_batches(
     blocks = _read_blocks(fh, block_size, _first_block_size(block_size, size_hint))
     for block, last in blocks:
         final = not block  # the rest must go through the scan (array end, trailing metadata)
+        seg0 = 0  # where the scan's text starts in this block (past a bare array's "[")
         result.n_bytes += len(block)
         # (decoded batch, metadata, batch, text after it) when the rest of the array was taken without the scan
         end: tuple[Sized, dict[str, Any], memoryview, bytes] | None = None
@@ -241,8 +314,11 @@ def iter_event_batches(
             if root == 91:  # bare array of events
                 ev_depth = 1
                 result.found_events = True
+                result.arrays = 1
                 if fast_decode is not None:
                     start = first.start() + 1
+                else:
+                    seg0 = first.start() + 1
             elif fast_decode is not None and (start := _events_start(block)) > 0:
                 # the array found without the scan: the metadata before it is kept as the scan keeps it
                 meta += block[:start]
@@ -250,6 +326,7 @@ def iter_event_batches(
                 events_at = len(meta)
                 ev_depth = 2
                 result.found_events = True
+                result.arrays = 1
                 if last:  # the whole file in one block: its elements are decoded in place
                     end = _array_end_cut(block, start - 1, meta, fast_decode)
                     end_tried = end is None
@@ -267,7 +344,7 @@ def iter_event_batches(
             and fast_misses < 3
             and ev_depth >= 0
             and not final
-            and (carry or depth == ev_depth and not in_string)
+            and (carry and len(carry) <= block_size or not carry and depth == ev_depth and not in_string)
         ):
             # built in place, in one allocation: "[" + elements + "]" without further copies
             head = bytearray().join((b"[", carry or pending, block))
@@ -286,8 +363,9 @@ def iter_event_batches(
                     yield items
                     del items
                     result.batch_bytes = b""
-                    pending, carry = tail, b""
+                    pending, carry = tail, bytearray()
                     depth, in_string = ev_depth, False
+                    gap, need_comma = bytearray(), False  # the cut took the comma after its last element
                     continue
                 fast_misses += 1  # three misses in a row: this file's layout does not suit the fast cut
             del head
@@ -301,7 +379,7 @@ def iter_event_batches(
             yield items
             del items, end
             result.batch_bytes, result.last_batch = b"", False
-            pending = carry = b""
+            pending, carry = b"", bytearray()
             ev_depth, depth, in_string = -1, 0, False
             continue
         if pending:
@@ -309,17 +387,17 @@ def iter_event_batches(
             pending = b""
         if not block:
             continue
-        buf = carry + block if carry else block
+        # positions are in the text carry + block (the carry was scanned with the block it came in)
+        buf = block
         base = len(carry)
-        scan_from_depth = depth
-        pos, delta, end_in_string = _structure(buf, in_string if not carry else False)
-        if carry:
-            # a carried element starts at its "{" at depth ev_depth, outside any string
-            scan_from_depth = ev_depth
-        depths_after = scan_from_depth + np.cumsum(delta)
+        pos, delta, end_in_string = _structure(block, in_string)
+        if base:
+            pos += base
+        depths_after = depth + np.cumsum(delta)
         depths_before = depths_after - delta
         in_string = end_in_string
-        seg_start = 0  # start of the not-yet-assigned part of buf
+        seg_start = seg0  # start of the not-yet-assigned part of buf
+        at0 = result.n_bytes - len(block)  # the file offset of buf[0]
         batch_lo = -1
         batch_hi = -1
         n_el = 0
@@ -328,15 +406,18 @@ def iter_event_batches(
             cand = np.flatnonzero((depths_before == 1) & (delta == 1) & (np.frombuffer(buf, np.uint8)[pos] == 91))
             for c in cand:
                 p = int(pos[c])
-                before = bytes(meta) + buf[seg_start:p]
-                if before.rstrip(_WS).endswith(b":") and before.rstrip(_WS)[:-1].rstrip(_WS).endswith(_KEY):
+                if _ends_with_key(meta, buf, seg_start, p):
                     meta += buf[seg_start : p + 1]
+                    _check_meta(meta)
                     meta += b"]"  # metadata keeps an empty traceEvents array
                     events_at = len(meta)
                     seg_start = p + 1
                     ev_depth = 2
                     depth = 2
                     result.found_events = True
+                    result.arrays += 1
+                    result.n_elements = 0
+                    gap, need_comma = bytearray(), False
                     sel = np.arange(len(pos)) > c
                     pos, delta, depths_before, depths_after = (
                         pos[sel],
@@ -347,25 +428,47 @@ def iter_event_batches(
                     break
             else:
                 meta += buf[seg_start:]
+                _check_meta(meta)
                 depth = int(depths_after[-1]) if len(pos) else depth
-                carry = b""
                 continue
         # inside the events array: element opens at depth ev_depth -> ev_depth+1, closes back
         opens = pos[(depths_before == ev_depth) & (delta == 1)]
         closes = pos[(depths_after == ev_depth) & (delta == -1)]
         array_end = np.flatnonzero((depths_after == ev_depth - 1) & (delta == -1))
-        limit = int(pos[array_end[0]]) if len(array_end) else len(buf)
+        limit = int(pos[array_end[0]]) if len(array_end) else base + len(buf)
         opens = opens[opens < limit]
         closes = closes[closes < limit]
         if carry:
             opens = np.concatenate(([0], opens))
+            if not len(closes) and not len(array_end):
+                # the carried element goes on past this block
+                carry += block
+                if len(carry) > MAX_ELEMENT_BYTES:
+                    raise _invalid_carry(carry, carry_at) or _too_large("a traceEvents element", len(carry))
+                depth = int(depths_after[-1]) if len(pos) else depth
+                continue
+            if len(closes) and closes[0] >= MAX_ELEMENT_BYTES:
+                raise _invalid_carry(carry, carry_at) or _too_large("a traceEvents element", int(closes[0]) + 1)
         if len(closes):
             batch_lo = int(opens[0])
             batch_hi = int(closes[-1]) + 1
             n_el = len(closes)
+        if not carry:  # what comes before this block's first element (or up to the array's end)
+            first_el = int(opens[0]) if len(opens) else limit
+            if not gap:
+                gap_at = at0 + seg_start
+            gap += buf[seg_start:first_el]
+            if len(opens):
+                result.n_elements += _gap_check(gap, gap_at, need_comma, True)
+                gap, need_comma = bytearray(), False
+            elif len(gap) > MAX_ELEMENT_BYTES:
+                raise _too_large("text between two traceEvents elements", len(gap))
         if n_el:
             try:
-                result.batch_bytes = b"[" + buf[batch_lo:batch_hi] + b"]"
+                if batch_lo < base:  # starts with the carried element
+                    result.batch_bytes = b"".join((b"[", carry, buf[: batch_hi - base], b"]"))
+                else:
+                    result.batch_bytes = b"[" + buf[batch_lo - base : batch_hi - base] + b"]"
                 items = decode(result.batch_bytes)
             except ValueError as e:
                 where = result.n_bytes - len(block) + batch_lo - base
@@ -376,21 +479,41 @@ def iter_event_batches(
             yield items
             del items
             result.batch_bytes = b""
+        last_open = opens[opens >= batch_hi] if batch_hi >= 0 else opens
+        if n_el:  # what comes after the batch, up to the next element or the array's end
+            need_comma = True
+            next_el = int(last_open[0]) if len(last_open) else limit
+            gap, gap_at = bytearray(buf[batch_hi - base : next_el - base]), at0 + batch_hi - base
+            if len(last_open):
+                result.n_elements += _gap_check(gap, gap_at, need_comma, True)
+                gap, need_comma = bytearray(), False
         if len(array_end):
+            result.n_elements += _gap_check(gap, gap_at, need_comma, False)
+            gap, need_comma = bytearray(), False
             # events array closed in this block: the rest is metadata again
-            meta += buf[limit + 1 :]
-            carry = b""
+            meta += buf[limit + 1 - base :]
+            _check_meta(meta)
+            carry = bytearray()
             ev_depth = -1
             depth = int(depths_after[-1])
             continue
         # partial element left at the end of the block
-        last_open = opens[opens >= batch_hi] if batch_hi >= 0 else opens
-        carry = buf[int(last_open[0]) :] if len(last_open) else b""
+        carry = bytearray(buf[int(last_open[0]) - base :]) if len(last_open) else bytearray()
+        carry_at = result.n_bytes - len(block) + int(last_open[0]) - base if len(last_open) else 0
+        if len(carry) > MAX_ELEMENT_BYTES:
+            raise _invalid_carry(carry, carry_at) or _too_large("a traceEvents element", len(carry))
         depth = int(depths_after[-1]) if len(pos) else depth
         del buf
     if root is None:
         raise ScanError(f"empty file (only whitespace, {result.n_bytes} bytes)" if result.n_bytes else "empty file")
     if carry or in_string or ev_depth >= 0 or depth != 0:
+        # an unfinished value is a cut file only if its text is valid up to the end: bytes that are not JSON (a
+        # stray quote or bracket) leave one unfinished too, and their place is what the user needs
+        invalid = _invalid_carry(carry, carry_at) if carry else None
+        if invalid is None and root == 123 and ev_depth < 0:
+            invalid = _invalid_meta(meta, events_at, result.n_bytes, bom)
+        if invalid is not None:
+            raise invalid
         # the events read say how much of the file is there: a cut while the profiler wrote it, or a partial copy
         read = f" ({result.n_elements} whole events before the cut)" if ev_depth >= 0 else ""
         raise ScanError(f"truncated: JSON ends inside an unfinished value after {result.n_bytes} bytes{read}")
@@ -404,15 +527,52 @@ def iter_event_batches(
         if not isinstance(parsed, dict):
             raise ScanError("top-level JSON value is not an object")
         result.meta = parsed
+        if result.found_events and _KEY in meta[events_at:]:
+            _take_last_value(result, meta, events_at)
     else:
         result.meta = {}
+
+
+_END_OF_DATA = "unexpected end of data"  # orjson's message for valid JSON that stops short
+
+
+def _invalid_carry(carry: bytearray, carry_at: int) -> ScanError | None:
+    """The error for a partial element ``carry`` (at file offset ``carry_at``) that the parser rejects before its
+    end; None when its text is valid as far as it goes."""
+    try:
+        orjson.loads(carry)
+    except orjson.JSONDecodeError as e:
+        if e.msg != _END_OF_DATA:
+            return ScanError(invalid_element_reason(carry, e, "element", carry_at))
+    return None
+
+
+def _invalid_meta(meta: bytearray, events_at: int, n_bytes: int, bom: int) -> ScanError | None:
+    """As ``_invalid_carry``, for the metadata of a file that ends inside it."""
+    try:
+        orjson.loads(meta)
+    except orjson.JSONDecodeError as e:
+        if e.msg != _END_OF_DATA:
+            return ScanError(_meta_error(bytes(meta), e, events_at, n_bytes, bom))
+    return None
+
+
+def _take_last_value(result: ScanResult, meta: bytearray, events_at: int) -> None:
+    """When the metadata after the streamed array's placeholder (``[]`` ending at ``events_at``) holds another
+    traceEvents key, which value JSON keeps: parsed again with the placeholder as null, the key's value is still
+    null only if the placeholder is the last one (the streamed events stand)."""
+    again = orjson.loads(bytes(meta[: events_at - 2]) + b"null" + bytes(meta[events_at:]))
+    value = again.get("traceEvents")
+    if value is not None:
+        result.last_value = value
+        result.n_elements = len(value) if isinstance(value, list) else 0
 
 
 def _meta_error(meta: bytes, e: orjson.JSONDecodeError, events_at: int, n_bytes: int, bom: int) -> str:
     """The metadata's parse error with the file's byte offset: ``meta`` is the file without the traceEvents
     elements, so orjson's position (in characters of ``meta``) is not one in the file. Before the elements,
     meta's bytes are the file's (less a BOM); from ``events_at`` on, they are the file's last ones."""
-    pos = len(meta.decode("utf-8", "surrogateescape")[: e.pos].encode("utf-8", "surrogateescape"))
+    pos = byte_of_char(meta, e.pos)
     offset = n_bytes - (len(meta) - pos) if 0 <= events_at <= pos else pos + bom
     if e.msg == "unexpected content after document":
         return after_document_reason(meta[pos:], offset)

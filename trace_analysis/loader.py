@@ -12,6 +12,7 @@ columns plus one block. ``DYNO_NATIVE_PARSE=0`` in the environment forces the Py
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import gc
@@ -29,9 +30,10 @@ from types import ModuleType
 from typing import IO, Any, cast
 
 from dyno.trace_analysis.builder import TraceBuilder, decode_batch, decode_fast, release_free_memory
-from dyno.trace_analysis.cycles import split_cycles
+from dyno.trace_analysis.cycles import other_process, split_cycles
 from dyno.trace_analysis.jsonscan import BLOCK_SIZE, ScanError, ScanResult, iter_event_batches
 from dyno.trace_analysis.model import LoadError, MultiRankTrace, Trace, TraceMeta
+from dyno.trace_analysis.valueranges import out_of_range_reason
 
 __all__ = [
     "TraceLoadError",
@@ -95,18 +97,61 @@ def rank_from_filename(path: str | os.PathLike[str]) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _open(path: Path, size: int | None) -> tuple[IO[bytes], int | None]:
+class _Prefixed(io.RawIOBase):
+    """A stream's first bytes, already read, then the rest of the stream (a pipe cannot seek back to them)."""
+
+    def __init__(self, head: bytes, rest: io.FileIO) -> None:
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        return self._rest.readinto(b)
+
+    def close(self) -> None:
+        self._rest.close()
+        super().close()
+
+
+# what stat says a path is, for the kinds of file a trace cannot be (read, they never end or cannot be opened)
+_NOT_A_FILE = (
+    (stat.S_ISCHR, "a character device (such as /dev/zero or a terminal), not a trace file"),
+    (stat.S_ISBLK, "a block device, not a trace file"),
+    (stat.S_ISSOCK, "a socket, not a trace file"),
+)
+
+
+def _open(path: Path, size: int | None, stack: contextlib.ExitStack[Any] | None = None) -> tuple[IO[bytes], int | None]:
     """The decompressed stream of a file of ``size`` bytes, and its expected decompressed size (a hint: gzip
-    keeps only the last member's size, modulo 2**32). ``size`` None: not a regular file (a pipe such as
-    ``/dev/stdin`` or ``<(zcat t.json.gz)``), which can be neither reopened nor sized: it is read whole. A file of
-    at most a block is read whole too, and inflated in one call when it fits in a block (``_gunzip_small``)."""
+    keeps only the last member's size, modulo 2**32). ``size`` None: a pipe (``/dev/stdin``, ``<(zcat t.json.gz)``),
+    which can be neither reopened nor sized: it is streamed in blocks as a file is (read whole, it would have no
+    bound, and a signal could not stop the read). A file of at most a block is read whole, and inflated in one call when
+    it fits in a block (``_gunzip_small``). ``stack``: closes the pipe under a gzip reader (which leaves open a
+    stream it was given)."""
     if size is None:
-        data = path.read_bytes()
-        if not data:
+        pipe = open(path, "rb", buffering=0)
+        head = b""
+        while len(head) < 2:
+            more = pipe.read(2 - len(head))
+            if not more:
+                break
+            head += more
+        if not head:
+            pipe.close()
             raise TraceLoadError(path, "empty input")
-        if data[:2] == b"\x1f\x8b":
-            return cast(IO[bytes], _GZIP.open(io.BytesIO(data), "rb")), None
-        return io.BytesIO(data), len(data)
+        stream = io.BufferedReader(_Prefixed(head, pipe), BLOCK_SIZE)
+        if head == b"\x1f\x8b":
+            if stack is not None:
+                stack.callback(stream.close)
+            return cast(IO[bytes], _GZIP.open(stream, "rb")), None
+        return stream, None
     with open(path, "rb") as fh:
         if size <= BLOCK_SIZE:  # a small file is read in one go (one read instead of three and a seek)
             head = data = fh.read()
@@ -128,6 +173,23 @@ def _open(path: Path, size: int | None) -> tuple[IO[bytes], int | None]:
         if data:
             return io.BytesIO(data), len(data)
     return open(path, "rb"), size
+
+
+# how much more of a gzip stream is inflated, after its JSON failed, to reach the checksum at its end
+_GZIP_CHECK_BYTES = 1 << 30
+
+
+def _check_gzip_rest(fh: IO[bytes]) -> None:
+    """Read a gzip stream on to its end (at most ``_GZIP_CHECK_BYTES``), so that a corrupt stream raises its gzip
+    error (a CRC mismatch) rather than the invalid JSON its damaged bytes inflated to; nothing for other streams."""
+    if not isinstance(fh, gzip.GzipFile):  # (isal's reader is one too)
+        return
+    left = _GZIP_CHECK_BYTES
+    while left > 0:
+        n = len(fh.read(BLOCK_SIZE))
+        if not n:
+            return
+        left -= n
 
 
 def _gunzip_small(data: bytes, hint: int | None) -> bytes | None:
@@ -192,6 +254,9 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         raise TraceLoadError(p, "no such file") from None  # what Path.exists() says False to
     if stat.S_ISDIR(st.st_mode):
         raise TraceLoadError(p, "is a directory (use load_traces for a folder of ranks)")
+    for is_kind, what in _NOT_A_FILE:
+        if is_kind(st.st_mode):
+            raise TraceLoadError(p, f"is {what}")
     size = st.st_size if stat.S_ISREG(st.st_mode) else None
     if size == 0:
         raise TraceLoadError(p, "empty file")
@@ -202,14 +267,31 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        fh, size_hint = _open(p, size)
-        with fh:
-            for items in iter_event_batches(fh, result, block_size, decode_batch, decode_fast, size_hint):
-                b.add(items, result.batch_bytes, result.last_batch)
-                del items
+        with contextlib.ExitStack() as stack:
+            fh, size_hint = _open(p, size, stack)
+            stack.enter_context(fh)
+            arrays = 1
+            try:
+                for items in iter_event_batches(fh, result, block_size, decode_batch, decode_fast, size_hint):
+                    if result.arrays != arrays:  # a repeated traceEvents key: its last value stands, as in JSON
+                        b, arrays = TraceBuilder(), result.arrays
+                    b.add(items, result.batch_bytes, result.last_batch)
+                    del items
+            except ScanError:
+                _check_gzip_rest(fh)  # damaged compressed bytes give invalid JSON: name the damage instead
+                raise
+            if result.arrays != arrays or result.last_value is not None:
+                b = TraceBuilder()
+                if isinstance(result.last_value, list):
+                    b.add(result.last_value)
     except ScanError as e:
         raise TraceLoadError(p, str(e)) from None
     except _GZIP_ERRORS as e:
+        if "crc" in str(e).lower():
+            raise TraceLoadError(
+                p,
+                f"corrupt gzip stream: the checksum of its data does not match ({e}): the compressed bytes are damaged",
+            ) from None
         raise TraceLoadError(p, f"truncated or corrupt gzip stream ({e})") from None
     except OSError as e:
         raise TraceLoadError(p, f"cannot read: {e}") from None
@@ -217,6 +299,8 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         if gc_was_enabled:
             gc.enable()
     raw = result.meta or {}
+    if result.last_value is not None and not isinstance(result.last_value, list):
+        raise TraceLoadError(p, f"wrong schema: traceEvents is {_json_type(result.last_value)}, not an array")
     if not result.found_events:
         if "traceEvents" in raw:
             raise TraceLoadError(p, f"wrong schema: traceEvents is {_json_type(raw['traceEvents'])}, not an array")
@@ -242,6 +326,9 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         # every complete event was dropped in build (a ts that is not a number): an empty report said "events 0"
         events = f"{n_parsed} event{'' if n_parsed == 1 else 's'}"
         raise TraceLoadError(p, f"no usable events ({events}, none with a numeric ts)")
+    bad_times = out_of_range_reason(trace)
+    if bad_times is not None:
+        raise TraceLoadError(p, bad_times)
     if result.n_bytes >= _TRIM_AFTER_BYTES:
         release_free_memory()
     logger.debug("loaded %s: %d events, %d flows", p, len(trace.events), len(trace.flows))
@@ -251,7 +338,7 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
 def _no_events_reason(raw: dict[str, Any], n_elements: int) -> str:
     """Why a parsed file has no event to analyse: an empty profile, or elements that are not trace events (a bare
     array of numbers or arrays is not a trace: torch's ``export_memory_timeline`` writes one). ``n_elements``
-    counts the objects and arrays in the events array (the scan does not count scalars)."""
+    counts the elements of the events array."""
     elements = f"{n_elements} element{'' if n_elements == 1 else 's'}"
     if "traceEvents" in raw:
         if n_elements == 0:
@@ -385,9 +472,11 @@ def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
                 # path order: keep this one, report the other
                 traces[t.rank], kept, t = t, t, kept
             source = "its distributedInfo" if kept.meta.rank_source == "distributedInfo" else "its file name"
-            errors.append(
-                LoadError(t.meta.path, f"duplicate rank {t.rank} (rank {t.rank} is {kept.meta.path}, by {source})")
-            )
+            reason = f"duplicate rank {t.rank} (rank {t.rank} is {kept.meta.path}, by {source})"
+            other = other_process(kept, t)
+            if other is not None:  # not a profiling cycle of that rank, nor a copy: most likely another job
+                reason += f"; recorded by another process ({other}): a trace of another job? analyse it alone"
+            errors.append(LoadError(t.meta.path, reason))
         else:
             traces[t.rank] = t
     _number_unranked(unranked, traces)

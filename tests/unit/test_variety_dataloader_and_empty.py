@@ -56,8 +56,8 @@ def test_not_a_trace_array_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     reason = _reason(tmp_path / "mem.json", "[[1796112800178776, 1796112800178915], [[0, 1], [2, 3]]]")
     assert reason.startswith("no trace events (a bare JSON array, 2 elements, none a trace event: not a Chrome trace?")
     assert "traceEvents" not in reason
-    reason = _reason(tmp_path / "nums.json", "[1, 2, 3]")
-    assert reason.startswith("no trace events (a bare JSON array, no trace event in it")
+    reason = _reason(tmp_path / "nums.json", "[1, 2, 3]")  # scalars are elements too
+    assert reason.startswith("no trace events (a bare JSON array, 3 elements, none a trace event")
 
 
 @pytest.mark.parametrize("native", ["1", "0"])
