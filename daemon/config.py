@@ -54,6 +54,9 @@ MIN_INTERVAL_S = 0.1
 MAX_INTERVAL_S = 86400.0
 MAX_TRACE_RETENTION_S = 10 * 365 * 86400.0
 MAX_TRACE_RETENTION_BYTES = 2**50
+MIN_JOB_FLUSH_S = 0.1
+MAX_JOB_S = 86400.0
+MIN_JOB_RETENTION_BYTES = 2**20
 # The history's default memory budget (history.MAX_HISTORY_BYTES). systemd/dynod.service has MemoryHigh=256M,
 # MemoryMax=512M and dynod's own steady state is ~55 MB; this leaves room for trace transfers and a 32 MiB
 # GetMetrics answer: ~10 hours of 1 s samples of 8 GPUs, ~1 hour at 0.1 s (docs/BENCHMARKS.md).
@@ -126,6 +129,13 @@ class DaemonConfig:
     # one uid (so that one user's runaway launcher leaves room for other users' trainers)
     max_processes: int = MAX_PROCESSES
     max_processes_per_uid: int = MAX_PROCESSES_PER_UID
+    # job accounting (dyno.daemon.jobs): records written to state_dir/jobs.sqlite3 at most every job_flush_s, at each
+    # job's end and at stop; a job ends job_grace_s after its last process was seen; ended records are kept
+    # job_retention_s and within job_retention_bytes (the oldest go first)
+    job_flush_s: float = 60.0
+    job_grace_s: float = 120.0
+    job_retention_s: float = 90 * 24 * 3600.0
+    job_retention_bytes: int = 256 * 1024**2
     auth_token_file: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -291,6 +301,30 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {_D.max_processes_per_uid}; 1-{MAX_REGISTRY_CAP}; --max-processes still caps the total)",
     )
     a(
+        "--job-flush-s",
+        type=_positive_float,
+        help=f"write job records to the job database at most this often (default {_D.job_flush_s:g}; a kill -9 loses "
+        f"at most this much; {MIN_JOB_FLUSH_S:g}-{MAX_JOB_S:.0f})",
+    )
+    a(
+        "--job-grace-s",
+        type=_positive_float,
+        help=f"a job ends when none of its processes was seen for this long (default {_D.job_grace_s:g}; "
+        f"at most {MAX_JOB_S:.0f})",
+    )
+    a(
+        "--job-retention-s",
+        type=_positive_float,
+        help=f"delete ended job records older than this (default {_D.job_retention_s:g}, 90 days; at most "
+        f"{MAX_TRACE_RETENTION_S:.0f}, 10 years)",
+    )
+    a(
+        "--job-retention-bytes",
+        type=number(int, gt=0),
+        help=f"delete the oldest ended job records while they take more than this (default {_D.job_retention_bytes}, "
+        f"256 MiB; at least {MIN_JOB_RETENTION_BYTES}, 1 MiB)",
+    )
+    a(
         "--auth-token-file",
         type=Path,
         help="file holding a shared bearer token required by StartTrace, CancelTrace, FetchTraceFile and "
@@ -384,6 +418,14 @@ def _value_problem(key: str, value: Any) -> str | None:
         return "trace_retention_s must be > 0"
     if key == "trace_retention_s" and value > MAX_TRACE_RETENTION_S:
         return f"trace_retention_s {value:g} is above the maximum of {MAX_TRACE_RETENTION_S:.0f} (10 years)"
+    if key == "job_flush_s" and not MIN_JOB_FLUSH_S <= value <= MAX_JOB_S:
+        return f"job_flush_s {value:g} is outside {MIN_JOB_FLUSH_S:g}-{MAX_JOB_S:.0f}"
+    if key == "job_grace_s" and not 0 < value <= MAX_JOB_S:
+        return f"job_grace_s {value:g} must be > 0 and at most {MAX_JOB_S:.0f}"
+    if key == "job_retention_s" and not 0 < value <= MAX_TRACE_RETENTION_S:
+        return f"job_retention_s {value:g} must be > 0 and at most {MAX_TRACE_RETENTION_S:.0f} (10 years)"
+    if key == "job_retention_bytes" and not MIN_JOB_RETENTION_BYTES <= value <= MAX_TRACE_RETENTION_BYTES:
+        return f"job_retention_bytes {value} is outside {MIN_JOB_RETENTION_BYTES}-{MAX_TRACE_RETENTION_BYTES}"
     if key in ("max_processes", "max_processes_per_uid") and not 1 <= value <= MAX_REGISTRY_CAP:
         return f"{key} {value} is outside 1-{MAX_REGISTRY_CAP}"
     if key == "trace_dir":

@@ -1,0 +1,152 @@
+"""JobAccounting as dynod runs it: ticks of simulated GPUs holding registered trainers, flushes, a restart that
+resumes the running record, a database that cannot be used."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+from job_proc_tree import ProcTree
+
+from dyno.daemon.history import Sample
+from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
+from dyno.daemon.jobs.attribution import user_name
+from dyno.daemon.jobs.observe import Trainer
+from dyno.daemon.jobs.store import JobQuery
+from dyno.daemon.samplers.base import Reading
+from dyno.daemon.samplers.gpu_sim import SimGpuSampler
+
+ME = user_name(os.getuid())
+
+
+class Clocks:
+    def __init__(self) -> None:
+        self.ms = 1_000_000
+        self.mono = 0.0
+
+    def advance(self, s: float) -> None:
+        self.ms += int(s * 1000)
+        self.mono += s
+
+
+def accounting(
+    state: Path, tree: ProcTree, clocks: Clocks, trainers: list[Trainer], sim: SimGpuSampler
+) -> JobAccounting:
+    acc = JobAccounting(
+        AccountingConfig(state_dir=state, hostname="h", interval_s=1.0, flush_s=10.0, grace_s=5.0, sim_gpus=4),
+        lambda: trainers,
+        list,
+        proc=tree.reader(),
+        set_sim_loads=sim.hold_loads,
+        clock_ms=lambda: clocks.ms,
+        monotonic=lambda: clocks.mono,
+    )
+    acc.start()
+    return acc
+
+
+def run(
+    acc: JobAccounting, sim: SimGpuSampler, clocks: Clocks, tree: ProcTree, seconds: int, cpu: dict[int, int]
+) -> None:
+    """`seconds` ticks; each pid in `cpu` uses that many CPU ticks (1/100 s) per second."""
+    for _ in range(seconds):
+        clocks.advance(1.0)
+        for pid, per_s in cpu.items():
+            used = int((tree.root / str(pid) / "stat").read_text().split(") ")[1].split()[11])
+            tree.set_cpu(pid, used + per_s)
+        acc.on_tick(Sample(clocks.ms, tuple(sim.sample())))
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> ProcTree:
+    t = ProcTree(tmp_path / "proc")
+    t.add(100, children=(101,))
+    t.add(101, ppid=100)  # its DataLoader worker
+    t.add(200)
+    return t
+
+
+def test_sim_gpus_hold_trainers_by_local_rank_and_follow_their_cpu_share(tmp_path: Path, tree: ProcTree) -> None:
+    clocks, sim = Clocks(), SimGpuSampler(4)
+    trainers = [Trainer(100, "fast", os.getuid(), rank=0, local_rank=2), Trainer(200, "starved", os.getuid())]
+    acc = accounting(tmp_path / "state", tree, clocks, trainers, sim)
+    run(acc, sim, clocks, tree, 11, {100: 90, 101: 50, 200: 10})
+    recs = {r.job_id: r for r in acc.book.records()}
+    fast, starved = recs["fast"], recs["starved"]
+    assert fast.gpu_indices == (2,) and starved.gpu_indices == (0,)  # LOCAL_RANK 2; round-robin from 0
+    assert fast.gpu_seconds == pytest.approx(11.0)
+    # the GPU's load is the trainer's own CPU share of the tick before (the first two ticks': the sim's wave)
+    assert fast.busy_gpu_seconds / fast.gpu_seconds > 0.7
+    assert starved.busy_gpu_seconds / starved.gpu_seconds < 0.3
+    assert fast.cpu_seconds == pytest.approx(10 * 1.4)  # the trainer and its worker, from the second tick
+    assert (fast.pids, fast.ranks, fast.simulated, fast.user) == ((100, 101), (0,), True, ME)
+    listed, after = acc.list(JobQuery(), 0, 10)
+    assert after == 0 and {r.job_id for r in listed} == {"fast", "starved"}
+    assert all(r.record_id for r in listed)  # flushed at 10 s
+
+
+def test_a_restart_resumes_the_running_record_losing_at_most_one_flush(tmp_path: Path, tree: ProcTree) -> None:
+    clocks, sim = Clocks(), SimGpuSampler(4)
+    trainers = [Trainer(100, "j", os.getuid(), local_rank=0)]
+    first = accounting(tmp_path / "state", tree, clocks, trainers, sim)
+    run(first, sim, clocks, tree, 25, {100: 50})  # flushed at 10 s and 20 s; then killed: no stop()
+    (before,) = first.book.records()
+    second = accounting(tmp_path / "state", tree, clocks, trainers, sim)
+    (resumed,) = second.book.records()
+    assert resumed.record_id == before.record_id
+    assert before.gpu_seconds - resumed.gpu_seconds <= 10.0  # one flush interval
+    assert resumed.gpu_seconds >= 20.0
+    run(second, sim, clocks, tree, 3, {100: 50})
+    second.stop()
+    rows, _ = second.list(JobQuery(), 0, 10)
+    assert len(rows) == 1 and rows[0].gpu_seconds == pytest.approx(resumed.gpu_seconds + 3.0)
+    assert rows[0].running  # stopped with its job still running: the next dynod resumes it
+
+
+def test_ended_job_is_written_at_once(tmp_path: Path, tree: ProcTree) -> None:
+    clocks, sim = Clocks(), SimGpuSampler(4)
+    trainers = [Trainer(100, "short", os.getuid())]
+    acc = accounting(tmp_path / "state", tree, clocks, trainers, sim)
+    run(acc, sim, clocks, tree, 2, {100: 50})
+    trainers.clear()
+    tree.remove(100)
+    tree.remove(101)
+    run(acc, sim, clocks, tree, 6, {})
+    rows, _ = acc.list(JobQuery(job_id="short"), 0, 10)
+    assert [(r.running, r.record_id > 0) for r in rows] == [(False, True)]
+
+
+def test_a_corrupt_database_keeps_accounting_in_memory_and_says_so_once(
+    tmp_path: Path, tree: ProcTree, caplog: pytest.LogCaptureFixture
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "jobs.sqlite3").write_bytes(b"garbage" * 1000)
+    clocks, sim = Clocks(), SimGpuSampler(4)
+    with caplog.at_level(logging.ERROR):
+        acc = accounting(state, tree, clocks, [Trainer(100, "j", os.getuid())], sim)
+        run(acc, sim, clocks, tree, 25, {100: 50})
+    assert "corrupt" in acc.problem()
+    assert len([r for r in caplog.records if "job database" in r.getMessage()]) == 1
+    rows, after = acc.list(JobQuery(), 0, 10)
+    assert [r.job_id for r in rows] == ["j"] and rows[0].gpu_seconds == pytest.approx(25.0) and after == 0
+
+
+def test_a_state_dir_that_cannot_be_created_is_a_problem_not_a_crash(tmp_path: Path, tree: ProcTree) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    clocks, sim = Clocks(), SimGpuSampler(4)
+    acc = accounting(blocker / "state", tree, clocks, [Trainer(100, "j", os.getuid())], sim)
+    run(acc, sim, clocks, tree, 3, {100: 50})
+    assert "job database" in acc.problem()
+    assert [r.job_id for r in acc.list(JobQuery(), 0, 10)[0]] == ["j"]
+    acc.stop()
+
+
+def test_readings_without_gpu_labels_are_ignored(tmp_path: Path, tree: ProcTree) -> None:
+    clocks, sim = Clocks(), SimGpuSampler(4)
+    acc = accounting(tmp_path / "state", tree, clocks, [], sim)
+    acc.on_tick(Sample(clocks.ms, (Reading("gpu_utilization_percent", 5.0, ()),)))
+    assert acc.book.records() == ()
