@@ -34,8 +34,12 @@ FAKE_TRACE_FILE = b'{"traceEvents": []}\n'  # what FetchTraceFile sends, as "fak
 class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
     """Answers every Dyno RPC from fixed data. `delay_s` makes each unary call that slow (a "slow host")."""
 
-    def __init__(self, hostname: str, *, delay_s: float = 0.0, job_id: str = "job1", nprocs: int = 2) -> None:
+    def __init__(
+        self, hostname: str, *, delay_s: float = 0.0, job_id: str = "job1", nprocs: int = 2, jobs: int = 0
+    ) -> None:
         self.hostname = hostname
+        self.jobs = jobs  # ListJobs answers this many ended records, "job-<i>" (the same ids on every fake host)
+        self._job_page_cache: dict[int, dyno_pb2.ListJobsResponse] = {}
         self.delay_s = delay_s
         self.job_id = job_id
         self.nprocs = nprocs
@@ -67,6 +71,21 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
             interval_s=1.0,
             history_s=3600.0,
         )
+
+    def ListJobs(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> dyno_pb2.ListJobsResponse:
+        """`jobs` ended records in pages of 1000 (filters not applied), each page built once."""
+        self._enter(context)
+        start = int(request.page_token) if request.page_token.isdigit() else 0
+        page = self._job_page_cache.get(start)
+        if page is None:
+            end = min(self.jobs, start + _JOB_PAGE)
+            page = dyno_pb2.ListJobsResponse(
+                hostname=self.hostname,
+                jobs=[fake_job_record(self.hostname, i) for i in range(start, end)],
+                next_page_token=str(end) if end < self.jobs else "",
+            )
+            self._job_page_cache[start] = page
+        return page
 
     def GetVersion(self, request: dyno_pb2.GetVersionRequest, context: grpc.ServicerContext) -> dyno_pb2.VersionInfo:
         self._enter(context)
@@ -173,6 +192,30 @@ class FakeServer(Generic[S]):
         self.server.stop(grace).wait()
 
 
+_JOB_PAGE = 1000
+
+
+def fake_job_record(hostname: str, i: int) -> dyno_pb2.JobRecord:
+    """Record i of a fake host: 8 GPUs for an hour at a busy share that varies with i (deterministic)."""
+    return dyno_pb2.JobRecord(
+        job_id=f"job-{i}",
+        user=f"user{i % 50}",
+        hostname=hostname,
+        first_seen_ms=1_700_000_000_000 + i * 1000,
+        last_seen_ms=1_700_003_600_000 + i * 1000,
+        gpus_max=8,
+        gpu_indices=range(8),
+        gpu_seconds=8 * 3600.0,
+        busy_gpu_seconds=8 * 3600.0 * ((i * 37) % 100) / 100,
+        cpu_seconds=3600.0,
+        ranks=range(8),
+        pids=range(1000, 1008),
+        pid_count=8,
+        source="registered",
+        record_id=i + 1,
+    )
+
+
 def start_fake_servers(
     count: int,
     *,
@@ -181,12 +224,13 @@ def start_fake_servers(
     interceptors: Sequence[grpc.ServerInterceptor] = (),
     credentials: grpc.ServerCredentials | None = None,
     delay_s: float = 0.0,
+    jobs: int = 0,
 ) -> list[FakeServer[FakeDynoServicer]]:
     """Start `count` fake servers on free ports of `host`, sharing `executor` (one is made if None)."""
     pool = executor or futures.ThreadPoolExecutor(max_workers=min(64, 4 + count), thread_name_prefix="fake-dyno")
     return [
         serve(
-            lambda port: FakeDynoServicer(f"fake-{port}", delay_s=delay_s),
+            lambda port: FakeDynoServicer(f"fake-{port}", delay_s=delay_s, jobs=jobs),
             host=host,
             executor=pool,
             interceptors=interceptors,

@@ -79,7 +79,7 @@ class JobAccounting:
         self._next_flush = 0.0
         self._next_retention = 0.0
         self._traces_lock = threading.Lock()
-        self._traces: dict[int, int] = {}
+        self._traces: list[tuple[int, ...]] = []  # the pids of each trace started since the last tick
         self._unsaved_ended: list[JobRecord] = []
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -134,12 +134,12 @@ class JobAccounting:
     def trace_taken(self, pids: Sequence[int]) -> None:
         """A trace was started for these processes (the trace manager's callback; any thread)."""
         with self._traces_lock:
-            for pid in pids:
-                self._traces[pid] = self._traces.get(pid, 0) + 1
+            if len(self._traces) < 10_000:  # bounded between ticks, whatever the request rate
+                self._traces.append(tuple(pids))
 
     def on_tick(self, sample: Sample) -> None:
         with self._traces_lock:
-            traces, self._traces = self._traces, {}
+            traces, self._traces = self._traces, []
         obs = self._observer.observe(sample, self._trainers(), traces)
         ended = self.book.observe(obs)
         if self._set_sim_loads is not None:

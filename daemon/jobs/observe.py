@@ -112,7 +112,10 @@ class Observer:
         self._last_ms: int | None = None
         self.trainer_cpu_share: dict[int, float] = {}  # pid -> its own CPU busy share over the last tick (0-1+)
 
-    def observe(self, sample: Sample, registered: Sequence[Trainer], traces: dict[int, int]) -> Observation:
+    def observe(
+        self, sample: Sample, registered: Sequence[Trainer], traces: Sequence[tuple[int, ...]] = ()
+    ) -> Observation:
+        """`traces`: the pids of each trace started since the last tick (one trace counts once per job)."""
         now = sample.timestamp_ms
         if self._last_ms is None or now <= self._last_ms:
             dt = self._interval_s
@@ -168,10 +171,9 @@ class Observer:
         self._attributor.forget(set(cpu_seen))
         job_traces: dict[tuple[str, str], int] = {}
         keys = {p.pid: (p.job.job_id, p.job.user) for p in procs}
-        for pid, n in traces.items():
-            key = keys.get(pid)
-            if key is not None:
-                job_traces[key] = job_traces.get(key, 0) + n
+        for traced in traces:
+            for key in {keys[pid] for pid in traced if pid in keys}:
+                job_traces[key] = job_traces.get(key, 0) + 1
         return Observation(now, dt, gpus, tuple(procs), job_traces)
 
     def sim_loads(self) -> dict[int, float]:

@@ -150,3 +150,15 @@ def test_readings_without_gpu_labels_are_ignored(tmp_path: Path, tree: ProcTree)
     acc = accounting(tmp_path / "state", tree, clocks, [], sim)
     acc.on_tick(Sample(clocks.ms, (Reading("gpu_utilization_percent", 5.0, ()),)))
     assert acc.book.records() == ()
+
+
+def test_traces_started_for_a_trainer_count_for_its_job(tmp_path: Path, tree: ProcTree) -> None:
+    clocks, sim = Clocks(), SimGpuSampler(4)
+    acc = accounting(tmp_path / "state", tree, clocks, [Trainer(100, "j", os.getuid())], sim)
+    run(acc, sim, clocks, tree, 1, {100: 10})
+    acc.trace_taken([100, 101])  # the trainer and its worker: one trace of the job
+    acc.trace_taken([100])
+    acc.trace_taken([999])  # no process of any job
+    run(acc, sim, clocks, tree, 1, {100: 10})
+    (rec,) = acc.book.records()
+    assert rec.traces == 2

@@ -1,0 +1,158 @@
+"""The fleet's jobs, one row per job across its hosts, ranked by wasted GPU-hours: from the daemons' ListJobs
+records (`from_records`) or from a Prometheus server's job series (client/jobs_prometheus.py builds the same rows).
+
+Wasted GPU-hours = GPU-hours held x (1 - active fraction), the fraction being SM-active where every host of the job
+measured it over all its GPU time (GPM), else NVML's busy (utilization) fraction; the `basis` says which.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from dyno.client.format import human_duration, table
+from dyno.v1 import dyno_pb2
+
+__all__ = ["BASIS_BUSY", "BASIS_SM", "JobRow", "from_records", "ranked", "render", "to_json"]
+
+BASIS_BUSY = "busy"
+BASIS_SM = "sm"
+_GPM_COVERED = 0.999  # gpm_gpu_seconds / gpu_seconds at or above this: the whole record had GPM
+
+
+@dataclass(frozen=True)
+class JobRow:
+    job_id: str
+    user: str
+    hosts: tuple[str, ...]
+    gpus: int  # the most GPUs held at once on each host, summed over its hosts
+    start_ms: int
+    end_ms: int  # last seen
+    running: bool
+    gpu_seconds: float
+    busy_gpu_seconds: float
+    sm_active_gpu_seconds: float | None  # None: not every host measured it
+    traces: int
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.gpu_seconds / 3600.0
+
+    @property
+    def busy_fraction(self) -> float:
+        return self.busy_gpu_seconds / self.gpu_seconds if self.gpu_seconds > 0 else 0.0
+
+    @property
+    def sm_fraction(self) -> float | None:
+        if self.sm_active_gpu_seconds is None or self.gpu_seconds <= 0:
+            return None
+        return self.sm_active_gpu_seconds / self.gpu_seconds
+
+    @property
+    def basis(self) -> str:
+        return BASIS_SM if self.sm_fraction is not None else BASIS_BUSY
+
+    @property
+    def wasted_gpu_hours(self) -> float:
+        active = self.sm_fraction if self.sm_fraction is not None else self.busy_fraction
+        return self.gpu_hours * (1.0 - min(1.0, max(0.0, active)))
+
+
+def from_records(records: Iterable[dyno_pb2.JobRecord]) -> list[JobRow]:
+    """One row per (job id, user) over every host's records of it (a job spans hosts; a host may hold several
+    records of one job id when it ran more than once: they add up)."""
+    groups: dict[tuple[str, str], list[dyno_pb2.JobRecord]] = {}
+    for r in records:
+        groups.setdefault((r.job_id, r.user), []).append(r)
+    rows = []
+    for (job_id, user), recs in groups.items():
+        gpu_s = sum(r.gpu_seconds for r in recs)
+        with_gpus = [r for r in recs if r.gpu_seconds > 0]
+        covered = bool(with_gpus) and all(r.gpm_gpu_seconds >= _GPM_COVERED * r.gpu_seconds for r in with_gpus)
+        per_host: dict[str, int] = {}
+        for r in recs:
+            per_host[r.hostname] = max(per_host.get(r.hostname, 0), r.gpus_max)
+        rows.append(
+            JobRow(
+                job_id=job_id,
+                user=user,
+                hosts=tuple(sorted(per_host)),
+                gpus=sum(per_host.values()),
+                start_ms=min(r.first_seen_ms for r in recs),
+                end_ms=max(r.last_seen_ms for r in recs),
+                running=any(r.running for r in recs),
+                gpu_seconds=gpu_s,
+                busy_gpu_seconds=sum(r.busy_gpu_seconds for r in recs),
+                sm_active_gpu_seconds=sum(r.sm_active_gpu_seconds for r in recs) if covered else None,
+                traces=sum(r.traces for r in recs),
+            )
+        )
+    return ranked(rows)
+
+
+def ranked(rows: Iterable[JobRow]) -> list[JobRow]:
+    """Most wasted GPU-hours first; then most GPU-hours, then job id (a stable order for equal rows)."""
+    return sorted(rows, key=lambda r: (-r.wasted_gpu_hours, -r.gpu_seconds, r.job_id, r.user))
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100.0 * x:.1f}%"
+
+
+def _start(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000))
+
+
+def render(rows: Sequence[JobRow], max_width: int | None = None) -> str:
+    body = [
+        [
+            r.job_id + ("" if not r.running else " *"),
+            r.user,
+            len(r.hosts),
+            r.gpus,
+            _start(r.start_ms),
+            human_duration(max(0.0, (r.end_ms - r.start_ms) / 1000)),
+            f"{r.gpu_hours:.2f}",
+            _pct(r.busy_fraction),
+            _pct(r.sm_fraction),
+            f"{r.wasted_gpu_hours:.2f} ({r.basis})",
+            r.traces,
+        ]
+        for r in rows
+    ]
+    headers = [
+        "JOB",
+        "USER",
+        "HOSTS",
+        "GPUS",
+        "START",
+        "DURATION",
+        "GPU-HOURS",
+        "BUSY",
+        "SM-ACTIVE",
+        "WASTED",
+        "TRACES",
+    ]
+    return table(headers, body, max_width=max_width) + "\n(* running; WASTED: GPU-hours x (1 - busy or SM-active))"
+
+
+def to_json(rows: Sequence[JobRow]) -> list[dict[str, object]]:
+    return [
+        {
+            "job_id": r.job_id,
+            "user": r.user,
+            "hosts": list(r.hosts),
+            "gpus": r.gpus,
+            "start_ms": r.start_ms,
+            "last_seen_ms": r.end_ms,
+            "running": r.running,
+            "gpu_hours": r.gpu_hours,
+            "busy_fraction": r.busy_fraction,
+            "sm_active_fraction": r.sm_fraction,
+            "wasted_gpu_hours": r.wasted_gpu_hours,
+            "wasted_basis": r.basis,
+            "traces": r.traces,
+        }
+        for r in rows
+    ]
