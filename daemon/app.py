@@ -25,6 +25,7 @@ from dyno.daemon.health import HealthServicer
 from dyno.daemon.history import History
 from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
 from dyno.daemon.jobs.observe import trainers
+from dyno.daemon.jobs.prometheus import job_families
 from dyno.daemon.jobs.service import ListJobsRpc
 from dyno.daemon.loop import SamplingLoop
 from dyno.daemon.memlimit import history_memory_problem, memory_limits
@@ -202,7 +203,7 @@ class Daemon:
             "trace_dir_bytes": t.trace_dir_bytes(),
             "trace_retention_bytes": c.trace_retention_bytes,
         }
-        return daemon_gauges(self.hostname, values)
+        return [*daemon_gauges(self.hostname, values), *job_families(self.hostname, self.jobs.exported_records())]
 
     def start(self) -> None:
         self._prepare_dirs()

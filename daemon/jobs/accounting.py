@@ -8,6 +8,7 @@ tried again every REOPEN_S.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 from dyno.daemon.history import Sample
 from dyno.daemon.jobs.attribution import Attributor, ProcReader
 from dyno.daemon.jobs.observe import Observer, SimPlacement, Trainer
+from dyno.daemon.jobs.prometheus import EXPORT_ENDED_S, MAX_EXPORTED_JOBS, exported
 from dyno.daemon.jobs.records import JobBook, JobRecord
 from dyno.daemon.jobs.store import JobQuery, JobStore, StoreError
 from dyno.daemon.samplers.base import GpuProcess
@@ -81,6 +83,8 @@ class JobAccounting:
         self._traces_lock = threading.Lock()
         self._traces: list[tuple[int, ...]] = []  # the pids of each trace started since the last tick
         self._unsaved_ended: list[JobRecord] = []
+        # ended records still exported to Prometheus for EXPORT_ENDED_S: (monotonic end time, record)
+        self._recent: collections.deque[tuple[float, JobRecord]] = collections.deque(maxlen=MAX_EXPORTED_JOBS)
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -145,6 +149,7 @@ class JobAccounting:
         if self._set_sim_loads is not None:
             self._set_sim_loads(self._observer.sim_loads())
         now = self._mono()
+        self._recent.extend((now, r) for r in ended)
         if ended or now >= self._next_flush:
             self._unsaved_ended.extend(ended)
             self.flush()
@@ -167,6 +172,15 @@ class JobAccounting:
                 self._store.enforce_retention(self._clock_ms(), self.config.retention_s, self.config.retention_bytes)
         except StoreError as e:
             self._fail(e)
+
+    def exported_records(self) -> list[JobRecord]:
+        """What Prometheus gets: the running records, and the ended ones for EXPORT_ENDED_S (bounded)."""
+        live = self.book.records()
+        keys = {r.key for r in live}
+        now = self._mono()
+        ended = [r for t, r in list(self._recent) if now - t < EXPORT_ENDED_S and r.key not in keys]
+        latest = {r.key: r for r in ended}  # a job that ended twice in the window: its last record
+        return exported(live, list(latest.values()))
 
     # -- reading ----------------------------------------------------------------------------------------------
     def list(self, q: JobQuery, after_id: int, limit: int) -> tuple[list[JobRecord], int]:
