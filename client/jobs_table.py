@@ -25,8 +25,9 @@ _GPM_COVERED = 0.999  # gpm_gpu_seconds / gpu_seconds at or above this: the whol
 class JobRow:
     job_id: str
     user: str
-    hosts: tuple[str, ...]
-    gpus: int  # the most GPUs held at once on each host, summed over its hosts
+    hosts: tuple[str, ...]  # the host names its records give
+    host_count: int  # the daemons that had it (two on one machine have one host name)
+    gpus: int  # the most GPUs held at once on each daemon's host, summed
     start_ms: int
     end_ms: int  # last seen
     running: bool
@@ -59,25 +60,27 @@ class JobRow:
         return self.gpu_hours * (1.0 - min(1.0, max(0.0, active)))
 
 
-def from_records(records: Iterable[dyno_pb2.JobRecord]) -> list[JobRow]:
-    """One row per (job id, user) over every host's records of it (a job spans hosts; a host may hold several
-    records of one job id when it ran more than once: they add up)."""
-    groups: dict[tuple[str, str], list[dyno_pb2.JobRecord]] = {}
-    for r in records:
-        groups.setdefault((r.job_id, r.user), []).append(r)
+def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobRow]:
+    """One row per (job id, user) over every daemon's records of it, each given with the daemon it came from (a job
+    spans hosts; a host may hold several records of one job id when it ran more than once: they add up)."""
+    groups: dict[tuple[str, str], list[tuple[str, dyno_pb2.JobRecord]]] = {}
+    for daemon, r in records:
+        groups.setdefault((r.job_id, r.user), []).append((daemon, r))
     rows = []
-    for (job_id, user), recs in groups.items():
+    for (job_id, user), pairs in groups.items():
+        recs = [r for _, r in pairs]
         gpu_s = sum(r.gpu_seconds for r in recs)
         with_gpus = [r for r in recs if r.gpu_seconds > 0]
         covered = bool(with_gpus) and all(r.gpm_gpu_seconds >= _GPM_COVERED * r.gpu_seconds for r in with_gpus)
         per_host: dict[str, int] = {}
-        for r in recs:
-            per_host[r.hostname] = max(per_host.get(r.hostname, 0), r.gpus_max)
+        for daemon, r in pairs:
+            per_host[daemon] = max(per_host.get(daemon, 0), r.gpus_max)
         rows.append(
             JobRow(
                 job_id=job_id,
                 user=user,
-                hosts=tuple(sorted(per_host)),
+                hosts=tuple(sorted({r.hostname for r in recs})),
+                host_count=len(per_host),
                 gpus=sum(per_host.values()),
                 start_ms=min(r.first_seen_ms for r in recs),
                 end_ms=max(r.last_seen_ms for r in recs),
@@ -109,7 +112,7 @@ def render(rows: Sequence[JobRow], max_width: int | None = None) -> str:
         [
             r.job_id + ("" if not r.running else " *"),
             r.user,
-            len(r.hosts),
+            r.host_count,
             r.gpus,
             _start(r.start_ms),
             human_duration(max(0.0, (r.end_ms - r.start_ms) / 1000)),
@@ -143,6 +146,7 @@ def to_json(rows: Sequence[JobRow]) -> list[dict[str, object]]:
             "job_id": r.job_id,
             "user": r.user,
             "hosts": list(r.hosts),
+            "host_count": r.host_count,
             "gpus": r.gpus,
             "start_ms": r.start_ms,
             "last_seen_ms": r.end_ms,

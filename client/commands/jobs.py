@@ -18,6 +18,7 @@ from dyno.client.commands._hosts import (
     fanout_exit_code,
     print_failures,
 )
+from dyno.client.jobs_prometheus import PrometheusError, records_from_prometheus
 from dyno.client.jobs_table import from_records, render, to_json
 from dyno.exit_codes import describe
 from dyno.v1 import dyno_pb2
@@ -56,18 +57,49 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--running", action="store_true", help="only jobs still running")
     p.add_argument("--user", default="", help="only jobs of this user")
     p.add_argument("--job-id", type=job_id_arg, help="only this job")
+    p.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="compute the table from this Prometheus server's job series (PromQL) instead of asking the daemons: "
+        "for fleets too large to fan out to",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 
 
+def _run_prometheus(args: argparse.Namespace) -> int:
+    try:
+        records = records_from_prometheus(
+            args.prometheus,
+            args.since,
+            job_id=args.job_id or "",
+            user=args.user,
+            running_only=args.running,
+            timeout_s=args.call_timeout_s,
+        )
+    except PrometheusError as e:
+        print(f"dyno-cli jobs: error: {e}", file=sys.stderr)
+        return 1
+    rows = from_records(records)
+    if args.json:
+        print_json({"jobs": to_json(rows), "failed_hosts": [], "store_problems": [], "source": args.prometheus})
+    elif rows:
+        print_out(render(rows, shutil.get_terminal_size().columns if sys.stdout.isatty() else None))
+    else:
+        print_out(f"no job series in {args.prometheus} in the last {args.since / 86400:g} days")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.prometheus:
+        return _run_prometheus(args)
     since_ms = int((time.time() - args.since) * 1000)
     request = dyno_pb2.ListJobsRequest(
         since_ms=since_ms, user=args.user, job_id=args.job_id or "", running_only=args.running
     )
     with cluster_from_args(args) as cluster:
         results = cluster.list_jobs(request)
-    records = [j for r in results if r.ok and r.value is not None for j in r.value.jobs]
+    records = [(str(r.host), j) for r in results if r.ok and r.value is not None for j in r.value.jobs]
     rows = from_records(records)
     problems = [f"{r.host}: {r.value.store_problem}" for r in results if r.ok and r.value and r.value.store_problem]
     if args.json:

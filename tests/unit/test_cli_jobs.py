@@ -39,22 +39,22 @@ def rec(job: str, host: str, gpu_s: float, busy: float, sm: float | None = None,
 def test_rows_join_hosts_and_rank_by_wasted_gpu_hours() -> None:
     rows = from_records(
         [
-            rec("small-idle", "a", 1 * H, 0.0),
-            rec("big", "a", 8 * H, 0.5, traces=2),
-            rec("big", "b", 8 * H, 0.5, traces=1),
-            rec("gpm", "a", 4 * H, 0.9, sm=0.25),
-            rec("gpm", "b", 4 * H, 0.9, sm=0.25),
+            ("a:1778", rec("small-idle", "a", 1 * H, 0.0)),
+            ("a:1778", rec("big", "a", 8 * H, 0.5, traces=2)),
+            ("b:1778", rec("big", "b", 8 * H, 0.5, traces=1)),
+            ("a:1778", rec("gpm", "a", 4 * H, 0.9, sm=0.25)),
+            ("b:1778", rec("gpm", "b", 4 * H, 0.9, sm=0.25)),
         ]
     )
     assert [r.job_id for r in rows] == ["big", "gpm", "small-idle"]
     big, gpm, _ = rows
-    assert (big.hosts, big.gpus, big.gpu_hours, big.traces) == (("a", "b"), 16, 16.0, 3)
+    assert (big.hosts, big.host_count, big.gpus, big.gpu_hours, big.traces) == (("a", "b"), 2, 16, 16.0, 3)
     assert big.wasted_gpu_hours == pytest.approx(8.0) and big.basis == BASIS_BUSY
     assert gpm.basis == BASIS_SM and gpm.wasted_gpu_hours == pytest.approx(6.0)  # busy 90 % but SM-active 25 %
 
 
 def test_sm_basis_needs_every_host_to_have_measured_it() -> None:
-    (row,) = from_records([rec("mixed", "a", H, 0.5, sm=0.1), rec("mixed", "b", H, 0.5)])
+    (row,) = from_records([("a", rec("mixed", "a", H, 0.5, sm=0.1)), ("b", rec("mixed", "b", H, 0.5))])
     assert row.basis == BASIS_BUSY and row.sm_fraction is None and row.wasted_gpu_hours == pytest.approx(1.0)
 
 
@@ -86,7 +86,7 @@ def test_jobs_across_hosts_json_and_a_failed_host_is_partial(servers, capsys: py
     jobs = answer["jobs"]
     assert len(jobs) == 1500  # every host's pages gathered; one row per job over both hosts
     top = jobs[0]
-    assert len(top["hosts"]) == 2 and top["gpus"] == 16 and isinstance(top["start_ms"], int)
+    assert top["host_count"] == 2 and top["gpus"] == 16 and isinstance(top["start_ms"], int)
     wasted = [j["wasted_gpu_hours"] for j in jobs]
     assert wasted == sorted(wasted, reverse=True)
     dead = _dead()
@@ -99,3 +99,12 @@ def test_jobs_across_hosts_json_and_a_failed_host_is_partial(servers, capsys: py
 
 def test_all_hosts_down_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["jobs", "--hosts", _dead(), "--timeout-s", "1"]) == 1
+
+
+def test_prometheus_url_mistakes_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["jobs", "--prometheus", "prometheus:9090"]) == 1
+    assert "give the server's URL, e.g. http://prometheus:9090" in capsys.readouterr().err
+    dead = _dead()
+    assert cli_main(["jobs", "--prometheus", f"http://{dead}", "--timeout-s", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"dyno-cli jobs: error: cannot reach Prometheus at http://{dead}") and "Traceback" not in err
