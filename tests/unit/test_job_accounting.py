@@ -162,3 +162,24 @@ def test_traces_started_for_a_trainer_count_for_its_job(tmp_path: Path, tree: Pr
     run(acc, sim, clocks, tree, 1, {100: 10})
     (rec,) = acc.book.records()
     assert rec.traces == 2
+
+
+def test_a_full_disk_is_a_problem_and_accounting_goes_on(tmp_path: Path, tree: ProcTree) -> None:
+    clocks, sim = Clocks(), SimGpuSampler(4)
+    trainers = [Trainer(100, "j", os.getuid())]
+    acc = accounting(tmp_path / "state", tree, clocks, trainers, sim)
+    run(acc, sim, clocks, tree, 11, {100: 10})  # flushed once
+    assert acc.problem() == ""
+    store = acc._store
+    assert store is not None
+    # SQLite's own "disk full": no page may be added past the file's current size
+    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+    store._conn.execute(f"PRAGMA max_page_count = {pages}")
+    for i in range(300):
+        tree.add(1000 + i, env={"DYNO_JOB_ID": f"other-{i}-" + "x" * 100})
+        trainers.append(Trainer(1000 + i, f"other-{i}-" + "x" * 100, os.getuid()))
+    run(acc, sim, clocks, tree, 11, {100: 10})
+    assert "full" in acc.problem()
+    run(acc, sim, clocks, tree, 2, {100: 10})  # sampling goes on
+    rows, _ = acc.list(JobQuery(job_id="j"), 0, 10)  # from memory: the values of the last tick
+    assert rows and rows[0].last_seen_ms == clocks.ms and rows[0].gpu_seconds > 11.0
