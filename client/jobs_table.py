@@ -60,38 +60,66 @@ class JobRow:
         return self.gpu_hours * (1.0 - min(1.0, max(0.0, active)))
 
 
+class _Totals:
+    """One job's sums while the records stream by (one pass: a fleet's answer holds millions of records)."""
+
+    __slots__ = ("hostnames", "per_host", "start", "end", "running", "gpu_s", "busy", "sm", "covered", "traces")
+
+    def __init__(self) -> None:
+        self.hostnames: set[str] = set()
+        self.per_host: dict[str, int] = {}
+        self.start = 0
+        self.end = 0
+        self.running = False
+        self.gpu_s = 0.0
+        self.busy = 0.0
+        self.sm = 0.0
+        self.covered: bool | None = None  # None: no record with GPU time yet
+        self.traces = 0
+
+
 def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobRow]:
     """One row per (job id, user) over every daemon's records of it, each given with the daemon it came from (a job
     spans hosts; a host may hold several records of one job id when it ran more than once: they add up)."""
-    groups: dict[tuple[str, str], list[tuple[str, dyno_pb2.JobRecord]]] = {}
+    jobs: dict[tuple[str, str], _Totals] = {}
     for daemon, r in records:
-        groups.setdefault((r.job_id, r.user), []).append((daemon, r))
-    rows = []
-    for (job_id, user), pairs in groups.items():
-        recs = [r for _, r in pairs]
-        gpu_s = sum(r.gpu_seconds for r in recs)
-        with_gpus = [r for r in recs if r.gpu_seconds > 0]
-        covered = bool(with_gpus) and all(r.gpm_gpu_seconds >= _GPM_COVERED * r.gpu_seconds for r in with_gpus)
-        per_host: dict[str, int] = {}
-        for daemon, r in pairs:
-            per_host[daemon] = max(per_host.get(daemon, 0), r.gpus_max)
-        rows.append(
-            JobRow(
-                job_id=job_id,
-                user=user,
-                hosts=tuple(sorted({r.hostname for r in recs})),
-                host_count=len(per_host),
-                gpus=sum(per_host.values()),
-                start_ms=min(r.first_seen_ms for r in recs),
-                end_ms=max(r.last_seen_ms for r in recs),
-                running=any(r.running for r in recs),
-                gpu_seconds=gpu_s,
-                busy_gpu_seconds=sum(r.busy_gpu_seconds for r in recs),
-                sm_active_gpu_seconds=sum(r.sm_active_gpu_seconds for r in recs) if covered else None,
-                traces=sum(r.traces for r in recs),
-            )
+        key = (r.job_id, r.user)
+        t = jobs.get(key)
+        first = r.first_seen_ms
+        if t is None:
+            t = jobs[key] = _Totals()
+            t.start = first
+        elif first < t.start:
+            t.start = first
+        t.end = max(t.end, r.last_seen_ms)
+        t.hostnames.add(r.hostname)
+        t.per_host[daemon] = max(t.per_host.get(daemon, 0), r.gpus_max)
+        t.running = t.running or r.running
+        gpu_s = r.gpu_seconds
+        t.gpu_s += gpu_s
+        t.busy += r.busy_gpu_seconds
+        t.sm += r.sm_active_gpu_seconds
+        t.traces += r.traces
+        if gpu_s > 0:
+            full = r.gpm_gpu_seconds >= _GPM_COVERED * gpu_s
+            t.covered = full if t.covered is None else (t.covered and full)
+    return ranked(
+        JobRow(
+            job_id=job_id,
+            user=user,
+            hosts=tuple(sorted(t.hostnames)),
+            host_count=len(t.per_host),
+            gpus=sum(t.per_host.values()),
+            start_ms=t.start,
+            end_ms=t.end,
+            running=t.running,
+            gpu_seconds=t.gpu_s,
+            busy_gpu_seconds=t.busy,
+            sm_active_gpu_seconds=t.sm if t.covered else None,
+            traces=t.traces,
         )
-    return ranked(rows)
+        for (job_id, user), t in jobs.items()
+    )
 
 
 def ranked(rows: Iterable[JobRow]) -> list[JobRow]:

@@ -39,7 +39,6 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
     ) -> None:
         self.hostname = hostname
         self.jobs = jobs  # ListJobs answers this many ended records, "job-<i>" (the same ids on every fake host)
-        self._job_page_cache: dict[int, dyno_pb2.ListJobsResponse] = {}
         self.delay_s = delay_s
         self.job_id = job_id
         self.nprocs = nprocs
@@ -73,19 +72,24 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
         )
 
     def ListJobs(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> dyno_pb2.ListJobsResponse:
-        """`jobs` ended records in pages of 1000 (filters not applied), each page built once."""
+        return dyno_pb2.ListJobsResponse.FromString(self.ListJobsEncoded(request, context))
+
+    def ListJobsEncoded(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> bytes:
+        """`jobs` ended records in pages of 1000 (filters not applied), sent as encoded (serve() registers it so):
+        the records' bytes are built once per page for every fake server of the process (a fan-out benchmark of
+        hundreds of servers holding thousands of records each), the host's own fields appended (protobuf merges
+        concatenated messages)."""
         self._enter(context)
         start = int(request.page_token) if request.page_token.isdigit() else 0
-        page = self._job_page_cache.get(start)
+        end = min(self.jobs, start + _JOB_PAGE)
+        key = (start, end)
+        page = _JOB_PAGES.get(key)
         if page is None:
-            end = min(self.jobs, start + _JOB_PAGE)
-            page = dyno_pb2.ListJobsResponse(
-                hostname=self.hostname,
-                jobs=[fake_job_record(self.hostname, i) for i in range(start, end)],
-                next_page_token=str(end) if end < self.jobs else "",
-            )
-            self._job_page_cache[start] = page
-        return page
+            page = _JOB_PAGES[key] = dyno_pb2.ListJobsResponse(
+                jobs=[fake_job_record("fake", i) for i in range(start, end)]
+            ).SerializeToString()
+        own = dyno_pb2.ListJobsResponse(hostname=self.hostname, next_page_token=str(end) if end < self.jobs else "")
+        return page + own.SerializeToString()
 
     def GetVersion(self, request: dyno_pb2.GetVersionRequest, context: grpc.ServicerContext) -> dyno_pb2.VersionInfo:
         self._enter(context)
@@ -193,6 +197,7 @@ class FakeServer(Generic[S]):
 
 
 _JOB_PAGE = 1000
+_JOB_PAGES: dict[tuple[int, int], bytes] = {}  # (first, end) -> the encoded records of that page
 
 
 def fake_job_record(hostname: str, i: int) -> dyno_pb2.JobRecord:
@@ -256,5 +261,12 @@ def serve(
     port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     servicer = make_servicer(port)
     dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
+    encoded = getattr(servicer, "ListJobsEncoded", None)
+    if encoded is not None:  # bytes go out as they are (registering a method again replaces its handler)
+        handler = grpc.unary_unary_rpc_method_handler(
+            encoded, request_deserializer=dyno_pb2.ListJobsRequest.FromString, response_serializer=None
+        )
+        service = dyno_pb2.DESCRIPTOR.services_by_name["Dyno"].full_name
+        server.add_registered_method_handlers(service, {"ListJobs": handler})
     server.start()
     return FakeServer(server, port, servicer)
