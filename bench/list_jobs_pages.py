@@ -20,6 +20,7 @@ from pathlib import Path
 
 import grpc
 
+from dyno.daemon.history import History
 from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
 from dyno.daemon.jobs.records import JobRecord
 from dyno.daemon.jobs.service import ListJobsRpc
@@ -90,10 +91,11 @@ def main() -> int:
         acc.start()
         rpc = ListJobsRpc(lambda: acc, "node001")
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        add_to_server(DynoServicer(lambda: dyno_pb2.Status(), None, "node001", list_jobs=rpc), server)  # type: ignore[arg-type]
+        add_to_server(DynoServicer(dyno_pb2.Status, History(1), "node001", list_jobs=rpc), server)
         port = server.add_insecure_port("127.0.0.1:0")
         server.start()
-        stub = dyno_pb2_grpc.DynoStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        stub = dyno_pb2_grpc.DynoStub(channel)
         try:
             for size_ in sizes:
                 for what, call in (
@@ -111,6 +113,7 @@ def main() -> int:
                             break
                     _report(f"page_size {size_}, {what}", per_page, total)
         finally:
+            channel.close()
             server.stop(0)
             acc.stop()
     return 0

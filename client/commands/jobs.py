@@ -4,10 +4,13 @@ Prometheus server's job series (--prometheus)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import re
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 
 from dyno.argtypes import job_id as job_id_arg
 from dyno.client.commands._common import print_json, print_out
@@ -23,7 +26,7 @@ from dyno.client.jobs_table import from_records, render, to_json
 from dyno.exit_codes import describe
 from dyno.v1 import dyno_pb2
 
-__all__ = ["register", "parse_since"]
+__all__ = ["gc_paused", "register", "parse_since"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _SINCE = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
@@ -39,6 +42,19 @@ def parse_since(text: str) -> float:
     if not 0 < seconds <= MAX_SINCE_S:
         raise argparse.ArgumentTypeError(f"{text!r}: give more than 0 and at most 10 years")
     return seconds
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while millions of records are gathered (none of them is garbage yet): each
+    collection walked every record again, tripling the time to build the list of a fleet's answer."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -97,10 +113,10 @@ def run(args: argparse.Namespace) -> int:
     request = dyno_pb2.ListJobsRequest(
         since_ms=since_ms, user=args.user, job_id=args.job_id or "", running_only=args.running
     )
-    with cluster_from_args(args) as cluster:
-        results = cluster.list_jobs(request)
-    records = [(str(r.host), j) for r in results if r.ok and r.value is not None for j in r.value.jobs]
-    rows = from_records(records)
+    with gc_paused():
+        with cluster_from_args(args) as cluster:
+            results = cluster.list_jobs(request)
+        rows = from_records((str(r.host), j) for r in results if r.ok and r.value is not None for j in r.value.jobs)
     problems = [f"{r.host}: {r.value.store_problem}" for r in results if r.ok and r.value and r.value.store_problem]
     if args.json:
         print_json(

@@ -8,6 +8,7 @@ tried again every REOPEN_S.
 
 from __future__ import annotations
 
+import builtins
 import collections
 import logging
 import threading
@@ -18,11 +19,13 @@ from pathlib import Path
 
 from dyno.daemon.history import Sample
 from dyno.daemon.jobs.attribution import Attributor, ProcReader
+from dyno.daemon.jobs.codec import record_from_proto, record_to_proto
 from dyno.daemon.jobs.observe import Observer, SimPlacement, Trainer
 from dyno.daemon.jobs.prometheus import EXPORT_ENDED_S, MAX_EXPORTED_JOBS, exported
 from dyno.daemon.jobs.records import JobBook, JobRecord
 from dyno.daemon.jobs.store import JobQuery, JobStore, StoreError
 from dyno.daemon.samplers.base import GpuProcess
+from dyno.v1 import dyno_pb2
 
 __all__ = ["AccountingConfig", "JobAccounting", "matches"]
 
@@ -186,21 +189,31 @@ class JobAccounting:
     def list(self, q: JobQuery, after_id: int, limit: int) -> tuple[list[JobRecord], int]:
         """Up to `limit` records matching q after record `after_id`; and the id to continue after (0: no more).
         Running records carry their values as of the last tick. Without a database: the running ones only."""
+        records, after = self.list_protos(q, after_id, limit)
+        return [record_from_proto(m) for m in records], after
+
+    def list_protos(self, q: JobQuery, after_id: int, limit: int) -> tuple[builtins.list[dyno_pb2.JobRecord], int]:
+        """list() as the wire messages ListJobs sends."""
         live = self.book.records()
         store = self._store
         if store is not None:
             try:
-                rows = store.query(q, after_id, limit + 1)
+                rows = store.query_protos(q, after_id, limit + 1)
             except StoreError as e:
                 log.warning("%s", e)
                 rows = None
             if rows is not None:
                 fresh = {r.record_id: r for r in live if r.record_id}
-                out = [fresh.get(r.record_id, r) for r in rows[:limit]]
-                out = [r for r in out if matches(q, r)]
+                out = []
+                for m in rows[:limit]:
+                    r = fresh.get(m.record_id)
+                    if r is None:
+                        out.append(m)
+                    elif matches(q, r):
+                        out.append(record_to_proto(r))
                 more = len(rows) > limit
                 if not more:  # running records the database does not have yet (new since the last flush)
-                    out += [r for r in live if not r.record_id and matches(q, r)]
+                    out += [record_to_proto(r) for r in live if not r.record_id and matches(q, r)]
                 return out, rows[limit - 1].record_id if more else 0
         unsaved = [replace(r, record_id=0) for r in self._unsaved_ended]
-        return [r for r in (*unsaved, *live) if matches(q, r)][:limit], 0
+        return [record_to_proto(r) for r in (*unsaved, *live) if matches(q, r)][:limit], 0

@@ -8,46 +8,16 @@ import grpc
 
 from dyno.daemon.jobs.accounting import JobAccounting
 from dyno.daemon.jobs.attribution import MAX_JOB_ID_LEN
-from dyno.daemon.jobs.records import JobRecord
 from dyno.daemon.jobs.store import JobQuery
 from dyno.daemon.rpc_abort import abort
 from dyno.v1 import dyno_pb2
 
-__all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "ListJobsRpc", "record_to_proto"]
+__all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "ListJobsRpc"]
 
 DEFAULT_PAGE_SIZE = 500
 MAX_PAGE_SIZE = 1000
 _TOKEN_PREFIX = "j1:"
 _MAX_USER_LEN = 256
-
-
-def record_to_proto(r: JobRecord) -> dyno_pb2.JobRecord:
-    return dyno_pb2.JobRecord(
-        job_id=r.job_id,
-        user=r.user,
-        hostname=r.hostname,
-        first_seen_ms=r.first_seen_ms,
-        last_seen_ms=r.last_seen_ms,
-        running=r.running,
-        gpus_held=r.gpus_held,
-        gpus_max=r.gpus_max,
-        gpu_indices=r.gpu_indices,
-        gpu_seconds=r.gpu_seconds,
-        busy_gpu_seconds=r.busy_gpu_seconds,
-        sm_active_gpu_seconds=r.sm_active_gpu_seconds,
-        tensor_active_gpu_seconds=r.tensor_active_gpu_seconds,
-        gpm_gpu_seconds=r.gpm_gpu_seconds,
-        gpu_memory_max_bytes=r.gpu_memory_max_bytes,
-        energy_joules=r.energy_joules,
-        cpu_seconds=r.cpu_seconds,
-        ranks=r.ranks,
-        pids=r.pids,
-        pid_count=r.pid_count,
-        traces=r.traces,
-        source=r.source,
-        simulated=r.simulated,
-        record_id=r.record_id,
-    )
 
 
 class ListJobsRpc:
@@ -74,10 +44,10 @@ class ListJobsRpc:
                 abort(context, grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a next_page_token of ListJobs")
             after = int(digits)
         q = JobQuery(request.since_ms, request.until_ms, request.job_id, request.user, request.running_only)
-        records, next_after = acc.list(q, after, request.page_size or DEFAULT_PAGE_SIZE)
+        records, next_after = acc.list_protos(q, after, request.page_size or DEFAULT_PAGE_SIZE)
         return dyno_pb2.ListJobsResponse(
             hostname=self._hostname,
-            jobs=[record_to_proto(r) for r in records],
+            jobs=records,
             next_page_token=f"{_TOKEN_PREFIX}{next_after}" if next_after else "",
             store_problem=acc.problem(),
         )

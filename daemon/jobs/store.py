@@ -1,22 +1,28 @@
 """Job records in SQLite under state_dir (stdlib sqlite3, WAL, a schema version with forward migrations).
 
-One row per job and user of this host: the columns ListJobs filters and pages on, and the rest of the record as
-JSON (`data`), so that a field added to JobRecord needs no migration. Rows are written by the sampling thread's
+One row per job and user of this host: the columns ListJobs filters and pages on, and the whole record as an
+encoded dyno.v1 JobRecord (`data`; the columns override its fields of the same name), so that a field added to the
+record needs no migration. Rows are written by the sampling thread's
 flushes and read by ListJobs' RPC threads, each through its own connection (WAL: readers never block the writer).
 Every sqlite3/OS error becomes a StoreError with a message an operator can act on.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from google.protobuf.message import DecodeError
+
+from dyno.daemon.jobs.codec import record_from_proto, record_to_proto
 from dyno.daemon.jobs.records import JobRecord
+from dyno.v1 import dyno_pb2
+
+T = TypeVar("T")
 
 __all__ = ["SCHEMA_VERSION", "MIGRATIONS", "JobQuery", "JobStore", "StoreError", "DB_NAME"]
 
@@ -34,7 +40,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             first_seen_ms INTEGER NOT NULL,
             last_seen_ms INTEGER NOT NULL,
             running INTEGER NOT NULL,
-            data TEXT NOT NULL
+            data BLOB NOT NULL
         )""",
     ),
     (
@@ -45,8 +51,6 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 _COLUMNS = ("job_id", "user", "hostname", "first_seen_ms", "last_seen_ms", "running")
-_TUPLES = {"gpu_indices", "ranks", "pids"}
-_FIELDS = {f.name for f in fields(JobRecord)}
 
 
 class StoreError(Exception):
@@ -72,24 +76,22 @@ class JobQuery:
 
 
 def _to_row(r: JobRecord) -> tuple[object, ...]:
-    data = {k: v for k, v in asdict(r).items() if k not in _COLUMNS and k != "record_id"}
-    return (r.job_id, r.user, r.hostname, r.first_seen_ms, r.last_seen_ms, int(r.running), json.dumps(data))
+    data = record_to_proto(replace(r, record_id=0)).SerializeToString()
+    return (r.job_id, r.user, r.hostname, r.first_seen_ms, r.last_seen_ms, int(r.running), data)
 
 
-def _from_row(row: tuple[object, ...]) -> JobRecord:
+def _proto_from_row(row: tuple[Any, ...]) -> dyno_pb2.JobRecord:
     rid, job_id, user, hostname, first, last, running, data = row
-    extra = json.loads(str(data))
-    kwargs: dict[str, Any] = {k: (tuple(v) if k in _TUPLES else v) for k, v in extra.items() if k in _FIELDS}
-    return JobRecord(
-        job_id=str(job_id),
-        user=str(user),
-        hostname=str(hostname),
-        first_seen_ms=int(first),  # type: ignore[call-overload]
-        last_seen_ms=int(last),  # type: ignore[call-overload]
-        running=bool(running),
-        record_id=int(rid),  # type: ignore[call-overload]
-        **kwargs,
-    )
+    m = dyno_pb2.JobRecord.FromString(bytes(data))
+    m.record_id, m.job_id, m.user, m.hostname = rid, job_id, user, hostname
+    m.first_seen_ms, m.last_seen_ms, m.running = first, last, bool(running)
+    if not running:
+        m.gpus_held = 0
+    return m
+
+
+def _from_row(row: tuple[Any, ...]) -> JobRecord:
+    return record_from_proto(_proto_from_row(row))
 
 
 def migrate(conn: sqlite3.Connection, path: Path) -> int:
@@ -173,11 +175,18 @@ class JobStore:
                 )
                 rows = self._conn.execute("SELECT id, " + ", ".join(_COLUMNS) + ", data FROM jobs WHERE running = 1")
                 return [_from_row(row) for row in rows]
-        except (sqlite3.Error, OSError, ValueError) as e:
+        except (sqlite3.Error, OSError, ValueError, DecodeError) as e:
             raise _error(self.path, "read", e) from None
 
     def query(self, q: JobQuery, after_id: int = 0, limit: int = 100) -> list[JobRecord]:
         """Records matching `q` with ids above `after_id`, in id order, at most `limit`."""
+        return self._query(q, after_id, limit, _from_row)
+
+    def query_protos(self, q: JobQuery, after_id: int = 0, limit: int = 100) -> list[dyno_pb2.JobRecord]:
+        """query() as the wire messages (what ListJobs sends: no conversion field by field)."""
+        return self._query(q, after_id, limit, _proto_from_row)
+
+    def _query(self, q: JobQuery, after_id: int, limit: int, convert: Callable[[tuple[Any, ...]], T]) -> list[T]:
         where, args = ["id > ?"], [after_id]
         if q.since_ms:
             where.append("last_seen_ms >= ?")
@@ -198,8 +207,8 @@ class JobStore:
         sql += " ORDER BY id LIMIT ?"
         params.append(limit)
         try:
-            return [_from_row(row) for row in self._reader().execute(sql, params)]
-        except (sqlite3.Error, OSError, ValueError) as e:
+            return [convert(row) for row in self._reader().execute(sql, params)]
+        except (sqlite3.Error, OSError, ValueError, DecodeError) as e:
             raise _error(self.path, "read", e) from None
 
     def enforce_retention(self, now_ms: int, max_age_s: float, max_bytes: int) -> int:

@@ -11,6 +11,7 @@ import pytest
 
 from dyno.daemon.jobs.records import JobRecord
 from dyno.daemon.jobs.store import MIGRATIONS, SCHEMA_VERSION, JobQuery, JobStore, StoreError
+from dyno.v1 import dyno_pb2
 
 
 def rec(job_id: str, user: str = "alice", first: int = 0, last: int = 1000, running: bool = True) -> JobRecord:
@@ -56,9 +57,11 @@ def test_a_first_version_database_opens_under_the_current_schema(tmp_path: Path)
     for statement in MIGRATIONS[0]:
         conn.execute(statement)
     conn.execute("PRAGMA user_version = 1")
+    data = dyno_pb2.JobRecord(gpu_seconds=3.0, pids=[5]).SerializeToString()
     conn.execute(
         "INSERT INTO jobs (job_id, user, hostname, first_seen_ms, last_seen_ms, running, data) "
-        """VALUES ('v1job', 'alice', 'h', 0, 10, 0, '{"gpu_seconds": 3.0, "pids": [5]}')"""
+        "VALUES ('v1job', 'alice', 'h', 0, 10, 0, ?)",
+        (data,),
     )
     conn.commit()
     conn.close()
