@@ -89,6 +89,7 @@ class ProcReader:
 
     def __init__(self, root: Path = Path("/proc")) -> None:
         self.root = root
+        self._prefix = str(root) + "/"  # plain strings and os.open: pathlib's parsing cost more than the reads
         try:
             self.ticks_per_s = float(os.sysconf("SC_CLK_TCK"))
         except (ValueError, OSError):
@@ -96,10 +97,23 @@ class ProcReader:
 
     def _read(self, pid: int, name: str) -> bytes | None:
         try:
-            with open(self.root / str(pid) / name, "rb") as f:
-                return f.read(1 << 20)
+            fd = os.open(f"{self._prefix}{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
         except (OSError, ValueError):
             return None
+        try:
+            chunks = []
+            size = 0
+            while size < 1 << 20:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            return b"".join(chunks)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
     def environ(self, pid: int) -> dict[str, str]:
         raw = self._read(pid, "environ") or b""
@@ -141,6 +155,7 @@ class ProcReader:
 
 
 def user_name(uid: int) -> str:
+    """The login name of a uid (its number when it has none)."""
     if uid < 0:
         return "unknown"
     try:
@@ -155,11 +170,28 @@ class Attributor:
     def __init__(self, proc: ProcReader) -> None:
         self._proc = proc
         self._cache: dict[tuple[int, int], JobIdentity] = {}
+        self._users: dict[int, str] = {}  # every tick names every process's owner: getpwuid reads /etc/passwd
+        self._registered: dict[tuple[str, int, int], JobIdentity] = {}  # (job id, uid, pid) of registered ones
+
+    def _user(self, uid: int) -> str:
+        name = self._users.get(uid)
+        if name is None:
+            if len(self._users) >= _MAX_CACHED:
+                self._users.clear()
+            name = self._users[uid] = user_name(uid)
+        return name
 
     def resolve(self, pid: int, registered: Mapping[int, tuple[str, int]]) -> JobIdentity:
         found = registered.get(pid)
         if found is not None:
-            return JobIdentity(_clean(found[0]) or UNATTRIBUTED, user_name(found[1]), Source.REGISTERED, pid)
+            reg_key = (found[0], found[1], pid)
+            known = self._registered.get(reg_key)
+            if known is None:
+                if len(self._registered) >= _MAX_CACHED:
+                    self._registered.clear()
+                known = JobIdentity(_clean(found[0]) or UNATTRIBUTED, self._user(found[1]), Source.REGISTERED, pid)
+                self._registered[reg_key] = known
+            return known
         stat = self._proc.stat(pid)
         start = stat[1] if stat is not None else 0
         key = (pid, start)
@@ -175,7 +207,7 @@ class Attributor:
     def _resolve_unregistered(
         self, pid: int, stat: tuple[int, int, float] | None, registered: Mapping[int, tuple[str, int]]
     ) -> JobIdentity:
-        user = user_name(self._proc.uid(pid))
+        user = self._user(self._proc.uid(pid))
         parent = stat[0] if stat is not None else 0
         for _ in range(_MAX_ANCESTORS):
             if parent <= 1:
@@ -197,3 +229,5 @@ class Attributor:
         """Drop what is cached of pids no longer seen."""
         for key in [k for k in self._cache if k[0] not in live_pids]:
             del self._cache[key]
+        for reg in [k for k in self._registered if k[2] not in live_pids]:
+            del self._registered[reg]
