@@ -31,6 +31,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[float], Any]]] = {
     "first_seen_ms": ("min", "min_over_time(dyno_job_start_timestamp_seconds{sel}[{r}])", lambda v: int(v * 1000)),
     "last_seen_ms": ("max", "max_over_time(dyno_job_last_seen_timestamp_seconds{sel}[{r}])", lambda v: int(v * 1000)),
     "running": ("max", "last_over_time(dyno_job_running{sel}[2m])", lambda v: v >= 1),
+    "simulated": ("max", "max_over_time(dyno_job_gpus_max{sim}[{r}]) >= bool 0", lambda v: v >= 1),
 }
 
 
@@ -80,10 +81,11 @@ def records_from_prometheus(
     matchers = [f"job_id={_quote(job_id)}"] if job_id else []
     matchers += [f"user={_quote(user)}"] if user else []
     sel = "{" + ",".join(matchers) + "}" if matchers else ""
+    sim = "{" + ",".join([*matchers, 'simulated="true"']) + "}"  # the sim backend's series carry it
     r = f"{max(1, int(since_s))}s"
     rows: dict[tuple[str, ...], dict[str, Any]] = {}
     for field, (agg, template, convert) in _FIELDS.items():
-        expr = f"{agg} by (job_id, user, host, instance) ({template.format(sel=sel, r=r)})"
+        expr = f"{agg} by (job_id, user, host, instance) ({template.format(sel=sel, sim=sim, r=r)})"
         for labels, value in _query(base, expr, timeout_s):
             key = tuple(labels.get(k, "") for k in _KEY)
             rows.setdefault(key, {})[field] = convert(value)

@@ -35,6 +35,7 @@ class JobRow:
     busy_gpu_seconds: float
     sm_active_gpu_seconds: float | None  # None: not every host measured it
     traces: int
+    simulated: bool = False  # some of its GPUs were the sim backend's
 
     @property
     def gpu_hours(self) -> float:
@@ -63,7 +64,19 @@ class JobRow:
 class _Totals:
     """One job's sums while the records stream by (one pass: a fleet's answer holds millions of records)."""
 
-    __slots__ = ("hostnames", "per_host", "start", "end", "running", "gpu_s", "busy", "sm", "covered", "traces")
+    __slots__ = (
+        "hostnames",
+        "per_host",
+        "start",
+        "end",
+        "running",
+        "gpu_s",
+        "busy",
+        "sm",
+        "covered",
+        "traces",
+        "simulated",
+    )
 
     def __init__(self) -> None:
         self.hostnames: set[str] = set()
@@ -76,6 +89,7 @@ class _Totals:
         self.sm = 0.0
         self.covered: bool | None = None  # None: no record with GPU time yet
         self.traces = 0
+        self.simulated = False
 
 
 def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobRow]:
@@ -95,6 +109,7 @@ def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobR
         t.hostnames.add(r.hostname)
         t.per_host[daemon] = max(t.per_host.get(daemon, 0), r.gpus_max)
         t.running = t.running or r.running
+        t.simulated = t.simulated or r.simulated
         gpu_s = r.gpu_seconds
         t.gpu_s += gpu_s
         t.busy += r.busy_gpu_seconds
@@ -117,6 +132,7 @@ def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobR
             busy_gpu_seconds=t.busy,
             sm_active_gpu_seconds=t.sm if t.covered else None,
             traces=t.traces,
+            simulated=t.simulated,
         )
         for (job_id, user), t in jobs.items()
     )
@@ -138,7 +154,7 @@ def _start(ms: int) -> str:
 def render(rows: Sequence[JobRow], max_width: int | None = None) -> str:
     body = [
         [
-            r.job_id + ("" if not r.running else " *"),
+            r.job_id + (" *" if r.running else "") + (" (SIMULATED)" if r.simulated else ""),
             r.user,
             r.host_count,
             r.gpus,
@@ -165,7 +181,8 @@ def render(rows: Sequence[JobRow], max_width: int | None = None) -> str:
         "WASTED",
         "TRACES",
     ]
-    return table(headers, body, max_width=max_width) + "\n(* running; WASTED: GPU-hours x (1 - busy or SM-active))"
+    note = "(* running; WASTED: GPU-hours x (1 - busy or SM-active); SIMULATED: GPUs of dynod's sim backend)"
+    return table(headers, body, max_width=max_width) + "\n" + note
 
 
 def to_json(rows: Sequence[JobRow]) -> list[dict[str, object]]:
@@ -185,6 +202,7 @@ def to_json(rows: Sequence[JobRow]) -> list[dict[str, object]]:
             "wasted_gpu_hours": r.wasted_gpu_hours,
             "wasted_basis": r.basis,
             "traces": r.traces,
+            "simulated": r.simulated,
         }
         for r in rows
     ]

@@ -124,4 +124,5 @@ def test_jobs_from_prometheus_agree_with_the_daemons(dynod_factory, prometheus_f
         assert abs(a["busy_fraction"] - b["busy_fraction"]) <= 0.01
         assert abs(a["start_ms"] - b["start_ms"]) <= 1
         assert a["running"] is False and b["running"] is False
+        assert a["simulated"] is True and b["simulated"] is True
     assert [j for j in prom if j in (wide, narrow)] == [j for j in daemons if j in (wide, narrow)]  # same ranking
