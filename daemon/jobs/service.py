@@ -40,7 +40,8 @@ class ListJobsRpc:
         after = 0
         if request.page_token:
             digits = request.page_token.removeprefix(_TOKEN_PREFIX)
-            if not request.page_token.startswith(_TOKEN_PREFIX) or not digits.isdigit() or len(digits) > 19:
+            valid = digits.isascii() and digits.isdigit() and len(digits) <= 19 and int(digits) < 2**63
+            if not request.page_token.startswith(_TOKEN_PREFIX) or not valid:
                 abort(context, grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a next_page_token of ListJobs")
             after = int(digits)
         q = JobQuery(request.since_ms, request.until_ms, request.job_id, request.user, request.running_only)

@@ -48,6 +48,8 @@ def test_pages_cover_every_record_once_and_a_full_page_fits_a_stock_client(tmp_p
     [
         ({"page_token": "nope"}, "page_token"),
         ({"page_token": "j1:" + "9" * 30}, "page_token"),
+        ({"page_token": "j1:" + "9" * 19}, "page_token"),  # past int64: SQLite cannot take it
+        ({"page_token": "j1:\u00b2"}, "page_token"),  # a digit to str.isdigit, not to int()
         ({"page_size": MAX_PAGE_SIZE + 1}, "page_size"),
         ({"since_ms": -1}, "since_ms"),
         ({"job_id": "j" * 129}, "job_id"),
