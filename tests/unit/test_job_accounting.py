@@ -12,10 +12,10 @@ from job_proc_tree import ProcTree
 
 from dyno.daemon.history import Sample
 from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
-from dyno.daemon.jobs.attribution import user_name
+from dyno.daemon.jobs.attribution import UNATTRIBUTED, user_name
 from dyno.daemon.jobs.observe import Trainer
 from dyno.daemon.jobs.store import JobQuery
-from dyno.daemon.samplers.base import Reading
+from dyno.daemon.samplers.base import GpuProcess, Reading
 from dyno.daemon.samplers.gpu_sim import SimGpuSampler
 
 ME = user_name(os.getuid())
@@ -183,3 +183,43 @@ def test_a_full_disk_is_a_problem_and_accounting_goes_on(tmp_path: Path, tree: P
     run(acc, sim, clocks, tree, 2, {100: 10})  # sampling goes on
     rows, _ = acc.list(JobQuery(job_id="j"), 0, 10)  # from memory: the values of the last tick
     assert rows and rows[0].last_seen_ms == clocks.ms and rows[0].gpu_seconds > 11.0
+
+
+def test_nvml_process_lists_attribute_gpus_to_registered_environ_and_unattributed_jobs(
+    tmp_path: Path, tree: ProcTree
+) -> None:
+    """Real GPUs: who holds which GPU comes from NVML's process lists, not from placement."""
+    tree.add(300, env={"SLURM_ARRAY_JOB_ID": "36199", "SLURM_ARRAY_TASK_ID": "4"})
+    tree.add(400)
+    clocks = Clocks()
+    holders = [
+        GpuProcess(pid=101, gpu_index=0, used_memory_bytes=1 << 30),  # the trainer's DataLoader worker
+        GpuProcess(pid=300, gpu_index=1, used_memory_bytes=2 << 30),
+        GpuProcess(pid=300, gpu_index=2, used_memory_bytes=2 << 30),
+        GpuProcess(pid=400, gpu_index=3, used_memory_bytes=3 << 30),
+    ]
+    acc = JobAccounting(
+        AccountingConfig(state_dir=tmp_path / "state", hostname="h", interval_s=1.0),
+        lambda: [Trainer(100, "registered-job", os.getuid())],
+        lambda: holders,
+        proc=tree.reader(),
+        clock_ms=lambda: clocks.ms,
+        monotonic=lambda: clocks.mono,
+    )
+    acc.start()
+    for _ in range(4):
+        clocks.advance(1.0)
+        readings = [
+            Reading(name, value, (("gpu", str(i)), ("uuid", f"GPU-{i}")))
+            for i in range(4)
+            for name, value in (("gpu_utilization_percent", 25.0 * i), ("gpu_power_watts", 100.0))
+        ]
+        acc.on_tick(Sample(clocks.ms, tuple(readings)))
+    recs = {r.job_id: r for r in acc.book.records()}
+    assert set(recs) == {"registered-job", "36199_4", UNATTRIBUTED}
+    reg, array, nobody = recs["registered-job"], recs["36199_4"], recs[UNATTRIBUTED]
+    assert (reg.gpu_indices, reg.gpu_seconds, reg.busy_gpu_seconds) == ((0,), 4.0, 0.0)
+    assert (array.gpu_indices, array.gpu_seconds, array.source) == ((1, 2), 8.0, "environ")
+    assert array.busy_gpu_seconds == pytest.approx(4 * (0.25 + 0.5)) and array.gpu_memory_max_bytes == 4 << 30
+    assert (nobody.gpu_indices, nobody.busy_gpu_seconds, nobody.user) == ((3,), 3.0, ME)
+    assert nobody.energy_joules == pytest.approx(400.0) and not nobody.simulated
