@@ -85,3 +85,18 @@ def test_list_jobs_of_two_trainers_and_a_sigkill_restart_resumes_the_record(dyno
         for p in procs:
             p.kill()
             p.wait(10)
+
+
+def test_a_corrupt_job_database_leaves_dynod_serving_and_says_so(dynod_factory) -> None:
+    d = dynod_factory(start=False)
+    state = d.dir / "state"
+    state.mkdir(parents=True)
+    (state / "jobs.sqlite3").write_bytes(b"not a database at all " * 100)
+    d.start()
+    stub = dyno_pb2_grpc.DynoStub(grpc.insecure_channel(d.target))
+    status = stub.GetStatus(dyno_pb2.GetStatusRequest(), timeout=5)
+    assert "corrupt: move it aside" in status.job_store
+    answer = stub.ListJobs(dyno_pb2.ListJobsRequest(), timeout=5)
+    assert answer.store_problem == status.job_store and list(answer.jobs) == []
+    assert d.log.count("job database") == 1  # logged once
+    assert stub.GetMetrics(dyno_pb2.GetMetricsRequest(), timeout=5).samples  # still sampling
