@@ -22,6 +22,9 @@ _GPU_FIELDS = {
     gm.POWER: "power_watts",
 }
 _MAX_INTERVALS = 3.0  # a tick after a stall or a suspend accounts at most this many intervals
+# A trainer's children are listed again at most this often (half of the opens of a tick otherwise); a DataLoader
+# worker lives for an epoch or the whole run, and its CPU is counted from the tick it is first seen
+CHILDREN_EVERY_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,12 +114,28 @@ class Observer:
         self._cpu: dict[int, tuple[int, float]] = {}  # pid -> (start time, CPU seconds at the last tick)
         self._last_ms: int | None = None
         self.trainer_cpu_share: dict[int, float] = {}  # pid -> its own CPU busy share over the last tick (0-1+)
+        self._kids: dict[int, list[int]] = {}  # trainer pid -> its children when last listed
+        self._kids_at: float | None = None  # sample time (s) of that listing
+        self._now_s = 0.0
+
+    def _children(self, registered: Sequence[Trainer]) -> set[int]:
+        """The trainers' children, listed again every CHILDREN_EVERY_S and for each trainer not listed yet."""
+        relist = self._kids_at is None or self._now_s - self._kids_at >= CHILDREN_EVERY_S
+        if relist:
+            self._kids_at = self._now_s
+        kids: dict[int, list[int]] = {}
+        for t in registered:
+            known = self._kids.get(t.pid)
+            kids[t.pid] = self._proc.children(t.pid) if relist or known is None else known
+        self._kids = kids
+        return {pid for listed in kids.values() for pid in listed}
 
     def observe(
         self, sample: Sample, registered: Sequence[Trainer], traces: Sequence[tuple[int, ...]] = ()
     ) -> Observation:
         """`traces`: the pids of each trace started since the last tick (one trace counts once per job)."""
         now = sample.timestamp_ms
+        self._now_s = now / 1000.0
         if self._last_ms is None or now <= self._last_ms:
             dt = self._interval_s
         else:
@@ -138,8 +157,7 @@ class Observer:
             for gp in self._gpu_processes():
                 holders.setdefault(gp.pid, []).append((gp.gpu_index, gp.used_memory_bytes))
         pids = set(holders) | set(reg)
-        for t in registered:
-            pids.update(self._proc.children(t.pid))
+        pids.update(self._children(registered))
         procs: list[ProcTick] = []
         cpu_seen: dict[int, tuple[int, float]] = {}
         share: dict[int, float] = {}

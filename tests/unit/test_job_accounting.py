@@ -13,7 +13,7 @@ from job_proc_tree import ProcTree
 from dyno.daemon.history import Sample
 from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
 from dyno.daemon.jobs.attribution import UNATTRIBUTED, user_name
-from dyno.daemon.jobs.observe import Trainer
+from dyno.daemon.jobs.observe import CHILDREN_EVERY_S, Trainer
 from dyno.daemon.jobs.store import JobQuery
 from dyno.daemon.samplers.base import GpuProcess, Reading
 from dyno.daemon.samplers.gpu_sim import SimGpuSampler
@@ -223,3 +223,15 @@ def test_nvml_process_lists_attribute_gpus_to_registered_environ_and_unattribute
     assert array.busy_gpu_seconds == pytest.approx(4 * (0.25 + 0.5)) and array.gpu_memory_max_bytes == 4 << 30
     assert (nobody.gpu_indices, nobody.busy_gpu_seconds, nobody.user) == ((3,), 3.0, ME)
     assert nobody.energy_joules == pytest.approx(400.0) and not nobody.simulated
+
+
+def test_a_new_dataloader_worker_is_found_at_the_next_listing_of_children(tmp_path: Path, tree: ProcTree) -> None:
+    clocks, sim = Clocks(), SimGpuSampler(4)
+    acc = accounting(tmp_path / "state", tree, clocks, [Trainer(100, "j", os.getuid())], sim)
+    run(acc, sim, clocks, tree, 2, {100: 10})
+    tree.add(102, ppid=100)
+    (tree.root / "100" / "task" / "100" / "children").write_text("101 102")
+    run(acc, sim, clocks, tree, 2, {100: 10})
+    assert acc.book.records()[0].pids == (100, 101)  # listed again every CHILDREN_EVERY_S, not every tick
+    run(acc, sim, clocks, tree, int(CHILDREN_EVERY_S), {100: 10})
+    assert acc.book.records()[0].pids == (100, 101, 102)
