@@ -20,7 +20,7 @@ from pathlib import Path
 from dyno.daemon.history import Sample
 from dyno.daemon.jobs.attribution import Attributor, ProcReader
 from dyno.daemon.jobs.codec import record_from_proto, record_to_proto
-from dyno.daemon.jobs.observe import Observer, SimPlacement, Trainer
+from dyno.daemon.jobs.observe import CPU_EVERY_S, Observer, SimPlacement, Trainer
 from dyno.daemon.jobs.prometheus import EXPORT_ENDED_S, MAX_EXPORTED_JOBS, exported
 from dyno.daemon.jobs.records import JobBook, JobRecord
 from dyno.daemon.jobs.store import JobQuery, JobStore, StoreError
@@ -45,6 +45,7 @@ class AccountingConfig:
     retention_s: float = 90 * 24 * 3600.0
     retention_bytes: int = 256 * 1024**2
     sim_gpus: int = 0  # > 0: the GPUs are simulated, and hold the registered trainers (SimPlacement)
+    cpu_every_s: float = CPU_EVERY_S  # how often processes' CPU times are read
 
 
 def matches(q: JobQuery, r: JobRecord) -> bool:
@@ -76,7 +77,9 @@ class JobAccounting:
         self._mono = monotonic
         proc = proc or ProcReader()
         placement = SimPlacement(config.sim_gpus) if config.sim_gpus > 0 else None
-        self._observer = Observer(Attributor(proc), proc, config.interval_s, gpu_processes, placement)
+        self._observer = Observer(
+            Attributor(proc), proc, config.interval_s, gpu_processes, placement, cpu_every_s=config.cpu_every_s
+        )
         self.book = JobBook(config.hostname, config.grace_s, simulated=placement is not None)
         self._store: JobStore | None = None
         self._problem = ""

@@ -4,7 +4,7 @@ A registered trainer's job id comes first (the agent or libkineto told the daemo
 worker) counts for its job. Any other process holding a GPU is asked itself: its environment (DYNO_JOB_ID, Slurm's
 job or array task, TORCHELASTIC_RUN_ID), then its cgroup path (Slurm's job_<id>, a Kubernetes pod uid); else it is
 `unattributed`. The owner is always named. What /proc says of a pid does not change while the process lives, so it
-is read once per (pid, start time).
+is read once per process (a pid, and its start time whenever the caller reads it).
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ class Attributor:
 
     def __init__(self, proc: ProcReader) -> None:
         self._proc = proc
-        self._cache: dict[tuple[int, int], JobIdentity] = {}
+        self._cache: dict[int, tuple[int, JobIdentity]] = {}  # pid -> (its start time, identity)
         self._users: dict[int, str] = {}  # every tick names every process's owner: getpwuid reads /etc/passwd
         self._registered: dict[tuple[str, int, int], JobIdentity] = {}  # (job id, uid, pid) of registered ones
 
@@ -181,7 +181,11 @@ class Attributor:
             name = self._users[uid] = user_name(uid)
         return name
 
-    def resolve(self, pid: int, registered: Mapping[int, tuple[str, int]]) -> JobIdentity:
+    def resolve(
+        self, pid: int, registered: Mapping[int, tuple[str, int]], stat: tuple[int, int, float] | None = None
+    ) -> JobIdentity:
+        """`stat`: ProcReader.stat(pid) when the caller has just read it (a pid reused by another process, a new
+        start time, is resolved again); None: what is known of the pid stands."""
         found = registered.get(pid)
         if found is not None:
             reg_key = (found[0], found[1], pid)
@@ -192,16 +196,17 @@ class Attributor:
                 known = JobIdentity(_clean(found[0]) or UNATTRIBUTED, self._user(found[1]), Source.REGISTERED, pid)
                 self._registered[reg_key] = known
             return known
-        stat = self._proc.stat(pid)
-        start = stat[1] if stat is not None else 0
-        key = (pid, start)
-        cached = self._cache.get(key)
-        if cached is not None and (cached.trainer_pid == 0 or cached.trainer_pid in registered):
-            return cached
+        cached = self._cache.get(pid)
+        if cached is not None and (stat is None or cached[0] == stat[1]):
+            ident = cached[1]
+            if ident.trainer_pid == 0 or ident.trainer_pid in registered:
+                return ident
+        if stat is None:
+            stat = self._proc.stat(pid)
         ident = self._resolve_unregistered(pid, stat, registered)
         if len(self._cache) >= _MAX_CACHED:
             self._cache.clear()
-        self._cache[key] = ident
+        self._cache[pid] = (stat[1] if stat is not None else 0, ident)
         return ident
 
     def _resolve_unregistered(
@@ -227,7 +232,7 @@ class Attributor:
 
     def forget(self, live_pids: set[int]) -> None:
         """Drop what is cached of pids no longer seen."""
-        for key in [k for k in self._cache if k[0] not in live_pids]:
-            del self._cache[key]
+        for pid in [p for p in self._cache if p not in live_pids]:
+            del self._cache[pid]
         for reg in [k for k in self._registered if k[2] not in live_pids]:
             del self._registered[reg]

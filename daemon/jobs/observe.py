@@ -25,6 +25,9 @@ _MAX_INTERVALS = 3.0  # a tick after a stall or a suspend accounts at most this 
 # A trainer's children are listed again at most this often (half of the opens of a tick otherwise); a DataLoader
 # worker lives for an epoch or the whole run, and its CPU is counted from the tick it is first seen
 CHILDREN_EVERY_S = 10.0
+# Processes' CPU times are read this often (one /proc open per process: most of a tick's cost); their totals are the
+# same, only the simulated GPUs' load follows the trainers' CPU share at this pace
+CPU_EVERY_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +108,11 @@ class Observer:
         interval_s: float,
         gpu_processes: Callable[[], list[GpuProcess]],
         placement: SimPlacement | None = None,
+        cpu_every_s: float = CPU_EVERY_S,
     ) -> None:
         self._attributor = attributor
+        self._cpu_every_s = cpu_every_s
+        self._cpu_at_ms: int | None = None  # sample time of the last CPU reading
         self._proc = proc
         self._interval_s = interval_s
         self._gpu_processes = gpu_processes
@@ -158,35 +164,42 @@ class Observer:
                 holders.setdefault(gp.pid, []).append((gp.gpu_index, gp.used_memory_bytes))
         pids = set(holders) | set(reg)
         pids.update(self._children(registered))
+        read_cpu = self._cpu_at_ms is None or now - self._cpu_at_ms >= self._cpu_every_s * 1000 or now < self._cpu_at_ms
+        since_s = (now - self._cpu_at_ms) / 1000.0 if self._cpu_at_ms is not None else 0.0
         procs: list[ProcTick] = []
         cpu_seen: dict[int, tuple[int, float]] = {}
         share: dict[int, float] = {}
         for pid in sorted(pids):
-            stat = self._proc.stat(pid)
-            if stat is None:
-                continue
-            _ppid, start, cpu = stat
-            before = self._cpu.get(pid)
-            known = before is not None and before[0] == start
-            used = cpu - before[1] if before is not None and known else 0.0
-            cpu_seen[pid] = (start, cpu)
-            if pid in reg and known and dt > 0:  # a first sighting has no share yet: its GPU keeps the wave
-                share[pid] = max(0.0, used) / dt
+            used = 0.0
+            stat: tuple[int, int, float] | None = None
+            if read_cpu:
+                stat = self._proc.stat(pid)
+                if stat is None:  # gone since it was listed
+                    continue
+                _ppid, start, cpu = stat
+                before = self._cpu.get(pid)
+                known = before is not None and before[0] == start
+                used = max(0.0, cpu - before[1]) if before is not None and known else 0.0
+                cpu_seen[pid] = (start, cpu)
+                if pid in reg and known and since_s > 0:  # a first sighting has no share yet: its GPU keeps the wave
+                    share[pid] = used / since_s
             held = holders.get(pid, [])
             trainer = by_pid.get(pid)
             procs.append(
                 ProcTick(
                     pid=pid,
-                    job=self._attributor.resolve(pid, reg),
+                    job=self._attributor.resolve(pid, reg, stat),
                     gpus=tuple(sorted({g for g, _ in held})),
                     gpu_memory_bytes=sum(b for _, b in held),
-                    cpu_seconds=max(0.0, used),
+                    cpu_seconds=used,
                     rank=trainer.rank if trainer is not None else None,
                 )
             )
-        self._cpu = cpu_seen
-        self.trainer_cpu_share = share
-        self._attributor.forget(set(cpu_seen))
+        if read_cpu:
+            self._cpu_at_ms = now
+            self._cpu = cpu_seen
+            self.trainer_cpu_share = share
+            self._attributor.forget(set(cpu_seen))
         job_traces: dict[tuple[str, str], int] = {}
         keys = {p.pid: (p.job.job_id, p.job.user) for p in procs}
         for traced in traces:

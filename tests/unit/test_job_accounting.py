@@ -13,7 +13,7 @@ from job_proc_tree import ProcTree
 from dyno.daemon.history import Sample
 from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
 from dyno.daemon.jobs.attribution import UNATTRIBUTED, user_name
-from dyno.daemon.jobs.observe import CHILDREN_EVERY_S, Trainer
+from dyno.daemon.jobs.observe import CHILDREN_EVERY_S, CPU_EVERY_S, Trainer
 from dyno.daemon.jobs.store import JobQuery
 from dyno.daemon.samplers.base import GpuProcess, Reading
 from dyno.daemon.samplers.gpu_sim import SimGpuSampler
@@ -32,10 +32,14 @@ class Clocks:
 
 
 def accounting(
-    state: Path, tree: ProcTree, clocks: Clocks, trainers: list[Trainer], sim: SimGpuSampler
+    state: Path, tree: ProcTree, clocks: Clocks, trainers: list[Trainer], sim: SimGpuSampler, cpu_every_s: float = 1.0
 ) -> JobAccounting:
+    """Accounting of 4 simulated GPUs; CPU read every tick unless told (dynod's pace is CPU_EVERY_S)."""
+    config = AccountingConfig(
+        state_dir=state, hostname="h", interval_s=1.0, flush_s=10.0, grace_s=5.0, sim_gpus=4, cpu_every_s=cpu_every_s
+    )
     acc = JobAccounting(
-        AccountingConfig(state_dir=state, hostname="h", interval_s=1.0, flush_s=10.0, grace_s=5.0, sim_gpus=4),
+        config,
         lambda: trainers,
         list,
         proc=tree.reader(),
@@ -235,3 +239,21 @@ def test_a_new_dataloader_worker_is_found_at_the_next_listing_of_children(tmp_pa
     assert acc.book.records()[0].pids == (100, 101)  # listed again every CHILDREN_EVERY_S, not every tick
     run(acc, sim, clocks, tree, int(CHILDREN_EVERY_S), {100: 10})
     assert acc.book.records()[0].pids == (100, 101, 102)
+
+
+def test_cpu_read_at_dynods_pace_adds_up_to_the_same_totals(tmp_path: Path, tree: ProcTree) -> None:
+    clocks, sim = Clocks(), SimGpuSampler(4)
+    trainers = [Trainer(100, "j", os.getuid())]
+    acc = accounting(tmp_path / "state", tree, clocks, trainers, sim, cpu_every_s=CPU_EVERY_S)
+    reads = []
+    stat = acc._observer._proc.stat  # count the /proc stat reads
+
+    def counting(pid: int) -> tuple[int, int, float] | None:
+        reads.append(pid)
+        return stat(pid)
+
+    acc._observer._proc.stat = counting  # type: ignore[method-assign]
+    run(acc, sim, clocks, tree, 21, {100: 30, 101: 10})
+    (rec,) = acc.book.records()
+    assert rec.cpu_seconds == pytest.approx(20 * 0.4)  # every second's CPU after the first reading
+    assert len(reads) == 2 * (1 + 20 // int(CPU_EVERY_S))  # two processes, read every CPU_EVERY_S only
