@@ -124,13 +124,19 @@ class Daemon:
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     def _prepare_dirs(self) -> None:
-        for d in (self.config.state_dir, self.config.trace_dir):
-            try:
-                d.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise StartupError(f"cannot create directory {d}: {e.strerror or e}") from None
-            if not os.access(d, os.W_OK):
-                raise StartupError(f"directory {d} is not writable by uid {os.geteuid()}")
+        d = self.config.trace_dir
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StartupError(f"cannot create directory {d}: {e.strerror or e}") from None
+        if not os.access(d, os.W_OK):
+            raise StartupError(f"directory {d} is not writable by uid {os.geteuid()}")
+        # The state dir holds only the job database: without it dynod samples and serves, keeps job records in memory
+        # and says so in status (job_store), rather than not starting at all
+        try:
+            self.config.state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            log.warning("cannot create state dir %s: %s", self.config.state_dir, e.strerror or e)
 
     def _start_grpc(self) -> None:
         cfg = self.config
