@@ -264,6 +264,19 @@ class DynoClient:
             answer.next_page_token = page.next_page_token
         return answer
 
+    def list_jobs(self, request: dyno_pb2.ListJobsRequest | None = None) -> dyno_pb2.ListJobsResponse:
+        """Every job record matching `request`'s filters, the daemon's pages gathered into one answer."""
+        request = request or dyno_pb2.ListJobsRequest()
+        answer = self.call(self.stub.ListJobs, request)
+        while answer.next_page_token:
+            follow = dyno_pb2.ListJobsRequest()
+            follow.CopyFrom(request)
+            follow.page_token = answer.next_page_token
+            page = self.call(self.stub.ListJobs, follow)
+            answer.jobs.extend(page.jobs)
+            answer.next_page_token = page.next_page_token
+        return answer
+
     def start_trace(self, request: dyno_pb2.TraceRequest) -> dyno_pb2.StartTraceResponse:
         # Not retried: a retry after a lost reply would start a second trace.
         return self.call(self.stub.StartTrace, request, retry=False)

@@ -235,6 +235,9 @@ class Cluster:
     def list_processes(self, job_id: str = "") -> list[HostResult[dyno_pb2.ListProcessesResponse]]:
         return self.call(lambda c: c.list_processes(job_id))
 
+    def list_jobs(self, request: dyno_pb2.ListJobsRequest) -> list[HostResult[dyno_pb2.ListJobsResponse]]:
+        return self.call(lambda c: c.list_jobs(request))
+
     def metrics(
         self, names: Sequence[str] = (), since_ms: int = 0, limit: int = 0
     ) -> list[HostResult[dyno_pb2.GetMetricsResponse]]:

@@ -31,6 +31,10 @@ from dyno.daemon.connection_limits import server_options
 from dyno.daemon.handler_slots import HandlerSlots
 from dyno.daemon.health import HealthServicer
 from dyno.daemon.history import History
+from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
+from dyno.daemon.jobs.observe import trainers
+from dyno.daemon.jobs.prometheus import job_families
+from dyno.daemon.jobs.service import ListJobsRpc
 from dyno.daemon.loop import SamplingLoop
 from dyno.daemon.memlimit import history_memory_problem, memory_limits
 from dyno.daemon.metrics_http import MetricsHTTPServer
@@ -78,6 +82,7 @@ class Daemon:
             trust_unidentified=config.insecure_allow_unauthenticated_remote,
         )
         self.tracing = Tracing(config, self.hostname, callers=self.callers)
+        self.jobs = self._job_accounting()
         self.server: grpc.Server | None = None
         self.servicer: DynoServicer | None = None
         self.metrics_server: MetricsHTTPServer | None = None
@@ -85,6 +90,30 @@ class Daemon:
         self.port = 0
         self.metrics_port = 0
         self._stopped = threading.Event()
+
+    def _job_accounting(self) -> JobAccounting:
+        cfg, gpu = self.config, self.gpu_sampler
+        hold_loads = getattr(gpu, "hold_loads", None)  # the sim backend: trainers' CPU share drives its GPUs' load
+        inventory = getattr(gpu, "inventory", None)
+        sim_gpus = len(inventory()) if hold_loads is not None and inventory is not None else 0
+        accounting = JobAccounting(
+            AccountingConfig(
+                state_dir=cfg.state_dir,
+                hostname=self.hostname,
+                interval_s=cfg.interval_s,
+                flush_s=cfg.job_flush_s,
+                grace_s=cfg.job_grace_s,
+                retention_s=cfg.job_retention_s,
+                retention_bytes=cfg.job_retention_bytes,
+                sim_gpus=sim_gpus,
+            ),
+            lambda: trainers(self.tracing.registry.list()),
+            getattr(gpu, "processes", list),
+            set_sim_loads=hold_loads,
+        )
+        self.loop.add_tick_listener(accounting.on_tick)
+        self.tracing.manager.trace_listener = accounting.trace_taken
+        return accounting
 
     # -- status -----------------------------------------------------------------------------------------------
     def status(self) -> dyno_pb2.Status:
@@ -107,17 +136,24 @@ class Daemon:
             agent_socket=str(cfg.agent_socket_path),
             kineto_endpoint=self.tracing.kineto.describe() if self.tracing.kineto is not None else "off",
             instance_id=self.tracing.instance_id,
+            job_store=self.jobs.problem() or "ok",
         )
 
     # -- lifecycle --------------------------------------------------------------------------------------------
     def _prepare_dirs(self) -> None:
-        for d in (self.config.state_dir, self.config.trace_dir):
-            try:
-                d.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise StartupError(f"cannot create directory {d}: {e.strerror or e}") from None
-            if not os.access(d, os.W_OK):
-                raise StartupError(f"directory {d} is not writable by uid {os.geteuid()}")
+        d = self.config.trace_dir
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StartupError(f"cannot create directory {d}: {e.strerror or e}") from None
+        if not os.access(d, os.W_OK):
+            raise StartupError(f"directory {d} is not writable by uid {os.geteuid()}")
+        # The state dir holds only the job database: without it dynod samples and serves, keeps job records in memory
+        # and says so in status (job_store), rather than not starting at all
+        try:
+            self.config.state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            log.warning("cannot create state dir %s: %s", self.config.state_dir, e.strerror or e)
 
     def _start_grpc(self) -> None:
         cfg = self.config
@@ -140,7 +176,13 @@ class Daemon:
             maximum_concurrent_rpcs=256,
             interceptors=interceptors,
         )
-        self.servicer = DynoServicer(self.status, self.history, self.hostname, trace_rpcs=self.tracing.rpcs)
+        self.servicer = DynoServicer(
+            self.status,
+            self.history,
+            self.hostname,
+            trace_rpcs=self.tracing.rpcs,
+            list_jobs=ListJobsRpc(lambda: self.jobs, self.hostname),
+        )
         add_to_server(self.servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         add_reflection(  # capped: each session holds an RPC thread (dyno.daemon.stream_slots)
@@ -207,7 +249,7 @@ class Daemon:
             "trace_dir_bytes": t.trace_dir_bytes(),
             "trace_retention_bytes": c.trace_retention_bytes,
         }
-        return daemon_gauges(self.hostname, values)
+        return [*daemon_gauges(self.hostname, values), *job_families(self.hostname, self.jobs.exported_records())]
 
     def start(self) -> None:
         refusal = exposure_refusal(self.config)  # before anything is bound or sampled: exit 2, one line
@@ -225,6 +267,7 @@ class Daemon:
         # The first sample primes rate counters and gives the first queries data at once. Taken on the loop's thread
         # under its watchdog: a hung NVML call in it is logged, reported in status, and delays start-up by at most the
         # stall limit (it hung start-up silently, with no READY=1 for systemd, when the main thread took it).
+        self.jobs.start()  # before the first tick: a restarted dynod resumes its running job records
         self.loop.prime(on_first_tick=self._first_sample_checks)
         try:
             try:
@@ -294,6 +337,7 @@ class Daemon:
         self.tracing.stop()
         stall = self.loop.stall()
         self.loop.stop(timeout=5.0 if stall is None else 0.0)  # a stuck sample() never ends
+        self.jobs.stop()  # after the last tick: its records are flushed, the running ones left running
         # a sample() still running after the join (stalled, or hung for less than the stall limit yet, e.g. a stop
         # during start-up's first sample): its close() would wait on the same hung call
         busy = stall.sampler if stall is not None else self.loop.in_flight()

@@ -34,8 +34,11 @@ FAKE_TRACE_FILE = b'{"traceEvents": []}\n'  # what FetchTraceFile sends, as "fak
 class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
     """Answers every Dyno RPC from fixed data. `delay_s` makes each unary call that slow (a "slow host")."""
 
-    def __init__(self, hostname: str, *, delay_s: float = 0.0, job_id: str = "job1", nprocs: int = 2) -> None:
+    def __init__(
+        self, hostname: str, *, delay_s: float = 0.0, job_id: str = "job1", nprocs: int = 2, jobs: int = 0
+    ) -> None:
         self.hostname = hostname
+        self.jobs = jobs  # ListJobs answers this many ended records, "job-<i>" (the same ids on every fake host)
         self.delay_s = delay_s
         self.job_id = job_id
         self.nprocs = nprocs
@@ -67,6 +70,26 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
             interval_s=1.0,
             history_s=3600.0,
         )
+
+    def ListJobs(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> dyno_pb2.ListJobsResponse:
+        return dyno_pb2.ListJobsResponse.FromString(self.ListJobsEncoded(request, context))
+
+    def ListJobsEncoded(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> bytes:
+        """`jobs` ended records in pages of 1000 (filters not applied), sent as encoded (serve() registers it so):
+        the records' bytes are built once per page for every fake server of the process (a fan-out benchmark of
+        hundreds of servers holding thousands of records each), the host's own fields appended (protobuf merges
+        concatenated messages)."""
+        self._enter(context)
+        start = int(request.page_token) if request.page_token.isdigit() else 0
+        end = min(self.jobs, start + _JOB_PAGE)
+        key = (start, end)
+        page = _JOB_PAGES.get(key)
+        if page is None:
+            page = _JOB_PAGES[key] = dyno_pb2.ListJobsResponse(
+                jobs=[fake_job_record("fake", i) for i in range(start, end)]
+            ).SerializeToString()
+        own = dyno_pb2.ListJobsResponse(hostname=self.hostname, next_page_token=str(end) if end < self.jobs else "")
+        return page + own.SerializeToString()
 
     def GetVersion(self, request: dyno_pb2.GetVersionRequest, context: grpc.ServicerContext) -> dyno_pb2.VersionInfo:
         self._enter(context)
@@ -173,6 +196,31 @@ class FakeServer(Generic[S]):
         self.server.stop(grace).wait()
 
 
+_JOB_PAGE = 1000
+_JOB_PAGES: dict[tuple[int, int], bytes] = {}  # (first, end) -> the encoded records of that page
+
+
+def fake_job_record(hostname: str, i: int) -> dyno_pb2.JobRecord:
+    """Record i of a fake host: 8 GPUs for an hour at a busy share that varies with i (deterministic)."""
+    return dyno_pb2.JobRecord(
+        job_id=f"job-{i}",
+        user=f"user{i % 50}",
+        hostname=hostname,
+        first_seen_ms=1_700_000_000_000 + i * 1000,
+        last_seen_ms=1_700_003_600_000 + i * 1000,
+        gpus_max=8,
+        gpu_indices=range(8),
+        gpu_seconds=8 * 3600.0,
+        busy_gpu_seconds=8 * 3600.0 * ((i * 37) % 100) / 100,
+        cpu_seconds=3600.0,
+        ranks=range(8),
+        pids=range(1000, 1008),
+        pid_count=8,
+        source="registered",
+        record_id=i + 1,
+    )
+
+
 def start_fake_servers(
     count: int,
     *,
@@ -181,12 +229,13 @@ def start_fake_servers(
     interceptors: Sequence[grpc.ServerInterceptor] = (),
     credentials: grpc.ServerCredentials | None = None,
     delay_s: float = 0.0,
+    jobs: int = 0,
 ) -> list[FakeServer[FakeDynoServicer]]:
     """Start `count` fake servers on free ports of `host`, sharing `executor` (one is made if None)."""
     pool = executor or futures.ThreadPoolExecutor(max_workers=min(64, 4 + count), thread_name_prefix="fake-dyno")
     return [
         serve(
-            lambda port: FakeDynoServicer(f"fake-{port}", delay_s=delay_s),
+            lambda port: FakeDynoServicer(f"fake-{port}", delay_s=delay_s, jobs=jobs),
             host=host,
             executor=pool,
             interceptors=interceptors,
@@ -212,5 +261,12 @@ def serve(
     port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     servicer = make_servicer(port)
     dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
+    encoded = getattr(servicer, "ListJobsEncoded", None)
+    if encoded is not None:  # bytes go out as they are (registering a method again replaces its handler)
+        handler = grpc.unary_unary_rpc_method_handler(
+            encoded, request_deserializer=dyno_pb2.ListJobsRequest.FromString, response_serializer=None
+        )
+        service = dyno_pb2.DESCRIPTOR.services_by_name["Dyno"].full_name
+        server.add_registered_method_handlers(service, {"ListJobs": handler})
     server.start()
     return FakeServer(server, port, servicer)

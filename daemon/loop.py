@@ -68,6 +68,13 @@ class SamplingLoop:
         self._watchdog: threading.Thread | None = None
         self._on_first_tick: Callable[[], None] | None = None
         self._first_tick_done = threading.Event()
+        self._tick_listeners: list[Callable[[Sample], None]] = []
+        self._failing_listeners: set[int] = set()
+
+    def add_tick_listener(self, listener: Callable[[Sample], None]) -> None:
+        """Call `listener` with each sample on the loop's thread, after the history has it (job accounting). One
+        that raises is logged once per failure episode and called again at the next tick."""
+        self._tick_listeners.append(listener)
 
     def stall(self) -> Stall | None:
         """The sampler stuck in sample() for more than the stall limit, None while the loop is not stuck."""
@@ -159,6 +166,14 @@ class SamplingLoop:
             self._sample_one(sampler, readings)
         sample = Sample(int(self._wall() * 1000), tuple(readings))
         self._history.append(sample)
+        for i, listener in enumerate(self._tick_listeners):
+            try:
+                listener(sample)
+                self._failing_listeners.discard(i)
+            except Exception:
+                if i not in self._failing_listeners:
+                    self._failing_listeners.add(i)
+                    log.exception("after the sample: %r failed", listener)
         self.ticks += 1
         self.last_tick_duration_s = self._clock() - t0
         return sample

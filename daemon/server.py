@@ -81,8 +81,10 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         history: History,
         hostname: str,
         trace_rpcs: TraceRpcsProtocol | None = None,
+        list_jobs: Callable[[dyno_pb2.ListJobsRequest, grpc.ServicerContext], dyno_pb2.ListJobsResponse] | None = None,
     ) -> None:
         self._status = status
+        self._list_jobs = list_jobs
         self._history = history
         self._encoder = StoredEncoder(history.series)
         self._hostname = hostname
@@ -163,6 +165,11 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
                 yield from sample_messages(sample, keep if request.names else None, MAX_METRICS_PAGE_BYTES)
         finally:
             sub.close()
+
+    def ListJobs(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> dyno_pb2.ListJobsResponse:
+        if self._list_jobs is None:
+            abort(context, grpc.StatusCode.UNIMPLEMENTED, "ListJobs: job accounting is not enabled in this daemon")
+        return self._list_jobs(request, context)
 
     def _delegate(self, name: str, request: Any, context: grpc.ServicerContext) -> Any:
         if self._traces is None:

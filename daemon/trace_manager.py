@@ -9,7 +9,7 @@ trace_agents.py (the agents' streams and reports); this module adds requests, qu
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from dyno.daemon import trace_files as tf
@@ -69,6 +69,9 @@ LISTED_WORKERS_MAX_AGE_MS = 1000
 
 class TraceManager(KinetoTraces, AgentTraces):
     """Built as TraceTable is (registry, trace_dir, hostname, timeouts, limits, clock, kineto identifier)."""
+
+    # told the pids of each trace started (job accounting counts traces per job); set once before start
+    trace_listener: Callable[[tuple[int, ...]], None] | None = None
 
     # -- requests ---------------------------------------------------------------------------------------------
 
@@ -146,6 +149,8 @@ class TraceManager(KinetoTraces, AgentTraces):
             msg += f"; {len(busy)} busy with another trace ({held_by})"
         log.info("trace %s (job %r): %s", trace_id, spec.job_id, msg)
         self._on_start()
+        if self.trace_listener is not None:
+            self.trace_listener(tuple(p.pid for p in todo))
         return StartResult(trace_id, tuple(p.pid for p in matched), triggered, tuple(p.pid for p in busy), msg, jobs)
 
     def roles(self, procs: list[ProcessRecord]) -> dict[int, str]:

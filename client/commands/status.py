@@ -46,6 +46,10 @@ def render(s: dyno_pb2.Status, target: str) -> str:
         f"processes   {s.registered_processes} registered, {s.active_traces} active traces",
         f"traces      {s.trace_dir} ({human_bytes(s.trace_dir_bytes)})",
         f"agent       {s.agent_socket}   kineto endpoint: {s.kineto_endpoint}",
+    ]
+    if s.job_store:  # empty from a dynod without job accounting
+        lines.append(f"job store   {s.job_store}")
+    lines += [
         "",
     ]
     rows = []

@@ -16,11 +16,14 @@ from dyno.daemon.config.settings import (
     LOG_LEVELS,
     MAX_HISTORY_MAX_BYTES,
     MAX_INTERVAL_S,
+    MAX_JOB_S,
     MAX_REGISTRY_CAP,
     MAX_TRACE_RETENTION_BYTES,
     MAX_TRACE_RETENTION_S,
     MIN_HISTORY_MAX_BYTES,
     MIN_INTERVAL_S,
+    MIN_JOB_FLUSH_S,
+    MIN_JOB_RETENTION_BYTES,
     DaemonConfig,
 )
 
@@ -148,6 +151,30 @@ def build_parser() -> argparse.ArgumentParser:
         type=_registry_cap,
         help="most of them of one user, so that one user's runaway launcher leaves room for other users' trainers "
         f"(default {_D.max_processes_per_uid}; 1-{MAX_REGISTRY_CAP}; --max-processes still caps the total)",
+    )
+    a(
+        "--job-flush-s",
+        type=_positive_float,
+        help=f"write job records to the job database at most this often (default {_D.job_flush_s:g}; a kill -9 loses "
+        f"at most this much; {MIN_JOB_FLUSH_S:g}-{MAX_JOB_S:.0f})",
+    )
+    a(
+        "--job-grace-s",
+        type=_positive_float,
+        help=f"a job ends when none of its processes was seen for this long (default {_D.job_grace_s:g}; "
+        f"at most {MAX_JOB_S:.0f})",
+    )
+    a(
+        "--job-retention-s",
+        type=_positive_float,
+        help=f"delete ended job records older than this (default {_D.job_retention_s:g}, 90 days; at most "
+        f"{MAX_TRACE_RETENTION_S:.0f}, 10 years)",
+    )
+    a(
+        "--job-retention-bytes",
+        type=number(int, gt=0),
+        help=f"delete the oldest ended job records while they take more than this (default {_D.job_retention_bytes}, "
+        f"256 MiB; at least {MIN_JOB_RETENTION_BYTES}, 1 MiB)",
     )
     a(
         "--auth-token-file",

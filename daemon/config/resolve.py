@@ -19,11 +19,14 @@ from dyno.daemon.config.settings import (
     LOG_LEVELS,
     MAX_HISTORY_MAX_BYTES,
     MAX_INTERVAL_S,
+    MAX_JOB_S,
     MAX_REGISTRY_CAP,
     MAX_TRACE_RETENTION_BYTES,
     MAX_TRACE_RETENTION_S,
     MIN_HISTORY_MAX_BYTES,
     MIN_INTERVAL_S,
+    MIN_JOB_FLUSH_S,
+    MIN_JOB_RETENTION_BYTES,
     ConfigError,
     DaemonConfig,
     group_id,
@@ -155,6 +158,14 @@ def _value_problem(key: str, value: Any) -> str | None:
         return "trace_retention_s must be > 0"
     if key == "trace_retention_s" and value > MAX_TRACE_RETENTION_S:
         return f"trace_retention_s {value:g} is above the maximum of {MAX_TRACE_RETENTION_S:.0f} (10 years)"
+    if key == "job_flush_s" and not MIN_JOB_FLUSH_S <= value <= MAX_JOB_S:
+        return f"job_flush_s {value:g} is outside {MIN_JOB_FLUSH_S:g}-{MAX_JOB_S:.0f}"
+    if key == "job_grace_s" and not 0 < value <= MAX_JOB_S:
+        return f"job_grace_s {value:g} must be > 0 and at most {MAX_JOB_S:.0f}"
+    if key == "job_retention_s" and not 0 < value <= MAX_TRACE_RETENTION_S:
+        return f"job_retention_s {value:g} must be > 0 and at most {MAX_TRACE_RETENTION_S:.0f} (10 years)"
+    if key == "job_retention_bytes" and not MIN_JOB_RETENTION_BYTES <= value <= MAX_TRACE_RETENTION_BYTES:
+        return f"job_retention_bytes {value} is outside {MIN_JOB_RETENTION_BYTES}-{MAX_TRACE_RETENTION_BYTES}"
     if key in ("max_processes", "max_processes_per_uid") and not 1 <= value <= MAX_REGISTRY_CAP:
         return f"{key} {value} is outside 1-{MAX_REGISTRY_CAP}"
     if key == "trace_dir":

@@ -44,6 +44,9 @@ MIN_INTERVAL_S = 0.1
 MAX_INTERVAL_S = 86400.0
 MAX_TRACE_RETENTION_S = 10 * 365 * 86400.0
 MAX_TRACE_RETENTION_BYTES = 2**50
+MIN_JOB_FLUSH_S = 0.1
+MAX_JOB_S = 86400.0
+MIN_JOB_RETENTION_BYTES = 2**20
 # The history's default memory budget (history.MAX_HISTORY_BYTES). systemd/dynod.service has MemoryHigh=256M,
 # MemoryMax=512M and dynod's own steady state is ~55 MB; this leaves room for trace transfers and a 32 MiB
 # GetMetrics answer: ~10 hours of 1 s samples of 8 GPUs, ~1 hour at 0.1 s (docs/BENCHMARKS.md).
@@ -126,6 +129,13 @@ class DaemonConfig:
     # one uid (so that one user's runaway launcher leaves room for other users' trainers)
     max_processes: int = MAX_PROCESSES
     max_processes_per_uid: int = MAX_PROCESSES_PER_UID
+    # job accounting (dyno.daemon.jobs): records written to state_dir/jobs.sqlite3 at most every job_flush_s, at each
+    # job's end and at stop; a job ends job_grace_s after its last process was seen; ended records are kept
+    # job_retention_s and within job_retention_bytes (the oldest go first)
+    job_flush_s: float = 60.0
+    job_grace_s: float = 120.0
+    job_retention_s: float = 90 * 24 * 3600.0
+    job_retention_bytes: int = 256 * 1024**2
     auth_token_file: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None

@@ -5,7 +5,9 @@ deterministic for a given seed and clock, and physically consistent with each ot
 clocks, PCIe traffic and the GPM-style activity metrics all follow the same load. The series and names are those
 of the real sampler (gpu_metrics.py); everything is marked simulated: SamplerState.simulated, GpuDevice.simulated,
 uuids "GPU-SIM-...", device names ending in "(simulated)", and a simulated="true" label on every reading.
-No processes are invented: processes() is empty, because fake pids would be attributed to real processes.
+No processes are invented: processes() is empty, because fake pids would be attributed to real processes. Job
+accounting places the registered trainers (real processes) on these GPUs and sets the load of each GPU that holds one
+(`hold_loads`): the trainers' own CPU busy share, so a starved trainer shows as a poorly used GPU.
 """
 
 from __future__ import annotations
@@ -82,6 +84,12 @@ class SimGpuSampler:
         self._labels = [gm.device_labels(d.index, d.uuid, simulated=True) for d in self._devices]
         self._energy_j = [0.0] * n
         self._last_t: float | None = None
+        self._held: dict[int, float] = {}
+
+    def hold_loads(self, loads: dict[int, float]) -> None:
+        """The load in [0, 1] of each GPU that holds a trainer, from the next sample on; the others follow the wave.
+        Replaced whole (any thread)."""
+        self._held = {i: min(1.0, max(0.0, v)) for i, v in loads.items() if 0 <= i < len(self._profiles)}
 
     def state(self) -> SamplerState:
         return SamplerState(name=self.name, ok=True, backend="sim", simulated=True)
@@ -107,9 +115,10 @@ class SimGpuSampler:
         dt = 0.0 if self._last_t is None else max(0.0, now - self._last_t)
         self._last_t = now
         out: list[Reading] = []
+        held = self._held
         for i, p in enumerate(self._profiles):
-            load = self._load(p, t)
-            lagged = self._load(p, t - 20.0)  # temperature follows load with thermal inertia
+            load = held[i] if i in held else self._load(p, t)
+            lagged = held[i] if i in held else self._load(p, t - 20.0)  # temperature follows load with thermal inertia
             power = _POWER_IDLE_W + (_POWER_LIMIT_W - _POWER_IDLE_W) * load**0.9
             self._energy_j[i] += power * dt
             capped = power >= 0.97 * _POWER_LIMIT_W

@@ -100,6 +100,16 @@ def test_boundary_and_random_dyno_requests_get_a_clean_answer(daemon: Daemon) ->
             codes.append(_code(functools.partial(_first, stream)))
             listing = dyno_pb2.ListProcessesRequest(job_id=rng.choice(texts))
             codes.append(_code(functools.partial(stub.ListProcesses, listing, timeout=10)))
+            jobs = dyno_pb2.ListJobsRequest(
+                since_ms=rng.choice(ints64),
+                until_ms=rng.choice(ints64),
+                job_id=rng.choice([*texts, "j" * 200]),
+                user=rng.choice(texts),
+                running_only=rng.random() < 0.5,
+                page_size=rng.choice(ints32),
+                page_token=rng.choice([*texts, "j1:1", "j1:" + "9" * 19, "j1:" + "9" * 40, "j1:-1"]),
+            )
+            codes.append(_code(functools.partial(stub.ListJobs, jobs, timeout=10)))
             spec = dyno_pb2.TraceRequest(
                 job_id=rng.choice(["fz", *texts]),
                 pids=[rng.choice(ints32) for _ in range(rng.choice([0, 1, 1025]))],
@@ -124,7 +134,7 @@ def test_boundary_and_random_dyno_requests_get_a_clean_answer(daemon: Daemon) ->
             )
             fetches.append(_code(functools.partial(list, stub.FetchTraceFile(fetch, timeout=10))))
         raw = [b"\xff" * 9, bytes(rng.getrandbits(8) for _ in range(200)), b"\x0a\xff\xff\xff\xff\x0f"]
-        for method in ("GetMetrics", "StartTrace", "GetTrace", "ListProcesses"):
+        for method in ("GetMetrics", "StartTrace", "GetTrace", "ListProcesses", "ListJobs"):
             call = ch.unary_unary(f"/dyno.v1.Dyno/{method}", request_serializer=None, response_deserializer=None)
             for body in raw:
                 codes.append(_code(functools.partial(call, body, timeout=10)))

@@ -81,7 +81,7 @@ class GpuInfo(_message.Message):
     def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., uuid: _Optional[str] = ..., memory_total_bytes: _Optional[int] = ..., simulated: _Optional[bool] = ..., pci_bus_id: _Optional[str] = ...) -> None: ...
 
 class Status(_message.Message):
-    __slots__ = ("hostname", "version", "uptime_s", "samplers", "gpus", "registered_processes", "trace_dir", "trace_dir_bytes", "interval_s", "history_s", "samples_in_history", "pid", "agent_socket", "kineto_endpoint", "active_traces", "instance_id")
+    __slots__ = ("hostname", "version", "uptime_s", "samplers", "gpus", "registered_processes", "trace_dir", "trace_dir_bytes", "interval_s", "history_s", "samples_in_history", "pid", "agent_socket", "kineto_endpoint", "active_traces", "instance_id", "job_store")
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +98,7 @@ class Status(_message.Message):
     KINETO_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_TRACES_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_STORE_FIELD_NUMBER: _ClassVar[int]
     hostname: str
     version: str
     uptime_s: float
@@ -114,7 +115,8 @@ class Status(_message.Message):
     kineto_endpoint: str
     active_traces: int
     instance_id: str
-    def __init__(self, hostname: _Optional[str] = ..., version: _Optional[str] = ..., uptime_s: _Optional[float] = ..., samplers: _Optional[_Iterable[_Union[SamplerState, _Mapping]]] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., registered_processes: _Optional[int] = ..., trace_dir: _Optional[str] = ..., trace_dir_bytes: _Optional[int] = ..., interval_s: _Optional[float] = ..., history_s: _Optional[float] = ..., samples_in_history: _Optional[int] = ..., pid: _Optional[int] = ..., agent_socket: _Optional[str] = ..., kineto_endpoint: _Optional[str] = ..., active_traces: _Optional[int] = ..., instance_id: _Optional[str] = ...) -> None: ...
+    job_store: str
+    def __init__(self, hostname: _Optional[str] = ..., version: _Optional[str] = ..., uptime_s: _Optional[float] = ..., samplers: _Optional[_Iterable[_Union[SamplerState, _Mapping]]] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., registered_processes: _Optional[int] = ..., trace_dir: _Optional[str] = ..., trace_dir_bytes: _Optional[int] = ..., interval_s: _Optional[float] = ..., history_s: _Optional[float] = ..., samples_in_history: _Optional[int] = ..., pid: _Optional[int] = ..., agent_socket: _Optional[str] = ..., kineto_endpoint: _Optional[str] = ..., active_traces: _Optional[int] = ..., instance_id: _Optional[str] = ..., job_store: _Optional[str] = ...) -> None: ...
 
 class GetVersionRequest(_message.Message):
     __slots__ = ()
@@ -368,3 +370,85 @@ class FileChunk(_message.Message):
     filename: str
     checksum: str
     def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., last: _Optional[bool] = ..., total_size: _Optional[int] = ..., filename: _Optional[str] = ..., checksum: _Optional[str] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("since_ms", "until_ms", "job_id", "user", "running_only", "page_size", "page_token")
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_ONLY_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    since_ms: int
+    until_ms: int
+    job_id: str
+    user: str
+    running_only: bool
+    page_size: int
+    page_token: str
+    def __init__(self, since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., job_id: _Optional[str] = ..., user: _Optional[str] = ..., running_only: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class JobRecord(_message.Message):
+    __slots__ = ("job_id", "user", "hostname", "first_seen_ms", "last_seen_ms", "running", "gpus_held", "gpus_max", "gpu_indices", "gpu_seconds", "busy_gpu_seconds", "sm_active_gpu_seconds", "tensor_active_gpu_seconds", "gpm_gpu_seconds", "gpu_memory_max_bytes", "energy_joules", "cpu_seconds", "ranks", "pids", "pid_count", "traces", "source", "simulated", "record_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    GPUS_HELD_FIELD_NUMBER: _ClassVar[int]
+    GPUS_MAX_FIELD_NUMBER: _ClassVar[int]
+    GPU_INDICES_FIELD_NUMBER: _ClassVar[int]
+    GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BUSY_GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SM_ACTIVE_GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_ACTIVE_GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GPM_GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEMORY_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_JOULES_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    RANKS_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
+    PID_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TRACES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    SIMULATED_FIELD_NUMBER: _ClassVar[int]
+    RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    user: str
+    hostname: str
+    first_seen_ms: int
+    last_seen_ms: int
+    running: bool
+    gpus_held: int
+    gpus_max: int
+    gpu_indices: _containers.RepeatedScalarFieldContainer[int]
+    gpu_seconds: float
+    busy_gpu_seconds: float
+    sm_active_gpu_seconds: float
+    tensor_active_gpu_seconds: float
+    gpm_gpu_seconds: float
+    gpu_memory_max_bytes: int
+    energy_joules: float
+    cpu_seconds: float
+    ranks: _containers.RepeatedScalarFieldContainer[int]
+    pids: _containers.RepeatedScalarFieldContainer[int]
+    pid_count: int
+    traces: int
+    source: str
+    simulated: bool
+    record_id: int
+    def __init__(self, job_id: _Optional[str] = ..., user: _Optional[str] = ..., hostname: _Optional[str] = ..., first_seen_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., running: _Optional[bool] = ..., gpus_held: _Optional[int] = ..., gpus_max: _Optional[int] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., gpu_seconds: _Optional[float] = ..., busy_gpu_seconds: _Optional[float] = ..., sm_active_gpu_seconds: _Optional[float] = ..., tensor_active_gpu_seconds: _Optional[float] = ..., gpm_gpu_seconds: _Optional[float] = ..., gpu_memory_max_bytes: _Optional[int] = ..., energy_joules: _Optional[float] = ..., cpu_seconds: _Optional[float] = ..., ranks: _Optional[_Iterable[int]] = ..., pids: _Optional[_Iterable[int]] = ..., pid_count: _Optional[int] = ..., traces: _Optional[int] = ..., source: _Optional[str] = ..., simulated: _Optional[bool] = ..., record_id: _Optional[int] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("hostname", "jobs", "next_page_token", "store_problem")
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STORE_PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    hostname: str
+    jobs: _containers.RepeatedCompositeFieldContainer[JobRecord]
+    next_page_token: str
+    store_problem: str
+    def __init__(self, hostname: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., store_problem: _Optional[str] = ...) -> None: ...

@@ -88,6 +88,11 @@ class DynoStub:
                 request_serializer=dyno_dot_v1_dot_dyno__pb2.FetchTraceFileRequest.SerializeToString,
                 response_deserializer=dyno_dot_v1_dot_dyno__pb2.FileChunk.FromString,
                 _registered_method=True)
+        self.ListJobs = channel.unary_unary(
+                '/dyno.v1.Dyno/ListJobs',
+                request_serializer=dyno_dot_v1_dot_dyno__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=dyno_dot_v1_dot_dyno__pb2.ListJobsResponse.FromString,
+                _registered_method=True)
 
 
 class DynoServicer:
@@ -163,6 +168,15 @@ class DynoServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListJobs(self, request, context):
+        """Per-job GPU accounting records of this host (running jobs and ended ones the job database keeps), in record id
+        order, at most page_size (default 500, at most 1000) per answer; each record is bounded (ids 128 characters,
+        at most 64 pids, ranks and GPU indices), so an answer stays far below 4 MiB.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DynoServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -210,6 +224,11 @@ def add_DynoServicer_to_server(servicer, server):
                     servicer.FetchTraceFile,
                     request_deserializer=dyno_dot_v1_dot_dyno__pb2.FetchTraceFileRequest.FromString,
                     response_serializer=dyno_dot_v1_dot_dyno__pb2.FileChunk.SerializeToString,
+            ),
+            'ListJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobs,
+                    request_deserializer=dyno_dot_v1_dot_dyno__pb2.ListJobsRequest.FromString,
+                    response_serializer=dyno_dot_v1_dot_dyno__pb2.ListJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -464,6 +483,33 @@ class Dyno:
             '/dyno.v1.Dyno/FetchTraceFile',
             dyno_dot_v1_dot_dyno__pb2.FetchTraceFileRequest.SerializeToString,
             dyno_dot_v1_dot_dyno__pb2.FileChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dyno.v1.Dyno/ListJobs',
+            dyno_dot_v1_dot_dyno__pb2.ListJobsRequest.SerializeToString,
+            dyno_dot_v1_dot_dyno__pb2.ListJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

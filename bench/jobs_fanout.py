@@ -1,0 +1,113 @@
+"""`dyno-cli jobs` across many daemons holding many job records: the fan-out of ListJobs (every page of every host)
+and the join into one row per job, as the command does it.
+
+    python bench/jobs_fanout.py                      # 256 fake hosts x 10,000 records, 3 repeats
+    python bench/jobs_fanout.py --hosts 64 --jobs 1000
+
+The hosts are fake Dyno servers (dyno.daemon.fake_server) in 4 helper processes, answering ListJobs with the same
+10,000 ended records each (pages of 1000, sent pre-encoded), so the figure is the client's cost plus the loopback
+transfer on one machine that also runs the servers. Prints the time of Cluster.list_jobs (fan-out, all pages) and of
+jobs_table.from_records (the join), and of the whole `dyno-cli jobs --json` process, per repeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from dyno.client.cluster import Cluster
+from dyno.client.commands.jobs import gc_paused
+from dyno.client.hosts import Host
+from dyno.client.jobs_table import from_records
+from dyno.v1 import dyno_pb2
+
+
+def _serve(count: int, jobs: int) -> int:
+    from dyno.daemon.fake_server import start_fake_servers
+
+    servers = start_fake_servers(count, jobs=jobs)
+    print(json.dumps([s.port for s in servers]), flush=True)
+    sys.stdin.read()  # until the parent closes it
+    for s in servers:
+        s.server.stop(0)
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--hosts", type=int, default=256)
+    p.add_argument("--jobs", type=int, default=10_000, help="records per host")
+    p.add_argument("--groups", type=int, default=4, help="helper processes serving the fake hosts")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--serve", type=int, default=0, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.serve:
+        return _serve(args.serve, args.jobs)
+    sizes = [args.hosts // args.groups + (1 if i < args.hosts % args.groups else 0) for i in range(args.groups)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(n), "--jobs", str(args.jobs)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for n in sizes
+        if n
+    ]
+    ports = [port for proc in procs for port in json.loads(proc.stdout.readline())]  # type: ignore[union-attr]
+    hosts = [Host("127.0.0.1", port) for port in ports]
+    with tempfile.NamedTemporaryFile("w", suffix=".hosts", delete=False) as f:
+        f.write("\n".join(f"127.0.0.1:{port}" for port in ports) + "\n")
+        hostfile = f.name
+    print(f"{len(hosts)} hosts x {args.jobs} job records; cpus={os.cpu_count()}")
+    fan, join, cli = [], [], []
+    try:
+        # the first pass builds the servers' pages (once per helper process): not timed
+        with Cluster(hosts, deadline_s=120) as cluster:
+            cluster.list_jobs(dyno_pb2.ListJobsRequest())
+        for i in range(args.repeats):
+            with gc_paused(), Cluster(hosts, deadline_s=120) as cluster:  # as the command does
+                t0 = time.perf_counter()
+                results = cluster.list_jobs(dyno_pb2.ListJobsRequest())
+                t1 = time.perf_counter()
+                records = [(str(r.host), j) for r in results if r.ok and r.value is not None for j in r.value.jobs]
+                t2 = time.perf_counter()
+                rows = from_records(records)
+                t3 = time.perf_counter()
+            failed = sum(1 for r in results if not r.ok)
+            t4 = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, "-m", "dyno.client", "jobs", "--hostfile", hostfile, "--json", "--timeout-s", "120"],
+                capture_output=True,
+                text=True,
+            )
+            t5 = time.perf_counter()
+            fan.append(t1 - t0)
+            join.append(t3 - t2)
+            cli.append(t5 - t4)
+            print(
+                f"repeat {i + 1}: list_jobs {t1 - t0:.2f} s ({len(records)} records, {failed} failed hosts), "
+                f"join {t3 - t2:.2f} s ({len(rows)} jobs), "
+                f"dyno-cli jobs --json {t5 - t4:.2f} s (exit {done.returncode})"
+            )
+    finally:
+        for proc in procs:
+            proc.stdin.close()  # type: ignore[union-attr]
+            proc.wait(30)
+        os.unlink(hostfile)
+    print(
+        f"median: list_jobs {statistics.median(fan):.2f} s, join {statistics.median(join):.2f} s, "
+        f"fan-out + join {statistics.median(fan) + statistics.median(join):.2f} s, "
+        f"whole command {statistics.median(cli):.2f} s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

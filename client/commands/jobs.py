@@ -1,0 +1,138 @@
+"""dyno-cli jobs: the fleet's jobs ranked by wasted GPU-hours, from the daemons' job records (fan-out) or from a
+Prometheus server's job series (--prometheus)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import re
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+
+from dyno.argtypes import job_id as job_id_arg
+from dyno.client.commands._common import print_json, print_out
+from dyno.client.commands._hosts import (
+    FANOUT_EXIT_CODES,
+    add_host_arguments,
+    cluster_from_args,
+    fanout_exit_code,
+    print_failures,
+)
+from dyno.client.jobs_prometheus import PrometheusError, records_from_prometheus
+from dyno.client.jobs_table import from_records, render, to_json
+from dyno.exit_codes import describe
+from dyno.v1 import dyno_pb2
+
+__all__ = ["gc_paused", "register", "parse_since"]
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_SINCE = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+MAX_SINCE_S = 10 * 365 * 86400
+
+
+def parse_since(text: str) -> float:
+    """'7d', '12h', '90m', '30s', '2w' -> seconds."""
+    m = _SINCE.fullmatch(text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 7d, 12h, 30m or 90s")
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if not 0 < seconds <= MAX_SINCE_S:
+        raise argparse.ArgumentTypeError(f"{text!r}: give more than 0 and at most 10 years")
+    return seconds
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while millions of records are gathered (none of them is garbage yet): each
+    collection walked every record again, tripling the time to build the list of a fleet's answer."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "jobs",
+        help="jobs ranked by wasted GPU-hours",
+        description="One row per job across all its hosts, from each daemon's job records: hosts, GPUs, start, "
+        "duration, GPU-hours held, busy % (NVML utilization), SM-active % (where every host had GPM), and the wasted "
+        "GPU-hours = GPU-hours x (1 - SM-active or busy fraction; the column says which), most wasted first.",
+        epilog=describe(FANOUT_EXIT_CODES),
+    )
+    add_host_arguments(p)
+    p.add_argument(
+        "--since", type=parse_since, default=parse_since("7d"), help="jobs seen in this last period (default 7d)"
+    )
+    p.add_argument("--running", action="store_true", help="only jobs still running")
+    p.add_argument("--user", default="", help="only jobs of this user")
+    p.add_argument("--job-id", type=job_id_arg, help="only this job")
+    p.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="compute the table from this Prometheus server's job series (PromQL) instead of asking the daemons: "
+        "for fleets too large to fan out to",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def _run_prometheus(args: argparse.Namespace) -> int:
+    try:
+        records = records_from_prometheus(
+            args.prometheus,
+            args.since,
+            job_id=args.job_id or "",
+            user=args.user,
+            running_only=args.running,
+            timeout_s=args.call_timeout_s,
+        )
+    except PrometheusError as e:
+        print(f"dyno-cli jobs: error: {e}", file=sys.stderr)
+        return 1
+    rows = from_records(records)
+    if args.json:
+        print_json({"jobs": to_json(rows), "failed_hosts": [], "store_problems": [], "source": args.prometheus})
+    elif rows:
+        print_out(render(rows, shutil.get_terminal_size().columns if sys.stdout.isatty() else None))
+    else:
+        print_out(f"no job series in {args.prometheus} in the last {args.since / 86400:g} days")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.prometheus:
+        return _run_prometheus(args)
+    since_ms = int((time.time() - args.since) * 1000)
+    request = dyno_pb2.ListJobsRequest(
+        since_ms=since_ms, user=args.user, job_id=args.job_id or "", running_only=args.running
+    )
+    with gc_paused():
+        with cluster_from_args(args) as cluster:
+            results = cluster.list_jobs(request)
+        rows = from_records((str(r.host), j) for r in results if r.ok and r.value is not None for j in r.value.jobs)
+    problems = [f"{r.host}: {r.value.store_problem}" for r in results if r.ok and r.value and r.value.store_problem]
+    if args.json:
+        print_json(
+            {
+                "jobs": to_json(rows),
+                "failed_hosts": [{"host": str(r.host), "error": r.error} for r in results if not r.ok],
+                "store_problems": problems,
+            }
+        )
+    elif rows:
+        print_out(render(rows, shutil.get_terminal_size().columns if sys.stdout.isatty() else None))
+    else:
+        answered = sum(1 for r in results if r.ok)
+        if answered:
+            print_out(f"no jobs on {answered} host(s) in the last {args.since / 86400:g} days")
+    for p in problems:
+        print(f"dyno-cli jobs: job database of {p} (running jobs only)", file=sys.stderr)
+    print_failures(results)
+    return fanout_exit_code(results)

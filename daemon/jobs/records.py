@@ -1,0 +1,257 @@
+"""Per-job records of one host, accumulated from each sampling tick's observation.
+
+A GPU held by several jobs in a tick is shared between them equally (its seconds, busy seconds and energy), so that
+the GPU-seconds of a host's jobs never add up to more than its GPUs' wall time. A job ends when none of its
+processes has been seen for `grace_s`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from dyno.daemon.jobs.attribution import JobIdentity
+
+__all__ = ["MAX_LISTED", "GpuTick", "ProcTick", "Observation", "JobRecord", "JobBook"]
+
+MAX_LISTED = 64  # pids, ranks and GPU indices a record lists; the counts go on past it
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTick:
+    """One GPU's values at a tick (None: not available on this GPU)."""
+
+    index: int
+    utilization_percent: float | None = None
+    sm_active_percent: float | None = None
+    tensor_active_percent: float | None = None
+    power_watts: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcTick:
+    """One process seen at a tick: its job, the GPUs it holds memory on, and what it used since the last tick."""
+
+    pid: int
+    job: JobIdentity
+    gpus: tuple[int, ...] = ()
+    gpu_memory_bytes: int = 0
+    cpu_seconds: float = 0.0  # since the last tick
+    rank: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    timestamp_ms: int
+    interval_s: float  # the wall time this tick accounts for
+    gpus: Mapping[int, GpuTick]
+    procs: tuple[ProcTick, ...]
+    traces: Mapping[tuple[str, str], int] = field(default_factory=dict)  # traces taken since the last tick per job
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """One job's use of one host. Seconds are GPU-seconds (a GPU held for a second is one)."""
+
+    job_id: str
+    user: str
+    hostname: str
+    first_seen_ms: int
+    last_seen_ms: int
+    running: bool
+    gpus_held: int = 0  # at the last tick
+    gpus_max: int = 0  # the most held at once
+    gpu_indices: tuple[int, ...] = ()
+    gpu_seconds: float = 0.0
+    busy_gpu_seconds: float = 0.0  # utilization x interval
+    sm_active_gpu_seconds: float = 0.0
+    tensor_active_gpu_seconds: float = 0.0
+    gpm_gpu_seconds: float = 0.0  # the GPU-seconds that had SM-active values (GPM); == gpu_seconds: all of them
+    gpu_memory_max_bytes: int = 0
+    energy_joules: float = 0.0
+    cpu_seconds: float = 0.0
+    ranks: tuple[int, ...] = ()
+    pids: tuple[int, ...] = ()
+    pid_count: int = 0
+    traces: int = 0
+    source: str = ""  # attribution.Source value of its first process
+    simulated: bool = False
+    record_id: int = 0  # the store's row id; 0: not stored yet
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.job_id, self.user)
+
+
+class _Acc:
+    """A running job's mutable totals (owned by the JobBook, on the sampling thread only)."""
+
+    __slots__ = (
+        "rec",
+        "gpus",
+        "ranks",
+        "pids",
+        "pid_count",
+        "gpu_seconds",
+        "busy",
+        "sm",
+        "tensor",
+        "gpm",
+        "mem_max",
+        "energy",
+        "cpu",
+        "traces",
+        "gpus_held",
+        "gpus_max",
+        "last_seen_ms",
+    )
+
+    def __init__(self, rec: JobRecord) -> None:
+        self.rec = rec
+        self.gpus = set(rec.gpu_indices)
+        self.ranks = set(rec.ranks)
+        self.pids = set(rec.pids)
+        self.pid_count = rec.pid_count
+        self.gpu_seconds = rec.gpu_seconds
+        self.busy = rec.busy_gpu_seconds
+        self.sm = rec.sm_active_gpu_seconds
+        self.tensor = rec.tensor_active_gpu_seconds
+        self.gpm = rec.gpm_gpu_seconds
+        self.mem_max = rec.gpu_memory_max_bytes
+        self.energy = rec.energy_joules
+        self.cpu = rec.cpu_seconds
+        self.traces = rec.traces
+        self.gpus_held = rec.gpus_held
+        self.gpus_max = rec.gpus_max
+        self.last_seen_ms = rec.last_seen_ms
+
+    def record(self, running: bool) -> JobRecord:
+        r = self.rec
+        return JobRecord(
+            job_id=r.job_id,
+            user=r.user,
+            hostname=r.hostname,
+            first_seen_ms=r.first_seen_ms,
+            last_seen_ms=self.last_seen_ms,
+            running=running,
+            gpus_held=self.gpus_held if running else 0,
+            gpus_max=self.gpus_max,
+            gpu_indices=tuple(sorted(self.gpus)),
+            gpu_seconds=self.gpu_seconds,
+            busy_gpu_seconds=self.busy,
+            sm_active_gpu_seconds=self.sm,
+            tensor_active_gpu_seconds=self.tensor,
+            gpm_gpu_seconds=self.gpm,
+            gpu_memory_max_bytes=self.mem_max,
+            energy_joules=self.energy,
+            cpu_seconds=self.cpu,
+            ranks=tuple(sorted(self.ranks)),
+            pids=tuple(sorted(self.pids)),
+            pid_count=self.pid_count,
+            traces=self.traces,
+            source=r.source,
+            simulated=r.simulated,
+            record_id=r.record_id,
+        )
+
+
+class JobBook:
+    """The running jobs of one host and their totals. Not thread-safe: the sampling thread observes; others read
+    `records()`, which returns immutable values."""
+
+    def __init__(self, hostname: str, grace_s: float, *, simulated: bool = False) -> None:
+        self._hostname = hostname
+        self._grace_ms = int(grace_s * 1000)
+        self._simulated = simulated
+        self._live: dict[tuple[str, str], _Acc] = {}
+        self._snapshot: tuple[JobRecord, ...] = ()
+
+    def resume(self, records: Iterable[JobRecord]) -> None:
+        """Continue stored running records (a restarted dynod) instead of starting second ones."""
+        for r in records:
+            self._live.setdefault(r.key, _Acc(r))
+        self._snapshot = self._records()
+
+    def set_record_id(self, key: tuple[str, str], record_id: int) -> None:
+        acc = self._live.get(key)
+        if acc is not None and acc.rec.record_id == 0:
+            acc.rec = replace(acc.rec, record_id=record_id)
+
+    def observe(self, obs: Observation) -> list[JobRecord]:
+        """Account one tick; returns the records of the jobs that ended (grace passed without a process seen)."""
+        holders: dict[int, set[tuple[str, str]]] = {}
+        by_job: dict[tuple[str, str], list[ProcTick]] = {}
+        for p in obs.procs:
+            key = (p.job.job_id, p.job.user)
+            by_job.setdefault(key, []).append(p)
+            for g in p.gpus:
+                holders.setdefault(g, set()).add(key)
+        dt = obs.interval_s
+        for key, procs in by_job.items():
+            acc = self._live.get(key)
+            if acc is None:
+                first = procs[0].job
+                acc = self._live[key] = _Acc(
+                    JobRecord(
+                        job_id=key[0],
+                        user=key[1],
+                        hostname=self._hostname,
+                        first_seen_ms=obs.timestamp_ms,
+                        last_seen_ms=obs.timestamp_ms,
+                        running=True,
+                        source=first.source.value,
+                        simulated=self._simulated,
+                    )
+                )
+            acc.last_seen_ms = obs.timestamp_ms
+            held = {g for p in procs for g in p.gpus}
+            acc.gpus_held = len(held)
+            acc.gpus_max = max(acc.gpus_max, len(held))
+            for g in held:
+                if len(acc.gpus) < MAX_LISTED:
+                    acc.gpus.add(g)
+                share = dt / len(holders[g])
+                acc.gpu_seconds += share
+                gt = obs.gpus.get(g)
+                if gt is None:
+                    continue
+                if gt.utilization_percent is not None:
+                    acc.busy += share * gt.utilization_percent / 100.0
+                if gt.sm_active_percent is not None:
+                    acc.sm += share * gt.sm_active_percent / 100.0
+                    acc.gpm += share
+                if gt.tensor_active_percent is not None:
+                    acc.tensor += share * gt.tensor_active_percent / 100.0
+                if gt.power_watts is not None:
+                    acc.energy += share * gt.power_watts
+            acc.mem_max = max(acc.mem_max, sum(p.gpu_memory_bytes for p in procs))
+            acc.cpu += sum(p.cpu_seconds for p in procs)
+            for p in procs:
+                if p.pid not in acc.pids:
+                    if len(acc.pids) < MAX_LISTED:
+                        acc.pids.add(p.pid)
+                    acc.pid_count += 1
+                if p.rank is not None and len(acc.ranks) < MAX_LISTED:
+                    acc.ranks.add(p.rank)
+        for key, n in obs.traces.items():
+            acc = self._live.get(key)
+            if acc is not None:
+                acc.traces += n
+        for key, acc in self._live.items():
+            if key not in by_job:
+                acc.gpus_held = 0
+        ended = [k for k, a in self._live.items() if obs.timestamp_ms - a.last_seen_ms > self._grace_ms]
+        done = [self._live.pop(k).record(running=False) for k in ended]
+        self._snapshot = self._records()
+        return done
+
+    def _records(self) -> tuple[JobRecord, ...]:
+        return tuple(a.record(running=True) for a in self._live.values())
+
+    def records(self) -> tuple[JobRecord, ...]:
+        """The running jobs as of the last tick (safe from any thread)."""
+        return self._snapshot
+
+    def finish_all(self) -> list[JobRecord]:
+        """Every running record as it stands, still running (for the flush at shutdown: a restart resumes them)."""
+        return list(self._records())

@@ -1,0 +1,110 @@
+"""`dyno-cli jobs`: one row per job across hosts ranked by wasted GPU-hours, SM-active basis only where every host
+measured it, partial answers (exit 3), JSON with integers as numbers. Against real gRPC servers on loopback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from dyno.client.cli import main as cli_main
+from dyno.client.commands.jobs import parse_since
+from dyno.client.jobs_table import BASIS_BUSY, BASIS_SM, from_records
+from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
+from dyno.v1 import dyno_pb2
+
+pytestmark = pytest.mark.unit
+H = 3600.0
+
+
+def rec(job: str, host: str, gpu_s: float, busy: float, sm: float | None = None, **kw: object) -> dyno_pb2.JobRecord:
+    return dyno_pb2.JobRecord(
+        job_id=job,
+        user="alice",
+        hostname=host,
+        first_seen_ms=1000,
+        last_seen_ms=1000 + int(gpu_s * 1000),
+        gpus_max=8,
+        gpu_seconds=gpu_s,
+        busy_gpu_seconds=gpu_s * busy,
+        sm_active_gpu_seconds=gpu_s * (sm or 0.0),
+        gpm_gpu_seconds=gpu_s if sm is not None else 0.0,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_rows_join_hosts_and_rank_by_wasted_gpu_hours() -> None:
+    rows = from_records(
+        [
+            ("a:1778", rec("small-idle", "a", 1 * H, 0.0)),
+            ("a:1778", rec("big", "a", 8 * H, 0.5, traces=2)),
+            ("b:1778", rec("big", "b", 8 * H, 0.5, traces=1)),
+            ("a:1778", rec("gpm", "a", 4 * H, 0.9, sm=0.25)),
+            ("b:1778", rec("gpm", "b", 4 * H, 0.9, sm=0.25)),
+        ]
+    )
+    assert [r.job_id for r in rows] == ["big", "gpm", "small-idle"]
+    big, gpm, _ = rows
+    assert (big.hosts, big.host_count, big.gpus, big.gpu_hours, big.traces) == (("a", "b"), 2, 16, 16.0, 3)
+    assert big.wasted_gpu_hours == pytest.approx(8.0) and big.basis == BASIS_BUSY
+    assert gpm.basis == BASIS_SM and gpm.wasted_gpu_hours == pytest.approx(6.0)  # busy 90 % but SM-active 25 %
+
+
+def test_sm_basis_needs_every_host_to_have_measured_it() -> None:
+    (row,) = from_records([("a", rec("mixed", "a", H, 0.5, sm=0.1)), ("b", rec("mixed", "b", H, 0.5))])
+    assert row.basis == BASIS_BUSY and row.sm_fraction is None and row.wasted_gpu_hours == pytest.approx(1.0)
+
+
+def test_since_durations() -> None:
+    assert parse_since("7d") == 7 * 86400 and parse_since("90m") == 5400 and parse_since("1.5h") == 5400
+    for bad in ("7", "d", "-1d", "0s", "99999w"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_since(bad)
+
+
+@pytest.fixture
+def servers() -> Iterator[list[FakeServer[FakeDynoServicer]]]:
+    s = [serve(lambda port: FakeDynoServicer(f"fake-{port}", jobs=1500)) for _ in range(2)]
+    yield s
+    for one in s:
+        one.server.stop(0)
+
+
+def _dead() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_jobs_across_hosts_json_and_a_failed_host_is_partial(servers, capsys: pytest.CaptureFixture[str]) -> None:
+    hosts = ",".join(s.target for s in servers)
+    assert cli_main(["jobs", "--hosts", hosts, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    jobs = answer["jobs"]
+    assert len(jobs) == 1500  # every host's pages gathered; one row per job over both hosts
+    top = jobs[0]
+    assert top["host_count"] == 2 and top["gpus"] == 16 and isinstance(top["start_ms"], int)
+    wasted = [j["wasted_gpu_hours"] for j in jobs]
+    assert wasted == sorted(wasted, reverse=True)
+    dead = _dead()
+    code = cli_main(["jobs", "--hosts", f"{hosts},{dead}", "--timeout-s", "1"])
+    out, err = capsys.readouterr()
+    assert code == 3
+    assert out.splitlines()[0].split()[:4] == ["JOB", "USER", "HOSTS", "GPUS"]
+    assert dead in err
+
+
+def test_all_hosts_down_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["jobs", "--hosts", _dead(), "--timeout-s", "1"]) == 1
+
+
+def test_prometheus_url_mistakes_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["jobs", "--prometheus", "prometheus:9090"]) == 1
+    assert "give the server's URL, e.g. http://prometheus:9090" in capsys.readouterr().err
+    dead = _dead()
+    assert cli_main(["jobs", "--prometheus", f"http://{dead}", "--timeout-s", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"dyno-cli jobs: error: cannot reach Prometheus at http://{dead}") and "Traceback" not in err

@@ -1,0 +1,125 @@
+"""The job database: save and page, resume running records, migrations, retention, bad files."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from dyno.daemon.jobs.records import JobRecord
+from dyno.daemon.jobs.store import MIGRATIONS, SCHEMA_VERSION, JobQuery, JobStore, StoreError
+from dyno.v1 import dyno_pb2
+
+
+def rec(job_id: str, user: str = "alice", first: int = 0, last: int = 1000, running: bool = True) -> JobRecord:
+    return JobRecord(job_id, user, "h", first, last, running, gpu_seconds=12.5, pids=(1, 2), ranks=(0,))
+
+
+def test_saved_records_come_back_whole_and_updates_keep_their_row(tmp_path: Path) -> None:
+    store = JobStore.in_dir(tmp_path)
+    ids = store.save([rec("a"), rec("b", user="bob")])
+    assert set(ids) == {("a", "alice"), ("b", "bob")}
+    (a,) = store.query(JobQuery(job_id="a"))
+    assert (a.gpu_seconds, a.pids, a.ranks, a.record_id) == (12.5, (1, 2), (0,), ids[("a", "alice")])
+    store.save([replace(a, gpu_seconds=20.0, last_seen_ms=5000)])
+    (a2,) = store.query(JobQuery(job_id="a"))
+    assert (a2.gpu_seconds, a2.last_seen_ms, a2.record_id) == (20.0, 5000, a.record_id)
+    assert [r.job_id for r in store.query(JobQuery(user="bob"))] == ["b"]
+
+
+def test_query_filters_and_pages_in_id_order(tmp_path: Path) -> None:
+    store = JobStore.in_dir(tmp_path)
+    store.save([rec(f"j{i}", first=i * 1000, last=i * 1000 + 500, running=i % 2 == 0) for i in range(10)])
+    page1 = store.query(JobQuery(), 0, 4)
+    page2 = store.query(JobQuery(), page1[-1].record_id, 4)
+    page3 = store.query(JobQuery(), page2[-1].record_id, 4)
+    assert [r.job_id for r in page1 + page2 + page3] == [f"j{i}" for i in range(10)]
+    assert [r.job_id for r in store.query(JobQuery(since_ms=7000))] == ["j7", "j8", "j9"]
+    assert [r.job_id for r in store.query(JobQuery(until_ms=1000))] == ["j0", "j1"]
+    assert [r.job_id for r in store.query(JobQuery(running_only=True))] == ["j0", "j2", "j4", "j6", "j8"]
+
+
+def test_running_resumes_recent_records_and_closes_stale_ones(tmp_path: Path) -> None:
+    store = JobStore.in_dir(tmp_path)
+    store.save([rec("old", last=1000), rec("recent", last=99_000), rec("done", last=99_000, running=False)])
+    store.close()
+    again = JobStore.in_dir(tmp_path)
+    assert [r.job_id for r in again.running(now_ms=100_000, grace_ms=5000)] == ["recent"]
+    assert [r.running for r in again.query(JobQuery(job_id="old"))] == [False]
+
+
+def test_a_first_version_database_opens_under_the_current_schema(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite3"
+    conn = sqlite3.connect(path)
+    for statement in MIGRATIONS[0]:
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    data = dyno_pb2.JobRecord(gpu_seconds=3.0, pids=[5]).SerializeToString()
+    conn.execute(
+        "INSERT INTO jobs (job_id, user, hostname, first_seen_ms, last_seen_ms, running, data) "
+        "VALUES ('v1job', 'alice', 'h', 0, 10, 0, ?)",
+        (data,),
+    )
+    conn.commit()
+    conn.close()
+    store = JobStore(path)
+    (r,) = store.query(JobQuery())
+    assert (r.job_id, r.gpu_seconds, r.pids, r.traces) == ("v1job", 3.0, (5,), 0)
+    version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
+    assert version == SCHEMA_VERSION > 1
+    indexes = {row[0] for row in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert "jobs_last_seen" in indexes
+
+
+def test_a_newer_schema_is_refused_with_a_message(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="newer than this dynod"):
+        JobStore(path)
+
+
+def test_a_corrupt_or_truncated_file_is_a_store_error_naming_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite3"
+    path.write_bytes(b"this is no database, just junk bytes" * 200)
+    with pytest.raises(StoreError, match="corrupt: move it aside"):
+        JobStore(path)
+    good = JobStore(tmp_path / "other.sqlite3")
+    good.save([rec(f"j{i}") for i in range(200)])
+    good.close()
+    data = (tmp_path / "other.sqlite3").read_bytes()
+    truncated = tmp_path / "truncated.sqlite3"
+    truncated.write_bytes(data[: len(data) // 3])
+    with pytest.raises(StoreError):
+        JobStore(truncated).query(JobQuery())
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_a_read_only_state_dir_is_a_store_error(tmp_path: Path) -> None:
+    d = tmp_path / "state"
+    d.mkdir()
+    d.chmod(0o555)
+    try:
+        with pytest.raises(StoreError, match="cannot open"):
+            JobStore.in_dir(d)
+    finally:
+        d.chmod(0o755)
+
+
+def test_retention_by_age_then_size_never_removes_running_records(tmp_path: Path) -> None:
+    store = JobStore.in_dir(tmp_path)
+    store.save([rec("old", last=1000, running=False), rec("new", last=900_000, running=False)])
+    store.save([rec("live", last=0)])
+    assert store.enforce_retention(now_ms=1_000_000, max_age_s=500, max_bytes=1 << 30) == 1
+    assert sorted(r.job_id for r in store.query(JobQuery())) == ["live", "new"]
+    big = [JobRecord(f"e{i}", "u", "h", i, i, False, pids=tuple(range(64))) for i in range(3000)]
+    store.save(big)
+    removed = store.enforce_retention(now_ms=1_000_000, max_age_s=1e9, max_bytes=64 * 1024)
+    assert removed > 0
+    left = store.query(JobQuery(), 0, 100_000)
+    assert "live" in {r.job_id for r in left}
+    assert len(left) < 3002

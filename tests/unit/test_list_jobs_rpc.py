@@ -1,0 +1,63 @@
+"""ListJobs' request checks, pages and answer size over a JobAccounting with stored records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_context import Aborted, AbortingContext
+
+from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
+from dyno.daemon.jobs.records import MAX_LISTED, JobRecord
+from dyno.daemon.jobs.service import MAX_PAGE_SIZE, ListJobsRpc
+from dyno.v1 import dyno_pb2
+
+
+def _accounting(tmp_path: Path, n: int) -> JobAccounting:
+    acc = JobAccounting(AccountingConfig(state_dir=tmp_path, hostname="h"), list, list)
+    acc.start()
+    assert acc._store is not None
+    big = tuple(range(MAX_LISTED))
+    acc._store.save(
+        JobRecord("x" * 128, "u" * 32, "h" * 64, i, i + 1, False, pids=big, ranks=big, gpu_indices=big)
+        for i in range(n)
+    )
+    return acc
+
+
+def test_pages_cover_every_record_once_and_a_full_page_fits_a_stock_client(tmp_path: Path) -> None:
+    acc = _accounting(tmp_path, 2500)
+    rpc = ListJobsRpc(lambda: acc, "h")
+    seen: list[int] = []
+    token = ""
+    sizes = []
+    while True:
+        answer = rpc(dyno_pb2.ListJobsRequest(page_size=MAX_PAGE_SIZE, page_token=token), AbortingContext())  # type: ignore[arg-type]
+        seen += [j.record_id for j in answer.jobs]
+        sizes.append(answer.ByteSize())
+        token = answer.next_page_token
+        if not token:
+            break
+    assert sorted(seen) == list(range(1, 2501)) and len(set(seen)) == 2500
+    assert max(sizes) < 4 * 1024 * 1024 - 64 * 1024
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "field"),
+    [
+        ({"page_token": "nope"}, "page_token"),
+        ({"page_token": "j1:" + "9" * 30}, "page_token"),
+        ({"page_token": "j1:" + "9" * 19}, "page_token"),  # past int64: SQLite cannot take it
+        ({"page_token": "j1:\u00b2"}, "page_token"),  # a digit to str.isdigit, not to int()
+        ({"page_size": MAX_PAGE_SIZE + 1}, "page_size"),
+        ({"since_ms": -1}, "since_ms"),
+        ({"job_id": "j" * 129}, "job_id"),
+        ({"user": "u" * 257}, "user"),
+    ],
+)
+def test_bad_requests_are_invalid_argument_naming_the_field(tmp_path: Path, request_fields: dict, field: str) -> None:
+    rpc = ListJobsRpc(lambda: _accounting(tmp_path, 1), "h")
+    with pytest.raises(Aborted) as e:
+        rpc(dyno_pb2.ListJobsRequest(**request_fields), AbortingContext())  # type: ignore[arg-type]
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and field in e.value.details
