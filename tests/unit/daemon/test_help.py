@@ -26,7 +26,7 @@ from dyno.daemon.main import main
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _help() -> str:

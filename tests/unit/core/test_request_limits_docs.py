@@ -28,7 +28,7 @@ from dyno.request_limits import (
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DOCS = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
 
 _N = r"(\d[\d ,_]*\d|\d)"  # a number, maybe written 100 000 or 100,000

@@ -196,7 +196,7 @@ def test_device_properties_win_over_kernel_names(tmp_path):
 
 
 def test_shared_trace_without_device_properties_runs_no_tensor_cores():
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[4]
     # <repo root>/../shared (a git worktree under /work/wt/<name>: one level further up), as the shared-trace tests
     found = [c for c in (root.parent / "shared", root.parent.parent / "shared") if c.is_dir()]
     folder = found[0] / "traces" / "gpu" / "trace_filter" if found else root

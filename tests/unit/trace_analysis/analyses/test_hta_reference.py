@@ -27,7 +27,7 @@ from conftest import SHARED_TRACES
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def _shared() -> Path | None:

@@ -18,7 +18,7 @@ from dyno.trace_analysis.cli import ERROR_SCHEMA, error_json
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _cli(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]:

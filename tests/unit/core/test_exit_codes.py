@@ -24,7 +24,7 @@ from dyno.trace_analysis import cli as analyze_cli
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 TABLES: dict[str, Mapping[int, str]] = {
     "status": FANOUT_EXIT_CODES,
