@@ -18,7 +18,7 @@ from dyno.daemon.samplers.gpu_sim import SimGpuSampler
 
 pynvml = pytest.importorskip("pynvml")
 
-from test_nvml_sampler import FakePynvml, by_key, lab, two_gpus  # noqa: E402 - after the importorskip
+from fake_pynvml import FakePynvml, by_key, lab, two_gpus  # noqa: E402 - after the importorskip
 
 pytestmark = pytest.mark.unit
 

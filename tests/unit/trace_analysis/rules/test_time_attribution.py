@@ -11,7 +11,6 @@ import json
 
 import pytest
 from analysis_trace_builder import TraceBuilder
-from test_analysis_shared_traces import SHARED
 
 from dyno.trace_analysis import analyze
 from dyno.trace_analysis.report import render_html, render_json, render_text
@@ -22,7 +21,13 @@ from dyno.trace_analysis.rules.base import Evidence, Example, Finding
 from dyno.trace_analysis.rules.engine import with_offsets
 from dyno.trace_analysis.rules.sync import SYNC_COST_BASIS
 
+from conftest import SHARED_TRACES
+
 pytestmark = pytest.mark.unit
+
+SHARED = SHARED_TRACES
+if not SHARED.is_dir():
+    pytest.skip(f"shared GPU traces not found at {SHARED}", allow_module_level=True)
 
 
 def _one(tmp_path, b: TraceBuilder, rule: str) -> Finding:
