@@ -4,9 +4,11 @@ a port went to grpc's default 443 instead of dynod's 1778. Against a real gRPC s
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
-from dyno.client import DynoClient
+from dyno.client import DynoClient, DynoError
 from dyno.client.hosts import HostSpecError
 
 pytestmark = pytest.mark.unit
@@ -40,3 +42,31 @@ def test_grpc_schemes_are_passed_through(tmp_path) -> None:
 def test_a_url_is_refused_with_the_host_port_to_give() -> None:
     with pytest.raises(HostSpecError, match=r"is a URL: give HOST\[:PORT\], e.g. gpu7:1778"):
         DynoClient("http://gpu7:1778")
+
+
+# dyno-cli with `https_proxy` / `http_proxy` in the environment reaches the daemons directly; `grpc_proxy`, grpc's own
+# variable, still sends them through a proxy.
+
+
+@pytest.fixture
+def dead_proxy() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("variable", ["https_proxy", "http_proxy", "HTTPS_PROXY"])
+def test_a_web_proxy_in_the_environment_is_not_used(fake_dynod, dead_proxy, monkeypatch, variable: str) -> None:
+    for name in ("grpc_proxy", "no_proxy", "no_grpc_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, dead_proxy)
+    with DynoClient(fake_dynod.target, timeout_s=3, retries=0) as client:
+        assert client.status().hostname == f"fake-{fake_dynod.port}"
+
+
+def test_grpc_proxy_still_sends_calls_through_a_proxy(fake_dynod, dead_proxy, monkeypatch) -> None:
+    for name in ("no_proxy", "no_grpc_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("grpc_proxy", dead_proxy)
+    with DynoClient(fake_dynod.target, timeout_s=2, retries=0) as client, pytest.raises(DynoError):
+        client.status()

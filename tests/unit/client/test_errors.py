@@ -4,11 +4,19 @@ listening there?)" for every case: a mistyped host name, an mTLS daemon dropping
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
 import grpc
 import pytest
 from grpc_context import FakeRpcError
 
-from dyno.client.errors import Internal, Unavailable, translate
+from dyno.client import DynoClient
+from dyno.client.cli import main as cli_main
+from dyno.client.errors import FailedPrecondition, Internal, Unavailable, translate
+from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
+from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
 
@@ -68,3 +76,74 @@ def test_a_call_cut_short_by_a_stopping_dynod_is_unavailable_and_says_so() -> No
     assert "stopping or restarting" in err.message and "Cancelling all calls" in err.message
     other = translate(FakeRpcError("bad", grpc.StatusCode.INTERNAL), "h:1778")
     assert not isinstance(other, Unavailable) and type(other) is Internal  # named, and not retried as UNAVAILABLE
+
+
+# dyno-cli against a dynod whose TLS it does not match: the message says TLS, not "cannot reach dynod".
+
+
+def test_a_failed_tls_handshake_says_tls() -> None:
+    e = translate(
+        FakeRpcError(
+            "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1778: Tls handshake failed "
+            "(TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: error:1000007d:SSL routines:OPENSSL_internal:"
+            "CERTIFICATE_VERIFY_FAILED: self signed certificate: OK"
+        ),
+        "gpu1:1778",
+    )
+    assert isinstance(e, Unavailable)
+    assert "TLS handshake" in str(e) and "--tls-ca" in str(e) and "is it running" not in str(e)
+
+
+def test_plaintext_to_a_tls_daemon_hints_at_tls() -> None:
+    e = translate(
+        FakeRpcError("failed to connect to all addresses; last error: UNAVAILABLE: ipv4:1.2.3.4:1778: Socket closed"),
+        "h",
+    )
+    assert "--tls-ca" in str(e)
+
+
+def test_connection_refused_still_asks_whether_it_runs() -> None:
+    e = translate(FakeRpcError("failed to connect to all addresses; last error: Connection refused"), "h")
+    assert "is it running and listening there?" in str(e) and "--tls-ca" not in str(e)
+
+
+# A daemon's FAILED_PRECONDITION (trace dir cannot be prepared) and INTERNAL answers are named as such in stderr
+# lines, tables and --json (`error_type`), as the other gRPC codes are.
+
+
+PROBLEM = "cannot prepare the trace dir on this host: /var/tmp/dyno-traces/t1: No space left on device"
+
+
+class TraceDirFull(FakeDynoServicer):
+    def StartTrace(self, request, context):  # noqa: N802 - grpc method name
+        context.abort(grpc.StatusCode.FAILED_PRECONDITION, PROBLEM)
+
+    def GetTrace(self, request, context):  # noqa: N802
+        context.abort(grpc.StatusCode.INTERNAL, "Exception calling application: boom")
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer[TraceDirFull]]:
+    srv = serve(lambda port: TraceDirFull(f"fake-{port}"))
+    yield srv
+    srv.server.stop(0)
+
+
+def test_client_raises_the_named_classes(server) -> None:
+    with DynoClient(server.target, timeout_s=2, retries=0) as client:
+        with pytest.raises(FailedPrecondition, match="No space left on device"):
+            client.start_trace(dyno_pb2.TraceRequest(job_id="j", duration_ms=100))
+        with pytest.raises(Internal, match="boom"):
+            client.get_trace("t1")
+
+
+def test_trace_json_names_failed_precondition(server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli_main(
+        ["trace", "--host", server.target, "--job-id", "j", "--duration-ms", "100", "--start-delay-s", "0"]
+        + ["--output-dir", str(tmp_path / "out"), "--json"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 1
+    doc = json.loads(out)
+    assert [h["error_type"] for h in doc["hosts"]] == ["FailedPrecondition"]
+    assert f"{server.target}: {PROBLEM} (FailedPrecondition)" in err

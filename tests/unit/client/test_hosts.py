@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from fetch_cmd_fakes import PYTHON_M_DYNO_CLIENT
 
 from dyno.client.hosts import (
     MAX_HOSTS,
@@ -237,3 +239,40 @@ def test_targets_bracket_ipv6_literals_once() -> None:
 
     assert Host("::1", 1779).target == "[::1]:1779" == host_port("[::1]", 1779)
     assert Host("node1", 1778).target == "node1:1778" == host_port("node1", 1778)
+
+
+# A hostfile saved by an editor that writes a UTF-8 byte order mark (Windows Notepad) must read like any other
+
+
+def test_hostfile_with_a_byte_order_mark(tmp_path: Path) -> None:
+    f = tmp_path / "nodes.txt"
+    f.write_bytes("gpu1:1779\r\n# rack 2\r\ngpu[2-3]\r\n".encode("utf-8-sig"))
+    assert read_hostfile(f) == [Host("gpu1", 1779), Host("gpu2"), Host("gpu3")]
+
+
+# `--hostfile -` reads the host list from standard input (`squeue -h -o %N -j 36199 | dyno-cli status --hostfile -`,
+# as `-` means for most tools)
+
+
+def test_hostfile_dash_is_stdin(fake_dynod) -> None:
+    r = subprocess.run(
+        [*PYTHON_M_DYNO_CLIENT, "ps", "--hostfile", "-", "--json"],
+        input=f"# from squeue\n{fake_dynod.target} slots=8\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert '"pid": 1000' in r.stdout
+
+
+def test_a_bad_line_on_stdin_names_it(fake_dynod) -> None:
+    r = subprocess.run(
+        [*PYTHON_M_DYNO_CLIENT, "status", "--hostfile", "-"],
+        input=f"{fake_dynod.target}\nnode[1-\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2
+    assert "<stdin>:2: unclosed '['" in r.stderr, r.stderr

@@ -127,3 +127,43 @@ def test_dynod_stops_promptly_when_a_sampler_is_stuck() -> None:
     finally:
         gpu.release.set()
         shutil.rmtree(d, ignore_errors=True)
+
+
+# A sampler stuck in sample() is logged (one ERROR) when the stall happens, not at the next status call or Prometheus
+# scrape
+
+
+class Stuck:
+    name = "gpu"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = threading.Event()
+
+    def state(self) -> SamplerState:
+        return SamplerState(self.name, True, "fake")
+
+    def sample(self) -> list[Reading]:
+        self.calls += 1
+        if self.calls > 1:
+            self.release.wait(30)
+        return [Reading("gpu_value", 1.0)]
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_stall_is_logged_without_any_status_call_or_scrape(caplog: pytest.LogCaptureFixture) -> None:
+    sampler = Stuck()
+    loop = SamplingLoop([sampler], History(capacity=10), 0.05, stall_s=0.2)
+    loop.tick()
+    with caplog.at_level(logging.WARNING, logger="dyno.daemon.loop"):
+        loop.start()
+        try:
+            errors = wait_for(lambda: [r for r in caplog.records if r.levelno >= logging.ERROR])
+            loop.sampler_states()  # a status call afterwards: still one ERROR for this stall
+            assert len(errors) == 1 and "sampler gpu: sample() has not returned" in errors[0].getMessage()
+            assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1
+        finally:
+            sampler.release.set()
+            loop.stop()

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from dyno.client.cli import build_parser, main
+from dyno.client.cli import main as cli_main
 from dyno.client.cluster import HostResult
 from dyno.client.commands._hosts import (
     add_host_arguments,
@@ -18,7 +20,7 @@ from dyno.client.commands._hosts import (
     resolve_hosts,
     single_client,
 )
-from dyno.client.hosts import Host
+from dyno.client.hosts import Host, HostSpecError, parse_hosts, read_hostfile
 
 pytestmark = pytest.mark.unit
 
@@ -125,3 +127,97 @@ def test_fanout_exit_code_and_failure_lines(capsys: pytest.CaptureFixture[str]) 
     assert fanout_exit_code([bad, bad]) == 1
     print_failures([ok, bad])
     assert capsys.readouterr().err == "dyno-cli: error: b:1779: cannot reach dynod (Unavailable)\n"
+
+
+# Empty option values are usage errors, not silent defaults, and a host name that does not resolve says so
+
+
+def _usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    with pytest.raises(SystemExit) as e:
+        main(list(argv))
+    assert e.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [[], ["--hosts", "127.0.0.1:1"]])
+def test_an_empty_host_is_a_usage_error_not_localhost(capsys: pytest.CaptureFixture[str], extra: list[str]) -> None:
+    err = _usage_error(capsys, "status", "--host", "", *extra, "--timeout-s", "0.5")
+    assert "--host: empty host name" in err
+    assert "localhost" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["trace", "--job-id", "j", "--duration-ms", "100", "--output-dir", ""],
+        ["fetch", "--trace-id", "t", "--output-dir", " "],
+        ["trace", "--job-id", "j", "--duration-ms", "100", "--output-dir", "x", "--html", ""],
+        ["status", "--hostfile", ""],
+        ["status", "--tls-ca", ""],
+        ["ps", "--auth-token-file", ""],
+    ],
+)
+def test_an_empty_path_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str], tmp_path
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where an empty --output-dir wrote
+    err = _usage_error(capsys, *argv, "--host", "127.0.0.1:1")
+    assert "must not be empty" in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_repeated_host_adds_a_host() -> None:
+    """Before: `--host a --host b` called only b (argparse kept the last --host)."""
+    args = build_parser().parse_args(["status", "--host", "127.0.0.1:1", "--hostname", "127.0.0.1:2"])
+    assert [str(h) for h in hosts_from_args(args)] == ["127.0.0.1:1", "127.0.0.1:2"]
+
+
+@pytest.mark.parametrize("spec", ["http://gpu7:1778", "grpc://gpu7:1778/", "gpu1,https://gpu7:1778"])
+def test_a_url_is_named_a_url(spec: str) -> None:
+    """Before: "bad IPv6 address 'http://gpu7:1778'" (the colons read as an IPv6 literal)."""
+    with pytest.raises(HostSpecError) as e:
+        parse_hosts(spec)
+    assert "is a URL: give HOST[:PORT], e.g. gpu7:1778" in str(e.value) and "IPv6" not in str(e.value)
+
+
+def test_dyno_host_errors_name_the_variable_and_a_list_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: DYNO_HOST=a:1,b:2 failed with "bad IPv6 address 'a:1,b:2'" and no word of $DYNO_HOST."""
+    args = build_parser().parse_args(["status"])
+    monkeypatch.setenv("DYNO_HOST", "gpu1:1779,gpu[2-3]")
+    assert [str(h) for h in hosts_from_args(args)] == ["gpu1:1779", "gpu2:1778", "gpu3:1778"]
+    monkeypatch.setenv("DYNO_HOST", "bad host")
+    with pytest.raises(HostSpecError, match=r"^\$DYNO_HOST: "):
+        hosts_from_args(args)
+
+
+def test_an_mpi_hostfile_is_read(tmp_path) -> None:
+    """Before: "node1 slots=8" (Open MPI's hostfile format) was "bad host name 'node1 slots=8'"."""
+    f = tmp_path / "hosts"
+    f.write_text("node1 slots=8\nnode[2-3]:1779 slots=8 max_slots=8  # rack 2\n")
+    assert [str(h) for h in read_hostfile(f)] == ["node1:1778", "node2:1779", "node3:1779"]
+    f.write_text("node1 node2\n")  # two names on a line stay an error: which one was meant?
+    with pytest.raises(HostSpecError, match=":1: "):
+        read_hostfile(f)
+
+
+# A $DYNO_AUTH_TOKEN_FILE naming a missing or empty file: the error names the variable (no option named the file).
+
+
+def test_the_variable_is_named(fake_dynod, tmp_path: Path, monkeypatch, capsys) -> None:
+    missing = tmp_path / "token"
+    monkeypatch.setenv("DYNO_AUTH_TOKEN_FILE", str(missing))
+    with pytest.raises(SystemExit) as e:
+        cli_main(["status", "--host", fake_dynod.target])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert f"$DYNO_AUTH_TOKEN_FILE: auth token file {missing} does not exist" in err, err
+    assert "unset $DYNO_AUTH_TOKEN_FILE or pass --auth-token-file" in err
+
+
+def test_the_option_given_is_not_blamed_on_the_variable(fake_dynod, tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("DYNO_AUTH_TOKEN_FILE", str(tmp_path / "other"))
+    missing = tmp_path / "token"
+    with pytest.raises(SystemExit):
+        cli_main(["status", "--host", fake_dynod.target, "--auth-token-file", str(missing)])
+    err = capsys.readouterr().err
+    assert f"dyno-cli: error: auth token file {missing} does not exist" in err and "$DYNO" not in err, err

@@ -53,3 +53,22 @@ def test_many_ranks_show_one_bar_per_rank(tmp_path):
     titles = [t.text for t in svg.iter("title")]
     assert len(titles) == 12 and all(f"rank {r}:" in t for r, t in zip(range(12), titles, strict=True))
     assert "160.0 ms" in titles[7] and "100.0 ms" in titles[0]  # each rank's mean step time on hover
+
+
+# HTML 'Rules that did not run': the merely not-applicable rules go on one line, as in the text report.
+
+
+def test_not_applicable_rules_on_one_line(tmp_path):
+    for r in range(3):
+        b = TraceBuilder(rank=r, world_size=3)  # CPU-only ranks, no shapes: unaligned-gemm is skipped for real
+        for i in range(3):
+            b.step(i, i * 1000.0, 1000.0)
+            b.cpu("aten::mm", i * 1000.0 + 10.0, 50.0)  # a matmul whose shapes were not recorded
+        b.write(tmp_path / f"rank-{r}.json")
+    html = render_html(analyze(tmp_path))
+    section = html[html.index("Rules that did not run") : html.index("<h2>Tables")]
+    rows = re.findall(r"<tr><td>([^<]*)</td><td>(\d*)</td>", section)
+    assert rows == [("unaligned-gemm", "0"), ("unaligned-gemm", "1"), ("unaligned-gemm", "2")]
+    assert "not applicable (no GPU activity)" not in section
+    line = re.search(r"Not applicable to these traces: ([^<]*)<", section)
+    assert line is not None and "low-gpu-util" in line.group(1) and "exposed-comm" in line.group(1)

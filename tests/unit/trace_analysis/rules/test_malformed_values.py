@@ -55,3 +55,47 @@ def test_numeric_strings_still_count(tmp_path):
     report = analyze(_gemm_trace(tmp_path, computeMajor="8", computeMinor="0"), rules=["no-tensor-cores"])
     (f,) = report.findings_of("no-tensor-cores")
     assert "8.0" in f.title
+
+
+# Rules that read recorded shapes treat a malformed 'Input Dims' / 'Input type' as unknown instead of raising.
+
+
+@pytest.mark.parametrize("dims", [5, 1.5, "12", {"a": 1}])
+def test_cpu_init_copy_with_malformed_dims(tmp_path, dims, caplog):
+    b = TraceBuilder(record_shapes=True)
+    b.cpu("aten::fill_", 0.0, 5.0, **{"Input Dims": dims})
+    b.cpu("aten::to", 10.0, 5.0, **{"Input Dims": [[4, 4]]})
+    report = analyze(b.write(tmp_path / "t.json"), rules=["cpu-init-copy"])
+    assert [o.status for o in report.rules] == ["clean"]  # shapes unknown: no pair to match
+    assert "Traceback" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("dims", "types"),
+    [(7, ["c10::Half", "c10::Half"]), ([["x", "y"], [64, 32]], ["c10::Half"]), ([[13, 64]], {"a": "c10::Half"})],
+)
+def test_unaligned_gemm_with_malformed_shapes(tmp_path, dims, types, caplog):
+    b = TraceBuilder(record_shapes=True)
+    b.cpu("aten::mm", 10.0, 30.0, **{"Input Dims": dims, "Input type": types})
+    b.cpu("aten::mm", 50.0, 30.0, **{"Input Dims": [[13, 64], [64, 32]], "Input type": ["c10::Half", "c10::Half"]})
+    report = analyze(b.write(tmp_path / "t.json"), rules=["unaligned-gemm"])
+    (f,) = report.findings_of("unaligned-gemm")  # the well-formed call is still judged
+    assert f.evidence.counts["matmuls"] == 1
+    assert "Traceback" not in caplog.text
+
+
+def test_unaligned_gemm_counts_a_linear_once(tmp_path):
+    # aten::linear runs aten::addmm (2-D input) or aten::matmul -> aten::mm inside it: one GEMM, counted 2-3
+    # times (6 bf16 Linear calls gave "12 half-precision matmuls" and twice their host time)
+    b = TraceBuilder(record_shapes=True)
+    half = ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]
+    for k in range(3):
+        t = k * 100.0
+        b.cpu("aten::linear", t, 50.0, **{"Input Dims": [[4, 13], [64, 13], [64]], "Input type": half})
+        b.cpu("aten::t", t + 1.0, 2.0)
+        b.cpu("aten::addmm", t + 5.0, 40.0, **{"Input Dims": [[64], [4, 13], [13, 64]], "Input type": half})
+    b.cpu("aten::matmul", 400.0, 50.0, **{"Input Dims": [[2, 4, 13], [13, 64]], "Input type": half[:2]})
+    b.cpu("aten::mm", 410.0, 30.0, **{"Input Dims": [[8, 13], [13, 64]], "Input type": half[:2]})
+    report = analyze(b.write(tmp_path / "t.json"), rules=["unaligned-gemm"])
+    (f,) = report.findings_of("unaligned-gemm")
+    assert f.evidence.counts["matmuls"] == 4 and f.evidence.counts["host_time_us"] == 3 * 50.0 + 50.0
