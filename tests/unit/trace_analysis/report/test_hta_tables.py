@@ -119,8 +119,9 @@ def test_queue_length_summary_is_htas(key: str) -> None:
 
 @needs_shared
 def test_idle_time_table_is_the_idle_time_breakdown() -> None:
-    # the per-stream figures of HTA's get_idle_time_breakdown (tests/unit/test_trace_analyses_hta.py checks the
-    # analysis): stream 7 kernel_wait 17159 / other 691231, stream 25 host_wait 628598, stream 27 other 7135 µs
+    # the per-stream figures of HTA's get_idle_time_breakdown (tests/unit/trace_analysis/analyses/test_hta_reference.py
+    # checks the analysis): stream 7 kernel_wait 17159 / other 691231, stream 25 host_wait 628598, stream 27 other
+    # 7135 µs
     idle = gpu_tables(_trace("negative_queue_length_values_check/0")).idle_time
     by = {s.stream: s.to_dict() for s in idle.streams}
     assert by[7]["kernel_wait_us"] == pytest.approx(17159) and by[7]["other_us"] == pytest.approx(691231)

@@ -56,7 +56,7 @@ def test_long_gaps_and_calls_are_in_seconds(tmp_path):
     b = TraceBuilder()
     b.busy_gpu(0.0, 5)
     # a 1.5 s launch call, then a 2 s GPU gap; of a kernel launched before: a first launch that long is CUDA
-    # start-up (lazy module loading), which the title would name (tests/unit/test_warmup_startup.py)
+    # start-up (lazy module loading), which the title would name (tests/unit/trace_analysis/rules/test_startup.py)
     b.launch("compute_kernel", 600.0, 2_000_600.0, 100.0, dur=1_500_000.0)
     report = _report(tmp_path, b, rules=["gpu-starvation", "slow-runtime-calls"])
     (starve,) = report.findings_of("gpu-starvation")
