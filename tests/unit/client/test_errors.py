@@ -1,6 +1,6 @@
 """UNAVAILABLE, read from grpc's details, names the likely mistake instead of "cannot reach dynod (is it running and
-listening there?)" for every case: a mistyped host name, an mTLS daemon dropping a client without a certificate
-(was: "then pass --tls-ca", already given), a daemon answering that it is shutting down."""
+listening there?)" for every case: a mistyped host name, an mTLS daemon dropping a client without a certificate,
+a daemon answering that it is shutting down."""
 
 from __future__ import annotations
 

@@ -133,7 +133,7 @@ def _open_sockets() -> int:
 
 def test_the_connection_a_fork_child_keeps_open_is_closed_once_idle(monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole story with a real exited trainer: its registration is dropped, its stream ends, and the idle limit
-    closes the connection its child still holds (before, the stream kept the connection busy for the child's life)."""
+    closes the connection its child still holds."""
     monkeypatch.setattr(connection_limits, "MAX_CONNECTION_IDLE_MS", 500)
     d = short_tmpdir("dyno-orph-")
     reg = ProcessRegistry()

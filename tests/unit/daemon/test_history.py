@@ -319,7 +319,7 @@ def test_series_of_devices_long_gone_are_forgotten() -> None:
     named = {i for s in h.stored() for i in s.ids}
     # the ring names ~5 device series; those gone in the last FORGET_AFTER_S (+ the ring's 30 ticks) are kept too
     assert len(h.series) <= len(named) + (FORGET_AFTER_S + 30) / 10 + 2
-    assert len(h.series) < 20  # it was 201 before: every device ever seen
+    assert len(h.series) < 20  # not every device ever seen (201)
 
 
 def test_new_series_are_still_kept_after_more_than_max_series_came_and_went(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,6 @@
 """A sampler whose sample() never returns (NVML on a GPU that fell off the bus, a wedged driver) stops the whole
-sampling loop. dynod used to go on reporting every sampler "ok" (status, dyno_sampler_up 1) and exporting the last
-values read as current ones, forever, with nothing in the log: the documented alert on dyno_sampler_up never fired."""
+sampling loop: the watchdog marks the samplers down (status, dyno_sampler_up 0) and logs it, so the documented alert
+on dyno_sampler_up fires and stale values are not exported as current."""
 
 from __future__ import annotations
 

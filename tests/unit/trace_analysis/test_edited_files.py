@@ -1,8 +1,7 @@
 """Trace files edited the ways users edit them: re-indented, events moved, a BOM, CRLF line ends load to the same
 model; damaged ones (text after the JSON, NUL padding, UTF-16, Latin-1, gzip twice) fail with the file, the byte
-offset in the file and the likely cause. The metadata error used to give orjson's position in the metadata
-*without the events* ("line 15 column 1 (char 434)" in a 340 KB file) and invalid UTF-8 read "surrogates not
-allowed ... (char 0)"."""
+offset in the file and the likely cause (a metadata error's offset is in the whole file, not in the metadata
+without the events)."""
 
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ def _two_traces(tmp_path) -> tuple:
 
 
 def _full_mask(trace, events, pred) -> np.ndarray:
-    """The reference: the predicate over every string of the table (what name_mask used to do)."""
+    """The reference: the predicate over every string of the table (the simple form name_mask must match)."""
     table = np.array([pred(s) for s in trace.strings] + [False], dtype=bool)
     return table[events.name]
 

@@ -1,7 +1,6 @@
 """Several files of one process in a folder are profiling cycles (torch.profiler ``schedule(repeat=N)`` with
 ``tensorboard_trace_handler``: one ``<worker>.<ns>.pt.trace.json`` per cycle), not several ranks: the latest
-cycle is analysed and each earlier one reported. They used to be ranks 0, 1, 2 of one job (a process compared
-with itself), or, with torch.distributed, "duplicate rank" errors that kept the first cycle."""
+cycle is analysed and each earlier one reported (not ranks of one job, nor "duplicate rank" errors)."""
 
 from __future__ import annotations
 

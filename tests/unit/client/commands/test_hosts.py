@@ -167,21 +167,21 @@ def test_an_empty_path_is_a_usage_error(
 
 
 def test_a_repeated_host_adds_a_host() -> None:
-    """Before: `--host a --host b` called only b (argparse kept the last --host)."""
+    """`--host a --host b` calls both hosts."""
     args = build_parser().parse_args(["status", "--host", "127.0.0.1:1", "--hostname", "127.0.0.1:2"])
     assert [str(h) for h in hosts_from_args(args)] == ["127.0.0.1:1", "127.0.0.1:2"]
 
 
 @pytest.mark.parametrize("spec", ["http://gpu7:1778", "grpc://gpu7:1778/", "gpu1,https://gpu7:1778"])
 def test_a_url_is_named_a_url(spec: str) -> None:
-    """Before: "bad IPv6 address 'http://gpu7:1778'" (the colons read as an IPv6 literal)."""
+    """A URL given as a host is named a URL, not read as an IPv6 literal."""
     with pytest.raises(HostSpecError) as e:
         parse_hosts(spec)
     assert "is a URL: give HOST[:PORT], e.g. gpu7:1778" in str(e.value) and "IPv6" not in str(e.value)
 
 
 def test_dyno_host_errors_name_the_variable_and_a_list_works(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Before: DYNO_HOST=a:1,b:2 failed with "bad IPv6 address 'a:1,b:2'" and no word of $DYNO_HOST."""
+    """$DYNO_HOST takes a comma-separated list, and its errors name the variable."""
     args = build_parser().parse_args(["status"])
     monkeypatch.setenv("DYNO_HOST", "gpu1:1779,gpu[2-3]")
     assert [str(h) for h in hosts_from_args(args)] == ["gpu1:1779", "gpu2:1778", "gpu3:1778"]
@@ -191,7 +191,7 @@ def test_dyno_host_errors_name_the_variable_and_a_list_works(monkeypatch: pytest
 
 
 def test_an_mpi_hostfile_is_read(tmp_path) -> None:
-    """Before: "node1 slots=8" (Open MPI's hostfile format) was "bad host name 'node1 slots=8'"."""
+    """An Open MPI hostfile line ("node1 slots=8") is read as its host name."""
     f = tmp_path / "hosts"
     f.write_text("node1 slots=8\nnode[2-3]:1779 slots=8 max_slots=8  # rack 2\n")
     assert [str(h) for h in read_hostfile(f)] == ["node1:1778", "node2:1779", "node3:1779"]

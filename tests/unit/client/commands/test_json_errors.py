@@ -1,6 +1,6 @@
 """With --json, a command that fails before its own answer prints a JSON error object on stdout (schema
-dyno.cli.error), as `analyze --json` does, besides the one line on stderr. Before: stdout was empty on a usage error
-or a failed `metrics --watch --json`, and a tool parsing stdout got a JSON decode error instead of the reason."""
+dyno.cli.error), as `analyze --json` does, besides the one line on stderr: a usage error or a failed
+`metrics --watch --json` too, so a tool parsing stdout gets the reason."""
 
 from __future__ import annotations
 

@@ -124,7 +124,7 @@ def test_history_options_without_json_are_usage_errors(capsys: pytest.CaptureFix
     ],
 )
 def test_names_take_comma_separated_patterns(words: list[str], patterns: list[str]) -> None:
-    """Before: "gpu_util*,cpu_user*" was one pattern, matching nothing ("no metric matches")."""
+    """--names takes comma-separated patterns ("gpu_util*,cpu_user*" is two)."""
 
     assert build_parser().parse_args(["metrics", *words]).names == patterns
 
@@ -163,7 +163,7 @@ class TwoSamples(FakeDynoServicer):
 
 
 def test_watch_with_json_streams_one_json_object_per_line(capsys: pytest.CaptureFixture[str]) -> None:
-    """--watch --json used to ignore --json and draw tables with terminal escape codes into a pipe."""
+    """--watch --json streams one JSON object per line, no tables or terminal escape codes."""
     fake = serve(lambda _port: TwoSamples("gpu7"))
     try:
         assert cli_main(["metrics", "--host", fake.target, "--watch", "--json"]) == 0

@@ -1,5 +1,5 @@
 """`--json` of the host-level commands across several hosts, one of them dead: every host is in the JSON with
-`ok` and `error`, so a tool can tell which host failed (before, version and metrics left dead hosts out)."""
+`ok` and `error`, so a tool can tell which host failed (version and metrics included)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """One name for the per-call deadline across commands: `--call-timeout-s` works on status, version, metrics and ps
-too (trace and fetch have only that name, their --timeout-s being the overall wait). Before: a wrapper passing
-`--call-timeout-s 3` to every command got "unrecognized arguments" from status, ps, metrics and version."""
+too (trace and fetch have only that name, their --timeout-s being the overall wait), so a wrapper may pass it to
+every command."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`dyno-cli ps --job-id` reads a job id as `trace --job-id` does (stripped, the daemons' rule). Before: `ps --job-id
-" 42"` asked the daemons for " 42" and listed nothing, while `trace --job-id " 42"` traced job 42's processes."""
+"""`dyno-cli ps --job-id` reads a job id as `trace --job-id` does (stripped, the daemons' rule): `ps --job-id " 42"`
+lists job 42's processes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Request limits only the daemons used to check (trace window, iterations, start delay, job id, pids; metrics
-names and limit): dyno-cli now refuses such values before calling any host, as a usage error (exit 2, one line
+"""Request limits (trace window, iterations, start delay, job id, pids; metrics names and limit): dyno-cli refuses
+such values before calling any host, as a usage error (exit 2, one line
 naming the option and the allowed range), and the daemons keep refusing them with INVALID_ARGUMENT, both from the
 one set of bounds in dyno.request_limits."""
 

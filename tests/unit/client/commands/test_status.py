@@ -57,6 +57,6 @@ def test_ps_shows_a_stale_process_age_in_days() -> None:
 
 
 def test_metrics_show_the_host_uptime_as_a_duration() -> None:
-    """Before: `dyno-cli metrics` printed host_uptime_seconds as 5.774e+04."""
+    """`dyno-cli metrics` prints host_uptime_seconds as a duration."""
     assert format_value("host_uptime_seconds", 57740.0) == "16h02m"
     assert format_value("gpu_energy_joules", 57740.5) == "5.774e+04"  # other values as before

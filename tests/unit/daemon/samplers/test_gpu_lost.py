@@ -1,7 +1,5 @@
-"""A GPU that falls off the bus (Xid 79): NVML answers every call on it with NVMLError_GpuIsLost. dynod logged
-one INFO line per counter ("gpu 1: utilization unavailable: ..."), asked the driver for every counter of that GPU
-again each tick, and exported nothing that said the GPU was gone: its series just vanished while dyno_sampler_up
-stayed 1. Now: one ERROR naming the GPU, gpu_lost{gpu,uuid} = 1 (0 for healthy GPUs), two driver calls a tick."""
+"""A GPU that falls off the bus (Xid 79): NVML answers every call on it with NVMLError_GpuIsLost. dynod logs one
+ERROR naming the GPU, exports gpu_lost{gpu,uuid} = 1 (0 for healthy GPUs) and makes two driver calls a tick for it."""
 
 from __future__ import annotations
 

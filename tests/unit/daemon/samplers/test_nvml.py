@@ -220,8 +220,8 @@ def test_real_pynvml_on_this_host() -> None:
 def test_unexpected_sampling_error_reaches_the_loop_once_and_marks_the_gpu_sampler_down(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An NVML failure outside the per-counter handling (a bug, a vanished device list) used to be logged with a
-    traceback on every tick by GpuSampler itself while its state stayed ok; the sampling loop now sees it."""
+    """An NVML failure outside the per-counter handling (a bug, a vanished device list) reaches the sampling
+    loop once and marks the GPU sampler down."""
     import logging
 
     from dyno.daemon.history import History

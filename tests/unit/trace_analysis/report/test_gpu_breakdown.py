@@ -1,6 +1,5 @@
 """The report's GPU breakdown gives HTA's comm/comp overlap (JSON ``breakdown.comm_overlap_pct``, text
-"communication kernels 13.4% (1.4% under compute)"). Before, the only overlap figure was the exposed-comm
-title's, over its window and rounded to whole percents ("overlap 2%" where HTA says 1.37%)."""
+"communication kernels 13.4% (1.4% under compute)"), as HTA computes it, not rounded to whole percents."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """JSON evidence counts: a count is an integer ("copies": 2, as docs/ANALYSIS_REPORT.md shows), a time or share a
-float, whatever its value. Every count used to be written as a float ("copies": 2.0, "max_queue_length": 946.0)."""
+float, whatever its value."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.unit
 
 def test_not_applicable_rules_line_has_its_section(tmp_path):
     # CPU-only trace with shapes: the GPU rules and straggler are "not applicable", nothing else is skipped.
-    # The "not applicable" line used to be appended to the last finding's fix, with no section header.
+    # The "not applicable" line has its own section header, apart from the last finding's fix.
     b = TraceBuilder(record_shapes=True)
     for i in range(3):
         b.step(i, i * 1000.0, 1000.0)
@@ -41,7 +41,7 @@ def test_not_applicable_rules_line_has_its_section(tmp_path):
     ],
 )
 def test_sub_10_us_durations_keep_a_decimal(us, text):
-    # torch.profiler writes µs with 3 decimals: a 0.4 µs aten::zero_ used to print as "dur 0 µs"
+    # torch.profiler writes µs with 3 decimals: a 0.4 µs aten::zero_ prints "dur 0.4 µs", not "dur 0 µs"
     assert fmt_us(us) == text
 
 

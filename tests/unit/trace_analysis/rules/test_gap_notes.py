@@ -1,8 +1,6 @@
 """Examples of GPU idle gaps say what the host did meanwhile (``Example.note``): the thread that launched the GPU
 work ending the gap, its events' self time inside the gap by name, and the part no profiled event covers; when
-that thread is mostly unprofiled (e.g. the autograd thread waiting for the main thread), the busiest thread too.
-Before, "GPU idle gap at +31.367 s dur 10.03 s" left the user to find in Perfetto that the host was in cudaFree
-(6.5 s) and a first cudaLaunchKernel (3.1 s) (alexnet), or in a Shampoo optimizer step (trace_filter)."""
+that thread is mostly unprofiled (e.g. the autograd thread waiting for the main thread), the busiest thread too."""
 
 from __future__ import annotations
 

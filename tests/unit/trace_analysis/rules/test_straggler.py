@@ -26,7 +26,6 @@ def _ranks(folder: Path, step_us: list[float], steps: int = 3) -> Path:
 
 def test_straggler_time_lost_counts_every_step(tmp_path):
     # rank 4 is 50% slower in each of its 3 steps: it loses 3 x (150 - 100.5) ms, a third of its window.
-    # It used to report one step's excess (49.5 ms, "11% of window", medium) against the 3-step window.
     report = analyze(_ranks(tmp_path, [100_000, 101_000, 99_000, 100_500, 150_000]), rules=["straggler"])
     (f,) = report.findings_of("straggler")
     assert f.rank == 4
@@ -45,7 +44,7 @@ def test_straggler_time_lost_over_five_steps(tmp_path):
 
 def test_two_ranks_without_collectives_flag_nothing(tmp_path):
     # as documented: each of two ranks is exactly one MAD from their median, so the step-time test cannot
-    # single one out (the docs used to say the min_excess floor would let it fire)
+    # single one out
     report = analyze(_ranks(tmp_path, [100_000, 300_000]), rules=["straggler"])
     assert report.findings_of("straggler") == []
     assert [o.reason for o in report.rules] == ["compared 2 ranks"]

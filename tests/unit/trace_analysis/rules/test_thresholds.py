@@ -1,4 +1,4 @@
-"""Threshold overrides that used to escape validation: infinite values and non-string names."""
+"""Threshold overrides are validated: infinite values and non-string names are refused."""
 
 from __future__ import annotations
 
