@@ -1,12 +1,10 @@
-"""dyno-cli against an mTLS dynod with the wrong TLS options gets one line that names the client's mistake.
-
-Before: no client certificate -> "does it serve TLS? then pass --tls-ca" although --tls-ca was given; a certificate
-whose name is not the host dialled -> "cannot reach dynod (is it running...?)"; --tls-ca naming a key file, or a
-key that is not the certificate's -> grpc's C++ errors on stderr and "TLS handshake with dynod failed"; --tls-ca
-against a plaintext dynod -> "its certificate not signed by --tls-ca" (it has none)."""
+"""dyno-cli against a dynod whose TLS options or token it does not match gets one line that names the client's
+mistake: no client certificate, a certificate whose name is not the host dialled, --tls-ca naming a key file or a key
+that is not the certificate's, --tls-ca against a plaintext dynod, a token that is not the daemon's."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,3 +117,30 @@ def test_a_client_certificate_of_another_ca_is_said_to_be_refused(mtls_dynod: Dy
     assert r.returncode == 1
     line = _only_line(r.stderr)
     assert "one of another CA" in line and "then pass --tls-ca" not in line, line
+
+
+# `dyno-cli trace` with a token that is not the daemon's: the error says the token differs; without a token it
+# still says to pass one.
+
+
+def _token_file(path: Path, token: str) -> Path:
+    path.write_text(token + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def test_a_wrong_token_is_called_wrong_and_a_missing_one_missing(dynod_factory, tmp_path: Path) -> None:
+    d = dynod_factory("--auth-token-file", str(_token_file(tmp_path / "daemon.token", "d" * 32)), metrics=False)
+    wrong = _token_file(tmp_path / "mine.token", "m" * 32)
+    common = ["trace", "--host", d.target, "--job-id", "j", "--duration-ms", "100"]
+
+    r = run_cli(*common, "--output-dir", str(tmp_path / "a"), "--auth-token-file", str(wrong))
+    assert r.returncode == 1
+    line = next(x for x in r.stderr.splitlines() if "Unauthenticated" in x)
+    assert "not the daemon's" in line and "pass --auth-token-file" not in line, line
+
+    r = run_cli(*common, "--output-dir", str(tmp_path / "b"), env={"DYNO_AUTH_TOKEN_FILE": ""})
+    assert r.returncode == 1
+    line = next(x for x in r.stderr.splitlines() if "Unauthenticated" in x)
+    assert "pass --auth-token-file" in line, line
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
