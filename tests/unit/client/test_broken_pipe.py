@@ -1,5 +1,5 @@
-"""`dyno-cli ... | head`: the reader going away is not an error (exit 0, nothing on stderr); the handler for it
-came after the OSError one, so it never ran and the user saw "dyno-cli: error: Broken pipe", exit 1."""
+"""`dyno-cli ... | head`: the reader going away is not an error (exit 0, nothing on stderr); its handler runs
+before the generic OSError one."""
 
 from __future__ import annotations
 

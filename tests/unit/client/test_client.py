@@ -1,6 +1,6 @@
-"""`DynoClient("HOST:PORT")` checks its target as dyno-cli checks --host: grpc took "127.0.0.1:99999" and dialled
-port 99999 - 65536 = 34463 (another server, or a dynod that was not the one meant, answered), and a target without
-a port went to grpc's default 443 instead of dynod's 1778. Against a real gRPC server on a free loopback port."""
+"""`DynoClient("HOST:PORT")` checks its target as dyno-cli checks --host: a port out of range is refused (grpc would
+dial it modulo 65536) and a target without a port gets dynod's 1778, not grpc's default 443. Against a real gRPC
+server on a free loopback port."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""dyno's own warnings printed by dyno-cli read like its errors: `dyno-cli: warning: ...` (they were the bare
-message, from Python's last-resort handler), and only once."""
+"""dyno's own warnings printed by dyno-cli read like its errors: `dyno-cli: warning: ...`, not the bare message of
+Python's last-resort handler, and only once."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """dyno-cli's --json form of dyno.v1 messages: numbers are JSON numbers, int64/uint64 included (protobuf's JSON
-mapping writes them as strings, and `jq '.samples[0].timestamp_ms / 1000'` failed on one), in plain fields, repeated
-fields, nested messages and maps; every field is present; non-finite doubles stay protobuf's strings."""
+mapping writes them as strings, which `jq '.samples[0].timestamp_ms / 1000'` cannot divide), in plain fields,
+repeated fields, nested messages and maps; every field is present; non-finite doubles stay protobuf's strings."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""An option a command does not know is that command's usage error: `dyno-cli status --foo` printed the top-level
-usage (`usage: dyno-cli [-h] [--version] COMMAND ...`), which says nothing of what status takes."""
+"""An option a command does not know is that command's usage error: `dyno-cli status --foo` prints status's usage,
+not the top-level one."""
 
 from __future__ import annotations
 

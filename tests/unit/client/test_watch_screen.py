@@ -1,6 +1,6 @@
-"""`dyno-cli metrics --watch` fits the terminal: on 80x24 its ~80-line, 200-column view wrapped every row and the
-header scrolled away at each redraw. Samples from the real host sampler (this machine's /proc) and the simulated
-GPU sampler; a screen is checked for its width, its height, and the line saying what was left out."""
+"""`dyno-cli metrics --watch` fits the terminal: on 80x24 no row wraps and the header stays on screen at each redraw.
+Samples from the real host sampler (this machine's /proc) and the simulated GPU sampler; a screen is checked for
+its width, its height, and the line saying what was left out."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""An agent's Watch stream ends once its registration is gone. It went on for as long as the connection stayed open:
-a trainer that exited while a child it forked still held its Unix socket connection (the agent runs grpc without
-fork handlers, so fork children inherit it) left a stream that garbage collection had dropped from the registry,
-holding one of the Agent server's threads for as long as the child lived; 264 of them refused every registration
+"""An agent's Watch stream ends once its registration is gone, also while the connection stays open: a trainer that
+exited while a child it forked still holds its Unix socket connection (the agent runs grpc without fork handlers,
+so fork children inherit it) must not keep a stream, and one of the Agent server's threads, for the child's life
 (bench/daemon_soak.py, the "orphan" ending)."""
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Every unary answer of the Dyno service fits a stock client's 4 MiB (grpcio's default receive limit): a daemon with
-thousands of registered processes, each with a long command line, answered ListProcesses with ~17 MB (or refused
-it past 16 MiB), and a
-job-wide trace's TraceStatus with long error texts was as big. Real grpc server on 127.0.0.1 port 0, grpcio's
-generated stub with its default options."""
+"""Every unary answer of the Dyno service fits a stock client's 4 MiB (grpcio's default receive limit), also for a
+daemon with thousands of registered processes with long command lines (ListProcesses) and a job-wide trace's
+TraceStatus with long error texts. Real grpc server on 127.0.0.1 port 0, grpcio's generated stub with its default
+options."""
 
 from __future__ import annotations
 

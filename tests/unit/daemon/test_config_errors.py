@@ -1,4 +1,4 @@
-"""dynod config mistakes found by hand: each must be a ConfigError (one line, exit 2), never a traceback."""
+"""dynod config mistakes: each is a ConfigError (one line, exit 2), never a traceback."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""dynod's health service (dyno.daemon.health). grpc_health's HealthServicer sent Watch updates while holding its
-lock; grpc's send waits for the server's one completion-queue thread, which also runs each Watch's end callback,
-which takes that lock. One Watch ending while another was being answered froze the whole gRPC server for good
-(no RPC served, server.stop().wait() never returned, the process could not exit): a test's server that stopped
-answering, then a run that never ended; a dynod that systemd would have had to SIGKILL (grpc/grpc#43403)."""
+"""dynod's health service (dyno.daemon.health): a Watch that ends while another is being answered is forgotten
+without waiting for that answer, so it cannot freeze the gRPC server (grpc_health's HealthServicer can: its end
+callback and its sends share one lock and the server's one completion-queue thread; grpc/grpc#43403)."""
 
 from __future__ import annotations
 

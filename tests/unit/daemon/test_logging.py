@@ -1,5 +1,5 @@
 """dynod's log lines under systemd: journald keeps every stderr line at priority "info" unless the line starts
-with a syslog priority prefix ("<3>"), so without one `journalctl -u dynod -p warning` showed no warning or error."""
+with a syslog priority prefix ("<3>"), so warnings and errors carry one for `journalctl -u dynod -p warning`."""
 
 from __future__ import annotations
 

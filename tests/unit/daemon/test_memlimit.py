@@ -1,6 +1,5 @@
-"""A history budget larger than the service's MemoryHigh/MemoryMax: dynod started fine and was throttled, then
-OOM-killed hours later when the history had filled (Restart=on-failure then started an empty one, over and over),
-with nothing at start to say why. Now one WARNING at start names the limit and the fix."""
+"""A history budget larger than the service's MemoryHigh/MemoryMax (which would OOM-kill dynod hours later, once the
+history has filled): one WARNING at start names the limit and the fix."""
 
 from __future__ import annotations
 

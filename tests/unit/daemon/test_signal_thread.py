@@ -1,8 +1,7 @@
 """dynod stops on a SIGTERM that the kernel gave to one of its other threads. The kernel may give a process-directed
 signal to any thread that does not block it (grpc's, the sampler's); Python runs the handler only on the main
-thread, and dynod's main thread slept in Event.wait(), which such a signal never woke: the SIGTERM went unanswered
-until systemd's SIGKILL (a test's dynod once took its whole 15 s stop timeout, then SIGKILL). signal.pthread_kill
-gives the signal to a chosen thread here, which makes the case certain instead of occasional."""
+thread, whose wait such a signal must still end. signal.pthread_kill gives the signal to a chosen thread here, which
+makes the case certain instead of occasional."""
 
 from __future__ import annotations
 

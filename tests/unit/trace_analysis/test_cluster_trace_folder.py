@@ -1,6 +1,6 @@
 """A folder holding the dynod folders of *one* cluster trace collected from several hosts (``h1/<id>/``,
 ``h2/<id>/``, each with its ``dynod-record.json``: a cluster trace has one id on every host) holds the ranks of one
-job, not several traces: it was refused as "holds 2 traces (h1/<id>, h2/<id>)". Different ids are still refused."""
+job, not several traces. Different ids are still refused."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A trace whose every event has a non-numeric ts loaded as an empty model and printed a report of "events 0";
-it is a load error like an empty traceEvents ("no usable events"), and in a folder the other ranks still load."""
+"""A trace whose every event has a non-numeric ts is a load error like an empty traceEvents ("no usable events"),
+not an empty model, and in a folder the other ranks still load."""
 
 from __future__ import annotations
 

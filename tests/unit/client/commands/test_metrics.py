@@ -1,6 +1,6 @@
 """`dyno-cli metrics` across hosts lists every host in its host table, as `status` and `version` do: a host that
-failed (its error type; the error on stderr) and one that has no sample yet (a daemon just started) were left out
-without a word. Against real gRPC servers on free loopback ports and a port nothing listens on."""
+failed (its error type; the error on stderr) and one that has no sample yet (a daemon just started). Against real
+gRPC servers on free loopback ports and a port nothing listens on."""
 
 from __future__ import annotations
 

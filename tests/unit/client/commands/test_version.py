@@ -1,7 +1,6 @@
 """`dyno-cli version --json`: every daemon entry has the same keys (docs/CLUSTER.md: `{host, ok, version, api,
-python, grpc, error}`), failed ones with null values, as `status --json` has `"status": null`. A failed host's entry
-had only host, ok and error, so a tool reading `d["version"]` for each daemon failed on the first host that was
-down. Against a real gRPC server on a free loopback port and a port nothing listens on."""
+python, grpc, error}`), failed ones with null values, as `status --json` has `"status": null`, so a tool may read
+`d["version"]` for each daemon. Against a real gRPC server on a free loopback port and a port nothing listens on."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """GPU-utilization timeline on a window only a few µs long on an epoch-µs clock (Kineto's ts ~1.7e15 µs, where
-float64 steps by 0.25 µs): bins collapse to zero width. They gave 0/0 = NaN: a numpy RuntimeWarning on stderr,
-"nan" in the HTML plot, null in the JSON, and a NaN overall utilization that low-gpu-util never compared true."""
+float64 steps by 0.25 µs): bins that collapse to zero width give no 0/0 (no numpy RuntimeWarning, no "nan" in the
+HTML plot, no null in the JSON, a finite overall utilization)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Readable figures in finding titles and reports, and no-tensor-cores without deviceProperties.
-
-Found by reading `dyno-cli analyze` on the shared GPU traces: titles gave raw µs for second-long figures
-("max 4219264 µs", "longest 13250.1 ms"), "0.0 MiB" for 15 KiB of copies, launch-queue examples showed the
-delayed rows' own durations and never the delay, sync-calls lost 28 ms while its examples blocked the host 147 ms
-(the title named neither cost), long kernel names were cut mid-template with nothing to say so, and
-no-tensor-cores was skipped on traces without deviceProperties whose kernel names say the architecture
-("ampere_sgemm_...", "cutlass_80_tensorop_...")."""
+"""Readable figures in finding titles and reports, and no-tensor-cores without deviceProperties: durations in the unit
+that reads best, sizes below 1 MiB in KiB, launch-queue examples with their delay, sync-calls naming both costs,
+long kernel names cut with a mark, and no-tensor-cores on traces whose kernel names say the architecture."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """host-bound / launch-overhead judge the compute stream: the stream with the most *computation* kernel time, not
-the stream with the most GPU time. In a DDP job the NCCL stream can hold more GPU time than the compute stream
-(trace_filter: communication 33% of the GPU span, compute 18%); its gaps wait for gradients, not for launches,
-and were reported as "compute stream 84 waits for kernel launches 64.6%" (twice the compute stream's 32.3%)."""
+the stream with the most GPU time (in a DDP job the NCCL stream can hold more, and its gaps wait for gradients, not
+for launches)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""cpu-init-copy on traces recorded with with_stack=True: a python_function row (`<built-in method to of Tensor
-object ...>`) encloses each aten::to and was taken as the op "before" it, so the rule found nothing on every
-with_stack trace. The previous *operator* on the thread is what counts."""
+"""cpu-init-copy on traces recorded with with_stack=True: the python_function row that encloses each aten::to
+(`<built-in method to of Tensor object ...>`) is not the op before it; the previous *operator* on the thread is."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""On a CPU-only trace, findings about GPU costs are info (as sync-calls already was): DataParallel without GPUs
-only calls the module (it was "medium"), and a half-precision matmul's tensor-core padding has no tensor cores to
-matter for (it was "low", with a tensor-core fix). With GPU activity they keep their severity."""
+"""On a CPU-only trace, findings about GPU costs are info (as sync-calls is): DataParallel without GPUs only calls
+the module, and a half-precision matmul's tensor-core padding has no tensor cores to matter for. With GPU activity
+they keep their severity."""
 
 from __future__ import annotations
 

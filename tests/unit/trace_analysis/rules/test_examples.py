@@ -1,6 +1,5 @@
-"""Finding examples name a GPU row's stream. On tables above the model's keep-gathered limit (65,536 rows) each
-column read returns a fresh array, and ``RuleContext.examples`` told stream from tid by identity (``col is
-events.stream``), so every kernel example of a large trace said "tid N" instead of "stream N"."""
+"""Finding examples name a GPU row's stream, also on tables above the model's keep-gathered limit (65,536 rows), where
+each column read returns a fresh array (``RuleContext.examples`` must not tell stream from tid by identity)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""launch-queue: the title's median and longest delay (of the delayed launches) are in the JSON counts too; the
-only median there was of every launch (alexnet: counts said 32.5 µs, the title 880 µs)."""
+"""launch-queue: the title's median and longest delay (of the delayed launches) are in the JSON counts too, beside
+the median of every launch."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """deviceProperties with values that are not integers: the rules that read them treat the value as unknown
-instead of raising (a rule error, with a traceback logged on the CLI's stderr)."""
+instead of raising."""
 
 from __future__ import annotations
 

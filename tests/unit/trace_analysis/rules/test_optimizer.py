@@ -1,6 +1,5 @@
 """optimizer: its time lost is the single-tensor steps' whole time, an upper bound on what foreach/fused saves;
-the report said "lost 145.4 ms" with nothing saying so. Now ``time_lost_basis`` (printed "time lost = ...")
-states it, and what the zero_grad figure is."""
+``time_lost_basis`` (printed "time lost = ...") states it, and what the zero_grad figure is."""
 
 from __future__ import annotations
 

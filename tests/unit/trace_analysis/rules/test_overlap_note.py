@@ -1,6 +1,5 @@
 """Findings that count the same GPU idle time (low-gpu-util, host-bound, gpu-starvation, ...) say so under the
-findings header: alexnet's report listed "lost 12.86 s", "lost 12.85 s", "lost 12.73 s" (three views of one
-12.9 s idle span) with nothing telling the reader not to add them up."""
+findings header, so the reader does not add their times lost up."""
 
 from __future__ import annotations
 

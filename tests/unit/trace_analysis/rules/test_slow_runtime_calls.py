@@ -1,6 +1,5 @@
 """slow-runtime-calls: a kernel's first launch that takes seconds is one-off start-up (lazy module loading, PTX
-JIT), not a launch waiting on a full queue or a lock. alexnet's 3.06 s cudaLaunchKernel (the first of its kernel;
-the queue never passed 18) was "medium, lost 3.06 s" with a fix about full queues and contention."""
+JIT), not a launch waiting on a full queue or a lock."""
 
 from __future__ import annotations
 

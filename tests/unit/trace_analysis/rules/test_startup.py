@@ -1,10 +1,8 @@
 """CUDA start-up in a trace (rules/startup.py) and how the GPU-idle rules report it.
 
 A trace taken from the program's start holds the CUDA start-up (context creation, library initialisation, lazy
-module loading at first launches: alexnet's 29.9 s cudaDeviceGetStreamPriorityRange, 6.0 s cudaFree, 3.06 s first
-cudaLaunchKernel). low-gpu-util, gpu-starvation and host-bound reported that idle time as the loop's cost, with
-fixes about fusion and data loading; they now say how much of it is start-up, fix warm-up first and rate the rest.
-"""
+module loading at first launches). low-gpu-util, gpu-starvation and host-bound say how much of their idle time is
+start-up, fix warm-up first and rate the rest."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """Time lost that a performance engineer would accept: what each rule attributes, and how reports say it.
 
-Found by reviewing `dyno-cli analyze` on the shared traces: short-kernels counted launch time as lost on a
-GPU-bound trace (the host runs ahead there; slow-runtime-calls already said so), sync-calls counted all the GPU
-idle after a sync (2.43 s on simple_add, most of its trace) although the host, not the sync, set that pace,
-examples gave 16-digit epoch timestamps only, and a deliberate zero read "time lost not measurable"."""
+short-kernels counts no launch time as lost on a GPU-bound trace (the host runs ahead there), sync-calls does not
+count GPU idle that the host's pace set, examples give offsets beside epoch timestamps, and a deliberate zero is
+not "not measurable"."""
 
 from __future__ import annotations
 

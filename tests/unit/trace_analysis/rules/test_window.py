@@ -1,9 +1,6 @@
 """GPU-side rules (host-bound, launch-overhead, short-kernels, slow-runtime-calls, exposed-comm) count GPU work
-inside the window whose share they report: the profiler steps, first step's start to last step's end.
-
-They read the shared analyses, which follow HTA's GPU scope (every row from the trace start up to the last step's
-*start*), and divided that by the steps window: NCCL kernels all before the first step gave exposed-comm "high"
-at thousands of % of the window, while the last step's own kernels were never counted."""
+inside the window whose share they report: the profiler steps, first step's start to last step's end (the shared
+analyses follow HTA's GPU scope, which ends at the last step's *start*)."""
 
 from __future__ import annotations
 
