@@ -79,7 +79,7 @@ def test_rule_and_threshold_failures_print_the_error_object(tmp_path: Path, caps
 
 
 def test_other_commands_print_their_own_error_object(capsys: pytest.CaptureFixture) -> None:
-    # every dyno-cli command does this now, with its own schema (tests/unit/client/commands/test_json_errors.py)
+    # every dyno-cli command does this, with its own schema (tests/unit/client/commands/test_json_errors.py)
     code, out, err = _cli(["status", "--json", "--bogus"], capsys)
     assert code == 2 and "unrecognized arguments" in err
     assert json.loads(out)["schema"] == "dyno.cli.error" and "unrecognized arguments" in json.loads(out)["error"]
