@@ -1,9 +1,10 @@
-"""`python -m dyno.trace_analysis TRACE | head`: a reader that leaves early must not give a traceback
-(dyno-cli already handled it; the module entry point printed BrokenPipeError's traceback)."""
+"""The analysis as a process (`dyno-cli analyze`, `python -m dyno.trace_analysis`): a stdout reader that leaves
+early (`... | head`) gives no traceback, and SIGTERM ends it as Ctrl-C does."""
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,21 @@ def test_closed_stdout_gives_no_traceback(tmp_path: Path) -> None:
 def test_open_stdout_still_reports_errors(tmp_path: Path) -> None:
     code, err = _run([str(tmp_path / "missing.json")], close_early=False)
     assert code == 1 and err.startswith("python -m dyno.trace_analysis: error: no trace could be analysed")
+
+
+# SIGTERM ends an analysis as Ctrl-C does, exit 130 and no traceback, whether it runs as `dyno-cli analyze` or as
+# `python -m dyno.trace_analysis` (both print the same exit codes in --help)
+
+
+@pytest.mark.parametrize("module", ["dyno.trace_analysis", "dyno.client"])
+def test_sigterm_while_reading_a_trace_exits_130(module: str) -> None:
+    argv = [sys.executable, "-m", module] + (["analyze"] if module == "dyno.client" else []) + ["/dev/stdin"]
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    # more than a pipe buffer holds: once written, the command is reading the trace (its handler is in place)
+    proc.stdin.write(b'{"traceEvents": [' + b" " * (1 << 20))
+    proc.stdin.flush()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)  # closes stdin too late to matter: the signal came first
+    assert proc.returncode == 130, err.decode()
+    assert b"Traceback" not in err

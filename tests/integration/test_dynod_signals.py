@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import signal
+import threading
 
+import grpc
 import pytest
 
 from dyno.client.client import DynoClient
+from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
-from conftest import wait_for
+from conftest import Dynod, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -95,3 +98,33 @@ def test_a_sampler_disabled_on_purpose_is_no_warning(dynod_factory) -> None:
     d = dynod_factory(gpu_backend="none", metrics=False)
     gpu_lines = [line for line in d.lines if "sampler gpu" in line]
     assert len(gpu_lines) == 1 and "disabled" in gpu_lines[0] and "WARNING" not in gpu_lines[0]
+
+
+# dynod's SIGTERM with a live StreamMetrics reader (`dyno-cli metrics --watch`): the stream ends at once with
+# UNAVAILABLE "shutting down", not after the whole drain grace with CANCELLED.
+
+
+def test_sigterm_ends_metric_streams_with_a_reason() -> None:
+    d = Dynod().start()
+    try:
+        channel = grpc.insecure_channel(d.target)
+        stream = dyno_pb2_grpc.DynoStub(channel).StreamMetrics(dyno_pb2.StreamMetricsRequest(), timeout=60)
+        next(stream)  # the stream is live
+        outcome: list[grpc.RpcError] = []
+
+        def drain() -> None:
+            try:
+                for _ in stream:
+                    pass
+            except grpc.RpcError as e:
+                outcome.append(e)
+
+        reader = threading.Thread(target=drain)
+        reader.start()
+        assert d.stop() == 0
+        reader.join(30)
+        channel.close()
+    finally:
+        d.cleanup()
+    assert outcome, "the stream ended without a status"
+    assert outcome[0].code() == grpc.StatusCode.UNAVAILABLE and "shutting down" in outcome[0].details()

@@ -1,6 +1,6 @@
-"""`dyno-cli metrics --watch` whose dynod dies (a crash, `systemctl restart`) after samples arrived said "dynod closed
-the connection (does it serve TLS? then pass --tls-ca): Stream removed": a TLS hint for a connection that had worked.
-It now says the connection was lost mid-call. A real dynod killed under a real `dyno-cli metrics --watch`."""
+"""`dyno-cli metrics --watch` whose dynod dies (a crash, `systemctl restart`) after samples arrived says the
+connection was lost mid-call, not a TLS hint for a connection that had worked. A real dynod killed under a real
+`dyno-cli metrics --watch`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""`sim_gpus = 4` in dynod's config file with the GPU backend left at auto was ignored without a word, while the same
-`--sim-gpus 4` flag got a warning saying simulated GPUs need `--gpu-backend sim` (the file's key is as easy to
-mistake for enough). Real dynod processes on free ports."""
+"""`sim_gpus = 4` in dynod's config file with the GPU backend left at auto gets the warning the `--sim-gpus 4` flag
+gets: simulated GPUs need `--gpu-backend sim`. Real dynod processes on free ports."""
 
 from __future__ import annotations
 
