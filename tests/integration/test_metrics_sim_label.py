@@ -1,7 +1,6 @@
-"""`dyno-cli metrics` across hosts: the GPU table showed a simulated daemon's GPUs (`--gpu-backend sim`) as plain
-"0", "1", like real ones, while every other view labels them (status: "(simulated)", --names and Prometheus:
-simulated="true"). A fleet table must not pass simulated GPUs off as real: they read "0 (simulated)". A real dynod
-with the simulated backend."""
+"""`dyno-cli metrics` across hosts: the GPU table labels a simulated daemon's GPUs (`--gpu-backend sim`)
+"0 (simulated)", as every other view does (status: "(simulated)", --names and Prometheus: simulated="true"). A real
+dynod with the simulated backend."""
 
 from __future__ import annotations
 

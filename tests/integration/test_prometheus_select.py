@@ -1,7 +1,7 @@
 """dynod's Prometheus endpoint selects families with `name[]=` (docs/METRICS.md), as prometheus_client's own server
-does: every such answer was empty (HTTP 200, 0 bytes), because prometheus_client looks the names up among what the
-collectors described when registered, and dynod's collector describes nothing (its families come and go with the
-samplers). A real dynod; its answers parsed with prometheus_client's text parser."""
+does, although dynod's collector describes nothing when registered (its families come and go with the samplers),
+which is where prometheus_client looks the names up. A real dynod; its answers parsed with prometheus_client's text
+parser."""
 
 from __future__ import annotations
 
