@@ -221,3 +221,17 @@ def test_the_option_given_is_not_blamed_on_the_variable(fake_dynod, tmp_path: Pa
         cli_main(["status", "--host", fake_dynod.target, "--auth-token-file", str(missing)])
     err = capsys.readouterr().err
     assert f"dyno-cli: error: auth token file {missing} does not exist" in err and "$DYNO" not in err, err
+
+
+# The host options' help says an MPI hostfile works
+
+
+def _subparser_help(name: str) -> str:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    return sub.choices[name].format_help()  # type: ignore[attr-defined]
+
+
+def test_hostfile_help_says_an_mpi_hostfile_works() -> None:
+    text = " ".join(_subparser_help("status").split())
+    assert "further words ignored (an MPI hostfile's 'node1 slots=8' works)" in text

@@ -227,3 +227,23 @@ def test_json_since_without_limit_gives_every_sample_since(capsys: pytest.Captur
     finally:
         fake.server.stop(0)
     assert asked == [(1000, 0), (1000, 5), (0, 1)]
+
+
+# The history options given without --json read as a sentence
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--limit", "5"], "--limit selects samples"),
+        (["--since-ms", "1"], "--since-ms selects samples"),
+        (["--limit", "5", "--since-ms", "1"], "--limit and --since-ms select samples"),
+    ],
+)
+def test_metrics_history_options_without_json_read_as_a_sentence(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["metrics", "--host", "127.0.0.1:1", *argv])
+    assert e.value.code == 2
+    assert said in capsys.readouterr().err

@@ -8,7 +8,7 @@ import pytest
 from dyno.client.cli import build_parser
 from dyno.client.cluster import HostResult
 from dyno.client.commands import ps
-from dyno.client.commands.ps import render
+from dyno.client.commands.ps import empty_hint, render
 from dyno.client.format import table
 from dyno.client.hosts import Host
 from dyno.v1 import dyno_pb2
@@ -70,3 +70,30 @@ def test_table_cuts_only_the_last_column_and_never_below_a_few_characters() -> N
     narrow = table(["X", "Y"], rows, max_width=10).splitlines()[2]
     assert narrow == "a" * 30 + "  " + "b" * 5 + "..."  # too narrow for the rest: it wraps, the name stays readable
     assert table(["X", "Y"], rows).splitlines()[2] == "a" * 30 + "  " + "b" * 40
+
+
+# `dyno-cli ps` with nothing registered says what to try
+
+
+def _answer(*pids: int) -> HostResult[dyno_pb2.ListProcessesResponse]:
+    resp = dyno_pb2.ListProcessesResponse(hostname="gpu1")
+    for pid in pids:
+        resp.processes.add(pid=pid, job_id="exp1")
+    return HostResult(Host("gpu1"), True, value=resp)
+
+
+def test_ps_with_nothing_registered_says_how_a_trainer_registers() -> None:
+    hint = empty_hint([_answer()])
+    assert "dyno-run" in hint and "KINETO_USE_DAEMON=1" in hint and "DYNO_AGENT_SOCKET" in hint
+
+
+def test_ps_with_no_process_of_the_job_points_to_the_unfiltered_list() -> None:
+    hint = empty_hint([_answer()], job_id="nope")
+    assert "without --job-id" in hint
+
+
+def test_ps_hint_only_when_every_answering_host_listed_nothing() -> None:
+    down = HostResult[dyno_pb2.ListProcessesResponse](Host("gpu2"), False, error="refused", error_type="Unavailable")
+    assert empty_hint([_answer(42), _answer()]) == ""
+    assert empty_hint([down]) == ""  # no host answered: the failure lines say it all
+    assert empty_hint([down, _answer()]) != ""
