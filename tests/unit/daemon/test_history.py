@@ -1,4 +1,5 @@
-"""History ring bounds and queries; the sampling loop's schedule and fault isolation."""
+"""The sample history: ring bounds (sample count and byte budget) and queries, series forgotten once no stored
+sample names them; the sampling loop's schedule and fault isolation."""
 
 from __future__ import annotations
 

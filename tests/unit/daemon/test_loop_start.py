@@ -1,5 +1,6 @@
 """The sampling loop after a priming tick: dynod takes one sample before starting the loop (rate counters primed,
-data for the first queries); the loop's first tick must come one interval later, not at once."""
+data for the first queries); the loop's first tick comes one interval later, not at once; a priming sample that
+never returns is caught by the stall watchdog."""
 
 from __future__ import annotations
 

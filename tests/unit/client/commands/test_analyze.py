@@ -1,6 +1,7 @@
-"""`dyno-cli analyze --json` (and `python -m dyno.trace_analysis --json`) always prints one JSON object on stdout: the
-report, or, when the analysis fails or the command line is wrong, the error object of docs/ANALYSIS_REPORT.md
-(schema dyno.trace_analysis.error); the exit code and the one stderr line stay as without --json."""
+"""`dyno-cli analyze`: with --json (and `python -m dyno.trace_analysis --json`) it always prints one JSON object on
+stdout: the report, or, when the analysis fails or the command line is wrong, the error object of
+docs/ANALYSIS_REPORT.md (schema dyno.trace_analysis.error); the exit code and the one stderr line stay as without
+--json. Its --help is the trace_analysis description."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`dyno-cli ps --job-id` reads a job id as `trace --job-id` does (stripped, the daemons' rule): `ps --job-id " 42"`
-lists job 42's processes."""
+"""`dyno-cli ps`: --job-id read as `trace --job-id` reads it (stripped, the daemons' rule: `ps --job-id " 42"` lists
+job 42's processes), what it says when nothing matches or nothing is registered, and rows fitted to the terminal."""
 
 from __future__ import annotations
 

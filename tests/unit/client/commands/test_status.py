@@ -1,4 +1,5 @@
-"""`dyno-cli status` text: a simulated GPU is labelled once, whether or not its name already says so."""
+"""`dyno-cli status` text: a simulated GPU is labelled once, whether or not its name already says so; uptimes and
+ages read as durations."""
 
 from __future__ import annotations
 

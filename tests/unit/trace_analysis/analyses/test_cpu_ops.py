@@ -1,6 +1,6 @@
 """The CPU-op table on traces of every shape: its self/total times and counts agree with torch's own
-``key_averages()`` on a real trace (with stacks, shapes, memory and nested record_function), and its shares stay
-fractions 0..1 when threads run ops in parallel (a 4-thread trace read "aten::mm 400.0%" of the window)."""
+``key_averages()`` on a real trace (with stacks, shapes, memory and nested record_function), its shares stay
+fractions 0..1 when threads run ops in parallel, and a redispatched call nested in one of its name is one call."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""HTML step-time chart of a multi-rank job: everything drawn inside the plot, every rank told apart.
-
-With 8 colours and a legend entry every 80 px, ranks 9+ had no legend entry (drawn past the 760 px plot) and
-repeated the colours of ranks 0-7; with many ranks the per-step bars ran past the plot too (300 ranks: 351 bars
-and 291 legend entries outside)."""
+"""The HTML report: a multi-rank job's step-time chart draws everything inside the plot and tells every rank apart
+(a legend entry and a colour each, past 8 ranks too, bars within the plot for hundreds of ranks); the rules that
+are merely not applicable go on one line."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""low-gpu-util tells a GPU waiting for the host from one waiting with work queued. negative_queue's compute
-stream idles 861 ms with its next kernels already launched (none waiting for a launch; a queue 946 deep), yet the
-high finding sent the user to look for data loading and Python overhead on the host."""
+"""low-gpu-util tells a GPU waiting for the host from one waiting with work queued (a compute stream that idles
+with its next kernels already launched is not sent to look for data loading and Python overhead), judged on the
+GPU's idle time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""straggler: its time lost is over the whole window, like every other rule's, so findings sort and grade fairly."""
+"""straggler: its time lost is over the whole window, like every other rule's, so findings sort and grade fairly;
+on ranks whose traces cover different spans, the collective wait is a share of the waiting ranks' window."""
 
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
-"""sync-calls and the optimizer's own .item() calls.
+"""sync-calls: what counts as a device sync, and how each is counted.
 
 PyTorch's Adam/AdamW (single-tensor, foreach and fused alike) keep each parameter's step counter on the CPU and
-read it with .item() inside optimizer.step(): no device wait. sync-calls counted them as the user's ".item()
-calls" (one per parameter per step), so every Adam training loop got a sync-calls finding telling it to remove
-.item() calls it never wrote. An .item() inside Optimizer.step that does call the CUDA runtime (a copy and a
-sync: a GPU tensor, e.g. LBFGS's loss) still counts.
-
-More generally, on a GPU trace an .item() that calls no CUDA runtime function reads a CPU tensor and is no device
-sync wherever it runs: negative_queue's 945 .item() calls (935 of them on one side thread, none calling the
-runtime) made sync-calls say "752 .item() calls" to remove from the loop."""
+read it with .item() inside optimizer.step(): no device wait, so no sync-calls finding for .item() calls the user
+never wrote. An .item() inside Optimizer.step that does call the CUDA runtime (a copy and a sync: a GPU tensor,
+e.g. LBFGS's loss) still counts. More generally, on a GPU trace an .item() that calls no CUDA runtime function
+reads a CPU tensor and is no device sync wherever it runs. A blocking .cpu() copy counts once."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""with_offsets builds the placed finding with positional constructor calls (dataclasses.replace cost ~2x more on
-small traces, where the gap notes added time); it must keep every field, including ones added later."""
+"""with_offsets builds the placed finding with positional constructor calls (dataclasses.replace costs ~2x more on
+small traces); it must keep every field of Example, Evidence and Finding, including ones added later."""
 
 from __future__ import annotations
 
