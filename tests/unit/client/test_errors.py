@@ -47,8 +47,8 @@ def test_a_daemon_shutting_down_is_not_called_unreachable() -> None:
 
 
 def test_a_listener_that_never_speaks_grpc_is_not_called_unreachable() -> None:
-    """A port that accepts TCP but never answers HTTP/2 (a hung process, another service): "is it running and
-    listening there?" was the wrong question, something is listening."""
+    """A port that accepts TCP but never answers HTTP/2 (a hung process, another service) is not asked "is it
+    running and listening there?": something is listening."""
     e = translate(
         FakeRpcError(
             "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:39575: connection attempt "

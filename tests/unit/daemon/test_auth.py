@@ -341,8 +341,8 @@ def test_tls_files_that_grpc_would_refuse_are_named_before_the_bind(certs: Path,
 
 
 def test_rejected_calls_are_logged_as_warnings_at_most_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:
-    """Each rejected call was an INFO line: a script without the token (or a scanner) wrote one per call, and
-    the lines that matter for security were at the priority nobody alerts on."""
+    """Rejected calls are WARNING lines (the priority alerts watch), at most one a minute however many a
+    script without the token (or a scanner) makes."""
     from types import SimpleNamespace
 
     interceptor = TokenAuthInterceptor(TOKEN)

@@ -49,8 +49,8 @@ class _Counting:
 
 
 def test_the_loop_does_not_tick_again_right_after_a_priming_tick() -> None:
-    """It did: two samples ~10 ms apart at every start, so the second one's rates (CPU %, network, disk, GPU GPM)
-    were deltas over ~10 ms (cpu_user_percent 100.0 / cpu_system_percent 0.0 on a busy host)."""
+    """Two samples ~10 ms apart would make the second one's rates (CPU %, network, disk, GPU GPM) deltas over
+    ~10 ms."""
     sampler = _Counting()
     loop = SamplingLoop([sampler], History(capacity=10), interval_s=3600.0)
     loop.tick()

@@ -181,7 +181,7 @@ def test_events_of_equals_an_isin_filter(tmp_path) -> None:
 
 
 def _launch_rows_reference(trace, gpu) -> np.ndarray:
-    """launch_rows as it was before the per-trace correlation index: a full scan of trace.events per call."""
+    """launch_rows without the per-trace correlation index: a full scan of trace.events per call."""
     from dyno.trace_analysis.model import Cat
 
     ev = trace.events
