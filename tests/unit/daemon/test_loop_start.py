@@ -56,7 +56,7 @@ def test_the_loop_does_not_tick_again_right_after_a_priming_tick() -> None:
     loop.tick()
     loop.start()
     try:
-        assert not sampler.second.wait(0.5)  # before the fix: the loop's own first tick came within milliseconds
+        assert not sampler.second.wait(0.5)  # the loop's own first tick is not within milliseconds
     finally:
         loop.stop()
     assert sampler.calls == 1 and loop.ticks == 1

@@ -84,9 +84,8 @@ def test_renderers_on_a_real_trace(reports, tmp_path):
     "name", ["negative_queue_length_values_check", "ns_resolution_trace", "nccl_parser_config", "trace_filter"]
 )
 def test_shares_are_of_the_steps_window(reports, name):
-    # traces with profiler steps: every rule counts inside the steps window and divides by it (the GPU-side rules
-    # counted HTA's GPU scope, from the trace start to the last step's start: trace_filter's exposed-comm was
-    # 172 ms "14.0% of the window" where the window held 337 ms, 27.4%)
+    # traces with profiler steps: every rule counts inside the steps window and divides by it, the GPU-side rules
+    # too (not HTA's GPU scope, which ends at the last step's start: trace_filter's exposed-comm holds 337 ms, 27.4%)
     r = reports(name)
     window = {s.rank: s.window_us for s in r.ranks}
     assert all("profiler steps" in s.window_kind for s in r.ranks)

@@ -190,7 +190,7 @@ def test_dyno_run_job_id_at_the_limit_or_blank_is_accepted(capsys: pytest.Captur
 @pytest.mark.parametrize(
     "validator, text, rule",
     [
-        (number(int, gt=0, le=INT32_MAX), "0", f"must be > 0 and <= {INT32_MAX}: '0'"),  # was 2.14748e+09
+        (number(int, gt=0, le=INT32_MAX), "0", f"must be > 0 and <= {INT32_MAX}: '0'"),  # in full, not 2.1e+09
         (number(int, ge=1, le=MAX_DURATION_MS), "0", f"must be 1-{MAX_DURATION_MS}: '0'"),
         (number(float, ge=0.5), "0.25", "must be >= 0.5: '0.25'"),
     ],

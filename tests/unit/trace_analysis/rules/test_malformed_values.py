@@ -85,8 +85,8 @@ def test_unaligned_gemm_with_malformed_shapes(tmp_path, dims, types, caplog):
 
 
 def test_unaligned_gemm_counts_a_linear_once(tmp_path):
-    # aten::linear runs aten::addmm (2-D input) or aten::matmul -> aten::mm inside it: one GEMM, counted 2-3
-    # times (6 bf16 Linear calls gave "12 half-precision matmuls" and twice their host time)
+    # aten::linear runs aten::addmm (2-D input) or aten::matmul -> aten::mm inside it: one GEMM, not 2-3
+    # (6 bf16 Linear calls are 6 half-precision matmuls, with their host time counted once)
     b = TraceBuilder(record_shapes=True)
     half = ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]
     for k in range(3):

@@ -66,7 +66,7 @@ def test_host_bound_names_the_starved_device(tmp_path):
     found = _findings(tmp_path, _fed_and_starved(True), ["host-bound"])
     assert len(found) == 1
     f = found[0]
-    # stream 7 of GPU 1 waits ~200 of every 220 µs; merged with GPU 0's stream 7 its gaps were hidden
+    # stream 7 of GPU 1 waits ~200 of every 220 µs; merged with GPU 0's stream 7 its gaps would be hidden
     assert f.title.startswith("GPU 1 compute stream 7 waits for kernel launches")
     assert f.evidence.share > 0.8
     assert "host_wait_share_stream_gpu1_7" in f.evidence.counts

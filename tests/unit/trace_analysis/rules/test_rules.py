@@ -85,7 +85,7 @@ def test_slow_runtime_calls_positive_and_negative(tmp_path):
 
 def test_slow_runtime_calls_leave_blocking_copies_to_other_rules(tmp_path):
     # a cudaMemcpyAsync to pageable memory blocks the host until the copy is done: sync-calls and pageable-memcpy
-    # report it (negative_queue: 604 of the rule's 654 ms were such .cpu() copies, blamed on launch queues)
+    # report it, not this rule (negative_queue: 604 ms of such .cpu() copies)
     b = _host_bound()
     b.memcpy("Memcpy DtoH (Device -> Pageable)", 20_000.0, 20_010.0, 9_990.0, nbytes=1 << 20, dur=10_000.0)
     report = analyze(b.write(tmp_path / "copy.json"), rules=["slow-runtime-calls", "sync-calls", "pageable-memcpy"])

@@ -53,8 +53,8 @@ def test_exclusion_syntax_in_help_parses(monkeypatch):
 
 
 def test_python_m_main_ctrl_c_is_quiet(monkeypatch, tmp_path):
-    # `python -m dyno.trace_analysis` printed a KeyboardInterrupt traceback on Ctrl-C during a long load;
-    # `dyno-cli analyze` exits 130 quietly, as the shell convention
+    # `python -m dyno.trace_analysis` exits 130 quietly on Ctrl-C during a long load, as `dyno-cli analyze` does
+    # (the shell convention), with no KeyboardInterrupt traceback
     from dyno.trace_analysis import cli
 
     def interrupted(args, out=None, err=None, prog=""):  # noqa: ANN001, ANN202

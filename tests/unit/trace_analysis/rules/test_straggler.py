@@ -36,7 +36,7 @@ def test_straggler_time_lost_counts_every_step(tmp_path):
 
 
 def test_straggler_time_lost_over_five_steps(tmp_path):
-    # 5 steps of 60 ms extra each: 300 ms lost over the window (was 60 ms)
+    # 5 steps of 60 ms extra each: 300 ms lost over the window, not one step's 60 ms
     folder = _ranks(tmp_path, [200_000, 200_000, 260_000], steps=5)
     report = analyze(folder, rules=["straggler"])
     (f,) = report.findings_of("straggler")
@@ -76,7 +76,7 @@ def test_wait_share_is_over_the_waiting_ranks_window(tmp_path: Path) -> None:
     (f,) = analyze(tmp_path, rules=["straggler"]).findings_of("straggler")
     assert f.rank == 1
     assert f.evidence.time_lost_us == pytest.approx(10_000.0)
-    assert f.evidence.share == pytest.approx(10_000.0 / 11_000.0)  # was 10_000 / 6_500 (median of both windows)
+    assert f.evidence.share == pytest.approx(10_000.0 / 11_000.0)  # not / 6_500 (the median of both windows)
     assert "(91% of their traced window)" in f.title
 
 

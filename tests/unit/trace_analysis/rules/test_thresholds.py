@@ -62,7 +62,7 @@ def test_errors_analyze_raises_import_from_the_package(tmp_path):
     assert {"ThresholdError", "UnknownRuleError", "Report"} <= set(ta.__all__)
 
 
-# shares (fractions 0..1): a value above 1 was accepted silently; min_util=40 meant 4000% and flagged everything
+# shares (fractions 0..1): a value above 1 is refused (min_util=40 would mean 4000% and flag everything)
 SHARE_KEYS = [
     ("low-gpu-util", "min_util"),
     ("host-bound", "max_host_wait_share"),
