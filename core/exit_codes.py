@@ -1,7 +1,7 @@
 """Exit codes of dyno's command lines (dynod, dyno-cli and its commands), in one place.
 
 The code returns these constants, and every --help prints its command's codes from a table of them (`describe`),
-so the help cannot drift from what the code returns: tests/unit/test_cli_exit_codes.py checks that each code a
+so the help cannot drift from what the code returns: tests/unit/core/test_exit_codes.py checks that each code a
 command can return is in its help. dyno-run's codes are the wrapped program's own (see its --help).
 """
 

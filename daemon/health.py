@@ -5,7 +5,7 @@ one completion-queue thread has handled it, and that thread also runs the end-of
 which takes the same lock. So one Watch ending while another was being answered (a new Watch's first status, or the
 NOT_SERVING of dynod's stop) stopped that thread for good: no RPC of any kind was served again, server.stop().wait()
 never returned, and the process could not exit (its exit joins the RPC thread stuck in the send). Any client that
-reaches the port could do it. (grpc/grpc#43403; tests/unit/test_health_watch.py.)
+reaches the port could do it. (grpc/grpc#43403; tests/unit/daemon/test_health.py.)
 
 Here the lock guards the table only; sends happen outside it, one at a time per stream, and always send the stream's
 latest status, so concurrent updates cannot leave a watcher with a stale one.

@@ -1,6 +1,6 @@
 """Every path `dyno-cli fetch` and `trace` print is absolute, even from a relative --output-dir: the final line's
 folder, the "fetch it again" hint and --json's output_dir and paths (`status` prints the daemon's paths, which
-dynod's config makes absolute: tests/unit/test_dynod_help_kineto.py, tests/integration/test_cli_status_paths.py)."""
+dynod's config makes absolute: tests/unit/daemon/test_help.py, tests/integration/test_cli_status_paths.py)."""
 
 from __future__ import annotations
 

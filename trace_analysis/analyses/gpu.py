@@ -49,7 +49,7 @@ __all__ = [
 # HTA's kernel-type regexes, verbatim: COMMUNICATION r"^nccl.*Kernel"; MEMORY r"(^Memcpy)|(^Memset)|(^dma)";
 # not COMPUTATION r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)". ``_kernel_type_of`` evaluates them as plain
 # string tests (kernel names are long templates: the regexes cost ~1.5 µs a name); "." stops at a newline, hence
-# the first line. tests/unit/test_analysis_fixed_cost.py checks the equivalence against the regexes.
+# the first line. tests/unit/trace_analysis/test_fixed_cost.py checks the equivalence against the regexes.
 _STEP_RX = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
 
 # Runtime calls that enqueue work on a stream (HTA's launch set, CUDA and ROCm).
