@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from dyno.client.agent_env import accepts_connection
+from dyno.client.agent.env import accepts_connection
 from dyno.client.hosts import DEFAULT_PORT, Host
 
 __all__ = ["ENV_API_SOCKET", "SYSTEM_API_SOCKET", "api_socket_candidates", "local_target"]

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from dyno.client import agent_env
+from dyno.client.agent import env as agent_env
 from dyno.client.agent import _spec_from_pb
-from dyno.client.agent_trace import TraceFailed, write_trace_file
-from dyno.client.agent_trace_file import _with_trace_id
+from dyno.client.agent.trace import TraceFailed, write_trace_file
+from dyno.client.agent.trace_file import _with_trace_id
 from dyno.client.run import BOOTSTRAP_DIR, agent_environment
 from dyno.client.run import main as run_main
 from dyno.daemon.config import DaemonConfig

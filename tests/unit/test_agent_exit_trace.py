@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dyno.client import agent as agent_mod
-from dyno.client.agent_trace import StepCounter, TraceFailed, TraceResult, TraceSpec, run_trace
+from dyno.client.agent.trace import StepCounter, TraceFailed, TraceResult, TraceSpec, run_trace
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client.agent_flops import FlopArgs, flops_note
-from dyno.client.agent_profiler import profiler_factory
-from dyno.client.agent_trace import TraceSpec, _export, write_trace_file
+from dyno.client.agent.flops import FlopArgs, flops_note
+from dyno.client.agent.profiler import profiler_factory
+from dyno.client.agent.trace import TraceSpec, _export, write_trace_file
 
 pytestmark = pytest.mark.unit
 torch = pytest.importorskip("torch")

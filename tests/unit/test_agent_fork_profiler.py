@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client.agent_profiler import profiler_factory
-from dyno.client.agent_trace import TraceSpec
+from dyno.client.agent.profiler import profiler_factory
+from dyno.client.agent.trace import TraceSpec
 
 pytestmark = pytest.mark.unit
 torch = pytest.importorskip("torch")

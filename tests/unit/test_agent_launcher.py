@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client.agent_env import torch_launcher
+from dyno.client.agent.env import torch_launcher
 from dyno.python_argv import PythonArgs, parse_python_args
 
 pytestmark = pytest.mark.unit

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from dyno.client import agent as agent_mod
-from dyno.client.agent_output import OutputFiles, TraceAbandoned
-from dyno.client.agent_trace import TraceFailed, TraceResult, TraceSpec, _export, write_trace_file
+from dyno.client.agent.output import OutputFiles, TraceAbandoned
+from dyno.client.agent.trace import TraceFailed, TraceResult, TraceSpec, _export, write_trace_file
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client.agent_profiler import profiler_factory
-from dyno.client.agent_trace import StepCounter, TraceFailed, TraceResult, TraceSpec, run_trace
+from dyno.client.agent.profiler import profiler_factory
+from dyno.client.agent.trace import StepCounter, TraceFailed, TraceResult, TraceSpec, run_trace
 
 pytestmark = pytest.mark.unit
 torch = pytest.importorskip("torch")

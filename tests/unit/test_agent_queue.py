@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dyno.client import agent as agent_mod
-from dyno.client.agent_trace import TraceResult, TraceSpec
+from dyno.client.agent.trace import TraceResult, TraceSpec
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client import agent_env
+from dyno.client.agent import env as agent_env
 from dyno.client.agent import Agent
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.tracing import Tracing
@@ -106,7 +106,7 @@ def test_agent_without_a_socket_registers_with_the_system_daemon(
     dirs: tuple[Path, Path], caplog: pytest.LogCaptureFixture
 ) -> None:
     user, system = dirs
-    caplog.set_level(logging.WARNING, logger="dyno.client.agent_connection")
+    caplog.set_level(logging.WARNING, logger="dyno.client.agent.connection")
     agent = Agent("sockjob", min_backoff_s=0.05, max_backoff_s=0.1).start()
     tracing = None
     try:
@@ -147,7 +147,7 @@ def test_the_no_daemon_warning_hints_at_the_variable_unless_it_named_the_socket(
         monkeypatch.setenv(agent_env.ENV_SOCKET, str(only))
     else:
         monkeypatch.delenv(agent_env.ENV_SOCKET, raising=False)
-    caplog.set_level(logging.WARNING, logger="dyno.client.agent_connection")
+    caplog.set_level(logging.WARNING, logger="dyno.client.agent.connection")
     agent = Agent("hintjob", min_backoff_s=0.05, max_backoff_s=0.1).start()
     try:
         wait_for(lambda: any("no dyno daemon" in r.getMessage() for r in caplog.records), 10)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client.agent_trace import TraceFailed, TraceSpec, _export
+from dyno.client.agent.trace import TraceFailed, TraceSpec, _export
 
 pytestmark = pytest.mark.unit
 

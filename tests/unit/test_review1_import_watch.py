@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dyno.client.agent_import_watch import _ImportWatcher, after_import
+from dyno.import_watch import _ImportWatcher, after_import
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from dyno.client.agent_profiler import Profiler
-from dyno.client.agent_spec import TraceFailed, TraceSpec
+from dyno.client.agent.profiler import Profiler
+from dyno.client.agent.spec import TraceFailed, TraceSpec
 
 pytestmark = pytest.mark.unit
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from dyno.client.agent_connection import DaemonConnection
-from dyno.client.agent_env import AgentIdentity
-from dyno.client.agent_output import OutputFiles
+from dyno.client.agent.connection import DaemonConnection
+from dyno.client.agent.env import AgentIdentity
+from dyno.client.agent.output import OutputFiles
 from dyno.daemon.agent_service import AgentServer, AgentServicer
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.trace_agents import GONE_REASON, REVIVED_NOTE

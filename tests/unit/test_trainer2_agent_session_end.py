@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from dyno.client import agent as agent_mod
-from dyno.client.agent_trace import TraceSpec
+from dyno.client.agent.trace import TraceSpec
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit

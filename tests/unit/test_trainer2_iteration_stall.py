@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from manual_clock import TickingClock
 
-from dyno.client import agent_steps
-from dyno.client.agent_spec import TraceFailed, TraceSpec, now_ms
-from dyno.client.agent_steps import NO_STEP_S, STALL_FACTOR, STARTUP_S, StepCounter
-from dyno.client.agent_trace import run_trace
+from dyno.client.agent import steps as agent_steps
+from dyno.client.agent.spec import TraceFailed, TraceSpec, now_ms
+from dyno.client.agent.steps import NO_STEP_S, STALL_FACTOR, STARTUP_S, StepCounter
+from dyno.client.agent.trace import run_trace
 
 pytestmark = pytest.mark.unit
 

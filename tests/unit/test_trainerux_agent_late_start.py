@@ -17,7 +17,7 @@ pytest.importorskip("torch")
 def _run(tmp_path: Path, name: str, start_in_ms: int) -> str:
     import torch  # noqa: F401 - the agent uses the torch the program loaded
 
-    from dyno.client.agent_trace import StepCounter, TraceSpec, run_trace
+    from dyno.client.agent.trace import StepCounter, TraceSpec, run_trace
 
     spec = TraceSpec(
         trace_id=name,

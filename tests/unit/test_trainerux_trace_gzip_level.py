@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client.agent_trace_file import write_trace_file
+from dyno.client.agent.trace_file import write_trace_file
 
 pytestmark = pytest.mark.unit
 

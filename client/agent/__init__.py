@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dyno.client.agent_connection import DaemonConnection
-from dyno.client.agent_env import AgentIdentity, multiprocessing_role, resolve_identity
-from dyno.client.agent_output import OutputFiles
-from dyno.client.agent_trace import StepCounter, TraceFailed, TraceSpec, run_trace
+from dyno.client.agent.connection import DaemonConnection
+from dyno.client.agent.env import AgentIdentity, multiprocessing_role, resolve_identity
+from dyno.client.agent.output import OutputFiles
+from dyno.client.agent.trace import StepCounter, TraceFailed, TraceSpec, run_trace
 from dyno.trace_options import options_from_pb
 
 __all__ = ["Agent", "EXIT_FINISH_S", "start", "stop", "current"]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dyno.client.agent_env import (
+from dyno.client.agent.env import (
     ENV_SOCKET,
     AgentIdentity,
     pick_socket,

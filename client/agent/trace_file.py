@@ -10,8 +10,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from dyno.client.agent_output import OutputFiles, TraceAbandoned, unlink_quietly
-from dyno.client.agent_spec import TraceFailed
+from dyno.client.agent.output import OutputFiles, TraceAbandoned, unlink_quietly
+from dyno.client.agent.spec import TraceFailed
 
 __all__ = ["GZIP_LEVEL", "write_trace_file", "check_output_dir"]
 

@@ -17,12 +17,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dyno.client.agent_flops import FlopArgs, flops_note
-from dyno.client.agent_output import OutputFiles, TraceAbandoned, unlink_quietly
-from dyno.client.agent_profiler import profiler_factory
-from dyno.client.agent_spec import TraceFailed, TraceResult, TraceSpec, exited_early_note, now_ms
-from dyno.client.agent_steps import IterationPlan, StepCounter
-from dyno.client.agent_trace_file import check_output_dir, write_trace_file
+from dyno.client.agent.flops import FlopArgs, flops_note
+from dyno.client.agent.output import OutputFiles, TraceAbandoned, unlink_quietly
+from dyno.client.agent.profiler import profiler_factory
+from dyno.client.agent.spec import TraceFailed, TraceResult, TraceSpec, exited_early_note, now_ms
+from dyno.client.agent.steps import IterationPlan, StepCounter
+from dyno.client.agent.trace_file import check_output_dir, write_trace_file
 from dyno.diskspace import free_space_note
 
 __all__ = [

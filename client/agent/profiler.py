@@ -11,8 +11,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from dyno.client.agent_flops import flop_counts
-from dyno.client.agent_spec import TraceFailed, TraceSpec
+from dyno.client.agent.flops import flop_counts
+from dyno.client.agent.spec import TraceFailed, TraceSpec
 from dyno.trace_options import profiler_flags
 
 __all__ = ["Profiler", "profiler_factory"]
