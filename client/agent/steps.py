@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dyno.import_watch import after_import
 from dyno.client.agent.spec import TraceFailed, TraceSpec, now_ms
+from dyno.import_watch import after_import
 
 __all__ = ["IterationPlan", "StepCounter", "NO_STEP_S", "STALL_FACTOR", "STARTUP_S"]
 

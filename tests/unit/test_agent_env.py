@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from dyno.client.agent import env as agent_env
-from dyno.client.agent import _spec_from_pb
+from dyno.client.agent.process_agent import _spec_from_pb
 from dyno.client.agent.trace import TraceFailed, write_trace_file
 from dyno.client.agent.trace_file import _with_trace_id
 from dyno.client.run import BOOTSTRAP_DIR, agent_environment

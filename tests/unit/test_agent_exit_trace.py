@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from dyno.client import agent as agent_mod
+from dyno.client.agent import process_agent
 from dyno.client.agent.trace import StepCounter, TraceFailed, TraceResult, TraceSpec, run_trace
 from dyno.v1 import dyno_pb2
 
@@ -149,7 +150,7 @@ def test_agent_reports_done_with_the_note(monkeypatch: pytest.MonkeyPatch, tmp_p
         spec.output_path.write_bytes(b"{}")
         return TraceResult(spec.output_path, 2, note="ended early: ...")
 
-    monkeypatch.setattr(agent_mod, "run_trace", fake_run_trace)
+    monkeypatch.setattr(process_agent, "run_trace", fake_run_trace)
     monkeypatch.setattr(agent_mod.atexit, "register", lambda f: None)
     a, stub = _agent(tmp_path)
     t = _run_in_thread(a, TraceSpec(trace_id="t4", output_path=tmp_path / "t4.json", duration_ms=60_000))
@@ -180,7 +181,7 @@ def test_agent_exit_past_the_cap_reports_failed_and_leaves_no_file(
         spec.output_path.write_bytes(b"{}")
         return TraceResult(spec.output_path, 2, note="ended early: ...")
 
-    monkeypatch.setattr(agent_mod, "run_trace", slow_export)
+    monkeypatch.setattr(process_agent, "run_trace", slow_export)
     monkeypatch.setattr(agent_mod.atexit, "register", lambda f: None)
     a, stub = _agent(tmp_path)
     spec = TraceSpec(trace_id="t5", output_path=tmp_path / "t5.json", duration_ms=60_000)
@@ -213,7 +214,7 @@ def test_agent_exit_with_a_pending_trace_changes_nothing(monkeypatch: pytest.Mon
         seen.append(f"cancel={cancel.is_set()} exiting={exiting.is_set()}")
         raise TraceFailed("cancelled")
 
-    monkeypatch.setattr(agent_mod, "run_trace", pending)
+    monkeypatch.setattr(process_agent, "run_trace", pending)
     a, stub = _agent(tmp_path)
     t = _run_in_thread(a, TraceSpec(trace_id="t6", output_path=tmp_path / "t6.json", duration_ms=1000))
     assert started.wait(30)

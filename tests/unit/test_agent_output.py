@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from dyno.client import agent as agent_mod
+from dyno.client.agent import process_agent
 from dyno.client.agent.output import OutputFiles, TraceAbandoned
 from dyno.client.agent.trace import TraceFailed, TraceResult, TraceSpec, _export, write_trace_file
 from dyno.v1 import dyno_pb2
@@ -120,7 +121,7 @@ def test_agent_exit_past_the_cap_removes_the_partial_export(monkeypatch: pytest.
         def ReportTrace(self, request: Any, timeout: float) -> None:  # noqa: N802 - the stub's name
             self.reports.append((dyno_pb2.TraceState.Name(request.state), request.error))
 
-    monkeypatch.setattr(agent_mod, "run_trace", stalled_export)
+    monkeypatch.setattr(process_agent, "run_trace", stalled_export)
     monkeypatch.setattr(agent_mod.atexit, "register", lambda f: None)
     a = agent_mod.Agent(job_id="j1", socket_path=tmp_path / "agent.sock")
     a._conn._stub = stub = Stub()

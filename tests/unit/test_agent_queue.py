@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from dyno.client import agent as agent_mod
+from dyno.client.agent import process_agent
 from dyno.client.agent.trace import TraceResult, TraceSpec
 from dyno.v1 import dyno_pb2
 
@@ -48,7 +49,7 @@ def setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[agent_mod.Ag
         spec.output_path.write_bytes(b"{}")
         return TraceResult(spec.output_path, 2)
 
-    monkeypatch.setattr(agent_mod, "run_trace", fake_run_trace)
+    monkeypatch.setattr(process_agent, "run_trace", fake_run_trace)
     a = agent_mod.Agent(job_id="j1", socket_path=tmp_path / "agent.sock")
     daemon = FakeDaemon()
     daemon.agent = a

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client.agent import env as agent_env
 from dyno.client.agent import Agent
+from dyno.client.agent import env as agent_env
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.tracing import Tracing
 
