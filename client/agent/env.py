@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from dyno import default_paths
 from dyno.job_ids import job_id_from_env
 from dyno.python_argv import torch_launcher  # re-exported: the bootstrap asks agent_env (it loads it anyway)
 
@@ -35,11 +36,9 @@ __all__ = [
 ]
 
 ENV_SOCKET = "DYNO_AGENT_SOCKET"
-# The agent socket of a dynod run by root, e.g. the systemd unit (the root default of dyno.daemon.config): tried
-# after the trainer's own user's default, so that a trainer of an ordinary user finds the system daemon too.
-# A literal, not imported: agent_env loads in every trainer at start; tests/unit/test_agent_socket.py checks it
-# against dyno.daemon.config.
-SYSTEM_AGENT_SOCKET = Path("/run/dyno/agent.sock")
+# The agent socket of a dynod run by root, e.g. the systemd unit: tried after the trainer's own user's default, so
+# that a trainer of an ordinary user finds the system daemon too.
+SYSTEM_AGENT_SOCKET = default_paths.SYSTEM_AGENT_SOCKET
 _MAX_CMDLINE = 1024
 MP_CHILD_FLAG = "--multiprocessing-fork"  # on the command line of every multiprocessing spawn child
 # Non-daemonic multiprocessing children that are still helpers: ProcessPoolExecutor workers (not daemonic since
@@ -79,18 +78,16 @@ def resolve_job_id(explicit: str | None = None, env: Mapping[str, str] | None = 
 
 
 def _user_default_socket() -> Path:
-    from dyno.daemon.config import DaemonConfig  # light: stdlib only; shared so the default lives in one place
-
-    return DaemonConfig().agent_socket_path
+    return default_paths.default_agent_socket()
 
 
 def socket_candidates(
     explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
 ) -> tuple[Path, ...]:
     """Where the daemon's Agent socket may be: the argument, else DYNO_AGENT_SOCKET, alone when given; else the
-    default of a dynod run by this process's own user (DaemonConfig.agent_socket_path: /run/dyno for root, else
+    default of a dynod run by this process's own user (dyno.default_paths: /run/dyno for root, else
     $XDG_RUNTIME_DIR/dyno or the state dir), then the system dynod's (SYSTEM_AGENT_SOCKET, the systemd unit's),
-    each once. A trainer of an ordinary user looked only in its own runtime dir and never found a root dynod."""
+    each once."""
     env = os.environ if env is None else env
     if explicit:
         return (Path(explicit),)
