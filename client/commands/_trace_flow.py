@@ -21,14 +21,14 @@ from typing import Any
 
 from dyno import exit_codes
 from dyno.argtypes import INT32_MAX, nonempty_path, number
-from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._common import print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import usage_error
 from dyno.client.commands._interrupts import InterruptGuard
 from dyno.client.format import human_bytes, table
-from dyno.client.trace_manifest import build_manifest, write_manifest, write_text_atomic
-from dyno.client.trace_progress import make_progress
-from dyno.client.trace_records import HostRecord, trace_exit_code
+from dyno.client.trace.cluster import ClusterTrace
+from dyno.client.trace.manifest import build_manifest, write_manifest, write_text_atomic
+from dyno.client.trace.progress import make_progress
+from dyno.client.trace.records import HostRecord, trace_exit_code
 from dyno.numpy_import import import_numpy_single_threaded
 from dyno.trace_ids import validate_trace_id
 from dyno.v1 import dyno_pb2

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 from dyno.client.cluster import Cluster
-from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts
 from dyno.client.commands._trace_flow import (
     AFTER_WINDOW_S,
@@ -27,7 +26,8 @@ from dyno.client.commands._trace_flow import (
     say,
     trace_folder,
 )
-from dyno.client.trace_manifest import previous_files, write_manifest
+from dyno.client.trace.cluster import ClusterTrace
+from dyno.client.trace.manifest import previous_files, write_manifest
 from dyno.exit_codes import FAILURE, OK, PARTIAL, USAGE, describe
 from dyno.v1 import dyno_pb2
 

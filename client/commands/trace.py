@@ -12,7 +12,6 @@ from typing import Any
 
 from dyno.argtypes import INT32_MAX, job_id, number
 from dyno.client.cluster import Cluster
-from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._common import REGISTER_HINT
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
 from dyno.client.commands._trace_flow import (
@@ -32,8 +31,9 @@ from dyno.client.commands._trace_flow import (
     say,
     trace_folder,
 )
-from dyno.client.trace_manifest import write_manifest
-from dyno.client.trace_records import HOST_NO_MATCH, HostRecord
+from dyno.client.trace.cluster import ClusterTrace
+from dyno.client.trace.manifest import write_manifest
+from dyno.client.trace.records import HOST_NO_MATCH, HostRecord
 from dyno.exit_codes import FAILURE, OK, PARTIAL, describe
 from dyno.request_limits import (
     JOB_ID_RULE,

@@ -11,7 +11,7 @@ import pytest
 from fetch_cmd_fakes import FakeDaemons
 
 from dyno.client.cli import main
-from dyno.client.trace_records import host_dir_name
+from dyno.client.trace.records import host_dir_name
 
 pytestmark = pytest.mark.unit
 

@@ -16,7 +16,7 @@ import pytest
 
 from dyno.client.cli import main as cli_main
 from dyno.client.commands import _trace_flow
-from dyno.client.trace_manifest import write_manifest
+from dyno.client.trace.manifest import write_manifest
 from dyno.daemon.fake_server import FAKE_TRACE_FILE, FakeDynoServicer, FakeServer, serve
 
 pytestmark = pytest.mark.unit

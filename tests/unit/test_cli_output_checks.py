@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client import trace_manifest
 from dyno.client.cli import main as cli_main
+from dyno.client.trace import manifest as trace_manifest
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 
 pytestmark = pytest.mark.unit

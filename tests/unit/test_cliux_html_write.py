@@ -16,8 +16,8 @@ import pytest
 
 import dyno.trace_analysis
 import dyno.trace_analysis.report
-from dyno.client import trace_manifest
 from dyno.client.commands import _trace_flow
+from dyno.client.trace import manifest as trace_manifest
 
 pytestmark = pytest.mark.unit
 

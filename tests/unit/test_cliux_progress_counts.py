@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from dyno.client.hosts import Host
-from dyno.client.trace_progress import counts, total_line
-from dyno.client.trace_records import HostRecord, ProcRecord
+from dyno.client.trace.progress import counts, total_line
+from dyno.client.trace.records import HostRecord, ProcRecord
 
 pytestmark = pytest.mark.unit
 

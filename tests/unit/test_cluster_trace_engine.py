@@ -1,4 +1,4 @@
-"""ClusterTrace (dyno.client.cluster_trace), its manifest and its progress views, against in-process fake daemons."""
+"""ClusterTrace (dyno.client.trace.cluster), its manifest and its progress views, against in-process fake daemons."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import pytest
 
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster
-from dyno.client.cluster_trace import ClusterTrace, start_trace_retrying
 from dyno.client.hosts import Host
-from dyno.client.trace_manifest import MANIFEST_NAME, build_manifest, read_manifest, write_manifest
-from dyno.client.trace_progress import PlainProgress, RichProgress
-from dyno.client.trace_records import HostRecord, ProcRecord, host_dir_name, trace_exit_code
+from dyno.client.trace.cluster import ClusterTrace, start_trace_retrying
+from dyno.client.trace.manifest import MANIFEST_NAME, build_manifest, read_manifest, write_manifest
+from dyno.client.trace.progress import PlainProgress, RichProgress
+from dyno.client.trace.records import HostRecord, ProcRecord, host_dir_name, trace_exit_code
 from dyno.daemon.fake_server import FakeDynoServicer, serve, whole_file_chunk
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2

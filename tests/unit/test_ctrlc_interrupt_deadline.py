@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dyno.client.cluster import Cluster
-from dyno.client.cluster_trace import ClusterTrace
+from dyno.client.trace.cluster import ClusterTrace
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 from dyno.v1 import dyno_pb2
 

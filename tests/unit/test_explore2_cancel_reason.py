@@ -10,8 +10,8 @@ import pytest
 from until_cancelled_fake import RunsUntilCancelled
 
 from dyno.client.cluster import Cluster
-from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.hosts import Host
+from dyno.client.trace.cluster import ClusterTrace
 from dyno.daemon.fake_server import serve
 from dyno.v1 import dyno_pb2
 

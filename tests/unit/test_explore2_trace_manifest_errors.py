@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client import trace_manifest
 from dyno.client.cli import main as cli_main
 from dyno.client.commands import trace as trace_command
+from dyno.client.trace import manifest as trace_manifest
 from dyno.daemon.fake_server import FakeDynoServicer, serve
 
 pytestmark = pytest.mark.unit

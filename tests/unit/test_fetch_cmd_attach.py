@@ -10,10 +10,10 @@ import pytest
 from fetch_cmd_fakes import FakeDaemons
 
 from dyno.client.cluster import Cluster
-from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.hosts import Host
-from dyno.client.trace_manifest import MANIFEST_NAME, previous_files
-from dyno.client.trace_records import PreviousFile, trace_exit_code
+from dyno.client.trace.cluster import ClusterTrace
+from dyno.client.trace.manifest import MANIFEST_NAME, previous_files
+from dyno.client.trace.records import PreviousFile, trace_exit_code
 from dyno.filechunks import checksum_file, checksum_of, new_digest
 from dyno.v1 import dyno_pb2
 

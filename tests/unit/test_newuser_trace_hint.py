@@ -7,7 +7,7 @@ import pytest
 
 from dyno.client.commands.trace import nothing_registered
 from dyno.client.hosts import Host
-from dyno.client.trace_records import HOST_FAILED, HOST_NO_MATCH, HostRecord
+from dyno.client.trace.records import HOST_FAILED, HOST_NO_MATCH, HostRecord
 
 pytestmark = pytest.mark.unit
 

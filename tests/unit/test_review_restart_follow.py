@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from dyno.client.cluster import Cluster
-from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.errors import NotFound, Unavailable
 from dyno.client.hosts import Host
-from dyno.client.trace_records import ProcRecord
+from dyno.client.trace.cluster import ClusterTrace
+from dyno.client.trace.records import ProcRecord
 from dyno.v1 import dyno_pb2
 
 from conftest import free_port

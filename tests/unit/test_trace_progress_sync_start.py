@@ -8,8 +8,8 @@ import io
 import pytest
 
 from dyno.client.hosts import Host
-from dyno.client.trace_progress import PlainProgress, RichProgress, SyncStart
-from dyno.client.trace_records import HostRecord, ProcRecord
+from dyno.client.trace.progress import PlainProgress, RichProgress, SyncStart
+from dyno.client.trace.records import HostRecord, ProcRecord
 
 pytestmark = pytest.mark.unit
 

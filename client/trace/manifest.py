@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import dyno
-from dyno.client.trace_records import HostRecord, PreviousFile
+from dyno.client.trace.records import HostRecord, PreviousFile
 from dyno.filechunks import CHECKSUM_ALGORITHM
 
 __all__ = [

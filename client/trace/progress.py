@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from dyno.client.format import human_bytes
-from dyno.client.trace_records import HOST_DONE, HOST_FAILED, HOST_NO_MATCH, HOST_TRACING, HostRecord
+from dyno.client.trace.records import HOST_DONE, HOST_FAILED, HOST_NO_MATCH, HOST_TRACING, HostRecord
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -25,8 +25,8 @@ from pathlib import Path
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster
 from dyno.client.errors import DeadlineExceeded, DynoError, InvalidArgument, NotFound, Unavailable
-from dyno.client.trace_fetch import TraceFetcher
-from dyno.client.trace_records import (
+from dyno.client.trace.fetch import TraceFetcher
+from dyno.client.trace.records import (
     FINAL_STATES,
     HOST_DONE,
     HOST_FAILED,
@@ -39,10 +39,10 @@ from dyno.client.trace_records import (
     proc_record,
     state_name,
 )
-from dyno.client.trace_start import IN_USE_HINT, NOT_FOUND_HINT, start_trace_retrying
+from dyno.client.trace.start import IN_USE_HINT, NOT_FOUND_HINT, start_trace_retrying
 from dyno.v1 import dyno_pb2
 
-__all__ = ["ClusterTrace", "start_trace_retrying"]  # start_trace_retrying: dyno.client.trace_start's, as before
+__all__ = ["ClusterTrace", "start_trace_retrying"]  # start_trace_retrying: dyno.client.trace.start's, as before
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The state of a cluster trace as plain records (one per host, one per process), shared by the engine
-(cluster_trace.py), the progress views and the manifest; and the exit code it leads to."""
+(trace/cluster.py), the progress views and the manifest; and the exit code it leads to."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dyno.client.client import DynoClient
 from dyno.client.errors import DynoError
-from dyno.client.trace_records import HostRecord, PreviousFile, ProcRecord
+from dyno.client.trace.records import HostRecord, PreviousFile, ProcRecord
 from dyno.filechunks import checksum_file
 
 __all__ = ["TraceFetcher"]
