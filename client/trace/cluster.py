@@ -25,19 +25,15 @@ from pathlib import Path
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster
 from dyno.client.errors import DeadlineExceeded, DynoError, InvalidArgument, NotFound, Unavailable
+from dyno.client.trace import answers
 from dyno.client.trace.fetch import TraceFetcher
 from dyno.client.trace.records import (
     FINAL_STATES,
-    HOST_DONE,
     HOST_FAILED,
-    HOST_NO_MATCH,
     HOST_TRACING,
     HostRecord,
     PreviousFile,
-    ProcRecord,
     host_dir_name,
-    proc_record,
-    state_name,
 )
 from dyno.client.trace.start import IN_USE_HINT, NOT_FOUND_HINT, start_trace_retrying
 from dyno.v1 import dyno_pb2
@@ -144,21 +140,7 @@ class ClusterTrace:
                     continue
                 resp: dyno_pb2.StartTraceResponse = r.value
                 self._instances[h.dir] = resp.instance_id
-                h.hostname = resp.hostname
-                h.message = resp.message
-                h.matched_pids = list(resp.matched_pids)
-                h.busy_pids = list(resp.busy_pids)
-                h.registered_jobs = list(resp.registered_jobs)
-                h.processes = [proc_record(p) for p in resp.triggered]
-                h.processes += [
-                    ProcRecord(pid, state="busy", error="already being traced by another request")
-                    for pid in resp.busy_pids
-                ]
-                if not resp.triggered:
-                    h.state, h.error = HOST_NO_MATCH, resp.message or "no process matched"
-                    if resp.busy_pids:  # the daemon names the trace that holds them; `ps` shows each pid's (TRACING)
-                        pids = ",".join(str(p) for p in resp.busy_pids)
-                        h.error += f" (pids {pids}: `dyno-cli ps` shows the trace each is in; try again once it ends)"
+                answers.apply_start(h, resp)
         self._confirm_unanswered()
 
     def _confirm_unanswered(self) -> None:
@@ -175,12 +157,8 @@ class ClusterTrace:
                 status = r.value
                 if h.host.target not in targets or status is None or not status.processes:
                     continue  # NOT_FOUND (it never started there), or no answer again: the host stays failed
-                h.state, h.error, h.error_type = HOST_TRACING, "", ""
                 self._instances[h.dir] = status.instance_id
-                h.hostname = status.hostname
-                h.message = "started (confirmed by GetTrace: the StartTrace reply came after the deadline)"
-                h.matched_pids = [p.pid for p in status.processes]
-                h.processes = [proc_record(p) for p in status.processes]
+                answers.apply_confirmed_start(h, status)
                 self._unconfirmed.discard(h.dir)
 
     # -- attach -----------------------------------------------------------------------------------------------
@@ -215,12 +193,7 @@ class ClusterTrace:
                 if status.created_ms:
                     created.append(status.created_ms)
                 self._instances[h.dir] = status.instance_id
-                h.hostname = status.hostname
-                h.message = "attached to a trace started earlier"
-                h.matched_pids = [p.pid for p in status.processes]
-                h.processes = [proc_record(p) for p in status.processes]
-                if not status.processes:
-                    h.state, h.error = HOST_NO_MATCH, "the trace has no process on this host"
+                answers.apply_attach(h, status)
         self.created_ms = min(created, default=0)
 
     @property
@@ -253,9 +226,7 @@ class ClusterTrace:
         started them (best effort; an attached trace is left running), and mark what did not arrive.
 
         One deadline, `grace_s` from the call (once no StartTrace is in flight), bounds all of it: the cancels go
-        to every host at once right away, while the host threads stop, rather than after them (a wedged daemon,
-        its TCP port open but nothing answering, held the threads' wait to the grace period and then the cancels
-        to another one: 6 s where docs/CLUSTER.md promises 3 s)."""
+        to every host at once right away, while the host threads stop, so a wedged daemon cannot double it."""
         self._stop.set()
         # A StartTrace still in flight may yet start traces: wait for its answer (the fan-out ends by its
         # deadline, the GetTrace of _confirm_unanswered by one more); hosts that never answered keep the state
@@ -363,13 +334,8 @@ class ClusterTrace:
                     # others may still be recording, or re-registering
                     self._stop.wait(self.poll_s)
                     continue
-                lost = _LOST_AFTER_RESTART if unreachable else "the daemon finished the trace without reporting it"
                 with self._lock:
-                    for p in h.processes:
-                        if p.state not in FINAL_STATES:  # a daemon that forgot a process must not hang us
-                            p.state, p.error = "lost", lost
-                    h.state = HOST_DONE
-                    h.finished_ms = int(time.time() * 1000)
+                    answers.mark_finished(h, unreachable)
                 return
             now = time.monotonic()
             if now > wait_end and not self.owns_trace:
@@ -388,6 +354,28 @@ class ClusterTrace:
                 self._fail_host(h, "not finished after being cancelled", "Timeout")
                 return
             self._stop.wait(self.poll_s)
+
+    def _may_report_after_restart(self, h: HostRecord) -> bool:
+        with self._lock:
+            return answers.may_report_after_restart(h)
+
+    def _stop_waiting(self, h: HostRecord) -> None:
+        """An attached trace still running at wait_s: not ours to cancel (see answers.stop_waiting)."""
+        log.info("%s: traces not finished after %.0f s: no longer waiting (not cancelled)", h.host, self.wait_s)
+        with self._lock:
+            answers.stop_waiting(h, self.wait_s)
+
+    def _update(self, h: HostRecord, status: dyno_pb2.TraceStatus, reason: str = "") -> None:
+        """Merge a daemon's TraceStatus into `h`. `reason`: why we cancelled this host's trace; it stays the
+        error of its cancelled processes (the daemon only ever says "cancelled by request")."""
+        with self._lock:
+            if reason:
+                self._cancel_reasons[h.dir] = reason
+            answers.merge_status(h, status, self._cancel_reasons.get(h.dir, ""), self.request)
+
+    def _fail_host(self, h: HostRecord, error: str, error_type: str) -> None:
+        with self._lock:
+            answers.fail_host(h, error, error_type)
 
     def _new_instance(self, h: HostRecord, instance_id: str) -> bool:
         """Note the instance id of the daemon that answered about the trace; True when it is another than the one
@@ -420,106 +408,11 @@ class ClusterTrace:
                 return self._new_instance(h, now)
         return _restarted_text(e.message)
 
-    def _may_report_after_restart(self, h: HostRecord) -> bool:
-        """Whether a process of `h` may still report to its restarted daemon: an agent one that had picked the
-        request up (delivered or running: it may be recording). Not a libkineto one, nor an agent one still pending
-        (the agent cancels what is not recording when its stream ends): waiting for those waited out --timeout-s
-        for nothing. True while no process is known (an attach that saw none yet)."""
-        with self._lock:
-            if not h.processes:
-                return True
-            return any(p.state in _MAY_STILL_RECORD and p.protocol != "kineto" for p in h.processes)
 
-    def _stop_waiting(self, h: HostRecord) -> None:
-        """An attached trace still running at wait_s: not ours to cancel. What is done was fetched; the rest is
-        reported as still tracing (a later attach can fetch it)."""
-        log.info("%s: traces not finished after %.0f s: no longer waiting (not cancelled)", h.host, self.wait_s)
-        with self._lock:
-            still = [p for p in h.processes if p.state not in FINAL_STATES]
-            for p in still:
-                p.error = "still tracing when the wait ended (--timeout-s); not cancelled: fetch it again later"
-                if p.waiting:  # why it has not finished, as its daemon has it
-                    p.error += f" (it was waiting: {p.waiting})"
-            h.state, h.error_type = HOST_FAILED, "Timeout"
-            h.error = f"{len(still)} process(es) still tracing after {self.wait_s:g} s (--timeout-s); not cancelled"
-            h.finished_ms = int(time.time() * 1000)
-
-    def _update(self, h: HostRecord, status: dyno_pb2.TraceStatus, reason: str = "") -> None:
-        """Merge a daemon's TraceStatus into `h`. `reason`: why we cancelled this host's trace; it stays the
-        error of its cancelled processes (the daemon only ever says "cancelled by request")."""
-        with self._lock:
-            if reason:
-                self._cancel_reasons[h.dir] = reason
-            reason = self._cancel_reasons.get(h.dir, "")
-            by_pid = {p.pid: p for p in h.processes}
-            h.hostname = status.hostname or h.hostname
-            for p in status.processes:
-                rec = by_pid.get(p.pid)
-                if rec is None:
-                    rec = proc_record(p)
-                    h.processes.append(rec)
-                    by_pid[p.pid] = rec
-                previous, rec.state = rec.state, state_name(p.state)
-                rec.waiting = p.waiting
-                if not (reason and rec.state == "cancelled"):
-                    rec.error = _with_waiting(p.error, p.waiting, rec.state)
-                elif not rec.error.startswith(reason):  # once, with what it was doing when we cancelled it
-                    # the daemon's waiting note (the agent's "no optimizer step for N s ...", dynod's account of a
-                    # libkineto iteration trace) says why it had not finished; a daemon without it: its state
-                    rec.error = reason + (
-                        f": {p.waiting}" if p.waiting else self._unstarted_note(previous, rec.protocol)
-                    )
-                rec.remote_path = p.path or rec.remote_path
-                rec.size_bytes = p.size_bytes
-
-    def _unstarted_note(self, state: str, protocol: str) -> str:
-        """Why a process we cancelled had not finished, from its state then, when its daemon gave no waiting note
-        ("" when it may have begun: libkineto reports no start to an older daemon)."""
-        if state == "pending":
-            return ": the process had not picked the request up"
-        if state == "running" and self.request.HasField("iterations"):
-            # its agent sends a waiting note when it stops stepping: this one stepped as usual, only slower
-            steps = self.request.iterations
-            return f": it was recording and had not made its {steps} optimizer step(s) yet (a longer --timeout-s waits)"
-        if state != "delivered" or protocol == "kineto":
-            return ""
-        if self.request.HasField("iterations"):
-            return ": no optimizer step had started the trace (does the program call optimizer.step()?)"
-        return ": the trace had not started yet"
-
-    def _fail_host(self, h: HostRecord, error: str, error_type: str) -> None:
-        with self._lock:
-            h.state, h.error, h.error_type = HOST_FAILED, error, error_type
-            h.finished_ms = int(time.time() * 1000)
-            for p in h.processes:
-                if p.ok or p.fetch == "failed" or p.state in FINAL_STATES - {"done"}:
-                    continue  # arrived, or already failed with its own reason
-                if p.state != "done":
-                    p.state = "lost"
-                p.error = f"file not fetched: {error}"
-
-
-_LOST_AFTER_RESTART = (
-    "not reported by --timeout-s after the daemon was unreachable mid-trace (a daemon that restarted takes on only "
-    "agent processes that report to it: not kineto ones, nor ones that exited before it was back)"
-)
-
-
-_MAY_STILL_RECORD = frozenset({"delivered", "running"})
 # interrupt(): of its deadline, what is kept for closing the channels of daemons that did not answer (their threads
 # then end at once), and the least a cancel is given (a grace_s below it still sends the cancels)
 _CLOSE_RESERVE_S = 0.25
 _MIN_CANCEL_S = 0.2
-
-
-def _with_waiting(error: str, waiting: str, state: str) -> str:
-    """A daemon's reason for a cancelled process, with what it was waiting for: dynod's cancel reason is only
-    "cancelled by request", so a later `dyno-cli fetch` (or an attach) of a trace that `dyno-cli trace --timeout-s`
-    cancelled said nothing of it (the note was in processes[].waiting alone). Its other reasons say it already (a
-    timeout's, a libkineto exit's), in words of their own."""
-    if not waiting or state != "cancelled" or waiting in error:
-        return error
-    return f"{error} (it was waiting: {waiting})" if error else f"it was waiting: {waiting}"
 
 
 def _restarted_text(message: str) -> bool:

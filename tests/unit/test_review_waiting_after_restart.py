@@ -15,7 +15,7 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno.client.cli import main as cli_main
-from dyno.client.trace.cluster import _with_waiting
+from dyno.client.trace.answers import with_waiting as _with_waiting
 from dyno.daemon import proto_convert as pc
 from dyno.daemon import trace_journal as tj
 from dyno.daemon.fake_server import FakeDynoServicer, serve
