@@ -9,7 +9,7 @@ import re
 import pytest
 
 from dyno.client.cli import build_parser, main
-from dyno.client.commands._trace_flow import MAX_FETCH_CONCURRENCY, MAX_WAIT_S
+from dyno.client.commands._trace_options import MAX_FETCH_CONCURRENCY, MAX_WAIT_S
 
 pytestmark = pytest.mark.unit
 

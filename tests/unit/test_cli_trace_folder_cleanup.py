@@ -12,7 +12,7 @@ import pytest
 from fetch_cmd_fakes import FakeDaemons
 
 from dyno.client.cli import main as cli_main
-from dyno.client.commands._trace_flow import trace_folder
+from dyno.client.commands._trace_output import trace_folder
 from dyno.client.trace import manifest as trace_manifest
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 

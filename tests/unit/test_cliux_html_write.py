@@ -16,7 +16,7 @@ import pytest
 
 import dyno.trace_analysis
 import dyno.trace_analysis.report
-from dyno.client.commands import _trace_flow
+from dyno.client.commands import _trace_render
 from dyno.client.trace import manifest as trace_manifest
 
 pytestmark = pytest.mark.unit
@@ -26,7 +26,7 @@ _LIMIT = 4096
 
 @pytest.fixture
 def fake_report(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_trace_flow, "import_numpy_single_threaded", lambda: None)
+    monkeypatch.setattr(_trace_render, "import_numpy_single_threaded", lambda: None)
     monkeypatch.setattr(dyno.trace_analysis, "analyze", lambda paths: {"paths": paths})
     monkeypatch.setattr(dyno.trace_analysis.report, "render_text", lambda report: "== the text report ==")
     monkeypatch.setattr(dyno.trace_analysis.report, "render_json", lambda report, indent=False: '{"schema": "r"}')
@@ -47,7 +47,7 @@ def test_html_on_a_full_disk_keeps_the_text_report_and_leaves_no_partial_file(
 ) -> None:
     html = tmp_path / "report.html"
     args = argparse.Namespace(html=html, json=False)
-    report, error = _trace_flow._analyze(args, [tmp_path / "a.pt.trace.json"])
+    report, error = _trace_render.analyze_files(args, [tmp_path / "a.pt.trace.json"])
     assert "== the text report ==" in capsys.readouterr().out
     assert report == {"schema": "r"}
     assert error is not None and error.startswith(f"cannot write --html {html}:"), error
@@ -56,7 +56,7 @@ def test_html_on_a_full_disk_keeps_the_text_report_and_leaves_no_partial_file(
 
 def test_html_is_written_whole_and_named(fake_report: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     html = tmp_path / "report.html"
-    report, error = _trace_flow._analyze(argparse.Namespace(html=html, json=False), [tmp_path / "a.json"])
+    report, error = _trace_render.analyze_files(argparse.Namespace(html=html, json=False), [tmp_path / "a.json"])
     assert error is None and report == {"schema": "r"}
     assert html.read_text() == "<p>" + "x" * (4 * _LIMIT)
     assert f"HTML report written to {html}" in capsys.readouterr().out

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dyno.client.cli import main as cli_main
-from dyno.client.commands import _trace_flow
+from dyno.client.commands import _trace_output
 from dyno.daemon import trace_files, trace_journal
 
 pytestmark = pytest.mark.unit
@@ -24,7 +24,7 @@ def _daemon_trace_dir(tmp_path: Path) -> Path:
 
 
 def test_the_names_are_the_daemons() -> None:
-    assert _trace_flow.DAEMON_TRACE_FOLDER_FILES == (trace_files.MARKER_NAME, trace_journal.RECORD_NAME)
+    assert _trace_output.DAEMON_TRACE_FOLDER_FILES == (trace_files.MARKER_NAME, trace_journal.RECORD_NAME)
 
 
 @pytest.mark.parametrize("command", ["trace", "fetch"])
@@ -50,4 +50,4 @@ def test_an_ordinary_folder_with_traces_is_fine(tmp_path: Path) -> None:
     out = tmp_path / "traces"
     (out / "20261201T000000-aaaaaaaa" / "gpu1_1778").mkdir(parents=True)
     (out / "20261201T000000-aaaaaaaa" / "manifest.json").write_text("{}")
-    _trace_flow.check_writable(out)  # no SystemExit
+    _trace_output.check_writable(out)  # no SystemExit

@@ -10,7 +10,7 @@ import pytest
 from fetch_cmd_fakes import FakeDaemons
 
 from dyno.client.cli import main as cli_main
-from dyno.client.commands._trace_flow import default_wait_s
+from dyno.client.commands._trace_options import default_wait_s
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2
 

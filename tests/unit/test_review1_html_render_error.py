@@ -13,7 +13,7 @@ import pytest
 
 import dyno.trace_analysis
 import dyno.trace_analysis.report as report_mod
-from dyno.client.commands._trace_flow import _analyze
+from dyno.client.commands._trace_render import analyze_files as _analyze
 
 pytestmark = pytest.mark.unit
 
