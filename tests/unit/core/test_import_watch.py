@@ -1,7 +1,5 @@
-"""agent_import_watch.after_import: the callback runs when the module is really imported, also after a lookup that
-did not import it (`importlib.util.find_spec("torch")`, how transformers, accelerate and lightning check what is
-installed, before they import torch). The watcher removed itself at that lookup, so under dyno-run the agent of
-such a program never started."""
+"""dyno.import_watch.after_import: the callback runs when the module is really imported, also after a lookup that
+did not import it (`importlib.util.find_spec("torch")`, as transformers, accelerate and lightning do)."""
 
 from __future__ import annotations
 

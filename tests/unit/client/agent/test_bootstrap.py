@@ -1,7 +1,5 @@
-"""dyno-run's bootstrap runs in every Python process below it, most of which never import torch (tools, helper
-scripts, a logging service): those no longer load the agent (~0.2 s of imports at each start-up) nor run its
-connection thread (which woke twice a second for the process's life, waiting for torch). The agent starts right
-after the process imports torch."""
+"""dyno-run's bootstrap: a Python process that never imports torch loads no agent and runs no agent thread; the
+agent starts right after the process imports torch."""
 
 from __future__ import annotations
 

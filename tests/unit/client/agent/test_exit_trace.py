@@ -1,6 +1,6 @@
 """A trace running when the program exits normally: what was recorded is written and reported done with a note
-(agent.finish_at_exit, run in atexit); a trace not recording yet is cancelled as before; an exit that waits past
-the cap reports the trace failed. The runner parts use real CPU torch; the agent parts a stand-in daemon stub."""
+(agent.finish_at_exit, run in atexit); a trace not recording yet is cancelled; an exit that waits past the cap
+reports the trace failed. The runner parts use real CPU torch; the agent parts a stand-in daemon stub."""
 
 from __future__ import annotations
 

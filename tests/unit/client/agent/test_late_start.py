@@ -1,6 +1,5 @@
-"""An agent duration trace whose synchronized start time had passed when it could start (the request reached the
-process late) is done with a note saying its window is not the other processes'; one started on time has none.
-In-process, with the real torch profiler."""
+"""An agent duration trace whose synchronized start time had passed when it could start is done with a note saying
+its window is not the other processes'; one started on time has none. In-process, with the real torch profiler."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""A program run under `dyno-run` (whose bootstrap starts the agent as torch is imported) that calls
-`agent.start(job_id="exp42")` itself: the running agent was returned as is, the job id silently ignored, and
-`dyno-cli trace --job-id exp42` found no process. The second start() still returns the running agent (it cannot be
-changed under a registration), but says on stderr which of its arguments were ignored and what to do instead.
-A real Python process (fresh interpreter) with the agent started as the bootstrap starts it."""
+"""agent.start() on a running agent (e.g. started by dyno-run's bootstrap) returns it as is and says on stderr which
+of its arguments were ignored and what to do instead. A real Python process with the agent started as the bootstrap
+starts it."""
 
 from __future__ import annotations
 

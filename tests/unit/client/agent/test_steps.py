@@ -1,8 +1,7 @@
-"""An --iterations trace of a process that has never stepped its optimizer fails early, saying what to do, instead of
-waiting for the daemon's 10-minute deadline (and dyno-cli for its whole --timeout-s); a young process (maybe still
-compiling) or one that has stepped before (evaluating, checkpointing) waits for the deadline, whose failure then
-says how long it has not stepped. The step counter's clock is a hand-set one; the trace runner is the agent's own
-(torch loaded, no profiler ever started: no step comes)."""
+"""The step counter and iteration traces: a process that has never stepped its optimizer fails early, saying what to
+do; a young process (maybe still compiling) or one that has stepped before waits for the deadline, whose failure
+then says how long it has not stepped. The step counter's clock is a hand-set one; the trace runner is the agent's
+own (torch loaded, no profiler ever started: no step comes)."""
 
 from __future__ import annotations
 

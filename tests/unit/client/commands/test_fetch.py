@@ -1,16 +1,23 @@
 """`dyno-cli fetch` in-process against fake daemons: exit codes, the manifest, the NOT_FOUND reason, a second
-fetch into the same folder, --json, --timeout-s 0, usage errors and --help."""
+fetch into the same folder, --json, --timeout-s 0, usage errors and --help; fetch streams refused as busy are
+waited out; a Ctrl-C while dyno-cli starts is one line and exit 130."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
-from fetch_cmd_fakes import FakeDaemons
+from fetch_cmd_fakes import FakeDaemons, KnownTraceServicer
 
 from dyno.client.cli import main as cli_main
 from dyno.client.commands._trace_options import default_wait_s
+from dyno.daemon.fake_server import serve
+from dyno.daemon.stream_slots import RETRY_AFTER_KEY
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2
 
@@ -125,3 +132,79 @@ def test_default_wait_follows_the_traces_window() -> None:
     assert default_wait_s(later, now) == pytest.approx(10 + 2 + 60)
     assert default_wait_s(dyno_pb2.TraceRequest(duration_ms=2000), now) == pytest.approx(62)
     assert default_wait_s(dyno_pb2.TraceRequest(iterations=3), now) == 300
+
+
+# Ctrl-C while dyno-cli is still importing its modules: one line and exit 130, no traceback.
+
+
+# A real SIGINT, delivered while build_parser() imports the `status` command module (deterministic: no sleeps).
+_INTERRUPTED_WHILE_IMPORTING = """
+import importlib, os, signal, sys
+from dyno.client import cli
+
+real_import = importlib.import_module
+
+def import_module(name, package=None):
+    if name.endswith(".commands.status"):
+        os.kill(os.getpid(), signal.SIGINT)
+    return real_import(name, package)
+
+importlib.import_module = import_module
+sys.exit(cli.main(["status", "--host", "127.0.0.1:1"]))
+"""
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+
+
+def test_ctrl_c_while_the_commands_are_imported_is_quiet_exit_130() -> None:
+    r = _run(_INTERRUPTED_WHILE_IMPORTING)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr == "dyno-cli: interrupted\n"
+
+
+def test_the_entry_module_imports_nothing_heavy() -> None:
+    """What runs before main() (the console script's `from dyno.client.cli import main`) stays unprotected: it must
+    not load grpc, which takes most of the start-up time."""
+    heavy = "('grpc', 'google.protobuf')"
+    r = _run(f"import sys\nfrom dyno.client.cli import main\nprint(sorted(m for m in {heavy} if m in sys.modules))")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
+# Fetch streams refused as busy (RESOURCE_EXHAUSTED with dynod's retry hint) are waited out; every file arrives, exit 0.
+
+
+BUSY_TID = "t-fetch-busy"
+
+
+_REFUSALS = 3  # per file, before the daemon has a stream free
+
+
+class _BusyServicer(KnownTraceServicer):
+    """Refuses each file's first _REFUSALS fetches as a busy dynod does."""
+
+    def FetchTraceFile(self, request, context) -> Iterator[dyno_pb2.FileChunk]:  # noqa: N802 - grpc method name
+        if self.fetches.get(request.pid, 0) < _REFUSALS:
+            self.fetches[request.pid] = self.fetches.get(request.pid, 0) + 1
+            context.set_trailing_metadata(((RETRY_AFTER_KEY, "10"),))
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "12 trace file streams are already open; retry shortly")
+        yield from super().FetchTraceFile(request, context)
+
+
+def test_busy_daemons_are_waited_out_and_every_file_arrives(tmp_path: Path) -> None:
+    fakes = [serve(lambda _port, n=n: _BusyServicer(f"node{n}", {BUSY_TID})) for n in range(2)]
+    try:
+        hosts = ",".join(f"127.0.0.1:{f.port}" for f in fakes)
+        rc = cli_main(
+            ["fetch", "--hosts", hosts, "--trace-id", BUSY_TID, "--output-dir", str(tmp_path), "--no-analyze"]
+        )
+        manifest = json.loads((tmp_path / BUSY_TID / "manifest.json").read_text())
+        assert rc == 0 and manifest["status"] == "complete" and manifest["errors"] == []
+        assert manifest["summary"]["fetched"] == 4
+        for f in fakes:
+            assert f.servicer.fetches and all(n == _REFUSALS + 1 for n in f.servicer.fetches.values())
+    finally:
+        for f in fakes:
+            f.server.stop(0)

@@ -1,9 +1,8 @@
-"""`trace`/`fetch --html FILE` on a full disk: the text report is still printed, no truncated FILE is left, and the
-error names FILE. Before: the HTML was written first, in place: the write failed half-way, a truncated FILE stayed,
-the text report was never printed, and the error read "analysis failed: OSError: [Errno 28] No space left on device".
+"""What trace/fetch print: with --html on a full disk the text report is still printed, no truncated FILE is left and
+the error names FILE; an HTML rendering error is an analysis error, not a traceback.
 
 A full disk is played by an fsync that fails with ENOSPC after the data went to the temp file (not RLIMIT_FSIZE:
-it limits the whole test process, and pytest's own output to a log file then failed with EFBIG)."""
+it limits the whole test process, pytest's own log writes included)."""
 
 from __future__ import annotations
 
@@ -11,12 +10,15 @@ import argparse
 import errno
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import dyno.trace_analysis
 import dyno.trace_analysis.report
+import dyno.trace_analysis.report as report_mod
 from dyno.client.commands import _trace_render
+from dyno.client.commands._trace_render import analyze_files as _analyze
 from dyno.client.trace import manifest as trace_manifest
 
 pytestmark = pytest.mark.unit
@@ -82,3 +84,22 @@ def test_html_with_no_analyze_is_a_usage_error(
         main([*argv, "--host", "127.0.0.1:1", "--output-dir", str(out), "--no-analyze", "--html", html])
     assert e.value.code == 2
     assert "--html" in capsys.readouterr().err and not out.exists()
+
+
+# An exception from render_html is an analysis error ("analysis failed (the traces are fine): ..."), never a
+# traceback; the rest of the run's output is printed.
+
+
+def test_an_html_rendering_error_is_an_analysis_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    def broken_html(_report: Any) -> str:
+        raise ValueError("a renderer bug")
+
+    monkeypatch.setattr(dyno.trace_analysis, "analyze", lambda files: {"files": files})
+    monkeypatch.setattr(report_mod, "render_json", lambda report, indent=False: '{"schema": "x"}')
+    monkeypatch.setattr(report_mod, "render_html", broken_html)
+    html = tmp_path / "report.html"
+    args = argparse.Namespace(json=True, html=html)
+    result, error = _analyze(args, [tmp_path / "rank0.json"])
+    assert result == {"schema": "x"}  # the JSON report is kept
+    assert error is not None and "ValueError: a renderer bug" in error
+    assert not html.exists()

@@ -1,5 +1,5 @@
-"""Before a trace's synchronized start (libkineto's default is 7 s ahead) the progress views say the hosts are
-waiting for it and for how long; the live table showed `tracing` for those seconds, as if recording had begun."""
+"""The progress views: before a trace's synchronized start they say the hosts are waiting for it and for how long;
+their totals add up."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import io
 import pytest
 
 from dyno.client.hosts import Host
-from dyno.client.trace.progress import PlainProgress, RichProgress, SyncStart
+from dyno.client.trace.progress import PlainProgress, RichProgress, SyncStart, counts, total_line
 from dyno.client.trace.records import HostRecord, ProcRecord
 
 pytestmark = pytest.mark.unit
@@ -60,3 +60,17 @@ def test_the_live_table_shows_the_wait_instead_of_tracing() -> None:
 
 def test_without_a_synchronized_start_nothing_changes() -> None:
     assert SyncStart().left_s() == 0 and SyncStart().line() == ""
+
+
+# The progress totals add up: a done process whose file did not arrive counts as failed only.
+
+
+def test_a_done_process_whose_fetch_failed_counts_once() -> None:
+    h = HostRecord(Host("gpu1", 1778), "gpu1_1778", state="done", matched_pids=[1, 2])
+    h.processes = [
+        ProcRecord(pid=1, state="done", fetch="fetched", fetched_bytes=10),
+        ProcRecord(pid=2, state="done", fetch="failed", error="No space left on device"),
+    ]
+    c = counts(h)
+    assert (c.matched, c.running, c.done, c.failed, c.fetched) == (2, 0, 1, 1, 1)
+    assert "processes: 2 matched, 0 running, 1 done, 1 failed" in total_line([h])
