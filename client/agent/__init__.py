@@ -54,7 +54,7 @@ def start(
     """Start this process's agent (idempotent: a running agent is returned as is). Returns at once; connecting
     and registering happen in the background. job_id defaults to DYNO_JOB_ID / SLURM ids / TORCHELASTIC_RUN_ID,
     rank info to RANK / LOCAL_RANK / WORLD_SIZE, socket_path to DYNO_AGENT_SOCKET, else whichever of the default
-    socket of a dynod of this user and the system dynod's (/run/dyno/agent.sock) listens (agent_env.socket_candidates).
+    socket of a dynod of this user and the system dynod's (/run/dyno/agent.sock) listens (env.socket_candidates).
     wait_for_torch: register only once the process has imported torch (used by dyno-run's bootstrap)."""
     global _agent
     with _agent_lock:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from dyno import default_paths
 from dyno.job_ids import job_id_from_env
-from dyno.python_argv import torch_launcher  # re-exported: the bootstrap asks agent_env (it loads it anyway)
+from dyno.python_argv import torch_launcher  # re-exported: the bootstrap asks this module (it loads it anyway)
 
 __all__ = [
     "ENV_SOCKET",

@@ -112,7 +112,7 @@ class Agent:
 
     @property
     def socket_candidates(self) -> tuple[Path, ...]:
-        """Where the daemon's socket is looked for, in order (agent_env.socket_candidates)."""
+        """Where the daemon's socket is looked for, in order (env.socket_candidates)."""
         return self._conn.socket_candidates
 
     @property
@@ -302,7 +302,7 @@ class Agent:
             outcome = {"state": "FAILED", "error": f"agent error: {type(e).__name__}: {e}"}
         finally:
             # Not busy any more *before* the final report: the daemon may hand us the next request the moment
-            # that report lands (back-to-back traces were refused as "busy" in that window).
+            # that report lands (a back-to-back request would be refused as "busy" otherwise).
             with self._lock:
                 self._traces.pop(spec.trace_id, None)
                 self._recording, self._files = None, None

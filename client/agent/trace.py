@@ -3,8 +3,8 @@
 Duration traces run on the agent's worker thread (`profile_all_threads=True`, without which a profiler started
 off the training thread records nothing of it). Iteration traces start and stop inside the global optimizer step
 post-hook, i.e. on the training thread, so they capture exactly N steps. torch is imported lazily: this module is
-importable (and `write_trace_file` usable) without it. The parts: agent_spec (the values), agent_steps (the step
-hook), agent_profiler (the profiler), agent_trace_file (the file), agent_flops (with_flops).
+importable (and `write_trace_file` usable) without it. The parts: spec (the values), steps (the step
+hook), profiler (the profiler), trace_file (the file), flops (with_flops).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 _DEFAULT_ITERATION_DEADLINE_S = 600.0  # when the daemon sets none: never wait forever for optimizer steps
 # An iteration trace that waits for optimizer steps tells dynod why, once it is unusual (StepCounter.waiting_note),
 # and again every this many seconds while it lasts (its "for N s" grows): dyno-cli shows it when its --timeout-s gives
-# up on the process, which used to say only "no optimizer step had started the trace".
+# up on the process, rather than only "no optimizer step had started the trace".
 _WAITING_REPORT_S = 5.0
 # A duration trace that starts this late after its synchronized start time says so: its window is not the other
 # processes' (the request reached this process late, or it was busy), which a cross-rank comparison must know.

@@ -1,5 +1,5 @@
 """Writing the trace file: the profiler's JSON export copied with the request's trace id embedded, gzip-compressed,
-atomically (temp name, then rename), streaming, optionally filtered line by line (agent_flops)."""
+atomically (temp name, then rename), streaming, optionally filtered line by line (flops)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def write_trace_file(
     """Copy the profiler's JSON export to `output` with trace_id embedded, gzip-compressed when `output` ends in
     .gz, atomically (`<output>.tmp`, then rename), streaming. Returns the final size in bytes. With `files`, nothing
     is created or renamed once they were abandoned (TraceFailed). `line_filter` rewrites the export, given whole lines
-    (blocks of them; e.g. agent_flops.FlopArgs); without it the bytes are copied as they are."""
+    (blocks of them; e.g. flops.FlopArgs); without it the bytes are copied as they are."""
     files = files or OutputFiles(output)
     tmp = files.tmp
     try:

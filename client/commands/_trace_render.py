@@ -32,8 +32,7 @@ MANIFEST_STATUS = {exit_codes.OK: "complete", exit_codes.PARTIAL: "partial"}  # 
 def nothing_to_follow(flow: TraceFlow, what: str, code: int, hint: str = "") -> int:
     """No host has anything to follow: each host's reason, then `what` and `hint` (what to try), on stderr; no
     folder. --json prints the same object as a followed trace (the manifest's keys, `ok`, `exit_code`...;
-    `output_dir` null: nothing was written), not a smaller one a tool would have to tell apart (it had no
-    `exit_code` nor `status`)."""
+    `output_dir` null: nothing was written), so a tool reads one shape."""
     hosts = flow.ct.snapshot()
     if flow.args.json:
         manifest = flow.manifest(MANIFEST_STATUS.get(code, "failed"), code)

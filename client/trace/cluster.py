@@ -1,16 +1,12 @@
-"""ClusterTrace: one trace request on many daemons (one trace id, one start), polled and fetched host by host.
+"""ClusterTrace: one trace request on many daemons (one trace id, one start), polled and fetched host by host; the
+engine behind `dyno-cli trace` (`start()`: StartTrace on every host at once, retried safely by
+trace.start.start_trace_retrying) and `dyno-cli fetch` (`attach()`: GetTrace of a trace started earlier).
 
-The engine behind `dyno-cli trace` and `dyno-cli fetch`. A trace is joined in one of two ways: `start()` sends
-StartTrace to every host at once through `Cluster.call` (a dead host is a per-host error, never a delay for the
-others); `attach()` reads a trace that is already running or finished (started earlier, by another client or
-user) with GetTrace on every host instead. Either way each host that has processes in the trace gets its own
-worker thread (`follow()`) that polls GetTrace and fetches every file as soon as its process is done, so a slow
-or dead host never holds back another host's files (trace_fetch.TraceFetcher: bounded across hosts, checksum-verified,
-reused when an earlier run fetched them). StartTrace itself, retried safely, is trace_start.start_trace_retrying.
-The state lives in plain records under one lock; `snapshot()` hands copies to the progress view and the manifest.
-
-Only a started trace is ours to end: at `wait_s` and on `interrupt()` a started trace's unfinished processes are
-cancelled on the daemons, an attached trace's are left running (we stop waiting; a later attach can fetch them).
+Each host with processes in the trace gets its own worker thread (`follow()`) that polls GetTrace and fetches each
+file as soon as its process is done (trace.fetch.TraceFetcher), so a slow or dead host never holds back another's.
+The state lives in plain records under one lock (trace.answers merges the daemons' answers into them); `snapshot()`
+hands copies to the progress view and the manifest. Only a started trace is ours to end: at `wait_s` and on
+`interrupt()` its unfinished processes are cancelled; an attached trace's are left running.
 """
 
 from __future__ import annotations
@@ -38,7 +34,7 @@ from dyno.client.trace.records import (
 from dyno.client.trace.start import IN_USE_HINT, NOT_FOUND_HINT, start_trace_retrying
 from dyno.v1 import dyno_pb2
 
-__all__ = ["ClusterTrace", "start_trace_retrying"]  # start_trace_retrying: dyno.client.trace.start's, as before
+__all__ = ["ClusterTrace", "start_trace_retrying"]  # start_trace_retrying re-exported from trace.start
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +44,7 @@ class ClusterTrace:
     below it. `wait_s`: how long after `start()` / `attach()` traces may take before we stop waiting (a started
     trace's unfinished processes are then cancelled; files already done are still fetched). `unreachable_s`: how
     long a host may fail GetTrace before it is given up. `previous`: files an earlier run fetched into `out_dir`,
-    by (host, pid) (see trace_manifest.previous_files): one that still matches is kept instead of fetched again."""
+    by (host, pid) (see manifest.previous_files): one that still matches is kept instead of fetched again."""
 
     def __init__(
         self,

@@ -28,7 +28,7 @@ class _Stopped(Exception):
 class TraceFetcher:
     """Fetches the files of trace `trace_id` into `out_dir`. `lock` guards the records (ClusterTrace's), `stop` is
     set on interrupt; at most `concurrency` fetches at once, each bounded by `timeout_s`. `previous`: files an
-    earlier run fetched into `out_dir`, by (host, pid) (trace_manifest.previous_files)."""
+    earlier run fetched into `out_dir`, by (host, pid) (manifest.previous_files)."""
 
     def __init__(
         self,
