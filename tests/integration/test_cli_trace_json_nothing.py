@@ -1,5 +1,5 @@
 """`dyno-cli trace --json` against a real dynod where nothing matches: the full object (manifest keys, `ok`,
-`exit_code`), exit 1, or exit 0 with --no-fail-on-no-process. Before: `exit_code` and `status` were missing."""
+`exit_code`), exit 1, or exit 0 with --no-fail-on-no-process."""
 
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ def test_html_is_written_whole_and_named(fake_report: None, tmp_path: Path, caps
 def test_html_with_no_analyze_is_a_usage_error(
     argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Before: `--no-analyze --html r.html` traced, wrote no r.html and said nothing about it."""
+    """`--html` with `--no-analyze` is a usage error before anything is traced."""
     from dyno.client.cli import main
 
     out = tmp_path / "out"
