@@ -39,9 +39,9 @@ from bench_common import free_port
 
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster, open_client
-from dyno.client.cluster_trace import start_trace_retrying
 from dyno.client.errors import DynoError
 from dyno.client.hosts import Host
+from dyno.client.trace.cluster import start_trace_retrying
 from dyno.daemon.process import READY_LINE
 from dyno.v1 import dyno_pb2
 

@@ -12,13 +12,14 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from dyno.client.agent_env import accepts_connection
+from dyno import default_paths
+from dyno.client.agent.env import accepts_connection
 from dyno.client.hosts import DEFAULT_PORT, Host
 
 __all__ = ["ENV_API_SOCKET", "SYSTEM_API_SOCKET", "api_socket_candidates", "local_target"]
 
 ENV_API_SOCKET = "DYNO_API_SOCKET"
-SYSTEM_API_SOCKET = Path("/run/dyno/dyno.sock")  # the systemd unit's dynod (DaemonConfig as root)
+SYSTEM_API_SOCKET = default_paths.SYSTEM_API_SOCKET  # the systemd unit's dynod (dynod as root)
 _LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
@@ -27,9 +28,7 @@ def api_socket_candidates(env: Mapping[str, str] | None = None) -> tuple[Path, .
     env = os.environ if env is None else env
     if env.get(ENV_API_SOCKET, "").strip():
         return (Path(env[ENV_API_SOCKET].strip()),)
-    from dyno.daemon.config import DaemonConfig  # light: stdlib only; the default lives in one place
-
-    own = DaemonConfig().api_socket_path
+    own = default_paths.default_api_socket()
     return (own,) if own == SYSTEM_API_SOCKET else (own, SYSTEM_API_SOCKET)
 
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dyno.argtypes import job_id
-from dyno.client.agent_env import ENV_SOCKET
+from dyno.client.agent.env import ENV_SOCKET
 from dyno.job_ids import ENV_JOB_ID
 from dyno.python_argv import parse_python_args
 from dyno.request_limits import JOB_ID_RULE

@@ -1,7 +1,7 @@
 """What a trace that did not end done may have left in its folder, and its removal once the writer is gone.
 
 A trainer killed mid-export, or exiting past the agent's EXIT_FINISH_S while its export still runs, leaves partial
-files under the daemon's trace dir: an agent trace its temporaries (dyno.client.agent_output names them) and maybe a
+files under the daemon's trace dir: an agent trace its temporaries (dyno.client.agent.output names them) and maybe a
 final file published after it was reported failed; libkineto its `<path>.tmp`. dynod removes them when the process
 is gone (nothing can write them any more), so a failed trace's folder holds no half-written file.
 """
@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from dyno.client.agent_output import OutputFiles
+from dyno.client.agent.output import OutputFiles
 from dyno.daemon.registry import PROTOCOL_AGENT
 from dyno.daemon.trace_types import FINAL_STATES, ProcessTraceView, TraceState
 

@@ -21,11 +21,11 @@ def _start_dyno_agent() -> None:
     argv = getattr(sys, "orig_argv", None) or sys.argv
     # Helpers, not trainers: the multiprocessing forkserver and resource tracker, inductor compile workers. A
     # multiprocessing spawn child ("--multiprocessing-fork") may be either (a torch.multiprocessing.spawn worker or
-    # a DataLoader worker): the agent tells them apart once the child runs its target (dyno.client.agent_env).
+    # a DataLoader worker): the agent tells them apart once the child runs its target (dyno.client.agent.env).
     if "--multiprocessing-fork" not in argv and any(a.startswith(_HELPER_PREFIXES) for a in argv):
         return
     try:
-        from dyno.client.agent_import_watch import after_import
+        from dyno.import_watch import after_import
         from dyno.python_argv import torch_launcher  # both cheap, standard library only
 
         # torch's launcher (torchrun, python -m torch.distributed.run) imports torch but trains nothing: only its

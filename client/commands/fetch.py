@@ -10,24 +10,20 @@ import time
 from pathlib import Path
 
 from dyno.client.cluster import Cluster
-from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts
-from dyno.client.commands._trace_flow import (
+from dyno.client.commands._trace_flow import TraceFlow
+from dyno.client.commands._trace_options import (
     AFTER_WINDOW_S,
     COLLECT_EXIT_CODES,
     ITERATION_WAIT_S,
-    TraceFlow,
     add_collect_arguments,
-    check_html,
-    check_trace_folder,
     check_trace_id,
-    check_writable,
     default_wait_s,
-    nothing_to_follow,
-    say,
-    trace_folder,
 )
-from dyno.client.trace_manifest import previous_files, write_manifest
+from dyno.client.commands._trace_output import check_html, check_trace_folder, check_writable, trace_folder
+from dyno.client.commands._trace_render import nothing_to_follow, say
+from dyno.client.trace.cluster import ClusterTrace
+from dyno.client.trace.manifest import previous_files, write_manifest
 from dyno.exit_codes import FAILURE, OK, PARTIAL, USAGE, describe
 from dyno.v1 import dyno_pb2
 

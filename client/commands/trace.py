@@ -12,28 +12,24 @@ from typing import Any
 
 from dyno.argtypes import INT32_MAX, job_id, number
 from dyno.client.cluster import Cluster
-from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.commands._common import REGISTER_HINT
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
-from dyno.client.commands._trace_flow import (
+from dyno.client.commands._trace_flow import TraceFlow
+from dyno.client.commands._trace_options import (
     AFTER_WINDOW_S,
     COLLECT_EXIT_CODES,
     ITERATION_WAIT_S,
-    TraceFlow,
     add_collect_arguments,
-    check_html,
-    check_trace_folder,
     check_trace_id,
-    check_writable,
     default_wait_s,
     non_negative_float,
-    nothing_to_follow,
     positive_int32,
-    say,
-    trace_folder,
 )
-from dyno.client.trace_manifest import write_manifest
-from dyno.client.trace_records import HOST_NO_MATCH, HostRecord
+from dyno.client.commands._trace_output import check_html, check_trace_folder, check_writable, trace_folder
+from dyno.client.commands._trace_render import nothing_to_follow, say
+from dyno.client.trace.cluster import ClusterTrace
+from dyno.client.trace.manifest import write_manifest
+from dyno.client.trace.records import HOST_NO_MATCH, HostRecord
 from dyno.exit_codes import FAILURE, OK, PARTIAL, describe
 from dyno.request_limits import (
     JOB_ID_RULE,

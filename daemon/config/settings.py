@@ -9,6 +9,8 @@ from pathlib import Path
 
 from dyno import exit_codes
 from dyno.daemon.registry import MAX_PROCESSES, MAX_PROCESSES_PER_UID
+from dyno.default_paths import AGENT_SOCKET_NAME, API_SOCKET_NAME, SYSTEM_RUNTIME_DIR, default_agent_socket
+from dyno.default_paths import default_state_dir as _default_state_dir
 
 __all__ = [
     "AGENT_SOCKET_NAME",
@@ -80,26 +82,6 @@ class ConfigError(Exception):
     """A user mistake in flags or the config file; the entry point prints it as one line and exits 2."""
 
 
-def _default_state_dir() -> Path:
-    # Root gets the FHS location; a normal user a directory it can write without set-up.
-    if os.geteuid() == 0:
-        return Path("/var/lib/dyno")
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "dyno"
-
-
-SYSTEM_RUNTIME_DIR = Path("/run/dyno")  # root's runtime dir (the systemd unit's); the agent tries it too
-AGENT_SOCKET_NAME = "agent.sock"
-API_SOCKET_NAME = "dyno.sock"  # the Dyno API's Unix socket, beside the agent socket (dyno-cli's first choice locally)
-
-
-def _default_runtime_dir() -> Path:
-    if os.geteuid() == 0:
-        return SYSTEM_RUNTIME_DIR
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    return Path(xdg) / "dyno" if xdg else _default_state_dir() / "run"
-
-
 def _default_trace_dir() -> Path:
     # Under /tmp: newer libkineto only writes on-demand traces below KINETO_ONDEMAND_TRACE_DIR (default /tmp/).
     return Path("/tmp") / ("dyno-traces" if os.geteuid() == 0 else f"dyno-traces-{os.geteuid()}")
@@ -151,7 +133,7 @@ class DaemonConfig:
     def agent_socket_path(self) -> Path:
         if self.agent_socket is not None:
             return self.agent_socket
-        return Path(os.path.abspath(_default_runtime_dir() / AGENT_SOCKET_NAME))  # absolute even from a relative $XDG_*
+        return default_agent_socket()
 
     @property
     def api_socket_path(self) -> Path:

@@ -1,7 +1,6 @@
 """`dyno-run -- torchrun --nproc-per-node 2 train.py` end to end with a real dynod: the two workers register, the
-torchrun launcher does not (it used to, and an --iterations trace then waited for its optimizer steps until the
-CLI's timeout and exited 3), and a plain `dyno-cli trace --iterations N` with no --process-limit completes with both
-workers."""
+torchrun launcher does not (an --iterations trace would wait for its optimizer steps), and a plain `dyno-cli trace
+--iterations N` with no --process-limit completes with both workers."""
 
 from __future__ import annotations
 

@@ -258,7 +258,7 @@ def test_trace_runner_reasons_and_start_time(tmp_path: Path) -> None:
     # In-process: the agent's trace runner against a process that never steps its optimizer.
     import torch  # noqa: F401
 
-    from dyno.client.agent_trace import StepCounter, TraceFailed, TraceSpec, run_trace
+    from dyno.client.agent.trace import StepCounter, TraceFailed, TraceSpec, run_trace
 
     steps = StepCounter()
     steps.install()

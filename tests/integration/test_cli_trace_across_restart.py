@@ -1,9 +1,8 @@
 """`dyno-cli trace` running while the host's dynod restarts mid-trace: the two agent trainers of the job go on
 recording, and report their files to the restarted dynod once registered again, one by one (it takes each on from
 its report); or one of them has reported done before the restart, which the restarted dynod knows from the trace's
-record. dyno-cli used to give up on the restarted daemon's "no trace ... holds no record" answer, and would have
-called the trace finished as soon as the first process had reported; it now waits (until --timeout-s) and fetches
-both files. Real dynod, real agent-instrumented CPU torch trainers, real dyno-cli."""
+record. dyno-cli waits for the restarted daemon (until --timeout-s), does not call the trace finished when the first
+process has reported, and fetches both files. Real dynod, real agent-instrumented CPU torch trainers, real dyno-cli."""
 
 from __future__ import annotations
 
@@ -110,7 +109,7 @@ def test_trace_waits_through_a_daemon_restart_and_fetches_every_process(dynod_fa
 def test_a_process_done_before_the_restart_is_fetched_after_it(dynod_factory, tmp_path: Path) -> None:
     """One trainer ends (its agent writes what it recorded and reports it done) before dynod restarts, before dyno-cli
     fetched it; the other is still recording. The restarted daemon knows the first is done from the trace folder's
-    record: dyno-cli fetches both (it used to call the first "lost" and exit 3)."""
+    record: dyno-cli fetches both, exit 0."""
     run = _Run(dynod_factory(), tmp_path, 12_000)
     try:
         first = run.trainers[0].pid

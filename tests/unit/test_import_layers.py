@@ -35,9 +35,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 # that no longer occurs fails test_known_breaks_still_occur, so the set cannot outlive its fixes.
 KNOWN_BREAKS_UNTIL_MERGE: frozenset[tuple[str, str]] = frozenset(
     {
-        ("dyno.daemon.trace_leftovers", "dyno.client.agent_output"),
-        ("dyno.client.agent_env", "dyno.daemon.config"),
-        ("dyno.client.local_socket", "dyno.daemon.config"),
+        ("dyno.daemon.trace_leftovers", "dyno.client.agent.output"),
     }
 )
 

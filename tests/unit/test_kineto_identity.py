@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from manual_clock import Clock
 
-from dyno.client import agent_env
+from dyno.client.agent import env as agent_env
 from dyno.daemon.kineto_identity import (
     MAX_ENVIRON_BYTES,
     KinetoIdentifier,

@@ -12,10 +12,10 @@ import pytest
 from fake_proc import no_proc_identifier
 
 from dyno.client.cluster import Cluster
-from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.errors import NotFound
 from dyno.client.hosts import Host
-from dyno.client.trace_records import ProcRecord
+from dyno.client.trace.cluster import ClusterTrace
+from dyno.client.trace.records import ProcRecord
 from dyno.daemon.instance_id import new_instance_id
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
 from dyno.daemon.trace_manager import TraceManager

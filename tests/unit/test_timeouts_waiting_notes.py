@@ -18,12 +18,12 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock, TickingClock
 from until_cancelled_fake import RunsUntilCancelled
 
-from dyno.client.agent_spec import TraceFailed, TraceSpec, now_ms
-from dyno.client.agent_steps import NO_STEP_S, StepCounter
-from dyno.client.agent_trace import run_trace
+from dyno.client.agent.spec import TraceFailed, TraceSpec, now_ms
+from dyno.client.agent.steps import NO_STEP_S, StepCounter
+from dyno.client.agent.trace import run_trace
 from dyno.client.cluster import Cluster
-from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.hosts import Host
+from dyno.client.trace.cluster import ClusterTrace
 from dyno.daemon import trace_journal as tj
 from dyno.daemon.fake_server import serve
 from dyno.daemon.kineto_ipc import KinetoPoll

@@ -11,7 +11,7 @@ import pytest
 from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
-from dyno.client.agent_output import OutputFiles
+from dyno.client.agent.output import OutputFiles
 from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
 from dyno.daemon.trace_manager import TraceManager

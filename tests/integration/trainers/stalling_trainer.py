@@ -4,7 +4,7 @@ or --idle-s pass, and exits.
 
 Usage: stalling_trainer.py [--agent] [--no-step-s S] [--steps N] [--idle-s S] [--stop-file F] [--after-steps N]
   --agent        start dyno's agent (dyno.client.agent.start()); its no-step bound NO_STEP_S set to --no-step-s
-                 (dyno.client.agent_steps; the default 30 s) and STARTUP_S left at 300 s, so an iteration trace
+                 (dyno.client.agent.steps; the default 30 s) and STARTUP_S left at 300 s, so an iteration trace
                  of it waits (a young process may still be starting up) instead of failing early
 """
 
@@ -22,7 +22,7 @@ p.add_argument("--after-steps", type=int, default=0)
 args = p.parse_args()
 
 if args.agent:
-    import dyno.client.agent_steps as agent_steps
+    import dyno.client.agent.steps as agent_steps
 
     agent_steps.NO_STEP_S = args.no_step_s
     from dyno.client import agent

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from dyno import diskspace
-from dyno.client import agent_trace
-from dyno.client.agent_trace import TraceFailed, TraceSpec, _export
+from dyno.client.agent import trace as agent_trace
+from dyno.client.agent.trace import TraceFailed, TraceSpec, _export
 from dyno.daemon import trace_files
 from dyno.daemon.trace_files import discard_unfinished_kineto_file
 

@@ -50,7 +50,10 @@ MODULES: dict[str, list[str]] = {
     "client/commands/trace.py": ["trace"],
     "client/commands/fetch.py": ["fetch"],
     "client/commands/_trace_flow.py": ["trace", "fetch"],
-    "client/trace_records.py": ["trace", "fetch"],
+    "client/commands/_trace_options.py": ["trace", "fetch"],
+    "client/commands/_trace_output.py": ["trace", "fetch"],
+    "client/commands/_trace_render.py": ["trace", "fetch"],
+    "client/trace/records.py": ["trace", "fetch"],
     "trace_analysis/cli.py": ["analyze"],
     "daemon/main.py": ["dynod"],
 }
@@ -107,7 +110,7 @@ def test_the_scanner_finds_literal_and_named_codes() -> None:
         "x = exit_codes.INTERRUPTED if P else 0\n"
     )
     assert returned_codes(source) == {7, 4, exit_codes.PARTIAL, exit_codes.INTERRUPTED}
-    assert {1, 3} <= returned_codes((ROOT / "client/trace_records.py").read_text())  # trace_exit_code's literals
+    assert {1, 3} <= returned_codes((ROOT / "client/trace/records.py").read_text())  # trace_exit_code's literals
     assert exit_codes.INTERRUPTED in returned_codes((ROOT / "client/cli.py").read_text())
     assert {0, 1, 2, 3} <= returned_codes((ROOT / "client/commands/_hosts.py").read_text())  # fanout_exit_code
 

@@ -18,8 +18,8 @@ from typing import Any
 import grpc
 import pytest
 
-from dyno.client.agent_connection import DaemonConnection
-from dyno.client.agent_env import AgentIdentity
+from dyno.client.agent.connection import DaemonConnection
+from dyno.client.agent.env import AgentIdentity
 from dyno.daemon.agent_service import AgentServer, AgentServicer
 from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import ProcessRegistry

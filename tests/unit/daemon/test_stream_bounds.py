@@ -21,8 +21,8 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_g
 from dyno.client import client as client_module
 from dyno.client.cli import build_parser
 from dyno.client.client import DynoClient
-from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.errors import ResourceExhausted
+from dyno.client.trace.cluster import ClusterTrace
 from dyno.daemon import stream_slots
 from dyno.daemon.history import History, Sample
 from dyno.daemon.samplers.base import Reading

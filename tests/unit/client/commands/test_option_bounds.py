@@ -11,7 +11,7 @@ import pytest
 from dyno.client.cli import build_parser, main
 from dyno.client.cli import main as cli_main
 from dyno.client.commands import trace as trace_cmd
-from dyno.client.commands._trace_flow import MAX_FETCH_CONCURRENCY, MAX_WAIT_S
+from dyno.client.commands._trace_options import MAX_FETCH_CONCURRENCY, MAX_WAIT_S
 from dyno.daemon.config import build_parser as dynod_parser
 
 pytestmark = pytest.mark.unit

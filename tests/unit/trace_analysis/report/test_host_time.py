@@ -99,8 +99,8 @@ def _iteration_trace(path: Path, iterations: int) -> Path:
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile
 
-    from dyno.client.agent_spec import TraceSpec
-    from dyno.client.agent_steps import IterationPlan, StepCounter
+    from dyno.client.agent.spec import TraceSpec
+    from dyno.client.agent.steps import IterationPlan, StepCounter
 
     counter = StepCounter()
     counter.install()

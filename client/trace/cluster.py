@@ -1,0 +1,418 @@
+"""ClusterTrace: one trace request on many daemons (one trace id, one start), polled and fetched host by host; the
+engine behind `dyno-cli trace` (`start()`: StartTrace on every host at once, retried safely by
+trace.start.start_trace_retrying) and `dyno-cli fetch` (`attach()`: GetTrace of a trace started earlier).
+
+Each host with processes in the trace gets its own worker thread (`follow()`) that polls GetTrace and fetches each
+file as soon as its process is done (trace.fetch.TraceFetcher), so a slow or dead host never holds back another's.
+The state lives in plain records under one lock (trace.answers merges the daemons' answers into them); `snapshot()`
+hands copies to the progress view and the manifest. Only a started trace is ours to end: at `wait_s` and on
+`interrupt()` its unfinished processes are cancelled; an attached trace's are left running.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from dyno.client.client import DynoClient
+from dyno.client.cluster import Cluster
+from dyno.client.errors import DeadlineExceeded, DynoError, InvalidArgument, NotFound, Unavailable
+from dyno.client.trace import answers
+from dyno.client.trace.fetch import TraceFetcher
+from dyno.client.trace.records import (
+    FINAL_STATES,
+    HOST_FAILED,
+    HOST_TRACING,
+    HostRecord,
+    PreviousFile,
+    host_dir_name,
+)
+from dyno.client.trace.start import IN_USE_HINT, NOT_FOUND_HINT, start_trace_retrying
+from dyno.v1 import dyno_pb2
+
+__all__ = ["ClusterTrace", "start_trace_retrying"]  # start_trace_retrying re-exported from trace.start
+
+log = logging.getLogger(__name__)
+
+
+class ClusterTrace:
+    """Runs one cluster-wide trace. `out_dir` is the trace folder (<output-dir>/<trace_id>); host folders go
+    below it. `wait_s`: how long after `start()` / `attach()` traces may take before we stop waiting (a started
+    trace's unfinished processes are then cancelled; files already done are still fetched). `unreachable_s`: how
+    long a host may fail GetTrace before it is given up. `previous`: files an earlier run fetched into `out_dir`,
+    by (host, pid) (see manifest.previous_files): one that still matches is kept instead of fetched again."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        request: dyno_pb2.TraceRequest,
+        out_dir: Path,
+        *,
+        wait_s: float,
+        unreachable_s: float = 5.0,
+        poll_s: float = 0.25,
+        fetch_concurrency: int = 8,
+        fetch_timeout_s: float = 600.0,
+        previous: Mapping[tuple[str, int], PreviousFile] | None = None,
+    ) -> None:
+        if not request.trace_id:
+            raise ValueError("a cluster trace needs a caller-chosen trace_id (one id on every host)")
+        self.cluster = cluster
+        self.request = request
+        self.trace_id = request.trace_id
+        self.out_dir = out_dir
+        self.wait_s = wait_s
+        self.unreachable_s = unreachable_s
+        self.poll_s = poll_s
+        self.hosts = [HostRecord(h, host_dir_name(h)) for h in cluster.hosts]
+        self.started_monotonic = 0.0
+        self.start_fanout_s = 0.0  # the StartTrace fan-out (or attach()'s GetTrace fan-out)
+        self.created_ms = 0  # attach(): when the daemons created the trace (the earliest of them)
+        self.owns_trace = True  # started here: ours to cancel; attach() makes it False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.fetcher = TraceFetcher(
+            self.trace_id,
+            out_dir,
+            lock=self._lock,
+            stop=self._stop,
+            concurrency=fetch_concurrency,
+            timeout_s=fetch_timeout_s,
+            previous=previous,
+        )
+        self._host_slots = threading.Semaphore(cluster.max_concurrency)
+        self._workers_done: list[threading.Event] = []  # one per following thread, set when it ends
+        self._cancel_reasons: dict[str, str] = {}  # host dir -> why we cancelled its trace
+        self._starting = threading.Event()
+        self._starting.set()  # no StartTrace in flight
+        self._start_error: Exception | None = None
+        # Hosts whose StartTrace got no answer in time: the request may have reached the daemon and started the
+        # trace all the same (a slow or lost reply), so interrupt() cancels there too.
+        self._unconfirmed: set[str] = set()
+        # host dir -> instance id of the daemon that last answered about the trace ("" from daemons before ids), and
+        # the hosts whose daemon was seen restarted by it (ids are never reused: it stays restarted)
+        self._instances: dict[str, str] = {}
+        self._restarted: set[str] = set()
+
+    # -- start ------------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """StartTrace on every host at once; fills each host's record (triggered processes or the reason).
+
+        The fan-out runs on its own thread: a Ctrl-C here interrupts only the wait, and interrupt() then waits
+        for the StartTrace calls still in flight, so it can cancel what they started."""
+        self.started_monotonic = time.monotonic()
+        self._starting = threading.Event()
+        threading.Thread(target=self._start_all, name="trace-start", daemon=True).start()
+        # An Event, not Thread.join(): CPython <= 3.12 marks a thread finished (is_alive() False, later joins
+        # return at once) when a Ctrl-C interrupts a join() on it.
+        self._starting.wait()
+        if self._start_error is not None:
+            raise self._start_error
+
+    def _start_all(self) -> None:
+        try:
+            self._start_fanout()
+        except Exception as e:  # handed to start(), as if the fan-out had run on its thread
+            self._start_error = e
+        finally:
+            self._starting.set()
+
+    def _start_fanout(self) -> None:
+        results = self.cluster.call(lambda c: start_trace_retrying(c, self.request))
+        self.start_fanout_s = time.monotonic() - self.started_monotonic
+        with self._lock:
+            for h, r in zip(self.hosts, results, strict=True):
+                h.start_s = round(r.elapsed_s, 4)
+                if not r.ok or r.value is None:
+                    h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
+                    if r.error_type == InvalidArgument.__name__ and "already in use" in h.error:
+                        h.error += IN_USE_HINT
+                    if r.error_type == DeadlineExceeded.__name__:
+                        self._unconfirmed.add(h.dir)
+                    continue
+                resp: dyno_pb2.StartTraceResponse = r.value
+                self._instances[h.dir] = resp.instance_id
+                answers.apply_start(h, resp)
+        self._confirm_unanswered()
+
+    def _confirm_unanswered(self) -> None:
+        """A host whose StartTrace reply missed the deadline may have started the trace all the same (a slow or lost
+        reply): ask it once with GetTrace, and follow it like the others when it has the trace's processes, instead
+        of leaving that trace running unseen. Skipped once interrupted: interrupt() cancels there instead."""
+        with self._lock:
+            targets = {h.host.target for h in self.hosts if h.dir in self._unconfirmed}
+        if not targets or self._stop.is_set():
+            return
+        results = self.cluster.call(lambda c: c.get_trace(self.trace_id) if c.target in targets else None)
+        with self._lock:
+            for h, r in zip(self.hosts, results, strict=True):
+                status = r.value
+                if h.host.target not in targets or status is None or not status.processes:
+                    continue  # NOT_FOUND (it never started there), or no answer again: the host stays failed
+                self._instances[h.dir] = status.instance_id
+                answers.apply_confirmed_start(h, status)
+                self._unconfirmed.discard(h.dir)
+
+    # -- attach -----------------------------------------------------------------------------------------------
+    def attach(self) -> None:
+        """Join a trace already running or finished on the daemons instead of starting one: GetTrace on every host
+        at once. A host that has the trace's processes is marked tracing (follow() then polls and fetches as after
+        start()); a host that does not know the trace id (NOT_FOUND: wrong id, removed by retention, or still
+        running when the daemon restarted) or cannot be reached is failed with the reason. `request` becomes the
+        daemons' record of the request (the first host that answered). Nothing is started, and nothing will be
+        cancelled."""
+        self.owns_trace = False
+        self.started_monotonic = time.monotonic()
+        results = self.cluster.call(lambda c: c.get_trace(self.trace_id))
+        self.start_fanout_s = time.monotonic() - self.started_monotonic
+        created: list[int] = []
+        have_request = False
+        with self._lock:
+            for h, r in zip(self.hosts, results, strict=True):
+                h.start_s = round(r.elapsed_s, 4)
+                if not r.ok or r.value is None:
+                    h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
+                    if r.error_type == NotFound.__name__ and not _restarted_text(h.error):
+                        # the daemon names the id, and a restart when it still has the trace's folder
+                        h.error += NOT_FOUND_HINT
+                    continue
+                status: dyno_pb2.TraceStatus = r.value
+                if not have_request and status.HasField("request"):
+                    have_request = True
+                    self.request = dyno_pb2.TraceRequest()
+                    self.request.CopyFrom(status.request)
+                    self.request.trace_id = self.trace_id
+                if status.created_ms:
+                    created.append(status.created_ms)
+                self._instances[h.dir] = status.instance_id
+                answers.apply_attach(h, status)
+        self.created_ms = min(created, default=0)
+
+    @property
+    def attached_any(self) -> bool:
+        """After attach(): whether any host has processes of the trace (the same test as triggered_any)."""
+        return self.triggered_any
+
+    @property
+    def triggered_any(self) -> bool:
+        with self._lock:
+            return any(h.state == HOST_TRACING for h in self.hosts)
+
+    # -- follow -----------------------------------------------------------------------------------------------
+    def follow(self) -> None:
+        """Start one worker per tracing host (polling, fetching); returns at once. See wait()."""
+        for h in self.hosts:
+            if h.state == HOST_TRACING:
+                done = threading.Event()
+                self._workers_done.append(done)
+                t = threading.Thread(target=self._host_worker, args=(h, done), name=f"trace-{h.dir}", daemon=True)
+                t.start()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait for the workers; True when all have finished. Events, not Thread.join(): see start()."""
+        end = None if timeout_s is None else time.monotonic() + timeout_s
+        return all(d.wait(None if end is None else max(0.0, end - time.monotonic())) for d in self._workers_done)
+
+    def interrupt(self, grace_s: float = 3.0) -> None:
+        """Stop following (Ctrl-C): abort fetches, cancel the traces still running on the daemons when we
+        started them (best effort; an attached trace is left running), and mark what did not arrive.
+
+        One deadline, `grace_s` from the call (once no StartTrace is in flight), bounds all of it: the cancels go
+        to every host at once right away, while the host threads stop, so a wedged daemon cannot double it."""
+        self._stop.set()
+        # A StartTrace still in flight may yet start traces: wait for its answer (the fan-out ends by its
+        # deadline, the GetTrace of _confirm_unanswered by one more); hosts that never answered keep the state
+        # "tracing" and are cancelled below all the same.
+        self._starting.wait(2 * self.cluster.deadline_s + 1.0)
+        end = time.monotonic() + grace_s
+        with self._lock:
+            pending = [h for h in self.hosts if h.state == HOST_TRACING]
+            unconfirmed = [h for h in self.hosts if h.dir in self._unconfirmed]
+        if (pending or unconfirmed) and self.owns_trace:
+            self._cancel_all(pending + unconfirmed, unconfirmed, end - _CLOSE_RESERVE_S - time.monotonic())
+        self.wait(max(0.0, end - _CLOSE_RESERVE_S - time.monotonic()))
+        if not self.wait(0):
+            # A fetch from a wedged daemon notices the stop only with its next chunk: closing the channels ends
+            # its stream, so it removes its partial file before the CLI exits (its threads are daemons).
+            self.cluster.close()
+            self.wait(max(0.0, end - time.monotonic()))
+        with self._lock:
+            for h in pending:
+                h.state, h.error = HOST_FAILED, "interrupted"
+                for p in h.processes:
+                    if not p.ok and p.state not in FINAL_STATES - {"done"}:
+                        p.error = p.error or "interrupted before the file arrived"
+
+    def _cancel_all(self, hosts: list[HostRecord], unconfirmed: list[HostRecord], budget_s: float) -> None:
+        """CancelTrace on `hosts`, all at once (one fan-out; a wedged daemon costs its own call only), within
+        `budget_s`. The reason is recorded first: a host thread that sees the cancelled state before the
+        cancel's answer merges it with that reason too."""
+        reason = "cancelled: interrupted"
+        with self._lock:
+            for h in hosts:
+                self._cancel_reasons[h.dir] = reason
+        targets = {h.host.target for h in hosts}
+        results = self.cluster.call(
+            lambda c: c.cancel_trace(self.trace_id) if c.target in targets else None,
+            deadline_s=max(budget_s, _MIN_CANCEL_S),
+        )
+        for h, r in zip(self.hosts, results, strict=True):
+            if h.host.target in targets and r.value is not None:
+                self._update(h, r.value, reason=reason)
+                if h in unconfirmed and r.value.processes:  # (a daemon that never got it answers NOT_FOUND)
+                    with self._lock:
+                        h.error += " (its trace had started all the same: cancelled)"
+
+    def snapshot(self) -> list[HostRecord]:
+        with self._lock:
+            return copy.deepcopy(self.hosts)
+
+    def fetched_files(self) -> list[Path]:
+        with self._lock:
+            return [self.out_dir / p.file for h in self.hosts for p in h.processes if p.ok]
+
+    # -- per host ---------------------------------------------------------------------------------------------
+    def _host_worker(self, h: HostRecord, done: threading.Event) -> None:
+        try:
+            with self._host_slots:
+                try:
+                    self._follow_host(h)
+                except Exception as e:  # a bug here must not hide the other hosts' results
+                    if self._stop.is_set():  # interrupt() closed the channels under a call ("closed channel")
+                        log.debug("following %s ended by the interrupt: %s", h.host, e)
+                        return
+                    log.exception("following %s failed", h.host)
+                    self._fail_host(h, f"{type(e).__name__}: {e}", type(e).__name__)
+        finally:
+            done.set()
+
+    def _follow_host(self, h: HostRecord) -> None:
+        client = self.cluster.client(h.host)
+        wait_end = self.started_monotonic + self.wait_s
+        failing_since: float | None = None
+        cancelled_at: float | None = None
+        restart_logged = False
+        unreachable = False  # the daemon went away, or forgot the trace, mid-trace: it may have restarted
+        while not self._stop.is_set():
+            try:
+                status = client.get_trace(self.trace_id)
+            except DynoError as e:
+                now = time.monotonic()
+                failing_since = failing_since or now
+                unreachable = True
+                if self._restarted_mid_trace(client, h, e) and now < wait_end and self._may_report_after_restart(h):
+                    # the daemon restarted mid-trace and has the trace's folder: an agent process that goes on
+                    # recording reports to it once it has re-registered, and it takes the trace on from that report
+                    # (daemon/trace_agents.py). Wait for that until --timeout-s; after it, fail with the reason.
+                    failing_since = None  # the daemon answered: it is up
+                    if not restart_logged:
+                        restart_logged = True
+                        log.info("%s: the daemon restarted mid-trace; waiting for its processes to report", h.host)
+                    self._stop.wait(self.poll_s)
+                    continue
+                transient = isinstance(e, Unavailable | DeadlineExceeded)
+                if not transient or now - failing_since >= self.unreachable_s:
+                    self._fail_host(h, e.message, type(e).__name__)
+                    return
+                self._stop.wait(self.poll_s)
+                continue
+            failing_since = None
+            unreachable |= self._new_instance(h, status.instance_id)  # restarted, even if never seen down
+            self._update(h, status)
+            self.fetcher.fetch_done(client, h)
+            if status.finished:
+                if unreachable and time.monotonic() < wait_end and self._may_report_after_restart(h):
+                    # a restarted daemon knows the processes that have reported to it so far, one by one: the
+                    # others may still be recording, or re-registering
+                    self._stop.wait(self.poll_s)
+                    continue
+                with self._lock:
+                    answers.mark_finished(h, unreachable)
+                return
+            now = time.monotonic()
+            if now > wait_end and not self.owns_trace:
+                self._stop_waiting(h)
+                return
+            if cancelled_at is None and now > wait_end:
+                cancelled_at = now
+                log.info("%s: traces not finished after %.0f s: cancelling", h.host, self.wait_s)
+                try:
+                    self._update(h, client.cancel_trace(self.trace_id), reason="cancelled by dyno-cli (--timeout-s)")
+                except DynoError as e:
+                    self._fail_host(h, f"not finished before --timeout-s, and cancel failed: {e.message}", "Timeout")
+                    return
+                continue
+            if cancelled_at is not None and now - cancelled_at > self.unreachable_s:
+                self._fail_host(h, "not finished after being cancelled", "Timeout")
+                return
+            self._stop.wait(self.poll_s)
+
+    def _may_report_after_restart(self, h: HostRecord) -> bool:
+        with self._lock:
+            return answers.may_report_after_restart(h)
+
+    def _stop_waiting(self, h: HostRecord) -> None:
+        """An attached trace still running at wait_s: not ours to cancel (see answers.stop_waiting)."""
+        log.info("%s: traces not finished after %.0f s: no longer waiting (not cancelled)", h.host, self.wait_s)
+        with self._lock:
+            answers.stop_waiting(h, self.wait_s)
+
+    def _update(self, h: HostRecord, status: dyno_pb2.TraceStatus, reason: str = "") -> None:
+        """Merge a daemon's TraceStatus into `h`. `reason`: why we cancelled this host's trace; it stays the
+        error of its cancelled processes (the daemon only ever says "cancelled by request")."""
+        with self._lock:
+            if reason:
+                self._cancel_reasons[h.dir] = reason
+            answers.merge_status(h, status, self._cancel_reasons.get(h.dir, ""), self.request)
+
+    def _fail_host(self, h: HostRecord, error: str, error_type: str) -> None:
+        with self._lock:
+            answers.fail_host(h, error, error_type)
+
+    def _new_instance(self, h: HostRecord, instance_id: str) -> bool:
+        """Note the instance id of the daemon that answered about the trace; True when it is another than the one
+        before (the daemon restarted). "" (a daemon before instance ids) tells nothing."""
+        with self._lock:
+            known = self._instances.get(h.dir, "")
+            if instance_id:
+                self._instances[h.dir] = instance_id
+            if known and instance_id and known != instance_id:
+                self._restarted.add(h.dir)
+                return True
+        return False
+
+    def _restarted_mid_trace(self, client: DynoClient, h: HostRecord, e: DynoError) -> bool:
+        """Whether a NOT_FOUND for the trace comes from a daemon that restarted since it knew the trace: its
+        instance id (GetStatus) is not the one that started it or last answered about it. Without ids to compare
+        (a daemon before them, or its status unreadable), the restart its message names (_restarted_text)."""
+        if not isinstance(e, NotFound):
+            return False
+        with self._lock:
+            known, seen = self._instances.get(h.dir, ""), h.dir in self._restarted
+        if seen:
+            return True
+        if known:
+            try:
+                now = client.status().instance_id
+            except DynoError:
+                now = ""
+            if now:
+                return self._new_instance(h, now)
+        return _restarted_text(e.message)
+
+
+# interrupt(): of its deadline, what is kept for closing the channels of daemons that did not answer (their threads
+# then end at once), and the least a cancel is given (a grace_s below it still sends the cancels)
+_CLOSE_RESERVE_S = 0.25
+_MIN_CANCEL_S = 0.2
+
+
+def _restarted_text(message: str) -> bool:
+    """Whether a daemon's NOT_FOUND names a restart: it says so when it still has the trace's folder
+    (daemon/trace_files.forgotten_trace_hint). Only where instance ids cannot tell (ClusterTrace._restarted_mid_trace),
+    and for attach(), which has no earlier id to compare with."""
+    return "restarted" in message
