@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceSpec
 
 
 class _TimedLock:

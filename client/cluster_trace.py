@@ -340,7 +340,7 @@ class ClusterTrace:
                 if self._restarted_mid_trace(client, h, e) and now < wait_end and self._may_report_after_restart(h):
                     # the daemon restarted mid-trace and has the trace's folder: an agent process that goes on
                     # recording reports to it once it has re-registered, and it takes the trace on from that report
-                    # (daemon/trace_agents.py). Wait for that until --timeout-s; after it, fail with the reason.
+                    # (daemon/tracing/agent_side.py). Wait for that until --timeout-s; after it, fail with the reason.
                     failing_since = None  # the daemon answered: it is up
                     if not restart_logged:
                         restart_logged = True

@@ -13,7 +13,7 @@ __all__ = ["IN_USE_HINT", "NOT_FOUND_HINT", "start_trace_retrying"]
 
 _START_RETRIES = 3
 # Added to a daemon's NOT_FOUND for attach(). A restart alone does not lose a trace: a finished one left a record in
-# its folder (daemon/trace_journal.py) and is served from it; only one still running then is forgotten.
+# its folder (daemon/tracing/journal.py) and is served from it; only one still running then is forgotten.
 NOT_FOUND_HINT = (
     " (the id is unknown there: a wrong id or host, or the daemon restarted while the trace was still running; "
     "finished traces are kept across restarts until retention removes them)"

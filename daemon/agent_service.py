@@ -45,9 +45,9 @@ from dyno.daemon.registry import (
 )
 from dyno.daemon.request_decoding import AioRequestDecoding
 from dyno.daemon.rpc_abort import abort
-from dyno.daemon.trace_agents import GONE_REASON
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import (
+from dyno.daemon.tracing.agent_side import GONE_REASON
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import (
     AgentCancelCommand,
     AgentCommand,
     AgentTraceCommand,

@@ -51,7 +51,7 @@ _TEXTS_TO_FIT: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 class TraceRpcsProtocol(Protocol):
-    """The tracing subsystem's RPCs (dyno.daemon.trace_service.TraceRpcs)."""
+    """The tracing subsystem's RPCs (dyno.daemon.tracing.service.TraceRpcs)."""
 
     def ListProcesses(self, request: Any, context: grpc.ServicerContext) -> Any: ...
     def StartTrace(self, request: Any, context: grpc.ServicerContext) -> Any: ...

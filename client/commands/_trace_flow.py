@@ -127,7 +127,7 @@ def check_trace_id(trace_id: str) -> None:
         usage_error(f"--trace-id: {e}")
 
 
-# What dynod leaves in each folder of its trace dir (dyno.daemon.trace_files.MARKER_NAME, trace_journal.RECORD_NAME;
+# What dynod leaves in each folder of its trace dir (dyno.daemon.tracing.files.MARKER_NAME, trace_journal.RECORD_NAME;
 # the client does not import the daemon): how an --output-dir that is a daemon's trace dir is recognised.
 DAEMON_TRACE_FOLDER_FILES = (".dynod-trace", "dynod-record.json")
 _SCAN_ENTRIES = 200  # folders of OUTPUT_DIR looked at for them (a trace dir's are all alike)

@@ -18,11 +18,11 @@ import stat
 from dataclasses import replace
 from pathlib import Path
 
-from dyno.daemon import trace_files as tf
-from dyno.daemon import trace_journal as tj
 from dyno.daemon.registry import PROTOCOL_AGENT
-from dyno.daemon.trace_table import ProcTrace, TraceEntry, TraceTable
-from dyno.daemon.trace_types import (
+from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing.table import ProcTrace, TraceEntry, TraceTable
+from dyno.daemon.tracing.values import (
     FINAL_STATES,
     AgentCommand,
     AgentTraceCommand,

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO
-from dyno.daemon.trace_files import FILE_NAME_RE, open_trace_file, trace_dir_problem
-from dyno.daemon.trace_types import FINAL_STATES, ProcessTraceView, TraceSpec, TraceState, TraceView
+from dyno.daemon.tracing.files import FILE_NAME_RE, open_trace_file, trace_dir_problem
+from dyno.daemon.tracing.values import FINAL_STATES, ProcessTraceView, TraceSpec, TraceState, TraceView
 from dyno.logthrottle import ThrottledLog
 from dyno.trace_ids import validate_trace_id
 from dyno.trace_options import PROFILER_FLAGS

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dyno.daemon.trace_types import TraceSpec, TraceState
+from dyno.daemon.tracing.values import TraceSpec, TraceState
 
 __all__ = ["KinetoProgress"]
 

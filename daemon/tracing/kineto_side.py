@@ -9,14 +9,14 @@ import os
 from pathlib import Path
 from typing import TypeVar
 
-from dyno.daemon import trace_files as tf
-from dyno.daemon.kineto_identity import KinetoIdentity
-from dyno.daemon.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
-from dyno.daemon.kineto_progress import KinetoProgress
-from dyno.daemon.kineto_window import iteration_fallback_note
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, RegistryFullError
-from dyno.daemon.trace_table import ProcTrace, TraceEntry, TraceTable
-from dyno.daemon.trace_types import TraceRequestError, TraceState
+from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing.kineto_identity import KinetoIdentity
+from dyno.daemon.tracing.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
+from dyno.daemon.tracing.kineto_progress import KinetoProgress
+from dyno.daemon.tracing.kineto_window import iteration_fallback_note
+from dyno.daemon.tracing.table import ProcTrace, TraceEntry, TraceTable
+from dyno.daemon.tracing.values import TraceRequestError, TraceState
 from dyno.logthrottle import ThrottledLog
 from dyno.trace_options import profiler_flags
 
@@ -43,7 +43,7 @@ _MAX_NOTES = 1024  # per-(trace, pid) bookkeeping kept at most: those of traces 
 
 
 class KinetoTraces(TraceTable):
-    """kineto_poll and kineto_context_count (what dyno.daemon.kineto_ipc.KinetoEndpoint calls), the config of a
+    """kineto_poll and kineto_context_count (what dyno.daemon.tracing.kineto_ipc.KinetoEndpoint calls), the config of a
     kineto process's part in a trace, and the checks of kineto files for the manager's housekeeping."""
 
     @functools.cached_property

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dyno.client.agent_output import OutputFiles
 from dyno.daemon.registry import PROTOCOL_AGENT
-from dyno.daemon.trace_types import FINAL_STATES, ProcessTraceView, TraceState
+from dyno.daemon.tracing.values import FINAL_STATES, ProcessTraceView, TraceState
 
 __all__ = ["leftover_paths", "remove_leftovers"]
 

@@ -12,15 +12,15 @@ import logging
 from collections.abc import Collection
 from pathlib import Path
 
-from dyno.daemon import trace_files as tf
 from dyno.daemon.process_roles import job_roles, order_for_limit
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord
-from dyno.daemon.trace_agents import AgentTraces
-from dyno.daemon.trace_kineto import KinetoTraces
-from dyno.daemon.trace_leftovers import leftover_paths, remove_leftovers
-from dyno.daemon.trace_requests import validate_spec, why_nothing
-from dyno.daemon.trace_table import RESUMED_TIMEOUT, ProcTrace, TraceEntry
-from dyno.daemon.trace_types import (
+from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing.agent_side import AgentTraces
+from dyno.daemon.tracing.kineto_side import KinetoTraces
+from dyno.daemon.tracing.leftovers import leftover_paths, remove_leftovers
+from dyno.daemon.tracing.requests import validate_spec, why_nothing
+from dyno.daemon.tracing.table import RESUMED_TIMEOUT, ProcTrace, TraceEntry
+from dyno.daemon.tracing.values import (
     FINAL_STATES,
     AgentCancelCommand,
     ProcessTraceView,
@@ -34,7 +34,7 @@ from dyno.daemon.trace_types import (
 )
 from dyno.trace_ids import validate_trace_id
 
-# The values it takes and returns live in dyno.daemon.trace_types; import them from there.
+# The values it takes and returns live in dyno.daemon.tracing.values; import them from there.
 __all__ = ["TraceManager", "order_for_limit"]
 
 log = logging.getLogger(__name__)

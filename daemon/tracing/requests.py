@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dyno.daemon.trace_types import TraceRequestError, TraceSpec
+from dyno.daemon.tracing.values import TraceRequestError, TraceSpec
 from dyno.request_limits import (
     JOB_ID_RULE,
     MAX_DURATION_MS,

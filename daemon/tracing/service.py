@@ -21,9 +21,9 @@ from dyno.daemon.callers import ADMIN, Caller
 from dyno.daemon.registry import ProcessRecord, ProcessRegistry
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.stream_slots import MAX_FETCH_STREAMS, StreamSlots
-from dyno.daemon.trace_files import MAX_CHUNK, ChecksumCache, iter_chunks
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceLimitError, TraceRequestError, TraceView, UnknownTraceError
+from dyno.daemon.tracing.files import MAX_CHUNK, ChecksumCache, iter_chunks
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceLimitError, TraceRequestError, TraceView, UnknownTraceError
 from dyno.diskspace import free_space_note
 from dyno.filechunks import encode_chunk
 from dyno.request_limits import MAX_METRICS_PAGE_BYTES

@@ -11,12 +11,12 @@ from dyno.daemon.agent_service import AgentServer, AgentServicer
 from dyno.daemon.callers import CallerIdentity
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.instance_id import new_instance_id
-from dyno.daemon.kineto_ipc import KinetoEndpoint
 from dyno.daemon.registry import PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_files import enforce_retention
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_service import TraceRpcs
-from dyno.daemon.trace_usage import TraceDirUsage
+from dyno.daemon.tracing.files import enforce_retention
+from dyno.daemon.tracing.kineto_ipc import KinetoEndpoint
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.service import TraceRpcs
+from dyno.daemon.tracing.usage import TraceDirUsage
 
 __all__ = ["Tracing"]
 

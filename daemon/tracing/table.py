@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from dyno.daemon import trace_files as tf
-from dyno.daemon import trace_journal as tj
-from dyno.daemon.kineto_identity import KinetoIdentifier
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, now_ms
-from dyno.daemon.trace_types import (
+from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
+from dyno.daemon.tracing.values import (
     FINAL_STATES,
     AgentCommand,
     ProcessTraceView,

@@ -16,7 +16,7 @@ import pytest
 from kineto_daemon import kineto_daemon
 
 from dyno.client.client import DynoClient
-from dyno.daemon.kineto_window import record_window
+from dyno.daemon.tracing.kineto_window import record_window
 from dyno.v1 import dyno_pb2
 
 from conftest import wait_for

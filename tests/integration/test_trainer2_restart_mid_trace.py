@@ -19,8 +19,8 @@ import pytest
 from restart_fetch import fetch_processes
 
 from dyno.client.client import DynoClient
-from dyno.daemon.trace_agents import ADOPTED_NOTE
-from dyno.daemon.trace_journal import RECORD_NAME
+from dyno.daemon.tracing.agent_side import ADOPTED_NOTE
+from dyno.daemon.tracing.journal import RECORD_NAME
 from dyno.v1 import dyno_pb2
 
 from conftest import wait_for

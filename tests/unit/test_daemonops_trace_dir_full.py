@@ -11,10 +11,10 @@ import grpc
 import pytest
 from grpc_context import Aborted, AbortingContext
 
-import dyno.daemon.trace_files as tf
+import dyno.daemon.tracing.files as tf
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_service import TraceRpcs
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.service import TraceRpcs
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit

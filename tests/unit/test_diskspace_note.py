@@ -13,8 +13,8 @@ import pytest
 from dyno import diskspace
 from dyno.client import agent_trace
 from dyno.client.agent_trace import TraceFailed, TraceSpec, _export
-from dyno.daemon import trace_files
-from dyno.daemon.trace_files import discard_unfinished_kineto_file
+from dyno.daemon.tracing import files as trace_files
+from dyno.daemon.tracing.files import discard_unfinished_kineto_file
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,7 @@ import pytest
 
 from dyno.client.agent import Agent
 from dyno.daemon.config import DaemonConfig
-from dyno.daemon.tracing import Tracing
+from dyno.daemon.tracing.subsystem import Tracing
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 
 from conftest import short_tmpdir

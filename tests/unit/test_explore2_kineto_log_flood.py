@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from dyno.daemon.kineto_ipc import KinetoEndpoint
+from dyno.daemon.tracing.kineto_ipc import KinetoEndpoint
 from dyno.logthrottle import ThrottledLog
 
 from conftest import short_tmpdir, wait_for
@@ -33,7 +33,7 @@ def test_a_burst_of_malformed_datagrams_logs_one_warning(caplog: pytest.LogCaptu
     endpoint.start()
     sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
-        caplog.set_level(logging.WARNING, logger="dyno.daemon.kineto_ipc")
+        caplog.set_level(logging.WARNING, logger="dyno.daemon.tracing.kineto_ipc")
         for i in range(50):
             sender.sendto(b"\x01" * (i % 30) + struct.pack("<Q", 2**63), str(d / "dynolog"))
         wait_for(lambda: endpoint.rejected == 50)

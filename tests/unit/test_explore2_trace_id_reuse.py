@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceRequestError, TraceSpec
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceRequestError, TraceSpec
 
 pytestmark = pytest.mark.unit
 
@@ -30,7 +30,7 @@ def test_trace_id_with_a_folder_on_disk_is_refused(tmp_path: Path) -> None:
 
 def test_unknown_trace_with_a_folder_on_disk_says_the_daemon_restarted(tmp_path: Path) -> None:
     """dyno-cli trace following a trace across a daemon restart got only "no trace 'exp1' on host hostA"."""
-    from dyno.daemon.trace_types import UnknownTraceError
+    from dyno.daemon.tracing.values import UnknownTraceError
 
     tm = TraceManager(ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: True), tmp_path / "traces", "hostA")
     (tmp_path / "traces" / "exp1").mkdir(parents=True)

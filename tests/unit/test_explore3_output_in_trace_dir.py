@@ -11,7 +11,8 @@ import pytest
 
 from dyno.client.cli import main as cli_main
 from dyno.client.commands import _trace_flow
-from dyno.daemon import trace_files, trace_journal
+from dyno.daemon.tracing import files as trace_files
+from dyno.daemon.tracing import journal as trace_journal
 
 pytestmark = pytest.mark.unit
 

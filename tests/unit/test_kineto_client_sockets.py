@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from dyno.daemon.config import DaemonConfig
-from dyno.daemon.kineto_ipc import CLIENT_SOCKET_PREFIX, KinetoEndpoint, KinetoPoll, decode_message, encode_req
-from dyno.daemon.tracing import Tracing
+from dyno.daemon.tracing.kineto_ipc import CLIENT_SOCKET_PREFIX, KinetoEndpoint, KinetoPoll, decode_message, encode_req
+from dyno.daemon.tracing.subsystem import Tracing
 
 from conftest import short_tmpdir
 

@@ -14,17 +14,17 @@ import pytest
 from manual_clock import Clock
 
 from dyno.client import agent_env
-from dyno.daemon.kineto_identity import (
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
+from dyno.daemon.tracing.kineto_identity import (
     MAX_ENVIRON_BYTES,
     KinetoIdentifier,
     KinetoIdentity,
     parse_environ,
     read_proc_file,
 )
-from dyno.daemon.kineto_ipc import KinetoPoll
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec, TraceState
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceSpec, TraceState
 from dyno.job_ids import JOB_ID_VARIABLES, job_id_from_env
 
 pytestmark = pytest.mark.unit
@@ -141,7 +141,7 @@ def test_unreadable_environment_falls_back_to_kinetos_id(failure: OSError) -> No
 def test_permission_denied_warns_once_not_per_process(caplog: pytest.LogCaptureFixture) -> None:
     proc = FakeProc()
     ident = KinetoIdentifier(proc)
-    with caplog.at_level(logging.DEBUG, logger="dyno.daemon.kineto_identity"):
+    with caplog.at_level(logging.DEBUG, logger="dyno.daemon.tracing.kineto_identity"):
         for pid in range(10, 30):
             proc.environ[pid] = OSError(errno.EACCES, "Permission denied")
             ident.identify(pid, "0")

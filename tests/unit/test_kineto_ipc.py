@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dyno.daemon.kineto_ipc import (
+from dyno.daemon.tracing.kineto_ipc import (
     HEADER_SIZE,
     ConfigValueError,
     FramingError,

@@ -21,8 +21,6 @@ from dyno.client.cluster import HostResult
 from dyno.client.commands.ps import render
 from dyno.client.hosts import Host
 from dyno.daemon.history import History
-from dyno.daemon.kineto_identity import KinetoIdentifier
-from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.process_roles import (
     ROLE_DATALOADER,
     ROLE_LAUNCHER,
@@ -33,9 +31,11 @@ from dyno.daemon.process_roles import (
 )
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord
 from dyno.daemon.server import DynoServicer, add_to_server
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_service import TraceRpcs
-from dyno.daemon.trace_types import TraceSpec
+from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.service import TraceRpcs
+from dyno.daemon.tracing.values import TraceSpec
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from manual_clock import Clock
 
-from dyno.daemon.kineto_identity import KinetoIdentifier, read_proc_file
-from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec, TraceState
+from dyno.daemon.tracing.kineto_identity import KinetoIdentifier, read_proc_file
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceSpec, TraceState
 
 pytestmark = pytest.mark.unit
 

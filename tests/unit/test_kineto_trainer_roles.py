@@ -10,11 +10,11 @@ import pytest
 from fake_proc import ProcTable as Proc
 from fake_proc import kineto_manager
 
-from dyno.daemon.kineto_identity import KinetoIdentifier
-from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import PROTOCOL_KINETO, ProcessRecord
-from dyno.daemon.trace_manager import order_for_limit
-from dyno.daemon.trace_types import TraceSpec
+from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.manager import order_for_limit
+from dyno.daemon.tracing.values import TraceSpec
 
 pytestmark = pytest.mark.unit
 

@@ -11,11 +11,11 @@ import pytest
 from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
-from dyno.daemon import kineto_window as kw
-from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec, TraceState
+from dyno.daemon.tracing import kineto_window as kw
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceSpec, TraceState
 
 pytestmark = pytest.mark.unit
 

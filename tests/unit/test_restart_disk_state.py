@@ -12,12 +12,12 @@ import pytest
 from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
-from dyno.daemon import trace_files as tf
-from dyno.daemon import trace_journal as tj
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_agents import ADOPTED_NOTE, RESUMED_NOTE
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec, TraceState, UnknownTraceError
+from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing.agent_side import ADOPTED_NOTE, RESUMED_NOTE
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceSpec, TraceState, UnknownTraceError
 
 pytestmark = pytest.mark.unit
 

@@ -18,8 +18,8 @@ from dyno.client.hosts import Host
 from dyno.client.trace_records import ProcRecord
 from dyno.daemon.instance_id import new_instance_id
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_service import TraceRpcs
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.service import TraceRpcs
 from dyno.v1 import dyno_pb2
 
 from conftest import free_port

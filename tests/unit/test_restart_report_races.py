@@ -14,11 +14,11 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno.client.agent_output import OutputFiles
-from dyno.daemon import trace_journal as tj
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_agents import FINISHED_NOTE, GONE_REASON, REVIVED_NOTE
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec, TraceState
+from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing.agent_side import FINISHED_NOTE, GONE_REASON, REVIVED_NOTE
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceSpec, TraceState
 
 pytestmark = pytest.mark.unit
 

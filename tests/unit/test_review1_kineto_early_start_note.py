@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_trainerux_kineto_late_start import finish, started
 
-from dyno.daemon.trace_types import TraceState
+from dyno.daemon.tracing.values import TraceState
 
 pytestmark = pytest.mark.unit
 

@@ -18,9 +18,9 @@ from dyno.client.agent_env import AgentIdentity
 from dyno.client.agent_output import OutputFiles
 from dyno.daemon.agent_service import AgentServer, AgentServicer
 from dyno.daemon.registry import ProcessRegistry
-from dyno.daemon.trace_agents import GONE_REASON, REVIVED_NOTE
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec, TraceState
+from dyno.daemon.tracing.agent_side import GONE_REASON, REVIVED_NOTE
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceSpec, TraceState
 
 from conftest import short_tmpdir, wait_for
 

@@ -17,13 +17,13 @@ from manual_clock import Clock
 from dyno.client.cli import main as cli_main
 from dyno.client.cluster_trace import _with_waiting
 from dyno.daemon import proto_convert as pc
-from dyno.daemon import trace_journal as tj
 from dyno.daemon.fake_server import FakeDynoServicer, serve
-from dyno.daemon.kineto_progress import KinetoProgress
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_table import RESUMED_TIMEOUT
-from dyno.daemon.trace_types import TraceSpec, TraceState
+from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing.kineto_progress import KinetoProgress
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.table import RESUMED_TIMEOUT
+from dyno.daemon.tracing.values import TraceSpec, TraceState
 
 pytestmark = pytest.mark.unit
 

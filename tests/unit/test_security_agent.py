@@ -20,7 +20,7 @@ import pytest
 from dyno.daemon import agent_service
 from dyno.daemon.agent_service import AgentServer, AgentServicer
 from dyno.daemon.registry import ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
+from dyno.daemon.tracing.manager import TraceManager
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 
 from conftest import short_tmpdir

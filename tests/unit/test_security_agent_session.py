@@ -21,10 +21,10 @@ import pytest
 from dyno.client.agent_connection import DaemonConnection
 from dyno.client.agent_env import AgentIdentity
 from dyno.daemon.agent_service import AgentServer, AgentServicer
-from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec, TraceState
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceSpec, TraceState
 from dyno.v1 import agent_pb2, agent_pb2_grpc, dyno_pb2
 
 from conftest import short_tmpdir, wait_for

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from dyno.daemon.kineto_identity import KinetoIdentifier
-from dyno.daemon.kineto_ipc import HEADER_SIZE, KinetoEndpoint, decode_message, encode_message, encode_req
 from dyno.daemon.registry import ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
+from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
+from dyno.daemon.tracing.kineto_ipc import HEADER_SIZE, KinetoEndpoint, decode_message, encode_message, encode_req
+from dyno.daemon.tracing.manager import TraceManager
 
 pytestmark = pytest.mark.unit
 

@@ -16,12 +16,12 @@ import grpc
 import pytest
 from grpc_context import Aborted, AbortingContext
 
-from dyno.daemon import trace_files as tf
-from dyno.daemon import trace_journal as tj
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_service import TraceRpcs
-from dyno.daemon.trace_types import ProcessTraceView, TraceSpec, TraceState, TraceView, UnknownTraceError
+from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.service import TraceRpcs
+from dyno.daemon.tracing.values import ProcessTraceView, TraceSpec, TraceState, TraceView, UnknownTraceError
 from dyno.logthrottle import ThrottledLog
 from dyno.v1 import dyno_pb2
 

@@ -15,11 +15,11 @@ import pytest
 from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
-from dyno.daemon import trace_files as tf
-from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec, TraceState, UnknownTraceError
+from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceSpec, TraceState, UnknownTraceError
 
 pytestmark = pytest.mark.unit
 

@@ -24,14 +24,14 @@ from dyno.client.agent_trace import run_trace
 from dyno.client.cluster import Cluster
 from dyno.client.cluster_trace import ClusterTrace
 from dyno.client.hosts import Host
-from dyno.daemon import trace_journal as tj
 from dyno.daemon.fake_server import serve
-from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.proto_convert import process_trace_to_pb
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec as DaemonSpec
-from dyno.daemon.trace_types import TraceState
+from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceSpec as DaemonSpec
+from dyno.daemon.tracing.values import TraceState
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit

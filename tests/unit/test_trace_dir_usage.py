@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from dyno.daemon import trace_files as tf
 from dyno.daemon.config import DaemonConfig
-from dyno.daemon.trace_usage import TraceDirUsage
-from dyno.daemon.tracing import Tracing
+from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing.subsystem import Tracing
+from dyno.daemon.tracing.usage import TraceDirUsage
 
 pytestmark = pytest.mark.unit
 

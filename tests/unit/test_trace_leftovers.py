@@ -12,10 +12,10 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno.client.agent_output import OutputFiles
-from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec, TraceState
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceSpec, TraceState
 
 pytestmark = pytest.mark.unit
 

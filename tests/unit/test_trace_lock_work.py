@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_table import TraceTable
-from dyno.daemon.trace_types import TraceSpec
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.table import TraceTable
+from dyno.daemon.tracing.values import TraceSpec
 
 pytestmark = pytest.mark.unit
 

@@ -11,12 +11,12 @@ import pytest
 from fake_proc import no_proc, no_proc_identifier
 from manual_clock import Clock
 
-from dyno.daemon import trace_files as tf
-from dyno.daemon.kineto_identity import KinetoIdentifier
-from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager, order_for_limit
-from dyno.daemon.trace_types import (
+from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.manager import TraceManager, order_for_limit
+from dyno.daemon.tracing.values import (
     AgentCancelCommand,
     AgentTraceCommand,
     TraceLimitError,

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from fake_proc import no_proc_identifier
 
-from dyno.daemon import trace_files as tf
-from dyno.daemon import trace_journal as tj
 from dyno.daemon.config import DaemonConfig
-from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec, TraceState, UnknownTraceError
-from dyno.daemon.tracing import Tracing
+from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.subsystem import Tracing
+from dyno.daemon.tracing.values import TraceSpec, TraceState, UnknownTraceError
 from dyno.filechunks import checksum_of, new_digest
 
 pytestmark = pytest.mark.unit
@@ -183,7 +183,7 @@ BAD_RECORDS = {
 def test_bad_record_is_ignored_with_a_warning(tmp_path: Path, case: str, caplog: pytest.LogCaptureFixture) -> None:
     record, doc = _recorded(tmp_path)
     record.write_bytes(BAD_RECORDS[case](doc))
-    caplog.set_level(logging.WARNING, logger="dyno.daemon.trace_journal")
+    caplog.set_level(logging.WARNING, logger="dyno.daemon.tracing.journal")
     _reg, tm = manager(record.parent.parent)
     with pytest.raises(UnknownTraceError, match="no record of a finished trace"):
         tm.get("t3")
@@ -330,7 +330,7 @@ def test_a_bad_record_is_warned_about_once_not_at_every_poll(tmp_path: Path, cap
     record, _doc = _recorded(tmp_path)
     record.write_bytes(b"garbage")
     _reg, tm = manager(record.parent.parent)
-    caplog.set_level(logging.DEBUG, logger="dyno.daemon.trace_journal")
+    caplog.set_level(logging.DEBUG, logger="dyno.daemon.tracing.journal")
     for _ in range(5):
         with pytest.raises(UnknownTraceError):
             tm.get("t3")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dyno.daemon import trace_files as tf
+from dyno.daemon.tracing import files as tf
 from dyno.logthrottle import ThrottledLog
 
 pytestmark = pytest.mark.unit
@@ -41,7 +41,7 @@ def test_an_old_trace_folder_that_lost_its_sticky_bit_is_still_deleted(
     (d / "h_7.pt.trace.json.gz").write_bytes(b"x" * 100)
     os.chmod(d, 0o733)  # what a filesystem without the sticky bit leaves
     _age(d, 2 * HOUR)
-    with caplog.at_level(logging.WARNING, logger="dyno.daemon.trace_files"):
+    with caplog.at_level(logging.WARNING, logger="dyno.daemon.tracing.files"):
         assert _retention(tmp_path).removed == ("t-unsticky",)
     assert not d.exists()
     assert "lost their mode 1733" in caplog.text and "t-unsticky" in caplog.text
@@ -144,7 +144,7 @@ def test_folders_left_alone_are_reported_once_an_hour_not_every_pass(
     _foreign_folder(tmp_path, "projects")
     _age(tmp_path / "projects", 2 * HOUR)
     (tmp_path / "not a trace id").mkdir()
-    with caplog.at_level(logging.WARNING, logger="dyno.daemon.trace_files"):
+    with caplog.at_level(logging.WARNING, logger="dyno.daemon.tracing.files"):
         _retention(tmp_path)
         _retention(tmp_path)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -21,7 +21,7 @@ from dyno.daemon.agent_service import SocketInUseError, prepare_socket_path
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.history import History
 from dyno.daemon.server import DynoServicer, add_to_server
-from dyno.daemon.tracing import Tracing
+from dyno.daemon.tracing.subsystem import Tracing
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import agent_pb2, agent_pb2_grpc, dyno_pb2
 

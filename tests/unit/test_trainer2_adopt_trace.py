@@ -1,5 +1,5 @@
 """A restarted dynod takes on a trace that was recording when the previous one stopped, from the agent's DONE report
-(dyno.daemon.trace_agents._adopt), and nothing else: not a trace it cannot vouch for by its folder and file, not a
+(dyno.daemon.tracing.agent_side._adopt), and nothing else: not a trace it cannot vouch for by its folder and file, not a
 finished trace's record, not a process into a trace of its own. Two trace managers over one trace dir stand for the
 daemon before and after the restart."""
 
@@ -12,12 +12,12 @@ import pytest
 from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
-from dyno.daemon import trace_files as tf
-from dyno.daemon import trace_journal as tj
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_agents import ADOPTED_NOTE, GONE_REASON, REVIVED_NOTE
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec, TraceState, UnknownTraceError
+from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing.agent_side import ADOPTED_NOTE, GONE_REASON, REVIVED_NOTE
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceSpec, TraceState, UnknownTraceError
 
 pytestmark = pytest.mark.unit
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from fake_proc import ProcTable, kineto_manager
 
-from dyno.daemon.kineto_ipc import KinetoPoll
-from dyno.daemon.trace_types import TraceSpec, TraceState
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.values import TraceSpec, TraceState
 
 pytestmark = pytest.mark.unit
 
