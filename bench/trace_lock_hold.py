@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             reg.register(ProcessRecord(pid=200_000 + i, job_id="7", protocol=protocol, rank=i))
         tm = TraceManager(reg, root / "traces", "bench")
         lock = _TimedLock()
-        tm._lock = lock  # type: ignore[assignment]
+        tm.table.lock = lock  # type: ignore[assignment]
         starts, cancels = [], []
         for _ in range(args.repeats):
             lock.reset()

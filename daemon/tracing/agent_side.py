@@ -10,7 +10,6 @@ so that GetTrace, FetchTraceFile and `dyno-cli fetch --trace-id` find it like an
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import queue
@@ -18,12 +17,14 @@ import stat
 from dataclasses import replace
 from pathlib import Path
 
-from dyno.daemon.registry import PROTOCOL_AGENT
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord
 from dyno.daemon.tracing import files as tf
 from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing.protocol import FileNotes
 from dyno.daemon.tracing.table import ProcTrace, TraceEntry, TraceTable
 from dyno.daemon.tracing.values import (
     FINAL_STATES,
+    AgentCancelCommand,
     AgentCommand,
     AgentTraceCommand,
     ProcessTraceView,
@@ -34,7 +35,16 @@ from dyno.daemon.tracing.values import (
 )
 from dyno.trace_ids import is_trace_id
 
-__all__ = ["AgentTraces", "ADOPTED_NOTE", "FINISHED_NOTE", "GONE_REASON", "RESUMED_NOTE", "REVIVED_NOTE"]
+__all__ = [
+    "AgentSide",
+    "ADOPTED_NOTE",
+    "FINISHED_NOTE",
+    "GONE_REASON",
+    "RESTARTED_PENDING",
+    "RESUMED_NOTE",
+    "RESUMED_TIMEOUT",
+    "REVIVED_NOTE",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +66,21 @@ FINISHED_NOTE = (
 GONE_REASON = "process exited or disconnected"  # why an agent's registration ends with its Watch stream
 _DISCONNECTED_MID_TRACE = f"{GONE_REASON} mid-trace"  # what the trace manager makes of it for a trace running then
 _LATE_DONE = "the agent reported it done afterwards"  # why a late DONE report was not taken: see _late_done
+RESTARTED_PENDING = "dynod restarted before the process picked the trace up"
+RESUMED_TIMEOUT = "dynod restarted mid-trace, and the process did not report its file to the restarted daemon"
 _MAX_ADOPTED = 1024  # ids of traces taken on from a report, kept at most (the oldest go first)
 
 
-class AgentTraces(TraceTable):
-    """What dyno.daemon.agent_service calls: attach and detach a Watch stream, delivered, report."""
+class AgentSide:
+    """What dyno.daemon.agent_service calls (through the manager): attach and detach a Watch stream, delivered,
+    report; and the manager's ProtocolSide for PROTOCOL_AGENT, over the shared TraceTable."""
+
+    pending_hint = "no Watch stream from the agent"
+
+    def __init__(self, table: TraceTable) -> None:
+        self._t = table
+        self._agent_queues: dict[int, tuple[str, queue.Queue[AgentCommand | None]]] = {}  # pid -> (session, queue)
+        self._adopted: dict[str, None] = {}  # ids of the traces taken on from an agent's report (the oldest first)
 
     def agent_attach(
         self, pid: int, session_id: str, q: queue.Queue[AgentCommand | None] | None = None
@@ -68,15 +88,15 @@ class AgentTraces(TraceTable):
         """A Watch stream opened: its queue (`q`, or a new one), preloaded with this pid's undelivered trace, if any."""
         if q is None:
             q = queue.Queue()
-        with self._lock:
+        with self._t.lock:
             self._agent_queues[pid] = (session_id, q)
-            found = self._active_for(pid)
+            found = self._t.active_for(pid)
             if found is not None and found[1].view.state == TraceState.PENDING:
                 q.put(self._agent_command(*found))
         return q
 
     def agent_detach(self, pid: int, session_id: str) -> None:
-        with self._lock:
+        with self._t.lock:
             cur = self._agent_queues.get(pid)
             if cur is not None and cur[0] == session_id:
                 del self._agent_queues[pid]
@@ -87,19 +107,19 @@ class AgentTraces(TraceTable):
             entry[1].put(command)
 
     def _agent_command(self, trace: TraceEntry, pt: ProcTrace) -> AgentTraceCommand:
-        deadline = self._completion_deadline(trace.spec, pt.created_ms + self._delivery_timeout_ms)
+        deadline = self._t.completion_deadline(trace.spec, pt.created_ms + self._t.delivery_timeout_ms)
         return AgentTraceCommand(trace.trace_id, trace.spec, Path(pt.view.path), deadline)
 
     def agent_delivered(self, pid: int, trace_id: str) -> None:
-        with self._lock:
-            trace = self._traces.get(trace_id)
+        with self._t.lock:
+            trace = self._t.traces.get(trace_id)
             pt = trace.procs.get(pid) if trace else None
             if trace is None or pt is None or pt.view.state != TraceState.PENDING:
                 return
-            now = self._clock_ms()
+            now = self._t.clock_ms()
             pt.delivered_ms = now
-            pt.deadline_ms = self._completion_deadline(trace.spec, now)
-            self._set(trace, pt, TraceState.DELIVERED)
+            pt.deadline_ms = self._t.completion_deadline(trace.spec, now)
+            self._t.set(trace, pt, TraceState.DELIVERED)
 
     def agent_report(self, pid: int, trace_id: str, state: TraceState, error: str = "", *, path: str = "") -> None:
         """RUNNING, DONE or FAILED from the agent; DONE is believed only when the assigned file is there. `error`:
@@ -107,9 +127,9 @@ class AgentTraces(TraceTable):
         yet) or RUNNING with `error`: a waiting note, why an iteration trace has not finished (no optimizer step for
         N s...; ProcessTraceView.waiting, "" clears it): dyno-cli shows it when it gives up on the process.
         `path`: where the agent wrote its file (DONE), which only a trace taken on from the report goes by (_adopt)."""
-        self._recover(trace_id)  # known from its folder's record after a restart, if it has one
-        with self._lock:
-            trace = self._traces.get(trace_id)
+        self._t.recover(trace_id)  # known from its folder's record after a restart, if it has one
+        with self._t.lock:
+            trace = self._t.traces.get(trace_id)
             pt = trace.procs.get(pid) if trace else None
             if pt is None and state == TraceState.DONE and self._adopt(pid, trace_id, error, path) is not None:
                 pass  # a trace recording when dynod restarted, finished by the agent: now known, done
@@ -118,44 +138,44 @@ class AgentTraces(TraceTable):
             elif state in (TraceState.DELIVERED, TraceState.RUNNING):
                 pt.heard = True
                 if state == TraceState.RUNNING and pt.view.state in (TraceState.PENDING, TraceState.DELIVERED):
-                    self._set(trace, pt, TraceState.RUNNING)
-                self._set_waiting(trace, pt, error)
+                    self._t.set(trace, pt, TraceState.RUNNING)
+                self._t.set_waiting(trace, pt, error)
             elif state == TraceState.DONE and self._revive(trace, pt, error):
                 pass  # failed when its connection broke, finished by the agent all the same
             elif state == TraceState.DONE and pt.view.state in FINAL_STATES:
                 self._late_done(trace, pt)
             elif state == TraceState.DONE:
-                rec = self._registry.get(pid)
+                rec = self._t.registry.get(pid)
                 uid = pt.view.uid if pt.view.uid >= 0 or rec is None else rec.uid
                 # believed only as the process's own file: see tf.trainer_file_stat
                 st, problem = tf.trainer_file_check(Path(pt.view.path), uid)
                 if st is None:
-                    self._set(trace, pt, TraceState.FAILED, f"agent reported done but {problem}")
+                    self._t.set(trace, pt, TraceState.FAILED, f"agent reported done but {problem}")
                 else:
                     # A done trace's text is a note, not a failure (e.g. it ended early: the program exited).
                     note = "; ".join(n for n in (RESUMED_NOTE if pt.resumed else "", error) if n)
-                    self._set(trace, pt, TraceState.DONE, note, size=st.st_size)
+                    self._t.set(trace, pt, TraceState.DONE, note, size=st.st_size)
             elif state == TraceState.FAILED:
-                self._set(trace, pt, TraceState.FAILED, error or "agent reported failure without a reason")
+                self._t.set(trace, pt, TraceState.FAILED, error or "agent reported failure without a reason")
             else:
                 raise TraceRequestError(
                     "state", f"an agent reports delivered, running, done or failed, not {state.value}"
                 )
-        self._write_records()
+        self._t.write_records()
 
     def _agent_file(self, pid: int, path: Path, uid: int = -1) -> os.stat_result | None:
         """The stat of an agent's reported file at `path` when it can be believed: a plain file with one link
         (lstat: a symlink is never followed), owned by `uid` (the traced process's user, when the trace knows it),
         else by the user of the registered agent process `pid` (none registered: not believed); else None."""
         if uid < 0:
-            rec = self._registry.get(pid)
+            rec = self._t.registry.get(pid)
             if rec is None or rec.protocol != PROTOCOL_AGENT:
                 return None
             uid = rec.uid
         return tf.trainer_file_check(path, uid)[0]
 
     def _revive(self, trace: TraceEntry, pt: ProcTrace, note: str) -> bool:
-        """Under self._lock: a DONE report of a trace failed when the agent's stream ended (its connection broke;
+        """Under self._t.lock: a DONE report of a trace failed when the agent's stream ended (its connection broke;
         dynod stayed up), from the agent registered again or still on its old channel (it reports as it notices
         nothing yet): the agent kept recording, and its file is there (kept: see TraceManager._on_process_removed).
         Done after all, with REVIVED_NOTE; False (the report changes nothing) for any other final state."""
@@ -169,14 +189,14 @@ class AgentTraces(TraceTable):
             state=TraceState.DONE,
             error="; ".join(n for n in (REVIVED_NOTE, note) if n),
             size_bytes=st.st_size,
-            updated_ms=self._clock_ms(),
+            updated_ms=self._t.clock_ms(),
         )
         log.info("trace %s pid %d: done (%s)", trace.trace_id, pt.view.pid, REVIVED_NOTE)
-        self._queue_record(trace)  # its record said failed
+        self._t.queue_record(trace)  # its record said failed
         return True
 
     def _late_done(self, trace: TraceEntry, pt: ProcTrace) -> None:
-        """Under self._lock: a DONE report of a process whose trace has ended otherwise (and was not revived): the
+        """Under self._t.lock: a DONE report of a process whose trace has ended otherwise (and was not revived): the
         state stays, and its reason says why the report was not taken, once, so that no file goes missing without
         a word (a repeated DONE of a done trace changes nothing)."""
         if pt.view.state == TraceState.DONE or _LATE_DONE in pt.view.error:
@@ -185,10 +205,10 @@ class AgentTraces(TraceTable):
         error = f"{pt.view.error}; {_LATE_DONE}, not taken: {why}" if pt.view.error else f"{_LATE_DONE}: {why}"
         pt.view = replace(pt.view, error=error)
         log.warning("trace %s pid %d: %s", trace.trace_id, pt.view.pid, error)
-        self._queue_record(trace)  # its record is rewritten with the reason
+        self._t.queue_record(trace)  # its record is rewritten with the reason
 
     def _finished_at_disconnect(self, trace: TraceEntry, pt: ProcTrace, uid: int) -> bool:
-        """Under self._lock: an agent process's registration ends while its trace is delivered or running, and the
+        """Under self._t.lock: an agent process's registration ends while its trace is delivered or running, and the
         trace's file is there: the agent renames it into place only once complete, so it finished the trace and
         its DONE report had not arrived (or will never: the process exited right after). Done, with FINISHED_NOTE,
         not failed (and its file deleted as a leftover); False when there is no such file."""
@@ -197,25 +217,21 @@ class AgentTraces(TraceTable):
         st = tf.trainer_file_check(Path(pt.view.path), uid)[0]
         if st is None:
             return False
-        self._set(trace, pt, TraceState.DONE, FINISHED_NOTE, size=st.st_size)
+        self._t.set(trace, pt, TraceState.DONE, FINISHED_NOTE, size=st.st_size)
         return True
 
-    @functools.cached_property
-    def _adopted(self) -> dict[str, None]:
-        return {}  # ids of the traces taken on from an agent's report (ordered: the oldest first)
-
     def _adopt(self, pid: int, trace_id: str, note: str, reported: str = "") -> ProcTrace | None:
-        """Under self._lock: an agent reports done a trace (or its part in one) this daemon does not know: one that
+        """Under self._t.lock: an agent reports done a trace (or its part in one) this daemon does not know: one that
         was recording when dynod restarted. Take it on, done, when its file checks out (see the module's doc) and
         queue its record; None (NOT_FOUND for the agent) otherwise. Two processes of one trace are taken on into
         the same entry."""
-        trace = self._traces.get(trace_id)
+        trace = self._t.traces.get(trace_id)
         if trace is not None and (trace_id not in self._adopted or pid in trace.procs):
             return None  # a trace this daemon started, where pid has no part: not ours to extend
-        rec = self._registry.get(pid)
+        rec = self._t.registry.get(pid)
         if rec is None or not is_trace_id(trace_id):
             return None
-        folder = self._trace_dir / trace_id
+        folder = self._t.trace_dir / trace_id
         if trace is None and os.path.lexists(folder / tj.RECORD_NAME):
             return None  # a finished trace, recorded (GetTrace loads it): its record is not rewritten from a report
         try:
@@ -225,20 +241,20 @@ class AgentTraces(TraceTable):
         if not (stat.S_ISDIR(fst.st_mode) and tf._made_by_dynod(folder, fst)):
             return None
         # where the old daemon told the agent to write (its host name may not be this one's), else this one's name
-        path = tf.reported_agent_output(self._trace_dir, trace_id, pid, reported) or tf.agent_output(
-            self._trace_dir, trace_id, self._hostname, pid
+        path = tf.reported_agent_output(self._t.trace_dir, trace_id, pid, reported) or tf.agent_output(
+            self._t.trace_dir, trace_id, self._t.hostname, pid
         )
         st = self._agent_file(pid, path)
         if st is None:
             return None
-        now = self._clock_ms()
+        now = self._t.clock_ms()
         if trace is None:
             trace = TraceEntry(trace_id, TraceSpec(job_id=rec.job_id, trace_id=trace_id), now)
-            self._traces[trace_id] = trace
+            self._t.traces[trace_id] = trace
             self._adopted[trace_id] = None
             while len(self._adopted) > _MAX_ADOPTED:
                 del self._adopted[next(iter(self._adopted))]
-            self._evict_old()
+            self._t.evict_old()
         view = ProcessTraceView(
             pid,
             rec.job_id,
@@ -253,5 +269,62 @@ class AgentTraces(TraceTable):
         )
         pt = trace.procs[pid] = ProcTrace(view, created_ms=now)
         log.info("trace %s pid %d: done (%s)", trace_id, pid, ADOPTED_NOTE)
-        self._queue_record(trace)
+        self._t.queue_record(trace)
         return pt
+
+    # -- ProtocolSide ------------------------------------------------------------------------------------------
+
+    def data_workers(self, procs: list[ProcessRecord], *, fresh: bool) -> set[int]:
+        return set()  # the agent never registers a DataLoader worker
+
+    def new_part(self, trace: TraceEntry, p: ProcessRecord) -> tuple[Path, str]:
+        return tf.agent_output(self._t.trace_dir, trace.trace_id, self._t.hostname, p.pid), ""
+
+    def started(self, trace: TraceEntry, pt: ProcTrace) -> None:
+        self._send_agent(pt.view.pid, self._agent_command(trace, pt))
+
+    def cancel(self, trace: TraceEntry, pt: ProcTrace) -> str:
+        self._send_agent(pt.view.pid, AgentCancelCommand(trace.trace_id))
+        return "cancelled by request"
+
+    def file_notes(self, pid: int | None = None, uid: int | None = None) -> FileNotes:
+        return {}  # the agent reports its file
+
+    def check(self, trace: TraceEntry, pt: ProcTrace, notes: FileNotes, now_ms: int) -> bool:
+        return False  # the agent reports its part's end
+
+    def deadline_reason(self, trace: TraceEntry, pt: ProcTrace, now_ms: int, hint: str) -> str:
+        """The agent's last waiting note says what it was waiting for."""
+        if pt.resumed and not pt.heard:  # its waiting note, if any, is the record's, from before the restart
+            before = f"; before the restart it was waiting: {pt.view.waiting}" if pt.view.waiting else ""
+            return f"no complete trace file by the deadline ({RESUMED_TIMEOUT}{before})"
+        if pt.view.waiting:
+            return f"no complete trace file by the deadline: {pt.view.waiting}"
+        if pt.resumed:
+            return f"no complete trace file by the deadline ({RESUMED_TIMEOUT})"
+        return f"no complete trace file by the deadline{hint}"
+
+    def removed(self, trace: TraceEntry, pt: ProcTrace, reason: str, uid: int, notes: FileNotes) -> None:
+        """An agent may have published its file just before its stream ended, its DONE report still on the way."""
+        if self._finished_at_disconnect(trace, pt, uid):
+            return
+        if pt.view.state == TraceState.PENDING:
+            self._t.set(trace, pt, TraceState.FAILED, f"{reason} before picking up the trace")
+        else:
+            self._t.set(trace, pt, TraceState.FAILED, f"{reason} mid-trace")  # _revive relies on this text
+
+    def outlives_registration(self, rec: ProcessRecord) -> bool:
+        """An agent process whose Watch stream ended while it still runs (its connection broke) goes on with its
+        trace, and may yet publish its file and report it (_revive). Asked before the lock: a process found gone
+        here writes nothing after the file check."""
+        return self._t.registry.is_alive(rec.pid)
+
+    def resume(self, trace: TraceEntry, pt: ProcTrace) -> str:
+        """An agent process that had the request goes on recording, and reports its file to this daemon once
+        registered again: it is waited for until its completion deadline (from when it was last known to have the
+        request). One that had not picked it up cannot."""
+        if pt.view.state == TraceState.PENDING:
+            return RESTARTED_PENDING
+        pt.resumed, pt.delivered_ms = True, pt.view.updated_ms
+        pt.deadline_ms = self._t.completion_deadline(trace.spec, pt.view.updated_ms)
+        return ""

@@ -1,9 +1,9 @@
 """The libkineto side of the trace manager: polls register processes (their identity read from /proc once) and
-pick up pending configs; a kineto trace is done when its file is complete (libkineto reports nothing back)."""
+pick up pending configs; a kineto trace is done when its file is complete (libkineto reports nothing back).
+KinetoSide is the manager's ProtocolSide for PROTOCOL_KINETO, over the shared TraceTable."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 from pathlib import Path
@@ -11,16 +11,18 @@ from typing import TypeVar
 
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, RegistryFullError
 from dyno.daemon.tracing import files as tf
-from dyno.daemon.tracing.kineto_identity import KinetoIdentity
+from dyno.daemon.tracing.kineto_identity import KinetoIdentifier, KinetoIdentity
 from dyno.daemon.tracing.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
 from dyno.daemon.tracing.kineto_progress import KinetoProgress
 from dyno.daemon.tracing.kineto_window import iteration_fallback_note
+from dyno.daemon.tracing.listed_workers import ListedWorkers
+from dyno.daemon.tracing.protocol import FileNotes
 from dyno.daemon.tracing.table import ProcTrace, TraceEntry, TraceTable
 from dyno.daemon.tracing.values import TraceRequestError, TraceState
 from dyno.logthrottle import ThrottledLog
 from dyno.trace_options import profiler_flags
 
-__all__ = ["KinetoTraces"]
+__all__ = ["KinetoSide"]
 
 log = logging.getLogger(__name__)
 
@@ -39,21 +41,33 @@ _KINETO_START_MARGIN_MS = 1300
 # own torch.profiler (or any trace) polls without asking, and the request waited here, pending, until dyno-cli gave
 # up (`the process had not picked the request up`). After this many such polls in a row it fails with the reason.
 _BUSY_POLLS = 3
+RESTARTED_KINETO = (
+    "dynod restarted mid-trace: a libkineto process's trace is not followed across a restart (a file it writes "
+    "stays in the trace's folder)"
+)
 _MAX_NOTES = 1024  # per-(trace, pid) bookkeeping kept at most: those of traces that never completed go first
 
 
-class KinetoTraces(TraceTable):
-    """kineto_poll and kineto_context_count (what dyno.daemon.tracing.kineto_ipc.KinetoEndpoint calls), the config of a
-    kineto process's part in a trace, and the checks of kineto files for the manager's housekeeping."""
+class KinetoSide:
+    """kineto_poll and kineto_context_count (what dyno.daemon.tracing.kineto_ipc.KinetoEndpoint calls, through the
+    manager), the config of a kineto process's part in a trace, and the checks of kineto files for housekeeping."""
 
-    @functools.cached_property
-    def _full_log(self) -> ThrottledLog:
-        return ThrottledLog(log, every_s=600.0)  # a full registry refuses every poll of every new pid
+    pending_hint = "libkineto polls every ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS, default 5 s"
+
+    def __init__(self, table: TraceTable, identifier: KinetoIdentifier) -> None:
+        self._t = table
+        self._identifier = identifier  # reads /proc/<pid>/{environ,cmdline}
+        self._listed = ListedWorkers(table.registry, identifier, table.clock_ms)
+        self._full_log = ThrottledLog(log, every_s=600.0)  # a full registry refuses every poll of every new pid
+        # (trace id, pid) -> the note of a kineto trace that could not start at its synchronized time
+        self._late_start_notes: dict[tuple[str, int], str] = {}
+        # (trace id, pid) -> polls in a row that did not ask for an activity config while it was pending
+        self._busy_polls: dict[tuple[str, int], int] = {}
 
     def kineto_poll(self, poll: KinetoPoll) -> str | None:
-        ident = self._kineto_identity(poll)  # /proc reads, if any, before taking self._lock
+        ident = self._kineto_identity(poll)  # /proc reads, if any, before taking self._t.lock
         try:
-            self._registry.register(
+            self._t.registry.register(
                 ProcessRecord(
                     pid=poll.pid,
                     job_id=ident.job_id,
@@ -62,7 +76,7 @@ class KinetoTraces(TraceTable):
                     ancestry=poll.ancestry,
                     uid=poll.uid,
                     cmdline=ident.cmdline,
-                    hostname=self._hostname,
+                    hostname=self._t.hostname,
                     start_time=ident.start_time,
                     launcher=ident.launcher,
                     rank=ident.rank,
@@ -73,9 +87,9 @@ class KinetoTraces(TraceTable):
         except RegistryFullError as e:  # libkineto cannot be told why: it polls again in 5 s
             self._full_log.warning("full", "kineto poll not registered: %s", e)
             return None
-        now = self._clock_ms()
-        with self._lock:
-            found = self._active_for(poll.pid)
+        now = self._t.clock_ms()
+        with self._t.lock:
+            found = self._t.active_for(poll.pid)
             if found is None:
                 return None
             trace, pt = found
@@ -84,33 +98,25 @@ class KinetoTraces(TraceTable):
             if pt.view.state == TraceState.PENDING and poll.wants_activities:
                 self._busy_polls.pop((trace.trace_id, poll.pid), None)
                 pt.delivered_ms = now
-                pt.deadline_ms = self._completion_deadline(trace.spec, now)
-                self._set(trace, pt, TraceState.DELIVERED)
+                pt.deadline_ms = self._t.completion_deadline(trace.spec, now)
+                self._t.set(trace, pt, TraceState.DELIVERED)
                 return self._late_start_config(trace, poll.pid, now) or pt.kineto_config
             if pt.view.state == TraceState.PENDING:
                 self._busy_poll(trace, pt)
                 return None
             if pt.view.state == TraceState.DELIVERED and not poll.wants_activities:
                 # libkineto stops asking for activity configs while one is pending or running.
-                self._set(trace, pt, TraceState.RUNNING)
+                self._t.set(trace, pt, TraceState.RUNNING)
         return None
 
-    @functools.cached_property
-    def _late_start_notes(self) -> dict[tuple[str, int], str]:
-        return {}  # (trace id, pid) -> the note of a kineto trace that could not start at its synchronized time
-
-    @functools.cached_property
-    def _busy_polls(self) -> dict[tuple[str, int], int]:
-        return {}  # (trace id, pid) -> polls in a row that did not ask for an activity config while it was pending
-
     def _busy_poll(self, trace: TraceEntry, pt: ProcTrace) -> None:
-        """Under self._lock: a poll that does not ask for an activity config while this process's part is pending."""
+        """Under self._t.lock: a poll that does not ask for an activity config while this process's part is pending."""
         key = (trace.trace_id, pt.view.pid)
         polls = self._busy_polls.pop(key, 0) + 1
         if polls < _BUSY_POLLS:
             _put_bounded(self._busy_polls, key, polls)
             return
-        self._set(
+        self._t.set(
             trace,
             pt,
             TraceState.FAILED,
@@ -120,7 +126,7 @@ class KinetoTraces(TraceTable):
         )
 
     def _late_start_config(self, trace: TraceEntry, pid: int, now_ms: int) -> str | None:
-        """Under self._lock, at delivery: the config to send instead of the prepared one when the trace's start time
+        """Under self._t.lock, at delivery: the config to send instead of the prepared one when the trace's start time
         is too close (or past) for libkineto to make it: the same with the start moved to _KINETO_START_MARGIN_MS
         ahead, and a note for the done trace saying how late that is. None when the prepared config stands."""
         start = trace.spec.start_time_ms
@@ -145,11 +151,11 @@ class KinetoTraces(TraceTable):
         return config
 
     def _kineto_progress(self, trace: TraceEntry, pt: ProcTrace, now_ms: int | None = None) -> KinetoProgress:
-        """Under self._lock: what dynod knows of this process's part (kineto_progress): it turned RUNNING at its
+        """Under self._t.lock: what dynod knows of this process's part (kineto_progress): it turned RUNNING at its
         last state change (updated_ms); its last poll is the registry's last_seen_ms (0 once it is gone)."""
-        rec = self._registry.get(pt.view.pid)
+        rec = self._t.registry.get(pt.view.pid)
         last_poll = rec.last_seen_ms if rec is not None else 0
-        now = self._clock_ms() if now_ms is None else now_ms
+        now = self._t.clock_ms() if now_ms is None else now_ms
         return KinetoProgress(trace.spec, pt.view.state, pt.delivered_ms, pt.view.updated_ms, now, last_poll)
 
     def _kineto_identity(self, poll: KinetoPoll) -> KinetoIdentity:
@@ -158,7 +164,7 @@ class KinetoTraces(TraceTable):
         (/proc/<pid>/stat, read on every poll) differs for a later process reusing the pid, even one of the same uid
         and kineto job id polling before housekeeping (~0.5 s) dropped the old one; that one is read again. Another
         uid or kineto job id is another process too."""
-        known = self._registry.get(poll.pid)
+        known = self._t.registry.get(poll.pid)
         if known is not None and known.protocol == PROTOCOL_AGENT and known.connected:
             return KinetoIdentity(known.job_id, known.job_aliases, known.cmdline)  # the registry keeps the agent
         if known is not None and known.protocol == PROTOCOL_KINETO:
@@ -177,24 +183,19 @@ class KinetoTraces(TraceTable):
         return self._identifier.identify(poll.pid, poll.job_id)
 
     def kineto_context_count(self, gpu: int, pid: int, job_id: str) -> int:
-        known = self._registry.get(pid)
+        known = self._t.registry.get(pid)
         if known is not None and known.answers_to(job_id):
             job_id = known.job_id
         else:  # not registered yet: the id its first poll will register under
             job_id = self._identifier.job_id(pid) or job_id
-        return sum(1 for p in self._registry.list(job_id) if p.protocol == PROTOCOL_KINETO and p.gpu == gpu) or 1
-
-    def _kineto_config(self, trace: TraceEntry, p: ProcessRecord) -> tuple[Path, str]:
-        """The output path and the libkineto config line of one process's part in a trace."""
-        path = tf.kineto_output(self._trace_dir, trace.trace_id, self._hostname, p.pid)
-        return path, self._config_line(trace, trace.spec.start_time_ms)
+        return sum(1 for p in self._t.registry.list(job_id) if p.protocol == PROTOCOL_KINETO and p.gpu == gpu) or 1
 
     def _config_line(self, trace: TraceEntry, start_time_ms: int | None) -> str:
         spec = trace.spec
         try:
             return trace_config(
                 trace_id=trace.trace_id,
-                log_file=tf.kineto_log_file(self._trace_dir, trace.trace_id, self._hostname),
+                log_file=tf.kineto_log_file(self._t.trace_dir, trace.trace_id, self._t.hostname),
                 duration_ms=spec.duration_ms,
                 iterations=spec.iterations,
                 start_time_ms=start_time_ms,
@@ -206,20 +207,20 @@ class KinetoTraces(TraceTable):
 
     def _traced_uid(self, pid: int) -> int:
         """The user of the registered process `pid` (the kernel's word, SCM_CREDENTIALS), -1 when not registered."""
-        rec = self._registry.get(pid)
+        rec = self._t.registry.get(pid)
         return rec.uid if rec is not None else -1
 
     def _kineto_notes(self, pid: int | None = None, uid: int | None = None) -> dict[tuple[str, int], str]:
         """The done notes of kineto iteration traces (of `pid`, or all) whose file is complete, keyed by (trace id,
-        pid): read from the files outside self._lock (a file may be large), so they are there when the trace turns
+        pid): read from the files outside self._t.lock (a file may be large), so they are there when the trace turns
         done. "" when libkineto recorded the iterations; a note when it fell back to its 500 ms window. Only files
         that can be the process's are read (tf.trainer_file_stat: never a FIFO another user put there, which
         blocked this thread for good, nor a symlink to /dev/zero, read forever); `uid`: the user of `pid`, when it is
         no longer registered."""
-        with self._lock:
+        with self._t.lock:
             todo = [
                 (t.trace_id, pt.view.pid, Path(pt.view.path), t.spec.iterations)
-                for t in self._traces.values()
+                for t in self._t.traces.values()
                 if t.spec.iterations is not None and not t.finished()
                 for pt in t.procs.values()
                 if pt.view.protocol == PROTOCOL_KINETO
@@ -235,7 +236,7 @@ class KinetoTraces(TraceTable):
     def _kineto_file_check(
         self, trace: TraceEntry, pt: ProcTrace, notes: dict[tuple[str, int], str], uid: int | None = None
     ) -> bool:
-        """Under self._lock: True when the process's part is over: its kineto file is complete (state set to done,
+        """Under self._t.lock: True when the process's part is over: its kineto file is complete (state set to done,
         with its note from `notes`; an iteration trace's file not looked at yet waits for the next round), or what
         is at its name cannot be its file (failed, saying why: see tf.trainer_file_stat). `uid`: the process's
         user, when it is no longer registered."""
@@ -244,17 +245,75 @@ class KinetoTraces(TraceTable):
         try:
             size = tf.trainer_file_stat(path, self._traced_uid(pt.view.pid) if uid is None else uid).st_size
         except tf.UntrustedFileError as e:
-            self._set(trace, pt, TraceState.FAILED, f"{path} {e.strerror}: not taken as this process's trace")
+            self._t.set(trace, pt, TraceState.FAILED, f"{path} {e.strerror}: not taken as this process's trace")
             return True
         except OSError:
             if pt.view.state == TraceState.DELIVERED and os.path.lexists(str(path) + ".tmp"):
-                self._set(trace, pt, TraceState.RUNNING)
+                self._t.set(trace, pt, TraceState.RUNNING)
             return False
         if trace.spec.iterations is not None and key not in notes:
             return False
         note = "; ".join(n for n in (notes.get(key, ""), self._late_start_notes.pop(key, "")) if n)
-        self._set(trace, pt, TraceState.DONE, note, size=size)
+        self._t.set(trace, pt, TraceState.DONE, note, size=size)
         return True
+
+    # -- ProtocolSide ------------------------------------------------------------------------------------------
+
+    def data_workers(self, procs: list[ProcessRecord], *, fresh: bool) -> set[int]:
+        kineto = [p for p in procs if p.protocol == PROTOCOL_KINETO]
+        if not fresh:
+            return self._listed.workers(kineto)
+        return {p.pid for p in kineto if self._identifier.is_data_worker(p.pid)}
+
+    def new_part(self, trace: TraceEntry, p: ProcessRecord) -> tuple[Path, str]:
+        """The output path and the libkineto config line of one process's part in a trace."""
+        path = tf.kineto_output(self._t.trace_dir, trace.trace_id, self._t.hostname, p.pid)
+        return path, self._config_line(trace, trace.spec.start_time_ms)
+
+    def started(self, trace: TraceEntry, pt: ProcTrace) -> None:
+        """libkineto picks the request up on its next poll."""
+
+    def cancel(self, trace: TraceEntry, pt: ProcTrace) -> str:
+        if pt.view.state == TraceState.PENDING:
+            return "cancelled by request"
+        return "cancelled by request (libkineto may still write its file; it is ignored)"
+
+    def file_notes(self, pid: int | None = None, uid: int | None = None) -> FileNotes:
+        return self._kineto_notes(pid, uid)
+
+    def check(self, trace: TraceEntry, pt: ProcTrace, notes: FileNotes, now_ms: int) -> bool:
+        if pt.view.state == TraceState.PENDING:
+            return False
+        if self._kineto_file_check(trace, pt, notes):
+            return True
+        if not (pt.deadline_ms and now_ms > pt.deadline_ms):  # what it waits for (kineto_progress)
+            self._t.set_waiting(trace, pt, self._kineto_progress(trace, pt, now_ms).waiting_note())
+        return False
+
+    def deadline_reason(self, trace: TraceEntry, pt: ProcTrace, now_ms: int, hint: str) -> str:
+        """What its polls tell (kineto_progress), with what to do."""
+        discarded = tf.discard_unfinished_kineto_file(Path(pt.view.path))  # a failed write or a refused start
+        if discarded:
+            return f"no complete trace file by the deadline{discarded}"
+        return (
+            self._kineto_progress(trace, pt, now_ms).deadline_reason()
+            or f"no complete trace file by the deadline{hint}"
+        )
+
+    def removed(self, trace: TraceEntry, pt: ProcTrace, reason: str, uid: int, notes: FileNotes) -> None:
+        """A process may finish its file and exit right after: done then; else failed at once (libkineto polls
+        while the process lives: kineto_progress)."""
+        if pt.view.state == TraceState.PENDING:
+            self._t.set(trace, pt, TraceState.FAILED, f"{reason} before picking up the trace")
+        elif not self._kineto_file_check(trace, pt, notes, uid):
+            why = f"{reason} before the trace finished{self._kineto_progress(trace, pt).exit_detail()}"
+            self._t.set(trace, pt, TraceState.FAILED, why)
+
+    def outlives_registration(self, rec: ProcessRecord) -> bool:
+        return False  # its registration is its polls, which end with it
+
+    def resume(self, trace: TraceEntry, pt: ProcTrace) -> str:
+        return RESTARTED_KINETO
 
 
 def _put_bounded(table: dict[tuple[str, int], V], key: tuple[str, int], value: V) -> None:

@@ -2,27 +2,33 @@
 
 Per process: pending -> delivered -> running -> done | failed | timed_out | cancelled, always with a reason when
 it did not end in done. Plain Python (no gRPC): the agent service, the kineto endpoint and the Dyno RPCs call in.
-Its parts: trace_table.py (the traces and their state changes), trace_kineto.py (libkineto's polls and files),
-trace_agents.py (the agents' streams and reports); this module adds requests, queries and housekeeping.
+Its parts, composed: table.TraceTable (the traces and their state changes, under one lock), one protocol.ProtocolSide
+per protocol (kineto_side.KinetoSide: libkineto's polls and files; agent_side.AgentSide: the agents' streams and
+reports), picked by a process's protocol; this module adds requests, queries and housekeeping.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+import queue
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from dyno.daemon.process_roles import job_roles, order_for_limit
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, now_ms
 from dyno.daemon.tracing import files as tf
-from dyno.daemon.tracing.agent_side import AgentTraces
-from dyno.daemon.tracing.kineto_side import KinetoTraces
+from dyno.daemon.tracing.agent_side import AgentSide
+from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.kineto_side import KinetoSide
 from dyno.daemon.tracing.leftovers import leftover_paths, remove_leftovers
+from dyno.daemon.tracing.listed_workers import LISTED_WORKERS_MAX_AGE_MS
+from dyno.daemon.tracing.protocol import ProtocolSide
 from dyno.daemon.tracing.requests import validate_spec, why_nothing
-from dyno.daemon.tracing.table import RESUMED_TIMEOUT, ProcTrace, TraceEntry
+from dyno.daemon.tracing.table import ProcTrace, TraceEntry, TraceTable
 from dyno.daemon.tracing.values import (
     FINAL_STATES,
-    AgentCancelCommand,
+    AgentCommand,
     ProcessTraceView,
     StartResult,
     TraceLimitError,
@@ -35,7 +41,7 @@ from dyno.daemon.tracing.values import (
 from dyno.trace_ids import validate_trace_id
 
 # The values it takes and returns live in dyno.daemon.tracing.values; import them from there.
-__all__ = ["TraceManager", "order_for_limit"]
+__all__ = ["LISTED_WORKERS_MAX_AGE_MS", "TraceManager", "order_for_limit"]
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +69,79 @@ def _others_only(spec: TraceSpec, others: list[ProcessRecord], uid: int, hostnam
     )
 
 
-# how old a "not a DataLoader worker (yet)" may be in the process list's roles (torch names a worker once its loop runs)
-LISTED_WORKERS_MAX_AGE_MS = 1000
+class TraceManager:
+    """The trace lifecycle's one entry point: requests, queries, housekeeping, and the calls of the agent service and
+    the kineto endpoint, which it hands to their protocol's side."""
 
+    def __init__(
+        self,
+        registry: ProcessRegistry,
+        trace_dir: Path,
+        hostname: str,
+        *,
+        delivery_timeout_s: float = 30.0,
+        completion_slack_s: float = 30.0,
+        iteration_timeout_s: float = 600.0,
+        max_active_traces: int = 32,
+        max_kept_traces: int = 1000,
+        clock_ms: Callable[[], int] = now_ms,
+        on_start: Callable[[], None] = lambda: None,
+        kineto_identifier: KinetoIdentifier | None = None,
+    ) -> None:
+        self._registry = registry
+        self._trace_dir = trace_dir
+        self._hostname = hostname
+        self._clock_ms = clock_ms
+        self._on_start = on_start  # e.g. wakes the housekeeping thread from its idle pace
+        self.table = TraceTable(
+            registry,
+            trace_dir,
+            hostname,
+            resume_part=lambda trace, pt: self._side(pt.view.protocol).resume(trace, pt),
+            delivery_timeout_s=delivery_timeout_s,
+            completion_slack_s=completion_slack_s,
+            iteration_timeout_s=iteration_timeout_s,
+            max_active_traces=max_active_traces,
+            max_kept_traces=max_kept_traces,
+            clock_ms=clock_ms,
+        )
+        self.agents = AgentSide(self.table)
+        self.kineto = KinetoSide(self.table, kineto_identifier or KinetoIdentifier())
+        self._sides: tuple[ProtocolSide, ...] = (self.agents, self.kineto)
+        # pids whose traces' leftovers wait for the process to end: its registration ended while it still ran (see
+        # _on_process_removed); ordered, the oldest first
+        self._unswept: dict[int, None] = {}
+        registry.add_removal_listener(self._on_process_removed)
 
-class TraceManager(KinetoTraces, AgentTraces):
-    """Built as TraceTable is (registry, trace_dir, hostname, timeouts, limits, clock, kineto identifier)."""
+    @property
+    def trace_dir(self) -> Path:
+        return self._trace_dir
+
+    def _side(self, protocol: str) -> ProtocolSide:
+        """The side of a process's protocol: the agent's, else libkineto's (a recovered record's unknown protocol)."""
+        return self.agents if protocol == PROTOCOL_AGENT else self.kineto
+
+    # -- the agent service's and the kineto endpoint's calls ----------------------------------------------------
+
+    def agent_attach(
+        self, pid: int, session_id: str, q: queue.Queue[AgentCommand | None] | None = None
+    ) -> queue.Queue[AgentCommand | None]:
+        return self.agents.agent_attach(pid, session_id, q)
+
+    def agent_detach(self, pid: int, session_id: str) -> None:
+        self.agents.agent_detach(pid, session_id)
+
+    def agent_delivered(self, pid: int, trace_id: str) -> None:
+        self.agents.agent_delivered(pid, trace_id)
+
+    def agent_report(self, pid: int, trace_id: str, state: TraceState, error: str = "", *, path: str = "") -> None:
+        self.agents.agent_report(pid, trace_id, state, error, path=path)
+
+    def kineto_poll(self, poll: KinetoPoll) -> str | None:
+        return self.kineto.kineto_poll(poll)
+
+    def kineto_context_count(self, gpu: int, pid: int, job_id: str) -> int:
+        return self.kineto.kineto_context_count(gpu, pid, job_id)
 
     # -- requests ---------------------------------------------------------------------------------------------
 
@@ -100,7 +173,7 @@ class TraceManager(KinetoTraces, AgentTraces):
                 spec, [p.pid for p in procs], jobs, self._hostname
             )
             return StartResult(trace_id, (), (), (), why, jobs)
-        chosen = order_for_limit(matched, self._data_workers(matched) if spec.process_limit else ())
+        chosen = order_for_limit(matched, self._data_workers(matched, fresh=True) if spec.process_limit else ())
         if spec.process_limit:
             chosen = chosen[: spec.process_limit]
         now = self._clock_ms()
@@ -108,13 +181,14 @@ class TraceManager(KinetoTraces, AgentTraces):
         # which libkineto's polls (they wait ~90 ms for a reply) would otherwise wait for.
         trace = TraceEntry(trace_id, spec, now)
         parts = {p.pid: self._new_proc_trace(trace, p, now) for p in chosen}
-        with self._lock:
+        t = self.table
+        with t.lock:
             # On disk too: a trace from before a restart, or evicted from memory, keeps its folder and files
-            if trace_id in self._traces or (self._trace_dir / trace_id).exists():
+            if trace_id in t.traces or (self._trace_dir / trace_id).exists():
                 raise TraceRequestError("trace_id", f"{trace_id!r} is already in use on this host")
-            if sum(not t.finished() for t in self._traces.values()) >= self._max_active:
-                raise TraceLimitError(f"{self._max_active} traces are already active on this host")
-            holders = {p.pid: found[0].trace_id for p in chosen if (found := self._active_for(p.pid)) is not None}
+            if sum(not e.finished() for e in t.traces.values()) >= t.max_active:
+                raise TraceLimitError(f"{t.max_active} traces are already active on this host")
+            holders = {p.pid: found[0].trace_id for p in chosen if (found := t.active_for(p.pid)) is not None}
             busy = [p for p in chosen if p.pid in holders]
             todo = [p for p in chosen if p not in busy]
             # which trace holds them: `dyno-cli fetch --trace-id` of that one is what the user wants next
@@ -133,11 +207,10 @@ class TraceManager(KinetoTraces, AgentTraces):
             tf.make_trace_dir(self._trace_dir, trace_id, owners.pop() if len(owners) == 1 else None)
             for p in todo:
                 trace.procs[p.pid] = parts[p.pid]
-            self._traces[trace_id] = trace
-            self._evict_old()
+            t.traces[trace_id] = trace
+            t.evict_old()
             for p in todo:
-                if p.protocol == PROTOCOL_AGENT:
-                    self._send_agent(p.pid, self._agent_command(trace, trace.procs[p.pid]))
+                self._side(p.protocol).started(trace, trace.procs[p.pid])
             triggered = tuple(pt.view for pt in trace.procs.values())
         for p in todo:
             self._registry.set_busy(p.pid, trace_id)
@@ -150,35 +223,15 @@ class TraceManager(KinetoTraces, AgentTraces):
 
     def roles(self, procs: list[ProcessRecord]) -> dict[int, str]:
         """pid -> role (dyno.daemon.process_roles) of each of `procs`, within its job, as a job-wide request sees it;
-        /proc reads for the kineto processes (their task names), each at most once per LISTED_WORKERS_MAX_AGE_MS
-        until it is a worker (which it stays). **Why:** ListProcesses, which shows the roles, is what monitoring
-        polls; ~500 reads per call took ~18 ms of the GIL. A trace request reads them fresh (_data_workers)."""
-        now = self._clock_ms()
-        memo = self._listed_workers
-        workers = set()
-        for p in procs:
-            if p.protocol != PROTOCOL_KINETO:
-                continue
-            hit = memo.get(p.pid)
-            if hit is None or hit[0] != p.start_time or (not hit[2] and now - hit[1] >= LISTED_WORKERS_MAX_AGE_MS):
-                memo[p.pid] = hit = (p.start_time, now, self._identifier.is_data_worker(p.pid))
-            if hit[2]:
-                workers.add(p.pid)
-        if len(memo) > 2 * len(self._registry) + 64:  # bounded by the registry: forget the pids it no longer has
-            self._listed_workers = {pid: e for pid, e in list(memo.items()) if self._registry.get(pid) is not None}
-        return job_roles(procs, workers)
+        the DataLoader workers as recently read (listed_workers). A trace request reads them fresh."""
+        return job_roles(procs, self._data_workers(procs, fresh=False))
 
-    def _data_workers(self, procs: list[ProcessRecord]) -> set[int]:
-        """Pids of DataLoader workers among kineto processes (the agent never registers one); /proc reads, made
-        before taking self._lock."""
-        return {p.pid for p in procs if p.protocol == PROTOCOL_KINETO and self._identifier.is_data_worker(p.pid)}
+    def _data_workers(self, procs: list[ProcessRecord], *, fresh: bool) -> set[int]:
+        """Pids of DataLoader workers among `procs`; /proc reads, made before taking the table's lock."""
+        return set().union(*(side.data_workers(procs, fresh=fresh) for side in self._sides))
 
     def _new_proc_trace(self, trace: TraceEntry, p: ProcessRecord, now: int) -> ProcTrace:
-        if p.protocol == PROTOCOL_KINETO:
-            path, config = self._kineto_config(trace, p)
-        else:
-            path = tf.agent_output(self._trace_dir, trace.trace_id, self._hostname, p.pid)
-            config = ""
+        path, config = self._side(p.protocol).new_part(trace, p)
         view = ProcessTraceView(
             p.pid, p.job_id, p.rank, p.protocol, TraceState.PENDING, str(path), updated_ms=now, uid=p.uid
         )
@@ -187,49 +240,42 @@ class TraceManager(KinetoTraces, AgentTraces):
     # -- queries ----------------------------------------------------------------------------------------------
 
     def get(self, trace_id: str) -> TraceView:
-        self._recover(trace_id)
-        with self._lock:
-            trace = self._traces.get(trace_id)
+        t = self.table
+        t.recover(trace_id)
+        with t.lock:
+            trace = t.traces.get(trace_id)
             if trace is None:
-                raise self._unknown(trace_id)
-            return self._view(trace)
+                raise t.unknown(trace_id)
+            return t.view(trace)
 
     def forget(self, trace_ids: Collection[str]) -> None:
         """Retention deleted these folders: drop their finished traces from memory too (NOT_FOUND from now on)."""
-        with self._lock:
+        t = self.table
+        with t.lock:
             for tid in trace_ids:
-                trace = self._traces.get(tid)
+                trace = t.traces.get(tid)
                 if trace is not None and trace.finished():
-                    del self._traces[tid]
+                    del t.traces[tid]
 
     def active_traces(self) -> int:
-        with self._lock:
-            return sum(not t.finished() for t in self._traces.values())
+        with self.table.lock:
+            return sum(not e.finished() for e in self.table.traces.values())
 
     def active_trace_ids(self) -> set[str]:
-        with self._lock:
-            return {tid for tid, t in self._traces.items() if not t.finished()}
+        with self.table.lock:
+            return {tid for tid, e in self.table.traces.items() if not e.finished()}
 
     def cancel(self, trace_id: str) -> TraceView:
-        self._recover(trace_id)
-        with self._lock:
-            trace = self._traces.get(trace_id)
+        t = self.table
+        t.recover(trace_id)
+        with t.lock:
+            trace = t.traces.get(trace_id)
             if trace is None:
-                raise self._unknown(trace_id)
+                raise t.unknown(trace_id)
             for pt in trace.procs.values():
-                if pt.view.state in FINAL_STATES:
-                    continue
-                if pt.view.protocol == PROTOCOL_AGENT:
-                    self._send_agent(pt.view.pid, AgentCancelCommand(trace_id))
-                    note = "cancelled by request"
-                else:
-                    note = (
-                        "cancelled by request"
-                        if pt.view.state == TraceState.PENDING
-                        else "cancelled by request (libkineto may still write its file; it is ignored)"
-                    )
-                self._set(trace, pt, TraceState.CANCELLED, note)
-        self._write_records()
+                if pt.view.state not in FINAL_STATES:
+                    t.set(trace, pt, TraceState.CANCELLED, self._side(pt.view.protocol).cancel(trace, pt))
+        t.write_records()
         return self.get(trace_id)
 
     def trace_file(self, trace_id: str, pid: int) -> Path:
@@ -238,9 +284,10 @@ class TraceManager(KinetoTraces, AgentTraces):
             validate_trace_id(trace_id)
         except ValueError as e:
             raise TraceRequestError("trace_id", str(e)) from None
-        self._recover(trace_id)
-        with self._lock:
-            trace = self._traces.get(trace_id)
+        t = self.table
+        t.recover(trace_id)
+        with t.lock:
+            trace = t.traces.get(trace_id)
             pt = trace.procs.get(pid) if trace is not None else None
             if trace is not None and pt is None:
                 raise UnknownTraceError(f"pid {pid} is not part of trace {trace_id!r}")
@@ -265,87 +312,46 @@ class TraceManager(KinetoTraces, AgentTraces):
         self._check_files_and_timeouts()
         self._registry.collect_garbage()
         self._sweep_when_gone()
-        self._write_records()
+        self.table.write_records()
 
     def _check_files_and_timeouts(self) -> None:
-        notes = self._kineto_notes()
+        notes = {id(side): side.file_notes() for side in self._sides}  # outside the lock: file reads
         now = self._clock_ms()
-        with self._lock:
-            for trace in self._traces.values():
+        t = self.table
+        with t.lock:
+            for trace in t.traces.values():
                 if trace.finished():
                     continue
                 for pt in trace.procs.values():
                     state = pt.view.state
                     if state in FINAL_STATES:
                         continue
-                    if pt.view.protocol == PROTOCOL_KINETO and state != TraceState.PENDING:
-                        if self._kineto_file_check(trace, pt, notes):
-                            continue
-                        if not (pt.deadline_ms and now > pt.deadline_ms):  # what it waits for (kineto_progress)
-                            self._set_waiting(trace, pt, self._kineto_progress(trace, pt, now).waiting_note())
-                    if state == TraceState.PENDING and now - pt.created_ms > self._delivery_timeout_ms:
-                        how = (
-                            "libkineto polls every ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS, default 5 s"
-                            if pt.view.protocol == PROTOCOL_KINETO
-                            else "no Watch stream from the agent"
-                        )
-                        self._set(
-                            trace,
-                            pt,
-                            TraceState.TIMED_OUT,
-                            f"not picked up within {self._delivery_timeout_ms / 1000:.0f} s ({how})",
-                        )
+                    side = self._side(pt.view.protocol)
+                    if side.check(trace, pt, notes[id(side)], now):
+                        continue
+                    if state == TraceState.PENDING and now - pt.created_ms > t.delivery_timeout_ms:
+                        why = f"not picked up within {t.delivery_timeout_ms / 1000:.0f} s ({side.pending_hint})"
+                        t.set(trace, pt, TraceState.TIMED_OUT, why)
                     elif state != TraceState.PENDING and pt.deadline_ms and now > pt.deadline_ms:
-                        self._set(trace, pt, TraceState.TIMED_OUT, self._deadline_reason(trace, pt, now))
-
-    def _deadline_reason(self, trace: TraceEntry, pt: ProcTrace, now: int) -> str:
-        """Under self._lock: why a process that picked the request up timed out at dynod's deadline: what it was
-        waiting for (an agent's last waiting note; for libkineto, what its polls tell, see kineto_progress), with what
-        to do."""
-        hint = (
-            " (iteration trace: does the program call optimizer.step()?)" if trace.spec.iterations is not None else ""
-        )
-        if pt.view.protocol == PROTOCOL_KINETO:
-            discarded = tf.discard_unfinished_kineto_file(Path(pt.view.path))  # a failed write or a refused start
-            if discarded:
-                return f"no complete trace file by the deadline{discarded}"
-            return (
-                self._kineto_progress(trace, pt, now).deadline_reason()
-                or f"no complete trace file by the deadline{hint}"
-            )
-        if pt.resumed and not pt.heard:  # its waiting note, if any, is the record's, from before the restart
-            before = f"; before the restart it was waiting: {pt.view.waiting}" if pt.view.waiting else ""
-            return f"no complete trace file by the deadline ({RESUMED_TIMEOUT}{before})"
-        if pt.view.waiting:
-            return f"no complete trace file by the deadline: {pt.view.waiting}"
-        if pt.resumed:
-            return f"no complete trace file by the deadline ({RESUMED_TIMEOUT})"
-        return f"no complete trace file by the deadline{hint}"
+                        hint = (
+                            " (iteration trace: does the program call optimizer.step()?)"
+                            if trace.spec.iterations is not None
+                            else ""
+                        )
+                        t.set(trace, pt, TraceState.TIMED_OUT, side.deadline_reason(trace, pt, now, hint))
 
     def _on_process_removed(self, rec: ProcessRecord, reason: str) -> None:
-        notes = self._kineto_notes(rec.pid, rec.uid) if rec.protocol == PROTOCOL_KINETO else {}
-        # An agent process whose Watch stream ended while it still runs (its connection broke) goes on with its
-        # trace, and may yet publish its file and report it (trace_agents._revive): nothing of it is removed until
-        # the process is gone (_sweep_when_gone). Asked first: a process found gone here writes nothing after the
-        # file check below.
-        alive = rec.protocol == PROTOCOL_AGENT and self._registry.is_alive(rec.pid)
-        with self._lock:
-            found = self._active_for(rec.pid)
+        """A registered process's removal fails its active trace's part (unless its side finds it finished) and
+        removes what its traces left, once the process is gone."""
+        notes = self._side(rec.protocol).file_notes(rec.pid, rec.uid)  # outside the lock: file reads
+        # nothing of a process that may still write its file is removed until it is gone (_sweep_when_gone)
+        alive = self._side(rec.protocol).outlives_registration(rec)
+        t = self.table
+        with t.lock:
+            found = t.active_for(rec.pid)
             if found is not None:
                 trace, pt = found
-                # a kineto process may have finished its file and exited right after; an agent one may have
-                # published its file just before its stream ended, its DONE report still on the way
-                kineto_started = pt.view.protocol == PROTOCOL_KINETO and pt.view.state != TraceState.PENDING
-                if kineto_started and self._kineto_file_check(trace, pt, notes, rec.uid):
-                    pass
-                elif not self._finished_at_disconnect(trace, pt, rec.uid):
-                    if pt.view.state == TraceState.PENDING:
-                        why = f"{reason} before picking up the trace"
-                    elif kineto_started:  # at once: libkineto polls while it lives (kineto_progress)
-                        why = f"{reason} before the trace finished{self._kineto_progress(trace, pt).exit_detail()}"
-                    else:
-                        why = f"{reason} mid-trace"  # an agent's: trace_agents.REVIVED_NOTE relies on this text
-                    self._set(trace, pt, TraceState.FAILED, why)
+                self._side(pt.view.protocol).removed(trace, pt, reason, rec.uid, notes)
             if alive:
                 self._unswept[rec.pid] = None
                 while len(self._unswept) > _MAX_UNSWEPT:  # their files stay until retention
@@ -354,23 +360,23 @@ class TraceManager(KinetoTraces, AgentTraces):
             else:
                 leftovers = self._leftovers(rec.pid)
         remove_leftovers(leftovers)  # outside the lock: disk I/O
-        self._write_records()
+        t.write_records()
 
     def _sweep_when_gone(self) -> None:
         """The leftovers of processes removed while still running (see _on_process_removed), once they are gone.
         One registered again is left to that registration's end (its removal sweeps them)."""
-        with self._lock:
+        with self.table.lock:
             pids = list(self._unswept)
         if not pids:
             return
         again = {pid for pid in pids if self._registry.get(pid) is not None}
         gone = [pid for pid in pids if pid not in again and not self._registry.is_alive(pid)]  # /proc reads
-        with self._lock:
+        with self.table.lock:
             for pid in (*again, *gone):
                 self._unswept.pop(pid, None)
             leftovers = [path for pid in gone for path in self._leftovers(pid)]
         remove_leftovers(leftovers)
 
     def _leftovers(self, pid: int) -> list[Path]:
-        """Under self._lock, once a process is gone: what its traces that did not end done may have left."""
-        return [p for t in self._traces.values() if pid in t.procs for p in leftover_paths(t.procs[pid].view)]
+        """Under the table's lock, once a process is gone: what its traces that did not end done may have left."""
+        return [p for e in self.table.traces.values() if pid in e.procs for p in leftover_paths(e.procs[pid].view)]

@@ -7,7 +7,8 @@ import logging
 import threading
 import time
 
-from dyno.daemon.agent_service import AgentServer, AgentServicer
+from dyno.daemon.agent_server import AgentServer
+from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.callers import CallerIdentity
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.instance_id import new_instance_id

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import grpc
 import pytest
 
-from dyno.daemon.agent_service import AgentServer, AgentServicer
+from dyno.daemon.agent_server import AgentServer
+from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import TraceSpec

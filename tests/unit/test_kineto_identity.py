@@ -185,7 +185,7 @@ def env(tmp_path: Path):  # type: ignore[no-untyped-def]
     proc = FakeProc()
     reg = ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: pid in alive, clock_ms=clock)
     tm = TraceManager(reg, tmp_path / "traces", "hostA", clock_ms=clock, kineto_identifier=KinetoIdentifier(proc))
-    proc.hook = tm._lock.locked
+    proc.hook = tm.table.lock.locked
     return clock, alive, proc, reg, tm
 
 

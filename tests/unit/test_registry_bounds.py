@@ -18,7 +18,8 @@ import pytest
 from manual_clock import Clock
 
 from dyno.daemon import registry as registry_module
-from dyno.daemon.agent_service import AgentServer, AgentServicer
+from dyno.daemon.agent_server import AgentServer
+from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.registry import (
     PROTOCOL_AGENT,
     PROTOCOL_KINETO,

@@ -16,7 +16,8 @@ import pytest
 from dyno.client.agent_connection import DaemonConnection
 from dyno.client.agent_env import AgentIdentity
 from dyno.client.agent_output import OutputFiles
-from dyno.daemon.agent_service import AgentServer, AgentServicer
+from dyno.daemon.agent_server import AgentServer
+from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.agent_side import GONE_REASON, REVIVED_NOTE
 from dyno.daemon.tracing.manager import TraceManager

@@ -20,9 +20,9 @@ from dyno.daemon import proto_convert as pc
 from dyno.daemon.fake_server import FakeDynoServicer, serve
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
 from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing.agent_side import RESUMED_TIMEOUT
 from dyno.daemon.tracing.kineto_progress import KinetoProgress
 from dyno.daemon.tracing.manager import TraceManager
-from dyno.daemon.tracing.table import RESUMED_TIMEOUT
 from dyno.daemon.tracing.values import TraceSpec, TraceState
 
 pytestmark = pytest.mark.unit

@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterator
 import grpc
 import pytest
 
-from dyno.daemon import agent_service
-from dyno.daemon.agent_service import AgentServer, AgentServicer
+from dyno.daemon import agent_admission
+from dyno.daemon.agent_server import AgentServer
+from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.v1 import agent_pb2, agent_pb2_grpc
@@ -216,7 +217,7 @@ def test_registrations_that_never_watch_are_bounded(
     live process: re-registering others' processes in a loop kept the registry full for every trainer (kineto too).
     An agent opens its stream right after Register, so registrations waiting for one are capped."""
     _, stub, reg = agent_env
-    monkeypatch.setattr(agent_service, "MAX_UNWATCHED", 3)
+    monkeypatch.setattr(agent_admission, "MAX_UNWATCHED", 3)
     sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(5)]
     try:
         for p in sleepers[:3]:
@@ -234,7 +235,7 @@ def test_registrations_that_never_watch_are_bounded(
         assert stub.Register(agent_pb2.RegisterRequest(pid=sleepers[3].pid, job_id="j"), timeout=5).session_id
         watch.cancel()
         # and ones left waiting past the grace period are dropped for new ones
-        monkeypatch.setattr(agent_service, "UNWATCHED_GRACE_S", 0.0)
+        monkeypatch.setattr(agent_admission, "UNWATCHED_GRACE_S", 0.0)
         assert stub.Register(agent_pb2.RegisterRequest(pid=sleepers[4].pid, job_id="j"), timeout=5).session_id
         assert reg.get(sleepers[4].pid) is not None
     finally:

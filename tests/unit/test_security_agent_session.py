@@ -20,7 +20,8 @@ import pytest
 
 from dyno.client.agent_connection import DaemonConnection
 from dyno.client.agent_env import AgentIdentity
-from dyno.daemon.agent_service import AgentServer, AgentServicer
+from dyno.daemon.agent_server import AgentServer
+from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager

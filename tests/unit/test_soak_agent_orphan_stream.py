@@ -20,7 +20,8 @@ import grpc
 import pytest
 
 from dyno.daemon import connection_limits
-from dyno.daemon.agent_service import AgentServer, AgentServicer
+from dyno.daemon.agent_server import AgentServer
+from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.v1 import agent_pb2, agent_pb2_grpc

@@ -47,7 +47,7 @@ def _manager(tmp_path: Path) -> tuple[TraceManager, _WatchedLock]:
         reg.register(ProcessRecord(pid=200_000 + i, job_id="7", protocol=protocol, rank=i))
     tm = TraceManager(reg, tmp_path / "traces", "hostW")
     lock = _WatchedLock()
-    tm._lock = lock  # type: ignore[assignment]
+    tm.table.lock = lock  # type: ignore[assignment]
     return tm, lock
 
 
@@ -74,13 +74,13 @@ def test_cancelling_a_trace_of_many_processes_builds_its_record_once(
     tm, _ = _manager(tmp_path)
     result = tm.start(TraceSpec(job_id="7", duration_ms=1000))
     views = []
-    original = TraceTable._view
+    original = TraceTable.view
 
     def counted(trace: Any) -> Any:
         views.append(trace.trace_id)
         return original(trace)
 
-    monkeypatch.setattr(TraceTable, "_view", staticmethod(counted))
+    monkeypatch.setattr(TraceTable, "view", staticmethod(counted))
     cancelled = tm.cancel(result.trace_id)
     assert cancelled.finished and len(cancelled.processes) == PROCESSES
     assert len(views) <= 3  # the record written once, and the answer (not one view per process that ended)

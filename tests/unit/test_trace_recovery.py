@@ -273,7 +273,7 @@ def test_memory_holds_at_most_max_kept_and_evicted_traces_come_back(tmp_path: Pa
     _reg2, tm2 = manager(traces, max_kept_traces=2)
     for i in range(4):
         assert tm2.get(f"k{i}").processes[0].size_bytes == i + 1
-    assert len(tm2._traces) == 2  # the oldest recovered ones were dropped from memory...
+    assert len(tm2.table.traces) == 2  # the oldest recovered ones were dropped from memory...
     assert tm2.trace_file("k0", 7).read_bytes() == b"x"  # ...and come back from their record when named again
 
 

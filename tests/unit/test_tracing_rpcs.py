@@ -17,7 +17,7 @@ import pytest
 
 from dyno.client.client import DynoClient
 from dyno.client.errors import InvalidArgument, NotFound
-from dyno.daemon.agent_service import SocketInUseError, prepare_socket_path
+from dyno.daemon.agent_server import SocketInUseError, prepare_socket_path
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.history import History
 from dyno.daemon.server import DynoServicer, add_to_server
