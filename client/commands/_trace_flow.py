@@ -31,6 +31,7 @@ from dyno.client.trace_progress import make_progress
 from dyno.client.trace_records import HostRecord, trace_exit_code
 from dyno.numpy_import import import_numpy_single_threaded
 from dyno.trace_ids import validate_trace_id
+from dyno.trace_layout import MARKER_NAME, RECORD_NAME
 from dyno.v1 import dyno_pb2
 
 __all__ = [
@@ -127,9 +128,8 @@ def check_trace_id(trace_id: str) -> None:
         usage_error(f"--trace-id: {e}")
 
 
-# What dynod leaves in each folder of its trace dir (dyno.daemon.tracing.files.MARKER_NAME, trace_journal.RECORD_NAME;
-# the client does not import the daemon): how an --output-dir that is a daemon's trace dir is recognised.
-DAEMON_TRACE_FOLDER_FILES = (".dynod-trace", "dynod-record.json")
+# What dynod leaves in each folder of its trace dir: how an --output-dir that is a daemon's trace dir is recognised.
+DAEMON_TRACE_FOLDER_FILES = (MARKER_NAME, RECORD_NAME)
 _SCAN_ENTRIES = 200  # folders of OUTPUT_DIR looked at for them (a trace dir's are all alike)
 
 

@@ -17,9 +17,10 @@ import stat
 from dataclasses import replace
 from pathlib import Path
 
+from dyno import trace_layout
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord
-from dyno.daemon.tracing import files as tf
 from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing import trust
 from dyno.daemon.tracing.protocol import FileNotes
 from dyno.daemon.tracing.table import ProcTrace, TraceEntry, TraceTable
 from dyno.daemon.tracing.values import (
@@ -147,8 +148,8 @@ class AgentSide:
             elif state == TraceState.DONE:
                 rec = self._t.registry.get(pid)
                 uid = pt.view.uid if pt.view.uid >= 0 or rec is None else rec.uid
-                # believed only as the process's own file: see tf.trainer_file_stat
-                st, problem = tf.trainer_file_check(Path(pt.view.path), uid)
+                # believed only as the process's own file: see trust.trainer_file_stat
+                st, problem = trust.trainer_file_check(Path(pt.view.path), uid)
                 if st is None:
                     self._t.set(trace, pt, TraceState.FAILED, f"agent reported done but {problem}")
                 else:
@@ -172,7 +173,7 @@ class AgentSide:
             if rec is None or rec.protocol != PROTOCOL_AGENT:
                 return None
             uid = rec.uid
-        return tf.trainer_file_check(path, uid)[0]
+        return trust.trainer_file_check(path, uid)[0]
 
     def _revive(self, trace: TraceEntry, pt: ProcTrace, note: str) -> bool:
         """Under self._t.lock: a DONE report of a trace failed when the agent's stream ended (its connection broke;
@@ -201,7 +202,9 @@ class AgentSide:
         a word (a repeated DONE of a done trace changes nothing)."""
         if pt.view.state == TraceState.DONE or _LATE_DONE in pt.view.error:
             return
-        why = tf.trainer_file_check(Path(pt.view.path), pt.view.uid)[1] or f"it had ended {pt.view.state.value} first"
+        why = (
+            trust.trainer_file_check(Path(pt.view.path), pt.view.uid)[1] or f"it had ended {pt.view.state.value} first"
+        )
         error = f"{pt.view.error}; {_LATE_DONE}, not taken: {why}" if pt.view.error else f"{_LATE_DONE}: {why}"
         pt.view = replace(pt.view, error=error)
         log.warning("trace %s pid %d: %s", trace.trace_id, pt.view.pid, error)
@@ -214,7 +217,7 @@ class AgentSide:
         not failed (and its file deleted as a leftover); False when there is no such file."""
         if pt.view.protocol != PROTOCOL_AGENT or pt.view.state == TraceState.PENDING:
             return False
-        st = tf.trainer_file_check(Path(pt.view.path), uid)[0]
+        st = trust.trainer_file_check(Path(pt.view.path), uid)[0]
         if st is None:
             return False
         self._t.set(trace, pt, TraceState.DONE, FINISHED_NOTE, size=st.st_size)
@@ -238,12 +241,12 @@ class AgentSide:
             fst = os.lstat(folder)  # lstat: a symlink in its place is not followed
         except OSError:
             return None
-        if not (stat.S_ISDIR(fst.st_mode) and tf._made_by_dynod(folder, fst)):
+        if not (stat.S_ISDIR(fst.st_mode) and trust.made_by_dynod(folder, fst)):
             return None
         # where the old daemon told the agent to write (its host name may not be this one's), else this one's name
-        path = tf.reported_agent_output(self._t.trace_dir, trace_id, pid, reported) or tf.agent_output(
-            self._t.trace_dir, trace_id, self._t.hostname, pid
-        )
+        path = trace_layout.reported_agent_output(
+            self._t.trace_dir, trace_id, pid, reported
+        ) or trace_layout.agent_output(self._t.trace_dir, trace_id, self._t.hostname, pid)
         st = self._agent_file(pid, path)
         if st is None:
             return None
@@ -278,7 +281,7 @@ class AgentSide:
         return set()  # the agent never registers a DataLoader worker
 
     def new_part(self, trace: TraceEntry, p: ProcessRecord) -> tuple[Path, str]:
-        return tf.agent_output(self._t.trace_dir, trace.trace_id, self._t.hostname, p.pid), ""
+        return trace_layout.agent_output(self._t.trace_dir, trace.trace_id, self._t.hostname, p.pid), ""
 
     def started(self, trace: TraceEntry, pt: ProcTrace) -> None:
         self._send_agent(pt.view.pid, self._agent_command(trace, pt))

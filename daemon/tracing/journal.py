@@ -29,17 +29,25 @@ from pathlib import Path
 from typing import Any
 
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO
-from dyno.daemon.tracing.files import FILE_NAME_RE, open_trace_file, trace_dir_problem
+from dyno.daemon.tracing.trust import open_trace_file, trace_dir_problem
 from dyno.daemon.tracing.values import FINAL_STATES, ProcessTraceView, TraceSpec, TraceState, TraceView
 from dyno.logthrottle import ThrottledLog
-from dyno.trace_ids import validate_trace_id
+from dyno.trace_ids import is_trace_id, validate_trace_id
+from dyno.trace_layout import FILE_NAME_RE, RECORD_NAME
 from dyno.trace_options import PROFILER_FLAGS
 
-__all__ = ["RECORD_NAME", "MAX_RECORD_BYTES", "MAX_RECORD_PROCESSES", "RecordError", "write_record", "load_record"]
+__all__ = [
+    "RECORD_NAME",
+    "MAX_RECORD_BYTES",
+    "MAX_RECORD_PROCESSES",
+    "RecordError",
+    "forgotten_trace_hint",
+    "write_record",
+    "load_record",
+]
 
 log = logging.getLogger(__name__)
 
-RECORD_NAME = "dynod-record.json"
 FORMAT = "dyno-trace-record"
 VERSION = 1
 MAX_RECORD_BYTES = 4 * 1024 * 1024  # ~16k processes; a host runs tens
@@ -313,3 +321,18 @@ def load_record(trace_dir: Path, trace_id: str) -> TraceView | None:
         return None
     log.info("trace %s: recovered from its record (%d process(es))", trace_id, len(view.processes))
     return view
+
+
+def forgotten_trace_hint(trace_dir: Path, trace_id: str) -> str:
+    """For an unknown trace id whose folder exists but has no (believable) record: the daemon restarted before the
+    trace finished (records are written only then); its files, if any, are still in the folder."""
+    folder = trace_dir / trace_id
+    try:
+        if not is_trace_id(trace_id) or not folder.is_dir():
+            return ""
+    except OSError:
+        return ""
+    return (
+        f" (its folder {folder} exists but holds no record of a finished trace: the trace was still running when "
+        "this daemon restarted, or ran under a dyno too old to write records; its files, if any, are in that folder)"
+    )

@@ -9,8 +9,9 @@ import os
 from pathlib import Path
 from typing import TypeVar
 
+from dyno import trace_layout
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, RegistryFullError
-from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing import kineto_leftovers, trust
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier, KinetoIdentity
 from dyno.daemon.tracing.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
 from dyno.daemon.tracing.kineto_progress import KinetoProgress
@@ -195,7 +196,7 @@ class KinetoSide:
         try:
             return trace_config(
                 trace_id=trace.trace_id,
-                log_file=tf.kineto_log_file(self._t.trace_dir, trace.trace_id, self._t.hostname),
+                log_file=trace_layout.kineto_log_file(self._t.trace_dir, trace.trace_id, self._t.hostname),
                 duration_ms=spec.duration_ms,
                 iterations=spec.iterations,
                 start_time_ms=start_time_ms,
@@ -214,7 +215,7 @@ class KinetoSide:
         """The done notes of kineto iteration traces (of `pid`, or all) whose file is complete, keyed by (trace id,
         pid): read from the files outside self._t.lock (a file may be large), so they are there when the trace turns
         done. "" when libkineto recorded the iterations; a note when it fell back to its 500 ms window. Only files
-        that can be the process's are read (tf.trainer_file_stat: never a FIFO another user put there, which
+        that can be the process's are read (trust.trainer_file_stat: never a FIFO another user put there, which
         blocked this thread for good, nor a symlink to /dev/zero, read forever); `uid`: the user of `pid`, when it is
         no longer registered."""
         with self._t.lock:
@@ -230,7 +231,7 @@ class KinetoSide:
         return {
             (tid, p): iteration_fallback_note(path, n)
             for tid, p, path, n in todo
-            if tf.trainer_file_check(path, self._traced_uid(p) if uid is None else uid)[0] is not None
+            if trust.trainer_file_check(path, self._traced_uid(p) if uid is None else uid)[0] is not None
         }
 
     def _kineto_file_check(
@@ -238,13 +239,13 @@ class KinetoSide:
     ) -> bool:
         """Under self._t.lock: True when the process's part is over: its kineto file is complete (state set to done,
         with its note from `notes`; an iteration trace's file not looked at yet waits for the next round), or what
-        is at its name cannot be its file (failed, saying why: see tf.trainer_file_stat). `uid`: the process's
+        is at its name cannot be its file (failed, saying why: see trust.trainer_file_stat). `uid`: the process's
         user, when it is no longer registered."""
         path = Path(pt.view.path)
         key = (trace.trace_id, pt.view.pid)
         try:
-            size = tf.trainer_file_stat(path, self._traced_uid(pt.view.pid) if uid is None else uid).st_size
-        except tf.UntrustedFileError as e:
+            size = trust.trainer_file_stat(path, self._traced_uid(pt.view.pid) if uid is None else uid).st_size
+        except trust.UntrustedFileError as e:
             self._t.set(trace, pt, TraceState.FAILED, f"{path} {e.strerror}: not taken as this process's trace")
             return True
         except OSError:
@@ -267,7 +268,7 @@ class KinetoSide:
 
     def new_part(self, trace: TraceEntry, p: ProcessRecord) -> tuple[Path, str]:
         """The output path and the libkineto config line of one process's part in a trace."""
-        path = tf.kineto_output(self._t.trace_dir, trace.trace_id, self._t.hostname, p.pid)
+        path = trace_layout.kineto_output(self._t.trace_dir, trace.trace_id, self._t.hostname, p.pid)
         return path, self._config_line(trace, trace.spec.start_time_ms)
 
     def started(self, trace: TraceEntry, pt: ProcTrace) -> None:
@@ -292,7 +293,9 @@ class KinetoSide:
 
     def deadline_reason(self, trace: TraceEntry, pt: ProcTrace, now_ms: int, hint: str) -> str:
         """What its polls tell (kineto_progress), with what to do."""
-        discarded = tf.discard_unfinished_kineto_file(Path(pt.view.path))  # a failed write or a refused start
+        discarded = kineto_leftovers.discard_unfinished_kineto_file(
+            Path(pt.view.path)
+        )  # a failed write or a refused start
         if discarded:
             return f"no complete trace file by the deadline{discarded}"
         return (

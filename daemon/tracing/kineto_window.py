@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from dyno.daemon.tracing.files import open_trace_file
+from dyno.daemon.tracing.trust import open_trace_file
 
 __all__ = [
     "KINETO_DEFAULT_DURATION_MS",

@@ -1,8 +1,8 @@
 """What a trace that did not end done may have left in its folder, and its removal once the writer is gone.
 
 A trainer killed mid-export, or exiting past the agent's EXIT_FINISH_S while its export still runs, leaves partial
-files under the daemon's trace dir: an agent trace its temporaries (dyno.client.agent_output names them) and maybe a
-final file published after it was reported failed; libkineto its `<path>.tmp`. dynod removes them when the process
+files under the daemon's trace dir: an agent trace its temporaries (dyno.trace_layout.agent_temporaries) and maybe
+a final file published after it was reported failed; libkineto its `<path>.tmp`. dynod removes them when the process
 is gone (nothing can write them any more), so a failed trace's folder holds no half-written file.
 """
 
@@ -12,9 +12,9 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from dyno.client.agent_output import OutputFiles
 from dyno.daemon.registry import PROTOCOL_AGENT
 from dyno.daemon.tracing.values import FINAL_STATES, ProcessTraceView, TraceState
+from dyno.trace_layout import agent_temporaries
 
 __all__ = ["leftover_paths", "remove_leftovers"]
 
@@ -28,7 +28,7 @@ def leftover_paths(view: ProcessTraceView) -> list[Path]:
         return []
     path = Path(view.path)
     if view.protocol == PROTOCOL_AGENT:
-        return [*OutputFiles(path).temporaries(), path]
+        return [*agent_temporaries(path), path]
     return [Path(str(path) + ".tmp")]
 
 

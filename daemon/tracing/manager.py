@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dyno.daemon.process_roles import job_roles, order_for_limit
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, now_ms
-from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing import trust
 from dyno.daemon.tracing.agent_side import AgentSide
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
@@ -204,7 +204,7 @@ class TraceManager:
                 )
             # one user's processes: a folder of that user's, which no other user may enter (trace_files)
             owners = {p.uid for p in todo}
-            tf.make_trace_dir(self._trace_dir, trace_id, owners.pop() if len(owners) == 1 else None)
+            trust.make_trace_dir(self._trace_dir, trace_id, owners.pop() if len(owners) == 1 else None)
             for p in todo:
                 trace.procs[p.pid] = parts[p.pid]
             t.traces[trace_id] = trace
@@ -296,11 +296,11 @@ class TraceManager:
                     f"trace {trace_id!r} pid {pid} has no file: {pt.view.state.value}"
                     + (f" ({pt.view.error})" if pt.view.error else "")
                 )
-        problem = tf.trace_dir_problem(self._trace_dir)  # its folders may be another user's symlinks by now
+        problem = trust.trace_dir_problem(self._trace_dir)  # its folders may be another user's symlinks by now
         if problem is not None:
             raise UnknownTraceError(f"trace files are not served from this trace dir: {problem}")
         # The path it was done at (a recovered trace's may name another host name), else whatever is on disk
-        path = tf.find_trace_file(self._trace_dir, trace_id, self._hostname, pid, Path(pt.view.path) if pt else None)
+        path = trust.find_trace_file(self._trace_dir, trace_id, self._hostname, pid, Path(pt.view.path) if pt else None)
         if path is None:
             raise UnknownTraceError(f"no file for trace {trace_id!r} pid {pid} on host {self._hostname}")
         return path

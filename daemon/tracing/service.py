@@ -21,8 +21,8 @@ from dyno.daemon.callers import ADMIN, Caller
 from dyno.daemon.registry import ProcessRecord, ProcessRegistry
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.stream_slots import MAX_FETCH_STREAMS, StreamSlots
-from dyno.daemon.tracing.files import MAX_CHUNK, ChecksumCache, iter_chunks
 from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.streaming import MAX_CHUNK, ChecksumCache, iter_chunks
 from dyno.daemon.tracing.values import TraceLimitError, TraceRequestError, TraceView, UnknownTraceError
 from dyno.diskspace import free_space_note
 from dyno.filechunks import encode_chunk

@@ -13,9 +13,9 @@ from dyno.daemon.callers import CallerIdentity
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.instance_id import new_instance_id
 from dyno.daemon.registry import PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
-from dyno.daemon.tracing.files import enforce_retention
 from dyno.daemon.tracing.kineto_ipc import KinetoEndpoint
 from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.retention import enforce_retention
 from dyno.daemon.tracing.service import TraceRpcs
 from dyno.daemon.tracing.usage import TraceDirUsage
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dyno.daemon.registry import ProcessRegistry, now_ms
-from dyno.daemon.tracing import files as tf
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.values import (
     FINAL_STATES,
@@ -205,5 +204,5 @@ class TraceTable:
 
     def unknown(self, trace_id: str) -> UnknownTraceError:
         return UnknownTraceError(
-            f"no trace {trace_id!r} on host {self.hostname}{tf.forgotten_trace_hint(self.trace_dir, trace_id)}"
+            f"no trace {trace_id!r} on host {self.hostname}{tj.forgotten_trace_hint(self.trace_dir, trace_id)}"
         )

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dyno.daemon.tracing.files import tree_size
+from dyno.daemon.tracing.retention import tree_size
 
 __all__ = ["TraceDirUsage"]
 

@@ -11,8 +11,8 @@ import grpc
 import pytest
 from grpc_context import Aborted, AbortingContext
 
-import dyno.daemon.tracing.files as tf
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.tracing import trust
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.service import TraceRpcs
 from dyno.v1 import dyno_pb2
@@ -31,7 +31,7 @@ def test_a_full_disk_names_the_folder_and_the_free_space(
     def full(folder: Path, trace_id: str) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")  # as mkstemp's write fails: no file name
 
-    monkeypatch.setattr(tf, "_write_marker", full)
+    monkeypatch.setattr(trust, "_write_marker", full)
     with pytest.raises(Aborted) as e:
         rpcs.StartTrace(dyno_pb2.TraceRequest(job_id="full", duration_ms=500, trace_id="t1"), AbortingContext())
     assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION

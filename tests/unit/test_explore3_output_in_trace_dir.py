@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from dyno import trace_layout
 from dyno.client.cli import main as cli_main
 from dyno.client.commands import _trace_flow
-from dyno.daemon.tracing import files as trace_files
 from dyno.daemon.tracing import journal as trace_journal
+from dyno.daemon.tracing import trust
 
 pytestmark = pytest.mark.unit
 
@@ -20,12 +21,12 @@ pytestmark = pytest.mark.unit
 def _daemon_trace_dir(tmp_path: Path) -> Path:
     trace_dir = tmp_path / "dyno-traces"
     trace_dir.mkdir(mode=0o755)
-    trace_files.make_trace_dir(trace_dir, "20261201T000000-aaaaaaaa")  # an earlier trace, as dynod leaves it
+    trust.make_trace_dir(trace_dir, "20261201T000000-aaaaaaaa")  # an earlier trace, as dynod leaves it
     return trace_dir
 
 
 def test_the_names_are_the_daemons() -> None:
-    assert _trace_flow.DAEMON_TRACE_FOLDER_FILES == (trace_files.MARKER_NAME, trace_journal.RECORD_NAME)
+    assert _trace_flow.DAEMON_TRACE_FOLDER_FILES == (trace_layout.MARKER_NAME, trace_journal.RECORD_NAME)
 
 
 @pytest.mark.parametrize("command", ["trace", "fetch"])

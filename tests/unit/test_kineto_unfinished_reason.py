@@ -1,4 +1,4 @@
-"""What dynod says when libkineto left `<file>.tmp` unfinished at the deadline (daemon/tracing/files.py cites the
+"""What dynod says when libkineto left `<file>.tmp` unfinished at the deadline (tracing/kineto_leftovers.py cites the
 libkineto source): a non-empty one is a failed write (libkineto takes later requests as before: make room, trace
 again); an empty one is either a start libkineto refused as already past ("Not starting tracing - start timestamp is
 in the past": it opens the file before it checks the start) or a write that failed at once. It used to say "a failed
@@ -13,8 +13,8 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno.daemon.registry import ProcessRegistry
-from dyno.daemon.tracing.files import discard_unfinished_kineto_file
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.kineto_leftovers import discard_unfinished_kineto_file
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import TraceSpec, TraceState
 

@@ -12,8 +12,8 @@ import pytest
 from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
+from dyno import trace_layout
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
-from dyno.daemon.tracing import files as tf
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.agent_side import ADOPTED_NOTE, RESUMED_NOTE
 from dyno.daemon.tracing.manager import TraceManager
@@ -39,7 +39,7 @@ def _running(tm: TraceManager, *pids: int) -> str:
 
 
 def _publish(tm: TraceManager, trace_id: str, pid: int, hostname: str = "hostA") -> Path:
-    path = tf.agent_output(tm.trace_dir, trace_id, hostname, pid)
+    path = trace_layout.agent_output(tm.trace_dir, trace_id, hostname, pid)
     path.write_bytes(b"\x1f\x8b" + bytes(100 * pid))
     return path
 

@@ -16,9 +16,10 @@ import grpc
 import pytest
 from grpc_context import Aborted, AbortingContext
 
+from dyno import trace_layout
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.tracing import files as tf
 from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing import retention, trust
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.service import TraceRpcs
 from dyno.daemon.tracing.values import ProcessTraceView, TraceSpec, TraceState, TraceView, UnknownTraceError
@@ -33,7 +34,7 @@ as_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user ne
 
 @pytest.fixture(autouse=True)
 def _fresh_warning_throttle(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tf, "_skipped", ThrottledLog(tf.log, every_s=3600.0, max_keys=8))
+    monkeypatch.setattr(retention, "_skipped", ThrottledLog(retention.log, every_s=3600.0, max_keys=8))
 
 
 def _dir(path: Path, mode: int = 0o755) -> Path:
@@ -44,26 +45,26 @@ def _dir(path: Path, mode: int = 0o755) -> Path:
 
 def test_a_trace_dir_of_dynods_own_is_trusted(tmp_path: Path) -> None:
     trace_dir = _dir(tmp_path / "traces")
-    assert tf.trace_dir_problem(trace_dir) is None
-    assert tf.trace_dir_problem(tmp_path / "not-yet" / "made") is None  # dynod makes what is missing
+    assert trust.trace_dir_problem(trace_dir) is None
+    assert trust.trace_dir_problem(tmp_path / "not-yet" / "made") is None  # dynod makes what is missing
     _dir(tmp_path / "sticky", 0o1777)  # like /tmp: others cannot rename what they do not own
-    assert tf.trace_dir_problem(_dir(tmp_path / "sticky" / "traces")) is None
-    assert tf.make_trace_dir(trace_dir, "t1").is_dir()
+    assert trust.trace_dir_problem(_dir(tmp_path / "sticky" / "traces")) is None
+    assert trust.make_trace_dir(trace_dir, "t1").is_dir()
 
 
 def test_a_trace_dir_others_may_write_is_refused(tmp_path: Path) -> None:
     trace_dir = _dir(tmp_path / "traces", 0o777)
-    problem = tf.trace_dir_problem(trace_dir)
+    problem = trust.trace_dir_problem(trace_dir)
     assert problem is not None and "writable by other users" in problem and str(trace_dir) in problem
     with pytest.raises(OSError, match="writable by other users"):
-        tf.make_trace_dir(trace_dir, "t1")
+        trust.make_trace_dir(trace_dir, "t1")
     assert not (trace_dir / "t1").exists()
 
 
 def test_a_folder_above_it_that_others_may_write_without_the_sticky_bit_is_refused(tmp_path: Path) -> None:
     shared = _dir(tmp_path / "shared", 0o777)  # anyone may rename "traces" away and put their own in its place
     trace_dir = _dir(shared / "traces")
-    problem = tf.trace_dir_problem(trace_dir)
+    problem = trust.trace_dir_problem(trace_dir)
     assert problem is not None and str(shared) in problem and "sticky" in problem
 
 
@@ -71,7 +72,7 @@ def test_a_symlink_others_may_replace_is_refused(tmp_path: Path) -> None:
     real = _dir(tmp_path / "real")
     shared = _dir(tmp_path / "shared", 0o777)
     (shared / "traces").symlink_to(real)
-    problem = tf.trace_dir_problem(shared / "traces")
+    problem = trust.trace_dir_problem(shared / "traces")
     assert problem is not None and str(shared) in problem
 
 
@@ -81,15 +82,15 @@ def test_a_trace_dir_another_user_made_first_is_refused_for_traces_records_and_r
 ) -> None:
     """/tmp/dyno-traces squatted: owned by another user, who can rename anything in it."""
     trace_dir = _dir(tmp_path / "traces")
-    kept = tf.make_trace_dir(trace_dir, "old")  # a trace from when the dir was still dynod's
+    kept = trust.make_trace_dir(trace_dir, "old")  # a trace from when the dir was still dynod's
     t = time.time() - 7200
     os.utime(kept, (t, t))
     os.chown(trace_dir, OTHER_UID, OTHER_UID)
-    problem = tf.trace_dir_problem(trace_dir)
+    problem = trust.trace_dir_problem(trace_dir)
     assert problem is not None and f"owned by uid {OTHER_UID}" in problem
 
     with pytest.raises(OSError, match=f"owned by uid {OTHER_UID}"):
-        tf.make_trace_dir(trace_dir, "t1")
+        trust.make_trace_dir(trace_dir, "t1")
     assert not (trace_dir / "t1").exists()
 
     # the owner swapped a trace's folder for a symlink to a folder of root's: no record is written through it
@@ -101,7 +102,7 @@ def test_a_trace_dir_another_user_made_first_is_refused_for_traces_records_and_r
     assert list(target.iterdir()) == []
 
     caplog.set_level(logging.WARNING)
-    result = tf.enforce_retention(trace_dir, max_bytes=0, max_age_s=60)
+    result = retention.enforce_retention(trace_dir, max_bytes=0, max_age_s=60)
     assert result.removed == () and kept.is_dir()  # deletes nothing it cannot trust
     assert any("owned by uid" in r.getMessage() and "retention" in r.getMessage() for r in caplog.records)
 
@@ -144,15 +145,15 @@ def test_a_folder_tree_nested_deeper_than_pythons_recursion_limit_is_measured_an
     outside = _dir(tmp_path / "outside")
     (outside / "keep").write_text("not dynod's")
     trace_dir = _dir(tmp_path / "traces")
-    deep = _nest(tf.make_trace_dir(trace_dir, "deep"), 1200)
+    deep = _nest(trust.make_trace_dir(trace_dir, "deep"), 1200)
     (deep / "link-at-top").symlink_to(outside)
-    old = tf.make_trace_dir(trace_dir, "old")
+    old = trust.make_trace_dir(trace_dir, "old")
     (old / "h_1.pt.trace.json").write_bytes(b"{}")
-    assert tf.tree_size(deep) == (deep / tf.MARKER_NAME).stat().st_size + 10
+    assert retention.tree_size(deep) == (deep / trace_layout.MARKER_NAME).stat().st_size + 10
     t = time.time() - 7200
     for d in (deep, old):
         os.utime(d, (t, t))
-    result = tf.enforce_retention(trace_dir, max_bytes=1 << 30, max_age_s=60)
+    result = retention.enforce_retention(trace_dir, max_bytes=1 << 30, max_age_s=60)
     assert sorted(result.removed) == ["deep", "old"]
     assert list(trace_dir.iterdir()) == []
     assert (outside / "keep").read_text() == "not dynod's"  # symlinks are removed, never followed

@@ -16,7 +16,7 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing import trust
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import TraceSpec, TraceState, UnknownTraceError
@@ -126,15 +126,15 @@ def test_an_agents_done_report_is_believed_only_for_its_own_file(tmp_path: Path,
 def test_trainer_file_stat_names_each_reason(tmp_path: Path) -> None:
     f = tmp_path / "f"
     with pytest.raises(FileNotFoundError):
-        tf.trainer_file_stat(f, ME)
+        trust.trainer_file_stat(f, ME)
     f.write_bytes(b"x")
-    assert tf.trainer_file_stat(f, ME).st_size == 1
-    assert tf.trainer_file_stat(f).st_size == 1  # uid unknown: not checked
-    with pytest.raises(tf.UntrustedFileError, match=f"owned by uid {ME}, not by the traced process's uid {ME + 1}"):
-        tf.trainer_file_stat(f, ME + 1)
+    assert trust.trainer_file_stat(f, ME).st_size == 1
+    assert trust.trainer_file_stat(f).st_size == 1  # uid unknown: not checked
+    with pytest.raises(trust.UntrustedFileError, match=f"owned by uid {ME}, not by the traced process's uid {ME + 1}"):
+        trust.trainer_file_stat(f, ME + 1)
     os.link(f, tmp_path / "g")
-    with pytest.raises(tf.UntrustedFileError, match="has 2 links"):
-        tf.trainer_file_stat(f, ME)
+    with pytest.raises(trust.UntrustedFileError, match="has 2 links"):
+        trust.trainer_file_stat(f, ME)
     (tmp_path / "l").symlink_to(tmp_path / "missing")
-    with pytest.raises(tf.UntrustedFileError, match="not a plain file"):
-        tf.trainer_file_stat(tmp_path / "l", ME)
+    with pytest.raises(trust.UntrustedFileError, match="not a plain file"):
+        trust.trainer_file_stat(tmp_path / "l", ME)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dyno.daemon.config import DaemonConfig
-from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing import retention, trust
 from dyno.daemon.tracing.subsystem import Tracing
 from dyno.daemon.tracing.usage import TraceDirUsage
 
@@ -28,7 +28,7 @@ def _tracing(trace_dir: Path, tmp_path: Path, **kw: int) -> Tracing:
 
 def _many_traces(trace_dir: Path, n: int) -> None:
     for i in range(n):
-        d = tf.make_trace_dir(trace_dir, f"t{i:04d}")
+        d = trust.make_trace_dir(trace_dir, f"t{i:04d}")
         (d / f"hostA_{i}.pt.trace.json.gz").write_bytes(b"x" * 100)
 
 
@@ -44,7 +44,7 @@ def test_get_status_reads_the_figure_without_walking_the_trace_dir(
     monkeypatch.setattr(os, "scandir", lambda *a: scans.append(a) or real_scandir(*a))
     figures = {tracing.trace_dir_bytes() for _ in range(100)}
     assert scans == []  # it was one scandir per folder (201 here) on every GetStatus
-    assert figures == {tf.tree_size(traces)}
+    assert figures == {retention.tree_size(traces)}
 
 
 def test_the_figure_follows_traces_written_and_deleted(tmp_path: Path) -> None:
@@ -55,16 +55,16 @@ def test_the_figure_follows_traces_written_and_deleted(tmp_path: Path) -> None:
     (traces / "someones" / "big").write_bytes(b"s" * 5000)
     tracing = _tracing(traces, tmp_path)
     tracing._retention()
-    assert tracing.trace_dir_bytes() == tf.tree_size(traces)
+    assert tracing.trace_dir_bytes() == retention.tree_size(traces)
     before = tracing.trace_dir_bytes()
-    new = tf.make_trace_dir(traces, "t-new")
+    new = trust.make_trace_dir(traces, "t-new")
     (new / "hostA_9.pt.trace.json.gz").write_bytes(b"y" * 4000)
     assert tracing.trace_dir_bytes() == before  # not yet: at most one retention period (30 s) late
     tracing._retention()  # the next pass (every 30 s in the daemon) finds it
-    assert tracing.trace_dir_bytes() == tf.tree_size(traces) > before
+    assert tracing.trace_dir_bytes() == retention.tree_size(traces) > before
     os.utime(new, (1, 1))  # now the oldest by far, and past the age limit
     tracing._retention()
-    assert not new.exists() and tracing.trace_dir_bytes() == tf.tree_size(traces)
+    assert not new.exists() and tracing.trace_dir_bytes() == retention.tree_size(traces)
 
 
 def test_a_figure_older_than_its_bound_is_measured_by_the_reader_once() -> None:

@@ -11,8 +11,9 @@ import pytest
 from fake_proc import no_proc, no_proc_identifier
 from manual_clock import Clock
 
+from dyno import trace_layout
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
-from dyno.daemon.tracing import files as tf
+from dyno.daemon.tracing import retention, streaming, trust
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager, order_for_limit
@@ -351,24 +352,24 @@ def test_chunks_cover_file_with_checksum_on_last(tmp_path: Path) -> None:
     data = os.urandom(2 * 1024 * 1024 + 17)
     path = tmp_path / "f.bin"
     path.write_bytes(data)
-    chunks = list(tf.iter_chunks(path, 1024 * 1024))
+    chunks = list(streaming.iter_chunks(path, 1024 * 1024))
     assert [len(c.data) for c in chunks] == [1024 * 1024, 1024 * 1024, 17]
     assert b"".join(c.data for c in chunks) == data
     assert [c.last for c in chunks] == [False, False, True]
     assert chunks[-1].checksum == checksum_of(new_digest(data)) and not chunks[0].checksum
     assert chunks[0].total_size == len(data) and chunks[0].filename == "f.bin"
     assert [c.offset for c in chunks] == [0, 1024 * 1024, 2 * 1024 * 1024]
-    assert max(len(c.data) for c in tf.iter_chunks(path, 10 * 1024 * 1024)) == tf.MAX_CHUNK
+    assert max(len(c.data) for c in streaming.iter_chunks(path, 10 * 1024 * 1024)) == streaming.MAX_CHUNK
     empty = tmp_path / "e"
     empty.write_bytes(b"")
-    (only,) = tf.iter_chunks(empty)
+    (only,) = streaming.iter_chunks(empty)
     assert only.last and only.data == b"" and only.checksum == checksum_of(new_digest(b""))
 
 
 def test_retention_by_age_and_size_keeps_active(tmp_path: Path) -> None:
     now = time.time()
     for i, name in enumerate(["old", "mid", "new", "active"]):
-        d = tf.make_trace_dir(tmp_path, name)
+        d = trust.make_trace_dir(tmp_path, name)
         (d / "f").write_bytes(b"x" * 100)
         os.utime(d, (now - 1000 + i * 100, now - 1000 + i * 100))
     os.utime(tmp_path / "active", (now - 5000, now - 5000))
@@ -378,10 +379,10 @@ def test_retention_by_age_and_size_keeps_active(tmp_path: Path) -> None:
     foreign.mkdir()
     (foreign / "data").write_bytes(b"y" * 10_000)
     os.utime(foreign, (now - 9000, now - 9000))
-    r = tf.enforce_retention(tmp_path, max_bytes=10_000, max_age_s=950, keep={"active"}, now_s=now)
+    r = retention.enforce_retention(tmp_path, max_bytes=10_000, max_age_s=950, keep={"active"}, now_s=now)
     assert r.removed == ("old",)
-    r = tf.enforce_retention(tmp_path, max_bytes=250, max_age_s=1e9, keep={"active"}, now_s=now)
-    markers = sum((tmp_path / name / tf.MARKER_NAME).stat().st_size for name in ("new", "active"))
+    r = retention.enforce_retention(tmp_path, max_bytes=250, max_age_s=1e9, keep={"active"}, now_s=now)
+    markers = sum((tmp_path / name / trace_layout.MARKER_NAME).stat().st_size for name in ("new", "active"))
     assert r.removed == ("mid",) and r.total_bytes == 200 + markers
     assert sorted(p.name for p in tmp_path.iterdir()) == ["active", "new", "not a trace id", "projects"]
 
@@ -393,51 +394,51 @@ def test_retention_keeps_the_newest_finished_trace_even_over_the_size_limit(
     out or a newer trace exists), so a later `dyno-cli fetch` still finds it; older ones still go for size."""
     now = time.time()
     for i, name in enumerate(["older", "big"]):
-        d = tf.make_trace_dir(tmp_path, name)
+        d = trust.make_trace_dir(tmp_path, name)
         (d / "f").write_bytes(b"x" * (100 if name == "older" else 5000))
         os.utime(d, (now - 100 + i * 10, now - 100 + i * 10))
-    with caplog.at_level(logging.WARNING, logger=tf.__name__):
-        r = tf.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now)
-        again = tf.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now)
+    with caplog.at_level(logging.WARNING, logger=retention.log.name):
+        r = retention.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now)
+        again = retention.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now)
     assert r.removed == ("older",) and again.removed == ()
     assert (tmp_path / "big" / "f").exists() and r.total_bytes > 1000
     warned = [rec.getMessage() for rec in caplog.records if "trace big is kept" in rec.getMessage()]
     assert len(warned) == 1 and "trace_retention_bytes 1000" in warned[0]  # once, not at every pass
     # a newer trace makes it an ordinary old one; age still removes the newest
-    newer = tf.make_trace_dir(tmp_path, "newer")
+    newer = trust.make_trace_dir(tmp_path, "newer")
     os.utime(newer, (now, now))
-    assert tf.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now).removed == ("big",)
-    assert tf.enforce_retention(tmp_path, max_bytes=10**9, max_age_s=5, now_s=now + 60).removed == ("newer",)
+    assert retention.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now).removed == ("big",)
+    assert retention.enforce_retention(tmp_path, max_bytes=10**9, max_age_s=5, now_s=now + 60).removed == ("newer",)
 
 
 def test_checksum_cache_skips_rehash_and_misses_on_change(tmp_path: Path) -> None:
     path = tmp_path / "t.bin"
     path.write_bytes(b"a" * 3000)
-    cache = tf.ChecksumCache()
-    first = list(tf.iter_chunks(path, 1024, cache))
+    cache = streaming.ChecksumCache()
+    first = list(streaming.iter_chunks(path, 1024, cache))
     assert cache.get(path.stat()) == first[-1].checksum == checksum_of(new_digest(b"a" * 3000))
-    assert list(tf.iter_chunks(path, 1024, cache))[-1].checksum == first[-1].checksum
+    assert list(streaming.iter_chunks(path, 1024, cache))[-1].checksum == first[-1].checksum
     path.write_bytes(b"b" * 3000)
     os.utime(path, ns=(1, 1))
-    assert list(tf.iter_chunks(path, 1024, cache))[-1].checksum == checksum_of(new_digest(b"b" * 3000))
+    assert list(streaming.iter_chunks(path, 1024, cache))[-1].checksum == checksum_of(new_digest(b"b" * 3000))
 
 
 def test_planted_symlinks_and_hard_links_are_never_served(tmp_path: Path) -> None:
     """The per-trace dir is world-writable: a local user must not make the daemon stream another file."""
     secret = tmp_path / "secret"
     secret.write_text("not a trace")
-    d = tf.make_trace_dir(tmp_path / "traces", "t1")
-    link = tf.agent_output(tmp_path / "traces", "t1", "h", 42)
+    d = trust.make_trace_dir(tmp_path / "traces", "t1")
+    link = trace_layout.agent_output(tmp_path / "traces", "t1", "h", 42)
     os.symlink(secret, link)
-    assert tf.find_trace_file(tmp_path / "traces", "t1", "h", 42) is None
+    assert trust.find_trace_file(tmp_path / "traces", "t1", "h", 42) is None
     with pytest.raises(OSError):
-        list(tf.iter_chunks(link))
-    hard = tf.agent_output(tmp_path / "traces", "t1", "h", 43)
+        list(streaming.iter_chunks(link))
+    hard = trace_layout.agent_output(tmp_path / "traces", "t1", "h", 43)
     os.link(secret, hard)
     with pytest.raises(OSError, match="hard link"):
-        list(tf.iter_chunks(hard))
-    real = tf.agent_output(tmp_path / "traces", "t1", "h", 44)
+        list(streaming.iter_chunks(hard))
+    real = trace_layout.agent_output(tmp_path / "traces", "t1", "h", 44)
     real.write_bytes(b"x" * 10)
-    assert tf.find_trace_file(tmp_path / "traces", "t1", "h", 44) == real
-    assert b"".join(c.data for c in tf.iter_chunks(real)) == b"x" * 10
+    assert trust.find_trace_file(tmp_path / "traces", "t1", "h", 44) == real
+    assert b"".join(c.data for c in streaming.iter_chunks(real)) == b"x" * 10
     assert d.is_dir()

@@ -13,8 +13,8 @@ from fake_proc import no_proc_identifier
 
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.tracing import files as tf
 from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing import retention, streaming
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.subsystem import Tracing
@@ -92,7 +92,7 @@ def test_round_trip_after_restart(tmp_path: Path) -> None:
     assert states[8].state == TraceState.FAILED and states[8].error == "CUDA out of memory"
     path = tm2.trace_file(tid, 7)
     assert path == paths[7]
-    chunks = list(tf.iter_chunks(path, 1024))
+    chunks = list(streaming.iter_chunks(path, 1024))
     assert b"".join(c.data for c in chunks) == b"seven" * 1000
     assert chunks[-1].checksum == digest(b"seven" * 1000)
     with pytest.raises(UnknownTraceError, match="has no file: failed"):
@@ -283,7 +283,9 @@ def test_retention_deletes_the_record_and_the_manager_forgets(tmp_path: Path) ->
     tid, _paths = finish(tm, reg, TraceSpec(job_id="J", duration_ms=100, trace_id="old"), {7: b"x"})
     _reg2, tm2 = manager(traces)
     assert tm2.get(tid).finished
-    result = tf.enforce_retention(traces, max_bytes=1 << 30, max_age_s=10, now_s=os.path.getmtime(traces / tid) + 11)
+    result = retention.enforce_retention(
+        traces, max_bytes=1 << 30, max_age_s=10, now_s=os.path.getmtime(traces / tid) + 11
+    )
     assert result.removed == (tid,) and not (traces / tid).exists()
     tm2.forget(result.removed)
     with pytest.raises(UnknownTraceError) as e:
@@ -309,7 +311,7 @@ def test_tracing_retention_pass_forgets_removed_traces(tmp_path: Path) -> None:
     assert not (config.trace_dir / tid).exists()
     with pytest.raises(UnknownTraceError):
         tracing.manager.get(tid)
-    assert tracing.manager.get(newest).finished  # kept for a later fetch (trace_files.enforce_retention)
+    assert tracing.manager.get(newest).finished  # kept for a later fetch (retention.enforce_retention)
 
 
 def test_kineto_trace_recovered(tmp_path: Path) -> None:

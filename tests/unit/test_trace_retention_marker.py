@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dyno.daemon.tracing import files as tf
+from dyno import trace_layout
+from dyno.daemon.tracing import retention, trust
 from dyno.logthrottle import ThrottledLog
 
 pytestmark = pytest.mark.unit
@@ -22,7 +23,7 @@ HOUR = 3600.0
 @pytest.fixture(autouse=True)
 def _fresh_warning_throttle(monkeypatch: pytest.MonkeyPatch) -> None:
     # the module's throttle is process-wide: another test's warning within the hour would turn these into DEBUG
-    monkeypatch.setattr(tf, "_skipped", ThrottledLog(tf.log, every_s=3600.0, max_keys=4), raising=False)
+    monkeypatch.setattr(retention, "_skipped", ThrottledLog(retention.log, every_s=3600.0, max_keys=4), raising=False)
 
 
 def _age(path: Path, seconds: float) -> None:
@@ -30,18 +31,18 @@ def _age(path: Path, seconds: float) -> None:
     os.utime(path, (t, t))
 
 
-def _retention(trace_dir: Path) -> tf.RetentionResult:
-    return tf.enforce_retention(trace_dir, max_bytes=1 << 30, max_age_s=HOUR)
+def _retention(trace_dir: Path) -> retention.RetentionResult:
+    return retention.enforce_retention(trace_dir, max_bytes=1 << 30, max_age_s=HOUR)
 
 
 def test_an_old_trace_folder_that_lost_its_sticky_bit_is_still_deleted(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    d = tf.make_trace_dir(tmp_path, "t-unsticky")
+    d = trust.make_trace_dir(tmp_path, "t-unsticky")
     (d / "h_7.pt.trace.json.gz").write_bytes(b"x" * 100)
     os.chmod(d, 0o733)  # what a filesystem without the sticky bit leaves
     _age(d, 2 * HOUR)
-    with caplog.at_level(logging.WARNING, logger="dyno.daemon.tracing.files"):
+    with caplog.at_level(logging.WARNING, logger="dyno.daemon.tracing.retention"):
         assert _retention(tmp_path).removed == ("t-unsticky",)
     assert not d.exists()
     assert "lost their mode 1733" in caplog.text and "t-unsticky" in caplog.text
@@ -50,8 +51,8 @@ def test_an_old_trace_folder_that_lost_its_sticky_bit_is_still_deleted(
 def test_a_trace_dir_where_chmod_does_nothing_keeps_no_trace_forever(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tf.os, "chmod", lambda *_a, **_kw: None)  # e.g. a mount that ignores modes
-    d = tf.make_trace_dir(tmp_path, "t-nochmod")
+    monkeypatch.setattr(trust.os, "chmod", lambda *_a, **_kw: None)  # e.g. a mount that ignores modes
+    d = trust.make_trace_dir(tmp_path, "t-nochmod")
     monkeypatch.undo()
     assert (os.stat(d).st_mode & 0o7777) != 0o1733
     _age(d, 2 * HOUR)
@@ -62,9 +63,9 @@ def test_a_refused_chmod_leaves_no_half_made_folder(tmp_path: Path, monkeypatch:
     def refuse(*_a: object, **_kw: object) -> None:
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr(tf.os, "chmod", refuse)
+    monkeypatch.setattr(trust.os, "chmod", refuse)
     with pytest.raises(PermissionError):
-        tf.make_trace_dir(tmp_path, "t-refused")
+        trust.make_trace_dir(tmp_path, "t-refused")
     assert not (tmp_path / "t-refused").exists()  # StartTrace fails; nothing is left for retention to judge
 
 
@@ -75,15 +76,15 @@ def test_the_marker_is_written_before_the_folder_opens_to_others(
     chmod = os.chmod
 
     def watch(path: str | Path, mode: int) -> None:
-        seen.append((os.stat(path).st_mode & 0o7777, (Path(path) / tf.MARKER_NAME).is_file()))
+        seen.append((os.stat(path).st_mode & 0o7777, (Path(path) / trace_layout.MARKER_NAME).is_file()))
         chmod(path, mode)
 
-    monkeypatch.setattr(tf.os, "chmod", watch)
-    d = tf.make_trace_dir(tmp_path, "t-order")
+    monkeypatch.setattr(trust.os, "chmod", watch)
+    d = trust.make_trace_dir(tmp_path, "t-order")
     assert seen == [(0o700, True)]  # private, marker already there, then the drop-box mode
-    marker = d / tf.MARKER_NAME
+    marker = d / trace_layout.MARKER_NAME
     assert marker.read_bytes() == b"dynod trace folder t-order\n" and marker.stat().st_uid == os.geteuid()
-    assert [p.name for p in d.iterdir()] == [tf.MARKER_NAME]  # no temp file left
+    assert [p.name for p in d.iterdir()] == [trace_layout.MARKER_NAME]  # no temp file left
 
 
 def test_a_symlink_in_place_of_a_trace_folder_is_not_followed(tmp_path: Path) -> None:
@@ -92,7 +93,7 @@ def test_a_symlink_in_place_of_a_trace_folder_is_not_followed(tmp_path: Path) ->
     (tmp_path / "traces").mkdir()
     os.symlink(elsewhere, tmp_path / "traces" / "t-link")
     with pytest.raises(OSError, match="not a directory"):
-        tf.make_trace_dir(tmp_path / "traces", "t-link")
+        trust.make_trace_dir(tmp_path / "traces", "t-link")
     assert list(elsewhere.iterdir()) == [] and (elsewhere.stat().st_mode & 0o7777) != 0o1733
 
 
@@ -105,27 +106,31 @@ def _foreign_folder(trace_dir: Path, name: str) -> Path:
 
 def test_planted_markers_do_not_make_a_folder_dynods(tmp_path: Path) -> None:
     """Markers believed only as a plain file of the daemon's uid, one link, naming its own folder."""
-    real = tf.make_trace_dir(tmp_path, "t-real")
+    real = trust.make_trace_dir(tmp_path, "t-real")
     _age(real, 60)  # young: kept, but its marker is what the others copy
     copied = _foreign_folder(tmp_path, "copied")
-    (copied / tf.MARKER_NAME).write_bytes((real / tf.MARKER_NAME).read_bytes())  # names another folder
+    (copied / trace_layout.MARKER_NAME).write_bytes(
+        (real / trace_layout.MARKER_NAME).read_bytes()
+    )  # names another folder
     linked = _foreign_folder(tmp_path, "linked")
-    os.symlink(real / tf.MARKER_NAME, linked / tf.MARKER_NAME)
+    os.symlink(real / trace_layout.MARKER_NAME, linked / trace_layout.MARKER_NAME)
     hard = _foreign_folder(tmp_path, "hard")
-    os.link(real / tf.MARKER_NAME, hard / tf.MARKER_NAME)  # also names another folder, and has two links
+    os.link(
+        real / trace_layout.MARKER_NAME, hard / trace_layout.MARKER_NAME
+    )  # also names another folder, and has two links
     fifo = _foreign_folder(tmp_path, "fifo")
-    os.mkfifo(fifo / tf.MARKER_NAME)  # must not block the retention pass
+    os.mkfifo(fifo / trace_layout.MARKER_NAME)  # must not block the retention pass
     planted = [copied, linked, hard, fifo]
     handed_over: tuple[str, ...] = ()
     if os.geteuid() == 0:  # another user's file with the right words; and a folder dynod handed over to a user
         other = _foreign_folder(tmp_path, "other")
-        (other / tf.MARKER_NAME).write_bytes(b"dynod trace folder other\n")
-        os.chown(other / tf.MARKER_NAME, 65534, 65534)
+        (other / trace_layout.MARKER_NAME).write_bytes(b"dynod trace folder other\n")
+        os.chown(other / trace_layout.MARKER_NAME, 65534, 65534)
         planted.append(other)
-        owned = tf.make_trace_dir(tmp_path, "owned", owner_uid=65534)
+        owned = trust.make_trace_dir(tmp_path, "owned", owner_uid=65534)
         assert (owned.stat().st_uid, owned.stat().st_mode & 0o7777) == (65534, 0o700)
         # its user may chmod it and delete dynod's marker: it is still dynod's (only dynod or root chowns)
-        (owned / tf.MARKER_NAME).unlink()
+        (owned / trace_layout.MARKER_NAME).unlink()
         owned.chmod(0o755)
         _age(owned, 2 * HOUR)
         handed_over = ("owned",)
@@ -144,7 +149,7 @@ def test_folders_left_alone_are_reported_once_an_hour_not_every_pass(
     _foreign_folder(tmp_path, "projects")
     _age(tmp_path / "projects", 2 * HOUR)
     (tmp_path / "not a trace id").mkdir()
-    with caplog.at_level(logging.WARNING, logger="dyno.daemon.tracing.files"):
+    with caplog.at_level(logging.WARNING, logger="dyno.daemon.tracing.retention"):
         _retention(tmp_path)
         _retention(tmp_path)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -12,8 +12,8 @@ import pytest
 from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
+from dyno import trace_layout
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.tracing import files as tf
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.agent_side import ADOPTED_NOTE, GONE_REASON, REVIVED_NOTE
 from dyno.daemon.tracing.manager import TraceManager
@@ -44,7 +44,7 @@ def restarted(tmp_path: Path) -> tuple[TraceManager, str]:
 
 
 def _write(tm: TraceManager, trace_id: str, pid: int) -> Path:
-    path = tf.agent_output(tm.trace_dir, trace_id, "hostA", pid)
+    path = trace_layout.agent_output(tm.trace_dir, trace_id, "hostA", pid)
     path.write_bytes(b"\x1f\x8b" + bytes(100 * pid))
     return path
 
