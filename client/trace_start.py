@@ -7,6 +7,8 @@ import time
 
 from dyno.client.client import DynoClient
 from dyno.client.errors import InvalidArgument, Unavailable
+from dyno.client.reasons import is_reason
+from dyno.error_reasons import ErrorReason
 from dyno.v1 import dyno_pb2
 
 __all__ = ["IN_USE_HINT", "NOT_FOUND_HINT", "start_trace_retrying"]
@@ -47,7 +49,7 @@ def start_trace_retrying(c: DynoClient, request: dyno_pb2.TraceRequest) -> dyno_
                 raise
             time.sleep(backoff)
         except InvalidArgument as e:
-            if not (attempt and "already in use" in e.message):
+            if not (attempt and is_reason(e.reason, ErrorReason.TRACE_ID_IN_USE, e.message, "already in use")):
                 raise
             status = c.get_trace(request.trace_id)
             return dyno_pb2.StartTraceResponse(

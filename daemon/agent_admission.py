@@ -47,16 +47,16 @@ class RefusalKind(enum.Enum):
 
 
 class RefusalReason(enum.Enum):
-    """Which check refused a request (a machine-readable reason: dyno.daemon.reasons)."""
+    """Which check refused a request; its value is the dyno.error_reasons.ErrorReason the status carries."""
 
-    BAD_REQUEST = "bad_request"
-    OTHER_PID_NAMESPACE = "other_pid_namespace"
-    NO_SUCH_PROCESS = "no_such_process"
-    NOT_OWNER = "not_owner"
-    ALREADY_REGISTERED = "already_registered"
-    TOO_MANY_UNWATCHED = "too_many_unwatched"
-    NOT_REGISTERED = "not_registered"
-    WRONG_SESSION = "wrong_session"
+    BAD_REQUEST = "INVALID_REQUEST"
+    OTHER_PID_NAMESPACE = "OTHER_PID_NAMESPACE"
+    NO_SUCH_PROCESS = "NO_SUCH_PROCESS"
+    NOT_OWNER = "NOT_YOUR_PROCESS"
+    ALREADY_REGISTERED = "ALREADY_REGISTERED"
+    TOO_MANY_UNWATCHED = "TOO_MANY_UNWATCHED"
+    NOT_REGISTERED = "NOT_REGISTERED"
+    WRONG_SESSION = "WRONG_SESSION"
 
 
 class Refusal(Exception):

@@ -27,7 +27,7 @@ from dyno.daemon.agent_admission import MAX_TEXT, Admission, Refusal, RefusalKin
 from dyno.daemon.aio_serving import TIMED_OUT, WakingQueue, next_item
 from dyno.daemon.peer_identity import PeerTable
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, RegistryFullError
-from dyno.daemon.rpc_abort import abort
+from dyno.daemon.rpc_abort import abort, reason_trailer
 from dyno.daemon.tracing.agent_side import GONE_REASON
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import (
@@ -38,6 +38,7 @@ from dyno.daemon.tracing.values import (
     TraceState,
     UnknownTraceError,
 )
+from dyno.error_reasons import ErrorReason
 from dyno.logthrottle import ThrottledLog
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 
@@ -103,7 +104,7 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
             self._register(request, session)
         except RegistryFullError as e:
             self._full_log.warning("full", "agent registration refused: %s", e)
-            abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
+            abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), ErrorReason.REGISTRY_FULL)
         self._admission.registered(session, request.pid)
         return agent_pb2.RegisterResponse(
             session_id=session, keepalive_ms=self._keepalive_ms, daemon_version=dyno.__version__
@@ -135,9 +136,9 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
         pid, session = request.pid, request.session_id
         rec = self._registry.get(pid)
         if rec is None or rec.session_id != session or not session:
-            await context.abort(
-                grpc.StatusCode.NOT_FOUND, f"pid {pid} is not registered with this session: Register first"
-            )
+            message = f"pid {pid} is not registered with this session: Register first"
+            trailer = reason_trailer(grpc.StatusCode.NOT_FOUND, message, ErrorReason.NOT_REGISTERED)
+            await context.abort(grpc.StatusCode.NOT_FOUND, message, trailing_metadata=(trailer,))
         q: WakingQueue[AgentCommand | None] = WakingQueue(asyncio.get_running_loop())
         self._tm.agent_attach(pid, session, q)
         self._registry.set_connected(pid, session, True)
@@ -214,4 +215,4 @@ _STATUS_OF = {
 
 
 def _abort_refused(context: grpc.ServicerContext, e: Refusal) -> NoReturn:
-    abort(context, _STATUS_OF[e.kind], e.message)
+    abort(context, _STATUS_OF[e.kind], e.message, ErrorReason(e.reason.value))

@@ -20,6 +20,7 @@ from dyno.daemon.reflection_v1 import V1_SERVICE, V1ALPHA_SERVICE, add_v1_descri
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.stream_slots import MAX_METRIC_STREAMS, MAX_REFLECTION_STREAMS, StreamSlots
 from dyno.daemon.wire import StoredEncoder, sample_messages
+from dyno.error_reasons import ErrorReason
 from dyno.request_limits import (
     MAX_METRICS_LIMIT,
     MAX_METRICS_PAGE_BYTES,
@@ -155,7 +156,7 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         try:
             while context.is_active():
                 if self._stopping.is_set():
-                    abort(context, grpc.StatusCode.UNAVAILABLE, "dynod is shutting down")
+                    abort(context, grpc.StatusCode.UNAVAILABLE, "dynod is shutting down", ErrorReason.SHUTTING_DOWN)
                 sample = sub.get(timeout=_STREAM_POLL_S)
                 if sample is None:
                     continue
@@ -166,7 +167,12 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
 
     def _delegate(self, name: str, request: Any, context: grpc.ServicerContext) -> Any:
         if self._traces is None:
-            abort(context, grpc.StatusCode.UNIMPLEMENTED, f"{name}: tracing is not enabled in this daemon")
+            abort(
+                context,
+                grpc.StatusCode.UNIMPLEMENTED,
+                f"{name}: tracing is not enabled in this daemon",
+                ErrorReason.TRACING_DISABLED,
+            )
         answer = getattr(self._traces, name)(request, context)
         bound = _TEXTS_TO_FIT.get(name)
         if bound is not None:  # within a stock client's 4 MiB however many processes (dyno.daemon.answer_bounds)

@@ -29,6 +29,7 @@ from dyno.daemon.tracing.values import (
     AgentCommand,
     AgentTraceCommand,
     ProcessTraceView,
+    TraceReason,
     TraceRequestError,
     TraceSpec,
     TraceState,
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+R = TraceReason
 
 ADOPTED_NOTE = (
     "recording when dynod restarted: the agent finished the trace and reported its file to the restarted daemon, "
@@ -65,8 +67,7 @@ FINISHED_NOTE = (
     "its connection to dynod ended as it finished the trace: the file was complete, its done report had not arrived"
 )
 GONE_REASON = "process exited or disconnected"  # why an agent's registration ends with its Watch stream
-_DISCONNECTED_MID_TRACE = f"{GONE_REASON} mid-trace"  # what the trace manager makes of it for a trace running then
-_LATE_DONE = "the agent reported it done afterwards"  # why a late DONE report was not taken: see _late_done
+_LATE_DONE = "the agent reported it done afterwards"  # the note of a late DONE report not taken (_late_done)
 RESTARTED_PENDING = "dynod restarted before the process picked the trace up"
 RESUMED_TIMEOUT = "dynod restarted mid-trace, and the process did not report its file to the restarted daemon"
 _MAX_ADOPTED = 1024  # ids of traces taken on from a report, kept at most (the oldest go first)
@@ -151,13 +152,22 @@ class AgentSide:
                 # believed only as the process's own file: see trust.trainer_file_stat
                 st, problem = trust.trainer_file_check(Path(pt.view.path), uid)
                 if st is None:
-                    self._t.set(trace, pt, TraceState.FAILED, f"agent reported done but {problem}")
+                    self._t.set(
+                        trace, pt, TraceState.FAILED, f"agent reported done but {problem}", reason=R.FILE_NOT_BELIEVED
+                    )
                 else:
                     # A done trace's text is a note, not a failure (e.g. it ended early: the program exited).
                     note = "; ".join(n for n in (RESUMED_NOTE if pt.resumed else "", error) if n)
-                    self._t.set(trace, pt, TraceState.DONE, note, size=st.st_size)
+                    how = R.DONE_AFTER_RESTART if pt.resumed else R.NONE
+                    self._t.set(trace, pt, TraceState.DONE, note, size=st.st_size, reason=how)
             elif state == TraceState.FAILED:
-                self._t.set(trace, pt, TraceState.FAILED, error or "agent reported failure without a reason")
+                self._t.set(
+                    trace,
+                    pt,
+                    TraceState.FAILED,
+                    error or "agent reported failure without a reason",
+                    reason=R.AGENT_FAILED,
+                )
             else:
                 raise TraceRequestError(
                     "state", f"an agent reports delivered, running, done or failed, not {state.value}"
@@ -180,7 +190,7 @@ class AgentSide:
         dynod stayed up), from the agent registered again or still on its old channel (it reports as it notices
         nothing yet): the agent kept recording, and its file is there (kept: see TraceManager._on_process_removed).
         Done after all, with REVIVED_NOTE; False (the report changes nothing) for any other final state."""
-        if pt.view.state != TraceState.FAILED or pt.view.error != _DISCONNECTED_MID_TRACE:
+        if pt.view.state != TraceState.FAILED or pt.view.reason != R.DISCONNECTED_MID_TRACE:
             return False
         st = self._agent_file(pt.view.pid, Path(pt.view.path), pt.view.uid)
         if st is None:
@@ -191,6 +201,7 @@ class AgentSide:
             error="; ".join(n for n in (REVIVED_NOTE, note) if n),
             size_bytes=st.st_size,
             updated_ms=self._t.clock_ms(),
+            reason=R.DONE_AFTER_RECONNECT,
         )
         log.info("trace %s pid %d: done (%s)", trace.trace_id, pt.view.pid, REVIVED_NOTE)
         self._t.queue_record(trace)  # its record said failed
@@ -200,13 +211,13 @@ class AgentSide:
         """Under self._t.lock: a DONE report of a process whose trace has ended otherwise (and was not revived): the
         state stays, and its reason says why the report was not taken, once, so that no file goes missing without
         a word (a repeated DONE of a done trace changes nothing)."""
-        if pt.view.state == TraceState.DONE or _LATE_DONE in pt.view.error:
+        if pt.view.state == TraceState.DONE or pt.view.late_done:
             return
         why = (
             trust.trainer_file_check(Path(pt.view.path), pt.view.uid)[1] or f"it had ended {pt.view.state.value} first"
         )
         error = f"{pt.view.error}; {_LATE_DONE}, not taken: {why}" if pt.view.error else f"{_LATE_DONE}: {why}"
-        pt.view = replace(pt.view, error=error)
+        pt.view = replace(pt.view, error=error, late_done=True)
         log.warning("trace %s pid %d: %s", trace.trace_id, pt.view.pid, error)
         self._t.queue_record(trace)  # its record is rewritten with the reason
 
@@ -220,7 +231,7 @@ class AgentSide:
         st = trust.trainer_file_check(Path(pt.view.path), uid)[0]
         if st is None:
             return False
-        self._t.set(trace, pt, TraceState.DONE, FINISHED_NOTE, size=st.st_size)
+        self._t.set(trace, pt, TraceState.DONE, FINISHED_NOTE, size=st.st_size, reason=R.DONE_AT_DISCONNECT)
         return True
 
     def _adopt(self, pid: int, trace_id: str, note: str, reported: str = "") -> ProcTrace | None:
@@ -269,6 +280,7 @@ class AgentSide:
             error="; ".join(n for n in (ADOPTED_NOTE, note) if n),
             updated_ms=now,
             uid=rec.uid,
+            reason=R.DONE_AFTER_RESTART,
         )
         pt = trace.procs[pid] = ProcTrace(view, created_ms=now)
         log.info("trace %s pid %d: done (%s)", trace_id, pid, ADOPTED_NOTE)
@@ -312,9 +324,13 @@ class AgentSide:
         if self._finished_at_disconnect(trace, pt, uid):
             return
         if pt.view.state == TraceState.PENDING:
-            self._t.set(trace, pt, TraceState.FAILED, f"{reason} before picking up the trace")
+            self._t.set(
+                trace, pt, TraceState.FAILED, f"{reason} before picking up the trace", reason=R.GONE_BEFORE_PICKUP
+            )
         else:
-            self._t.set(trace, pt, TraceState.FAILED, f"{reason} mid-trace")  # _revive relies on this text
+            # its Watch stream ended (GONE_REASON): the agent may still finish and report it (_revive)
+            how = R.DISCONNECTED_MID_TRACE if reason == GONE_REASON else R.GONE_MID_TRACE
+            self._t.set(trace, pt, TraceState.FAILED, f"{reason} mid-trace", reason=how)
 
     def outlives_registration(self, rec: ProcessRecord) -> bool:
         """An agent process whose Watch stream ended while it still runs (its connection broke) goes on with its

@@ -30,7 +30,7 @@ from typing import Any
 
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO
 from dyno.daemon.tracing.trust import open_trace_file, trace_dir_problem
-from dyno.daemon.tracing.values import FINAL_STATES, ProcessTraceView, TraceSpec, TraceState, TraceView
+from dyno.daemon.tracing.values import FINAL_STATES, ProcessTraceView, TraceReason, TraceSpec, TraceState, TraceView
 from dyno.logthrottle import ThrottledLog
 from dyno.trace_ids import is_trace_id, validate_trace_id
 from dyno.trace_layout import FILE_NAME_RE, RECORD_NAME
@@ -91,6 +91,8 @@ def encode_record(view: TraceView, hostname: str, finished_ms: int) -> bytes:
                 "updated_ms": p.updated_ms,
                 "waiting": p.waiting[:MAX_TEXT],
                 "uid": p.uid,
+                "reason": p.reason.value,
+                "late_done": p.late_done,
             }
         )
     doc = {
@@ -235,7 +237,16 @@ def _process_from_json(p: Any, folder: Path, finished: bool) -> ProcessTraceView
         updated_ms=_int(p.get("updated_ms"), f"pid {pid} updated_ms"),
         waiting=_str(p.get("waiting", ""), f"pid {pid} waiting"),  # absent in a record from before the field
         uid=_int(p.get("uid", -1), f"pid {pid} uid", -1),
+        reason=_reason(p.get("reason", ""), pid),
+        late_done=p.get("late_done") is True,
     )
+
+
+def _reason(value: Any, pid: int) -> TraceReason:
+    try:
+        return TraceReason(_str(value, f"pid {pid} reason"))
+    except ValueError:
+        raise RecordError(f"pid {pid} reason: {value!r} is not a trace reason") from None
 
 
 def decode_record(data: bytes, trace_dir: Path, trace_id: str) -> TraceView:

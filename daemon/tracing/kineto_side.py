@@ -19,7 +19,7 @@ from dyno.daemon.tracing.kineto_window import iteration_fallback_note
 from dyno.daemon.tracing.listed_workers import ListedWorkers
 from dyno.daemon.tracing.protocol import FileNotes
 from dyno.daemon.tracing.table import ProcTrace, TraceEntry, TraceTable
-from dyno.daemon.tracing.values import TraceRequestError, TraceState
+from dyno.daemon.tracing.values import TraceReason, TraceRequestError, TraceState
 from dyno.logthrottle import ThrottledLog
 from dyno.trace_options import profiler_flags
 
@@ -124,6 +124,7 @@ class KinetoSide:
             f"libkineto in this process took no on-demand trace in {polls} polls in a row: its profiler is busy, "
             "with the program's own torch.profiler or an earlier trace it is still recording (one dyno-cli gave up "
             "on); trace again when it has stopped",
+            reason=TraceReason.PROFILER_BUSY,
         )
 
     def _late_start_config(self, trace: TraceEntry, pid: int, now_ms: int) -> str | None:
@@ -246,7 +247,8 @@ class KinetoSide:
         try:
             size = trust.trainer_file_stat(path, self._traced_uid(pt.view.pid) if uid is None else uid).st_size
         except trust.UntrustedFileError as e:
-            self._t.set(trace, pt, TraceState.FAILED, f"{path} {e.strerror}: not taken as this process's trace")
+            why = f"{path} {e.strerror}: not taken as this process's trace"
+            self._t.set(trace, pt, TraceState.FAILED, why, reason=TraceReason.FILE_NOT_BELIEVED)
             return True
         except OSError:
             if pt.view.state == TraceState.DELIVERED and os.path.lexists(str(path) + ".tmp"):
@@ -307,10 +309,11 @@ class KinetoSide:
         """A process may finish its file and exit right after: done then; else failed at once (libkineto polls
         while the process lives: kineto_progress)."""
         if pt.view.state == TraceState.PENDING:
-            self._t.set(trace, pt, TraceState.FAILED, f"{reason} before picking up the trace")
+            why = f"{reason} before picking up the trace"
+            self._t.set(trace, pt, TraceState.FAILED, why, reason=TraceReason.GONE_BEFORE_PICKUP)
         elif not self._kineto_file_check(trace, pt, notes, uid):
             why = f"{reason} before the trace finished{self._kineto_progress(trace, pt).exit_detail()}"
-            self._t.set(trace, pt, TraceState.FAILED, why)
+            self._t.set(trace, pt, TraceState.FAILED, why, reason=TraceReason.GONE_MID_TRACE)
 
     def outlives_registration(self, rec: ProcessRecord) -> bool:
         return False  # its registration is its polls, which end with it

@@ -32,12 +32,14 @@ from dyno.daemon.tracing.values import (
     ProcessTraceView,
     StartResult,
     TraceLimitError,
+    TraceReason,
     TraceRequestError,
     TraceSpec,
     TraceState,
     TraceView,
     UnknownTraceError,
 )
+from dyno.error_reasons import ErrorReason
 from dyno.trace_ids import validate_trace_id
 
 # The values it takes and returns live in dyno.daemon.tracing.values; import them from there.
@@ -185,7 +187,9 @@ class TraceManager:
         with t.lock:
             # On disk too: a trace from before a restart, or evicted from memory, keeps its folder and files
             if trace_id in t.traces or (self._trace_dir / trace_id).exists():
-                raise TraceRequestError("trace_id", f"{trace_id!r} is already in use on this host")
+                raise TraceRequestError(
+                    "trace_id", f"{trace_id!r} is already in use on this host", ErrorReason.TRACE_ID_IN_USE
+                )
             if sum(not e.finished() for e in t.traces.values()) >= t.max_active:
                 raise TraceLimitError(f"{t.max_active} traces are already active on this host")
             holders = {p.pid: found[0].trace_id for p in chosen if (found := t.active_for(p.pid)) is not None}
@@ -274,7 +278,8 @@ class TraceManager:
                 raise t.unknown(trace_id)
             for pt in trace.procs.values():
                 if pt.view.state not in FINAL_STATES:
-                    t.set(trace, pt, TraceState.CANCELLED, self._side(pt.view.protocol).cancel(trace, pt))
+                    note = self._side(pt.view.protocol).cancel(trace, pt)
+                    t.set(trace, pt, TraceState.CANCELLED, note, reason=TraceReason.CANCELLED_BY_REQUEST)
         t.write_records()
         return self.get(trace_id)
 
@@ -294,15 +299,20 @@ class TraceManager:
             if pt is not None and pt.view.state != TraceState.DONE:
                 raise UnknownTraceError(
                     f"trace {trace_id!r} pid {pid} has no file: {pt.view.state.value}"
-                    + (f" ({pt.view.error})" if pt.view.error else "")
+                    + (f" ({pt.view.error})" if pt.view.error else ""),
+                    ErrorReason.NO_TRACE_FILE,
                 )
         problem = trust.trace_dir_problem(self._trace_dir)  # its folders may be another user's symlinks by now
         if problem is not None:
-            raise UnknownTraceError(f"trace files are not served from this trace dir: {problem}")
+            raise UnknownTraceError(
+                f"trace files are not served from this trace dir: {problem}", ErrorReason.TRACE_DIR_UNUSABLE
+            )
         # The path it was done at (a recovered trace's may name another host name), else whatever is on disk
         path = trust.find_trace_file(self._trace_dir, trace_id, self._hostname, pid, Path(pt.view.path) if pt else None)
         if path is None:
-            raise UnknownTraceError(f"no file for trace {trace_id!r} pid {pid} on host {self._hostname}")
+            raise UnknownTraceError(
+                f"no file for trace {trace_id!r} pid {pid} on host {self._hostname}", ErrorReason.NO_TRACE_FILE
+            )
         return path
 
     # -- housekeeping -----------------------------------------------------------------------------------------
@@ -331,14 +341,15 @@ class TraceManager:
                         continue
                     if state == TraceState.PENDING and now - pt.created_ms > t.delivery_timeout_ms:
                         why = f"not picked up within {t.delivery_timeout_ms / 1000:.0f} s ({side.pending_hint})"
-                        t.set(trace, pt, TraceState.TIMED_OUT, why)
+                        t.set(trace, pt, TraceState.TIMED_OUT, why, reason=TraceReason.NOT_PICKED_UP)
                     elif state != TraceState.PENDING and pt.deadline_ms and now > pt.deadline_ms:
                         hint = (
                             " (iteration trace: does the program call optimizer.step()?)"
                             if trace.spec.iterations is not None
                             else ""
                         )
-                        t.set(trace, pt, TraceState.TIMED_OUT, side.deadline_reason(trace, pt, now, hint))
+                        why = side.deadline_reason(trace, pt, now, hint)
+                        t.set(trace, pt, TraceState.TIMED_OUT, why, reason=TraceReason.DEADLINE_PASSED)
 
     def _on_process_removed(self, rec: ProcessRecord, reason: str) -> None:
         """A registered process's removal fails its active trace's part (unless its side finds it finished) and

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dyno.daemon.tracing.values import TraceRequestError, TraceSpec
+from dyno.error_reasons import ErrorReason
 from dyno.request_limits import (
     JOB_ID_RULE,
     MAX_DURATION_MS,
@@ -46,6 +47,7 @@ def validate_spec(spec: TraceSpec, now_ms: int) -> TraceSpec:
                 "start_time_ms",
                 f"must be within {MAX_PAST_START_MS / 1000:g} s in the past .. {MAX_FUTURE_START_MS / 1000:g} s in "
                 "the future",
+                ErrorReason.START_TIME_OUT_OF_RANGE,
             )
     if spec.start_iteration_roundup is not None:
         if spec.iterations is None:

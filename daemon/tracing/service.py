@@ -25,6 +25,7 @@ from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.streaming import MAX_CHUNK, ChecksumCache, iter_chunks
 from dyno.daemon.tracing.values import TraceLimitError, TraceRequestError, TraceView, UnknownTraceError
 from dyno.diskspace import free_space_note
+from dyno.error_reasons import ErrorReason
 from dyno.filechunks import encode_chunk
 from dyno.request_limits import MAX_METRICS_PAGE_BYTES
 from dyno.v1 import dyno_pb2
@@ -143,17 +144,22 @@ class TraceRpcs:
     def StartTrace(self, request: dyno_pb2.TraceRequest, context: grpc.ServicerContext) -> dyno_pb2.StartTraceResponse:
         caller = self._caller_of(context)
         if not caller.admin and caller.uid is None:
-            abort(context, grpc.StatusCode.PERMISSION_DENIED, _unidentified("start traces"))
+            abort(context, grpc.StatusCode.PERMISSION_DENIED, _unidentified("start traces"), ErrorReason.CALLER_UNKNOWN)
         try:
             result = self._tm.start(pc.spec_from_pb(request), only_uid=None if caller.admin else caller.uid)
         except TraceRequestError as e:
-            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e), e.reason)
         except TraceLimitError as e:
-            abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
+            abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), ErrorReason.TOO_MANY_TRACES)
         except OSError as e:
             problem = _trace_dir_problem(e)
             log.error("StartTrace: cannot prepare the trace dir: %s", problem)
-            abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"cannot prepare the trace dir on this host: {problem}")
+            abort(
+                context,
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"cannot prepare the trace dir on this host: {problem}",
+                ErrorReason.TRACE_DIR_UNUSABLE,
+            )
         return dyno_pb2.StartTraceResponse(
             trace_id=result.trace_id,
             matched_pids=list(result.matched_pids),
@@ -172,7 +178,12 @@ class TraceRpcs:
         caller = self._caller_of(context)
         if not caller.admin:
             if caller.uid is None:
-                abort(context, grpc.StatusCode.PERMISSION_DENIED, _unidentified("cancel traces"))
+                abort(
+                    context,
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    _unidentified("cancel traces"),
+                    ErrorReason.CALLER_UNKNOWN,
+                )
             _require_id(request.trace_id, context)
             view = self._status_view(request.trace_id, context)
             others = [p.pid for p in view.processes if not caller.may_touch(p.uid)]
@@ -183,6 +194,7 @@ class TraceRpcs:
                     f"trace {request.trace_id!r} traces processes of other users (pid "
                     f"{', '.join(map(str, others[:8]))}{'...' if len(others) > 8 else ''}): {caller.who()} may cancel "
                     "only traces of its own processes",
+                    ErrorReason.NOT_YOUR_PROCESS,
                 )
         return self._status(self._tm.cancel, request.trace_id, context)
 
@@ -190,7 +202,7 @@ class TraceRpcs:
         try:
             return self._tm.get(trace_id)
         except UnknownTraceError as e:
-            abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+            abort(context, grpc.StatusCode.NOT_FOUND, str(e), e.reason)
 
     def _status(
         self, op: Callable[[str], TraceView], trace_id: str, context: grpc.ServicerContext
@@ -199,7 +211,7 @@ class TraceRpcs:
         try:
             status = pc.trace_view_to_pb(op(trace_id), self._hostname)
         except UnknownTraceError as e:
-            abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+            abort(context, grpc.StatusCode.NOT_FOUND, str(e), e.reason)
         status.instance_id = self._instance_id
         return status
 
@@ -216,9 +228,9 @@ class TraceRpcs:
         try:
             path = self._tm.trace_file(request.trace_id, request.pid)
         except TraceRequestError as e:
-            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e), e.reason)
         except UnknownTraceError as e:
-            abort(context, grpc.StatusCode.NOT_FOUND, str(e))
+            abort(context, grpc.StatusCode.NOT_FOUND, str(e), e.reason)
         if not known and not _owned_by(path, caller):
             # a trace dynod no longer knows (restarted before it finished): its file is the process's user's
             abort(
@@ -226,6 +238,7 @@ class TraceRpcs:
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"trace {request.trace_id!r} pid {request.pid}: its file is not {caller.who()}'s: {caller.who()} may "
                 "fetch only the trace files of its own processes",
+                ErrorReason.NOT_YOUR_PROCESS,
             )
         self._fetch_slots.take(context)
         return self._stream(path, request.chunk_size, context)
@@ -234,7 +247,12 @@ class TraceRpcs:
         """PERMISSION_DENIED unless the traced process ran as the calling user; False when dynod does not know the
         process's part in the trace (then the file's owner decides: _owned_by)."""
         if caller.uid is None:
-            abort(context, grpc.StatusCode.PERMISSION_DENIED, _unidentified("fetch trace files"))
+            abort(
+                context,
+                grpc.StatusCode.PERMISSION_DENIED,
+                _unidentified("fetch trace files"),
+                ErrorReason.CALLER_UNKNOWN,
+            )
         try:
             view = self._tm.get(trace_id)
         except (UnknownTraceError, ValueError):
@@ -248,6 +266,7 @@ class TraceRpcs:
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"trace {trace_id!r} pid {pid} is another user's process: {caller.who()} may fetch only the trace "
                 "files of its own processes",
+                ErrorReason.NOT_YOUR_PROCESS,
             )
         return True
 
@@ -258,7 +277,12 @@ class TraceRpcs:
                     c.data, c.offset, c.last, checksum=c.checksum, total_size=c.total_size, filename=c.filename
                 )
         except OSError as e:  # removed by retention mid-stream, or unreadable
-            abort(context, grpc.StatusCode.NOT_FOUND, f"trace file unreadable: {e.strerror or e}")
+            abort(
+                context,
+                grpc.StatusCode.NOT_FOUND,
+                f"trace file unreadable: {e.strerror or e}",
+                ErrorReason.NO_TRACE_FILE,
+            )
 
 
 def _trace_dir_problem(e: OSError) -> str:

@@ -17,11 +17,13 @@ from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.values import (
     FINAL_STATES,
     ProcessTraceView,
+    TraceReason,
     TraceSpec,
     TraceState,
     TraceView,
     UnknownTraceError,
 )
+from dyno.error_reasons import ErrorReason
 
 __all__ = ["ProcTrace", "RESUMED_TIMEOUT", "PartResumer", "TraceEntry", "TraceTable"]
 
@@ -111,7 +113,13 @@ class TraceTable:
         return None
 
     def set(
-        self, trace: TraceEntry, pt: ProcTrace, state: TraceState, error: str = "", size: int | None = None
+        self,
+        trace: TraceEntry,
+        pt: ProcTrace,
+        state: TraceState,
+        error: str = "",
+        size: int | None = None,
+        reason: TraceReason = TraceReason.NONE,
     ) -> None:
         """Under the lock: a state change; a final one clears the pid's busy flag and queues the trace's record."""
         if pt.view.state in FINAL_STATES:
@@ -122,6 +130,7 @@ class TraceTable:
             error=error,
             updated_ms=self.clock_ms(),
             size_bytes=pt.view.size_bytes if size is None else size,
+            reason=reason,
             # what it waited for says why a process did not finish; a done one did
             waiting="" if state == TraceState.DONE else pt.view.waiting,
         )
@@ -191,7 +200,9 @@ class TraceTable:
             if not why:
                 continue
             # not through set(): the registry's busy flag of the pid is now another trace's, if any
-            pt.view = replace(v, state=TraceState.FAILED, error=why, updated_ms=self.clock_ms())
+            pt.view = replace(
+                v, state=TraceState.FAILED, error=why, updated_ms=self.clock_ms(), reason=TraceReason.DAEMON_RESTARTED
+            )
             log.info("trace %s pid %d: failed (%s)", trace.trace_id, v.pid, why)
             failed = True
         if failed:
@@ -203,6 +214,6 @@ class TraceTable:
         return TraceView(trace.trace_id, trace.spec, procs, trace.finished(), trace.created_ms)
 
     def unknown(self, trace_id: str) -> UnknownTraceError:
-        return UnknownTraceError(
-            f"no trace {trace_id!r} on host {self.hostname}{tj.forgotten_trace_hint(self.trace_dir, trace_id)}"
-        )
+        hint = tj.forgotten_trace_hint(self.trace_dir, trace_id)
+        reason = ErrorReason.TRACE_FORGOTTEN if hint else ErrorReason.TRACE_NOT_FOUND
+        return UnknownTraceError(f"no trace {trace_id!r} on host {self.hostname}{hint}", reason)

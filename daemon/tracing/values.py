@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from dyno.error_reasons import ErrorReason
+
 __all__ = [
     "TraceState",
     "FINAL_STATES",
@@ -32,19 +34,44 @@ class TraceState(str, Enum):
     CANCELLED = "cancelled"
 
 
+class TraceReason(Enum):
+    """Why a process's part ended other than done, or how a done one was completed (ProcessTrace.reason); its
+    `error` text says the same for people. Code branches on this, never on the text."""
+
+    NONE = ""
+    GONE_BEFORE_PICKUP = "gone_before_pickup"
+    GONE_MID_TRACE = "gone_mid_trace"
+    DISCONNECTED_MID_TRACE = "disconnected_mid_trace"
+    NOT_PICKED_UP = "not_picked_up"
+    DEADLINE_PASSED = "deadline_passed"
+    CANCELLED_BY_REQUEST = "cancelled_by_request"
+    AGENT_FAILED = "agent_failed"
+    FILE_NOT_BELIEVED = "file_not_believed"
+    PROFILER_BUSY = "profiler_busy"
+    DAEMON_RESTARTED = "daemon_restarted"
+    DONE_AFTER_RECONNECT = "done_after_reconnect"
+    DONE_AFTER_RESTART = "done_after_restart"
+    DONE_AT_DISCONNECT = "done_at_disconnect"
+
+
 FINAL_STATES = frozenset({TraceState.DONE, TraceState.FAILED, TraceState.TIMED_OUT, TraceState.CANCELLED})
 
 
 class TraceRequestError(ValueError):
-    """A bad request; `field` names the offending TraceRequest field."""
+    """A bad request; `field` names the offending TraceRequest field; `reason`: the status's machine-readable one."""
 
-    def __init__(self, field_name: str, message: str) -> None:
+    def __init__(self, field_name: str, message: str, reason: ErrorReason = ErrorReason.INVALID_REQUEST) -> None:
         super().__init__(f"{field_name}: {message}")
         self.field = field_name
+        self.reason = reason
 
 
 class UnknownTraceError(LookupError):
-    """No such trace id (or no such pid in it)."""
+    """No such trace id (or no such pid in it, or no file for it); `reason`: which (dyno.error_reasons)."""
+
+    def __init__(self, message: str, reason: ErrorReason = ErrorReason.TRACE_NOT_FOUND) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class TraceLimitError(RuntimeError):
@@ -83,6 +110,8 @@ class ProcessTraceView:
     # trace); kept when it ends other than done, so a cancelled process says what it was waiting for.
     waiting: str = ""
     uid: int = -1  # the traced process's user, as registered (its files must be its own); -1: unknown
+    reason: TraceReason = TraceReason.NONE
+    late_done: bool = False  # a DONE report came after it ended otherwise, and `error` says why it was not taken
 
 
 @dataclass(frozen=True)
