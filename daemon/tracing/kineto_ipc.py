@@ -12,12 +12,10 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import re
 import socket
 import stat
 import struct
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -29,7 +27,6 @@ __all__ = [
     "HEADER_SIZE",
     "ACTIVITY_PROFILER",
     "FramingError",
-    "ConfigValueError",
     "KinetoPoll",
     "KinetoHandler",
     "KinetoEndpoint",
@@ -38,8 +35,6 @@ __all__ = [
     "parse_req",
     "parse_ctxt",
     "encode_req",
-    "build_config",
-    "trace_config",
 ]
 
 log = logging.getLogger(__name__)
@@ -58,10 +53,6 @@ CLIENT_SOCKET_PREFIX = "dynoconfigclient"  # libkineto's client sockets: dynocon
 
 class FramingError(ValueError):
     """A datagram that is not a well-formed libkineto message."""
-
-
-class ConfigValueError(ValueError):
-    """A key or value that would make a malformed libkineto config line."""
 
 
 def encode_message(kind: str, payload: bytes) -> bytes:
@@ -121,86 +112,6 @@ def parse_ctxt(payload: bytes) -> tuple[int, int, int]:
     if len(payload) != _CTXT.size:
         raise FramingError(f"ctxt payload must be {_CTXT.size} bytes, not {len(payload)}")
     return _CTXT.unpack(payload)
-
-
-# -- config strings -------------------------------------------------------------------------------------------
-
-_KEY_RE = re.compile(r"\A[A-Z][A-Z0-9_]*\Z")
-_INT32_MAX = 2**31 - 1
-
-
-def _format_value(key: str, value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        if not 0 <= value <= 2**63 - 1:
-            raise ConfigValueError(f"{key}: integer {value} out of range")
-        return str(value)
-    if isinstance(value, (str, Path)):
-        text = str(value)
-        # One '=' per line, '#' starts a comment, a newline splits the line: any of them corrupts the parse.
-        bad = sorted({c for c in text if c in "=#\n\r\0"})
-        if bad:
-            raise ConfigValueError(f"{key}: value {text!r} contains {bad!r}")
-        if text != text.strip() or not text:
-            raise ConfigValueError(f"{key}: empty value or surrounding whitespace in {text!r}")
-        return text
-    raise ConfigValueError(f"{key}: unsupported value type {type(value).__name__}")
-
-
-def build_config(settings: Mapping[str, object]) -> str:
-    """KEY=VALUE lines; raises ConfigValueError rather than ever emitting a line libkineto would reject."""
-    lines = []
-    for key, value in settings.items():
-        if not _KEY_RE.match(key):
-            raise ConfigValueError(f"invalid config key {key!r}")
-        lines.append(f"{key}={_format_value(key, value)}")
-    return "\n".join(lines)
-
-
-def trace_config(
-    *,
-    trace_id: str,
-    log_file: Path,
-    duration_ms: int | None = None,
-    iterations: int | None = None,
-    start_time_ms: int | None = None,
-    start_iteration_roundup: int | None = None,
-    record_shapes: bool = False,
-    profile_memory: bool = False,
-    with_stack: bool = False,
-    with_flops: bool = False,
-    with_modules: bool = False,
-) -> str:
-    """The on-demand activity config for one trace. libkineto inserts `_<pid>` before `.pt.trace.json`."""
-    if (duration_ms is None) == (iterations is None):
-        raise ConfigValueError("exactly one of duration_ms and iterations")
-    s: dict[str, object] = {"ACTIVITIES_LOG_FILE": log_file}
-    if iterations is not None:
-        if not 1 <= iterations <= _INT32_MAX:
-            raise ConfigValueError(f"iterations out of range: {iterations}")
-        s["PROFILE_START_ITERATION"] = 0
-        s["PROFILE_START_ITERATION_ROUNDUP"] = max(1, start_iteration_roundup or 1)
-        s["ACTIVITIES_ITERATIONS"] = iterations
-    else:
-        assert duration_ms is not None
-        if not 1 <= duration_ms <= _INT32_MAX:
-            raise ConfigValueError(f"duration_ms out of range: {duration_ms}")
-        s["ACTIVITIES_DURATION_MSECS"] = duration_ms
-        if start_time_ms:
-            s["PROFILE_START_TIME"] = start_time_ms
-    # Without a start time libkineto waits ACTIVITIES_WARMUP_PERIOD_SECS (default 5 s) first.
-    s["ACTIVITIES_WARMUP_PERIOD_SECS"] = 0
-    s["REQUEST_TRACE_ID"] = trace_id
-    s["PROFILE_REPORT_INPUT_SHAPES"] = record_shapes
-    s["PROFILE_PROFILE_MEMORY"] = profile_memory
-    s["PROFILE_WITH_STACK"] = with_stack
-    s["PROFILE_WITH_FLOPS"] = with_flops
-    s["PROFILE_WITH_MODULES"] = with_modules
-    return build_config(s)
-
-
-# -- the endpoint ---------------------------------------------------------------------------------------------
 
 
 class KinetoHandler(Protocol):

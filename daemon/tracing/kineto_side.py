@@ -12,8 +12,9 @@ from typing import TypeVar
 from dyno import trace_layout
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, RegistryFullError
 from dyno.daemon.tracing import kineto_leftovers, trust
+from dyno.daemon.tracing.kineto_config import ConfigValueError, trace_config
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier, KinetoIdentity
-from dyno.daemon.tracing.kineto_ipc import ConfigValueError, KinetoPoll, trace_config
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.kineto_progress import KinetoProgress
 from dyno.daemon.tracing.kineto_window import iteration_fallback_note
 from dyno.daemon.tracing.listed_workers import ListedWorkers

@@ -90,7 +90,7 @@ def test_a_stream_whose_process_was_dropped_as_exited_ends(env: Env) -> None:
 
 def test_a_stream_whose_pid_registered_again_ends_and_the_new_registration_stays(env: Env) -> None:
     old, ended, errors = _watch(env)
-    # The Register RPC refuses a pid whose Watch stream is open (test_security_agent.py); the registry's record
+    # The Register RPC refuses a pid whose Watch stream is open (test_agent_service_security.py); the registry's record
     # can still be replaced under it (pid reuse seen by the registry first, a libkineto registration of the pid)
     new = "new-session"
     env.registry.register(ProcessRecord(pid=PID, job_id="K", protocol=PROTOCOL_AGENT, session_id=new))

@@ -1,6 +1,6 @@
 """ReportTrace is bound to the registration: the agent socket is 0666 and grpc says nothing about who calls, so a
-report is believed only with the session the pid's Register answered (a secret of its agent). Before, any local user
-who knew a trace id and a pid (both listed by ListProcesses / GetTrace) could mark another user's part FAILED.
+report is believed only with the session the pid's Register answered (a secret of its agent), so a local user who
+knows a trace id and a pid (both listed by ListProcesses / GetTrace) cannot mark another user's part FAILED.
 
 Real Agent servers on a Unix socket; the agent side is the real DaemonConnection."""
 

@@ -1,8 +1,6 @@
 """An agent process's Watch stream ends (its connection broke, or dynod is going down) while its trace records or is
-being written: what the agent finishes in that window is neither deleted nor dropped (review of the restart handling).
-
-The daemon used to fail the trace and delete its final file as a leftover the moment the registration went, and to
-ignore the agent's DONE report that followed (the trace was final already): the file was lost, silently."""
+being written: what the agent finishes in that window is neither deleted nor dropped: its final file is kept, and
+the DONE report that follows is taken."""
 
 from __future__ import annotations
 

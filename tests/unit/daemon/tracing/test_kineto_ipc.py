@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import socket
@@ -12,20 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from dyno.daemon.tracing.kineto_config import ConfigValueError, build_config, trace_config
 from dyno.daemon.tracing.kineto_ipc import (
     HEADER_SIZE,
-    ConfigValueError,
     FramingError,
     KinetoEndpoint,
     KinetoPoll,
-    build_config,
     decode_message,
     encode_message,
     encode_req,
     parse_ctxt,
     parse_req,
-    trace_config,
 )
+
+from conftest import short_tmpdir, wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -190,3 +191,31 @@ def test_endpoint_rejects_pid_mismatch_and_garbage(endpoint) -> None:  # type: i
         assert kind == "ctxt" and struct.unpack("<i", payload) == (4,)
     assert handler.polls == []
     assert ep.rejected == 2
+
+
+# Any local user can send datagrams to the endpoint (an abstract socket has no permissions): a burst of malformed
+# or spoofed ones makes one WARNING line, not one each.
+class NoTraces:
+    def kineto_poll(self, poll):  # noqa: ANN001, ANN201 - KinetoHandler
+        return None
+
+    def kineto_context(self, *args):  # noqa: ANN002, ANN201
+        return None
+
+
+def test_a_burst_of_malformed_datagrams_logs_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    d = short_tmpdir("dyno-e2k-")
+    endpoint = KinetoEndpoint(NoTraces(), socket_dir=d)  # type: ignore[arg-type]
+    endpoint.start()
+    sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        caplog.set_level(logging.WARNING, logger="dyno.daemon.tracing.kineto_ipc")
+        for i in range(50):
+            sender.sendto(b"\x01" * (i % 30) + struct.pack("<Q", 2**63), str(d / "dynolog"))
+        wait_for(lambda: endpoint.rejected == 50)
+    finally:
+        sender.close()
+        endpoint.stop()
+        shutil.rmtree(d, ignore_errors=True)
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "dropped malformed datagram" in warnings[0].getMessage()

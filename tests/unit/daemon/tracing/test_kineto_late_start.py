@@ -1,7 +1,7 @@
-"""A kineto duration trace whose synchronized start is (nearly) past when libkineto polls for it: libkineto refuses a
-PROFILE_START_TIME already past ("Not starting tracing - start timestamp is in the past" on the trainer's stderr) and
-traces nothing, and the trace waited until its completion deadline. dynod now sends the config with the start moved
-to when libkineto can make it (1.3 s after the pickup) and the done trace carries a note saying it was not aligned."""
+"""A kineto duration trace whose synchronized start is past, or too close, when libkineto picks the request up
+(libkineto refuses a PROFILE_START_TIME already past and traces nothing): dynod sends the config with the start moved
+to when libkineto can make it (1.3 s after the pickup), and the done trace's note says when it was picked up and how
+late it really started."""
 
 from __future__ import annotations
 
@@ -62,3 +62,20 @@ def test_start_well_ahead_is_kept_and_the_trace_has_no_note(tmp_path: Path) -> N
     assert "PROFILE_START_TIME=" in config
     proc = finish(tm, trace_id)
     assert proc.state == TraceState.DONE and proc.error == ""
+
+
+def test_a_start_just_ahead_at_pickup_is_noted_as_early(tmp_path: Path) -> None:
+    tm, trace_id, config = started(tmp_path, start_in_ms=6000, picked_up_after_ms=5300)  # 0.7 s left
+    assert "PROFILE_START_TIME=" in config  # moved: 1.3 s after the pickup
+    proc = finish(tm, trace_id)
+    assert proc.state == TraceState.DONE
+    assert proc.error.startswith(
+        "started 0.6 s after the synchronized start time: libkineto picked the request up 0.7 s before it"
+    )
+
+
+def test_a_start_past_at_pickup_is_still_noted_as_late(tmp_path: Path) -> None:
+    tm, trace_id, _ = started(tmp_path, start_in_ms=1000, picked_up_after_ms=3500)
+    assert "started 3.8 s after the synchronized start time: libkineto picked the request up 2.5 s after it" in (
+        finish(tm, trace_id).error
+    )

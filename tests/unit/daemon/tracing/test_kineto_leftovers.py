@@ -1,8 +1,7 @@
 """What dynod says when libkineto left `<file>.tmp` unfinished at the deadline (tracing/kineto_leftovers.py cites the
 libkineto source): a non-empty one is a failed write (libkineto takes later requests as before: make room, trace
 again); an empty one is either a start libkineto refused as already past ("Not starting tracing - start timestamp is
-in the past": it opens the file before it checks the start) or a write that failed at once. It used to say "a failed
-write?" in both cases, and nothing of what to do."""
+in the past": it opens the file before it checks the start) or a write that failed at once; each says what to do."""
 
 from __future__ import annotations
 

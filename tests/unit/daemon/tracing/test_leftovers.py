@@ -30,7 +30,7 @@ def _test_user(pid: int) -> int:
 def env(tmp_path: Path) -> tuple[ProcessRegistry, TraceManager]:
     clock = Clock()
     # the processes are gone when removed ("process exited"): an agent one that still runs keeps its files until it
-    # is (tests/unit/test_restart_report_races.py)
+    # is (tests/unit/daemon/tracing/test_agent_reports_at_disconnect.py)
     reg = ProcessRegistry(is_alive=lambda pid: False, clock_ms=clock, uid_of=_test_user)
     tm = TraceManager(reg, tmp_path / "traces", "hostA", clock_ms=clock, kineto_identifier=no_proc_identifier())
     return reg, tm

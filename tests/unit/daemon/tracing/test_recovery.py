@@ -103,7 +103,7 @@ def test_round_trip_after_restart(tmp_path: Path) -> None:
 
 def test_record_written_at_each_processs_end(tmp_path: Path) -> None:
     """Not only when every process is final: a restarted daemon knows what had ended (tests/unit/
-    test_restart_disk_state.py); a process that had not picked the request up is failed there."""
+    test_recovery_disk_state.py); a process that had not picked the request up is failed there."""
     traces = tmp_path / "traces"
     reg, tm = manager(traces)
     for pid in (7, 8):

@@ -1,5 +1,5 @@
 """Trace retention knows dynod's trace folders by a marker file as well as by their mode 1733, so a filesystem that
-drops the sticky bit (or ignores chmod) no longer keeps traces forever; what others plant never makes a folder
+drops the sticky bit (or ignores chmod) does not keep traces forever; what others plant never makes a folder
 look like dynod's, and folders left alone for looking foreign are reported."""
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """What another local user can put at a trace file's name. Trace folders are 1733 (every trainer writes there) and
 the names predictable (`<host>_<pid>.pt.trace.json[.gz]`; trace ids and pids are listed by ListProcesses / GetTrace),
 so anyone can create a file there before the traced process publishes its own (whose rename over it then fails:
-the sticky bit). dynod used to believe whatever was there: a FIFO blocked its housekeeping thread for good (no more
-timeouts, retention or garbage collection), a symlink to /dev/zero was read forever, and another user's file became
-the process's trace, served to whoever fetched it."""
+the sticky bit). dynod believes only the process's own plain file there: never a FIFO (which would block its
+housekeeping thread), a symlink (to /dev/zero: read forever) or another user's file."""
 
 from __future__ import annotations
 
