@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +20,13 @@ from dyno.daemon.callers import ADMIN, Caller
 from dyno.daemon.registry import ProcessRecord, ProcessRegistry
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.stream_slots import MAX_FETCH_STREAMS, StreamSlots
+from dyno.daemon.tracing.access import (
+    Denied,
+    cancel_denied,
+    fetch_denied,
+    fetch_of_unknown_denied,
+    unidentified_denied,
+)
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.streaming import MAX_CHUNK, ChecksumCache, iter_chunks
 from dyno.daemon.tracing.values import TraceLimitError, TraceRequestError, TraceView, UnknownTraceError
@@ -143,8 +149,7 @@ class TraceRpcs:
 
     def StartTrace(self, request: dyno_pb2.TraceRequest, context: grpc.ServicerContext) -> dyno_pb2.StartTraceResponse:
         caller = self._caller_of(context)
-        if not caller.admin and caller.uid is None:
-            abort(context, grpc.StatusCode.PERMISSION_DENIED, _unidentified("start traces"), ErrorReason.CALLER_UNKNOWN)
+        _refuse(context, unidentified_denied(caller, "start traces"))
         try:
             result = self._tm.start(pc.spec_from_pb(request), only_uid=None if caller.admin else caller.uid)
         except TraceRequestError as e:
@@ -177,25 +182,9 @@ class TraceRpcs:
     def CancelTrace(self, request: dyno_pb2.CancelTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
         caller = self._caller_of(context)
         if not caller.admin:
-            if caller.uid is None:
-                abort(
-                    context,
-                    grpc.StatusCode.PERMISSION_DENIED,
-                    _unidentified("cancel traces"),
-                    ErrorReason.CALLER_UNKNOWN,
-                )
+            _refuse(context, unidentified_denied(caller, "cancel traces"))
             _require_id(request.trace_id, context)
-            view = self._status_view(request.trace_id, context)
-            others = [p.pid for p in view.processes if not caller.may_touch(p.uid)]
-            if others:
-                abort(
-                    context,
-                    grpc.StatusCode.PERMISSION_DENIED,
-                    f"trace {request.trace_id!r} traces processes of other users (pid "
-                    f"{', '.join(map(str, others[:8]))}{'...' if len(others) > 8 else ''}): {caller.who()} may cancel "
-                    "only traces of its own processes",
-                    ErrorReason.NOT_YOUR_PROCESS,
-                )
+            _refuse(context, cancel_denied(caller, self._status_view(request.trace_id, context)))
         return self._status(self._tm.cancel, request.trace_id, context)
 
     def _status_view(self, trace_id: str, context: grpc.ServicerContext) -> TraceView:
@@ -231,44 +220,22 @@ class TraceRpcs:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e), e.reason)
         except UnknownTraceError as e:
             abort(context, grpc.StatusCode.NOT_FOUND, str(e), e.reason)
-        if not known and not _owned_by(path, caller):
-            # a trace dynod no longer knows (restarted before it finished): its file is the process's user's
-            abort(
-                context,
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"trace {request.trace_id!r} pid {request.pid}: its file is not {caller.who()}'s: {caller.who()} may "
-                "fetch only the trace files of its own processes",
-                ErrorReason.NOT_YOUR_PROCESS,
-            )
+        if not known:
+            _refuse(context, fetch_of_unknown_denied(caller, path, request.trace_id, request.pid))
         self._fetch_slots.take(context)
         return self._stream(path, request.chunk_size, context)
 
     def _check_fetch(self, caller: Caller, trace_id: str, pid: int, context: grpc.ServicerContext) -> bool:
         """PERMISSION_DENIED unless the traced process ran as the calling user; False when dynod does not know the
-        process's part in the trace (then the file's owner decides: _owned_by)."""
-        if caller.uid is None:
-            abort(
-                context,
-                grpc.StatusCode.PERMISSION_DENIED,
-                _unidentified("fetch trace files"),
-                ErrorReason.CALLER_UNKNOWN,
-            )
+        process's part in the trace (then the file's owner decides)."""
+        _refuse(context, unidentified_denied(caller, "fetch trace files"))
         try:
-            view = self._tm.get(trace_id)
+            view: TraceView | None = self._tm.get(trace_id)
         except (UnknownTraceError, ValueError):
-            return False
-        part = next((p for p in view.processes if p.pid == pid), None)
-        if part is None:
-            return False
-        if not caller.may_touch(part.uid):
-            abort(
-                context,
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"trace {trace_id!r} pid {pid} is another user's process: {caller.who()} may fetch only the trace "
-                "files of its own processes",
-                ErrorReason.NOT_YOUR_PROCESS,
-            )
-        return True
+            view = None
+        known, denied = fetch_denied(caller, view, trace_id, pid)
+        _refuse(context, denied)
+        return known
 
     def _stream(self, path: Path, chunk_size: int, context: grpc.ServicerContext) -> Iterator[bytes]:
         try:
@@ -292,18 +259,9 @@ def _trace_dir_problem(e: OSError) -> str:
     return f"{where}{e.strerror or e}" + (f" ({note})" if note else "")
 
 
-def _owned_by(path: Path, caller: Caller) -> bool:
-    try:
-        return caller.may_touch(os.lstat(path).st_uid)
-    except OSError:
-        return False
-
-
-def _unidentified(what: str) -> str:
-    return (
-        f"cannot tell which local user calls, and only identified users may {what} without dynod's auth token: "
-        "call from this host (dynod's Unix socket or loopback) or present the token or a client certificate"
-    )
+def _refuse(context: grpc.ServicerContext, denied: Denied | None) -> None:
+    if denied is not None:
+        abort(context, grpc.StatusCode.PERMISSION_DENIED, denied.message, denied.reason)
 
 
 def _require_id(trace_id: str, context: grpc.ServicerContext) -> None:
