@@ -5,7 +5,7 @@ dynod-record.json` (temp name, then rename): the request, when it was created, w
 per process its state (final, or as it was then for the others), reason, file name, size and user. After a
 restart, a GetTrace / FetchTraceFile for an id the daemon does not know, or an agent's report of it, loads that
 record (`load_record`) instead of answering NOT_FOUND: a finished trace as it was, an unfinished one with what its
-processes had reported by then (the trace manager resumes the rest: trace_table.TraceTable._resume). Retention
+processes had reported by then (the trace manager resumes the rest: table.TraceTable._resume). Retention
 deletes it with the folder.
 
 A record is untrusted input when it is read back: the per-trace folders are writable by trainers of any user

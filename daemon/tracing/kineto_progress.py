@@ -19,7 +19,7 @@ relied on are quoted):
   iteration (rounded up to PROFILE_START_ITERATION_ROUNDUP).
 So after the pickup (DELIVERED), polls that still ask for a config mean libkineto has not started recording: the
 process has not reached its start step, i.e. has not stepped (enough) since; polls that no longer ask (RUNNING:
-trace_kineto.kineto_poll) mean it records, and its file is written once its N steps are done. Checked with torch
+kineto_side.kineto_poll) mean it records, and its file is written once its N steps are done. Checked with torch
 2.13 CPU: a trainer that stopped stepping stays DELIVERED, and turns RUNNING within a poll of stepping again.
 """
 

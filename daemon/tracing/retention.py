@@ -92,7 +92,7 @@ def enforce_retention(
     must not delete what it did not create. Trace-id-named folders skipped that way are logged (a throttled
     WARNING), since old traces that no longer look like dynod's would otherwise stay forever unnoticed. The pass
     walks everything anyway, so it also measures the whole trace dir (``dir_bytes``), which GetStatus reports
-    from then on (see trace_usage).
+    from then on (see usage.py).
     """
     problem = trace_dir_problem(trace_dir)
     if problem is not None:  # its folders may be symlinks by now: nothing there is dynod's to delete or count

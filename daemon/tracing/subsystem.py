@@ -81,7 +81,7 @@ class Tracing:
         self._idle_housekeeping_s = idle_housekeeping_s
         self._retention_every_s = retention_every_s
         # GetStatus' trace_dir_bytes: recorded by each retention pass, measured by the reader only when no pass has
-        # recorded it for two retention periods (trace_usage.py)
+        # recorded it for two retention periods (usage.py)
         self.usage = TraceDirUsage(config.trace_dir, max_age_s=2 * retention_every_s)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

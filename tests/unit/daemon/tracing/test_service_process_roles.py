@@ -1,5 +1,5 @@
 """ListProcesses answers as the registry is now, though each process's message is kept between calls
-(trace_service._ProcessInfoCache) and the DataLoader-worker checks behind the roles are reused for a second
+(service._ProcessInfoCache) and the DataLoader-worker checks behind the roles are reused for a second
 (TraceManager.roles): a changed record, a role that changed and a process that left show in the next answer."""
 
 from __future__ import annotations
