@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 import os
-import time
 from pathlib import Path
 
 import pytest
 from fake_proc import no_proc, no_proc_identifier
 from manual_clock import Clock
 
-from dyno import trace_layout
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
-from dyno.daemon.tracing import retention, streaming, trust
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager, order_for_limit
@@ -26,7 +22,6 @@ from dyno.daemon.tracing.values import (
     TraceState,
     UnknownTraceError,
 )
-from dyno.filechunks import checksum_of, new_digest
 
 pytestmark = pytest.mark.unit
 
@@ -346,102 +341,6 @@ def test_kineto_exit_mid_trace_fails_but_finished_file_wins(env) -> None:  # typ
 
 
 # -- files ------------------------------------------------------------------------------------------------------
-
-
-def test_chunks_cover_file_with_checksum_on_last(tmp_path: Path) -> None:
-    data = os.urandom(2 * 1024 * 1024 + 17)
-    path = tmp_path / "f.bin"
-    path.write_bytes(data)
-    chunks = list(streaming.iter_chunks(path, 1024 * 1024))
-    assert [len(c.data) for c in chunks] == [1024 * 1024, 1024 * 1024, 17]
-    assert b"".join(c.data for c in chunks) == data
-    assert [c.last for c in chunks] == [False, False, True]
-    assert chunks[-1].checksum == checksum_of(new_digest(data)) and not chunks[0].checksum
-    assert chunks[0].total_size == len(data) and chunks[0].filename == "f.bin"
-    assert [c.offset for c in chunks] == [0, 1024 * 1024, 2 * 1024 * 1024]
-    assert max(len(c.data) for c in streaming.iter_chunks(path, 10 * 1024 * 1024)) == streaming.MAX_CHUNK
-    empty = tmp_path / "e"
-    empty.write_bytes(b"")
-    (only,) = streaming.iter_chunks(empty)
-    assert only.last and only.data == b"" and only.checksum == checksum_of(new_digest(b""))
-
-
-def test_retention_by_age_and_size_keeps_active(tmp_path: Path) -> None:
-    now = time.time()
-    for i, name in enumerate(["old", "mid", "new", "active"]):
-        d = trust.make_trace_dir(tmp_path, name)
-        (d / "f").write_bytes(b"x" * 100)
-        os.utime(d, (now - 1000 + i * 100, now - 1000 + i * 100))
-    os.utime(tmp_path / "active", (now - 5000, now - 5000))
-    (tmp_path / "not a trace id").mkdir()
-    # someone else's folder, named like a trace id and older than everything: not dynod's to delete or count
-    foreign = tmp_path / "projects"
-    foreign.mkdir()
-    (foreign / "data").write_bytes(b"y" * 10_000)
-    os.utime(foreign, (now - 9000, now - 9000))
-    r = retention.enforce_retention(tmp_path, max_bytes=10_000, max_age_s=950, keep={"active"}, now_s=now)
-    assert r.removed == ("old",)
-    r = retention.enforce_retention(tmp_path, max_bytes=250, max_age_s=1e9, keep={"active"}, now_s=now)
-    markers = sum((tmp_path / name / trace_layout.MARKER_NAME).stat().st_size for name in ("new", "active"))
-    assert r.removed == ("mid",) and r.total_bytes == 200 + markers
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["active", "new", "not a trace id", "projects"]
-
-
-def test_retention_keeps_the_newest_finished_trace_even_over_the_size_limit(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A trace bigger than trace_retention_bytes on its own survives the passes after it finished (until it ages
-    out or a newer trace exists), so a later `dyno-cli fetch` still finds it; older ones still go for size."""
-    now = time.time()
-    for i, name in enumerate(["older", "big"]):
-        d = trust.make_trace_dir(tmp_path, name)
-        (d / "f").write_bytes(b"x" * (100 if name == "older" else 5000))
-        os.utime(d, (now - 100 + i * 10, now - 100 + i * 10))
-    with caplog.at_level(logging.WARNING, logger=retention.log.name):
-        r = retention.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now)
-        again = retention.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now)
-    assert r.removed == ("older",) and again.removed == ()
-    assert (tmp_path / "big" / "f").exists() and r.total_bytes > 1000
-    warned = [rec.getMessage() for rec in caplog.records if "trace big is kept" in rec.getMessage()]
-    assert len(warned) == 1 and "trace_retention_bytes 1000" in warned[0]  # once, not at every pass
-    # a newer trace makes it an ordinary old one; age still removes the newest
-    newer = trust.make_trace_dir(tmp_path, "newer")
-    os.utime(newer, (now, now))
-    assert retention.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now).removed == ("big",)
-    assert retention.enforce_retention(tmp_path, max_bytes=10**9, max_age_s=5, now_s=now + 60).removed == ("newer",)
-
-
-def test_checksum_cache_skips_rehash_and_misses_on_change(tmp_path: Path) -> None:
-    path = tmp_path / "t.bin"
-    path.write_bytes(b"a" * 3000)
-    cache = streaming.ChecksumCache()
-    first = list(streaming.iter_chunks(path, 1024, cache))
-    assert cache.get(path.stat()) == first[-1].checksum == checksum_of(new_digest(b"a" * 3000))
-    assert list(streaming.iter_chunks(path, 1024, cache))[-1].checksum == first[-1].checksum
-    path.write_bytes(b"b" * 3000)
-    os.utime(path, ns=(1, 1))
-    assert list(streaming.iter_chunks(path, 1024, cache))[-1].checksum == checksum_of(new_digest(b"b" * 3000))
-
-
-def test_planted_symlinks_and_hard_links_are_never_served(tmp_path: Path) -> None:
-    """The per-trace dir is world-writable: a local user must not make the daemon stream another file."""
-    secret = tmp_path / "secret"
-    secret.write_text("not a trace")
-    d = trust.make_trace_dir(tmp_path / "traces", "t1")
-    link = trace_layout.agent_output(tmp_path / "traces", "t1", "h", 42)
-    os.symlink(secret, link)
-    assert trust.find_trace_file(tmp_path / "traces", "t1", "h", 42) is None
-    with pytest.raises(OSError):
-        list(streaming.iter_chunks(link))
-    hard = trace_layout.agent_output(tmp_path / "traces", "t1", "h", 43)
-    os.link(secret, hard)
-    with pytest.raises(OSError, match="hard link"):
-        list(streaming.iter_chunks(hard))
-    real = trace_layout.agent_output(tmp_path / "traces", "t1", "h", 44)
-    real.write_bytes(b"x" * 10)
-    assert trust.find_trace_file(tmp_path / "traces", "t1", "h", 44) == real
-    assert b"".join(c.data for c in streaming.iter_chunks(real)) == b"x" * 10
-    assert d.is_dir()
 
 
 def test_trace_id_with_a_folder_on_disk_is_refused(tmp_path: Path) -> None:

@@ -155,3 +155,48 @@ def test_folders_left_alone_are_reported_once_an_hour_not_every_pass(
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "1 folder(s)" in warnings[0] and warnings[0].endswith(": projects")
     assert (tmp_path / "projects" / "data").exists()
+
+
+def test_retention_by_age_and_size_keeps_active(tmp_path: Path) -> None:
+    now = time.time()
+    for i, name in enumerate(["old", "mid", "new", "active"]):
+        d = trust.make_trace_dir(tmp_path, name)
+        (d / "f").write_bytes(b"x" * 100)
+        os.utime(d, (now - 1000 + i * 100, now - 1000 + i * 100))
+    os.utime(tmp_path / "active", (now - 5000, now - 5000))
+    (tmp_path / "not a trace id").mkdir()
+    # someone else's folder, named like a trace id and older than everything: not dynod's to delete or count
+    foreign = tmp_path / "projects"
+    foreign.mkdir()
+    (foreign / "data").write_bytes(b"y" * 10_000)
+    os.utime(foreign, (now - 9000, now - 9000))
+    r = retention.enforce_retention(tmp_path, max_bytes=10_000, max_age_s=950, keep={"active"}, now_s=now)
+    assert r.removed == ("old",)
+    r = retention.enforce_retention(tmp_path, max_bytes=250, max_age_s=1e9, keep={"active"}, now_s=now)
+    markers = sum((tmp_path / name / trace_layout.MARKER_NAME).stat().st_size for name in ("new", "active"))
+    assert r.removed == ("mid",) and r.total_bytes == 200 + markers
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["active", "new", "not a trace id", "projects"]
+
+
+def test_retention_keeps_the_newest_finished_trace_even_over_the_size_limit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A trace bigger than trace_retention_bytes on its own survives the passes after it finished (until it ages
+    out or a newer trace exists), so a later `dyno-cli fetch` still finds it; older ones still go for size."""
+    now = time.time()
+    for i, name in enumerate(["older", "big"]):
+        d = trust.make_trace_dir(tmp_path, name)
+        (d / "f").write_bytes(b"x" * (100 if name == "older" else 5000))
+        os.utime(d, (now - 100 + i * 10, now - 100 + i * 10))
+    with caplog.at_level(logging.WARNING, logger=retention.log.name):
+        r = retention.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now)
+        again = retention.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now)
+    assert r.removed == ("older",) and again.removed == ()
+    assert (tmp_path / "big" / "f").exists() and r.total_bytes > 1000
+    warned = [rec.getMessage() for rec in caplog.records if "trace big is kept" in rec.getMessage()]
+    assert len(warned) == 1 and "trace_retention_bytes 1000" in warned[0]  # once, not at every pass
+    # a newer trace makes it an ordinary old one; age still removes the newest
+    newer = trust.make_trace_dir(tmp_path, "newer")
+    os.utime(newer, (now, now))
+    assert retention.enforce_retention(tmp_path, max_bytes=1000, max_age_s=1e9, now_s=now).removed == ("big",)
+    assert retention.enforce_retention(tmp_path, max_bytes=10**9, max_age_s=5, now_s=now + 60).removed == ("newer",)
