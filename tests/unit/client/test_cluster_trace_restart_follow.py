@@ -1,4 +1,4 @@
-"""ClusterTrace._follow_host after a dynod restart mid-trace (review of the restart handling): it waits for the
+"""ClusterTrace._follow_host after a dynod restart mid-trace: it waits for the
 processes that can still report to the restarted daemon, and no longer than that."""
 
 from __future__ import annotations

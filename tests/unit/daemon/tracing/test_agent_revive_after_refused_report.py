@@ -1,4 +1,4 @@
-"""The seam of the restart fix and the report sessions: an agent's DONE report sent on its old channel after dynod
+"""Reviving a trace meets the report sessions: an agent's DONE report sent on its old channel after dynod
 ended its registration (its Watch stream ended on dynod's side first) is refused (PERMISSION_DENIED: no session
 any more); the agent keeps it, registers again and sends it with the new session, and the trace, failed when the
 stream ended, ends done (revived). Real AgentServicer on a Unix socket, the real DaemonConnection."""

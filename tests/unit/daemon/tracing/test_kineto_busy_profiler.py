@@ -1,7 +1,6 @@
 """A KINETO_USE_DAEMON=1 trainer running its own torch.profiler polls without asking for an activity config
-(type & 2 clear) for as long as its profiler runs: a request to it stayed pending until dyno-cli gave up, with `the
-process had not picked the request up`. It now fails after a few such polls with the reason; a process that is
-busy only briefly (a poll or two) still gets the request."""
+(type & 2 clear) for as long as its profiler runs: a request to it fails after a few such polls, saying why; a
+process that is busy only briefly (a poll or two) still gets the request."""
 
 from __future__ import annotations
 

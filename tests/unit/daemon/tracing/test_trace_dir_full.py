@@ -1,6 +1,5 @@
-"""StartTrace on a full trace dir answered "cannot prepare the trace dir on this host: [Errno 28] No space left on
-device": no path (mkstemp's error names none), so an operator could not tell which disk. Now it names the trace's
-folder and the free space, and nothing half-made is left."""
+"""StartTrace on a full trace dir names the trace's folder and the free space (mkstemp's error names no path), and
+leaves nothing half-made."""
 
 from __future__ import annotations
 
