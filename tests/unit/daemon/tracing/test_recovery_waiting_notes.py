@@ -1,7 +1,7 @@
 """A process cancelled at `dyno-cli trace --timeout-s` while waiting for optimizer steps: dynod keeps its waiting note
 in the trace's record, a restarted dynod answers with it, and a later `dyno-cli fetch` says what the process waited
-for, beside dynod's "cancelled by request". Real TraceManager before and after the "restart" (a new one on the same trace dir), its answer served by a
-fake daemon through the real proto conversion, real `dyno-cli fetch`."""
+for, beside dynod's "cancelled by request". Real TraceManager before and after the "restart" (a new one on the same
+trace dir), its answer served by a fake daemon through the real proto conversion, real `dyno-cli fetch`."""
 
 from __future__ import annotations
 
