@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceSpec
 
 
 class _TimedLock:
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             reg.register(RegisteredProcess(pid=200_000 + i, job_id="7", protocol=protocol, rank=i))
         tm = TraceManager(reg, root / "traces", "bench")
         lock = _TimedLock()
-        tm._lock = lock  # type: ignore[assignment]
+        tm.table.lock = lock  # type: ignore[assignment]
         starts, cancels = [], []
         for _ in range(args.repeats):
             lock.reset()

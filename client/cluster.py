@@ -76,6 +76,7 @@ class HostResult(Generic[T]):
     error: str | None = None
     error_type: str | None = None
     elapsed_s: float = 0.0
+    reason: str = ""  # the daemon's ErrorInfo reason (dyno.error_reasons), "" when none
 
     @property
     def answer(self) -> T:
@@ -176,7 +177,12 @@ class Cluster:
             value = fn(view)
         except DynoError as e:
             return HostResult(
-                host, False, error=e.message, error_type=type(e).__name__, elapsed_s=time.monotonic() - start
+                host,
+                False,
+                error=e.message,
+                error_type=type(e).__name__,
+                elapsed_s=time.monotonic() - start,
+                reason=e.reason,
             )
         except Exception as e:  # a bug in fn must not hide the other hosts' results
             log.debug("call to %s raised", host, exc_info=True)

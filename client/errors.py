@@ -30,11 +30,12 @@ __all__ = [
 class DynoError(Exception):
     """Any failed call to a dyno daemon. `target` names the daemon; str() is one readable line."""
 
-    def __init__(self, message: str, target: str = "", code: grpc.StatusCode | None = None) -> None:
+    def __init__(self, message: str, target: str = "", code: grpc.StatusCode | None = None, reason: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.target = target
         self.code = code
+        self.reason = reason  # the daemon's ErrorInfo reason (dyno.error_reasons), "" when it sent none
 
     def __str__(self) -> str:
         return f"{self.target}: {self.message}" if self.target else self.message
@@ -107,14 +108,19 @@ def translate(err: grpc.RpcError, target: str, *, tls: bool = False, token: bool
     token (the same grpc details mean different mistakes with and without them)."""
     import grpc
 
+    from dyno.client.reasons import is_reason
+    from dyno.error_reasons import ErrorReason, reason_of
+
     code = err.code() if hasattr(err, "code") else None
     details = err.details() if hasattr(err, "details") else str(err)
+    reason = reason_of(err.trailing_metadata()) if hasattr(err, "trailing_metadata") else ""
     cls = _by_code().get(code, DynoError) if code is not None else DynoError
     http_server = "Failed parsing HTTP/2" in details or "http2 header with status" in details
     if code == grpc.StatusCode.CANCELLED:
         message = f"dynod cancelled the call (stopping or restarting? try again once it is back): {details}"
     elif cls is Unavailable and not http_server:
-        message = _unavailable_message(details, tls)
+        shutting_down = is_reason(reason, ErrorReason.SHUTTING_DOWN, details, "dynod is shutting down")
+        message = _unavailable_message(details, tls, shutting_down)
     elif http_server:
         from dyno.client.hosts import DEFAULT_PORT
 
@@ -134,7 +140,9 @@ def translate(err: grpc.RpcError, target: str, *, tls: bool = False, token: bool
         )
     elif cls is Unauthenticated:
         message = f"not authenticated: {details} (pass --auth-token-file or TLS options)"
-    elif cls is InvalidArgument and details.startswith("start_time_ms: must be within"):
+    elif cls is InvalidArgument and is_reason(
+        reason, ErrorReason.START_TIME_OUT_OF_RANGE, details, "start_time_ms: must be within"
+    ):
         # the client computed the start a few seconds ahead by its own clock: refused as past or far future, the
         # two clocks disagree (the daemons allow 10 s in the past, libkineto's limit)
         message = (
@@ -143,13 +151,13 @@ def translate(err: grpc.RpcError, target: str, *, tls: bool = False, token: bool
         )
     else:
         message = details or (code.name if code else "call failed")
-    return cls(message, target, code)
+    return cls(message, target, code, reason)
 
 
-def _unavailable_message(details: str, tls: bool) -> str:
-    """What an UNAVAILABLE most likely means, from grpc's details."""
+def _unavailable_message(details: str, tls: bool, shutting_down: bool) -> str:
+    """What an UNAVAILABLE most likely means, from grpc's details; `shutting_down`: the daemon's own answer."""
     lower = details.lower()
-    if "dynod is shutting down" in details:  # the daemon's own answer (a stream ended by its SIGTERM): it was reached
+    if shutting_down:  # the daemon's own answer (a stream ended by its SIGTERM): it was reached
         return f"{details} (stopped or restarting; try again once it is back)"
     if "errors resolving" in lower or "dns resolution failed" in lower or "domain name not found" in lower:
         # "cannot reach dynod (is it running?)" sent the operator to a daemon when the name was mistyped

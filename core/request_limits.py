@@ -29,7 +29,7 @@ MAX_ITERATIONS = 100_000  # iterations and start_iteration_roundup: 1..this
 MAX_PIDS = 1024  # pids: at most this many
 MAX_JOB_ID = 128  # job_id: at most this many printable characters (Register's job_id too)
 # start_time_ms: at most 10 s in the past (a cluster's hosts start a little apart and their clocks differ). libkineto
-# itself refuses any past PROFILE_START_TIME, so dynod drops one that is past at pickup (trace_kineto).
+# itself refuses any past PROFILE_START_TIME, so dynod drops one that is past at pickup (daemon/tracing/kineto_side.py).
 MAX_PAST_START_MS = 10_000
 MAX_FUTURE_START_MS = 3600 * 1000  # start_time_ms: at most 1 h ahead
 JOB_ID_RULE = f"at most {MAX_JOB_ID} printable characters"

@@ -65,10 +65,11 @@ async def next_item(q: WakingQueue[T], timeout_s: float) -> T:
 class Refused(Exception):
     """A sync handler's abort, carried to the aio context (see SyncContext)."""
 
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+    def __init__(self, code: grpc.StatusCode, details: str, trailer: tuple[tuple[str, Any], ...] = ()) -> None:
         super().__init__(details)
         self.code = code
         self.details = details
+        self.trailer = trailer  # its trailing metadata (the error's reason: dyno.daemon.rpc_abort)
 
 
 class SyncContext:
@@ -77,9 +78,13 @@ class SyncContext:
 
     def __init__(self, context: grpc.aio.ServicerContext) -> None:
         self._context = context
+        self._trailer: tuple[tuple[str, Any], ...] = ()
+
+    def set_trailing_metadata(self, metadata: tuple[tuple[str, Any], ...]) -> None:
+        self._trailer = tuple(metadata)
 
     def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
-        raise Refused(code, details)
+        raise Refused(code, details, self._trailer)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._context, name)
@@ -91,7 +96,7 @@ async def refusing(handler: Callable[[Any, Any], T], request: Any, context: grpc
     try:
         return handler(request, SyncContext(context))
     except Refused as r:
-        await context.abort(r.code, r.details)
+        await context.abort(r.code, r.details, trailing_metadata=r.trailer)
         raise AssertionError("grpc.aio ServicerContext.abort returned") from None
 
 

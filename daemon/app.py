@@ -48,7 +48,7 @@ from dyno.daemon.samplers.host import HostSampler
 from dyno.daemon.sampling_pb import gpu_to_proto, sampler_state_to_proto
 from dyno.daemon.server import DYNO_SERVICE, DynoServicer, add_reflection, add_to_server
 from dyno.daemon.stream_slots import RPC_THREADS
-from dyno.daemon.tracing import Tracing
+from dyno.daemon.tracing.subsystem import Tracing
 from dyno.netaddr import host_port
 from dyno.v1 import dyno_pb2
 

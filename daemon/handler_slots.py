@@ -3,7 +3,7 @@ on a semaphore, which holds no GIL.
 
 Why: every thread that runs Python competes for the one GIL, and a thread that wants it waits about one switch
 interval per competitor. Under 50 callers the server's 40 RPC threads all ran handlers at once, so the libkineto
-endpoint's thread (dyno.daemon.kineto_ipc), which must answer each poll within libkineto's ~90 ms, waited seconds
+endpoint's thread (tracing.kineto_ipc), which must answer each poll within libkineto's ~90 ms, waited seconds
 for its turn (91% of polls in time, max 4.8 s; bench/registry_scale.py). Queued here, the callers wait no longer in
 total (the work is the same and the GIL serialized it anyway), and the endpoint competes with a handful of threads.
 Streams are not gated: each holds its thread for its whole life (stream_slots.py bounds them) and works in short

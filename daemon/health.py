@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from dyno.daemon.rpc_abort import abort
+from dyno.daemon.rpc_abort import abort, reason_trailer
 
 __all__ = ["HealthServicer"]
 
@@ -68,7 +68,8 @@ class HealthServicer(health_pb2_grpc.HealthServicer):
     ) -> health_pb2.HealthCheckResponse:
         with self._lock:
             status = self._status.get(request.service)
-        if status is None:
+        if status is None:  # the health protocol's answer for an unknown service (a status, not an abort)
+            context.set_trailing_metadata((reason_trailer(grpc.StatusCode.NOT_FOUND, ""),))
             context.set_code(grpc.StatusCode.NOT_FOUND)
             return health_pb2.HealthCheckResponse()
         return health_pb2.HealthCheckResponse(status=status)

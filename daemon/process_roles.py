@@ -4,7 +4,7 @@ of `dyno-cli ps`, so that what ps shows is what a trace request does.
 
 - a recognised torch launcher (`RegisteredProcess.launcher`: `torchrun`, `python -m torch.distributed.run`, read from a
   kineto sender's command line) is a launcher; the trace manager never traces one;
-- a process whose kernel task name is `pt_data_worker` (dyno.daemon.kineto_identity.DATA_WORKER_NAMES: read from
+- a process whose kernel task name is `pt_data_worker` (dyno.daemon.tracing.kineto_identity.DATA_WORKER_NAMES: read from
   /proc by the caller, it changes once the worker's loop starts) is a DataLoader worker, and makes no launcher of
   the trainer it serves;
 - a process whose pid is in another process's ancestry (among the processes considered together: one request's

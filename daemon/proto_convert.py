@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dyno.daemon.process_roles import ROLE_DATALOADER, ROLE_LAUNCHER, ROLE_TRAINER
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord
-from dyno.daemon.trace_types import ProcessTraceView, TraceSpec, TraceState, TraceView
+from dyno.daemon.tracing.values import ProcessTraceView, TraceReason, TraceSpec, TraceState, TraceView
 from dyno.trace_options import options_from_pb, options_to_pb
 from dyno.v1 import agent_pb2, dyno_pb2
 
@@ -62,6 +62,13 @@ def process_to_pb(p: ProcessRecord, role: str = "") -> dyno_pb2.ProcessInfo:
     return msg
 
 
+# TraceReason.NONE is TRACE_REASON_UNSPECIFIED; the others share their names
+REASON_TO_PB: dict[TraceReason, dyno_pb2.TraceReason] = {
+    r: dyno_pb2.TraceReason.Value("TRACE_REASON_" + ("UNSPECIFIED" if r == TraceReason.NONE else r.name))
+    for r in TraceReason
+}
+
+
 def process_trace_to_pb(v: ProcessTraceView) -> dyno_pb2.ProcessTrace:
     msg = dyno_pb2.ProcessTrace(
         pid=v.pid,
@@ -73,6 +80,7 @@ def process_trace_to_pb(v: ProcessTraceView) -> dyno_pb2.ProcessTrace:
         error=v.error,
         updated_ms=v.updated_ms,
         waiting=v.waiting,
+        reason=REASON_TO_PB[v.reason],
     )
     if v.rank is not None:
         msg.rank = v.rank

@@ -24,7 +24,8 @@ from typing import Any
 
 import grpc
 
-from dyno.daemon.rpc_abort import abort
+from dyno.daemon.rpc_abort import abort, reason_trailer
+from dyno.error_reasons import ErrorReason
 from dyno.logthrottle import ThrottledLog
 
 __all__ = ["AioRequestDecoding", "RequestDecoding", "UNDECODABLE_MESSAGE"]
@@ -62,7 +63,12 @@ class RequestDecoding(grpc.ServerInterceptor):
             ok, request = _parse(deserialize, raw)
             if not ok:
                 _refused(self._refusals, method)
-                abort(context, grpc.StatusCode.INVALID_ARGUMENT, UNDECODABLE_MESSAGE % method)
+                abort(
+                    context,
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    UNDECODABLE_MESSAGE % method,
+                    ErrorReason.UNDECODABLE_REQUEST,
+                )
             return request
 
         return decode
@@ -141,7 +147,9 @@ class AioRequestDecoding(grpc.aio.ServerInterceptor):
             ok, request = _parse(deserialize, raw)
             if not ok:
                 _refused(refusals, method)
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, UNDECODABLE_MESSAGE % method)
+                message = UNDECODABLE_MESSAGE % method
+                trailer = reason_trailer(grpc.StatusCode.INVALID_ARGUMENT, message, ErrorReason.UNDECODABLE_REQUEST)
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message, trailing_metadata=(trailer,))
             return request
 
         async def requests(raw_requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:

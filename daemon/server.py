@@ -20,6 +20,7 @@ from dyno.daemon.reflection_v1 import V1_SERVICE, V1ALPHA_SERVICE, add_v1_descri
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.stream_slots import MAX_METRIC_STREAMS, MAX_REFLECTION_STREAMS, StreamSlots
 from dyno.daemon.wire import StoredEncoder, sample_messages
+from dyno.error_reasons import ErrorReason
 from dyno.request_limits import (
     MAX_METRICS_LIMIT,
     MAX_METRICS_PAGE_BYTES,
@@ -51,7 +52,7 @@ _TEXTS_TO_FIT: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 class TraceRpcsProtocol(Protocol):
-    """The tracing subsystem's RPCs (dyno.daemon.trace_service.TraceRpcs)."""
+    """The tracing subsystem's RPCs (dyno.daemon.tracing.service.TraceRpcs)."""
 
     def ListProcesses(self, request: Any, context: grpc.ServicerContext) -> Any: ...
     def StartTrace(self, request: Any, context: grpc.ServicerContext) -> Any: ...
@@ -157,7 +158,7 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         try:
             while context.is_active():
                 if self._stopping.is_set():
-                    abort(context, grpc.StatusCode.UNAVAILABLE, "dynod is shutting down")
+                    abort(context, grpc.StatusCode.UNAVAILABLE, "dynod is shutting down", ErrorReason.SHUTTING_DOWN)
                 sample = sub.get(timeout=_STREAM_POLL_S)
                 if sample is None:
                     continue
@@ -173,7 +174,12 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
 
     def _delegate(self, name: str, request: Any, context: grpc.ServicerContext) -> Any:
         if self._traces is None:
-            abort(context, grpc.StatusCode.UNIMPLEMENTED, f"{name}: tracing is not enabled in this daemon")
+            abort(
+                context,
+                grpc.StatusCode.UNIMPLEMENTED,
+                f"{name}: tracing is not enabled in this daemon",
+                ErrorReason.TRACING_DISABLED,
+            )
         answer = getattr(self._traces, name)(request, context)
         bound = _TEXTS_TO_FIT.get(name)
         if bound is not None:  # within a stock client's 4 MiB however many processes (dyno.daemon.answer_bounds)

@@ -65,12 +65,12 @@ class StreamSlots:
         """Take a slot for the RPC of `context` until it ends, however it ends; refuse it (abort with
         RESOURCE_EXHAUSTED) when all are taken. Call it in the handler, before returning the response iterator."""
         if not self._slots.acquire(blocking=False):
-            if self._retry_after_ms is not None:
-                context.set_trailing_metadata(((RETRY_AFTER_KEY, str(self._retry_after_ms)),))
+            hint = ((RETRY_AFTER_KEY, str(self._retry_after_ms)),) if self._retry_after_ms is not None else ()
             abort(
                 context,
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"{self.limit} {self._what} are already open on this daemon (its limit); retry shortly",
+                metadata=hint,
             )
         with self._lock:
             self._open += 1

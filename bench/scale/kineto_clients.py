@@ -13,7 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
-from dyno.daemon.kineto_ipc import CLIENT_SOCKET_PREFIX, DAEMON_SOCKET_NAME, encode_message, encode_req
+from dyno.daemon.tracing.kineto_ipc import CLIENT_SOCKET_PREFIX, DAEMON_SOCKET_NAME, encode_message, encode_req
 
 __all__ = ["KINETO_JOB_BASE", "kineto_clients"]
 

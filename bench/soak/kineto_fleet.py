@@ -10,7 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
-from dyno.daemon.kineto_ipc import CLIENT_SOCKET_PREFIX, DAEMON_SOCKET_NAME, encode_message, encode_req
+from dyno.daemon.tracing.kineto_ipc import CLIENT_SOCKET_PREFIX, DAEMON_SOCKET_NAME, encode_message, encode_req
 from soak.load import KINETO_JOB_BASE, KINETO_JOBS, write_trace_file
 
 __all__ = ["kineto_fleet"]

@@ -6,7 +6,7 @@ exit cannot wait any longer (agent.EXIT_FINISH_S), the trace is reported failed 
 one of them is removed, and from then on the writer creates and publishes nothing (it checks under the same lock
 before each file it creates and before the rename). What the profiler's own export still writes after that (it runs
 in C++ and cannot be stopped) is removed by the writer when the export returns, or, if the process ends first, by
-dynod when the process is gone (trace_manager).
+dynod when the process is gone (daemon/tracing/leftovers.py).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from dyno.trace_layout import agent_raw, agent_temporaries, agent_tmp
 
 __all__ = ["OutputFiles", "TraceAbandoned", "unlink_quietly"]
 
@@ -41,17 +43,16 @@ class OutputFiles:
     @property
     def raw(self) -> Path:
         """Where the profiler exports its JSON."""
-        return self.output.with_name(self.output.name + ".raw.tmp")
+        return agent_raw(self.output)
 
     @property
     def tmp(self) -> Path:
         """The compressed copy being written, renamed to `output` when complete."""
-        return self.output.with_name(self.output.name + ".tmp")
+        return agent_tmp(self.output)
 
     def temporaries(self) -> tuple[Path, ...]:
         """Every temporary file a trace may leave: the raw export, libkineto's own temp file of it, the copy."""
-        raw = self.raw
-        return (raw, raw.with_name(raw.name + ".tmp"), self.tmp)
+        return agent_temporaries(self.output)
 
     @property
     def abandoned(self) -> bool:

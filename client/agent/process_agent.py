@@ -216,8 +216,8 @@ class Agent:
         """The Watch stream ended (the daemon restarted or went away): the daemon has marked this process's traces
         failed (disconnected mid-trace), and a restarted one never knew them. A trace that is recording goes on: its
         file is written to the path it was given (under the daemon's trace dir) and reported done once the agent has
-        registered again, and the restarted daemon takes it on from that report (dyno.daemon.trace_agents), so what
-        was being recorded can be fetched. The others are cancelled: one still waiting (for its start time, or for
+        registered again, and the restarted daemon takes it on from that report (dyno.daemon.tracing.agent_side), so
+        what was being recorded can be fetched. The others are cancelled: one still waiting (for its start time, or for
         optimizer steps that may never come) held this process "busy" for new requests up to its deadline (10
         minutes; an hour for a distant start time), and none of them could be reported or fetched."""
         with self._lock:

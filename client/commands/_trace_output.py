@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dyno.client.commands._hosts import usage_error
+from dyno.trace_layout import MARKER_NAME, RECORD_NAME
 
 __all__ = [
     "DAEMON_TRACE_FOLDER_FILES",
@@ -25,9 +26,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# What dynod leaves in each folder of its trace dir (dyno.daemon.trace_files.MARKER_NAME, trace_journal.RECORD_NAME;
-# the client does not import the daemon): how an --output-dir that is a daemon's trace dir is recognised.
-DAEMON_TRACE_FOLDER_FILES = (".dynod-trace", "dynod-record.json")
+# What dynod leaves in each folder of its trace dir: how an --output-dir that is a daemon's trace dir is recognised.
+DAEMON_TRACE_FOLDER_FILES = (MARKER_NAME, RECORD_NAME)
 _SCAN_ENTRIES = 200  # folders of OUTPUT_DIR looked at for them (a trace dir's are all alike)
 
 

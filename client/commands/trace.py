@@ -47,7 +47,7 @@ __all__ = ["nothing_registered", "register", "run"]
 # libkineto picks requests up on its on-demand poll, every 5 s by default (ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS):
 # a start 7 s ahead lets every kineto process start on time: the request reaches it at its next poll (5 s), its
 # profiler thread must see the start time still ahead on its next once-a-second tick (dynod sends it unchanged only
-# with 1.3 s left, daemon/trace_kineto.py), and ~0.7 s covers the fan-out to hundreds of hosts and the delivery.
+# with 1.3 s left, daemon/tracing/kineto_side.py), and ~0.7 s covers the fan-out to hundreds of hosts and the delivery.
 # Agent processes get requests in milliseconds, so --start-delay-s 1 is enough when every process runs the agent.
 DEFAULT_START_DELAY_S = 7.0
 AGENT_START_DELAY_S = 1.0  # used by default when no matched process speaks libkineto's protocol

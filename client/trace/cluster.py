@@ -21,6 +21,7 @@ from pathlib import Path
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster
 from dyno.client.errors import DeadlineExceeded, DynoError, InvalidArgument, NotFound, Unavailable
+from dyno.client.reasons import is_reason
 from dyno.client.trace import answers
 from dyno.client.trace.fetch import TraceFetcher
 from dyno.client.trace.records import (
@@ -32,6 +33,7 @@ from dyno.client.trace.records import (
     host_dir_name,
 )
 from dyno.client.trace.start import IN_USE_HINT, NOT_FOUND_HINT, start_trace_retrying
+from dyno.error_reasons import ErrorReason
 from dyno.v1 import dyno_pb2
 
 __all__ = ["ClusterTrace", "start_trace_retrying"]  # start_trace_retrying re-exported from trace.start
@@ -129,7 +131,7 @@ class ClusterTrace:
                 h.start_s = round(r.elapsed_s, 4)
                 if not r.ok or r.value is None:
                     h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
-                    if r.error_type == InvalidArgument.__name__ and "already in use" in h.error:
+                    if r.error_type == InvalidArgument.__name__ and _in_use(r.reason, h.error):
                         h.error += IN_USE_HINT
                     if r.error_type == DeadlineExceeded.__name__:
                         self._unconfirmed.add(h.dir)
@@ -176,7 +178,7 @@ class ClusterTrace:
                 h.start_s = round(r.elapsed_s, 4)
                 if not r.ok or r.value is None:
                     h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
-                    if r.error_type == NotFound.__name__ and not _restarted_text(h.error):
+                    if r.error_type == NotFound.__name__ and not _restarted_text(r.reason, h.error):
                         # the daemon names the id, and a restart when it still has the trace's folder
                         h.error += NOT_FOUND_HINT
                     continue
@@ -307,7 +309,7 @@ class ClusterTrace:
                 if self._restarted_mid_trace(client, h, e) and now < wait_end and self._may_report_after_restart(h):
                     # the daemon restarted mid-trace and has the trace's folder: an agent process that goes on
                     # recording reports to it once it has re-registered, and it takes the trace on from that report
-                    # (daemon/trace_agents.py). Wait for that until --timeout-s; after it, fail with the reason.
+                    # (daemon/tracing/agent_side.py). Wait for that until --timeout-s; after it, fail with the reason.
                     failing_since = None  # the daemon answered: it is up
                     if not restart_logged:
                         restart_logged = True
@@ -402,7 +404,7 @@ class ClusterTrace:
                 now = ""
             if now:
                 return self._new_instance(h, now)
-        return _restarted_text(e.message)
+        return _restarted_text(e.reason, e.message)
 
 
 # interrupt(): of its deadline, what is kept for closing the channels of daemons that did not answer (their threads
@@ -411,8 +413,13 @@ _CLOSE_RESERVE_S = 0.25
 _MIN_CANCEL_S = 0.2
 
 
-def _restarted_text(message: str) -> bool:
-    """Whether a daemon's NOT_FOUND names a restart: it says so when it still has the trace's folder
-    (daemon/trace_files.forgotten_trace_hint). Only where instance ids cannot tell (ClusterTrace._restarted_mid_trace),
-    and for attach(), which has no earlier id to compare with."""
-    return "restarted" in message
+def _restarted_text(reason: str, message: str) -> bool:
+    """Whether a daemon's NOT_FOUND names a restart (TRACE_FORGOTTEN: it still has the trace's folder). Only where
+    instance ids cannot tell (ClusterTrace._restarted_mid_trace), and for attach(), which has no earlier id to
+    compare with."""
+    return is_reason(reason, ErrorReason.TRACE_FORGOTTEN, message, "restarted")
+
+
+def _in_use(reason: str, message: str) -> bool:
+    """Whether StartTrace was refused because the trace id is in use on that host."""
+    return is_reason(reason, ErrorReason.TRACE_ID_IN_USE, message, "already in use")

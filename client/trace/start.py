@@ -7,13 +7,15 @@ import time
 
 from dyno.client.client import DynoClient
 from dyno.client.errors import InvalidArgument, Unavailable
+from dyno.client.reasons import is_reason
+from dyno.error_reasons import ErrorReason
 from dyno.v1 import dyno_pb2
 
 __all__ = ["IN_USE_HINT", "NOT_FOUND_HINT", "start_trace_retrying"]
 
 _START_RETRIES = 3
 # Added to a daemon's NOT_FOUND for attach(). A restart alone does not lose a trace: a finished one left a record in
-# its folder (daemon/trace_journal.py) and is served from it; only one still running then is forgotten.
+# its folder (daemon/tracing/journal.py) and is served from it; only one still running then is forgotten.
 NOT_FOUND_HINT = (
     " (the id is unknown there: a wrong id or host, or the daemon restarted while the trace was still running; "
     "finished traces are kept across restarts until retention removes them)"
@@ -47,7 +49,7 @@ def start_trace_retrying(c: DynoClient, request: dyno_pb2.TraceRequest) -> dyno_
                 raise
             time.sleep(backoff)
         except InvalidArgument as e:
-            if not (attempt and "already in use" in e.message):
+            if not (attempt and is_reason(e.reason, ErrorReason.TRACE_ID_IN_USE, e.message, "already in use")):
                 raise
             status = c.get_trace(request.trace_id)
             return dyno_pb2.StartTraceResponse(

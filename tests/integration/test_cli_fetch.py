@@ -19,7 +19,7 @@ from dyno.client.auth import ClientAuth
 from dyno.client.cluster import Cluster
 from dyno.client.hosts import parse_hosts
 from dyno.client.trace.cluster import start_trace_retrying
-from dyno.daemon.trace_journal import RECORD_NAME
+from dyno.daemon.tracing.journal import RECORD_NAME
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2
 
@@ -151,7 +151,7 @@ def test_ctrl_c_stops_waiting_but_leaves_the_trace_running(job: Job, tmp_path: P
 
 # Must stay the last test of the module: it restarts a daemon.
 def test_a_restarted_daemon_still_serves_its_finished_trace(job: Job, tmp_path: Path) -> None:
-    """The finished trace's record in its folder (dyno.daemon.trace_journal) outlives the daemon: GetTrace and
+    """The finished trace's record in its folder (dyno.daemon.tracing.journal) outlives the daemon: GetTrace and
     FetchTraceFile answer as before the restart, on the authenticated host too."""
     _start(job, "fe-restart", duration_ms=300)
     _wait_finished(job, "fe-restart")

@@ -17,7 +17,7 @@ import pytest
 from restart_fetch import manifest_processes
 
 from dyno.client.client import DynoClient
-from dyno.daemon.trace_agents import ADOPTED_NOTE, RESUMED_NOTE
+from dyno.daemon.tracing.agent_side import ADOPTED_NOTE, RESUMED_NOTE
 from dyno.v1 import dyno_pb2
 
 from conftest import Dynod, wait_for

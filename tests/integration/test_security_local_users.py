@@ -24,8 +24,8 @@ import pytest
 
 from dyno.daemon.app import Daemon
 from dyno.daemon.config import DaemonConfig
-from dyno.daemon.trace_files import make_trace_dir
-from dyno.daemon.trace_service import OTHERS_CMDLINE
+from dyno.daemon.tracing.service import OTHERS_CMDLINE
+from dyno.daemon.tracing.trust import make_trace_dir
 from dyno.v1 import agent_pb2, agent_pb2_grpc, dyno_pb2, dyno_pb2_grpc
 
 from conftest import short_tmpdir

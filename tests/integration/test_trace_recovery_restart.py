@@ -14,7 +14,7 @@ import grpc
 import pytest
 from restart_fetch import fetch_processes
 
-from dyno.daemon.trace_journal import RECORD_NAME
+from dyno.daemon.tracing.journal import RECORD_NAME
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from manual_clock import Clock
 
-from dyno.daemon.kineto_identity import KinetoIdentifier
-from dyno.daemon.kineto_ipc import KinetoPoll
 from dyno.daemon.registry import ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
+from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.manager import TraceManager
 
 
 def no_proc(pid: int, name: str, limit: int) -> bytes:

@@ -16,6 +16,7 @@ import pytest
 from dyno.client.cli import main as cli_main
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 from dyno.daemon.rpc_abort import abort
+from dyno.error_reasons import ErrorReason
 
 pytestmark = pytest.mark.unit
 
@@ -35,6 +36,7 @@ class OneIdOnce(FakeDynoServicer):
                 context,
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"trace_id: {request.trace_id!r} is already in use on this host",
+                ErrorReason.TRACE_ID_IN_USE,  # as dynod says it
             )
         return super().StartTrace(request, context)
 

@@ -31,14 +31,6 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "dyno.demo": frozenset({"dyno.demo", "dyno.daemon", "dyno.client", "dyno.trace_analysis", "dyno", "dyno.v1"}),
 }
 
-# Breaks being fixed on other branches: (importer, imported). The lead empties this set once they merge; an entry
-# that no longer occurs fails test_known_breaks_still_occur, so the set cannot outlive its fixes.
-KNOWN_BREAKS_UNTIL_MERGE: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("dyno.daemon.trace_leftovers", "dyno.client.agent.output"),
-    }
-)
-
 
 @dataclass(frozen=True)
 class Import:
@@ -115,15 +107,10 @@ def layer_breaks(modules: dict[str, Path]) -> list[Import]:
 
 
 def test_every_import_follows_the_layers() -> None:
-    breaks = [b for b in layer_breaks(source_modules(REPO)) if (b.importer, b.imported) not in KNOWN_BREAKS_UNTIL_MERGE]
+    breaks = [b for b in layer_breaks(source_modules(REPO))]
     assert not breaks, "imports against the layers (docs/ARCHITECTURE.md, Import layers):\n" + "\n".join(
         f"  {b.where}: {b.importer} imports {b.imported}" for b in breaks
     )
-
-
-def test_known_breaks_still_occur() -> None:
-    found = {(b.importer, b.imported) for b in layer_breaks(source_modules(REPO))}
-    assert not KNOWN_BREAKS_UNTIL_MERGE - found, "fixed: remove from KNOWN_BREAKS_UNTIL_MERGE"
 
 
 def test_every_package_folder_is_in_a_layer() -> None:

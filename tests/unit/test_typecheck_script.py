@@ -48,7 +48,9 @@ def test_tree_lays_folders_out_as_the_installed_package(tmp_path):
     tc = _script()
     root = tmp_path / "tree"
     tc.build_tree(root, tc.package_dirs(REPO / "pyproject.toml"), REPO)
-    assert (root / "dyno" / "daemon" / "trace_manager.py").resolve() == (REPO / "daemon" / "trace_manager.py")
+    assert (root / "dyno" / "daemon" / "tracing" / "manager.py").resolve() == (
+        REPO / "daemon" / "tracing" / "manager.py"
+    )
     assert (root / "dyno" / "argtypes.py").resolve() == (REPO / "core" / "argtypes.py")
     assert (root / "dyno" / "v1" / "dyno.proto").resolve() == (REPO / "protos" / "dyno" / "v1" / "dyno.proto")
 

@@ -30,6 +30,23 @@ class TraceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TRACE_STATE_FAILED: _ClassVar[TraceState]
     TRACE_STATE_TIMED_OUT: _ClassVar[TraceState]
     TRACE_STATE_CANCELLED: _ClassVar[TraceState]
+
+class TraceReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRACE_REASON_UNSPECIFIED: _ClassVar[TraceReason]
+    TRACE_REASON_GONE_BEFORE_PICKUP: _ClassVar[TraceReason]
+    TRACE_REASON_GONE_MID_TRACE: _ClassVar[TraceReason]
+    TRACE_REASON_DISCONNECTED_MID_TRACE: _ClassVar[TraceReason]
+    TRACE_REASON_NOT_PICKED_UP: _ClassVar[TraceReason]
+    TRACE_REASON_DEADLINE_PASSED: _ClassVar[TraceReason]
+    TRACE_REASON_CANCELLED_BY_REQUEST: _ClassVar[TraceReason]
+    TRACE_REASON_AGENT_FAILED: _ClassVar[TraceReason]
+    TRACE_REASON_FILE_NOT_BELIEVED: _ClassVar[TraceReason]
+    TRACE_REASON_PROFILER_BUSY: _ClassVar[TraceReason]
+    TRACE_REASON_DAEMON_RESTARTED: _ClassVar[TraceReason]
+    TRACE_REASON_DONE_AFTER_RECONNECT: _ClassVar[TraceReason]
+    TRACE_REASON_DONE_AFTER_RESTART: _ClassVar[TraceReason]
+    TRACE_REASON_DONE_AT_DISCONNECT: _ClassVar[TraceReason]
 PROTOCOL_UNSPECIFIED: Protocol
 PROTOCOL_AGENT: Protocol
 PROTOCOL_KINETO: Protocol
@@ -45,6 +62,20 @@ TRACE_STATE_DONE: TraceState
 TRACE_STATE_FAILED: TraceState
 TRACE_STATE_TIMED_OUT: TraceState
 TRACE_STATE_CANCELLED: TraceState
+TRACE_REASON_UNSPECIFIED: TraceReason
+TRACE_REASON_GONE_BEFORE_PICKUP: TraceReason
+TRACE_REASON_GONE_MID_TRACE: TraceReason
+TRACE_REASON_DISCONNECTED_MID_TRACE: TraceReason
+TRACE_REASON_NOT_PICKED_UP: TraceReason
+TRACE_REASON_DEADLINE_PASSED: TraceReason
+TRACE_REASON_CANCELLED_BY_REQUEST: TraceReason
+TRACE_REASON_AGENT_FAILED: TraceReason
+TRACE_REASON_FILE_NOT_BELIEVED: TraceReason
+TRACE_REASON_PROFILER_BUSY: TraceReason
+TRACE_REASON_DAEMON_RESTARTED: TraceReason
+TRACE_REASON_DONE_AFTER_RECONNECT: TraceReason
+TRACE_REASON_DONE_AFTER_RESTART: TraceReason
+TRACE_REASON_DONE_AT_DISCONNECT: TraceReason
 
 class GetStatusRequest(_message.Message):
     __slots__ = ()
@@ -272,7 +303,7 @@ class TraceRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., pids: _Optional[_Iterable[int]] = ..., process_limit: _Optional[int] = ..., duration_ms: _Optional[int] = ..., iterations: _Optional[int] = ..., start_time_ms: _Optional[int] = ..., start_iteration_roundup: _Optional[int] = ..., record_shapes: _Optional[bool] = ..., profile_memory: _Optional[bool] = ..., with_stack: _Optional[bool] = ..., with_flops: _Optional[bool] = ..., with_modules: _Optional[bool] = ..., trace_id: _Optional[str] = ...) -> None: ...
 
 class ProcessTrace(_message.Message):
-    __slots__ = ("pid", "job_id", "rank", "protocol", "state", "path", "size_bytes", "error", "updated_ms", "waiting")
+    __slots__ = ("pid", "job_id", "rank", "protocol", "state", "path", "size_bytes", "error", "updated_ms", "waiting", "reason")
     PID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
@@ -283,6 +314,7 @@ class ProcessTrace(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     UPDATED_MS_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     pid: int
     job_id: str
     rank: int
@@ -293,7 +325,8 @@ class ProcessTrace(_message.Message):
     error: str
     updated_ms: int
     waiting: str
-    def __init__(self, pid: _Optional[int] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., protocol: _Optional[_Union[Protocol, str]] = ..., state: _Optional[_Union[TraceState, str]] = ..., path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., error: _Optional[str] = ..., updated_ms: _Optional[int] = ..., waiting: _Optional[str] = ...) -> None: ...
+    reason: TraceReason
+    def __init__(self, pid: _Optional[int] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., protocol: _Optional[_Union[Protocol, str]] = ..., state: _Optional[_Union[TraceState, str]] = ..., path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., error: _Optional[str] = ..., updated_ms: _Optional[int] = ..., waiting: _Optional[str] = ..., reason: _Optional[_Union[TraceReason, str]] = ...) -> None: ...
 
 class StartTraceResponse(_message.Message):
     __slots__ = ("trace_id", "matched_pids", "triggered", "busy_pids", "message", "registered_jobs", "hostname", "instance_id")

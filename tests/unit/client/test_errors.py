@@ -61,7 +61,7 @@ def test_a_listener_that_never_speaks_grpc_is_not_called_unreachable() -> None:
 
 def test_a_start_time_refused_by_a_daemon_points_at_the_clocks() -> None:
     """The CLI computes the one absolute start by its own clock; a daemon whose clock is ahead by more than the
-    delay + 10 s refused it with a bare "start_time_ms: must be within ..." (the text of dyno.daemon.trace_requests)."""
+    delay + 10 s refused it with a bare "start_time_ms: must be within ..." (dyno.daemon.tracing.requests' text)."""
     refused = FakeRpcError(
         "start_time_ms: must be within 10 s in the past .. 3600 s in the future", grpc.StatusCode.INVALID_ARGUMENT
     )

@@ -13,8 +13,8 @@ import pytest
 from dyno import diskspace
 from dyno.client.agent import trace as agent_trace
 from dyno.client.agent.trace import TraceFailed, TraceSpec, _export
-from dyno.daemon import trace_files
-from dyno.daemon.trace_files import discard_unfinished_kineto_file
+from dyno.daemon.tracing import kineto_leftovers
+from dyno.daemon.tracing.kineto_leftovers import discard_unfinished_kineto_file
 
 pytestmark = pytest.mark.unit
 
@@ -58,7 +58,7 @@ def _daemon_reason(tmp_path: Path) -> str:
 
 def test_agent_and_daemon_share_one_helper() -> None:
     assert agent_trace.free_space_note is diskspace.free_space_note
-    assert trace_files.free_space_note is diskspace.free_space_note
+    assert kineto_leftovers.free_space_note is diskspace.free_space_note
 
 
 def test_agent_and_daemon_add_the_shared_note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,8 +20,8 @@ from dyno.daemon.history import History, Sample
 from dyno.daemon.registry import MAX_PROCESSES, PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
 from dyno.daemon.samplers.base import Reading, labels
 from dyno.daemon.server import DynoServicer, add_to_server
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_service import TraceRpcs
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.service import TraceRpcs
 from dyno.request_limits import MAX_METRICS_RESPONSE_BYTES
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 

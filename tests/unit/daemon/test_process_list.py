@@ -12,12 +12,12 @@ import pytest
 from fake_proc import no_proc_identifier
 from grpc_context import Aborted, AbortingContext
 
-from dyno.daemon import trace_service
 from dyno.daemon.answer_bounds import ELLIPSIS
-from dyno.daemon.kineto_identity import KinetoIdentifier
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import LISTED_WORKERS_MAX_AGE_MS, TraceManager
-from dyno.daemon.trace_service import TraceRpcs
+from dyno.daemon.tracing import service as trace_service
+from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
+from dyno.daemon.tracing.manager import LISTED_WORKERS_MAX_AGE_MS, TraceManager
+from dyno.daemon.tracing.service import TraceRpcs
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit

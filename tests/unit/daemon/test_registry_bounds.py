@@ -18,9 +18,8 @@ import pytest
 from manual_clock import Clock
 
 from dyno.daemon import registry as registry_module
-from dyno.daemon.agent_service import AgentServer, AgentServicer
-from dyno.daemon.kineto_identity import KinetoIdentifier
-from dyno.daemon.kineto_ipc import KinetoPoll
+from dyno.daemon.agent_server import AgentServer
+from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.registry import (
     PROTOCOL_AGENT,
     PROTOCOL_KINETO,
@@ -29,7 +28,9 @@ from dyno.daemon.registry import (
     RegistryFullError,
     pid_uid,
 )
-from dyno.daemon.trace_manager import TraceManager
+from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
+from dyno.daemon.tracing.kineto_ipc import KinetoPoll
+from dyno.daemon.tracing.manager import TraceManager
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 
 from conftest import short_tmpdir
@@ -237,7 +238,7 @@ def test_kineto_polls_past_the_cap_are_not_registered_and_get_no_config(
     for pid in (31, 32):
         world.spawn(pid, 1000)
         assert tm.kineto_poll(KinetoPoll(pid=pid, ancestry=(), job_id="7", type_mask=3, uid=1000)) is None
-    with caplog.at_level(logging.WARNING, logger="dyno.daemon.trace_kineto"):
+    with caplog.at_level(logging.WARNING, logger="dyno.daemon.tracing.kineto_side"):
         for _ in range(3):  # libkineto polls every 5 s
             assert (
                 tm.kineto_poll(KinetoPoll(pid=world.spawn(33, 1000), ancestry=(), job_id="7", type_mask=3, uid=1000))

@@ -10,7 +10,7 @@ from dynod_config import config_file, resolve
 
 from dyno.daemon.config import MAX_REGISTRY_CAP, ConfigError, DaemonConfig, build_parser
 from dyno.daemon.registry import MAX_PROCESSES, MAX_PROCESSES_PER_UID
-from dyno.daemon.tracing import Tracing
+from dyno.daemon.tracing.subsystem import Tracing
 
 pytestmark = pytest.mark.unit
 

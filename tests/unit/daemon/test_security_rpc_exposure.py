@@ -22,7 +22,7 @@ from dyno.daemon.config import DaemonConfig
 from dyno.daemon.history import History, Sample
 from dyno.daemon.samplers.base import Reading
 from dyno.daemon.server import MAX_METRIC_STREAMS, DynoServicer, add_to_server
-from dyno.daemon.tracing import Tracing
+from dyno.daemon.tracing.subsystem import Tracing
 from dyno.v1 import agent_pb2, agent_pb2_grpc, dyno_pb2, dyno_pb2_grpc
 
 from conftest import short_tmpdir, wait_for

@@ -27,7 +27,7 @@ from dyno.daemon import stream_slots
 from dyno.daemon.history import History, Sample
 from dyno.daemon.samplers.base import Reading
 from dyno.daemon.server import DYNO_SERVICE, DynoServicer, add_reflection, add_to_server
-from dyno.daemon.trace_service import TraceRpcs
+from dyno.daemon.tracing.service import TraceRpcs
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 pytestmark = pytest.mark.unit

@@ -19,13 +19,14 @@ from dyno.client.agent import Agent
 from dyno.client.agent.connection import DaemonConnection
 from dyno.client.agent.env import AgentIdentity
 from dyno.client.agent.output import OutputFiles
-from dyno.daemon.agent_service import AgentServer, AgentServicer
+from dyno.daemon.agent_server import AgentServer
+from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.registry import ProcessRegistry
-from dyno.daemon.trace_agents import GONE_REASON, REVIVED_NOTE
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_types import TraceSpec, TraceState
-from dyno.daemon.tracing import Tracing
+from dyno.daemon.tracing.agent_side import GONE_REASON, REVIVED_NOTE
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.subsystem import Tracing
+from dyno.daemon.tracing.values import TraceSpec, TraceState
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 
 from conftest import short_tmpdir, wait_for

@@ -16,7 +16,7 @@ import pytest
 from dyno.client.agent import Agent
 from dyno.client.agent import env as agent_env
 from dyno.daemon.config import DaemonConfig
-from dyno.daemon.tracing import Tracing
+from dyno.daemon.tracing.subsystem import Tracing
 
 from conftest import short_tmpdir, wait_for
 

@@ -21,8 +21,8 @@ from dyno.client.run import main as run_main
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 from dyno.daemon.history import History
 from dyno.daemon.server import DynoServicer
-from dyno.daemon.trace_requests import validate_spec
-from dyno.daemon.trace_types import TraceRequestError, TraceSpec
+from dyno.daemon.tracing.requests import validate_spec
+from dyno.daemon.tracing.values import TraceRequestError, TraceSpec
 from dyno.request_limits import (
     JOB_ID_RULE,
     MAX_DURATION_MS,

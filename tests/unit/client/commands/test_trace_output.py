@@ -13,14 +13,16 @@ from pathlib import Path
 import pytest
 from fetch_cmd_fakes import FakeDaemons
 
+from dyno import trace_layout
 from dyno.client.cli import main
 from dyno.client.cli import main as cli_main
 from dyno.client.commands import _trace_output
 from dyno.client.commands._trace_output import trace_folder
 from dyno.client.trace import manifest as trace_manifest
 from dyno.client.trace.records import host_dir_name
-from dyno.daemon import trace_files, trace_journal
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
+from dyno.daemon.tracing import journal as trace_journal
+from dyno.daemon.tracing import trust
 
 pytestmark = pytest.mark.unit
 
@@ -119,12 +121,12 @@ def test_a_file_where_the_trace_folder_goes_is_a_usage_error(
 def _daemon_trace_dir(tmp_path: Path) -> Path:
     trace_dir = tmp_path / "dyno-traces"
     trace_dir.mkdir(mode=0o755)
-    trace_files.make_trace_dir(trace_dir, "20261201T000000-aaaaaaaa")  # an earlier trace, as dynod leaves it
+    trust.make_trace_dir(trace_dir, "20261201T000000-aaaaaaaa")  # an earlier trace, as dynod leaves it
     return trace_dir
 
 
 def test_the_names_are_the_daemons() -> None:
-    assert _trace_output.DAEMON_TRACE_FOLDER_FILES == (trace_files.MARKER_NAME, trace_journal.RECORD_NAME)
+    assert _trace_output.DAEMON_TRACE_FOLDER_FILES == (trace_layout.MARKER_NAME, trace_journal.RECORD_NAME)
 
 
 @pytest.mark.parametrize("command", ["trace", "fetch"])

@@ -1,5 +1,5 @@
-"""Traces cancelled by dyno-cli trace itself (its --timeout-s ran out) must say so: the daemon's generic
-"cancelled by request" hid why, since every cancel is "by request"."""
+"""A trace cancelled by dyno-cli trace itself (its --timeout-s ran out) says so, beyond the daemon's generic
+"cancelled by request"."""
 
 from __future__ import annotations
 

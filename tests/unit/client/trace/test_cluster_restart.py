@@ -21,13 +21,13 @@ from dyno.client.trace.answers import with_waiting as _with_waiting
 from dyno.client.trace.cluster import ClusterTrace
 from dyno.client.trace.records import ProcRecord
 from dyno.daemon import proto_convert as pc
-from dyno.daemon import trace_journal as tj
 from dyno.daemon.fake_server import FakeDynoServicer, serve
-from dyno.daemon.kineto_progress import KinetoProgress
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
-from dyno.daemon.trace_manager import TraceManager
-from dyno.daemon.trace_table import RESUMED_TIMEOUT
-from dyno.daemon.trace_types import TraceSpec, TraceState
+from dyno.daemon.tracing import journal as tj
+from dyno.daemon.tracing.agent_side import RESUMED_TIMEOUT
+from dyno.daemon.tracing.kineto_progress import KinetoProgress
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.values import TraceSpec, TraceState
 from dyno.v1 import dyno_pb2
 
 from conftest import free_port

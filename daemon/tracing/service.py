@@ -1,0 +1,269 @@
+"""The five tracing RPCs of the Dyno service, as a plain object the DynoServicer delegates to.
+
+Converts proto <-> domain and maps errors: INVALID_ARGUMENT naming the field, NOT_FOUND for unknown trace ids
+and pids, RESOURCE_EXHAUSTED for limits.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+
+from dyno.daemon import process_pages
+from dyno.daemon import proto_convert as pc
+from dyno.daemon.answer_bounds import cut_text
+from dyno.daemon.callers import ADMIN, Caller
+from dyno.daemon.registry import ProcessRecord, ProcessRegistry
+from dyno.daemon.rpc_abort import abort
+from dyno.daemon.stream_slots import MAX_FETCH_STREAMS, StreamSlots
+from dyno.daemon.tracing.access import (
+    Denied,
+    cancel_denied,
+    fetch_denied,
+    fetch_of_unknown_denied,
+    unidentified_denied,
+)
+from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.streaming import MAX_CHUNK, ChecksumCache, iter_chunks
+from dyno.daemon.tracing.values import TraceLimitError, TraceRequestError, TraceView, UnknownTraceError
+from dyno.diskspace import free_space_note
+from dyno.error_reasons import ErrorReason
+from dyno.filechunks import encode_chunk
+from dyno.request_limits import MAX_METRICS_PAGE_BYTES
+from dyno.v1 import dyno_pb2
+
+__all__ = ["MAX_PROCESS_LIST_BYTES", "OTHERS_CMDLINE", "TraceRpcs"]
+
+log = logging.getLogger(__name__)
+_FETCH_RETRY_AFTER_MS = 200  # a client's first wait when the fetch streams are all taken (it backs off from there)
+# ListProcesses answers at most this much: a stock gRPC client receives 4 MiB. A record is at most ~4.7 KB (agent
+# cmdline 4096, job id 128, 32 ancestors) and any local user may Register pids on the agent socket (0666), so past
+# the bound each command line is cut to its share of it (ending in "…"): every process is still listed, and the
+# daemon never builds more than the bound.
+MAX_PROCESS_LIST_BYTES = MAX_METRICS_PAGE_BYTES
+# what a record takes besides its command line, at most (job id 128, hostname 256, 32 ancestors, numbers, tags)
+_RECORD_BYTES = 768
+_MIN_CMDLINE_BYTES = 256  # a command line is never cut shorter: past that, more pages
+_MAX_PAGE_TOKEN = 512  # a token is the base64 of a job id (at most 128 characters) and a pid
+# What a local user who is no admin sees of another user's process's command line (arguments can carry secrets)
+OTHERS_CMDLINE = "(hidden: another user's process)"
+
+
+class _ProcessInfoCache:
+    """Each registered process's ProcessInfo message and its encoded size, built again only when its record changed
+    (records are frozen: a change is a new object) or its role did. **Why:** building ~1,000 messages field by field
+    took ~50 ms of the GIL per ListProcesses, and a record changes only every few seconds (its polls, keepalives)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[ProcessRecord, str, dyno_pb2.ProcessInfo, int]] = {}
+
+    def info(self, p: ProcessRecord, role: str) -> tuple[dyno_pb2.ProcessInfo, int]:
+        """The message (never changed after: callers copy it into their answer) and its encoded size."""
+        hit = self._entries.get(p.pid)
+        if hit is not None and hit[0] is p and hit[1] == role:
+            return hit[2], hit[3]
+        msg = pc.process_to_pb(p, role)
+        size = msg.ByteSize()
+        self._entries[p.pid] = (p, role, msg, size)
+        return msg, size
+
+    def keep_only(self, procs: list[ProcessRecord]) -> None:
+        """Forget the pids that are not in `procs` (all registered processes) once they are most of the cache."""
+        if len(self._entries) > 2 * len(procs) + 64:
+            live = {p.pid for p in procs}
+            self._entries = {pid: e for pid, e in list(self._entries.items()) if pid in live}
+
+
+def _with_cmdline(msg: dyno_pb2.ProcessInfo, cmdline: str) -> dyno_pb2.ProcessInfo:
+    """A copy of `msg` (a cached message, never changed) with another command line."""
+    out = dyno_pb2.ProcessInfo()
+    out.CopyFrom(msg)
+    out.cmdline = cmdline
+    return out
+
+
+class TraceRpcs:
+    def __init__(
+        self,
+        manager: TraceManager,
+        registry: ProcessRegistry,
+        hostname: str,
+        instance_id: str = "",
+        caller_of: Callable[[grpc.ServicerContext], Caller] | None = None,
+    ) -> None:
+        self._tm = manager
+        # who calls (dyno.daemon.callers): an admin touches every process, another local user only their own
+        self._caller_of = caller_of or (lambda context: ADMIN)
+        self._registry = registry
+        self._hostname = hostname
+        self._instance_id = instance_id  # dyno.daemon.instance_id: tells dyno-cli a restarted daemon from this one
+        self._checksums = ChecksumCache()
+        self._infos = _ProcessInfoCache()
+        # each stream holds an RPC thread until the client has read the file (a slow link: minutes); refusals carry
+        # a retry hint, on which DynoClient.fetch_trace_file waits and tries again
+        self._fetch_slots = StreamSlots(MAX_FETCH_STREAMS, "trace file streams", retry_after_ms=_FETCH_RETRY_AFTER_MS)
+
+    def ListProcesses(
+        self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext
+    ) -> dyno_pb2.ListProcessesResponse:
+        caller = self._caller_of(context)
+        procs = self._registry.list(request.job_id)
+        roles = self._tm.roles(procs)
+        if len(request.page_token) > _MAX_PAGE_TOKEN:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a next_page_token of ListProcesses")
+        # one share for every page: the command lines of all the processes would not fit in one answer
+        total = sum(len(p.cmdline.encode()) + _RECORD_BYTES for p in procs)
+        share = None
+        if total > MAX_PROCESS_LIST_BYTES:
+            share = max(_MIN_CMDLINE_BYTES, MAX_PROCESS_LIST_BYTES // len(procs) - _RECORD_BYTES)
+        if request.page_token:
+            try:
+                after = process_pages.decode(request.page_token)
+            except process_pages.BadProcessToken as e:
+                abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            procs = [p for p in procs if (p.job_id, p.pid) > after]
+        answer = dyno_pb2.ListProcessesResponse(hostname=self._hostname)
+        if not request.job_id:
+            self._infos.keep_only(procs)
+        size = len(self._hostname.encode()) + 2 * _MAX_PAGE_TOKEN
+        last: ProcessRecord | None = None
+        for p in procs:  # built one at a time, never past the bound
+            msg, msg_size = self._infos.info(p, roles.get(p.pid, ""))
+            if msg.cmdline and not caller.may_touch(p.uid):
+                msg = _with_cmdline(msg, OTHERS_CMDLINE)
+                msg_size = msg.ByteSize()
+            elif share is not None and len(msg.cmdline.encode()) > share:
+                msg = _with_cmdline(msg, cut_text(msg.cmdline, share))
+                msg_size = msg.ByteSize()
+            size += msg_size + 4  # + its field tag and length
+            if size > MAX_PROCESS_LIST_BYTES and last is not None:
+                answer.next_page_token = process_pages.encode(last.job_id, last.pid)
+                break
+            answer.processes.append(msg)
+            last = p
+        return answer
+
+    def StartTrace(self, request: dyno_pb2.TraceRequest, context: grpc.ServicerContext) -> dyno_pb2.StartTraceResponse:
+        caller = self._caller_of(context)
+        _refuse(context, unidentified_denied(caller, "start traces"))
+        try:
+            result = self._tm.start(pc.spec_from_pb(request), only_uid=None if caller.admin else caller.uid)
+        except TraceRequestError as e:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e), e.reason)
+        except TraceLimitError as e:
+            abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), ErrorReason.TOO_MANY_TRACES)
+        except OSError as e:
+            problem = _trace_dir_problem(e)
+            log.error("StartTrace: cannot prepare the trace dir: %s", problem)
+            abort(
+                context,
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"cannot prepare the trace dir on this host: {problem}",
+                ErrorReason.TRACE_DIR_UNUSABLE,
+            )
+        return dyno_pb2.StartTraceResponse(
+            trace_id=result.trace_id,
+            matched_pids=list(result.matched_pids),
+            triggered=[pc.process_trace_to_pb(v) for v in result.triggered],
+            busy_pids=list(result.busy_pids),
+            message=result.message,
+            registered_jobs=list(result.registered_jobs),
+            hostname=self._hostname,
+            instance_id=self._instance_id,
+        )
+
+    def GetTrace(self, request: dyno_pb2.GetTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
+        return self._status(self._tm.get, request.trace_id, context)
+
+    def CancelTrace(self, request: dyno_pb2.CancelTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
+        caller = self._caller_of(context)
+        if not caller.admin:
+            _refuse(context, unidentified_denied(caller, "cancel traces"))
+            _require_id(request.trace_id, context)
+            _refuse(context, cancel_denied(caller, self._status_view(request.trace_id, context)))
+        return self._status(self._tm.cancel, request.trace_id, context)
+
+    def _status_view(self, trace_id: str, context: grpc.ServicerContext) -> TraceView:
+        try:
+            return self._tm.get(trace_id)
+        except UnknownTraceError as e:
+            abort(context, grpc.StatusCode.NOT_FOUND, str(e), e.reason)
+
+    def _status(
+        self, op: Callable[[str], TraceView], trace_id: str, context: grpc.ServicerContext
+    ) -> dyno_pb2.TraceStatus:
+        _require_id(trace_id, context)
+        try:
+            status = pc.trace_view_to_pb(op(trace_id), self._hostname)
+        except UnknownTraceError as e:
+            abort(context, grpc.StatusCode.NOT_FOUND, str(e), e.reason)
+        status.instance_id = self._instance_id
+        return status
+
+    def FetchTraceFile(self, request: dyno_pb2.FetchTraceFileRequest, context: grpc.ServicerContext) -> Iterator[bytes]:
+        """Encoded FileChunk messages (dyno.filechunks; served with a pass-through serializer, see
+        dyno.daemon.server.add_to_server)."""
+        _require_id(request.trace_id, context)
+        if request.pid <= 0:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "pid: required (> 0)")
+        if request.chunk_size > MAX_CHUNK:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"chunk_size: at most {MAX_CHUNK}")
+        caller = self._caller_of(context)
+        known = caller.admin or self._check_fetch(caller, request.trace_id, request.pid, context)
+        try:
+            path = self._tm.trace_file(request.trace_id, request.pid)
+        except TraceRequestError as e:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e), e.reason)
+        except UnknownTraceError as e:
+            abort(context, grpc.StatusCode.NOT_FOUND, str(e), e.reason)
+        if not known:
+            _refuse(context, fetch_of_unknown_denied(caller, path, request.trace_id, request.pid))
+        self._fetch_slots.take(context)
+        return self._stream(path, request.chunk_size, context)
+
+    def _check_fetch(self, caller: Caller, trace_id: str, pid: int, context: grpc.ServicerContext) -> bool:
+        """PERMISSION_DENIED unless the traced process ran as the calling user; False when dynod does not know the
+        process's part in the trace (then the file's owner decides)."""
+        _refuse(context, unidentified_denied(caller, "fetch trace files"))
+        try:
+            view: TraceView | None = self._tm.get(trace_id)
+        except (UnknownTraceError, ValueError):
+            view = None
+        known, denied = fetch_denied(caller, view, trace_id, pid)
+        _refuse(context, denied)
+        return known
+
+    def _stream(self, path: Path, chunk_size: int, context: grpc.ServicerContext) -> Iterator[bytes]:
+        try:
+            for c in iter_chunks(path, chunk_size or MAX_CHUNK, self._checksums):
+                yield encode_chunk(
+                    c.data, c.offset, c.last, checksum=c.checksum, total_size=c.total_size, filename=c.filename
+                )
+        except OSError as e:  # removed by retention mid-stream, or unreadable
+            abort(
+                context,
+                grpc.StatusCode.NOT_FOUND,
+                f"trace file unreadable: {e.strerror or e}",
+                ErrorReason.NO_TRACE_FILE,
+            )
+
+
+def _trace_dir_problem(e: OSError) -> str:
+    """'<path>: <reason>', with the free space when the disk is full (the usual cause)."""
+    where = f"{e.filename}: " if e.filename else ""
+    note = free_space_note(Path(e.filename).parent) if e.errno == errno.ENOSPC and e.filename else ""
+    return f"{where}{e.strerror or e}" + (f" ({note})" if note else "")
+
+
+def _refuse(context: grpc.ServicerContext, denied: Denied | None) -> None:
+    if denied is not None:
+        abort(context, grpc.StatusCode.PERMISSION_DENIED, denied.message, denied.reason)
+
+
+def _require_id(trace_id: str, context: grpc.ServicerContext) -> None:
+    if not trace_id:
+        abort(context, grpc.StatusCode.INVALID_ARGUMENT, "trace_id: required")

@@ -1,0 +1,41 @@
+"""dyno.logthrottle.ThrottledLog: repeated warnings of one key become one line per period, saying how many were held
+back; once-per-key logs remember a bounded number of keys."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+
+from dyno.logthrottle import ThrottledLog
+
+pytestmark = pytest.mark.unit
+
+
+def test_throttled_log_counts_what_it_held_back(caplog: pytest.LogCaptureFixture) -> None:
+    now = [100.0]
+    log = ThrottledLog(logging.getLogger("explore2.throttle"), every_s=60, clock=lambda: now[0])
+    caplog.set_level(logging.DEBUG, logger="explore2.throttle")
+    for _ in range(3):
+        log.warning("bad", "bad thing %d", 1)
+    log.warning("other", "other thing")
+    now[0] += 61
+    log.warning("bad", "bad thing %d", 2)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ["bad thing 1", "other thing", "bad thing 2 (and 2 more like it in the last 61 s)"]
+    assert sum(r.levelno == logging.DEBUG for r in caplog.records) == 2
+
+
+def test_throttled_log_once_per_key_remembers_a_bounded_number_of_keys(caplog: pytest.LogCaptureFixture) -> None:
+    log = ThrottledLog(logging.getLogger("explore2.throttle.bounded"), every_s=math.inf, max_keys=2)
+    caplog.set_level(logging.DEBUG, logger="explore2.throttle.bounded")
+    for key in ("a", "a", "b", "c", "a"):  # "a" is forgotten once "b" and "c" came after it
+        log.warning(key, "bad %s", key)
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.WARNING, "bad a"),
+        (logging.DEBUG, "bad a"),
+        (logging.WARNING, "bad b"),
+        (logging.WARNING, "bad c"),
+        (logging.WARNING, "bad a"),
+    ]
