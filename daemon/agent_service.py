@@ -26,7 +26,7 @@ from dyno.daemon import proto_convert as pc
 from dyno.daemon.agent_admission import MAX_TEXT, Admission, Refusal, RefusalKind, RefusalReason
 from dyno.daemon.aio_serving import TIMED_OUT, WakingQueue, next_item
 from dyno.daemon.peer_identity import PeerTable
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, RegistryFullError
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess, RegistryFullError
 from dyno.daemon.rpc_abort import abort, reason_trailer
 from dyno.daemon.tracing.agent_side import GONE_REASON
 from dyno.daemon.tracing.manager import TraceManager
@@ -112,7 +112,7 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
 
     def _register(self, request: agent_pb2.RegisterRequest, session: str) -> None:
         self._registry.register(
-            ProcessRecord(
+            RegisteredProcess(
                 pid=request.pid,
                 job_id=request.job_id,
                 protocol=PROTOCOL_AGENT,

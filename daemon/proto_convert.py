@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dyno.daemon.process_roles import ROLE_DATALOADER, ROLE_LAUNCHER, ROLE_TRAINER
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
 from dyno.daemon.tracing.values import ProcessTraceView, TraceReason, TraceSpec, TraceState, TraceView
 from dyno.trace_options import options_from_pb, options_to_pb
 from dyno.v1 import agent_pb2, dyno_pb2
@@ -39,7 +39,7 @@ STATE_TO_PB = {
 STATE_FROM_PB = {v: k for k, v in STATE_TO_PB.items()}
 
 
-def process_to_pb(p: ProcessRecord, role: str = "") -> dyno_pb2.ProcessInfo:
+def process_to_pb(p: RegisteredProcess, role: str = "") -> dyno_pb2.ProcessInfo:
     """`role`: dyno.daemon.process_roles' (TraceManager.roles), "" when not known (unspecified)."""
     msg = dyno_pb2.ProcessInfo(
         pid=p.pid,

@@ -27,7 +27,7 @@ __all__ = [
     "PROTOCOL_AGENT",
     "PROTOCOL_KINETO",
     "RegisteredProcess",
-    "ProcessRecord",
+    "RegisteredProcess",
     "ProcessRegistry",
     "RegistryFullError",
     "MAX_PROCESSES",
@@ -348,8 +348,3 @@ class ProcessRegistry:
                     listener(rec, reason)
                 except Exception:  # a listener bug must not break garbage collection
                     log.exception("registry removal listener failed")
-
-
-# Alias for the modules of branches in flight (the tracing core, the tests); once they merge, the lead renames
-# what is left (git grep -l ProcessRecord | xargs sed -i s/ProcessRecord/RegisteredProcess/g) and deletes it.
-ProcessRecord = RegisteredProcess

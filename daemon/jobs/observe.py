@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from dyno.daemon.history import Sample
 from dyno.daemon.jobs.attribution import Attributor, ProcReader
 from dyno.daemon.jobs.records import GpuTick, Observation, ProcTick
-from dyno.daemon.registry import ProcessRecord
+from dyno.daemon.registry import RegisteredProcess
 from dyno.daemon.samplers import gpu_metrics as gm
 from dyno.daemon.samplers.base import GpuProcess
 
@@ -41,7 +41,7 @@ class Trainer:
     local_rank: int | None = None
 
 
-def trainers(records: Sequence[ProcessRecord]) -> list[Trainer]:
+def trainers(records: Sequence[RegisteredProcess]) -> list[Trainer]:
     """The registry's trainers (torch launchers left out: they only wait for their workers)."""
     return [Trainer(r.pid, r.job_id, r.uid, r.rank, r.local_rank) for r in records if not r.launcher]
 

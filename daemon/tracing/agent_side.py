@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dyno import trace_layout
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord
+from dyno.daemon.registry import PROTOCOL_AGENT, RegisteredProcess
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing import trust
 from dyno.daemon.tracing.protocol import FileNotes
@@ -289,10 +289,10 @@ class AgentSide:
 
     # -- ProtocolSide ------------------------------------------------------------------------------------------
 
-    def data_workers(self, procs: list[ProcessRecord], *, fresh: bool) -> set[int]:
+    def data_workers(self, procs: list[RegisteredProcess], *, fresh: bool) -> set[int]:
         return set()  # the agent never registers a DataLoader worker
 
-    def new_part(self, trace: TraceEntry, p: ProcessRecord) -> tuple[Path, str]:
+    def new_part(self, trace: TraceEntry, p: RegisteredProcess) -> tuple[Path, str]:
         return trace_layout.agent_output(self._t.trace_dir, trace.trace_id, self._t.hostname, p.pid), ""
 
     def started(self, trace: TraceEntry, pt: ProcTrace) -> None:
@@ -332,7 +332,7 @@ class AgentSide:
             how = R.DISCONNECTED_MID_TRACE if reason == GONE_REASON else R.GONE_MID_TRACE
             self._t.set(trace, pt, TraceState.FAILED, f"{reason} mid-trace", reason=how)
 
-    def outlives_registration(self, rec: ProcessRecord) -> bool:
+    def outlives_registration(self, rec: RegisteredProcess) -> bool:
         """An agent process whose Watch stream ended while it still runs (its connection broke) goes on with its
         trace, and may yet publish its file and report it (_revive). Asked before the lock: a process found gone
         here writes nothing after the file check."""

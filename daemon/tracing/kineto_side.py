@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from dyno import trace_layout
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, RegistryFullError
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess, RegistryFullError
 from dyno.daemon.tracing import kineto_leftovers, trust
 from dyno.daemon.tracing.kineto_config import ConfigValueError, trace_config
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier, KinetoIdentity
@@ -70,7 +70,7 @@ class KinetoSide:
         ident = self._kineto_identity(poll)  # /proc reads, if any, before taking self._t.lock
         try:
             self._t.registry.register(
-                ProcessRecord(
+                RegisteredProcess(
                     pid=poll.pid,
                     job_id=ident.job_id,
                     job_aliases=ident.aliases,
@@ -263,13 +263,13 @@ class KinetoSide:
 
     # -- ProtocolSide ------------------------------------------------------------------------------------------
 
-    def data_workers(self, procs: list[ProcessRecord], *, fresh: bool) -> set[int]:
+    def data_workers(self, procs: list[RegisteredProcess], *, fresh: bool) -> set[int]:
         kineto = [p for p in procs if p.protocol == PROTOCOL_KINETO]
         if not fresh:
             return self._listed.workers(kineto)
         return {p.pid for p in kineto if self._identifier.is_data_worker(p.pid)}
 
-    def new_part(self, trace: TraceEntry, p: ProcessRecord) -> tuple[Path, str]:
+    def new_part(self, trace: TraceEntry, p: RegisteredProcess) -> tuple[Path, str]:
         """The output path and the libkineto config line of one process's part in a trace."""
         path = trace_layout.kineto_output(self._t.trace_dir, trace.trace_id, self._t.hostname, p.pid)
         return path, self._config_line(trace, trace.spec.start_time_ms)
@@ -316,7 +316,7 @@ class KinetoSide:
             why = f"{reason} before the trace finished{self._kineto_progress(trace, pt).exit_detail()}"
             self._t.set(trace, pt, TraceState.FAILED, why, reason=TraceReason.GONE_MID_TRACE)
 
-    def outlives_registration(self, rec: ProcessRecord) -> bool:
+    def outlives_registration(self, rec: RegisteredProcess) -> bool:
         return False  # its registration is its polls, which end with it
 
     def resume(self, trace: TraceEntry, pt: ProcTrace) -> str:

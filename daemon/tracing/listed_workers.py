@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dyno.daemon.registry import ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 
 __all__ = ["LISTED_WORKERS_MAX_AGE_MS", "ListedWorkers"]
@@ -22,7 +22,7 @@ class ListedWorkers:
         self._clock_ms = clock_ms
         self._memo: dict[int, tuple[int, int, bool]] = {}  # pid -> (start time, checked at ms, is a worker)
 
-    def workers(self, procs: list[ProcessRecord]) -> set[int]:
+    def workers(self, procs: list[RegisteredProcess]) -> set[int]:
         """Pids of the DataLoader workers among `procs` (kineto processes)."""
         now = self._clock_ms()
         memo = self._memo

@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from dyno.daemon.process_roles import job_roles, order_for_limit
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry, now_ms
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess, now_ms
 from dyno.daemon.tracing import trust
 from dyno.daemon.tracing.agent_side import AgentSide
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 _MAX_UNSWEPT = 4096  # processes whose leftovers wait for them to end (see TraceManager._on_process_removed)
 
 
-def _only_launchers(spec: TraceSpec, selected: list[ProcessRecord], hostname: str) -> str:
+def _only_launchers(spec: TraceSpec, selected: list[RegisteredProcess], hostname: str) -> str:
     """Why a request selected torch launchers only (never traced), naming them; "" when it selected none."""
     launchers = [p for p in selected if p.launcher]
     if not launchers:
@@ -62,7 +62,7 @@ def _only_launchers(spec: TraceSpec, selected: list[ProcessRecord], hostname: st
     )
 
 
-def _others_only(spec: TraceSpec, others: list[ProcessRecord], uid: int, hostname: str) -> str:
+def _others_only(spec: TraceSpec, others: list[RegisteredProcess], uid: int, hostname: str) -> str:
     """Why a request of user `uid` matched only other users' processes."""
     pids = ", ".join(str(p.pid) for p in others[:8]) + ("..." if len(others) > 8 else "")
     return (
@@ -230,16 +230,16 @@ class TraceManager:
             self.trace_listener(tuple(p.pid for p in todo))
         return StartResult(trace_id, tuple(p.pid for p in matched), triggered, tuple(p.pid for p in busy), msg, jobs)
 
-    def roles(self, procs: list[ProcessRecord]) -> dict[int, str]:
+    def roles(self, procs: list[RegisteredProcess]) -> dict[int, str]:
         """pid -> role (dyno.daemon.process_roles) of each of `procs`, within its job, as a job-wide request sees it;
         the DataLoader workers as recently read (listed_workers). A trace request reads them fresh."""
         return job_roles(procs, self._data_workers(procs, fresh=False))
 
-    def _data_workers(self, procs: list[ProcessRecord], *, fresh: bool) -> set[int]:
+    def _data_workers(self, procs: list[RegisteredProcess], *, fresh: bool) -> set[int]:
         """Pids of DataLoader workers among `procs`; /proc reads, made before taking the table's lock."""
         return set().union(*(side.data_workers(procs, fresh=fresh) for side in self._sides))
 
-    def _new_proc_trace(self, trace: TraceEntry, p: ProcessRecord, now: int) -> ProcTrace:
+    def _new_proc_trace(self, trace: TraceEntry, p: RegisteredProcess, now: int) -> ProcTrace:
         path, config = self._side(p.protocol).new_part(trace, p)
         view = ProcessTraceView(
             p.pid, p.job_id, p.rank, p.protocol, TraceState.PENDING, str(path), updated_ms=now, uid=p.uid
@@ -356,7 +356,7 @@ class TraceManager:
                         why = side.deadline_reason(trace, pt, now, hint)
                         t.set(trace, pt, TraceState.TIMED_OUT, why, reason=TraceReason.DEADLINE_PASSED)
 
-    def _on_process_removed(self, rec: ProcessRecord, reason: str) -> None:
+    def _on_process_removed(self, rec: RegisteredProcess, reason: str) -> None:
         """A registered process's removal fails its active trace's part (unless its side finds it finished) and
         removes what its traces left, once the process is gone."""
         notes = self._side(rec.protocol).file_notes(rec.pid, rec.uid)  # outside the lock: file reads

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from dyno.daemon.registry import ProcessRecord
+from dyno.daemon.registry import RegisteredProcess
 from dyno.daemon.tracing.table import ProcTrace, TraceEntry
 
 __all__ = ["FileNotes", "ProtocolSide"]
@@ -23,12 +23,12 @@ class ProtocolSide(Protocol):
     # why a process may not pick a request up, said when it timed out pending
     pending_hint: str
 
-    def data_workers(self, procs: list[ProcessRecord], *, fresh: bool) -> set[int]:
+    def data_workers(self, procs: list[RegisteredProcess], *, fresh: bool) -> set[int]:
         """Pids of DataLoader workers among `procs` (never traced first under a process limit); /proc reads, outside
         the lock. `fresh`: read now (a trace request), else a recent answer may do (the process list)."""
         ...
 
-    def new_part(self, trace: TraceEntry, p: ProcessRecord) -> tuple[Path, str]:
+    def new_part(self, trace: TraceEntry, p: RegisteredProcess) -> tuple[Path, str]:
         """Outside the lock: the output path of `p`'s part in `trace`, and its side's config for it ("" if none)."""
         ...
 
@@ -56,7 +56,7 @@ class ProtocolSide(Protocol):
         """Under the lock: the process's registration ended (`reason`) while its part had not; end it."""
         ...
 
-    def outlives_registration(self, rec: ProcessRecord) -> bool:
+    def outlives_registration(self, rec: RegisteredProcess) -> bool:
         """Outside the lock: whether a process whose registration ended may still write its trace's file (its
         leftovers wait until it is gone)."""
         ...

@@ -17,7 +17,7 @@ from dyno.daemon import process_pages
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.answer_bounds import cut_text
 from dyno.daemon.callers import ADMIN, Caller
-from dyno.daemon.registry import ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import ProcessRegistry, RegisteredProcess
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.stream_slots import MAX_FETCH_STREAMS, StreamSlots
 from dyno.daemon.tracing.access import (
@@ -59,9 +59,9 @@ class _ProcessInfoCache:
     took ~50 ms of the GIL per ListProcesses, and a record changes only every few seconds (its polls, keepalives)."""
 
     def __init__(self) -> None:
-        self._entries: dict[int, tuple[ProcessRecord, str, dyno_pb2.ProcessInfo, int]] = {}
+        self._entries: dict[int, tuple[RegisteredProcess, str, dyno_pb2.ProcessInfo, int]] = {}
 
-    def info(self, p: ProcessRecord, role: str) -> tuple[dyno_pb2.ProcessInfo, int]:
+    def info(self, p: RegisteredProcess, role: str) -> tuple[dyno_pb2.ProcessInfo, int]:
         """The message (never changed after: callers copy it into their answer) and its encoded size."""
         hit = self._entries.get(p.pid)
         if hit is not None and hit[0] is p and hit[1] == role:
@@ -71,7 +71,7 @@ class _ProcessInfoCache:
         self._entries[p.pid] = (p, role, msg, size)
         return msg, size
 
-    def keep_only(self, procs: list[ProcessRecord]) -> None:
+    def keep_only(self, procs: list[RegisteredProcess]) -> None:
         """Forget the pids that are not in `procs` (all registered processes) once they are most of the cache."""
         if len(self._entries) > 2 * len(procs) + 64:
             live = {p.pid for p in procs}
@@ -130,7 +130,7 @@ class TraceRpcs:
         if not request.job_id:
             self._infos.keep_only(procs)
         size = len(self._hostname.encode()) + 2 * _MAX_PAGE_TOKEN
-        last: ProcessRecord | None = None
+        last: RegisteredProcess | None = None
         for p in procs:  # built one at a time, never past the bound
             msg, msg_size = self._infos.info(p, roles.get(p.pid, ""))
             if msg.cmdline and not caller.may_touch(p.uid):

@@ -12,7 +12,7 @@ from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.callers import CallerIdentity
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.instance_id import new_instance_id
-from dyno.daemon.registry import PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing.kineto_ipc import KinetoEndpoint
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.retention import enforce_retention
@@ -116,7 +116,7 @@ class Tracing:
         if self._thread is not None:
             self._thread.join(timeout=2)
 
-    def _on_process_removed(self, record: ProcessRecord, reason: str) -> None:
+    def _on_process_removed(self, record: RegisteredProcess, reason: str) -> None:
         if record.protocol == PROTOCOL_KINETO and self.kineto is not None:
             self.kineto.remove_stale_clients()  # its client socket file, in filesystem mode
 

@@ -17,7 +17,7 @@ from dyno.client.hosts import Host
 from dyno.client.trace.cluster import ClusterTrace
 from dyno.client.trace.records import ProcRecord
 from dyno.daemon.instance_id import new_instance_id
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.service import TraceRpcs
 from dyno.v1 import dyno_pb2
@@ -106,7 +106,7 @@ def test_a_trace_status_from_another_instance_marks_a_restart(tmp_path: Path) ->
 def test_the_daemon_sends_its_instance_id(tmp_path: Path) -> None:
     assert new_instance_id() != new_instance_id()
     reg = ProcessRegistry(is_alive=lambda pid: True)
-    reg.register(ProcessRecord(pid=101, job_id="J", protocol=PROTOCOL_AGENT, session_id="s"))
+    reg.register(RegisteredProcess(pid=101, job_id="J", protocol=PROTOCOL_AGENT, session_id="s"))
     tm = TraceManager(reg, tmp_path / "traces", "h", kineto_identifier=no_proc_identifier())
     rpcs = TraceRpcs(tm, reg, "h", "inst-1")
     started = rpcs.StartTrace(dyno_pb2.TraceRequest(job_id="J", duration_ms=100), None)  # type: ignore[arg-type]

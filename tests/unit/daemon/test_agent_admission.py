@@ -8,7 +8,7 @@ import pytest
 
 from dyno.daemon import agent_admission
 from dyno.daemon.agent_admission import Admission, Refusal, RefusalKind, RefusalReason
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
 
 pytestmark = pytest.mark.unit
 
@@ -71,7 +71,7 @@ def test_only_the_processs_own_user_or_root_registers_it_when_callers_are_known(
 
 def test_a_connected_agent_registration_is_not_taken_over() -> None:
     reg = ProcessRegistry()
-    reg.register(ProcessRecord(pid=ME, job_id="j", protocol=PROTOCOL_AGENT, session_id="s"))
+    reg.register(RegisteredProcess(pid=ME, job_id="j", protocol=PROTOCOL_AGENT, session_id="s"))
     reg.set_connected(ME, "s", True)
     r = _refusal(_register, _admission(reg))
     assert r.kind == RefusalKind.PRECONDITION and r.reason == RefusalReason.ALREADY_REGISTERED
@@ -101,9 +101,11 @@ def test_a_report_must_carry_its_registrations_session() -> None:
     reg = ProcessRegistry()
     adm = _admission(reg)
     assert _refusal(adm.check_report, ME, "s").reason == RefusalReason.NOT_REGISTERED
-    reg.register(ProcessRecord(pid=ME, job_id="j", protocol=PROTOCOL_KINETO))
+    reg.register(RegisteredProcess(pid=ME, job_id="j", protocol=PROTOCOL_KINETO))
     assert _refusal(adm.check_report, ME, "s").reason == RefusalReason.NOT_REGISTERED  # libkineto never reports
-    reg.register(ProcessRecord(pid=ME, job_id="j", protocol=PROTOCOL_AGENT, session_id="s", reports_with_session=True))
+    reg.register(
+        RegisteredProcess(pid=ME, job_id="j", protocol=PROTOCOL_AGENT, session_id="s", reports_with_session=True)
+    )
     adm.check_report(ME, "s")
     wrong = _refusal(adm.check_report, ME, "t")
     assert wrong.kind == RefusalKind.NOT_PERMITTED and wrong.reason == RefusalReason.WRONG_SESSION

@@ -21,7 +21,7 @@ import pytest
 from dyno.daemon import connection_limits
 from dyno.daemon.agent_server import AgentServer
 from dyno.daemon.agent_service import AgentServicer
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 
@@ -92,7 +92,7 @@ def test_a_stream_whose_pid_registered_again_ends_and_the_new_registration_stays
     # The Register RPC refuses a pid whose Watch stream is open (test_agent_service_security.py); the registry's record
     # can still be replaced under it (pid reuse seen by the registry first, a libkineto registration of the pid)
     new = "new-session"
-    env.registry.register(ProcessRecord(pid=PID, job_id="K", protocol=PROTOCOL_AGENT, session_id=new))
+    env.registry.register(RegisteredProcess(pid=PID, job_id="K", protocol=PROTOCOL_AGENT, session_id=new))
     assert ended.wait(8)
     assert errors == []
     rec = env.registry.get(PID)

@@ -17,7 +17,7 @@ from grpc_context import Aborted, AbortingContext
 from dyno.daemon import server as server_module
 from dyno.daemon.answer_bounds import ELLIPSIS, fit_texts
 from dyno.daemon.history import History, Sample
-from dyno.daemon.registry import MAX_PROCESSES, PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import MAX_PROCESSES, PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.samplers.base import Reading, labels
 from dyno.daemon.server import DynoServicer, add_to_server
 from dyno.daemon.tracing.manager import TraceManager
@@ -33,7 +33,7 @@ def _full_registry(n: int) -> TraceRpcs:
     registry = ProcessRegistry(is_alive=lambda pid: True, max_processes=n, max_per_uid=n)
     for pid in range(1, n + 1):
         cmdline = f"python train.py {pid} " + "x" * 4000
-        registry.register(ProcessRecord(pid=pid, job_id="j" * 128, protocol=PROTOCOL_AGENT, cmdline=cmdline))
+        registry.register(RegisteredProcess(pid=pid, job_id="j" * 128, protocol=PROTOCOL_AGENT, cmdline=cmdline))
     manager = TraceManager(registry, Path("/nonexistent/traces"), "n", kineto_identifier=no_proc_identifier())
     return TraceRpcs(manager, registry, "n")
 

@@ -13,7 +13,7 @@ from fake_proc import no_proc_identifier
 from grpc_context import Aborted, AbortingContext
 
 from dyno.daemon.answer_bounds import ELLIPSIS
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing import service as trace_service
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 from dyno.daemon.tracing.manager import LISTED_WORKERS_MAX_AGE_MS, TraceManager
@@ -46,8 +46,8 @@ def _listed(rpcs: TraceRpcs, job_id: str = "") -> dict[int, dyno_pb2.ProcessInfo
 def test_a_changed_record_shows_in_the_next_answer(tmp_path: Path) -> None:
     clock = _Clock()
     rpcs, reg = _rpcs(tmp_path, {}, clock)
-    reg.register(ProcessRecord(pid=101, job_id="J", protocol=PROTOCOL_AGENT, cmdline="python a.py"))
-    reg.register(ProcessRecord(pid=102, job_id="J", protocol=PROTOCOL_AGENT))
+    reg.register(RegisteredProcess(pid=101, job_id="J", protocol=PROTOCOL_AGENT, cmdline="python a.py"))
+    reg.register(RegisteredProcess(pid=102, job_id="J", protocol=PROTOCOL_AGENT))
     first = _listed(rpcs)
     assert not first[101].busy
     reg.set_busy(101, "t1")
@@ -66,8 +66,8 @@ def test_a_process_that_became_a_data_worker_shows_as_one_within_the_memo_age(tm
     clock = _Clock()
     comm = {202: b"python\n"}
     rpcs, reg = _rpcs(tmp_path, comm, clock)
-    reg.register(ProcessRecord(pid=201, job_id="7", protocol=PROTOCOL_KINETO, ancestry=()))
-    reg.register(ProcessRecord(pid=202, job_id="7", protocol=PROTOCOL_KINETO, ancestry=(201,)))
+    reg.register(RegisteredProcess(pid=201, job_id="7", protocol=PROTOCOL_KINETO, ancestry=()))
+    reg.register(RegisteredProcess(pid=202, job_id="7", protocol=PROTOCOL_KINETO, ancestry=(201,)))
     assert _listed(rpcs)[202].role == dyno_pb2.PROCESS_ROLE_TRAINER
     comm[202] = b"pt_data_worker\n"  # torch names a worker once its loop runs
     clock.ms += LISTED_WORKERS_MAX_AGE_MS
@@ -85,7 +85,7 @@ def _rpcs_list_bound(jobs: dict[str, int]) -> TraceRpcs:
     for job, n in jobs.items():
         for _ in range(n):
             pid += 1
-            registry.register(ProcessRecord(pid=pid, job_id=job, protocol=PROTOCOL_AGENT, cmdline="x" * 4000))
+            registry.register(RegisteredProcess(pid=pid, job_id=job, protocol=PROTOCOL_AGENT, cmdline="x" * 4000))
     # the manager tells each process's role (its trace dir is never made: nothing is traced)
     manager = TraceManager(registry, Path("/nonexistent/traces"), "node1", kineto_identifier=no_proc_identifier())
     return TraceRpcs(manager, registry, "node1")

@@ -23,8 +23,8 @@ from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.registry import (
     PROTOCOL_AGENT,
     PROTOCOL_KINETO,
-    ProcessRecord,
     ProcessRegistry,
+    RegisteredProcess,
     RegistryFullError,
     pid_uid,
 )
@@ -65,8 +65,8 @@ def _registry(world: World, clock: Clock, *, total: int = 4, per_uid: int = 3) -
     )
 
 
-def _agent(pid: int, job: str = "J") -> ProcessRecord:
-    return ProcessRecord(pid=pid, job_id=job, protocol=PROTOCOL_AGENT, connected=True)
+def _agent(pid: int, job: str = "J") -> RegisteredProcess:
+    return RegisteredProcess(pid=pid, job_id=job, protocol=PROTOCOL_AGENT, connected=True)
 
 
 def test_per_uid_cap_refuses_one_user_and_leaves_room_for_others() -> None:
@@ -132,16 +132,16 @@ def test_a_flood_of_refused_calls_prunes_at_most_once_per_interval() -> None:
 def test_counts_follow_every_removal_and_a_pid_reused_by_another_uid() -> None:
     world, clock = World(), Clock()
     reg = _registry(world, clock, total=10, per_uid=2)
-    reg.register(ProcessRecord(pid=11, job_id="J", protocol=PROTOCOL_AGENT, session_id="s1"))
+    reg.register(RegisteredProcess(pid=11, job_id="J", protocol=PROTOCOL_AGENT, session_id="s1"))
     reg.register(_agent(world.spawn(12, uid=1000)))
-    reg.register(ProcessRecord(pid=13, job_id="J", protocol=PROTOCOL_KINETO, uid=1000, start_time=5))
+    reg.register(RegisteredProcess(pid=13, job_id="J", protocol=PROTOCOL_KINETO, uid=1000, start_time=5))
     assert reg.uid_counts() == {-1: 1, 1000: 2}  # pid 11 names no process here: its uid is unknown
     reg.remove(11, "gone", session_id="s1")
     reg.set_busy(12, "t1")
     reg.touch(13)
     assert reg.uid_counts() == {1000: 2}
     # pid 13 reused by a process of another user: it moves to that user's count
-    reg.register(ProcessRecord(pid=13, job_id="J", protocol=PROTOCOL_KINETO, uid=2000, start_time=9))
+    reg.register(RegisteredProcess(pid=13, job_id="J", protocol=PROTOCOL_KINETO, uid=2000, start_time=9))
     assert reg.uid_counts() == {1000: 1, 2000: 1}
     world.alive.clear()
     reg.collect_garbage()

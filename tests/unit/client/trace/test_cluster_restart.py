@@ -22,7 +22,7 @@ from dyno.client.trace.cluster import ClusterTrace
 from dyno.client.trace.records import ProcRecord
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.fake_server import FakeDynoServicer, serve
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.agent_side import RESUMED_TIMEOUT
 from dyno.daemon.tracing.kineto_progress import KinetoProgress
@@ -162,7 +162,7 @@ NOTE = "no optimizer step for 312 s (the longest pause between two of its 25 ste
 
 def _manager(trace_dir: Path) -> TraceManager:
     reg = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: os.getuid())
-    reg.register(ProcessRecord(pid=101, job_id="J", protocol=PROTOCOL_AGENT, session_id="s1"))
+    reg.register(RegisteredProcess(pid=101, job_id="J", protocol=PROTOCOL_AGENT, session_id="s1"))
     return TraceManager(reg, trace_dir, "hostW", kineto_identifier=no_proc_identifier())
 
 
@@ -208,7 +208,7 @@ def test_a_resumed_process_that_never_reported_again_times_out_saying_so(tmp_pat
     def manager() -> TraceManager:
         reg = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: os.getuid(), clock_ms=clock)
         for pid in (101, 102):
-            reg.register(ProcessRecord(pid=pid, job_id="J", protocol=PROTOCOL_AGENT, session_id=f"s{pid}"))
+            reg.register(RegisteredProcess(pid=pid, job_id="J", protocol=PROTOCOL_AGENT, session_id=f"s{pid}"))
         return TraceManager(reg, trace_dir, "hostW", clock_ms=clock, kineto_identifier=no_proc_identifier())
 
     before = manager()
@@ -232,7 +232,7 @@ def test_a_resumed_process_that_reports_again_times_out_with_its_new_note(tmp_pa
     trace_dir, clock = tmp_path / "traces", Clock()
     reg = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: os.getuid(), clock_ms=clock)
     for pid in (101, 102):
-        reg.register(ProcessRecord(pid=pid, job_id="J", protocol=PROTOCOL_AGENT, session_id=f"s{pid}"))
+        reg.register(RegisteredProcess(pid=pid, job_id="J", protocol=PROTOCOL_AGENT, session_id=f"s{pid}"))
     before = TraceManager(reg, trace_dir, "hostW", clock_ms=clock, kineto_identifier=no_proc_identifier())
     result = before.start(TraceSpec(job_id="J", iterations=3))
     for p in result.triggered:

@@ -13,7 +13,7 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno import trace_layout
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.agent_side import ADOPTED_NOTE, GONE_REASON, REVIVED_NOTE
 from dyno.daemon.tracing.manager import TraceManager
@@ -28,7 +28,9 @@ def _manager(trace_dir: Path) -> TraceManager:
     clock = Clock()
     reg = ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: True, clock_ms=clock)
     for pid in PIDS:
-        reg.register(ProcessRecord(pid=pid, job_id="J", protocol=PROTOCOL_AGENT, rank=pid - 101, session_id=f"s{pid}"))
+        reg.register(
+            RegisteredProcess(pid=pid, job_id="J", protocol=PROTOCOL_AGENT, rank=pid - 101, session_id=f"s{pid}")
+        )
     return TraceManager(reg, trace_dir, "hostA", clock_ms=clock, kineto_identifier=no_proc_identifier())
 
 
@@ -130,7 +132,7 @@ def test_a_trace_failed_when_the_agents_stream_broke_is_done_when_the_agent_repo
     reg.remove(101, GONE_REASON, session_id="s101")
     (p,) = tm.get(trace_id).processes
     assert (p.state, p.error) == (TraceState.FAILED, f"{GONE_REASON} mid-trace")
-    reg.register(ProcessRecord(pid=101, job_id="J", protocol=PROTOCOL_AGENT, session_id="s101b"))
+    reg.register(RegisteredProcess(pid=101, job_id="J", protocol=PROTOCOL_AGENT, session_id="s101b"))
     path = _write(tm, trace_id, 101)
     tm.agent_report(101, trace_id, TraceState.DONE, "a note")
     (p,) = tm.get(trace_id).processes

@@ -12,7 +12,7 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno.client.agent.output import OutputFiles
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.agent_side import FINISHED_NOTE, GONE_REASON, REVIVED_NOTE
 from dyno.daemon.tracing.manager import TraceManager
@@ -33,7 +33,7 @@ class Env:
         self.tm = TraceManager(
             self.reg, tmp_path / "traces", "hostA", clock_ms=clock, kineto_identifier=no_proc_identifier()
         )
-        self.reg.register(ProcessRecord(pid=101, job_id="J", protocol=PROTOCOL_AGENT, session_id="s1"))
+        self.reg.register(RegisteredProcess(pid=101, job_id="J", protocol=PROTOCOL_AGENT, session_id="s1"))
         result = self.tm.start(TraceSpec(job_id="J", duration_ms=5000))
         self.trace_id = result.trace_id
         self.files = OutputFiles(Path(result.triggered[0].path))

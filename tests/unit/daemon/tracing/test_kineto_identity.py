@@ -14,7 +14,7 @@ import pytest
 from manual_clock import Clock
 
 from dyno.client.agent import env as agent_env
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing.kineto_identity import (
     MAX_ENVIRON_BYTES,
     KinetoIdentifier,
@@ -256,7 +256,7 @@ def test_reused_pid_is_read_again(env) -> None:  # type: ignore[no-untyped-def]
 def test_agent_registration_of_the_pid_is_not_a_cache(env) -> None:  # type: ignore[no-untyped-def]
     _clock, alive, proc, reg, tm = env
     alive.add(300)
-    reg.register(ProcessRecord(pid=300, job_id="36200", protocol=PROTOCOL_AGENT, session_id="s"))
+    reg.register(RegisteredProcess(pid=300, job_id="36200", protocol=PROTOCOL_AGENT, session_id="s"))
     proc.environ[300] = environ(ARRAY_TASK)
     tm.kineto_poll(kpoll(300))
     assert reg.get(300).protocol == PROTOCOL_KINETO and reg.get(300).job_id == "36199_0"
@@ -281,7 +281,7 @@ def test_context_count_uses_the_resolved_job(env) -> None:  # type: ignore[no-un
     proc.environ[301] = environ(ARRAY_TASK)
     tm.kineto_poll(kpoll(300))
     for pid in (302, 303):  # two contexts of the job on GPU 0 (kineto's own id would count none, answered as 1)
-        reg.register(ProcessRecord(pid=pid, job_id="36199_0", protocol=PROTOCOL_KINETO, gpu=0))
+        reg.register(RegisteredProcess(pid=pid, job_id="36199_0", protocol=PROTOCOL_KINETO, gpu=0))
     assert tm.kineto_context_count(0, 300, "36200") == 2
     assert proc.environ_reads(301) == 0
     assert tm.kineto_context_count(0, 301, "36200") == 2  # unregistered: resolved from its environment

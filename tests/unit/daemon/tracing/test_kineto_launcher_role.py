@@ -29,7 +29,7 @@ from dyno.daemon.process_roles import (
     order_for_limit,
     process_roles,
 )
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
 from dyno.daemon.server import DynoServicer, add_to_server
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
@@ -50,8 +50,8 @@ def poll(pid: int, *ancestry: int, job: str = "7") -> KinetoPoll:
     return KinetoPoll(pid=pid, ancestry=ancestry, job_id=job, type_mask=3)
 
 
-def rec(pid: int, ancestry: tuple[int, ...] = (), *, job: str = "7", launcher: str = "") -> ProcessRecord:
-    return ProcessRecord(pid=pid, job_id=job, protocol=PROTOCOL_KINETO, ancestry=ancestry, launcher=launcher)
+def rec(pid: int, ancestry: tuple[int, ...] = (), *, job: str = "7", launcher: str = "") -> RegisteredProcess:
+    return RegisteredProcess(pid=pid, job_id=job, protocol=PROTOCOL_KINETO, ancestry=ancestry, launcher=launcher)
 
 
 def torchrun_job(tmp_path: Path) -> tuple[TraceManager, ProcTable]:
@@ -167,7 +167,7 @@ def test_manager_roles_read_data_workers_from_proc(tmp_path: Path) -> None:
         {100: ("python3", TORCHRUN), 101: ("python3", WORKER), 201: ("pt_data_worker", SPAWN), 5: ("x", b"")}
     )
     tm = kineto_manager(tmp_path, proc, [poll(100, 50), poll(101, 100, 50), poll(201, 101, 100, 50)])
-    tm._registry.register(ProcessRecord(pid=5, job_id="7", protocol=PROTOCOL_AGENT, ancestry=(100,), rank=0))
+    tm._registry.register(RegisteredProcess(pid=5, job_id="7", protocol=PROTOCOL_AGENT, ancestry=(100,), rank=0))
     roles = tm.roles(tm._registry.list())
     assert roles == {100: ROLE_LAUNCHER, 101: ROLE_TRAINER, 201: ROLE_DATALOADER, 5: ROLE_TRAINER}
     assert (5, "comm") not in proc.reads  # the agent never registers a DataLoader worker: no /proc read

@@ -10,7 +10,7 @@ import pytest
 from fake_proc import ProcTable as Proc
 from fake_proc import kineto_manager
 
-from dyno.daemon.registry import PROTOCOL_KINETO, ProcessRecord
+from dyno.daemon.registry import PROTOCOL_KINETO, RegisteredProcess
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import order_for_limit
@@ -21,8 +21,8 @@ pytestmark = pytest.mark.unit
 SPAWN_CMDLINE = b"python\0-c\0from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=4, pipe_handle=6)\0"
 
 
-def kineto(pid: int, ancestry: tuple[int, ...]) -> ProcessRecord:
-    return ProcessRecord(pid=pid, job_id="7", protocol=PROTOCOL_KINETO, ancestry=ancestry)
+def kineto(pid: int, ancestry: tuple[int, ...]) -> RegisteredProcess:
+    return RegisteredProcess(pid=pid, job_id="7", protocol=PROTOCOL_KINETO, ancestry=ancestry)
 
 
 def poll(pid: int, *ancestry: int) -> KinetoPoll:

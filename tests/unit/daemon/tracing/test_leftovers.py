@@ -12,7 +12,7 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno.client.agent.output import OutputFiles
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import TraceSpec, TraceState
@@ -38,7 +38,7 @@ def env(tmp_path: Path) -> tuple[ProcessRegistry, TraceManager]:
 
 def test_agent_leftovers_are_removed_when_the_process_is_gone(env: tuple[ProcessRegistry, TraceManager]) -> None:
     reg, tm = env
-    reg.register(ProcessRecord(pid=10, job_id="J", protocol=PROTOCOL_AGENT, session_id="s"))
+    reg.register(RegisteredProcess(pid=10, job_id="J", protocol=PROTOCOL_AGENT, session_id="s"))
     done = tm.start(TraceSpec(job_id="J", duration_ms=100, trace_id="t-done"))
     done_path = Path(done.triggered[0].path)
     done_path.write_bytes(b"complete")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.table import TraceTable
 from dyno.daemon.tracing.values import TraceSpec
@@ -44,7 +44,7 @@ def _manager(tmp_path: Path) -> tuple[TraceManager, _WatchedLock]:
     reg = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: 1000, max_per_uid=PROCESSES)
     for i in range(PROCESSES):
         protocol = PROTOCOL_KINETO if i % 2 else PROTOCOL_AGENT
-        reg.register(ProcessRecord(pid=200_000 + i, job_id="7", protocol=protocol, rank=i))
+        reg.register(RegisteredProcess(pid=200_000 + i, job_id="7", protocol=protocol, rank=i))
     tm = TraceManager(reg, tmp_path / "traces", "hostW")
     lock = _WatchedLock()
     tm.table.lock = lock  # type: ignore[assignment]

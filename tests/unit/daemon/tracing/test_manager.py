@@ -9,7 +9,7 @@ import pytest
 from fake_proc import no_proc, no_proc_identifier
 from manual_clock import Clock
 
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager, order_for_limit
@@ -51,8 +51,8 @@ def env(tmp_path: Path):  # type: ignore[no-untyped-def]
     return clock, alive, reg, tm
 
 
-def agent(pid: int, job: str = "J", ancestry: tuple[int, ...] = (), rank: int | None = None) -> ProcessRecord:
-    return ProcessRecord(
+def agent(pid: int, job: str = "J", ancestry: tuple[int, ...] = (), rank: int | None = None) -> RegisteredProcess:
+    return RegisteredProcess(
         pid=pid, job_id=job, protocol=PROTOCOL_AGENT, ancestry=ancestry, rank=rank, session_id=f"s{pid}"
     )
 
@@ -72,7 +72,7 @@ def test_registry_drops_dead_and_silent_and_tells_listeners(env) -> None:  # typ
     reg.register(agent(10))
     reg.register(agent(11))
     reg.set_connected(11, "s11", True)
-    reg.register(ProcessRecord(pid=12, job_id="7", protocol=PROTOCOL_KINETO))
+    reg.register(RegisteredProcess(pid=12, job_id="7", protocol=PROTOCOL_KINETO))
     alive.discard(10)
     clock.ms += 31_000
     dropped = {rec.pid: why for rec, why in reg.collect_garbage()}
@@ -122,7 +122,7 @@ def test_kineto_polls_do_not_replace_a_connected_agent_of_the_same_process(env) 
 def test_stale_session_cannot_remove_a_reregistered_process(env) -> None:  # type: ignore[no-untyped-def]
     _clock, _alive, reg, _tm = env
     reg.register(agent(5))
-    reg.register(ProcessRecord(pid=5, job_id="J", protocol=PROTOCOL_AGENT, session_id="new"))
+    reg.register(RegisteredProcess(pid=5, job_id="J", protocol=PROTOCOL_AGENT, session_id="new"))
     assert reg.remove(5, "gone", session_id="s5") is None
     assert reg.get(5) is not None
 
@@ -348,7 +348,7 @@ def test_trace_id_with_a_folder_on_disk_is_refused(tmp_path: Path) -> None:
     memory) is refused as "already in use", and the earlier trace's files stay as they were."""
     reg = ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: True)
     tm = TraceManager(reg, tmp_path / "traces", "hostA")
-    reg.register(ProcessRecord(pid=7, job_id="J", protocol=PROTOCOL_AGENT, session_id="s7"))
+    reg.register(RegisteredProcess(pid=7, job_id="J", protocol=PROTOCOL_AGENT, session_id="s7"))
     earlier = tmp_path / "traces" / "exp1" / "hostA_7.pt.trace.json.gz"
     earlier.parent.mkdir(parents=True)
     earlier.write_bytes(b"an earlier run's trace")

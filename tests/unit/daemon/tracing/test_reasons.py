@@ -17,7 +17,7 @@ from dyno.client.errors import InvalidArgument, NotFound, Unavailable, translate
 from dyno.client.trace.cluster import _in_use, _restarted_text
 from dyno.client.trace.start import start_trace_retrying
 from dyno.daemon.proto_convert import REASON_TO_PB, process_trace_to_pb
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.agent_side import GONE_REASON
@@ -63,7 +63,7 @@ def test_daemon_errors_carry_their_reason_as_error_info() -> None:
             with pytest.raises(NotFound) as nf:
                 client.get_trace("nosuchtrace")
             assert nf.value.reason == ErrorReason.TRACE_NOT_FOUND.value
-            rec = ProcessRecord(pid=os.getpid(), job_id="j", protocol=PROTOCOL_AGENT, uid=os.getuid())
+            rec = RegisteredProcess(pid=os.getpid(), job_id="j", protocol=PROTOCOL_AGENT, uid=os.getuid())
             daemon.tracing.registry.register(rec)
             os.makedirs(daemon.config.trace_dir / "taken2", exist_ok=True)  # a folder of that name: the id is used
             with pytest.raises(InvalidArgument) as used:
@@ -146,7 +146,7 @@ def test_a_retried_start_refused_as_in_use_reads_the_trace_back_by_its_reason() 
 
 def _agent_trace(tmp_path: Path) -> tuple[ProcessRegistry, TraceManager, str]:
     reg = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: os.getuid())
-    reg.register(ProcessRecord(pid=4242, job_id="j", protocol=PROTOCOL_AGENT, uid=os.getuid(), session_id="s"))
+    reg.register(RegisteredProcess(pid=4242, job_id="j", protocol=PROTOCOL_AGENT, uid=os.getuid(), session_id="s"))
     tm = TraceManager(reg, tmp_path / "traces", "hostR")
     tid = tm.start(TraceSpec(job_id="j", duration_ms=60_000)).trace_id
     tm.agent_delivered(4242, tid)
@@ -174,7 +174,7 @@ def test_a_done_report_after_a_disconnect_revives_by_the_reason_not_the_text(tmp
 
     pt.view = replace(pt.view, error="worded otherwise")  # the reason, not the text, says what happened
     Path(pt.view.path).write_bytes(b"trace")
-    reg.register(ProcessRecord(pid=4242, job_id="j", protocol=PROTOCOL_AGENT, uid=os.getuid(), session_id="s2"))
+    reg.register(RegisteredProcess(pid=4242, job_id="j", protocol=PROTOCOL_AGENT, uid=os.getuid(), session_id="s2"))
     tm.agent_report(4242, tid, TraceState.DONE)
     p = tm.get(tid).processes[0]
     assert p.state == TraceState.DONE and p.reason == TraceReason.DONE_AFTER_RECONNECT

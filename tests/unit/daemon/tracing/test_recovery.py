@@ -12,7 +12,7 @@ import pytest
 from fake_proc import no_proc_identifier
 
 from dyno.daemon.config import DaemonConfig
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing import retention, streaming
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
@@ -57,7 +57,9 @@ def finish(
     for pid in (*done, *failed):
         if reg.get(pid) is None:
             reg.register(
-                ProcessRecord(pid=pid, job_id=spec.job_id, protocol=PROTOCOL_AGENT, rank=pid % 4, session_id=f"s{pid}")
+                RegisteredProcess(
+                    pid=pid, job_id=spec.job_id, protocol=PROTOCOL_AGENT, rank=pid % 4, session_id=f"s{pid}"
+                )
             )
     r = tm.start(spec)
     paths = {v.pid: Path(v.path) for v in r.triggered}
@@ -107,7 +109,7 @@ def test_record_written_at_each_processs_end(tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     reg, tm = manager(traces)
     for pid in (7, 8):
-        reg.register(ProcessRecord(pid=pid, job_id="J", protocol=PROTOCOL_AGENT, session_id=f"s{pid}"))
+        reg.register(RegisteredProcess(pid=pid, job_id="J", protocol=PROTOCOL_AGENT, session_id=f"s{pid}"))
     r = tm.start(TraceSpec(job_id="J", duration_ms=100, trace_id="t1"))
     record = traces / "t1" / tj.RECORD_NAME
     Path(r.triggered[0].path).write_bytes(b"x")
@@ -256,7 +258,7 @@ def test_record_of_a_bad_trace_id_is_never_looked_up(tmp_path: Path) -> None:
 def test_record_write_failure_only_logs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     traces = tmp_path / "traces"
     reg, tm = manager(traces)
-    reg.register(ProcessRecord(pid=7, job_id="J", protocol=PROTOCOL_AGENT, session_id="s7"))
+    reg.register(RegisteredProcess(pid=7, job_id="J", protocol=PROTOCOL_AGENT, session_id="s7"))
     tm.start(TraceSpec(job_id="J", duration_ms=100, trace_id="t6"))
     for p in (traces / "t6").iterdir():
         p.unlink()
@@ -301,7 +303,7 @@ def test_tracing_retention_pass_forgets_removed_traces(tmp_path: Path) -> None:
         trace_retention_bytes=0,  # every inactive trace folder but the newest goes at the next pass
     )
     tracing = Tracing(config, "hostA")
-    tracing.registry.register(ProcessRecord(pid=7, job_id="J", protocol=PROTOCOL_AGENT, session_id="s7"))
+    tracing.registry.register(RegisteredProcess(pid=7, job_id="J", protocol=PROTOCOL_AGENT, session_id="s7"))
     tid, _paths = finish(tracing.manager, tracing.registry, TraceSpec(job_id="J", duration_ms=100), {7: b"x"})
     old = os.path.getmtime(config.trace_dir / tid) - 60
     os.utime(config.trace_dir / tid, (old, old))

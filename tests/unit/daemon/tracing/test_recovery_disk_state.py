@@ -13,7 +13,7 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno import trace_layout
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.agent_side import ADOPTED_NOTE, RESUMED_NOTE
 from dyno.daemon.tracing.manager import TraceManager
@@ -26,7 +26,9 @@ def _manager(trace_dir: Path, hostname: str = "hostA", clock: Clock | None = Non
     clock = clock or Clock()
     reg = ProcessRegistry(is_alive=lambda pid: True, clock_ms=clock, uid_of=lambda pid: os.getuid())
     for pid in (101, 102):
-        reg.register(ProcessRecord(pid=pid, job_id="J", protocol=PROTOCOL_AGENT, rank=pid - 101, session_id=f"s{pid}"))
+        reg.register(
+            RegisteredProcess(pid=pid, job_id="J", protocol=PROTOCOL_AGENT, rank=pid - 101, session_id=f"s{pid}")
+        )
     return TraceManager(reg, trace_dir, hostname, clock_ms=clock, kineto_identifier=no_proc_identifier())
 
 
@@ -101,7 +103,7 @@ def test_a_kineto_or_pending_process_is_not_waited_for_after_the_restart(tmp_pat
     recording when its stream ends: neither can report, so the restarted daemon fails them at once, with why."""
     clock = Clock()
     before = _manager(tmp_path / "traces", clock=clock)
-    before._registry.register(ProcessRecord(pid=103, job_id="J", protocol=PROTOCOL_KINETO))
+    before._registry.register(RegisteredProcess(pid=103, job_id="J", protocol=PROTOCOL_KINETO))
     trace_id = before.start(TraceSpec(job_id="J", duration_ms=5000)).trace_id
     before.agent_delivered(101, trace_id)
     before.agent_report(101, trace_id, TraceState.RUNNING)

@@ -10,7 +10,7 @@ import grpc
 import pytest
 from grpc_context import Aborted, AbortingContext
 
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing import trust
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.service import TraceRpcs
@@ -23,7 +23,7 @@ def test_a_full_disk_names_the_folder_and_the_free_space(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     registry = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: 1000)
-    registry.register(ProcessRecord(pid=4242, job_id="full", protocol=PROTOCOL_AGENT, connected=True))
+    registry.register(RegisteredProcess(pid=4242, job_id="full", protocol=PROTOCOL_AGENT, connected=True))
     manager = TraceManager(registry, tmp_path / "traces", "h")
     rpcs = TraceRpcs(manager, registry, "h")
 

@@ -17,7 +17,7 @@ import pytest
 from grpc_context import Aborted, AbortingContext
 
 from dyno import trace_layout
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing import retention, trust
 from dyno.daemon.tracing.manager import TraceManager
@@ -110,7 +110,7 @@ def test_a_trace_dir_another_user_made_first_is_refused_for_traces_records_and_r
 @as_root
 def test_start_trace_in_a_squatted_trace_dir_fails_with_the_reason(tmp_path: Path) -> None:
     registry = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: 1000)
-    registry.register(ProcessRecord(pid=4242, job_id="sq", protocol=PROTOCOL_AGENT, connected=True))
+    registry.register(RegisteredProcess(pid=4242, job_id="sq", protocol=PROTOCOL_AGENT, connected=True))
     trace_dir = _dir(tmp_path / "traces")
     os.chown(trace_dir, OTHER_UID, OTHER_UID)
     rpcs = TraceRpcs(TraceManager(registry, trace_dir, "h"), registry, "h")
@@ -164,7 +164,7 @@ def test_no_file_is_served_from_a_trace_dir_that_changed_hands(tmp_path: Path) -
     """A trace finished while the dir was dynod's; then another user took the dir (systemd-tmpfiles aged it out of
     /tmp and they made it again, say): its folders may be their symlinks now, so nothing there is served."""
     registry = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: 0)
-    registry.register(ProcessRecord(pid=4242, job_id="j", protocol=PROTOCOL_AGENT, connected=True, session_id="s"))
+    registry.register(RegisteredProcess(pid=4242, job_id="j", protocol=PROTOCOL_AGENT, connected=True, session_id="s"))
     trace_dir = _dir(tmp_path / "traces")
     tm = TraceManager(registry, trace_dir, "h")
     tm.agent_attach(4242, "s")

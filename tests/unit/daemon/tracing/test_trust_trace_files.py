@@ -14,7 +14,7 @@ import pytest
 from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing import trust
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
@@ -102,7 +102,7 @@ def test_the_processes_own_kineto_file_is_done(tmp_path: Path) -> None:
 def test_an_agents_done_report_is_believed_only_for_its_own_file(tmp_path: Path, plant: str) -> None:
     """ReportTrace carries no proof of who sends it: the file at the name must be the process's."""
     tm, reg = _manager(tmp_path)
-    reg.register(ProcessRecord(pid=7, job_id="J", protocol=PROTOCOL_AGENT, session_id="s7"))
+    reg.register(RegisteredProcess(pid=7, job_id="J", protocol=PROTOCOL_AGENT, session_id="s7"))
     tm.agent_attach(7, "s7")
     r = tm.start(TraceSpec(job_id="J", duration_ms=500))
     path = Path(r.triggered[0].path)

@@ -26,7 +26,7 @@ from dyno.client.hosts import Host
 from dyno.client.trace.cluster import ClusterTrace
 from dyno.daemon.fake_server import serve
 from dyno.daemon.proto_convert import process_trace_to_pb
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRecord, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
@@ -108,7 +108,7 @@ def tm(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def _agent(reg: ProcessRegistry) -> None:
-    reg.register(ProcessRecord(pid=10, job_id="J", protocol=PROTOCOL_AGENT, session_id="s10"))
+    reg.register(RegisteredProcess(pid=10, job_id="J", protocol=PROTOCOL_AGENT, session_id="s10"))
     reg.set_connected(10, "s10", True)
 
 
