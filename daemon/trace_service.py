@@ -9,12 +9,12 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import grpc
 
-from dyno.daemon import process_pages
+from dyno.daemon import process_pages, trace_pages
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.answer_bounds import cut_text
 from dyno.daemon.callers import ADMIN, Caller
@@ -42,6 +42,7 @@ MAX_PROCESS_LIST_BYTES = MAX_METRICS_PAGE_BYTES
 _RECORD_BYTES = 768
 _MIN_CMDLINE_BYTES = 256  # a command line is never cut shorter: past that, more pages
 _MAX_PAGE_TOKEN = 512  # a token is the base64 of a job id (at most 128 characters) and a pid
+_MAX_JOBS_BYTES = 256 << 10  # StartTraceResponse.registered_jobs, at most
 # What a local user who is no admin sees of another user's process's command line (arguments can carry secrets)
 OTHERS_CMDLINE = "(hidden: another user's process)"
 
@@ -154,19 +155,25 @@ class TraceRpcs:
             problem = _trace_dir_problem(e)
             log.error("StartTrace: cannot prepare the trace dir: %s", problem)
             abort(context, grpc.StatusCode.FAILED_PRECONDITION, f"cannot prepare the trace dir on this host: {problem}")
-        return dyno_pb2.StartTraceResponse(
+        answer = dyno_pb2.StartTraceResponse(
             trace_id=result.trace_id,
             matched_pids=list(result.matched_pids),
-            triggered=[pc.process_trace_to_pb(v) for v in result.triggered],
             busy_pids=list(result.busy_pids),
             message=result.message,
-            registered_jobs=list(result.registered_jobs),
+            registered_jobs=_some_jobs(result.registered_jobs),
             hostname=self._hostname,
             instance_id=self._instance_id,
         )
+        # the first page of the trace's processes; GetTrace gives the rest (trace_pages)
+        first = trace_pages.page(
+            [pc.process_trace_to_pb(v) for v in result.triggered], "", MAX_PROCESS_LIST_BYTES, answer.ByteSize()
+        )
+        answer.triggered.extend(first.processes)
+        answer.next_page_token = first.next_page_token
+        return answer
 
     def GetTrace(self, request: dyno_pb2.GetTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
-        return self._status(self._tm.get, request.trace_id, context)
+        return self._status(self._tm.get, request.trace_id, context, request.page_token)
 
     def CancelTrace(self, request: dyno_pb2.CancelTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
         caller = self._caller_of(context)
@@ -193,14 +200,25 @@ class TraceRpcs:
             abort(context, grpc.StatusCode.NOT_FOUND, str(e))
 
     def _status(
-        self, op: Callable[[str], TraceView], trace_id: str, context: grpc.ServicerContext
+        self, op: Callable[[str], TraceView], trace_id: str, context: grpc.ServicerContext, page_token: str = ""
     ) -> dyno_pb2.TraceStatus:
+        """`op`'s view of the trace as a TraceStatus: the page that `page_token` names (trace_pages)."""
         _require_id(trace_id, context)
+        if len(page_token) > trace_pages.MAX_TOKEN_CHARS:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a next_page_token of this trace")
         try:
             status = pc.trace_view_to_pb(op(trace_id), self._hostname)
         except UnknownTraceError as e:
             abort(context, grpc.StatusCode.NOT_FOUND, str(e))
         status.instance_id = self._instance_id
+        processes = list(status.processes)
+        del status.processes[:]
+        try:
+            part = trace_pages.page(processes, page_token, MAX_PROCESS_LIST_BYTES, status.ByteSize())
+        except trace_pages.BadTraceToken as e:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        status.processes.extend(part.processes)
+        status.next_page_token = part.next_page_token
         return status
 
     def FetchTraceFile(self, request: dyno_pb2.FetchTraceFileRequest, context: grpc.ServicerContext) -> Iterator[bytes]:
@@ -259,6 +277,19 @@ class TraceRpcs:
                 )
         except OSError as e:  # removed by retention mid-stream, or unreadable
             abort(context, grpc.StatusCode.NOT_FOUND, f"trace file unreadable: {e.strerror or e}")
+
+
+def _some_jobs(jobs: Sequence[str]) -> list[str]:
+    """The first of the registered `jobs` that fit in _MAX_JOBS_BYTES (a hint for people: any local user may
+    register processes, each of another job id of up to 128 characters)."""
+    out: list[str] = []
+    size = 0
+    for job in jobs:
+        size += len(job.encode()) + 3
+        if size > _MAX_JOBS_BYTES:
+            break
+        out.append(job)
+    return out
 
 
 def _trace_dir_problem(e: OSError) -> str:
