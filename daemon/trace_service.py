@@ -26,6 +26,7 @@ from dyno.daemon.trace_manager import TraceManager
 from dyno.daemon.trace_types import TraceLimitError, TraceRequestError, TraceView, UnknownTraceError
 from dyno.diskspace import free_space_note
 from dyno.filechunks import encode_chunk
+from dyno.pbwire import varint
 from dyno.request_limits import MAX_METRICS_PAGE_BYTES
 from dyno.v1 import dyno_pb2
 
@@ -48,22 +49,23 @@ OTHERS_CMDLINE = "(hidden: another user's process)"
 
 
 class _ProcessInfoCache:
-    """Each registered process's ProcessInfo message and its encoded size, built again only when its record changed
-    (records are frozen: a change is a new object) or its role did. **Why:** building ~1,000 messages field by field
-    took ~50 ms of the GIL per ListProcesses, and a record changes only every few seconds (its polls, keepalives)."""
+    """Each registered process's ProcessInfo message and its encoding as a ListProcessesResponse.processes field,
+    built again only when its record changed (records are frozen: a change is a new object) or its role did.
+    **Why:** building ~1,000 messages field by field took ~50 ms of the GIL per ListProcesses, copying them into an
+    answer and serializing it ~2 ms, and a record changes only every few seconds (its polls, keepalives)."""
 
     def __init__(self) -> None:
-        self._entries: dict[int, tuple[ProcessRecord, str, dyno_pb2.ProcessInfo, int]] = {}
+        self._entries: dict[int, tuple[ProcessRecord, str, dyno_pb2.ProcessInfo, bytes]] = {}
 
-    def info(self, p: ProcessRecord, role: str) -> tuple[dyno_pb2.ProcessInfo, int]:
-        """The message (never changed after: callers copy it into their answer) and its encoded size."""
+    def info(self, p: ProcessRecord, role: str) -> tuple[dyno_pb2.ProcessInfo, bytes]:
+        """The message (never changed after: callers copy it) and its encoded field (tag and length included)."""
         hit = self._entries.get(p.pid)
         if hit is not None and hit[0] is p and hit[1] == role:
             return hit[2], hit[3]
         msg = pc.process_to_pb(p, role)
-        size = msg.ByteSize()
-        self._entries[p.pid] = (p, role, msg, size)
-        return msg, size
+        field = _processes_field(msg)
+        self._entries[p.pid] = (p, role, msg, field)
+        return msg, field
 
     def keep_only(self, procs: list[ProcessRecord]) -> None:
         """Forget the pids that are not in `procs` (all registered processes) once they are most of the cache."""
@@ -72,12 +74,20 @@ class _ProcessInfoCache:
             self._entries = {pid: e for pid, e in list(self._entries.items()) if pid in live}
 
 
-def _with_cmdline(msg: dyno_pb2.ProcessInfo, cmdline: str) -> dyno_pb2.ProcessInfo:
-    """A copy of `msg` (a cached message, never changed) with another command line."""
+def _with_cmdline(msg: dyno_pb2.ProcessInfo, cmdline: str) -> bytes:
+    """`msg` (a cached message, never changed) with another command line, as a processes field."""
     out = dyno_pb2.ProcessInfo()
     out.CopyFrom(msg)
     out.cmdline = cmdline
-    return out
+    return _processes_field(out)
+
+
+def _processes_field(msg: dyno_pb2.ProcessInfo) -> bytes:
+    return _len_field(0x0A, msg.SerializeToString())  # ListProcessesResponse.processes = 1
+
+
+def _len_field(tag: int, payload: bytes) -> bytes:
+    return bytes((tag,)) + varint(len(payload)) + payload
 
 
 class TraceRpcs:
@@ -104,6 +114,11 @@ class TraceRpcs:
     def ListProcesses(
         self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext
     ) -> dyno_pb2.ListProcessesResponse:
+        return dyno_pb2.ListProcessesResponse.FromString(self.ListProcessesEncoded(request, context))
+
+    def ListProcessesEncoded(self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext) -> bytes:
+        """ListProcesses as the encoded answer, joined from each process's cached encoding (sent as it is:
+        dyno.daemon.server.add_to_server)."""
         caller = self._caller_of(context)
         procs = self._registry.list(request.job_id)
         roles = self._tm.roles(procs)
@@ -120,26 +135,26 @@ class TraceRpcs:
             except process_pages.BadProcessToken as e:
                 abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
             procs = [p for p in procs if (p.job_id, p.pid) > after]
-        answer = dyno_pb2.ListProcessesResponse(hostname=self._hostname)
         if not request.job_id:
             self._infos.keep_only(procs)
+        fields: list[bytes] = []
+        token = b""
         size = len(self._hostname.encode()) + 2 * _MAX_PAGE_TOKEN
         last: ProcessRecord | None = None
         for p in procs:  # built one at a time, never past the bound
-            msg, msg_size = self._infos.info(p, roles.get(p.pid, ""))
-            if msg.cmdline and not caller.may_touch(p.uid):
-                msg = _with_cmdline(msg, OTHERS_CMDLINE)
-                msg_size = msg.ByteSize()
-            elif share is not None and len(msg.cmdline.encode()) > share:
-                msg = _with_cmdline(msg, cut_text(msg.cmdline, share))
-                msg_size = msg.ByteSize()
-            size += msg_size + 4  # + its field tag and length
+            msg, field = self._infos.info(p, roles.get(p.pid, ""))
+            if p.cmdline and not caller.may_touch(p.uid):  # the record's fields: faster to read than the message's
+                field = _with_cmdline(msg, OTHERS_CMDLINE)
+            elif share is not None and len(p.cmdline.encode()) > share:
+                field = _with_cmdline(msg, cut_text(msg.cmdline, share))
+            size += len(field)
             if size > MAX_PROCESS_LIST_BYTES and last is not None:
-                answer.next_page_token = process_pages.encode(last.job_id, last.pid)
+                token = _len_field(0x1A, process_pages.encode(last.job_id, last.pid).encode())  # next_page_token = 3
                 break
-            answer.processes.append(msg)
+            fields.append(field)
             last = p
-        return answer
+        hostname = _len_field(0x12, self._hostname.encode()) if self._hostname else b""  # hostname = 2
+        return b"".join(fields) + hostname + token
 
     def StartTrace(self, request: dyno_pb2.TraceRequest, context: grpc.ServicerContext) -> dyno_pb2.StartTraceResponse:
         caller = self._caller_of(context)
