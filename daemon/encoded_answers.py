@@ -15,11 +15,14 @@ __all__ = ["EncodedAnswers"]
 
 
 class EncodedAnswers:
-    """At most `max_entries` encoded answers, each under a request key, valid while its inputs are the same objects
-    (compared by identity, in order) as when it was built. Thread-safe; a miss is built by the caller."""
+    """At most `max_entries` encoded answers of at most `max_answer_bytes` each (a polled answer is small; a
+    history page of up to 4 MiB is not kept: dynod's memory is budgeted), each under a request key, valid while its
+    inputs are the same objects (compared by identity, in order) as when it was built. Thread-safe; a miss is built
+    by the caller."""
 
-    def __init__(self, max_entries: int = 32) -> None:
+    def __init__(self, max_entries: int = 32, max_answer_bytes: int = 256 << 10) -> None:
         self._max = max_entries
+        self._max_answer = max_answer_bytes
         self._lock = threading.Lock()
         self._entries: dict[Hashable, tuple[tuple[object, ...], bytes]] = {}
 
@@ -31,6 +34,8 @@ class EncodedAnswers:
         return hit[1]
 
     def put(self, key: Hashable, inputs: Sequence[object], answer: bytes) -> None:
+        if len(answer) > self._max_answer:
+            return
         with self._lock:
             if key not in self._entries and len(self._entries) >= self._max:
                 self._entries.clear()  # many distinct requests: start over rather than keep an order

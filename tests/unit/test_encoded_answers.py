@@ -30,6 +30,8 @@ def test_an_answer_is_kept_while_its_inputs_are_the_same_objects() -> None:
     answers.put("k2", [], b"y")
     answers.put("k3", [], b"z")  # past max_entries: started over
     assert answers.get("k", [a, b]) is None and answers.get("k3", []) == b"z"
+    answers.put("big", [], b"x" * ((256 << 10) + 1))  # a history page: not kept
+    assert answers.get("big", []) is None
 
 
 def _sample(t: int) -> Sample:
