@@ -278,14 +278,39 @@ class DynoClient:
         return answer
 
     def start_trace(self, request: dyno_pb2.TraceRequest) -> dyno_pb2.StartTraceResponse:
+        """The daemon's answer, with every triggered process (the rest of a large trace's from GetTrace pages)."""
         # Not retried: a retry after a lost reply would start a second trace.
-        return self.call(self.stub.StartTrace, request, retry=False)
+        answer = self.call(self.stub.StartTrace, request, retry=False)
+        if answer.next_page_token:
+            answer.triggered.extend(self._trace_pages(answer.trace_id, answer.next_page_token))
+            answer.next_page_token = ""
+        return answer
 
     def get_trace(self, trace_id: str) -> dyno_pb2.TraceStatus:
-        return self.call(self.stub.GetTrace, dyno_pb2.GetTraceRequest(trace_id=trace_id))
+        """The trace with all its processes, the daemon's pages gathered into one answer (`finished` is the first
+        page's: true only when every process had ended before the first page was read)."""
+        answer = self.call(self.stub.GetTrace, dyno_pb2.GetTraceRequest(trace_id=trace_id))
+        return self._rest_of(answer)
 
     def cancel_trace(self, trace_id: str) -> dyno_pb2.TraceStatus:
-        return self.call(self.stub.CancelTrace, dyno_pb2.CancelTraceRequest(trace_id=trace_id))
+        answer = self.call(self.stub.CancelTrace, dyno_pb2.CancelTraceRequest(trace_id=trace_id))
+        return self._rest_of(answer)
+
+    def _rest_of(self, answer: dyno_pb2.TraceStatus) -> dyno_pb2.TraceStatus:
+        if answer.next_page_token:
+            answer.processes.extend(self._trace_pages(answer.trace_id, answer.next_page_token))
+            answer.next_page_token = ""
+        return answer
+
+    def _trace_pages(self, trace_id: str, page_token: str) -> list[dyno_pb2.ProcessTrace]:
+        """The processes of the GetTrace pages from `page_token` on."""
+        out: list[dyno_pb2.ProcessTrace] = []
+        while page_token:
+            request = dyno_pb2.GetTraceRequest(trace_id=trace_id, page_token=page_token)
+            page = self.call(self.stub.GetTrace, request)
+            out.extend(page.processes)
+            page_token = page.next_page_token
+        return out
 
     def fetch_trace_file(
         self,

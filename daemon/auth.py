@@ -61,7 +61,12 @@ PROTECTED_METHODS: frozenset[str] = frozenset(
 HIDDEN_CMDLINE = "(hidden: needs dynod's auth token)"
 
 
-def _hide_cmdlines(response: dyno_pb2.ListProcessesResponse) -> dyno_pb2.ListProcessesResponse:
+def _hide_cmdlines(
+    response: dyno_pb2.ListProcessesResponse | bytes,
+) -> dyno_pb2.ListProcessesResponse | bytes:
+    """The answer with its command lines hidden; an encoded answer (dyno.daemon.server.add_to_server) stays one."""
+    if isinstance(response, bytes):
+        return _hide_cmdlines(dyno_pb2.ListProcessesResponse.FromString(response)).SerializeToString()  # type: ignore[union-attr]
     for p in response.processes:
         if p.cmdline:
             p.cmdline = HIDDEN_CMDLINE

@@ -14,6 +14,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 import dyno
 from dyno.daemon import metrics_pages
 from dyno.daemon.answer_bounds import fit_texts
+from dyno.daemon.encoded_answers import EncodedAnswers
 from dyno.daemon.history import History, name_filter
 from dyno.daemon.metrics_pages import BadPageToken, PageToken, names_digest
 from dyno.daemon.reflection_v1 import V1_SERVICE, V1ALPHA_SERVICE, add_v1_descriptor, v1_handler
@@ -55,6 +56,7 @@ class TraceRpcsProtocol(Protocol):
     """The tracing subsystem's RPCs (dyno.daemon.tracing.service.TraceRpcs)."""
 
     def ListProcesses(self, request: Any, context: grpc.ServicerContext) -> Any: ...
+    def ListProcessesEncoded(self, request: Any, context: grpc.ServicerContext) -> bytes: ...
     def StartTrace(self, request: Any, context: grpc.ServicerContext) -> Any: ...
     def GetTrace(self, request: Any, context: grpc.ServicerContext) -> Any: ...
     def CancelTrace(self, request: Any, context: grpc.ServicerContext) -> Any: ...
@@ -88,6 +90,7 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         self._list_jobs = list_jobs
         self._history = history
         self._encoder = StoredEncoder(history.series)
+        self._answers = EncodedAnswers()  # GetMetrics' answers, each while its samples are the same (monitoring polls)
         self._hostname = hostname
         self._traces = trace_rpcs
         self._stopping = threading.Event()
@@ -137,12 +140,27 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
             since_ms, limit = metrics_pages.first_page(request.since_ms, request.limit, request.whole_history)
             stored = self._history.stored(since_ms, limit)
             until = stored[-1].timestamp_ms if stored else 0
+        key = (
+            tuple(names),
+            request.page_token,
+            request.since_ms,
+            request.limit,
+            request.whole_history,
+            skip,
+            MAX_METRICS_PAGE_BYTES,
+        )
+        cached = self._answers.get(key, stored)
+        if cached is not None:
+            return cached
         keep = self._history.series.matching(names)
         page = self._encoder.page(stored, self._hostname, keep, MAX_METRICS_PAGE_BYTES, skip)
         if page.next_index is None:
-            return page.with_token("")
-        after = PageToken(stored[page.next_index].timestamp_ms, until, page.next_skip, names_digest(names))
-        return page.with_token(after.encode())
+            answer = page.with_token("")
+        else:
+            after = PageToken(stored[page.next_index].timestamp_ms, until, page.next_skip, names_digest(names))
+            answer = page.with_token(after.encode())
+        self._answers.put(key, stored, answer)
+        return answer
 
     def StreamMetrics(
         self, request: dyno_pb2.StreamMetricsRequest, context: grpc.ServicerContext
@@ -189,6 +207,12 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
     def ListProcesses(self, request, context):  # type: ignore[no-untyped-def]
         return self._delegate("ListProcesses", request, context)
 
+    def ListProcessesEncoded(self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext) -> bytes:
+        """ListProcesses as the encoded answer (within the bound: dyno.daemon.trace_service), sent as it is."""
+        if self._traces is None:
+            abort(context, grpc.StatusCode.UNIMPLEMENTED, "ListProcesses: tracing is not enabled in this daemon")
+        return self._traces.ListProcessesEncoded(request, context)
+
     def StartTrace(self, request, context):  # type: ignore[no-untyped-def]
         return self._delegate("StartTrace", request, context)
 
@@ -205,7 +229,8 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
 def add_to_server(servicer: DynoServicer, server: grpc.Server) -> None:
     """Register the Dyno service, with FetchTraceFile's responses passed through as already-encoded FileChunk
     bytes (dyno.filechunks: one copy per MiB chunk instead of three), and GetMetrics' as encoded by the history
-    (an answer near its 32 MiB bound took ~200 MB more as a parsed message). Registering a method again replaces its
+    (an answer near its 32 MiB bound took ~200 MB more as a parsed message), and ListProcesses' as joined from each
+    process's cached encoding (dyno.daemon.trace_service). Registering a method again replaces its
     handler (grpc keeps registered handlers in a dict, and looks there first for every call, registered or not)."""
     dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
     fetch = grpc.unary_stream_rpc_method_handler(
@@ -218,7 +243,13 @@ def add_to_server(servicer: DynoServicer, server: grpc.Server) -> None:
         request_deserializer=dyno_pb2.GetMetricsRequest.FromString,
         response_serializer=None,
     )
-    server.add_registered_method_handlers(DYNO_SERVICE, {"FetchTraceFile": fetch, "GetMetrics": metrics})
+    processes = grpc.unary_unary_rpc_method_handler(
+        servicer.ListProcessesEncoded,
+        request_deserializer=dyno_pb2.ListProcessesRequest.FromString,
+        response_serializer=None,
+    )
+    handlers = {"FetchTraceFile": fetch, "GetMetrics": metrics, "ListProcesses": processes}
+    server.add_registered_method_handlers(DYNO_SERVICE, handlers)
 
 
 class _CappedReflection:

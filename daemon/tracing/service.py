@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import grpc
 
 from dyno.daemon import process_pages
 from dyno.daemon import proto_convert as pc
+from dyno.daemon.tracing import pages as trace_pages
 from dyno.daemon.answer_bounds import cut_text
 from dyno.daemon.callers import ADMIN, Caller
 from dyno.daemon.registry import ProcessRegistry, RegisteredProcess
@@ -33,6 +34,7 @@ from dyno.daemon.tracing.values import TraceLimitError, TraceRequestError, Trace
 from dyno.diskspace import free_space_note
 from dyno.error_reasons import ErrorReason
 from dyno.filechunks import encode_chunk
+from dyno.pbwire import varint
 from dyno.request_limits import MAX_METRICS_PAGE_BYTES
 from dyno.v1 import dyno_pb2
 
@@ -49,27 +51,29 @@ MAX_PROCESS_LIST_BYTES = MAX_METRICS_PAGE_BYTES
 _RECORD_BYTES = 768
 _MIN_CMDLINE_BYTES = 256  # a command line is never cut shorter: past that, more pages
 _MAX_PAGE_TOKEN = 512  # a token is the base64 of a job id (at most 128 characters) and a pid
+_MAX_JOBS_BYTES = 256 << 10  # StartTraceResponse.registered_jobs, at most
 # What a local user who is no admin sees of another user's process's command line (arguments can carry secrets)
 OTHERS_CMDLINE = "(hidden: another user's process)"
 
 
 class _ProcessInfoCache:
-    """Each registered process's ProcessInfo message and its encoded size, built again only when its record changed
-    (records are frozen: a change is a new object) or its role did. **Why:** building ~1,000 messages field by field
-    took ~50 ms of the GIL per ListProcesses, and a record changes only every few seconds (its polls, keepalives)."""
+    """Each registered process's ProcessInfo message and its encoding as a ListProcessesResponse.processes field,
+    built again only when its record changed (records are frozen: a change is a new object) or its role did.
+    **Why:** building ~1,000 messages field by field took ~50 ms of the GIL per ListProcesses, copying them into an
+    answer and serializing it ~2 ms, and a record changes only every few seconds (its polls, keepalives)."""
 
     def __init__(self) -> None:
-        self._entries: dict[int, tuple[RegisteredProcess, str, dyno_pb2.ProcessInfo, int]] = {}
+        self._entries: dict[int, tuple[RegisteredProcess, str, dyno_pb2.ProcessInfo, bytes]] = {}
 
-    def info(self, p: RegisteredProcess, role: str) -> tuple[dyno_pb2.ProcessInfo, int]:
-        """The message (never changed after: callers copy it into their answer) and its encoded size."""
+    def info(self, p: RegisteredProcess, role: str) -> tuple[dyno_pb2.ProcessInfo, bytes]:
+        """The message (never changed after: callers copy it) and its encoded field (tag and length included)."""
         hit = self._entries.get(p.pid)
         if hit is not None and hit[0] is p and hit[1] == role:
             return hit[2], hit[3]
         msg = pc.process_to_pb(p, role)
-        size = msg.ByteSize()
-        self._entries[p.pid] = (p, role, msg, size)
-        return msg, size
+        field = _processes_field(msg)
+        self._entries[p.pid] = (p, role, msg, field)
+        return msg, field
 
     def keep_only(self, procs: list[RegisteredProcess]) -> None:
         """Forget the pids that are not in `procs` (all registered processes) once they are most of the cache."""
@@ -78,12 +82,20 @@ class _ProcessInfoCache:
             self._entries = {pid: e for pid, e in list(self._entries.items()) if pid in live}
 
 
-def _with_cmdline(msg: dyno_pb2.ProcessInfo, cmdline: str) -> dyno_pb2.ProcessInfo:
-    """A copy of `msg` (a cached message, never changed) with another command line."""
+def _with_cmdline(msg: dyno_pb2.ProcessInfo, cmdline: str) -> bytes:
+    """`msg` (a cached message, never changed) with another command line, as a processes field."""
     out = dyno_pb2.ProcessInfo()
     out.CopyFrom(msg)
     out.cmdline = cmdline
-    return out
+    return _processes_field(out)
+
+
+def _processes_field(msg: dyno_pb2.ProcessInfo) -> bytes:
+    return _len_field(0x0A, msg.SerializeToString())  # ListProcessesResponse.processes = 1
+
+
+def _len_field(tag: int, payload: bytes) -> bytes:
+    return bytes((tag,)) + varint(len(payload)) + payload
 
 
 class TraceRpcs:
@@ -110,6 +122,11 @@ class TraceRpcs:
     def ListProcesses(
         self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext
     ) -> dyno_pb2.ListProcessesResponse:
+        return dyno_pb2.ListProcessesResponse.FromString(self.ListProcessesEncoded(request, context))
+
+    def ListProcessesEncoded(self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext) -> bytes:
+        """ListProcesses as the encoded answer, joined from each process's cached encoding (sent as it is:
+        dyno.daemon.server.add_to_server)."""
         caller = self._caller_of(context)
         procs = self._registry.list(request.job_id)
         roles = self._tm.roles(procs)
@@ -126,26 +143,26 @@ class TraceRpcs:
             except process_pages.BadProcessToken as e:
                 abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
             procs = [p for p in procs if (p.job_id, p.pid) > after]
-        answer = dyno_pb2.ListProcessesResponse(hostname=self._hostname)
         if not request.job_id:
             self._infos.keep_only(procs)
+        fields: list[bytes] = []
+        token = b""
         size = len(self._hostname.encode()) + 2 * _MAX_PAGE_TOKEN
         last: RegisteredProcess | None = None
         for p in procs:  # built one at a time, never past the bound
-            msg, msg_size = self._infos.info(p, roles.get(p.pid, ""))
-            if msg.cmdline and not caller.may_touch(p.uid):
-                msg = _with_cmdline(msg, OTHERS_CMDLINE)
-                msg_size = msg.ByteSize()
-            elif share is not None and len(msg.cmdline.encode()) > share:
-                msg = _with_cmdline(msg, cut_text(msg.cmdline, share))
-                msg_size = msg.ByteSize()
-            size += msg_size + 4  # + its field tag and length
+            msg, field = self._infos.info(p, roles.get(p.pid, ""))
+            if p.cmdline and not caller.may_touch(p.uid):  # the record's fields: faster to read than the message's
+                field = _with_cmdline(msg, OTHERS_CMDLINE)
+            elif share is not None and len(p.cmdline.encode()) > share:
+                field = _with_cmdline(msg, cut_text(msg.cmdline, share))
+            size += len(field)
             if size > MAX_PROCESS_LIST_BYTES and last is not None:
-                answer.next_page_token = process_pages.encode(last.job_id, last.pid)
+                token = _len_field(0x1A, process_pages.encode(last.job_id, last.pid).encode())  # next_page_token = 3
                 break
-            answer.processes.append(msg)
+            fields.append(field)
             last = p
-        return answer
+        hostname = _len_field(0x12, self._hostname.encode()) if self._hostname else b""  # hostname = 2
+        return b"".join(fields) + hostname + token
 
     def StartTrace(self, request: dyno_pb2.TraceRequest, context: grpc.ServicerContext) -> dyno_pb2.StartTraceResponse:
         caller = self._caller_of(context)
@@ -165,19 +182,25 @@ class TraceRpcs:
                 f"cannot prepare the trace dir on this host: {problem}",
                 ErrorReason.TRACE_DIR_UNUSABLE,
             )
-        return dyno_pb2.StartTraceResponse(
+        answer = dyno_pb2.StartTraceResponse(
             trace_id=result.trace_id,
             matched_pids=list(result.matched_pids),
-            triggered=[pc.process_trace_to_pb(v) for v in result.triggered],
             busy_pids=list(result.busy_pids),
             message=result.message,
-            registered_jobs=list(result.registered_jobs),
+            registered_jobs=_some_jobs(result.registered_jobs),
             hostname=self._hostname,
             instance_id=self._instance_id,
         )
+        # the first page of the trace's processes; GetTrace gives the rest (trace_pages)
+        first = trace_pages.page(
+            [pc.process_trace_to_pb(v) for v in result.triggered], "", MAX_PROCESS_LIST_BYTES, answer.ByteSize()
+        )
+        answer.triggered.extend(first.processes)
+        answer.next_page_token = first.next_page_token
+        return answer
 
     def GetTrace(self, request: dyno_pb2.GetTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
-        return self._status(self._tm.get, request.trace_id, context)
+        return self._status(self._tm.get, request.trace_id, context, request.page_token)
 
     def CancelTrace(self, request: dyno_pb2.CancelTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
         caller = self._caller_of(context)
@@ -194,14 +217,25 @@ class TraceRpcs:
             abort(context, grpc.StatusCode.NOT_FOUND, str(e), e.reason)
 
     def _status(
-        self, op: Callable[[str], TraceView], trace_id: str, context: grpc.ServicerContext
+        self, op: Callable[[str], TraceView], trace_id: str, context: grpc.ServicerContext, page_token: str = ""
     ) -> dyno_pb2.TraceStatus:
+        """`op`'s view of the trace as a TraceStatus: the page that `page_token` names (trace_pages)."""
         _require_id(trace_id, context)
+        if len(page_token) > trace_pages.MAX_TOKEN_CHARS:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a next_page_token of this trace")
         try:
             status = pc.trace_view_to_pb(op(trace_id), self._hostname)
         except UnknownTraceError as e:
             abort(context, grpc.StatusCode.NOT_FOUND, str(e), e.reason)
         status.instance_id = self._instance_id
+        processes = list(status.processes)
+        del status.processes[:]
+        try:
+            part = trace_pages.page(processes, page_token, MAX_PROCESS_LIST_BYTES, status.ByteSize())
+        except trace_pages.BadTraceToken as e:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        status.processes.extend(part.processes)
+        status.next_page_token = part.next_page_token
         return status
 
     def FetchTraceFile(self, request: dyno_pb2.FetchTraceFileRequest, context: grpc.ServicerContext) -> Iterator[bytes]:
@@ -250,6 +284,19 @@ class TraceRpcs:
                 f"trace file unreadable: {e.strerror or e}",
                 ErrorReason.NO_TRACE_FILE,
             )
+
+
+def _some_jobs(jobs: Sequence[str]) -> list[str]:
+    """The first of the registered `jobs` that fit in _MAX_JOBS_BYTES (a hint for people: any local user may
+    register processes, each of another job id of up to 128 characters)."""
+    out: list[str] = []
+    size = 0
+    for job in jobs:
+        size += len(job.encode()) + 3
+        if size > _MAX_JOBS_BYTES:
+            break
+        out.append(job)
+    return out
 
 
 def _trace_dir_problem(e: OSError) -> str:

@@ -329,7 +329,7 @@ class ProcessTrace(_message.Message):
     def __init__(self, pid: _Optional[int] = ..., job_id: _Optional[str] = ..., rank: _Optional[int] = ..., protocol: _Optional[_Union[Protocol, str]] = ..., state: _Optional[_Union[TraceState, str]] = ..., path: _Optional[str] = ..., size_bytes: _Optional[int] = ..., error: _Optional[str] = ..., updated_ms: _Optional[int] = ..., waiting: _Optional[str] = ..., reason: _Optional[_Union[TraceReason, str]] = ...) -> None: ...
 
 class StartTraceResponse(_message.Message):
-    __slots__ = ("trace_id", "matched_pids", "triggered", "busy_pids", "message", "registered_jobs", "hostname", "instance_id")
+    __slots__ = ("trace_id", "matched_pids", "triggered", "busy_pids", "message", "registered_jobs", "hostname", "instance_id", "next_page_token")
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     MATCHED_PIDS_FIELD_NUMBER: _ClassVar[int]
     TRIGGERED_FIELD_NUMBER: _ClassVar[int]
@@ -338,6 +338,7 @@ class StartTraceResponse(_message.Message):
     REGISTERED_JOBS_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     matched_pids: _containers.RepeatedScalarFieldContainer[int]
     triggered: _containers.RepeatedCompositeFieldContainer[ProcessTrace]
@@ -346,13 +347,16 @@ class StartTraceResponse(_message.Message):
     registered_jobs: _containers.RepeatedScalarFieldContainer[str]
     hostname: str
     instance_id: str
-    def __init__(self, trace_id: _Optional[str] = ..., matched_pids: _Optional[_Iterable[int]] = ..., triggered: _Optional[_Iterable[_Union[ProcessTrace, _Mapping]]] = ..., busy_pids: _Optional[_Iterable[int]] = ..., message: _Optional[str] = ..., registered_jobs: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, trace_id: _Optional[str] = ..., matched_pids: _Optional[_Iterable[int]] = ..., triggered: _Optional[_Iterable[_Union[ProcessTrace, _Mapping]]] = ..., busy_pids: _Optional[_Iterable[int]] = ..., message: _Optional[str] = ..., registered_jobs: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ..., instance_id: _Optional[str] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class GetTraceRequest(_message.Message):
-    __slots__ = ("trace_id",)
+    __slots__ = ("trace_id", "page_token")
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
-    def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
+    page_token: str
+    def __init__(self, trace_id: _Optional[str] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class CancelTraceRequest(_message.Message):
     __slots__ = ("trace_id",)
@@ -361,7 +365,7 @@ class CancelTraceRequest(_message.Message):
     def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
 
 class TraceStatus(_message.Message):
-    __slots__ = ("trace_id", "request", "processes", "finished", "created_ms", "hostname", "instance_id")
+    __slots__ = ("trace_id", "request", "processes", "finished", "created_ms", "hostname", "instance_id", "next_page_token")
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     PROCESSES_FIELD_NUMBER: _ClassVar[int]
@@ -369,6 +373,7 @@ class TraceStatus(_message.Message):
     CREATED_MS_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     request: TraceRequest
     processes: _containers.RepeatedCompositeFieldContainer[ProcessTrace]
@@ -376,7 +381,8 @@ class TraceStatus(_message.Message):
     created_ms: int
     hostname: str
     instance_id: str
-    def __init__(self, trace_id: _Optional[str] = ..., request: _Optional[_Union[TraceRequest, _Mapping]] = ..., processes: _Optional[_Iterable[_Union[ProcessTrace, _Mapping]]] = ..., finished: _Optional[bool] = ..., created_ms: _Optional[int] = ..., hostname: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, trace_id: _Optional[str] = ..., request: _Optional[_Union[TraceRequest, _Mapping]] = ..., processes: _Optional[_Iterable[_Union[ProcessTrace, _Mapping]]] = ..., finished: _Optional[bool] = ..., created_ms: _Optional[int] = ..., hostname: _Optional[str] = ..., instance_id: _Optional[str] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class FetchTraceFileRequest(_message.Message):
     __slots__ = ("trace_id", "pid", "chunk_size")

@@ -42,7 +42,8 @@ class _HugeTraceRpcs:
     """GetTrace of a job-wide trace of MAX_PROCESSES processes with long texts; the registry's ListProcesses."""
 
     def __init__(self, processes: int) -> None:
-        self.ListProcesses = _full_registry(processes).ListProcesses
+        rpcs = _full_registry(processes)
+        self.ListProcesses, self.ListProcessesEncoded = rpcs.ListProcesses, rpcs.ListProcessesEncoded
 
     def GetTrace(self, request: Any, context: grpc.ServicerContext) -> Any:
         procs = [
