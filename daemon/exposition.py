@@ -4,7 +4,7 @@
 Why: prometheus_client's encoders escape every label name and value of every sample on every scrape (~10 us a
 sample), and compress at gzip level 9: most of dynod's cost when scraped every second. dynod's label sets repeat
 from scrape to scrape, so the encoders here render each one once (LabelCache) and otherwise write what
-prometheus_client writes, byte for byte (tests/unit/test_exposition.py compares both over every format); gzip is
+prometheus_client writes, byte for byte (tests/unit/daemon/test_exposition.py compares both over every format); gzip is
 level 1. Whatever they do not cover (another format, escaping or version, an exemplar, a timestamp, a unit, a name
 outside the legacy character set) goes to prometheus_client's own encoder.
 """

@@ -15,12 +15,12 @@ import grpc
 
 from dyno.daemon import process_pages
 from dyno.daemon import proto_convert as pc
-from dyno.daemon.tracing import pages as trace_pages
 from dyno.daemon.answer_bounds import cut_text
 from dyno.daemon.callers import ADMIN, Caller
 from dyno.daemon.registry import ProcessRegistry, RegisteredProcess
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.stream_slots import MAX_FETCH_STREAMS, StreamSlots
+from dyno.daemon.tracing import pages as trace_pages
 from dyno.daemon.tracing.access import (
     Denied,
     cancel_denied,

@@ -1,8 +1,8 @@
-"""dynod restarted while an agent trace is recording: the agent used to cancel it, and what it had recorded was
-lost. Now the trace goes on, its file is written where dynod said, and once the agent has registered with the
-restarted dynod it reports the trace done; that dynod takes it on (it never knew the trace) and `dyno-cli fetch
---trace-id` gets the file. A trace that had not started recording is still cancelled (the restart test in
-test_trainerux_daemon_restart.py). Real dynod, real agent-instrumented CPU torch trainer."""
+"""dynod restarted while an agent trace is recording: the trace goes on, its file is written where dynod said,
+and once the agent has registered with the restarted dynod it reports the trace done; that dynod takes it on (it
+never knew the trace) and `dyno-cli fetch --trace-id` gets the file. A trace that had not started recording is
+still cancelled (test_agent_waiting_trace_across_restart.py). Real dynod, real agent-instrumented CPU torch
+trainer."""
 
 from __future__ import annotations
 

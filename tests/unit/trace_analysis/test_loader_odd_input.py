@@ -21,8 +21,6 @@ from dyno.trace_analysis.loader import TraceLoadError, load_trace, load_traces
 
 pytestmark = pytest.mark.unit
 
-PARSERS = [pytest.param("1", id="native"), pytest.param("0", id="python")]
-
 
 def _x(**kw: Any) -> dict[str, Any]:
     return {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10, "dur": 5, **kw}
@@ -31,12 +29,6 @@ def _x(**kw: Any) -> dict[str, Any]:
 def _write(path: Path, events: list[Any], **top: Any) -> Path:
     path.write_text(json.dumps({"traceEvents": events, **top}))
     return path
-
-
-@pytest.fixture(params=PARSERS)
-def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("DYNO_NATIVE_PARSE", request.param)
-    return str(request.param)
 
 
 def test_non_string_phase_is_skipped(tmp_path: Path, parser: str) -> None:

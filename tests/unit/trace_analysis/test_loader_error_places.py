@@ -16,14 +16,6 @@ from dyno.trace_analysis.loader import TraceLoadError, load_trace, load_traces
 
 pytestmark = pytest.mark.unit
 
-PARSERS = [pytest.param("1", id="native"), pytest.param("0", id="python")]
-
-
-@pytest.fixture(params=PARSERS)
-def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("DYNO_NATIVE_PARSE", request.param)
-    return str(request.param)
-
 
 def _x(i: int, pid: int = 1) -> dict[str, Any]:
     return {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 7}", "pid": pid, "tid": 1, "ts": 10 * i, "dur": 5}

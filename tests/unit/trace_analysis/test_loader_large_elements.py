@@ -19,14 +19,6 @@ from dyno.trace_analysis.loader import TraceLoadError, load_trace
 
 pytestmark = pytest.mark.unit
 
-PARSERS = [pytest.param("1", id="native"), pytest.param("0", id="python")]
-
-
-@pytest.fixture(params=PARSERS)
-def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("DYNO_NATIVE_PARSE", request.param)
-    return str(request.param)
-
 
 def _x(ts: int, **args: Any) -> dict[str, Any]:
     return {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": ts, "dur": 5, "args": args}

@@ -1,7 +1,6 @@
 """dynod restarted while an agent trace waits (for optimizer steps that do not come, or for a distant start time):
-the restarted daemon never knew the trace, yet the agent kept it and refused every new request as `busy: trace ...
-is still running in this process` until the old trace's deadline (10 minutes; an hour for a start time). Now a
-trace is cancelled when the agent's stream ends, and the process is traceable again as soon as it re-registers."""
+the restarted daemon never knew the trace, so the agent cancels it when its stream ends, and the process is
+traceable again as soon as it re-registers (not `busy` until the old trace's deadline)."""
 
 from __future__ import annotations
 

@@ -17,12 +17,12 @@ from fake_proc import no_proc_identifier
 from grpc_context import Aborted, AbortingContext
 
 from dyno.client.client import DynoClient
-from dyno.daemon.tracing import pages as trace_pages
-from dyno.daemon.tracing import service as trace_service
 from dyno.daemon.answer_bounds import ELLIPSIS
 from dyno.daemon.history import History
-from dyno.daemon.registry import PROTOCOL_AGENT, RegisteredProcess, ProcessRegistry
+from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.server import DynoServicer, add_to_server
+from dyno.daemon.tracing import pages as trace_pages
+from dyno.daemon.tracing import service as trace_service
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.service import TraceRpcs
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc

@@ -22,7 +22,7 @@ from dyno.daemon.samplers.gpu_sim import SimGpuSampler
 
 pytestmark = pytest.mark.unit
 
-REFERENCE = Path(__file__).resolve().parents[1] / "dcgm_reference" / "default-counters.csv"
+REFERENCE = Path(__file__).resolve().parents[2] / "dcgm_reference" / "default-counters.csv"
 
 
 def _default_counters() -> dict[str, tuple[str, str]]:
