@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -13,12 +12,13 @@ from typing import Any, TypeVar
 
 import grpc
 
+from dyno.client import pages
 from dyno.client.errors import DynoError, ResourceExhausted, Unavailable, translate
 from dyno.client.hosts import parse_host
+from dyno.client.part_files import part_path, remove_stale_parts
 from dyno.filechunks import CHECKSUM_ALGORITHM, checksum_of, decode_chunk, new_digest
 from dyno.malloc_tuning import tune_for_streaming
 from dyno.request_limits import MAX_METRICS_RESPONSE_BYTES
-from dyno.trace_ids import safe_host
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 __all__ = ["DynoClient", "DEFAULT_PORT", "FetchedFile", "MAX_RECEIVE_BYTES", "dial_target"]
@@ -66,45 +66,6 @@ def _busy_backoff_s(tries: int, first_s: float) -> float:
     """The wait after the `tries`-th refusal of a busy daemon: doubling from its hint, capped, with jitter so that
     the clients refused together do not come back together."""
     return min(_MAX_BUSY_WAIT_S, first_s * 2 ** (tries - 1)) * random.uniform(0.5, 1.0)
-
-
-def _part_path(dest: Path, trace_id: str, pid: int) -> Path:
-    """This run's partial file of (trace_id, pid) in `dest`: `.TRACE.PID.CLIPID@CLIHOST.part`. The host, because an
-    output dir on a shared filesystem (an NFS home) is written by dyno-cli runs on other login nodes too, whose pids
-    say nothing here: _remove_stale_parts removed a fetch in progress there, whose file then failed to arrive."""
-    return dest / f".{trace_id}.{pid}.{os.getpid()}@{safe_host(socket.gethostname())}.part"
-
-
-def _remove_stale_parts(dest: Path, trace_id: str, pid: int) -> None:
-    """Remove the partial files of (trace_id, pid) in `dest` left by a dyno-cli of this host killed mid-fetch
-    (SIGKILL, a lost session): those (_part_path) whose CLIPID runs no more. Fetching the file again is how such a
-    run is recovered, and the partials stayed, hidden and as large as what had arrived. Best effort."""
-    prefix = f".{trace_id}.{pid}."
-    try:
-        names = [e.name for e in os.scandir(dest) if e.name.startswith(prefix) and e.name.endswith(".part")]
-    except OSError:
-        return
-    here = safe_host(socket.gethostname())
-    for name in names:
-        # "CLIPID@CLIHOST"; a bare CLIPID is of the version before hosts were named: taken as this host's
-        owner, _, host = name[len(prefix) : -len(".part")].partition("@")
-        if host not in ("", here):
-            continue
-        if owner.isdigit() and int(owner) != os.getpid() and not _running(int(owner)):
-            try:
-                os.unlink(dest / name)
-            except OSError:
-                pass
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process (EPERM): it runs
-        return True
-    return True
 
 
 @dataclass(frozen=True)
@@ -218,29 +179,9 @@ class DynoClient:
         """Samples from the daemon's history, oldest first: after `since_ms`, the newest `limit` (since_ms and limit
         0: the whole history). The daemon's pages are gathered into one answer of at most `max_bytes`; a range
         larger than that raises ResourceExhausted saying about how many of the newest samples would fit."""
-        request = dyno_pb2.GetMetricsRequest(
-            names=list(names), since_ms=since_ms, limit=limit, whole_history=not (since_ms or limit)
+        return pages.gather_metrics(
+            lambda r: self.call(self.stub.GetMetrics, r), names, since_ms, limit, max_bytes, self.target
         )
-        answer = self.call(self.stub.GetMetrics, request)
-        size = answer.ByteSize()
-        while answer.next_page_token:
-            request = dyno_pb2.GetMetricsRequest(names=list(names), page_token=answer.next_page_token)
-            page = self.call(self.stub.GetMetrics, request)
-            size += page.ByteSize()
-            if size > max_bytes:
-                per_sample = size / max(1, len(answer.samples) + len(page.samples))
-                raise ResourceExhausted(
-                    f"the samples asked for are more than {max_bytes >> 20} MiB (about the newest "
-                    f"{int(max_bytes / per_sample)} fit): ask for fewer (limit, a later since_ms, or names)",
-                    self.target,
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                )
-            samples = list(page.samples)
-            if samples and answer.samples and samples[0].timestamp_ms == answer.samples[-1].timestamp_ms:
-                answer.samples[-1].metrics.extend(samples.pop(0).metrics)  # the rest of a sample split over pages
-            answer.samples.extend(samples)
-            answer.next_page_token = page.next_page_token
-        return answer
 
     def stream_metrics(self, names: Sequence[str] = ()) -> Iterator[dyno_pb2.Sample]:
         return self.stream(self.stub.StreamMetrics, dyno_pb2.StreamMetricsRequest(names=list(names)))
@@ -256,33 +197,18 @@ class DynoClient:
     # -- tracing (processes, StartTrace / GetTrace / CancelTrace, FetchTraceFile) -----------------------------
     def list_processes(self, job_id: str = "") -> dyno_pb2.ListProcessesResponse:
         """Every registered process (of `job_id`), the daemon's pages gathered into one answer."""
-        answer = self.call(self.stub.ListProcesses, dyno_pb2.ListProcessesRequest(job_id=job_id))
-        while answer.next_page_token:
-            request = dyno_pb2.ListProcessesRequest(job_id=job_id, page_token=answer.next_page_token)
-            page = self.call(self.stub.ListProcesses, request)
-            answer.processes.extend(page.processes)
-            answer.next_page_token = page.next_page_token
-        return answer
+        return pages.gather_processes(lambda r: self.call(self.stub.ListProcesses, r), job_id)
 
     def list_jobs(self, request: dyno_pb2.ListJobsRequest | None = None) -> dyno_pb2.ListJobsResponse:
         """Every job record matching `request`'s filters, the daemon's pages gathered into one answer."""
-        request = request or dyno_pb2.ListJobsRequest()
-        answer = self.call(self.stub.ListJobs, request)
-        while answer.next_page_token:
-            follow = dyno_pb2.ListJobsRequest()
-            follow.CopyFrom(request)
-            follow.page_token = answer.next_page_token
-            page = self.call(self.stub.ListJobs, follow)
-            answer.jobs.extend(page.jobs)
-            answer.next_page_token = page.next_page_token
-        return answer
+        return pages.gather_jobs(lambda r: self.call(self.stub.ListJobs, r), request or dyno_pb2.ListJobsRequest())
 
     def start_trace(self, request: dyno_pb2.TraceRequest) -> dyno_pb2.StartTraceResponse:
         """The daemon's answer, with every triggered process (the rest of a large trace's from GetTrace pages)."""
         # Not retried: a retry after a lost reply would start a second trace.
         answer = self.call(self.stub.StartTrace, request, retry=False)
         if answer.next_page_token:
-            answer.triggered.extend(self._trace_pages(answer.trace_id, answer.next_page_token))
+            answer.triggered.extend(pages.trace_pages(self._get_trace_page, answer.trace_id, answer.next_page_token))
             answer.next_page_token = ""
         return answer
 
@@ -290,27 +216,14 @@ class DynoClient:
         """The trace with all its processes, the daemon's pages gathered into one answer (`finished` is the first
         page's: true only when every process had ended before the first page was read)."""
         answer = self.call(self.stub.GetTrace, dyno_pb2.GetTraceRequest(trace_id=trace_id))
-        return self._rest_of(answer)
+        return pages.rest_of_trace(self._get_trace_page, answer)
 
     def cancel_trace(self, trace_id: str) -> dyno_pb2.TraceStatus:
         answer = self.call(self.stub.CancelTrace, dyno_pb2.CancelTraceRequest(trace_id=trace_id))
-        return self._rest_of(answer)
+        return pages.rest_of_trace(self._get_trace_page, answer)
 
-    def _rest_of(self, answer: dyno_pb2.TraceStatus) -> dyno_pb2.TraceStatus:
-        if answer.next_page_token:
-            answer.processes.extend(self._trace_pages(answer.trace_id, answer.next_page_token))
-            answer.next_page_token = ""
-        return answer
-
-    def _trace_pages(self, trace_id: str, page_token: str) -> list[dyno_pb2.ProcessTrace]:
-        """The processes of the GetTrace pages from `page_token` on."""
-        out: list[dyno_pb2.ProcessTrace] = []
-        while page_token:
-            request = dyno_pb2.GetTraceRequest(trace_id=trace_id, page_token=page_token)
-            page = self.call(self.stub.GetTrace, request)
-            out.extend(page.processes)
-            page_token = page.next_page_token
-        return out
+    def _get_trace_page(self, request: dyno_pb2.GetTraceRequest) -> dyno_pb2.TraceStatus:
+        return self.call(self.stub.GetTrace, request)
 
     def fetch_trace_file(
         self,
@@ -358,7 +271,7 @@ class DynoClient:
         self, trace_id: str, pid: int, dest: Path, deadline: float, on_chunk: Callable[[int], None] | None
     ) -> FetchedFile:
         """One FetchTraceFile stream into dest; raises _Busy when the daemon refused it as busy (nothing sent)."""
-        tmp = _part_path(dest, trace_id, pid)
+        tmp = part_path(dest, trace_id, pid)
         digest = new_digest()
         name, total, received, checksum = "", -1, 0, ""
         req = dyno_pb2.FetchTraceFileRequest(trace_id=trace_id, pid=pid)
@@ -400,7 +313,7 @@ class DynoClient:
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
-        _remove_stale_parts(dest, trace_id, pid)
+        remove_stale_parts(dest, trace_id, pid)
         return FetchedFile(path=path, size_bytes=received, checksum=checksum)
 
     def _fetch_stream(self, request: dyno_pb2.FetchTraceFileRequest, timeout_s: float) -> Iterator[bytes]:

@@ -1,7 +1,7 @@
 """The trace options shared by TraceRequest (dyno.proto) and TraceConfig (agent.proto), in one place.
 
 Both messages carry the same `window` oneof (duration_ms | iterations), `start` oneof (start_time_ms |
-start_iteration_roundup) and profiler flags; the daemon and the agent each hold them in their own TraceSpec.
+start_iteration_roundup) and profiler flags; the daemon holds them in its TraceSpec, the agent in its AgentTraceSpec.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def profiler_flags(obj: Any) -> dict[str, bool]:
 
 
 def options_from_pb(msg: Any) -> dict[str, Any]:
-    """Keyword arguments for a TraceSpec: the set member of each oneof (the others None) and the flags."""
+    """Keyword arguments for a TraceSpec or AgentTraceSpec: the set member of each oneof (others None), the flags."""
     out: dict[str, Any] = profiler_flags(msg)
     for oneof, names in _ONEOF_FIELDS.items():
         chosen = msg.WhichOneof(oneof)
@@ -31,7 +31,7 @@ def options_from_pb(msg: Any) -> dict[str, Any]:
 
 
 def options_to_pb(spec: Any) -> dict[str, Any]:
-    """Keyword arguments for a TraceRequest / TraceConfig from a TraceSpec (unset oneof members left out)."""
+    """Keyword arguments for a TraceRequest / TraceConfig from a TraceSpec or AgentTraceSpec (unset oneofs left out)."""
     out: dict[str, Any] = profiler_flags(spec)
     for names in _ONEOF_FIELDS.values():
         for name in names:

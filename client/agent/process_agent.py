@@ -18,7 +18,7 @@ from typing import Any
 from dyno.client.agent.connection import DaemonConnection
 from dyno.client.agent.env import AgentIdentity, multiprocessing_role, resolve_identity
 from dyno.client.agent.output import OutputFiles
-from dyno.client.agent.trace import StepCounter, TraceFailed, TraceSpec, run_trace
+from dyno.client.agent.trace import AgentTraceSpec, StepCounter, TraceFailed, run_trace
 from dyno.trace_options import options_from_pb
 
 __all__ = ["Agent", "EXIT_FINISH_S"]
@@ -38,8 +38,8 @@ def _torch_loaded() -> bool:
     return torch is not None and not getattr(getattr(torch, "__spec__", None), "_initializing", False)
 
 
-def _spec_from_pb(cfg: Any) -> TraceSpec:
-    return TraceSpec(
+def _spec_from_pb(cfg: Any) -> AgentTraceSpec:
+    return AgentTraceSpec(
         trace_id=cfg.trace_id,
         output_path=Path(cfg.output_path),
         deadline_ms=cfg.deadline_ms,
@@ -82,12 +82,12 @@ class Agent:
             min_backoff_s=min_backoff_s,
             max_backoff_s=max_backoff_s,
         )
-        self._queue: queue.Queue[TraceSpec | None] = queue.Queue()
+        self._queue: queue.Queue[AgentTraceSpec | None] = queue.Queue()
         # trace id -> its cancel event, for the running trace and those queued behind a cancelled one
         self._traces: dict[str, threading.Event] = {}
         self._threads: list[threading.Thread] = []
         self._exiting = threading.Event()  # the program is exiting normally: finish a recording trace early
-        self._recording: TraceSpec | None = None  # the trace whose profiler runs (RUNNING reported), if any
+        self._recording: AgentTraceSpec | None = None  # the trace whose profiler runs (RUNNING reported), if any
         self._idle = threading.Event()  # set while no trace is being run by the trace thread
         self._idle.set()
         self._given_up: str | None = None  # a trace reported failed at exit while still being written
@@ -247,7 +247,7 @@ class Agent:
 
     # --- traces -----------------------------------------------------------------------------------------------
 
-    def _submit(self, spec: TraceSpec) -> None:
+    def _submit(self, spec: AgentTraceSpec) -> None:
         # One trace at a time; a cancelled one still winding down (profiler stop) does not make us busy.
         with self._lock:
             busy = next((tid for tid, cancel in self._traces.items() if not cancel.is_set()), None)
@@ -268,7 +268,7 @@ class Agent:
             if spec is not None:
                 self._run_one(spec)
 
-    def _run_one(self, spec: TraceSpec) -> None:
+    def _run_one(self, spec: AgentTraceSpec) -> None:
         with self._lock:
             cancel = self._traces.setdefault(spec.trace_id, threading.Event())
         if cancel.is_set():  # cancelled while queued: the daemon already knows
@@ -313,7 +313,7 @@ class Agent:
             self._report(spec.trace_id, **outcome)
         self._idle.set()
 
-    def _on_recording(self, spec: TraceSpec) -> None:
+    def _on_recording(self, spec: AgentTraceSpec) -> None:
         with self._lock:
             self._recording = spec
             first = not self._exit_hook
@@ -324,7 +324,7 @@ class Agent:
             atexit.register(self.finish_at_exit)
         self._report(spec.trace_id, "RUNNING")
 
-    def _on_waiting(self, spec: TraceSpec, note: str, recording: bool) -> None:
+    def _on_waiting(self, spec: AgentTraceSpec, note: str, recording: bool) -> None:
         # Not a state change: DELIVERED (not recording yet) or RUNNING with the note (dynod keeps it as the process's
         # waiting note; a dynod from before such notes refuses DELIVERED, which is only logged at debug level).
         self._report(spec.trace_id, "RUNNING" if recording else "DELIVERED", error=note)

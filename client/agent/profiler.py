@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dyno.client.agent.flops import flop_counts
-from dyno.client.agent.spec import TraceFailed, TraceSpec
+from dyno.client.agent.spec import AgentTraceSpec, TraceFailed
 from dyno.trace_options import profiler_flags
 
 __all__ = ["Profiler", "profiler_factory"]
@@ -71,7 +71,7 @@ class Profiler:
     `hasattr(torch, "_inductor")`, a lazy import of inductor that, run on the agent thread while the trainer is
     still importing torch._dynamo (its first optimizer), broke the trainer's import in our tests."""
 
-    def __init__(self, torch: Any, spec: TraceSpec, all_threads: bool) -> None:
+    def __init__(self, torch: Any, spec: AgentTraceSpec, all_threads: bool) -> None:
         self._torch = torch
         kwargs: dict[str, Any] = dict(
             use_cpu=True,
@@ -148,7 +148,7 @@ class Profiler:
             log.debug("dyno agent: no distributedInfo", exc_info=True)
 
 
-def profiler_factory(spec: TraceSpec, all_threads: bool) -> Callable[[], Any]:
+def profiler_factory(spec: AgentTraceSpec, all_threads: bool) -> Callable[[], Any]:
     torch = sys.modules.get("torch")
     if torch is None or getattr(torch.__spec__, "_initializing", False) or not hasattr(torch, "autograd"):
         raise TraceFailed("torch is not loaded in this process")

@@ -1,4 +1,4 @@
-"""The values the agent's trace modules pass around: one trace request (TraceSpec), its outcome (TraceResult) and
+"""The values the agent's trace modules pass around: one trace request (AgentTraceSpec), its outcome (TraceResult) and
 why it failed (TraceFailed)."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["TraceSpec", "TraceResult", "TraceFailed", "exited_early_note", "now_ms"]
+__all__ = ["AgentTraceSpec", "TraceResult", "TraceFailed", "exited_early_note", "now_ms"]
 
 
 @dataclass(frozen=True)
-class TraceSpec:
+class AgentTraceSpec:
     """One trace request as the agent runs it (converted from the proto TraceConfig)."""
 
     trace_id: str

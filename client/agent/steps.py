@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dyno.client.agent.spec import TraceFailed, TraceSpec, now_ms
+from dyno.client.agent.spec import AgentTraceSpec, TraceFailed, now_ms
 from dyno.import_watch import after_import
 
 __all__ = ["IterationPlan", "StepCounter", "NO_STEP_S", "STALL_FACTOR", "STARTUP_S"]
@@ -34,7 +34,7 @@ STALL_FACTOR = 3.0
 class IterationPlan:
     """An iteration trace in progress; driven by StepCounter on the training thread."""
 
-    def __init__(self, spec: TraceSpec, make_profiler: Callable[[], Any]) -> None:
+    def __init__(self, spec: AgentTraceSpec, make_profiler: Callable[[], Any]) -> None:
         self.spec = spec
         self.make_profiler = make_profiler
         self.roundup = max(1, spec.start_iteration_roundup or 1)

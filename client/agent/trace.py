@@ -20,13 +20,13 @@ from typing import Any
 from dyno.client.agent.flops import FlopArgs, flops_note
 from dyno.client.agent.output import OutputFiles, TraceAbandoned, unlink_quietly
 from dyno.client.agent.profiler import profiler_factory
-from dyno.client.agent.spec import TraceFailed, TraceResult, TraceSpec, exited_early_note, now_ms
+from dyno.client.agent.spec import AgentTraceSpec, TraceFailed, TraceResult, exited_early_note, now_ms
 from dyno.client.agent.steps import IterationPlan, StepCounter
 from dyno.client.agent.trace_file import check_output_dir, write_trace_file
 from dyno.diskspace import free_space_note
 
 __all__ = [
-    "TraceSpec",
+    "AgentTraceSpec",
     "TraceResult",
     "TraceFailed",
     "StepCounter",
@@ -55,7 +55,7 @@ def _sleep_until(when_ms: int, cancel: threading.Event) -> None:
         cancel.wait(min(left, 1.0))
 
 
-def _export(profiler: Any, spec: TraceSpec, files: OutputFiles | None = None) -> TraceResult:
+def _export(profiler: Any, spec: AgentTraceSpec, files: OutputFiles | None = None) -> TraceResult:
     files = files or OutputFiles(spec.output_path)
     raw = files.raw
     note = ""
@@ -95,12 +95,12 @@ def _free_space(directory: Path) -> str:
     return f" ({note})" if note else ""
 
 
-def _deadline_ms(spec: TraceSpec) -> int:
+def _deadline_ms(spec: AgentTraceSpec) -> int:
     return spec.deadline_ms or now_ms() + int(_DEFAULT_ITERATION_DEADLINE_S * 1000)
 
 
 def run_trace(
-    spec: TraceSpec,
+    spec: AgentTraceSpec,
     steps: StepCounter,
     cancel: threading.Event,
     on_running: Callable[[], None],
@@ -175,7 +175,7 @@ class _WaitingReports:
 
 
 def _run_iterations(
-    spec: TraceSpec,
+    spec: AgentTraceSpec,
     steps: StepCounter,
     cancel: threading.Event,
     on_running: Callable[[], None],

@@ -32,6 +32,7 @@ from dyno.client.trace.records import (
     PreviousFile,
     host_dir_name,
 )
+from dyno.client.trace.restarts import DaemonInstances, restarted_text
 from dyno.client.trace.start import IN_USE_HINT, NOT_FOUND_HINT, start_trace_retrying
 from dyno.error_reasons import ErrorReason
 from dyno.v1 import dyno_pb2
@@ -95,10 +96,7 @@ class ClusterTrace:
         # Hosts whose StartTrace got no answer in time: the request may have reached the daemon and started the
         # trace all the same (a slow or lost reply), so interrupt() cancels there too.
         self._unconfirmed: set[str] = set()
-        # host dir -> instance id of the daemon that last answered about the trace ("" from daemons before ids), and
-        # the hosts whose daemon was seen restarted by it (ids are never reused: it stays restarted)
-        self._instances: dict[str, str] = {}
-        self._restarted: set[str] = set()
+        self._instances = DaemonInstances()  # which daemon answered last on each host: restarts mid-trace
 
     # -- start ------------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -137,7 +135,7 @@ class ClusterTrace:
                         self._unconfirmed.add(h.dir)
                     continue
                 resp: dyno_pb2.StartTraceResponse = r.value
-                self._instances[h.dir] = resp.instance_id
+                self._instances.set(h.dir, resp.instance_id)
                 answers.apply_start(h, resp)
         self._confirm_unanswered()
 
@@ -155,7 +153,7 @@ class ClusterTrace:
                 status = r.value
                 if h.host.target not in targets or status is None or not status.processes:
                     continue  # NOT_FOUND (it never started there), or no answer again: the host stays failed
-                self._instances[h.dir] = status.instance_id
+                self._instances.set(h.dir, status.instance_id)
                 answers.apply_confirmed_start(h, status)
                 self._unconfirmed.discard(h.dir)
 
@@ -178,7 +176,7 @@ class ClusterTrace:
                 h.start_s = round(r.elapsed_s, 4)
                 if not r.ok or r.value is None:
                     h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
-                    if r.error_type == NotFound.__name__ and not _restarted_text(r.reason, h.error):
+                    if r.error_type == NotFound.__name__ and not restarted_text(r.reason, h.error):
                         # the daemon names the id, and a restart when it still has the trace's folder
                         h.error += NOT_FOUND_HINT
                     continue
@@ -190,7 +188,7 @@ class ClusterTrace:
                     self.request.trace_id = self.trace_id
                 if status.created_ms:
                     created.append(status.created_ms)
-                self._instances[h.dir] = status.instance_id
+                self._instances.set(h.dir, status.instance_id)
                 answers.apply_attach(h, status)
         self.created_ms = min(created, default=0)
 
@@ -376,48 +374,17 @@ class ClusterTrace:
             answers.fail_host(h, error, error_type)
 
     def _new_instance(self, h: HostRecord, instance_id: str) -> bool:
-        """Note the instance id of the daemon that answered about the trace; True when it is another than the one
-        before (the daemon restarted). "" (a daemon before instance ids) tells nothing."""
-        with self._lock:
-            known = self._instances.get(h.dir, "")
-            if instance_id:
-                self._instances[h.dir] = instance_id
-            if known and instance_id and known != instance_id:
-                self._restarted.add(h.dir)
-                return True
-        return False
+        """Whether the daemon that answered about the trace is another than the one before (DaemonInstances.note)."""
+        return self._instances.note(h.dir, instance_id)
 
     def _restarted_mid_trace(self, client: DynoClient, h: HostRecord, e: DynoError) -> bool:
-        """Whether a NOT_FOUND for the trace comes from a daemon that restarted since it knew the trace: its
-        instance id (GetStatus) is not the one that started it or last answered about it. Without ids to compare
-        (a daemon before them, or its status unreadable), the restart its message names (_restarted_text)."""
-        if not isinstance(e, NotFound):
-            return False
-        with self._lock:
-            known, seen = self._instances.get(h.dir, ""), h.dir in self._restarted
-        if seen:
-            return True
-        if known:
-            try:
-                now = client.status().instance_id
-            except DynoError:
-                now = ""
-            if now:
-                return self._new_instance(h, now)
-        return _restarted_text(e.reason, e.message)
+        return self._instances.restarted_mid_trace(client, h.dir, e)
 
 
 # interrupt(): of its deadline, what is kept for closing the channels of daemons that did not answer (their threads
 # then end at once), and the least a cancel is given (a grace_s below it still sends the cancels)
 _CLOSE_RESERVE_S = 0.25
 _MIN_CANCEL_S = 0.2
-
-
-def _restarted_text(reason: str, message: str) -> bool:
-    """Whether a daemon's NOT_FOUND names a restart (TRACE_FORGOTTEN: it still has the trace's folder). Only where
-    instance ids cannot tell (ClusterTrace._restarted_mid_trace), and for attach(), which has no earlier id to
-    compare with."""
-    return is_reason(reason, ErrorReason.TRACE_FORGOTTEN, message, "restarted")
 
 
 def _in_use(reason: str, message: str) -> bool:

@@ -258,12 +258,12 @@ def test_trace_runner_reasons_and_start_time(tmp_path: Path) -> None:
     # In-process: the agent's trace runner against a process that never steps its optimizer.
     import torch  # noqa: F401
 
-    from dyno.client.agent.trace import StepCounter, TraceFailed, TraceSpec, run_trace
+    from dyno.client.agent.trace import AgentTraceSpec, StepCounter, TraceFailed, run_trace
 
     steps = StepCounter()
     steps.install()
     assert steps.installed
-    spec = TraceSpec(
+    spec = AgentTraceSpec(
         trace_id="t1",
         output_path=tmp_path / "x.pt.trace.json.gz",
         iterations=2,
@@ -271,7 +271,7 @@ def test_trace_runner_reasons_and_start_time(tmp_path: Path) -> None:
     )
     with pytest.raises(TraceFailed, match="no optimizer step"):
         run_trace(spec, steps, threading.Event(), lambda: None)
-    unwritable = TraceSpec(trace_id="t2", output_path=Path("/dev/null/sub/x.gz"), duration_ms=10)
+    unwritable = AgentTraceSpec(trace_id="t2", output_path=Path("/dev/null/sub/x.gz"), duration_ms=10)
     with pytest.raises(TraceFailed, match="cannot be created"):
         run_trace(unwritable, steps, threading.Event(), lambda: None)
     assert not list(tmp_path.iterdir())
@@ -279,7 +279,9 @@ def test_trace_runner_reasons_and_start_time(tmp_path: Path) -> None:
     # start_time_ms is honoured: the profiler runs no earlier than asked.
     start_ms = int(time.time() * 1000) + 300
     running_at: list[int] = []
-    spec = TraceSpec(trace_id="t3", output_path=tmp_path / "y.pt.trace.json.gz", duration_ms=50, start_time_ms=start_ms)
+    spec = AgentTraceSpec(
+        trace_id="t3", output_path=tmp_path / "y.pt.trace.json.gz", duration_ms=50, start_time_ms=start_ms
+    )
     result = run_trace(spec, steps, threading.Event(), lambda: running_at.append(int(time.time() * 1000)))
     assert running_at and running_at[0] >= start_ms
     assert _load(str(result.path))["trace_id"] == "t3" and result.size_bytes == result.path.stat().st_size

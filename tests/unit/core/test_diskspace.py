@@ -12,7 +12,7 @@ import pytest
 
 from dyno import diskspace
 from dyno.client.agent import trace as agent_trace
-from dyno.client.agent.trace import TraceFailed, TraceSpec, _export
+from dyno.client.agent.trace import AgentTraceSpec, TraceFailed, _export
 from dyno.daemon.tracing import kineto_leftovers
 from dyno.daemon.tracing.kineto_leftovers import discard_unfinished_kineto_file
 
@@ -44,7 +44,7 @@ class _FullDiskProfiler:
 
 
 def _agent_error(tmp_path: Path) -> str:
-    spec = TraceSpec(trace_id="t1", output_path=tmp_path / "host_42.pt.trace.json.gz", duration_ms=100)
+    spec = AgentTraceSpec(trace_id="t1", output_path=tmp_path / "host_42.pt.trace.json.gz", duration_ms=100)
     with pytest.raises(TraceFailed) as e:
         _export(_FullDiskProfiler(), spec)
     return str(e.value)

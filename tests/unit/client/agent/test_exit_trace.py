@@ -15,7 +15,7 @@ import pytest
 
 from dyno.client import agent as agent_mod
 from dyno.client.agent import process_agent
-from dyno.client.agent.trace import StepCounter, TraceFailed, TraceResult, TraceSpec, run_trace
+from dyno.client.agent.trace import AgentTraceSpec, StepCounter, TraceFailed, TraceResult, run_trace
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
@@ -36,7 +36,7 @@ def _agent(tmp_path: Path) -> tuple[agent_mod.Agent, FakeStub]:
     return a, stub
 
 
-def _run_in_thread(a: agent_mod.Agent, spec: TraceSpec) -> threading.Thread:
+def _run_in_thread(a: agent_mod.Agent, spec: AgentTraceSpec) -> threading.Thread:
     a._submit(spec)
     t = threading.Thread(target=a._run_one, args=(a._queue.get_nowait(),), daemon=True)
     t.start()
@@ -57,7 +57,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 def test_duration_trace_recording_at_exit_is_written_with_a_note(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
-    spec = TraceSpec(trace_id="t1", output_path=tmp_path / "t1.pt.trace.json.gz", duration_ms=60_000)
+    spec = AgentTraceSpec(trace_id="t1", output_path=tmp_path / "t1.pt.trace.json.gz", duration_ms=60_000)
     running, cancel, exiting = threading.Event(), threading.Event(), threading.Event()
     out: list[Any] = []
 
@@ -86,7 +86,7 @@ def test_duration_trace_recording_at_exit_is_written_with_a_note(tmp_path: Path)
 
 def test_trace_not_recording_yet_at_exit_is_cancelled(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    spec = TraceSpec(
+    spec = AgentTraceSpec(
         trace_id="t2",
         output_path=tmp_path / "t2.json",
         duration_ms=1000,
@@ -106,7 +106,7 @@ def test_iteration_trace_stopped_at_exit_on_the_training_thread(tmp_path: Path) 
     steps.install()
     model = torch.nn.Linear(8, 4)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    spec = TraceSpec(trace_id="t3", output_path=tmp_path / "t3.json", iterations=10)
+    spec = AgentTraceSpec(trace_id="t3", output_path=tmp_path / "t3.json", iterations=10)
     running, cancel = threading.Event(), threading.Event()
     out: list[Any] = []
     t = threading.Thread(target=lambda: out.append(run_trace(spec, steps, cancel, running.set)), daemon=True)
@@ -135,7 +135,7 @@ def test_agent_reports_done_with_the_note(monkeypatch: pytest.MonkeyPatch, tmp_p
     recording = threading.Event()
 
     def fake_run_trace(
-        spec: TraceSpec,
+        spec: AgentTraceSpec,
         steps: Any,
         cancel: Any,
         on_running: Any,
@@ -153,7 +153,7 @@ def test_agent_reports_done_with_the_note(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setattr(process_agent, "run_trace", fake_run_trace)
     monkeypatch.setattr(agent_mod.atexit, "register", lambda f: None)
     a, stub = _agent(tmp_path)
-    t = _run_in_thread(a, TraceSpec(trace_id="t4", output_path=tmp_path / "t4.json", duration_ms=60_000))
+    t = _run_in_thread(a, AgentTraceSpec(trace_id="t4", output_path=tmp_path / "t4.json", duration_ms=60_000))
     assert recording.wait(30)
     a.finish_at_exit(timeout_s=30)
     t.join(30)
@@ -166,7 +166,7 @@ def test_agent_exit_past_the_cap_reports_failed_and_leaves_no_file(
     recording, release = threading.Event(), threading.Event()
 
     def slow_export(
-        spec: TraceSpec,
+        spec: AgentTraceSpec,
         steps: Any,
         cancel: Any,
         on_running: Any,
@@ -184,7 +184,7 @@ def test_agent_exit_past_the_cap_reports_failed_and_leaves_no_file(
     monkeypatch.setattr(process_agent, "run_trace", slow_export)
     monkeypatch.setattr(agent_mod.atexit, "register", lambda f: None)
     a, stub = _agent(tmp_path)
-    spec = TraceSpec(trace_id="t5", output_path=tmp_path / "t5.json", duration_ms=60_000)
+    spec = AgentTraceSpec(trace_id="t5", output_path=tmp_path / "t5.json", duration_ms=60_000)
     t = _run_in_thread(a, spec)
     assert recording.wait(30)
     a.finish_at_exit(timeout_s=0.2)
@@ -201,7 +201,7 @@ def test_agent_exit_with_a_pending_trace_changes_nothing(monkeypatch: pytest.Mon
     seen: list[str] = []
 
     def pending(
-        spec: TraceSpec,
+        spec: AgentTraceSpec,
         steps: Any,
         cancel: Any,
         on_running: Any,
@@ -216,7 +216,7 @@ def test_agent_exit_with_a_pending_trace_changes_nothing(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(process_agent, "run_trace", pending)
     a, stub = _agent(tmp_path)
-    t = _run_in_thread(a, TraceSpec(trace_id="t6", output_path=tmp_path / "t6.json", duration_ms=1000))
+    t = _run_in_thread(a, AgentTraceSpec(trace_id="t6", output_path=tmp_path / "t6.json", duration_ms=1000))
     assert started.wait(30)
     a.finish_at_exit(timeout_s=5)  # nothing recording: left to stop()
     assert stub.reports == [] and t.is_alive()

@@ -12,14 +12,14 @@ import pytest
 
 from dyno.client.agent.flops import FlopArgs, flops_note
 from dyno.client.agent.profiler import profiler_factory
-from dyno.client.agent.trace import TraceSpec, _export, write_trace_file
+from dyno.client.agent.trace import AgentTraceSpec, _export, write_trace_file
 
 pytestmark = pytest.mark.unit
 torch = pytest.importorskip("torch")
 
 
 def _trace(tmp_path: Path, work, *, with_flops: bool = True) -> tuple[list[dict], str]:
-    spec = TraceSpec(
+    spec = AgentTraceSpec(
         trace_id="t-flops", output_path=tmp_path / "f.pt.trace.json.gz", duration_ms=10, with_flops=with_flops
     )
     profiler = profiler_factory(spec, all_threads=True)()

@@ -16,9 +16,9 @@ pytest.importorskip("torch")
 def _run(tmp_path: Path, name: str, start_in_ms: int) -> str:
     import torch  # noqa: F401 - the agent uses the torch the program loaded
 
-    from dyno.client.agent.trace import StepCounter, TraceSpec, run_trace
+    from dyno.client.agent.trace import AgentTraceSpec, StepCounter, run_trace
 
-    spec = TraceSpec(
+    spec = AgentTraceSpec(
         trace_id=name,
         output_path=tmp_path / f"{name}.pt.trace.json.gz",
         duration_ms=50,

@@ -13,7 +13,7 @@ import pytest
 from dyno.client import agent as agent_mod
 from dyno.client.agent import process_agent
 from dyno.client.agent.output import OutputFiles, TraceAbandoned
-from dyno.client.agent.trace import TraceFailed, TraceResult, TraceSpec, _export, write_trace_file
+from dyno.client.agent.trace import AgentTraceSpec, TraceFailed, TraceResult, _export, write_trace_file
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
@@ -62,7 +62,7 @@ class _StallingProfiler:
 
 
 def test_export_abandoned_midway_leaves_nothing(tmp_path: Path) -> None:
-    spec = TraceSpec(trace_id="t1", output_path=tmp_path / "h_1.pt.trace.json.gz", duration_ms=100)
+    spec = AgentTraceSpec(trace_id="t1", output_path=tmp_path / "h_1.pt.trace.json.gz", duration_ms=100)
     files, release = OutputFiles(spec.output_path), threading.Event()
     profiler = _StallingProfiler(files, release)
     errors: list[str] = []
@@ -92,7 +92,7 @@ def test_agent_exit_past_the_cap_removes_the_partial_export(monkeypatch: pytest.
     outcome: list[str] = []
 
     def stalled_export(
-        spec: TraceSpec,
+        spec: AgentTraceSpec,
         steps: Any,
         cancel: Any,
         on_running: Any,
@@ -125,7 +125,7 @@ def test_agent_exit_past_the_cap_removes_the_partial_export(monkeypatch: pytest.
     monkeypatch.setattr(agent_mod.atexit, "register", lambda f: None)
     a = agent_mod.Agent(job_id="j1", socket_path=tmp_path / "agent.sock")
     a._conn._stub = stub = Stub()
-    spec = TraceSpec(trace_id="t1", output_path=tmp_path / "h_1.pt.trace.json.gz", duration_ms=60_000)
+    spec = AgentTraceSpec(trace_id="t1", output_path=tmp_path / "h_1.pt.trace.json.gz", duration_ms=60_000)
     a._submit(spec)
     t = threading.Thread(target=a._run_one, args=(a._queue.get_nowait(),), daemon=True)
     t.start()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dyno.client.agent.profiler import Profiler, profiler_factory
-from dyno.client.agent.spec import TraceFailed, TraceSpec
+from dyno.client.agent.spec import AgentTraceSpec, TraceFailed
 from dyno.client.agent.trace import StepCounter, TraceResult, run_trace
 
 pytestmark = pytest.mark.unit
@@ -32,7 +32,7 @@ def _step(model: object, opt: object) -> None:
 
 def test_duration_trace_refused_while_the_programs_profiler_runs(tmp_path: Path) -> None:
     model = torch.nn.Linear(8, 2)
-    spec = TraceSpec(trace_id="t-dur", output_path=tmp_path / "a.pt.trace.json.gz", duration_ms=10)
+    spec = AgentTraceSpec(trace_id="t-dur", output_path=tmp_path / "a.pt.trace.json.gz", duration_ms=10)
     with torch.profiler.profile() as own:
         model(torch.randn(4, 8))
         with pytest.raises(TraceFailed, match=_REASON):
@@ -47,7 +47,7 @@ def test_iteration_trace_refused_on_the_training_thread(tmp_path: Path) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     steps = StepCounter()
     steps.install()
-    spec = TraceSpec(
+    spec = AgentTraceSpec(
         trace_id="t-it",
         output_path=tmp_path / "b.pt.trace.json.gz",
         iterations=2,
@@ -85,7 +85,7 @@ def test_a_profiler_the_program_runs_during_ours_ends_the_trace_without_export(t
     # The program's own torch.profiler.profile inside a running duration trace ended our session; exporting what
     # was left killed the trainer with SIGSEGV. The stop now says so instead, and nothing is exported.
     model = torch.nn.Linear(8, 2)
-    spec = TraceSpec(trace_id="t-over", output_path=tmp_path / "c.pt.trace.json.gz", duration_ms=10)
+    spec = AgentTraceSpec(trace_id="t-over", output_path=tmp_path / "c.pt.trace.json.gz", duration_ms=10)
     ours = profiler_factory(spec, all_threads=True)()
     ours.start()
     with torch.profiler.profile() as own:
@@ -101,7 +101,7 @@ def test_a_profiler_the_program_runs_during_ours_ends_the_trace_without_export(t
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 def test_forked_child_does_not_keep_recording(tmp_path: Path) -> None:
-    spec = TraceSpec(trace_id="t-fork", output_path=tmp_path / "f.pt.trace.json.gz", duration_ms=10)
+    spec = AgentTraceSpec(trace_id="t-fork", output_path=tmp_path / "f.pt.trace.json.gz", duration_ms=10)
     ours = profiler_factory(spec, all_threads=True)()
     starter = threading.Thread(target=ours.start)  # as the agent does: on its own thread, for all threads
     starter.start()
@@ -164,8 +164,8 @@ def _fake_torch(program_starts_during_enter: int) -> tuple[Any, list[str]]:
     return torch, calls
 
 
-def _spec(tmp_path: Path) -> TraceSpec:
-    return TraceSpec(trace_id="t-race", output_path=tmp_path / "a.pt.trace.json.gz", duration_ms=10)
+def _spec(tmp_path: Path) -> AgentTraceSpec:
+    return AgentTraceSpec(trace_id="t-race", output_path=tmp_path / "a.pt.trace.json.gz", duration_ms=10)
 
 
 def test_a_program_start_during_our_enter_is_a_takeover(tmp_path: Path) -> None:

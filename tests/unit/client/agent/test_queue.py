@@ -11,7 +11,7 @@ import pytest
 
 from dyno.client import agent as agent_mod
 from dyno.client.agent import process_agent
-from dyno.client.agent.trace import TraceResult, TraceSpec
+from dyno.client.agent.trace import AgentTraceSpec, TraceResult
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
@@ -24,7 +24,7 @@ class FakeDaemon:
     def __init__(self) -> None:
         self.reports: list[tuple[str, str, str]] = []
         self.agent: agent_mod.Agent | None = None
-        self.next_spec: TraceSpec | None = None
+        self.next_spec: AgentTraceSpec | None = None
 
     def ReportTrace(self, request: Any, timeout: float) -> None:  # noqa: N802 - the stub's name
         state = dyno_pb2.TraceState.Name(request.state).removeprefix("TRACE_STATE_")
@@ -37,7 +37,7 @@ class FakeDaemon:
 @pytest.fixture
 def setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[agent_mod.Agent, FakeDaemon]:
     def fake_run_trace(
-        spec: TraceSpec,
+        spec: AgentTraceSpec,
         steps: Any,
         cancel: Any,
         on_running: Any,
@@ -57,8 +57,8 @@ def setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[agent_mod.Ag
     return a, daemon
 
 
-def _spec(tmp_path: Path, trace_id: str) -> TraceSpec:
-    return TraceSpec(trace_id=trace_id, output_path=tmp_path / f"{trace_id}.json", duration_ms=10)
+def _spec(tmp_path: Path, trace_id: str) -> AgentTraceSpec:
+    return AgentTraceSpec(trace_id=trace_id, output_path=tmp_path / f"{trace_id}.json", duration_ms=10)
 
 
 def test_request_arriving_with_the_final_report_is_taken(setup, tmp_path: Path) -> None:

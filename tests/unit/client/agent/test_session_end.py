@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from dyno.client import agent as agent_mod
-from dyno.client.agent.trace import TraceSpec
+from dyno.client.agent.trace import AgentTraceSpec
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
@@ -47,7 +47,7 @@ def test_session_end_keeps_the_recording_trace_and_cancels_the_others(tmp_path: 
     a = _agent(tmp_path)
     recording, waiting = threading.Event(), threading.Event()
     a._traces = {"rec": recording, "wait": waiting}
-    a._recording = TraceSpec(trace_id="rec", output_path=tmp_path / "f", duration_ms=1000)
+    a._recording = AgentTraceSpec(trace_id="rec", output_path=tmp_path / "f", duration_ms=1000)
     a._session_ended()
     assert not recording.is_set() and waiting.is_set()
     a._recording = None  # nothing records: every trace is cancelled, as before

@@ -12,7 +12,7 @@ import pytest
 from manual_clock import TickingClock
 
 from dyno.client.agent import steps as agent_steps
-from dyno.client.agent.spec import TraceFailed, TraceSpec, now_ms
+from dyno.client.agent.spec import AgentTraceSpec, TraceFailed, now_ms
 from dyno.client.agent.steps import NO_STEP_S, STALL_FACTOR, STARTUP_S, StepCounter
 from dyno.client.agent.trace import run_trace
 
@@ -72,7 +72,7 @@ def test_iteration_trace_fails_early_when_no_step_comes(tmp_path: Path) -> None:
     counter = StepCounter(clock)
     clock.t += STARTUP_S  # an old process that has never stepped
     counter._installed = True  # as if torch.optim had been imported (the hook itself is not needed: no step comes)
-    spec = TraceSpec(
+    spec = AgentTraceSpec(
         trace_id="t-stall",
         output_path=tmp_path / "host_1.pt.trace.json.gz",
         iterations=3,
@@ -99,7 +99,7 @@ def test_a_trace_that_runs_out_of_time_mid_way_says_how_many_steps_were_recorded
         def stop(self) -> None: ...
 
     monkeypatch.setattr(agent_steps.IterationPlan, "__init__", _plan_init_with(FakeProfiler))
-    spec = TraceSpec(
+    spec = AgentTraceSpec(
         trace_id="t-mid",
         output_path=tmp_path / "host_1.pt.trace.json.gz",
         iterations=5,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client.agent.trace import TraceFailed, TraceSpec, _export
+from dyno.client.agent.trace import AgentTraceSpec, TraceFailed, _export
 from dyno.client.agent.trace_file import write_trace_file
 
 pytestmark = pytest.mark.unit
@@ -23,7 +23,7 @@ class FullDiskProfiler:
 
 
 def test_a_failed_export_is_reported_as_such_and_leaves_nothing(tmp_path: Path) -> None:
-    spec = TraceSpec(trace_id="t1", output_path=tmp_path / "host_42.pt.trace.json.gz", duration_ms=100)
+    spec = AgentTraceSpec(trace_id="t1", output_path=tmp_path / "host_42.pt.trace.json.gz", duration_ms=100)
     with pytest.raises(TraceFailed) as e:
         _export(FullDiskProfiler(), spec)
     assert f"the profiler could not write its trace to {tmp_path}" in str(e.value)

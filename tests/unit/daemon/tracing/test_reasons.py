@@ -14,7 +14,8 @@ from small_daemon import small_daemon
 
 from dyno.client.client import DynoClient
 from dyno.client.errors import InvalidArgument, NotFound, Unavailable, translate
-from dyno.client.trace.cluster import _in_use, _restarted_text
+from dyno.client.trace.cluster import _in_use
+from dyno.client.trace.restarts import restarted_text
 from dyno.client.trace.start import start_trace_retrying
 from dyno.daemon.proto_convert import REASON_TO_PB, process_trace_to_pb
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
@@ -116,9 +117,9 @@ def test_the_client_goes_by_the_reason_whatever_the_message_says() -> None:
     assert _in_use(ErrorReason.TRACE_ID_IN_USE.value, "trace_id: taken")
     assert not _in_use(ErrorReason.INVALID_REQUEST.value, "trace_id: 'x' is already in use on this host")
     assert _in_use("", "trace_id: 'x' is already in use on this host")
-    assert _restarted_text(ErrorReason.TRACE_FORGOTTEN.value, "no trace 'x' on host h")
-    assert not _restarted_text(ErrorReason.TRACE_NOT_FOUND.value, "no trace 'x' (restarted)")
-    assert _restarted_text("", "no trace 'x' on host h (... this daemon restarted ...)")
+    assert restarted_text(ErrorReason.TRACE_FORGOTTEN.value, "no trace 'x' on host h")
+    assert not restarted_text(ErrorReason.TRACE_NOT_FOUND.value, "no trace 'x' (restarted)")
+    assert restarted_text("", "no trace 'x' on host h (... this daemon restarted ...)")
 
 
 class _RetryClient:

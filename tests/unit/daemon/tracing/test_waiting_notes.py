@@ -18,7 +18,7 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock, TickingClock
 from until_cancelled_fake import RunsUntilCancelled
 
-from dyno.client.agent.spec import TraceFailed, TraceSpec, now_ms
+from dyno.client.agent.spec import AgentTraceSpec, TraceFailed, now_ms
 from dyno.client.agent.steps import NO_STEP_S, StepCounter
 from dyno.client.agent.trace import run_trace
 from dyno.client.cluster import Cluster
@@ -30,8 +30,7 @@ from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProc
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
-from dyno.daemon.tracing.values import TraceSpec as DaemonSpec
-from dyno.daemon.tracing.values import TraceState
+from dyno.daemon.tracing.values import TraceSpec, TraceState
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
@@ -45,7 +44,7 @@ def test_agent_reports_why_it_waits_and_the_note_reaches_no_deadline(tmp_path: P
     clock = TickingClock(tick=5.0)  # 5 s pass per clock read
     steps = StepCounter(clock)  # a young process (it may still be starting up): it waits, it does not give up
     steps._installed = True
-    spec = TraceSpec(
+    spec = AgentTraceSpec(
         trace_id="t-wait",
         output_path=tmp_path / "host_1.pt.trace.json.gz",
         iterations=3,
@@ -77,7 +76,7 @@ def test_waiting_note_of_a_recording_trace_counts_its_steps() -> None:
     class Plan:
         started = threading.Event()
         steps_seen = 2
-        spec = TraceSpec(trace_id="t", output_path=Path("x"), iterations=5)
+        spec = AgentTraceSpec(trace_id="t", output_path=Path("x"), iterations=5)
 
     Plan.started.set()
     since = steps.now()
@@ -115,7 +114,7 @@ def _agent(reg: ProcessRegistry) -> None:
 def test_dynod_keeps_the_agents_waiting_note_through_a_cancel(tm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _clock, _alive, reg, manager = tm
     _agent(reg)
-    r = manager.start(DaemonSpec(job_id="J", iterations=3, trace_id="wa"))
+    r = manager.start(TraceSpec(job_id="J", iterations=3, trace_id="wa"))
     manager.agent_delivered(10, r.trace_id)
     manager.agent_report(10, r.trace_id, TraceState.DELIVERED, "no optimizer step in 31 s: ...")
     (p,) = manager.get(r.trace_id).processes
@@ -135,7 +134,7 @@ def test_dynod_keeps_the_agents_waiting_note_through_a_cancel(tm, tmp_path: Path
 def test_a_done_trace_has_no_waiting_note(tm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _clock, _alive, reg, manager = tm
     _agent(reg)
-    r = manager.start(DaemonSpec(job_id="J", iterations=3, trace_id="wd"))
+    r = manager.start(TraceSpec(job_id="J", iterations=3, trace_id="wd"))
     manager.agent_delivered(10, r.trace_id)
     manager.agent_report(10, r.trace_id, TraceState.RUNNING, "recorded 1 of 3 optimizer steps; ...")
     (p,) = manager.get(r.trace_id).processes
@@ -148,7 +147,7 @@ def test_a_done_trace_has_no_waiting_note(tm, tmp_path: Path) -> None:  # type: 
 def test_agent_deadline_reason_says_what_it_waited_for(tm) -> None:  # type: ignore[no-untyped-def]
     clock, _alive, reg, manager = tm
     _agent(reg)
-    r = manager.start(DaemonSpec(job_id="J", iterations=3, trace_id="wt"))
+    r = manager.start(TraceSpec(job_id="J", iterations=3, trace_id="wt"))
     manager.agent_delivered(10, r.trace_id)
     manager.agent_report(10, r.trace_id, TraceState.DELIVERED, "no optimizer step for 590 s (...)")
     clock.ms += 601_000
@@ -168,7 +167,7 @@ def _poll(manager: TraceManager, mask: int) -> str | None:
 def test_kineto_iteration_trace_that_never_starts_says_so_and_times_out_with_advice(tm) -> None:  # type: ignore[no-untyped-def]
     clock, _alive, _reg, manager = tm
     _poll(manager, 3)
-    r = manager.start(DaemonSpec(job_id="7", iterations=3, start_iteration_roundup=10, trace_id="kn"))
+    r = manager.start(TraceSpec(job_id="7", iterations=3, start_iteration_roundup=10, trace_id="kn"))
     assert _poll(manager, 3)  # picked up
     for _ in range(12):  # it keeps polling, still asking for a config: libkineto has not started recording
         clock.ms += 5000
@@ -193,7 +192,7 @@ def test_kineto_iteration_trace_that_never_starts_says_so_and_times_out_with_adv
 def test_kineto_trace_recording_then_exiting_fails_at_once_saying_so(tm) -> None:  # type: ignore[no-untyped-def]
     clock, alive, _reg, manager = tm
     _poll(manager, 3)
-    r = manager.start(DaemonSpec(job_id="7", iterations=5, start_iteration_roundup=1, trace_id="kx"))
+    r = manager.start(TraceSpec(job_id="7", iterations=5, start_iteration_roundup=1, trace_id="kx"))
     assert _poll(manager, 3)
     clock.ms += 5000
     _poll(manager, 1)  # no longer asking for a config: recording

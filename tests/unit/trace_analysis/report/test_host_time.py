@@ -99,13 +99,13 @@ def _iteration_trace(path: Path, iterations: int) -> Path:
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile
 
-    from dyno.client.agent.spec import TraceSpec
+    from dyno.client.agent.spec import AgentTraceSpec
     from dyno.client.agent.steps import IterationPlan, StepCounter
 
     counter = StepCounter()
     counter.install()
     plan = IterationPlan(
-        TraceSpec("t", path, iterations=iterations), lambda: profile(activities=[ProfilerActivity.CPU])
+        AgentTraceSpec("t", path, iterations=iterations), lambda: profile(activities=[ProfilerActivity.CPU])
     )
     counter.set_plan(plan)
     model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))

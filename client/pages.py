@@ -1,0 +1,99 @@
+"""The daemon's paged answers gathered into one, for DynoClient: GetMetrics, ListProcesses, ListJobs and GetTrace
+(StartTrace and CancelTrace answer their first page and continue in GetTrace pages).
+
+Each function takes the unary call of its RPC (DynoClient.call on the stub's method: deadline, retries, error
+translation), so the paging stays apart from the channel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import grpc
+
+from dyno.client.errors import ResourceExhausted
+from dyno.v1 import dyno_pb2
+
+__all__ = ["gather_jobs", "gather_metrics", "gather_processes", "rest_of_trace", "trace_pages"]
+
+GetTraceCall = Callable[[dyno_pb2.GetTraceRequest], dyno_pb2.TraceStatus]
+
+
+def gather_metrics(
+    call: Callable[[dyno_pb2.GetMetricsRequest], dyno_pb2.GetMetricsResponse],
+    names: Sequence[str],
+    since_ms: int,
+    limit: int,
+    max_bytes: int,
+    target: str,
+) -> dyno_pb2.GetMetricsResponse:
+    """GetMetrics' pages as one answer of at most `max_bytes` (see DynoClient.metrics); a sample split over two
+    pages is joined again. Over `max_bytes`: ResourceExhausted naming `target` and about how many samples fit."""
+    request = dyno_pb2.GetMetricsRequest(
+        names=list(names), since_ms=since_ms, limit=limit, whole_history=not (since_ms or limit)
+    )
+    answer = call(request)
+    size = answer.ByteSize()
+    while answer.next_page_token:
+        request = dyno_pb2.GetMetricsRequest(names=list(names), page_token=answer.next_page_token)
+        page = call(request)
+        size += page.ByteSize()
+        if size > max_bytes:
+            per_sample = size / max(1, len(answer.samples) + len(page.samples))
+            raise ResourceExhausted(
+                f"the samples asked for are more than {max_bytes >> 20} MiB (about the newest "
+                f"{int(max_bytes / per_sample)} fit): ask for fewer (limit, a later since_ms, or names)",
+                target,
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+            )
+        samples = list(page.samples)
+        if samples and answer.samples and samples[0].timestamp_ms == answer.samples[-1].timestamp_ms:
+            answer.samples[-1].metrics.extend(samples.pop(0).metrics)  # the rest of a sample split over pages
+        answer.samples.extend(samples)
+        answer.next_page_token = page.next_page_token
+    return answer
+
+
+def gather_processes(
+    call: Callable[[dyno_pb2.ListProcessesRequest], dyno_pb2.ListProcessesResponse], job_id: str
+) -> dyno_pb2.ListProcessesResponse:
+    """ListProcesses' pages (of `job_id`, "" for all) as one answer."""
+    answer = call(dyno_pb2.ListProcessesRequest(job_id=job_id))
+    while answer.next_page_token:
+        page = call(dyno_pb2.ListProcessesRequest(job_id=job_id, page_token=answer.next_page_token))
+        answer.processes.extend(page.processes)
+        answer.next_page_token = page.next_page_token
+    return answer
+
+
+def gather_jobs(
+    call: Callable[[dyno_pb2.ListJobsRequest], dyno_pb2.ListJobsResponse], request: dyno_pb2.ListJobsRequest
+) -> dyno_pb2.ListJobsResponse:
+    """ListJobs' pages as one answer; every page is asked with `request`'s filters."""
+    answer = call(request)
+    while answer.next_page_token:
+        follow = dyno_pb2.ListJobsRequest()
+        follow.CopyFrom(request)
+        follow.page_token = answer.next_page_token
+        page = call(follow)
+        answer.jobs.extend(page.jobs)
+        answer.next_page_token = page.next_page_token
+    return answer
+
+
+def rest_of_trace(call: GetTraceCall, answer: dyno_pb2.TraceStatus) -> dyno_pb2.TraceStatus:
+    """`answer` (GetTrace's or CancelTrace's first page) with the processes of the pages after it; no token left."""
+    if answer.next_page_token:
+        answer.processes.extend(trace_pages(call, answer.trace_id, answer.next_page_token))
+        answer.next_page_token = ""
+    return answer
+
+
+def trace_pages(call: GetTraceCall, trace_id: str, page_token: str) -> list[dyno_pb2.ProcessTrace]:
+    """The processes of the GetTrace pages from `page_token` on."""
+    out: list[dyno_pb2.ProcessTrace] = []
+    while page_token:
+        page = call(dyno_pb2.GetTraceRequest(trace_id=trace_id, page_token=page_token))
+        out.extend(page.processes)
+        page_token = page.next_page_token
+    return out
