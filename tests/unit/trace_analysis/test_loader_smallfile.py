@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from dyno.trace_analysis import builder, jsonmeta, loader
+from dyno.trace_analysis import builder, jsonmeta, traceopen
 from dyno.trace_analysis.jsonscan import ScanError, ScanResult, iter_event_batches
 from dyno.trace_analysis.loader import find_trace_files, load_trace
 
@@ -125,7 +125,7 @@ def test_gzip_size_hint_reads_a_small_file_whole(tmp_path: Path, monkeypatch: py
     gz.write_bytes(gzip.compress(data))
     plain.write_bytes(data)
     for p in (gz, plain):
-        fh, hint = loader._open(p, p.stat().st_size)
+        fh, hint = traceopen.open_stream(p, p.stat().st_size)
         with fh:
             assert hint == len(data) and fh.read() == data
     batches: list[int] = []
