@@ -57,10 +57,10 @@ SHARED_CASES = [
 
 def _parser_used() -> str:
     """Which decoder and gzip reader the loads of this worker use."""
-    from dyno.trace_analysis import loader
+    from dyno.trace_analysis import traceopen
     from dyno.trace_analysis.eventdecode import native_enabled
 
-    return f"{'native' if native_enabled() else 'python'}+{loader._GZIP.__name__.rsplit('.', 1)[-1]}"
+    return f"{'native' if native_enabled() else 'python'}+{traceopen._GZIP.__name__.rsplit('.', 1)[-1]}"
 
 
 def _worker_dyno(paths: list[str]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ NUL padding left by a crash or an interrupted copy).
 
 from __future__ import annotations
 
-__all__ = ["not_json_reason", "invalid_element_reason", "after_document_reason", "byte_of_char"]
+__all__ = ["ScanError", "not_json_reason", "invalid_element_reason", "after_document_reason", "byte_of_char"]
 
 _UTF16_32_BOMS = (
     (b"\xff\xfe\x00\x00", "UTF-32"),
@@ -17,6 +17,10 @@ _UTF16_32_BOMS = (
     (b"\xff\xfe", "UTF-16"),
     (b"\xfe\xff", "UTF-16"),
 )
+
+
+class ScanError(ValueError):
+    """The byte stream is not a well-formed Chrome trace (message says what is wrong)."""
 
 
 def not_json_reason(head: bytes) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dyno.trace_analysis import builder, eventdecode, loader
+from dyno.trace_analysis import builder, eventdecode, traceopen
 from dyno.trace_analysis.loader import TraceLoadError, load_trace
 from dyno.trace_analysis.model import Trace
 
@@ -306,7 +306,7 @@ def test_isal_and_zlib_gzip_readers_give_the_same_model_and_errors(
     data = path.read_bytes()
     models = []
     for reader in (igzip, gzip):
-        monkeypatch.setattr(loader, "_GZIP", reader)
+        monkeypatch.setattr(traceopen, "_GZIP", reader)
         models.append(_canonical(load_trace(path)))
         for k, content in enumerate((data[:-20], data[: len(data) // 2], data[:40] + bytes(30) + data[70:])):
             bad = tmp_path / f"bad{k}.json.gz"

@@ -1,4 +1,4 @@
-"""trace_analysis loader: a small gzip file is inflated in one call (``loader._gunzip_small``).
+"""trace_analysis loader: a small gzip file is inflated in one call (``traceopen.gunzip_small``).
 
 Only a file of one gzip member, whole, is taken that way; anything else (several members, data after the member,
 a truncated or corrupt stream, a size in the trailer that is wrong) goes to the streaming reader, so the model and
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dyno.trace_analysis import loader
+from dyno.trace_analysis import traceopen
 from dyno.trace_analysis.loader import TraceLoadError, load_trace
 
 pytestmark = pytest.mark.unit
@@ -36,7 +36,7 @@ def _model(t: Any) -> tuple[Any, ...]:
 def _streamed(monkeypatch: pytest.MonkeyPatch, path: Path) -> Any:
     """What the streaming reader makes of ``path`` (the one-call path turned off): a Trace or the error."""
     with monkeypatch.context() as m:
-        m.setattr(loader, "_gunzip_small", lambda data, hint: None)
+        m.setattr(traceopen, "gunzip_small", lambda data, hint: None)
         try:
             return _model(load_trace(path))
         except TraceLoadError as e:
@@ -56,7 +56,7 @@ def test_one_member_is_inflated_in_one_call_and_gives_the_streamed_model(
     data = _doc_bytes()
     p = tmp_path / "t.json.gz"
     p.write_bytes(gzip.compress(data))
-    fh, hint = loader._open(p, p.stat().st_size)
+    fh, hint = traceopen.open_stream(p, p.stat().st_size)
     with fh:
         assert isinstance(fh, io.BytesIO) and hint == len(data) and fh.read() == data
     assert _loaded(p) == _streamed(monkeypatch, p) == _model(load_trace(_plain(tmp_path, data)))
@@ -83,7 +83,7 @@ def test_other_gzip_layouts_go_to_the_streaming_reader(tmp_path: Path, monkeypat
     for what, content in cases.items():
         p = tmp_path / f"{what.replace(' ', '_')}.json.gz"
         p.write_bytes(content)
-        assert loader._gunzip_small(content, int.from_bytes(content[-4:], "little")) is None, what
+        assert traceopen.gunzip_small(content, int.from_bytes(content[-4:], "little")) is None, what
         assert _loaded(p) == _streamed(monkeypatch, p), what
     assert _loaded(tmp_path / "two_members.json.gz") == _model(load_trace(_plain(tmp_path, data)))
     assert "truncated or corrupt gzip stream" in _loaded(tmp_path / "truncated.json.gz")

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from dyno.trace_analysis import builder, jsonscan, loader
+from dyno.trace_analysis import builder, jsonmeta, traceopen
 from dyno.trace_analysis.jsonscan import ScanError, ScanResult, iter_event_batches
 from dyno.trace_analysis.loader import find_trace_files, load_trace
 
@@ -107,7 +107,7 @@ def test_bad_documents_raise_as_with_the_scan(data: bytes) -> None:
 
 
 def test_events_start_needs_proof(monkeypatch: pytest.MonkeyPatch) -> None:
-    start = jsonscan._events_start
+    start = jsonmeta.events_start
     assert start(b'{"a": 1, "traceEvents" : [{') == len(b'{"a": 1, "traceEvents" : [')
     # "traceEvents" inside a string ends with a backslash before the closing quote: found only where it is a key
     assert start(b'{"a": "\\"traceEvents\\": [", "traceEvents": [') == 44
@@ -125,7 +125,7 @@ def test_gzip_size_hint_reads_a_small_file_whole(tmp_path: Path, monkeypatch: py
     gz.write_bytes(gzip.compress(data))
     plain.write_bytes(data)
     for p in (gz, plain):
-        fh, hint = loader._open(p, p.stat().st_size)
+        fh, hint = traceopen.open_stream(p, p.stat().st_size)
         with fh:
             assert hint == len(data) and fh.read() == data
     batches: list[int] = []
@@ -158,9 +158,9 @@ def test_find_trace_files_skips_hidden_and_symlinked_folders(tmp_path: Path) -> 
 def test_end_cut_declines_before_a_second_events_array() -> None:
     meta = bytearray(b'{"traceEvents": []')
     head = bytearray(b'[{"ph": "X", "ts": 1}], "traceEvents": [{"ph": "X", "ts": 2}]}')
-    assert jsonscan._array_end_cut(head, 0, meta, _exact) is None
+    assert jsonmeta.array_end_cut(head, 0, meta, _exact) is None
     ok = bytearray(b'[{"ph": "X", "ts": 1}], "after": [1]}')
-    got = jsonscan._array_end_cut(ok, 0, meta, _exact)
+    got = jsonmeta.array_end_cut(ok, 0, meta, _exact)
     assert got is not None and got[0] == [{"ph": "X", "ts": 1}] and got[1] == {"traceEvents": [], "after": [1]}
     assert bytes(got[2]) == b'[{"ph": "X", "ts": 1}]'
 
