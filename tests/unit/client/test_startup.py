@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from dyno.client.commands._catalog import COMMANDS
+
 pytestmark = pytest.mark.unit
 
 
@@ -87,6 +89,8 @@ def _modules_after_main(argv: list[str]) -> set[str]:
 
 _DAEMON_STACK = {"grpc", "google.protobuf", "dyno.v1.dyno_pb2", "dyno.client.client", "dyno.client.auth"}
 _OTHER_COMMANDS = {f"dyno.client.commands.{n}" for n in ("status", "ps", "metrics", "trace", "fetch", "version")}
+_EVERY_COMMAND = {f"dyno.client.commands.{n}" for n in COMMANDS}
+_ANALYSIS = {"numpy", "dyno.trace_analysis.api"}
 
 
 def test_analyze_loads_no_grpc_and_no_other_command(tmp_path: Path) -> None:
@@ -113,3 +117,10 @@ def test_top_level_help_still_lists_every_command() -> None:
     assert r.returncode == 0, r.stderr
     for name in ("status", "version", "metrics", "ps", "trace", "fetch", "analyze"):
         assert f"    {name} " in r.stdout, name
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], [], ["no-such-command"], ["--json"]])
+def test_no_command_run_loads_no_command_module(argv: list[str]) -> None:
+    loaded = _modules_after_main(argv)
+    assert "dyno.client.commands._catalog" in loaded  # the parser was built
+    assert loaded & (_DAEMON_STACK | _EVERY_COMMAND | _ANALYSIS) == set()
