@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from dyno.client.cluster import HostResult
 from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import host_entry, host_table, print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import (
@@ -17,7 +17,10 @@ from dyno.client.commands._hosts import (
 )
 from dyno.client.format import human_bytes, human_duration, table
 from dyno.exit_codes import describe
-from dyno.v1 import dyno_pb2
+
+if TYPE_CHECKING:  # the client stack (grpc, protobuf) is loaded by run() alone: `status --help` needs none of it
+    from dyno.client.cluster import HostResult
+    from dyno.v1 import dyno_pb2
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -105,11 +105,19 @@ def test_analyze_loads_no_grpc_and_no_other_command(tmp_path: Path) -> None:
     assert loaded & (_DAEMON_STACK | _OTHER_COMMANDS) == set()
 
 
-def test_a_daemon_command_loads_only_its_own_module() -> None:
+def test_a_daemon_commands_help_loads_only_its_own_module_and_no_grpc() -> None:
     loaded = _modules_after_main(["status", "--help"])
     assert "dyno.client.commands.status" in loaded
-    others = _OTHER_COMMANDS - {"dyno.client.commands.status"}
-    assert loaded & (others | {"numpy", "dyno.trace_analysis.api"}) == set()
+    others = _EVERY_COMMAND - {"dyno.client.commands.status"}
+    assert loaded & (others | _ANALYSIS | _DAEMON_STACK) == set()
+
+
+def test_a_daemon_command_run_loads_the_client_stack_and_nothing_else() -> None:
+    # no daemon listens there (the port is refused at once): status runs, fails, and returns
+    loaded = _modules_after_main(["status", "--host", "127.0.0.1:1", "--timeout-s", "5"])
+    assert {"dyno.client.commands.status", "grpc", "dyno.client.cluster"} <= loaded
+    others = _EVERY_COMMAND - {"dyno.client.commands.status"}
+    assert loaded & (others | _ANALYSIS) == set()
 
 
 def test_top_level_help_still_lists_every_command() -> None:
