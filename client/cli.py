@@ -1,8 +1,9 @@
 """`dyno-cli`: talk to one dynod (or many: see --hosts in the commands that support it).
 
 Each subcommand lives in dyno.client.commands.<name> and exposes `register(subparsers)`; its parser sets
-`func(args) -> int`. Errors from daemons become one line on stderr and exit code 1; usage errors exit 2 (the codes
-are dyno.exit_codes', and each command's --help lists its own).
+`func(args) -> int`. dyno.client.commands._catalog names them with their one-line helps: only the command run is
+imported, and none for the top-level --help. Errors from daemons become one line on stderr and exit code 1; usage
+errors exit 2 (the codes are dyno.exit_codes', and each command's --help lists its own).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import io
 import json
 import logging
 import os
-import pkgutil
 import signal
 import sys
 import threading
@@ -23,18 +23,11 @@ from typing import Any
 import dyno
 from dyno import exit_codes
 from dyno.client import commands
+from dyno.client.commands._catalog import COMMANDS
 
-__all__ = ["ERROR_SCHEMA", "main", "build_parser"]
+__all__ = ["ERROR_SCHEMA", "main", "build_parser", "top_level_parser"]
 
 ERROR_SCHEMA = "dyno.cli.error"  # what --json prints on stdout when a command fails before its own answer
-
-# Order in --help; modules not listed follow alphabetically.
-_ORDER = ["status", "version", "metrics", "ps", "trace", "fetch", "analyze"]
-
-
-def _command_modules() -> list[str]:
-    names = [m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_")]
-    return sorted(names, key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))
 
 
 class _CommandParser(argparse.ArgumentParser):
@@ -52,7 +45,24 @@ class _CommandParser(argparse.ArgumentParser):
 
 
 def build_parser(names: list[str] | None = None) -> argparse.ArgumentParser:
-    """The whole parser; ``names``: the command modules, when the caller has listed them already."""
+    """The parser of the commands ``names`` (their modules imported), of every command when None."""
+    parser, sub = _top_level()
+    for name in list(COMMANDS) if names is None else names:
+        importlib.import_module(f"{commands.__name__}.{name}").register(sub)
+    return parser
+
+
+def top_level_parser() -> argparse.ArgumentParser:
+    """The parser when no command is run (--help, --version, no command, an unknown one): each command a bare
+    entry with its one-line help, so that no command module (grpc, protobuf, numpy) is imported. Its --help and
+    its errors are those of build_parser()'s, byte for byte."""
+    parser, sub = _top_level()
+    for name, summary in COMMANDS.items():
+        sub.add_parser(name, help=summary)
+    return parser
+
+
+def _top_level() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     parser = _CommandParser(
         prog="dyno-cli",
         description="dyno command-line client: daemon status and metrics, registered PyTorch processes, "
@@ -64,9 +74,7 @@ def build_parser(names: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dyno-cli {dyno.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in _command_modules() if names is None else names:
-        importlib.import_module(f"{commands.__name__}.{name}").register(sub)
-    return parser
+    return parser, sub
 
 
 def command_first(argv: list[str], commands: list[str]) -> list[str]:
@@ -137,11 +145,11 @@ def _main(argv: list[str] | None) -> int:
     from dyno.client.errors import DynoError
     from dyno.trace_analysis.cli import parse_args
 
-    names = _command_modules()
+    names = list(COMMANDS)
     argv = command_first(sys.argv[1:] if argv is None else argv, names)
-    # Only the command run is imported (each module loads what its command needs: grpc, the analysis stack); the
-    # whole parser, every command, for the top-level --help, a missing or unknown command, or --version.
-    parser = build_parser(argv[:1] if argv[:1] and argv[0] in names else names)
+    # Only the command run is imported (each module loads what its command needs: grpc, the analysis stack); none
+    # for the top-level --help, a missing or unknown command, or --version.
+    parser = build_parser(argv[:1]) if argv[:1] and argv[0] in names else top_level_parser()
     # --json: a failure is a JSON error object on stdout too (tools read it from there; analyze has its own schema)
     json_out = argv[:1] != ["analyze"] and "--json" in (argv[: argv.index("--")] if "--" in argv else argv)
     if argv[:1] == ["analyze"]:

@@ -9,9 +9,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dyno.client.format import table
-from dyno.client.proto_json import proto_to_dict
 
 if TYPE_CHECKING:
+    from google.protobuf.message import Message
+
     from dyno.client.cluster import HostResult
 
 __all__ = ["REGISTER_HINT", "host_entry", "host_table", "print_json", "print_out", "proto_to_dict", "stdout_gone"]
@@ -25,6 +26,13 @@ REGISTER_HINT = (
     "dyno.client.agent.start()) or with KINETO_USE_DAEMON=1; a dynod with a non-default --agent-socket must be "
     "named with DYNO_AGENT_SOCKET (docs/AGENT.md)"
 )
+
+
+def proto_to_dict(msg: Message) -> dict[str, Any]:
+    """dyno.client.proto_json.proto_to_dict, imported on first call: a command's parser loads no protobuf."""
+    from dyno.client.proto_json import proto_to_dict as convert
+
+    return convert(msg)
 
 
 def print_json(obj: Any) -> None:

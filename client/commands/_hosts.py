@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import ssl
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from dyno import exit_codes
 from dyno.argtypes import nonempty_path, number
-from dyno.client.auth import AuthError, ClientAuth
-from dyno.client.client import DynoClient
-from dyno.client.cluster import Cluster, HostResult, failed, open_client
 from dyno.client.commands._usage import UsageError, usage_error
 from dyno.client.hosts import (
     DEFAULT_PORT,
@@ -27,6 +23,13 @@ from dyno.client.hosts import (
     read_hostfile,
     slurm_job_hosts,
 )
+
+# The client stack (grpc, protobuf, the auth and cluster modules) is imported by the functions that call daemons,
+# not here: a command's parser and its --help load none of it.
+if TYPE_CHECKING:
+    from dyno.client.auth import ClientAuth
+    from dyno.client.client import DynoClient
+    from dyno.client.cluster import Cluster, HostResult
 
 __all__ = [
     "FANOUT_EXIT_CODES",
@@ -182,6 +185,8 @@ def client_auth(args: argparse.Namespace) -> ClientAuth | None:
     """ClientAuth from the auth options, None when none is given; errors are usage errors (exit 2)."""
     if not (args.auth_token_file or args.tls_ca or args.tls_cert or args.tls_key):
         return None
+    from dyno.client.auth import AuthError, ClientAuth
+
     try:
         auth = ClientAuth.from_files(
             token_file=args.auth_token_file,
@@ -204,6 +209,8 @@ def _check_tls_files(auth: ClientAuth, ca: Path | None, cert: Path | None, key: 
     """Usage error unless the TLS files are what their options say (checked with the ssl module, as grpc would
     use them): grpc takes any PEM, then logs C++ errors on stderr at every connection attempt and fails with
     "TLS handshake with dynod failed", which blames the daemon for a key or CA file mixed up on the client."""
+    import ssl
+
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     if auth.tls_ca is not None:
         try:
@@ -221,6 +228,8 @@ def _check_tls_files(auth: ClientAuth, ca: Path | None, cert: Path | None, key: 
 
 def cluster_from_args(args: argparse.Namespace) -> Cluster:
     """A Cluster over the resolved hosts with the deadline, concurrency and auth from the options."""
+    from dyno.client.cluster import Cluster
+
     return Cluster(
         resolve_hosts(args),
         deadline_s=args.call_timeout_s,
@@ -235,6 +244,8 @@ def single_client(args: argparse.Namespace, what: str = "this command talks to o
     hosts = resolve_hosts(args)
     if len(hosts) != 1:
         usage_error(f"{what}, but the options name {len(hosts)}")
+    from dyno.client.cluster import open_client
+
     return open_client(hosts[0], client_auth(args), timeout_s=args.call_timeout_s)
 
 
@@ -250,7 +261,7 @@ FANOUT_EXIT_CODES: dict[int, str] = {
 
 def fanout_exit_code(results: list[HostResult[Any]]) -> int:
     """0 when every host answered, 3 when some did not (partial), 1 when none did."""
-    bad = len(failed(results))
+    bad = sum(not r.ok for r in results)
     if bad == 0:
         return exit_codes.OK
     return exit_codes.FAILURE if bad == len(results) else exit_codes.PARTIAL
@@ -259,5 +270,7 @@ def fanout_exit_code(results: list[HostResult[Any]]) -> int:
 def print_failures(results: list[HostResult[Any]], file: TextIO | None = None) -> None:
     """One line per failed host: "dyno-cli: error: host:port: message (ErrorType)"."""
     out = file if file is not None else sys.stderr
-    for r in failed(results):
+    for r in results:
+        if r.ok:
+            continue
         print(f"dyno-cli: error: {r.host}: {r.error} ({r.error_type})", file=out)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from dyno.client.cluster import Cluster
+from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts
 from dyno.client.commands._trace_flow import TraceFlow
 from dyno.client.commands._trace_options import (
@@ -45,8 +46,7 @@ EXIT_CODES = {
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "fetch",
-        help="fetch the files of a trace already running or finished on the daemons (e.g. after an interrupted "
-        "`trace`), then analyze them",
+        help=COMMANDS["fetch"],
         description="Attach to the trace TRACE_ID on every daemon (--host/--hosts/--hostfile/--slurm-job), started "
         "earlier by `dyno-cli trace` (interrupted, or its --timeout-s ran out), by another user or by a tool "
         "using the library; wait for the processes still tracing, and fetch every file as soon as it is done into "

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 
 from dyno.argtypes import job_id as job_id_arg
+from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import print_json, print_out
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
@@ -60,7 +61,7 @@ def gc_paused() -> Iterator[None]:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "jobs",
-        help="jobs ranked by wasted GPU-hours",
+        help=COMMANDS["jobs"],
         description="One row per job across all its hosts, from each daemon's job records: hosts, GPUs, start, "
         "duration, GPU-hours held, busy % (NVML utilization), SM-active % (where every host had GPM), and the wasted "
         "GPU-hours = GPU-hours x (1 - SM-active or busy fraction; the column says which), most wasted first.",

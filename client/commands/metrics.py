@@ -12,6 +12,7 @@ from datetime import datetime
 
 from dyno.argtypes import INT64_MAX, number
 from dyno.client.cluster import HostResult
+from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import host_entry, host_table, print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
@@ -58,7 +59,7 @@ def _patterns(text: str) -> list[str]:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "metrics",
-        help="GPU and host metrics (tables, --watch live, --json)",
+        help=COMMANDS["metrics"],
         description="Show the newest sample of a daemon's metrics as tables (one per kind of entity: GPUs, CPUs, "
         "network devices, ...). --watch redraws live as one daemon samples; --json prints samples from the "
         "daemon's history. With several hosts (--hosts, --hostfile, --slurm-job): one GPU table and one host "

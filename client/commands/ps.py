@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from dyno.argtypes import job_id as job_id_arg
 from dyno.client.cluster import HostResult
+from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import REGISTER_HINT, host_entry, print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
@@ -36,7 +37,7 @@ _ROLE = {
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "ps",
-        help="registered PyTorch processes",
+        help=COMMANDS["ps"],
         description="List the trainer processes registered with the daemons: host, pid, job id, rank, role "
         "(trainer; launcher: starts trainers and waits, torch's own launcher (torchrun) is never traced; dataloader: "
         "a DataLoader worker; --process-limit takes trainers, then launchers, then dataloaders), protocol (agent or "

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from dyno.client.cluster import HostResult
+from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import host_entry, host_table, print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
@@ -16,13 +17,16 @@ from dyno.client.commands._hosts import (
 )
 from dyno.client.format import human_bytes, human_duration, table
 from dyno.exit_codes import describe
-from dyno.v1 import dyno_pb2
+
+if TYPE_CHECKING:  # the client stack (grpc, protobuf) is loaded by run() alone: `status --help` needs none of it
+    from dyno.client.cluster import HostResult
+    from dyno.v1 import dyno_pb2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "status",
-        help="daemon status: samplers, GPUs, registered processes",
+        help=COMMANDS["status"],
         description="Show daemon status: version, uptime, each sampler (ok or unavailable with the reason), the "
         "GPU inventory, registered trainer processes and trace-dir usage (its path absolute). With several hosts, "
         "one row per host, failed hosts included.",

@@ -12,6 +12,7 @@ from typing import Any
 
 from dyno.argtypes import INT32_MAX, job_id, number
 from dyno.client.cluster import Cluster
+from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import REGISTER_HINT
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
 from dyno.client.commands._trace_flow import TraceFlow
@@ -78,7 +79,7 @@ EXIT_CODES = {
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "trace",
-        help="trace a job's PyTorch processes on every host, fetch the files, print the cross-rank report",
+        help=COMMANDS["trace"],
         description="Ask every daemon (--host/--hosts/--hostfile/--slurm-job) to trace the registered processes "
         "of a job, all with one trace id and one start (an absolute start time --start-delay-s ahead, or the next "
         "multiple of --iteration-roundup optimizer steps); show progress per host; fetch every file as soon as it "

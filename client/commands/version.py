@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import dyno
 from dyno.client.cluster import HostResult
+from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import host_entry, host_table, print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
@@ -25,7 +26,7 @@ _NO_VERSION = {f.name: None for f in dyno_pb2.VersionInfo.DESCRIPTOR.fields}
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "version",
-        help="daemon and client versions",
+        help=COMMANDS["version"],
         description="Show the versions of dyno-cli and of the daemons it talks to: one row per host, a failed host "
         "with its error type (the error on stderr).",
         epilog=describe(FANOUT_EXIT_CODES),

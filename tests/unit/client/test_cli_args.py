@@ -41,9 +41,10 @@ def test_os_errors_are_one_line_exit_1(monkeypatch: pytest.MonkeyPatch, capsys: 
         raise OSError(28, "No space left on device", "/data/traces/manifest.json")
 
     parser = argparse.ArgumentParser()
+    parser.add_argument("command")
     parser.set_defaults(func=failing)
     monkeypatch.setattr(cli, "build_parser", lambda *_: parser)
-    assert cli.main([]) == 1
+    assert cli.main(["status"]) == 1
     assert capsys.readouterr().err == "dyno-cli: error: No space left on device: /data/traces/manifest.json\n"
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from dyno.client.commands._catalog import COMMANDS
+
 pytestmark = pytest.mark.unit
 
 
@@ -87,6 +89,8 @@ def _modules_after_main(argv: list[str]) -> set[str]:
 
 _DAEMON_STACK = {"grpc", "google.protobuf", "dyno.v1.dyno_pb2", "dyno.client.client", "dyno.client.auth"}
 _OTHER_COMMANDS = {f"dyno.client.commands.{n}" for n in ("status", "ps", "metrics", "trace", "fetch", "version")}
+_EVERY_COMMAND = {f"dyno.client.commands.{n}" for n in COMMANDS}
+_ANALYSIS = {"numpy", "dyno.trace_analysis.api"}
 
 
 def test_analyze_loads_no_grpc_and_no_other_command(tmp_path: Path) -> None:
@@ -101,11 +105,19 @@ def test_analyze_loads_no_grpc_and_no_other_command(tmp_path: Path) -> None:
     assert loaded & (_DAEMON_STACK | _OTHER_COMMANDS) == set()
 
 
-def test_a_daemon_command_loads_only_its_own_module() -> None:
+def test_a_daemon_commands_help_loads_only_its_own_module_and_no_grpc() -> None:
     loaded = _modules_after_main(["status", "--help"])
     assert "dyno.client.commands.status" in loaded
-    others = _OTHER_COMMANDS - {"dyno.client.commands.status"}
-    assert loaded & (others | {"numpy", "dyno.trace_analysis.api"}) == set()
+    others = _EVERY_COMMAND - {"dyno.client.commands.status"}
+    assert loaded & (others | _ANALYSIS | _DAEMON_STACK) == set()
+
+
+def test_a_daemon_command_run_loads_the_client_stack_and_nothing_else() -> None:
+    # no daemon listens there (the port is refused at once): status runs, fails, and returns
+    loaded = _modules_after_main(["status", "--host", "127.0.0.1:1", "--timeout-s", "5"])
+    assert {"dyno.client.commands.status", "grpc", "dyno.client.cluster"} <= loaded
+    others = _EVERY_COMMAND - {"dyno.client.commands.status"}
+    assert loaded & (others | _ANALYSIS) == set()
 
 
 def test_top_level_help_still_lists_every_command() -> None:
@@ -113,3 +125,10 @@ def test_top_level_help_still_lists_every_command() -> None:
     assert r.returncode == 0, r.stderr
     for name in ("status", "version", "metrics", "ps", "trace", "fetch", "analyze"):
         assert f"    {name} " in r.stdout, name
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], [], ["no-such-command"], ["--json"]])
+def test_no_command_run_loads_no_command_module(argv: list[str]) -> None:
+    loaded = _modules_after_main(argv)
+    assert "dyno.client.commands._catalog" in loaded  # the parser was built
+    assert loaded & (_DAEMON_STACK | _EVERY_COMMAND | _ANALYSIS) == set()
