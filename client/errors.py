@@ -119,7 +119,7 @@ def translate(err: grpc.RpcError, target: str, *, tls: bool = False, token: bool
     if code == grpc.StatusCode.CANCELLED:
         message = f"dynod cancelled the call (stopping or restarting? try again once it is back): {details}"
     elif cls is Unavailable and not http_server:
-        shutting_down = is_reason(reason, ErrorReason.SHUTTING_DOWN, details, "dynod is shutting down")
+        shutting_down = is_reason(reason, ErrorReason.SHUTTING_DOWN)
         message = _unavailable_message(details, tls, shutting_down)
     elif http_server:
         from dyno.client.hosts import DEFAULT_PORT
@@ -140,9 +140,7 @@ def translate(err: grpc.RpcError, target: str, *, tls: bool = False, token: bool
         )
     elif cls is Unauthenticated:
         message = f"not authenticated: {details} (pass --auth-token-file or TLS options)"
-    elif cls is InvalidArgument and is_reason(
-        reason, ErrorReason.START_TIME_OUT_OF_RANGE, details, "start_time_ms: must be within"
-    ):
+    elif cls is InvalidArgument and is_reason(reason, ErrorReason.START_TIME_OUT_OF_RANGE):
         # the client computed the start a few seconds ahead by its own clock: refused as past or far future, the
         # two clocks disagree (the daemons allow 10 s in the past, libkineto's limit)
         message = (

@@ -7,9 +7,7 @@ from dyno.error_reasons import ErrorReason
 __all__ = ["is_reason"]
 
 
-def is_reason(reason: str, wanted: ErrorReason, message: str, old_text: str) -> bool:
-    """Whether an error's `reason` is `wanted`. A daemon that sends no reason (older than ErrorInfo reasons) is
-    matched by `old_text` in its `message`: the only place the client reads a daemon's wording."""
-    if reason:
-        return reason == wanted.value
-    return old_text in message
+def is_reason(reason: str, wanted: ErrorReason) -> bool:
+    """Whether an error's machine-readable `reason` (its ErrorInfo, dyno.error_reasons) is `wanted`. The client
+    never reads a daemon's wording: a daemon that sends no reason is answered without the reason's hint."""
+    return reason == wanted.value

@@ -129,7 +129,7 @@ class ClusterTrace:
                 h.start_s = round(r.elapsed_s, 4)
                 if not r.ok or r.value is None:
                     h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
-                    if r.error_type == InvalidArgument.__name__ and _in_use(r.reason, h.error):
+                    if r.error_type == InvalidArgument.__name__ and _in_use(r.reason):
                         h.error += IN_USE_HINT
                     if r.error_type == DeadlineExceeded.__name__:
                         self._unconfirmed.add(h.dir)
@@ -176,7 +176,7 @@ class ClusterTrace:
                 h.start_s = round(r.elapsed_s, 4)
                 if not r.ok or r.value is None:
                     h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
-                    if r.error_type == NotFound.__name__ and not restarted_text(r.reason, h.error):
+                    if r.error_type == NotFound.__name__ and not restarted_text(r.reason):
                         # the daemon names the id, and a restart when it still has the trace's folder
                         h.error += NOT_FOUND_HINT
                     continue
@@ -387,6 +387,6 @@ _CLOSE_RESERVE_S = 0.25
 _MIN_CANCEL_S = 0.2
 
 
-def _in_use(reason: str, message: str) -> bool:
+def _in_use(reason: str) -> bool:
     """Whether StartTrace was refused because the trace id is in use on that host."""
-    return is_reason(reason, ErrorReason.TRACE_ID_IN_USE, message, "already in use")
+    return is_reason(reason, ErrorReason.TRACE_ID_IN_USE)

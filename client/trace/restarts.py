@@ -58,11 +58,11 @@ class DaemonInstances:
                 now = ""
             if now:
                 return self.note(host_dir, now)
-        return restarted_text(e.reason, e.message)
+        return restarted_text(e.reason)
 
 
-def restarted_text(reason: str, message: str) -> bool:
-    """Whether a daemon's NOT_FOUND names a restart (TRACE_FORGOTTEN: it still has the trace's folder). Only where
+def restarted_text(reason: str) -> bool:
+    """Whether a daemon's NOT_FOUND says it restarted (TRACE_FORGOTTEN: it still has the trace's folder). Only where
     instance ids cannot tell (DaemonInstances.restarted_mid_trace), and for ClusterTrace.attach(), which has no
     earlier id to compare with."""
-    return is_reason(reason, ErrorReason.TRACE_FORGOTTEN, message, "restarted")
+    return is_reason(reason, ErrorReason.TRACE_FORGOTTEN)

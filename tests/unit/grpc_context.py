@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import grpc
 
+from dyno.error_reasons import ErrorReason, details_trailer
+
 
 class Aborted(Exception):
     def __init__(self, code: grpc.StatusCode, details: str) -> None:
@@ -18,8 +20,16 @@ class AbortingContext:
 
 
 class FakeRpcError(grpc.RpcError):
-    def __init__(self, details: str, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE) -> None:
+    """`reason`: the ErrorInfo reason dynod's trailer carries (dyno.error_reasons); None: no trailer."""
+
+    def __init__(
+        self, details: str, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE, reason: ErrorReason | None = None
+    ) -> None:
         self._details, self._code = details, code
+        self._md = (details_trailer(code.value[0], details, reason),) if reason is not None else ()
+
+    def trailing_metadata(self) -> tuple[tuple[str, bytes], ...]:
+        return self._md
 
     def code(self) -> grpc.StatusCode:
         return self._code

@@ -1,6 +1,6 @@
 """dyno-cli recognises a restarted dynod by its instance id (Status / StartTraceResponse / TraceStatus.instance_id),
-not by a word in its NOT_FOUND message; the word is the fallback for daemons that send no id. The daemon's side:
-every start has a new id, carried by the answers."""
+never by the words of its NOT_FOUND; a daemon that sends no id is judged by the NOT_FOUND's reason (TRACE_FORGOTTEN).
+The daemon's side: every start has a new id, carried by the answers."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from dyno.daemon.instance_id import new_instance_id
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.service import TraceRpcs
+from dyno.error_reasons import ErrorReason
 from dyno.v1 import dyno_pb2
 
 from conftest import free_port
@@ -33,12 +34,12 @@ _WORDED = "no trace 't-i' on host h (...: the trace was still running when this 
 class _Daemon:
     """Answers NOT_FOUND for the trace; its GetStatus says its instance id ("" : a daemon before ids)."""
 
-    def __init__(self, message: str, instance_id: str) -> None:
-        self.message, self.instance_id = message, instance_id
+    def __init__(self, message: str, instance_id: str, reason: str = "") -> None:
+        self.message, self.instance_id, self.reason = message, instance_id, reason
         self.status_calls = 0
 
     def get_trace(self, trace_id: str) -> dyno_pb2.TraceStatus:
-        raise NotFound(self.message)
+        raise NotFound(self.message, reason=self.reason)
 
     def status(self) -> dyno_pb2.Status:
         self.status_calls += 1
@@ -85,12 +86,13 @@ def test_the_same_instance_id_is_no_restart_whatever_the_message(tmp_path: Path)
     assert h.state == "failed" and h.error_type == "NotFound"
 
 
-def test_without_ids_the_restart_is_read_from_the_message(tmp_path: Path) -> None:
-    """A daemon before instance ids (fallback): its NOT_FOUND's words."""
-    assert _waits(*_follow(tmp_path, _Daemon(_WORDED, ""), ""))
-    assert not _waits(*_follow(tmp_path, _Daemon(_PLAIN, ""), ""))
-    # a daemon that started the trace with an id, answering now without one (downgraded): the words too
-    assert _waits(*_follow(tmp_path, _Daemon(_WORDED, ""), "old-instance"))
+def test_without_ids_the_restart_is_read_from_the_reason_never_the_words(tmp_path: Path) -> None:
+    """A daemon that sends no instance id: its NOT_FOUND's reason, TRACE_FORGOTTEN, says it restarted."""
+    assert _waits(*_follow(tmp_path, _Daemon(_PLAIN, "", ErrorReason.TRACE_FORGOTTEN.value), ""))
+    assert not _waits(*_follow(tmp_path, _Daemon(_WORDED, "", ErrorReason.TRACE_NOT_FOUND.value), ""))
+    assert not _waits(*_follow(tmp_path, _Daemon(_WORDED, ""), ""))  # no reason: the words are not read
+    # a daemon that started the trace with an id, answering now without one (downgraded): the reason too
+    assert _waits(*_follow(tmp_path, _Daemon(_PLAIN, "", ErrorReason.TRACE_FORGOTTEN.value), "old-instance"))
 
 
 def test_a_trace_status_from_another_instance_marks_a_restart(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from dyno.client import DynoClient
 from dyno.client.cli import main as cli_main
 from dyno.client.errors import FailedPrecondition, Internal, Unavailable, translate
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
+from dyno.error_reasons import ErrorReason
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
@@ -41,7 +42,7 @@ def test_socket_closed_on_a_tls_channel_asks_for_a_client_certificate() -> None:
 
 
 def test_a_daemon_shutting_down_is_not_called_unreachable() -> None:
-    e = translate(FakeRpcError("dynod is shutting down"), "h")
+    e = translate(FakeRpcError("dynod is shutting down", reason=ErrorReason.SHUTTING_DOWN), "h")
     assert isinstance(e, Unavailable)
     assert "shutting down" in str(e) and "cannot reach" not in str(e)
 
@@ -63,7 +64,9 @@ def test_a_start_time_refused_by_a_daemon_points_at_the_clocks() -> None:
     """The CLI computes the one absolute start by its own clock; a daemon whose clock is ahead by more than the
     delay + 10 s refused it with a bare "start_time_ms: must be within ..." (dyno.daemon.tracing.requests' text)."""
     refused = FakeRpcError(
-        "start_time_ms: must be within 10 s in the past .. 3600 s in the future", grpc.StatusCode.INVALID_ARGUMENT
+        "start_time_ms: must be within 10 s in the past .. 3600 s in the future",
+        grpc.StatusCode.INVALID_ARGUMENT,
+        ErrorReason.START_TIME_OUT_OF_RANGE,
     )
     e = translate(refused, "h")
     assert "clock" in str(e) and "NTP" in str(e) and "--start-delay-s 0" in str(e)

@@ -23,6 +23,7 @@ from dyno.client.trace.progress import PlainProgress, RichProgress
 from dyno.client.trace.records import HostRecord, ProcRecord, host_dir_name, trace_exit_code
 from dyno.daemon.fake_server import FAKE_TRACE_FILE, FakeDynoServicer, FakeServer, serve, whole_file_chunk
 from dyno.daemon.rpc_abort import abort
+from dyno.error_reasons import ErrorReason
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2
 
@@ -83,7 +84,12 @@ class LostReplyServicer(TracingServicer):
 
     def StartTrace(self, request, context):  # noqa: N802
         if request.trace_id in self.started:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"trace_id: {request.trace_id!r} is already in use")
+            abort(
+                context,
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"trace_id: {request.trace_id!r} is already in use",
+                ErrorReason.TRACE_ID_IN_USE,
+            )
         self.started.add(request.trace_id)
         context.abort(grpc.StatusCode.UNAVAILABLE, "connection reset")
 

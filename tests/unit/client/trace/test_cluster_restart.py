@@ -28,6 +28,7 @@ from dyno.daemon.tracing.agent_side import RESUMED_TIMEOUT
 from dyno.daemon.tracing.kineto_progress import KinetoProgress
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import TraceSpec, TraceState
+from dyno.error_reasons import ErrorReason
 from dyno.v1 import dyno_pb2
 
 from conftest import free_port
@@ -45,7 +46,7 @@ class _RestartedDaemon:
 
     def get_trace(self, trace_id: str) -> dyno_pb2.TraceStatus:
         self.calls += 1
-        raise NotFound(_RESTARTED)
+        raise NotFound(_RESTARTED, reason=ErrorReason.TRACE_FORGOTTEN.value)
 
 
 def _follow(tmp_path: Path, *procs: ProcRecord) -> tuple[ClusterTrace, threading.Thread]:
@@ -131,7 +132,7 @@ class _RestartingDaemon:
         if self.calls == 1 or self.calls == 40:
             raise Unavailable("connection refused")
         if self.calls < 40:
-            raise NotFound(_RESTARTED)
+            raise NotFound(_RESTARTED, reason=ErrorReason.TRACE_FORGOTTEN.value)
         failed = dyno_pb2.ProcessTrace(pid=13, rank=0, state=dyno_pb2.TRACE_STATE_FAILED, error="x")
         return dyno_pb2.TraceStatus(trace_id=trace_id, processes=[failed], finished=True)
 
