@@ -221,6 +221,7 @@ class Daemon:
             stalled=lambda: self.loop.stall() is not None,
             totals=self._sampler_totals,
             dcgm_devices=self._gpu_inventory if cfg.dcgm_metrics else None,
+            gpu_holders=self.jobs.gpu_holders,
         )
         addr = cfg.metrics_listen or cfg.listen
         try:

@@ -13,7 +13,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -189,6 +189,10 @@ class JobAccounting:
         return exported(live, list(latest.values()))
 
     # -- reading ----------------------------------------------------------------------------------------------
+    def gpu_holders(self) -> Mapping[int, tuple[str, ...]]:
+        """GPU index -> the job ids holding it at the last tick (the DCGM-compatible view's `hpc_job`)."""
+        return self.book.gpu_holders()
+
     def list(self, q: JobQuery, after_id: int, limit: int) -> tuple[list[JobRecord], int]:
         """Up to `limit` records matching q after record `after_id`; and the id to continue after (0: no more).
         Running records carry their values as of the last tick. Without a database: the running ones only."""
