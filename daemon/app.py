@@ -181,7 +181,7 @@ class Daemon:
             self.history,
             self.hostname,
             trace_rpcs=self.tracing.rpcs,
-            list_jobs=ListJobsRpc(lambda: self.jobs, self.hostname, self.callers.caller),
+            list_jobs=ListJobsRpc(lambda: self.jobs, self.hostname, self.callers.caller).encoded,
         )
         add_to_server(self.servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)

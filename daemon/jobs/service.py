@@ -15,6 +15,7 @@ from dyno.daemon.callers import ADMIN, Caller
 from dyno.daemon.jobs.accounting import JobAccounting
 from dyno.daemon.jobs.attribution import MAX_JOB_ID_LEN, user_name
 from dyno.daemon.jobs.store import JobQuery
+from dyno.daemon.jobs.wire import list_jobs_response
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.tracing.access import unidentified_denied
 from dyno.v1 import dyno_pb2
@@ -41,6 +42,11 @@ class ListJobsRpc:
         self._name_of = name_of  # uid -> the `user` job attribution writes in records (dyno.daemon.jobs.attribution)
 
     def __call__(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> dyno_pb2.ListJobsResponse:
+        return dyno_pb2.ListJobsResponse.FromString(self.encoded(request, context))
+
+    def encoded(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> bytes:
+        """The answer as the encoded ListJobsResponse, joined from the stored records' encodings (jobs/wire.py),
+        which dyno.daemon.server.add_to_server sends as it is."""
         acc = self._accounting()
         if acc is None:
             abort(context, grpc.StatusCode.UNIMPLEMENTED, "ListJobs: job accounting is off in this daemon")
@@ -61,15 +67,11 @@ class ListJobsRpc:
                 abort(context, grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a next_page_token of ListJobs")
             after = int(digits)
         if user is None:  # a local user asking for another user's jobs: none of them are theirs to see
-            return dyno_pb2.ListJobsResponse(hostname=self._hostname, store_problem=acc.problem())
+            return list_jobs_response(self._hostname, (), "", acc.problem())
         q = JobQuery(request.since_ms, request.until_ms, request.job_id, user, request.running_only)
-        records, next_after = acc.list_protos(q, after, request.page_size or DEFAULT_PAGE_SIZE)
-        return dyno_pb2.ListJobsResponse(
-            hostname=self._hostname,
-            jobs=records,
-            next_page_token=f"{_TOKEN_PREFIX}{next_after}" if next_after else "",
-            store_problem=acc.problem(),
-        )
+        records, next_after = acc.list_encoded(q, after, request.page_size or DEFAULT_PAGE_SIZE)
+        token = f"{_TOKEN_PREFIX}{next_after}" if next_after else ""
+        return list_jobs_response(self._hostname, records, token, acc.problem())
 
     def _user_filter(self, asked: str, context: grpc.ServicerContext) -> str | None:
         """The `user` filter the caller may have: an admin's as asked; another local user's own name (None: they
