@@ -49,6 +49,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX jobs_job_id ON jobs (job_id)",
         "CREATE INDEX jobs_running ON jobs (running) WHERE running = 1",
     ),
+    # a local user's ListJobs always filters by its user (jobs/service.py): a page without scanning every record
+    ("CREATE INDEX jobs_user ON jobs (user)",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 _COLUMNS = ("job_id", "user", "hostname", "first_seen_ms", "last_seen_ms", "running")
