@@ -80,7 +80,7 @@ class ListJobsRpc:
         denied = unidentified_denied(caller, "list jobs")
         if denied is not None:
             abort(context, grpc.StatusCode.PERMISSION_DENIED, denied.message, denied.reason)
-        if caller.admin or caller.uid is None:  # uid None here: an unidentified caller dynod was told to trust
+        if caller.admin or caller.uid is None:  # (not admin and no uid: refused above)
             return asked
         own = self._name_of(caller.uid)
         return own if asked in ("", own) else None
