@@ -181,7 +181,7 @@ class Daemon:
             self.history,
             self.hostname,
             trace_rpcs=self.tracing.rpcs,
-            list_jobs=ListJobsRpc(lambda: self.jobs, self.hostname),
+            list_jobs=ListJobsRpc(lambda: self.jobs, self.hostname, self.callers.caller).encoded,
         )
         add_to_server(self.servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
@@ -221,6 +221,7 @@ class Daemon:
             stalled=lambda: self.loop.stall() is not None,
             totals=self._sampler_totals,
             dcgm_devices=self._gpu_inventory if cfg.dcgm_metrics else None,
+            gpu_holders=self.jobs.gpu_holders,
         )
         addr = cfg.metrics_listen or cfg.listen
         try:

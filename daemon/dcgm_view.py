@@ -4,7 +4,10 @@ dcgm-exporter work unchanged on hosts without DCGM.
 
 Names, types and units are those of dcgm-exporter's default counter list (etc/default-counters.csv): utilizations
 in %, framebuffer in MiB, energy in mJ, clocks in MHz, DCGM_FI_PROF_* as ratios. Labels as its renderer spells them:
-`gpu`, `UUID`, `pci_bus_id`, `device` (nvidia<index>), `modelName`, `Hostname`. What NVML cannot give, or dyno does
+`gpu`, `UUID`, `pci_bus_id`, `device` (nvidia<index>), `modelName`, `Hostname`, and `hpc_job`: the id of the job
+holding the GPU, from job accounting (dcgm-exporter's from its --hpc-job-mapping-dir files). A GPU held by several
+jobs has each of its series once per job, as dcgm-exporter writes them; one no job holds has `hpc_job=""` (to
+PromQL the same as no label, and every series of a family keeps one label set). What NVML cannot give, or dyno does
 not sample (memory temperature, encoder/decoder utilization, PCIe replays, NVLink, remapped rows, the graphics
 engine's activity, the driver-version label, MIG instance labels), is absent, as in dcgm-exporter on a GPU without
 that field. A simulated GPU says so in these series too: its modelName ends in "(simulated)", its UUID starts
@@ -24,7 +27,7 @@ from dyno.daemon.samplers.base import GpuDevice, Reading
 
 __all__ = ["DcgmSeries", "DCGM_SERIES", "LABELS", "dcgm_families"]
 
-LABELS: tuple[str, ...] = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
+LABELS: tuple[str, ...] = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "hpc_job")
 _MIB = 1024.0**2
 
 
@@ -112,8 +115,15 @@ class _Untyped(Metric):
         self.add_sample(self.name, dict(labels), value)
 
 
-def dcgm_families(readings: Iterable[Reading], devices: Sequence[GpuDevice], hostname: str) -> list[Metric]:
-    """The DCGM_FI_* families from one sample's GPU readings; a GPU missing from `devices` is left out."""
+def dcgm_families(
+    readings: Iterable[Reading],
+    devices: Sequence[GpuDevice],
+    hostname: str,
+    holders: Mapping[int, Sequence[str]] | None = None,
+) -> list[Metric]:
+    """The DCGM_FI_* families from one sample's GPU readings; a GPU missing from `devices` is left out. `holders`:
+    GPU index -> the ids of the jobs holding it (job accounting's; None or absent: no job)."""
+    holders = holders or {}
     per_gpu: dict[str, dict[str, float]] = {}
     for r in readings:
         if r.name.startswith("gpu_") and not any(k == "reason" for k, _ in r.labels):
@@ -130,10 +140,12 @@ def dcgm_families(readings: Iterable[Reading], devices: Sequence[GpuDevice], hos
                 "device": f"nvidia{d.index}",
                 "modelName": d.name,
                 "Hostname": hostname,
+                "hpc_job": job,
             },
         )
         for d in devices
         if str(d.index) in per_gpu
+        for job in (holders.get(d.index) or ("",))
     ]
     out: list[Metric] = []
     for name, series in DCGM_SERIES.items():

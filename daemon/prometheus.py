@@ -52,6 +52,7 @@ class DynoCollector:
         stalled: Callable[[], bool] = lambda: False,
         totals: Callable[[], Iterable[Reading]] = lambda: (),
         dcgm_devices: Callable[[], Sequence[GpuDevice]] | None = None,
+        gpu_holders: Callable[[], Mapping[int, Sequence[str]]] = dict,
     ) -> None:
         self._history = history
         self._info = info
@@ -60,6 +61,7 @@ class DynoCollector:
         self._stalled = stalled
         self._totals = totals
         self._dcgm_devices = dcgm_devices  # None: no DCGM-compatible series (dcgm_metrics off)
+        self._gpu_holders = gpu_holders  # GPU index -> the job ids holding it: the DCGM view's hpc_job
 
     def _families(self, readings: Iterable[Reading], simulated_gpu: bool) -> list[Metric]:
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
@@ -111,7 +113,9 @@ class DynoCollector:
                 simulated_gpu = any(s.simulated for s in states if s.name == "gpu")
                 yield from self._families(itertools.chain(sample.readings, self._totals()), simulated_gpu)
                 if self._dcgm_devices is not None:
-                    yield from dcgm_families(sample.readings, self._dcgm_devices(), self._info.hostname)
+                    yield from dcgm_families(
+                        sample.readings, self._dcgm_devices(), self._info.hostname, self._gpu_holders()
+                    )
         yield from self._extra()
 
 

@@ -84,7 +84,7 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         history: History,
         hostname: str,
         trace_rpcs: TraceRpcsProtocol | None = None,
-        list_jobs: Callable[[dyno_pb2.ListJobsRequest, grpc.ServicerContext], dyno_pb2.ListJobsResponse] | None = None,
+        list_jobs: Callable[[dyno_pb2.ListJobsRequest, grpc.ServicerContext], bytes] | None = None,
     ) -> None:
         self._status = status
         self._list_jobs = list_jobs
@@ -186,6 +186,11 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
             sub.close()
 
     def ListJobs(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> dyno_pb2.ListJobsResponse:
+        return dyno_pb2.ListJobsResponse.FromString(self.ListJobsEncoded(request, context))
+
+    def ListJobsEncoded(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> bytes:
+        """ListJobs as the encoded response (`list_jobs`: dyno.daemon.jobs.service.ListJobsRpc.encoded), which
+        add_to_server sends as it is."""
         if self._list_jobs is None:
             abort(context, grpc.StatusCode.UNIMPLEMENTED, "ListJobs: job accounting is not enabled in this daemon")
         return self._list_jobs(request, context)
@@ -230,7 +235,8 @@ def add_to_server(servicer: DynoServicer, server: grpc.Server) -> None:
     """Register the Dyno service, with FetchTraceFile's responses passed through as already-encoded FileChunk
     bytes (dyno.filechunks: one copy per MiB chunk instead of three), and GetMetrics' as encoded by the history
     (an answer near its 32 MiB bound took ~200 MB more as a parsed message), and ListProcesses' as joined from each
-    process's cached encoding (dyno.daemon.trace_service). Registering a method again replaces its
+    process's cached encoding (dyno.daemon.trace_service), and ListJobs' as joined from the stored records' encodings
+    (dyno.daemon.jobs.wire). Registering a method again replaces its
     handler (grpc keeps registered handlers in a dict, and looks there first for every call, registered or not)."""
     dyno_pb2_grpc.add_DynoServicer_to_server(servicer, server)
     fetch = grpc.unary_stream_rpc_method_handler(
@@ -248,7 +254,12 @@ def add_to_server(servicer: DynoServicer, server: grpc.Server) -> None:
         request_deserializer=dyno_pb2.ListProcessesRequest.FromString,
         response_serializer=None,
     )
-    handlers = {"FetchTraceFile": fetch, "GetMetrics": metrics, "ListProcesses": processes}
+    jobs = grpc.unary_unary_rpc_method_handler(
+        servicer.ListJobsEncoded,
+        request_deserializer=dyno_pb2.ListJobsRequest.FromString,
+        response_serializer=None,
+    )
+    handlers = {"FetchTraceFile": fetch, "GetMetrics": metrics, "ListProcesses": processes, "ListJobs": jobs}
     server.add_registered_method_handlers(DYNO_SERVICE, handlers)
 
 

@@ -13,9 +13,10 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from dyno.daemon.history import Sample
 from dyno.daemon.jobs.attribution import Attributor, ProcReader
@@ -30,6 +31,7 @@ from dyno.v1 import dyno_pb2
 __all__ = ["AccountingConfig", "JobAccounting", "matches"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 REOPEN_S = 300.0
 RETENTION_EVERY_S = 600.0
@@ -189,6 +191,10 @@ class JobAccounting:
         return exported(live, list(latest.values()))
 
     # -- reading ----------------------------------------------------------------------------------------------
+    def gpu_holders(self) -> Mapping[int, tuple[str, ...]]:
+        """GPU index -> the job ids holding it at the last tick (the DCGM-compatible view's `hpc_job`)."""
+        return self.book.gpu_holders()
+
     def list(self, q: JobQuery, after_id: int, limit: int) -> tuple[list[JobRecord], int]:
         """Up to `limit` records matching q after record `after_id`; and the id to continue after (0: no more).
         Running records carry their values as of the last tick. Without a database: the running ones only."""
@@ -197,26 +203,52 @@ class JobAccounting:
 
     def list_protos(self, q: JobQuery, after_id: int, limit: int) -> tuple[builtins.list[dyno_pb2.JobRecord], int]:
         """list() as the wire messages ListJobs sends."""
-        live = self.book.records()
         store = self._store
-        if store is not None:
+
+        def stored() -> builtins.list[tuple[int, dyno_pb2.JobRecord]]:
+            assert store is not None
+            return [(m.record_id, m) for m in store.query_protos(q, after_id, limit + 1)]
+
+        return self._page(q, limit, None if store is None else stored, record_to_proto)
+
+    def list_encoded(self, q: JobQuery, after_id: int, limit: int) -> tuple[builtins.list[bytes], int]:
+        """list() as each record's encoded wire message (ListJobs' answer is joined from them: jobs/wire.py)."""
+        store = self._store
+        stored = None if store is None else lambda: store.query_encoded(q, after_id, limit + 1)
+        return self._page(q, limit, stored, _encoded)
+
+    def _page(
+        self,
+        q: JobQuery,
+        limit: int,
+        stored: Callable[[], builtins.list[tuple[int, T]]] | None,
+        convert: Callable[[JobRecord], T],
+    ) -> tuple[builtins.list[T], int]:
+        """One page: `stored()` gives (record id, record) of up to limit + 1 stored records; a running one is
+        answered with its values of the last tick (`convert`ed)."""
+        live = self.book.records()
+        if stored is not None:
             try:
-                rows = store.query_protos(q, after_id, limit + 1)
+                rows: builtins.list[tuple[int, T]] | None = stored()
             except StoreError as e:
                 log.warning("%s", e)
                 rows = None
             if rows is not None:
                 fresh = {r.record_id: r for r in live if r.record_id}
                 out = []
-                for m in rows[:limit]:
-                    r = fresh.get(m.record_id)
+                for rid, m in rows[:limit]:
+                    r = fresh.get(rid)
                     if r is None:
                         out.append(m)
                     elif matches(q, r):
-                        out.append(record_to_proto(r))
+                        out.append(convert(r))
                 more = len(rows) > limit
                 if not more:  # running records the database does not have yet (new since the last flush)
-                    out += [record_to_proto(r) for r in live if not r.record_id and matches(q, r)]
-                return out, rows[limit - 1].record_id if more else 0
+                    out += [convert(r) for r in live if not r.record_id and matches(q, r)]
+                return out, rows[limit - 1][0] if more else 0
         unsaved = [replace(r, record_id=0) for r in self._unsaved_ended]
-        return [record_to_proto(r) for r in (*unsaved, *live) if matches(q, r)][:limit], 0
+        return [convert(r) for r in (*unsaved, *live) if matches(q, r)][:limit], 0
+
+
+def _encoded(r: JobRecord) -> bytes:
+    return record_to_proto(r).SerializeToString()

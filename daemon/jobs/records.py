@@ -165,6 +165,7 @@ class JobBook:
         self._simulated = simulated
         self._live: dict[tuple[str, str], _Acc] = {}
         self._snapshot: tuple[JobRecord, ...] = ()
+        self._holders: Mapping[int, tuple[str, ...]] = {}
 
     def resume(self, records: Iterable[JobRecord]) -> None:
         """Continue stored running records (a restarted dynod) instead of starting second ones."""
@@ -186,6 +187,8 @@ class JobBook:
             by_job.setdefault(key, []).append(p)
             for g in p.gpus:
                 holders.setdefault(g, set()).add(key)
+        # replaced whole (never changed after): other threads read it without a lock
+        self._holders = {g: tuple(sorted({k[0] for k in keys})) for g, keys in holders.items()}
         dt = obs.interval_s
         for key, procs in by_job.items():
             acc = self._live.get(key)
@@ -247,6 +250,11 @@ class JobBook:
 
     def _records(self) -> tuple[JobRecord, ...]:
         return tuple(a.record(running=True) for a in self._live.values())
+
+    def gpu_holders(self) -> Mapping[int, tuple[str, ...]]:
+        """GPU index -> the ids of the jobs whose processes held it at the last tick (sorted; a GPU no job held is
+        absent)."""
+        return self._holders
 
     def records(self) -> tuple[JobRecord, ...]:
         """The running jobs as of the last tick (safe from any thread)."""

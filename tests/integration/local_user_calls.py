@@ -2,6 +2,7 @@
 back as one JSON line: {"code": grpc status name, "detail": ..., plus the answer's fields}.
 
     local_user_calls.py TARGET list
+    local_user_calls.py TARGET jobs [USER]
     local_user_calls.py TARGET start JOB_ID
     local_user_calls.py TARGET cancel TRACE_ID
     local_user_calls.py TARGET fetch TRACE_ID PID
@@ -44,6 +45,11 @@ def main(argv: list[str]) -> dict[str, Any]:
         code, detail, answer = _call(dyno.ListProcesses, dyno_pb2.ListProcessesRequest())
         procs = [{"pid": p.pid, "cmdline": p.cmdline} for p in answer.processes] if answer else []
         return {"code": code, "detail": detail, "processes": procs}
+    if action == "jobs":
+        request = dyno_pb2.ListJobsRequest(user=args[0] if args else "")
+        code, detail, answer = _call(dyno.ListJobs, request)
+        jobs = [[j.job_id, j.user] for j in answer.jobs] if answer else []
+        return {"code": code, "detail": detail, "jobs": jobs}
     if action == "start":
         code, detail, answer = _call(dyno.StartTrace, dyno_pb2.TraceRequest(job_id=args[0], duration_ms=60000))
         if answer is None:

@@ -1,17 +1,19 @@
 """Job accounting in a real dynod with simulated GPUs and real CPU torch trainers registered by the agent: ListJobs
-over gRPC, the simulated utilization following each trainer's CPU share, a SIGKILL and restart that resume the
-record."""
+over gRPC, the simulated utilization following each trainer's CPU share, the DCGM-compatible view's hpc_job, a
+SIGKILL and restart that resume the record."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import urllib.request
 import uuid
 from pathlib import Path
 
 import grpc
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
@@ -48,8 +50,19 @@ def _job(d: Dynod, job: str, min_gpu_s: float) -> dyno_pb2.JobRecord | None:
     return found[0] if found else None
 
 
+def _hpc_jobs(d: Dynod) -> dict[str, set[str]]:
+    """gpu -> the hpc_job labels of its DCGM_FI_DEV_GPU_UTIL series on dynod's /metrics."""
+    text = urllib.request.urlopen(d.metrics_url, timeout=10).read().decode()
+    out: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "DCGM_FI_DEV_GPU_UTIL":
+            for sample in family.samples:
+                out.setdefault(sample.labels["gpu"], set()).add(sample.labels.get("hpc_job", ""))
+    return out
+
+
 def test_list_jobs_of_two_trainers_and_a_sigkill_restart_resumes_the_record(dynod_factory) -> None:
-    d = dynod_factory("--job-flush-s", "1", "--job-grace-s", "30", interval_s=0.2, sim_gpus=2)
+    d = dynod_factory("--job-flush-s", "1", "--job-grace-s", "30", "--dcgm-metrics", interval_s=0.2, sim_gpus=2)
     busy, starved = f"busy-{uuid.uuid4().hex[:6]}", f"starved-{uuid.uuid4().hex[:6]}"
     procs = [_trainer(d, busy, "1", "0"), _trainer(d, starved, "0", "0.2")]
     try:
@@ -57,6 +70,8 @@ def test_list_jobs_of_two_trainers_and_a_sigkill_restart_resumes_the_record(dyno
         s = wait_for(lambda: _job(d, starved, 3.0), 120, 0.5)
         assert list(b.gpu_indices) == [1] and list(s.gpu_indices) == [0]  # LOCAL_RANK
         assert b.running and b.simulated and b.source == "registered" and b.user
+        # the DCGM-compatible view names the job holding each GPU (dcgm-exporter's hpc_job)
+        assert wait_for(lambda: _hpc_jobs(d) == {"0": {starved}, "1": {busy}}, 30, 0.5)
         assert b.pid_count >= 1 and procs[0].pid in b.pids
         # the simulated GPU follows its trainer's CPU share (read every CPU_EVERY_S): a trainer sleeping between
         # steps leaves its GPU less used than one that never sleeps, compared over a stretch after the first readings

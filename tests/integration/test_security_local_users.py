@@ -24,6 +24,7 @@ import pytest
 
 from dyno.daemon.app import Daemon
 from dyno.daemon.config import DaemonConfig
+from dyno.daemon.jobs.records import JobRecord
 from dyno.daemon.tracing.service import OTHERS_CMDLINE
 from dyno.daemon.tracing.trust import make_trace_dir
 from dyno.v1 import agent_pb2, agent_pb2_grpc, dyno_pb2, dyno_pb2_grpc
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.integration
 
 SECRET_CMDLINE = "python train.py --secret-api-key=hunter2hunter2"
 ROOT_JOB = "root-job"
+JOB_RECORDS = [("root-accounted", "root"), ("nobody-accounted", "nobody")]
 HERE = Path(__file__).resolve().parent
 SITE = sysconfig.get_paths()["purelib"]  # this venv's packages, dyno's editable install among them
 # argv: SITE SCRIPT ARGS...; site.addsitedir reads the editable install's .pth file, which PYTHONPATH would not
@@ -130,6 +132,8 @@ def env() -> Iterator[Env]:
             dyno_pb2.TraceRequest(job_id=ROOT_JOB, duration_ms=60000), timeout=5
         )
         assert list(started.matched_pids) == [os.getpid()]
+        assert daemon.jobs._store is not None  # one ended job record of root's and one of nobody's, for ListJobs
+        daemon.jobs._store.save(JobRecord(job, user, "h", 1, 2, False) for job, user in JOB_RECORDS)
         yield Env(
             daemon,
             f"127.0.0.1:{daemon.port}",
@@ -160,6 +164,22 @@ def test_nobody_does_not_see_roots_command_line(env: Env, transport: str) -> Non
     mine = [p for p in got["processes"] if p["pid"] == env.root_pid]
     assert mine == [{"pid": env.root_pid, "cmdline": OTHERS_CMDLINE}]
     assert "hunter2" not in json.dumps(got)
+
+
+@needs_nobody
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_nobody_lists_only_its_own_jobs(env: Env, transport: str) -> None:
+    got = as_nobody(_target(env, transport), "jobs")
+    assert got["code"] == "OK", got
+    assert got["jobs"] == [["nobody-accounted", "nobody"]]
+    assert as_nobody(_target(env, transport), "jobs", "root")["jobs"] == []  # asking for root's: none are nobody's
+
+
+def test_root_lists_every_job(env: Env) -> None:
+    with grpc.insecure_channel(env.unix) as channel:
+        answer = dyno_pb2_grpc.DynoStub(channel).ListJobs(dyno_pb2.ListJobsRequest(), timeout=10)
+    listed = [[j.job_id, j.user] for j in answer.jobs if j.job_id.endswith("-accounted")]
+    assert listed == [list(r) for r in JOB_RECORDS]
 
 
 @needs_nobody

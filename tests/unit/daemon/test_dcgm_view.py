@@ -40,12 +40,19 @@ def _unit(help_text: str) -> str:
     return "B/s" if "in bytes per second" in help_text else ""
 
 
-def _scrape(readings: list[Reading], devices: list[GpuDevice] | None, hostname: str = "node1") -> dict:
+def _scrape(
+    readings: list[Reading],
+    devices: list[GpuDevice] | None,
+    hostname: str = "node1",
+    holders: dict[int, tuple[str, ...]] | None = None,
+) -> dict:
     h = History(4)
     h.append(Sample(1_700_000_000_000, tuple(readings)))
     states = [SamplerState("gpu", True, "sim", simulated=True)]
     dcgm = None if devices is None else (lambda: devices)
-    collector = DynoCollector(h, ExporterInfo(hostname, "0.1.0"), lambda: states, dcgm_devices=dcgm)
+    collector = DynoCollector(
+        h, ExporterInfo(hostname, "0.1.0"), lambda: states, dcgm_devices=dcgm, gpu_holders=lambda: holders or {}
+    )
     text = generate_openmetrics(build_registry(collector)).decode()
     return {f.name: f for f in text_string_to_metric_families(text)}
 
@@ -99,6 +106,7 @@ def test_values_are_in_dcgm_units_with_dcgm_labels() -> None:
             "device": "nvidia3",
             "modelName": "NVIDIA H100 80GB HBM3",
             "Hostname": "node7",
+            "hpc_job": "",  # no job holds it
         }
         return sample.value
 
@@ -120,3 +128,15 @@ def test_off_unless_asked_for_and_simulated_gpus_say_so() -> None:
     for sample in fams["DCGM_FI_DEV_GPU_UTIL"].samples:
         assert sample.labels["modelName"].endswith("(simulated)") and sample.labels["UUID"].startswith("GPU-SIM-")
     assert all(s.labels["simulated"] == "true" for s in fams["dyno_gpu_utilization_ratio"].samples)
+
+
+def test_hpc_job_is_the_job_holding_the_gpu_one_series_per_job_and_empty_when_none() -> None:
+    readings, devices = _sim()
+    families = _scrape(readings, devices, holders={0: ("job-a", "job-b")})
+    util = [(s.labels["gpu"], s.labels["hpc_job"], s.value) for s in families["DCGM_FI_DEV_GPU_UTIL"].samples]
+    by_gpu0 = [u for u in util if u[0] == "0"]
+    assert sorted(u[1] for u in by_gpu0) == ["job-a", "job-b"]  # as dcgm-exporter: each series once per job
+    assert by_gpu0[0][2] == by_gpu0[1][2]  # the same reading under each job
+    assert [u[1] for u in util if u[0] == "1"] == [""]  # no job holds GPU 1
+    energy = families["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"].samples
+    assert sorted(s.labels["hpc_job"] for s in energy if s.labels["gpu"] == "0") == ["job-a", "job-b"]

@@ -81,3 +81,12 @@ def test_resumed_record_goes_on_from_its_totals() -> None:
     book.observe(tick(2000, [ProcTick(10, A, gpus=(0,))]))
     r = one(book, "a")
     assert (r.gpu_seconds, r.first_seen_ms, r.record_id, r.pid_count) == (101.0, 0, 7, 1)
+
+
+def test_gpu_holders_are_the_jobs_holding_each_gpu_at_the_last_tick() -> None:
+    book = JobBook("h", grace_s=10)
+    assert book.gpu_holders() == {}
+    book.observe(tick(0, [ProcTick(10, A, gpus=(0, 1)), ProcTick(20, B, gpus=(0,)), ProcTick(21, B)]))
+    assert book.gpu_holders() == {0: ("a", "b"), 1: ("a",)}
+    book.observe(tick(1000, [ProcTick(20, B, gpus=(2,))]))
+    assert book.gpu_holders() == {2: ("b",)}  # the last tick's: a GPU no longer held is no one's

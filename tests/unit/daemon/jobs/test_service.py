@@ -8,6 +8,7 @@ import grpc
 import pytest
 from grpc_context import Aborted, AbortingContext
 
+from dyno.daemon.callers import Caller
 from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
 from dyno.daemon.jobs.records import MAX_LISTED, JobRecord
 from dyno.daemon.jobs.service import MAX_PAGE_SIZE, ListJobsRpc
@@ -61,3 +62,41 @@ def test_bad_requests_are_invalid_argument_naming_the_field(tmp_path: Path, requ
     with pytest.raises(Aborted) as e:
         rpc(dyno_pb2.ListJobsRequest(**request_fields), AbortingContext())  # type: ignore[arg-type]
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and field in e.value.details
+
+
+def _two_users(tmp_path: Path) -> JobAccounting:
+    acc = JobAccounting(AccountingConfig(state_dir=tmp_path, hostname="h"), list, list)
+    acc.start()
+    assert acc._store is not None
+    acc._store.save(JobRecord(f"job-{u}", u, "h", 1, 2, False) for u in ("alice", "bob", "alice"))
+    return acc
+
+
+def _jobs(rpc: ListJobsRpc, **fields: object) -> list[tuple[str, str]]:
+    answer = rpc(dyno_pb2.ListJobsRequest(**fields), AbortingContext())  # type: ignore[arg-type]
+    return [(j.job_id, j.user) for j in answer.jobs]
+
+
+def test_an_admin_sees_every_job_and_a_local_user_only_their_own(tmp_path: Path) -> None:
+    acc = _two_users(tmp_path)
+    names = {1000: "alice", 1001: "bob", 1002: "carol"}
+    admin = ListJobsRpc(lambda: acc, "h", lambda context: Caller(0, True, "uid 0"), names.__getitem__)
+    assert _jobs(admin) == [("job-alice", "alice"), ("job-bob", "bob"), ("job-alice", "alice")]
+    assert _jobs(admin, user="bob") == [("job-bob", "bob")]
+    alice = ListJobsRpc(lambda: acc, "h", lambda context: Caller(1000, False, "uid 1000"), names.__getitem__)
+    assert _jobs(alice) == [("job-alice", "alice"), ("job-alice", "alice")]
+    assert _jobs(alice, user="alice") == [("job-alice", "alice"), ("job-alice", "alice")]
+    assert _jobs(alice, user="bob") == []  # another user's: none are alice's to see
+    carol = ListJobsRpc(lambda: acc, "h", lambda context: Caller(1002, False, "uid 1002"), names.__getitem__)
+    assert _jobs(carol) == []
+
+
+def test_an_unidentified_caller_is_refused_unless_dynod_trusts_such_callers(tmp_path: Path) -> None:
+    acc = _two_users(tmp_path)
+    rpc = ListJobsRpc(lambda: acc, "h", lambda context: Caller(None, False, "an unidentified caller"))
+    with pytest.raises(Aborted) as e:
+        rpc(dyno_pb2.ListJobsRequest(), AbortingContext())  # type: ignore[arg-type]
+    assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
+    assert "only identified users may list jobs" in e.value.details
+    trusted = ListJobsRpc(lambda: acc, "h", lambda context: Caller(None, True, "an unidentified caller"))
+    assert len(_jobs(trusted)) == 3
