@@ -17,10 +17,10 @@ from .loader import TraceLoadError, load_traces
 from .model import Trace
 from .report.model import LoadProblem, RankSummary, Report
 from .report.summary import summarize_rank
-from .rules import ALL_RULES, CrossRankRule, Rule, RuleContext, ThresholdError, resolve_thresholds, select_rules
+from .rules import CrossRankRule, Rule, RuleContext, ThresholdError, select_rules
 from .rules.base import ThresholdValue
 from .rules.digest import RankDigest
-from .rules.engine import RankRules, combine_rules, has_cross_rank, run_rank_rules
+from .rules.engine import RankRules, combine_rules, has_cross_rank, resolve_rule_thresholds, run_rank_rules
 
 __all__ = ["AnalysisError", "RankPart", "analyze", "analyze_rank", "analyze_traces", "report_of"]
 
@@ -98,7 +98,7 @@ def _analyze_in_pool(
     """``rank_pool.analyze_in_pool``, or None where this process does it all: a bad threshold (reported after the
     load, as there), or what the pool leaves (one rank, small traces, files whose ranks the loader must sort out)."""
     try:
-        resolved = resolve_thresholds({r.id: r.thresholds for r in ALL_RULES}, thresholds)
+        resolved = resolve_rule_thresholds(thresholds)
     except ThresholdError:
         return None
     from .rank_pool import analyze_in_pool  # multiprocessing: loaded only for a job of several ranks
@@ -117,7 +117,7 @@ def analyze_traces(
     e.g. when every rule was excluded)."""
     ids = None if selected_ids is None else list(selected_ids)
     rules = select_rules(ids) if ids is None or ids else ()
-    resolved = resolve_thresholds({r.id: r.thresholds for r in ALL_RULES}, thresholds)
+    resolved = resolve_rule_thresholds(thresholds)
     parts = [analyze_rank(t, rules, resolved) for t in sorted(traces, key=lambda t: t.rank)]
     return report_of(parts, rules, resolved, errors, sources)
 

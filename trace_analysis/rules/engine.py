@@ -31,6 +31,7 @@ __all__ = [
     "UnknownRuleError",
     "combine_rules",
     "has_cross_rank",
+    "resolve_rule_thresholds",
     "run_rank_rules",
     "run_rules",
     "select_rules",
@@ -136,13 +137,18 @@ def has_cross_rank(rules: Iterable[Rule | CrossRankRule]) -> bool:
     return any(getattr(r, "cross_rank", False) for r in rules)
 
 
+def resolve_rule_thresholds(thresholds: Mapping[str, object] | None) -> dict[str, dict[str, ThresholdValue]]:
+    """Every rule's thresholds: its defaults with ``thresholds``' overrides (``resolve_thresholds``)."""
+    return resolve_thresholds({r.id: r.thresholds for r in ALL_RULES}, thresholds)
+
+
 def run_rules(
     ctxs: Sequence[RuleContext],
     rules: Sequence[Rule | CrossRankRule] | None = None,
     thresholds: Mapping[str, object] | None = None,
 ) -> RulesResult:
     rules = tuple(rules) if rules is not None else ALL_RULES
-    resolved = resolve_thresholds({r.id: r.thresholds for r in ALL_RULES}, thresholds)
+    resolved = resolve_rule_thresholds(thresholds)
     digests = [RankDigest.of(c) for c in ctxs] if has_cross_rank(rules) else []
     return combine_rules([run_rank_rules(c, rules, resolved) for c in ctxs], digests, rules, resolved)
 

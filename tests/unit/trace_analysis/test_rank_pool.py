@@ -15,11 +15,12 @@ from dyno.trace_analysis.api import analyze_rank
 from dyno.trace_analysis.loader import load_trace
 from dyno.trace_analysis.rank_pool import analyze_in_pool
 from dyno.trace_analysis.report import Report, render_html, render_json, render_text
-from dyno.trace_analysis.rules import ALL_RULES, resolve_thresholds, select_rules
+from dyno.trace_analysis.rules import select_rules
+from dyno.trace_analysis.rules.engine import resolve_rule_thresholds
 
 pytestmark = pytest.mark.unit
 
-RESOLVED = resolve_thresholds({r.id: r.thresholds for r in ALL_RULES}, None)
+RESOLVED = resolve_rule_thresholds(None)
 
 
 def _rank(folder: Path, rank: int, world: int, step_us: float, *, name: str | None = None) -> Path:
