@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dyno.trace_analysis.analyses.gpu import profiler_steps
-from dyno.trace_analysis.analyses.intervals import merge
+from dyno.trace_analysis.analyses.intervals import clip, merge
 from dyno.trace_analysis.model import Cat, Trace
 
 __all__ = ["HostTime", "host_time"]
@@ -39,8 +39,7 @@ class HostTime:
 
 
 def _clipped_union(ts: np.ndarray, end: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
-    s = np.minimum(np.maximum(ts, lo), hi)
-    e = np.maximum(np.minimum(end, hi), s)
+    s, e = clip(ts, end, lo, hi)
     keep = e > s
     return merge(s[keep], e[keep])
 

@@ -10,7 +10,13 @@ import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import flatnonzero
 
-__all__ = ["merge", "union_length", "intersection_length", "coverage_before", "coverage_within", "gaps"]
+__all__ = ["clip", "merge", "union_length", "intersection_length", "coverage_before", "coverage_within", "gaps"]
+
+
+def clip(start: np.ndarray, end: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals cut to [lo, hi]; one outside it becomes empty (start == end), one reversed stays empty."""
+    s = np.minimum(np.maximum(start, lo), hi)  # np.clip as its two ufuncs (cheaper on small arrays)
+    return s, np.maximum(np.minimum(end, hi), s)
 
 
 def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..analyses.arrays import unique_inverse
 from ..analyses.gpu import KernelType, device_groups, device_of, gpu_scope, kernel_types
-from ..analyses.intervals import union_length
+from ..analyses.intervals import clip, union_length
 from .base import Evidence, Example, Finding, Severity, Skip, ThresholdValue, severity_for_share
 from .context import RuleContext
 
@@ -226,9 +226,3 @@ def gpu_share_of(ctx: RuleContext) -> str | None:
     """``Evidence.share_of`` of the findings that divide by ``gpu_window`` (or a device's GPU span): None, the
     analysed window, when the trace has steps."""
     return None if ctx.steps else "GPU span"
-
-
-def clip(start: np.ndarray, end: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
-    """Intervals cut to [lo, hi]; one outside it becomes empty (start == end), one reversed stays empty."""
-    s = np.minimum(np.maximum(start, lo), hi)  # np.clip as its two ufuncs (cheaper on small arrays)
-    return s, np.maximum(np.minimum(end, hi), s)
