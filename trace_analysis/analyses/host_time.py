@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dyno.trace_analysis.analyses.arrays import member
 from dyno.trace_analysis.analyses.gpu import profiler_steps
 from dyno.trace_analysis.analyses.intervals import clip, merge
 from dyno.trace_analysis.model import Cat, Trace
@@ -55,10 +56,7 @@ def _host_time(trace: Trace, lo: float, hi: float) -> HostTime:
     o_s, o_e = _clipped_union(ops.ts, ops.end, lo, hi)
     ops_us = float((o_e - o_s).sum())
     other = trace.events_of(*_OTHER_CATS)
-    keep = np.ones(len(other), dtype=bool)
-    steps = profiler_steps(trace)
-    if len(steps):
-        keep &= ~np.isin(other.index, steps.index)
+    keep = ~member(other.index, profiler_steps(trace).index)
     a_s, a_e = _clipped_union(other.ts[keep], other.end[keep], lo, hi)
     # union(ops, other) - union(ops): the other rows' time outside every op
     u_s, u_e = merge(np.concatenate((o_s, a_s)), np.concatenate((o_e, a_e)))
