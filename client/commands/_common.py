@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -15,7 +16,16 @@ if TYPE_CHECKING:
 
     from dyno.client.cluster import HostResult
 
-__all__ = ["REGISTER_HINT", "host_entry", "host_table", "print_json", "print_out", "proto_to_dict", "stdout_gone"]
+__all__ = [
+    "REGISTER_HINT",
+    "host_entry",
+    "host_table",
+    "print_json",
+    "print_out",
+    "proto_to_dict",
+    "stdout_gone",
+    "terminal_width",
+]
 
 T = TypeVar("T")
 
@@ -47,6 +57,11 @@ def print_out(text: str = "") -> None:
         print(text, flush=True)
     except BrokenPipeError:
         stdout_gone()
+
+
+def terminal_width() -> int | None:
+    """The terminal's width in columns when stdout is one; None into a pipe or file (every character kept)."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 def stdout_gone() -> None:

@@ -7,14 +7,13 @@ import argparse
 import contextlib
 import gc
 import re
-import shutil
 import sys
 import time
 from collections.abc import Iterator
 
 from dyno.argtypes import job_id as job_id_arg
 from dyno.client.commands._catalog import COMMANDS
-from dyno.client.commands._common import print_json, print_out
+from dyno.client.commands._common import print_json, print_out, terminal_width
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
     add_host_arguments,
@@ -101,7 +100,7 @@ def _run_prometheus(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"jobs": to_json(rows), "failed_hosts": [], "store_problems": [], "source": args.prometheus})
     elif rows:
-        print_out(render(rows, shutil.get_terminal_size().columns if sys.stdout.isatty() else None))
+        print_out(render(rows, terminal_width()))
     else:
         print_out(f"no job series in {args.prometheus} in the last {args.since / 86400:g} days")
     return 0
@@ -128,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     elif rows:
-        print_out(render(rows, shutil.get_terminal_size().columns if sys.stdout.isatty() else None))
+        print_out(render(rows, terminal_width()))
     else:
         answered = sum(1 for r in results if r.ok)
         if answered:

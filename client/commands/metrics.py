@@ -7,7 +7,7 @@ import json
 import shutil
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from dyno.argtypes import INT64_MAX, number
@@ -152,14 +152,11 @@ def _top_blocks(sample: dyno_pb2.Sample, hostname: str) -> list[Block]:
     """The live view's tables: the host's totals, and a row per GPU with the columns of _GPU_COLUMNS (and
     _GPU_MORE as the terminal's width allows)."""
     gpus, vals = _host_values(sample)
-    host_row = (hostname, *[format_value(n, vals[n]) if n in vals else "-" for _, n in _HOST_COLUMNS])
+    host_row = (hostname, *_cells(vals, _HOST_COLUMNS))
     blocks = [Block(("HOST", *[h for h, _ in _HOST_COLUMNS]), (host_row,), "host table", text=("HOST",))]
     if gpus:
         columns = [*_GPU_COLUMNS, *_GPU_MORE]
-        rows = [
-            (gpu, *[format_value(n, gpus[gpu][n]) if n in gpus[gpu] else "-" for _, n in columns])
-            for gpu in sorted(gpus, key=int)
-        ]
+        rows = [(gpu, *_cells(gpus[gpu], columns)) for gpu in sorted(gpus, key=int)]
         blocks.append(Block(("GPU", *[h for h, _ in columns]), tuple(rows), "GPU table", text=("GPU",)))
     return blocks
 
@@ -205,6 +202,12 @@ _HOST_COLUMNS = [
 ]
 
 
+def _cells(values: Mapping[str, float], columns: Sequence[tuple[str, str]]) -> list[str]:
+    """The cells of `columns` ((header, metric name) pairs): each metric's value in `values` formatted, "-" where
+    it has none."""
+    return [format_value(n, values[n]) if n in values else "-" for _, n in columns]
+
+
 def _host_values(sample: dyno_pb2.Sample) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
     """A sample's per-GPU values (by GPU index) and its host-wide values (CPU total, memory, load)."""
     gpus: dict[str, dict[str, float]] = defaultdict(dict)
@@ -217,11 +220,11 @@ def _host_values(sample: dyno_pb2.Sample) -> tuple[dict[str, dict[str, float]], 
     return gpus, hostvals
 
 
-def _host_row(resp: dyno_pb2.GetMetricsResponse) -> list[object]:
+def _host_row(resp: dyno_pb2.GetMetricsResponse) -> list[str]:
     if not resp.samples:
         return ["no samples yet", *["-"] * (len(_HOST_COLUMNS) - 1)]
     _, vals = _host_values(resp.samples[-1])
-    return [format_value(n, vals[n]) if n in vals else "-" for _, n in _HOST_COLUMNS]
+    return _cells(vals, _HOST_COLUMNS)
 
 
 def render_many(results: Sequence[HostResult[dyno_pb2.GetMetricsResponse]]) -> str:
@@ -238,9 +241,8 @@ def render_many(results: Sequence[HostResult[dyno_pb2.GetMetricsResponse]]) -> s
             m.labels["gpu"] for m in sample.metrics if m.labels.get("simulated") == "true" and "gpu" in m.labels
         }
         for gpu in sorted(gpus, key=int):
-            vals = gpus[gpu]
-            row = [format_value(n, vals[n]) if n in vals else "-" for _, n in _GPU_COLUMNS]
-            gpu_rows.append([str(r.host), f"{gpu} (simulated)" if gpu in simulated else gpu, *row])
+            name = f"{gpu} (simulated)" if gpu in simulated else gpu
+            gpu_rows.append([str(r.host), name, *_cells(gpus[gpu], _GPU_COLUMNS)])
     out = []
     if gpu_rows:
         out += [table(["HOST", "GPU", *[h for h, _ in _GPU_COLUMNS]], gpu_rows), ""]

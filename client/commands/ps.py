@@ -4,7 +4,6 @@ matches. One table across hosts, with a HOST column."""
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -12,7 +11,7 @@ from collections.abc import Sequence
 from dyno.argtypes import job_id as job_id_arg
 from dyno.client.cluster import HostResult
 from dyno.client.commands._catalog import COMMANDS
-from dyno.client.commands._common import REGISTER_HINT, host_entry, print_json, print_out, proto_to_dict
+from dyno.client.commands._common import REGISTER_HINT, host_entry, print_json, print_out, proto_to_dict, terminal_width
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
     add_host_arguments,
@@ -125,8 +124,7 @@ def run(args: argparse.Namespace) -> int:
             )
     else:
         # on a terminal, a line per process (a 230-column row wrapped into three); into a pipe, every character
-        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-        text = render(results, job_id=args.job_id or "", max_width=width)
+        text = render(results, job_id=args.job_id or "", max_width=terminal_width())
         if text:
             print_out(text)
         if hint := empty_hint(results, args.job_id or ""):
