@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import bytecode_env
+from bench_common import bytecode_env, dyno_cli
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -71,11 +71,6 @@ def alternate(tools: dict[str, list[str]], repeat: int) -> dict[str, list[float]
         for name in names[i % len(names) :] + names[: i % len(names)]:
             times[name].append(wall(tools[name]))
     return times
-
-
-def dyno_cli() -> list[str]:
-    script = Path(sys.executable).with_name("dyno-cli")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "dyno.client"]
 
 
 def _fmt(ts: list[float]) -> str:

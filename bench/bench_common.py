@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
+from pathlib import Path
 
 from dyno.job_ids import JOB_ID_VARIABLES
 
-__all__ = ["bytecode_env", "env_without_job_ids", "free_port"]
+__all__ = ["bytecode_env", "dyno_cli", "env_without_job_ids", "free_port"]
 
 
 def free_port() -> int:
@@ -30,3 +32,9 @@ def bytecode_env(cache_dir: str | os.PathLike[str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = os.fspath(cache_dir)
     return env
+
+
+def dyno_cli() -> list[str]:
+    """The command that runs dyno-cli: the venv's script beside this interpreter, else ``python -m dyno.client``."""
+    script = Path(sys.executable).with_name("dyno-cli")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "dyno.client"]

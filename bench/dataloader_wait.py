@@ -18,6 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -48,8 +49,10 @@ def _busy(ms: float) -> None:
         pass
 
 
-def _unprofiled(workers: int, steps: int, item_ms: float, step_ms: float, batch: int) -> float:
-    """The same loop without the profiler: the share of the steps spent in next()."""
+def _trainer(
+    workers: int, steps: int, item_ms: float, batch: int
+) -> tuple[Iterator[tuple[torch.Tensor, torch.Tensor]], torch.nn.Module, torch.optim.Optimizer]:
+    """The seeded trainer both runs share: an iterator over the DataLoader, a small model, its optimizer."""
     torch.manual_seed(0)
     ds = _Dataset(batch * (steps + 10) * 2, item_ms)
     loader = torch.utils.data.DataLoader(
@@ -63,17 +66,30 @@ def _unprofiled(workers: int, steps: int, item_ms: float, step_ms: float, batch:
         torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)
     )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    it = iter(loader)
+    return iter(loader), model, opt
+
+
+def _step(
+    it: Iterator[tuple[torch.Tensor, torch.Tensor]], model: torch.nn.Module, opt: torch.optim.Optimizer, step_ms: float
+) -> tuple[float, float]:
+    """One training step; the clock before and after its ``next()``."""
+    t0 = time.perf_counter()
+    x, y = next(it)
+    t1 = time.perf_counter()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    _busy(step_ms)  # the rest of the model's step
+    return t0, t1
+
+
+def _unprofiled(workers: int, steps: int, item_ms: float, step_ms: float, batch: int) -> float:
+    """The same loop without the profiler: the share of the steps spent in next()."""
+    it, model, opt = _trainer(workers, steps, item_ms, batch)
     wait = total = 0.0
     for k in range(3 + steps):
-        t0 = time.perf_counter()
-        x, y = next(it)
-        t1 = time.perf_counter()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        _busy(step_ms)
+        t0, t1 = _step(it, model, opt, step_ms)
         if k >= 3:
             wait += t1 - t0
             total += time.perf_counter() - t0
@@ -82,20 +98,7 @@ def _unprofiled(workers: int, steps: int, item_ms: float, step_ms: float, batch:
 
 def run(workers: int, steps: int, item_ms: float, step_ms: float, batch: int, out: Path) -> dict[str, object]:
     unprofiled = _unprofiled(workers, steps, item_ms, step_ms, batch)
-    torch.manual_seed(0)
-    ds = _Dataset(batch * (steps + 10) * 2, item_ms)
-    loader = torch.utils.data.DataLoader(
-        ds,
-        batch_size=batch,
-        num_workers=workers,
-        persistent_workers=workers > 0,
-        prefetch_factor=2 if workers else None,
-    )
-    model = torch.nn.Sequential(
-        torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)
-    )
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    it = iter(loader)
+    it, model, opt = _trainer(workers, steps, item_ms, batch)
     waits: list[float] = []
     step_times: list[float] = []
     warm = 3
@@ -106,14 +109,7 @@ def run(workers: int, steps: int, item_ms: float, step_ms: float, batch: int, ou
         on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
     ) as prof:
         for k in range(warm + steps):
-            t0 = time.perf_counter()
-            x, y = next(it)
-            t1 = time.perf_counter()
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            _busy(step_ms)  # the rest of the model's step
+            t0, t1 = _step(it, model, opt, step_ms)
             prof.step()
             if k >= warm:
                 waits.append(t1 - t0)

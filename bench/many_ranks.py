@@ -41,7 +41,7 @@ from pathlib import Path
 
 import orjson
 import psutil
-from bench_common import bytecode_env
+from bench_common import bytecode_env, dyno_cli
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -169,11 +169,6 @@ def _row(label: str, rs: list[tuple[float, dict[str, float], bytes]], note: str,
         f"{label:<{width}} {statistics.median(walls):>9.2f} {min(walls):>7.2f} {uss:>8.0f} {rss:>8.0f} {one:>7.0f}"
         f"  {note}"
     ).rstrip()
-
-
-def dyno_cli() -> list[str]:
-    script = Path(sys.executable).with_name("dyno-cli")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "dyno.client"]
 
 
 def main(argv: list[str] | None = None) -> int:
