@@ -25,6 +25,7 @@ from dyno.daemon.jobs.observe import CPU_EVERY_S, Observer, SimPlacement, Traine
 from dyno.daemon.jobs.prometheus import EXPORT_ENDED_S, MAX_EXPORTED_JOBS, exported
 from dyno.daemon.jobs.records import JobBook, JobRecord
 from dyno.daemon.jobs.store import JobQuery, JobStore, StoreError
+from dyno.daemon.registry import now_ms
 from dyno.daemon.samplers.base import GpuProcess
 from dyno.v1 import dyno_pb2
 
@@ -69,7 +70,7 @@ class JobAccounting:
         *,
         proc: ProcReader | None = None,
         set_sim_loads: Callable[[dict[int, float]], None] | None = None,
-        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        clock_ms: Callable[[], int] = now_ms,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
