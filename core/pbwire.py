@@ -3,7 +3,7 @@ dyno.daemon.wire for why)."""
 
 from __future__ import annotations
 
-__all__ = ["varint", "read_varint"]
+__all__ = ["len_field", "varint", "read_varint"]
 
 
 def varint(n: int) -> bytes:
@@ -18,6 +18,12 @@ def varint(n: int) -> bytes:
         else:
             out.append(bits)
             return bytes(out)
+
+
+def len_field(tag: int, payload: bytes) -> bytes:
+    """A length-delimited field: its one-byte tag (field number << 3 | 2, for field numbers up to 15), the payload's
+    length, the payload."""
+    return bytes((tag,)) + varint(len(payload)) + payload
 
 
 def read_varint(buf: bytes | memoryview, i: int) -> tuple[int, int]:

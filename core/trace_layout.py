@@ -24,6 +24,7 @@ __all__ = [
     "agent_temporaries",
     "kineto_log_file",
     "kineto_output",
+    "kineto_tmp",
     "reported_agent_output",
 ]
 
@@ -38,6 +39,11 @@ def kineto_log_file(trace_dir: Path, trace_id: str, hostname: str) -> Path:
 
 def kineto_output(trace_dir: Path, trace_id: str, hostname: str, pid: int) -> Path:
     return trace_dir / trace_id / f"{safe_host(hostname)}_{pid}{KINETO_SUFFIX}"
+
+
+def kineto_tmp(output: Path) -> Path:
+    """What libkineto writes a trace to before it renames it to `output` (also when the profiler is the agent's)."""
+    return Path(str(output) + ".tmp")
 
 
 def agent_output(trace_dir: Path, trace_id: str, hostname: str, pid: int) -> Path:
@@ -85,4 +91,4 @@ def agent_tmp(output: Path) -> Path:
 def agent_temporaries(output: Path) -> tuple[Path, ...]:
     """Every temporary file an agent trace may leave: the raw export, libkineto's own temp file of it, the copy."""
     raw = agent_raw(output)
-    return (raw, raw.with_name(raw.name + ".tmp"), agent_tmp(output))
+    return (raw, kineto_tmp(raw), agent_tmp(output))

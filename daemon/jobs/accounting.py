@@ -20,13 +20,13 @@ from typing import TypeVar
 
 from dyno.daemon.history import Sample
 from dyno.daemon.jobs.attribution import Attributor, ProcReader
-from dyno.daemon.jobs.codec import record_from_proto, record_to_proto
+from dyno.daemon.jobs.codec import record_to_proto
 from dyno.daemon.jobs.observe import CPU_EVERY_S, Observer, SimPlacement, Trainer
 from dyno.daemon.jobs.prometheus import EXPORT_ENDED_S, MAX_EXPORTED_JOBS, exported
 from dyno.daemon.jobs.records import JobBook, JobRecord
 from dyno.daemon.jobs.store import JobQuery, JobStore, StoreError
+from dyno.daemon.registry import now_ms
 from dyno.daemon.samplers.base import GpuProcess
-from dyno.v1 import dyno_pb2
 
 __all__ = ["AccountingConfig", "JobAccounting", "matches"]
 
@@ -69,7 +69,7 @@ class JobAccounting:
         *,
         proc: ProcReader | None = None,
         set_sim_loads: Callable[[dict[int, float]], None] | None = None,
-        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        clock_ms: Callable[[], int] = now_ms,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
@@ -198,18 +198,9 @@ class JobAccounting:
     def list(self, q: JobQuery, after_id: int, limit: int) -> tuple[list[JobRecord], int]:
         """Up to `limit` records matching q after record `after_id`; and the id to continue after (0: no more).
         Running records carry their values as of the last tick. Without a database: the running ones only."""
-        records, after = self.list_protos(q, after_id, limit)
-        return [record_from_proto(m) for m in records], after
-
-    def list_protos(self, q: JobQuery, after_id: int, limit: int) -> tuple[builtins.list[dyno_pb2.JobRecord], int]:
-        """list() as the wire messages ListJobs sends."""
         store = self._store
-
-        def stored() -> builtins.list[tuple[int, dyno_pb2.JobRecord]]:
-            assert store is not None
-            return [(m.record_id, m) for m in store.query_protos(q, after_id, limit + 1)]
-
-        return self._page(q, limit, None if store is None else stored, record_to_proto)
+        stored = None if store is None else lambda: [(r.record_id, r) for r in store.query(q, after_id, limit + 1)]
+        return self._page(q, limit, stored, lambda r: r)
 
     def list_encoded(self, q: JobQuery, after_id: int, limit: int) -> tuple[builtins.list[bytes], int]:
         """list() as each record's encoded wire message (ListJobs' answer is joined from them: jobs/wire.py)."""

@@ -126,12 +126,8 @@ class _Acc:
         self.last_seen_ms = rec.last_seen_ms
 
     def record(self, running: bool) -> JobRecord:
-        r = self.rec
-        return JobRecord(
-            job_id=r.job_id,
-            user=r.user,
-            hostname=r.hostname,
-            first_seen_ms=r.first_seen_ms,
+        return replace(
+            self.rec,
             last_seen_ms=self.last_seen_ms,
             running=running,
             gpus_held=self.gpus_held if running else 0,
@@ -149,9 +145,6 @@ class _Acc:
             pids=tuple(sorted(self.pids)),
             pid_count=self.pid_count,
             traces=self.traces,
-            source=r.source,
-            simulated=r.simulated,
-            record_id=r.record_id,
         )
 
 

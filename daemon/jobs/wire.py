@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from dyno.pbwire import varint
+from dyno.pbwire import len_field, varint
 
 __all__ = ["RECORD_ID_FIELD", "list_jobs_response", "stored_record"]
 
@@ -38,16 +38,12 @@ def _varint(n: int) -> bytes:
     return varint(n)
 
 
-def _field(tag: int, payload: bytes) -> bytes:
-    return bytes((tag,)) + varint(len(payload)) + payload
-
-
 def list_jobs_response(hostname: str, records: Iterable[bytes], next_page_token: str, store_problem: str) -> bytes:
     """An encoded ListJobsResponse (hostname = 1, jobs = 2, next_page_token = 3, store_problem = 4)."""
-    parts = [_field(0x0A, hostname.encode())] if hostname else []
+    parts = [len_field(0x0A, hostname.encode())] if hostname else []
     parts += [b"\x12" + _varint(len(r)) + r for r in records]
     if next_page_token:
-        parts.append(_field(0x1A, next_page_token.encode()))
+        parts.append(len_field(0x1A, next_page_token.encode()))
     if store_problem:
-        parts.append(_field(0x22, store_problem.encode()))
+        parts.append(len_field(0x22, store_problem.encode()))
     return b"".join(parts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dyno.diskspace import free_space_note
+from dyno.trace_layout import kineto_tmp
 
 __all__ = ["discard_unfinished_kineto_file"]
 
@@ -29,7 +30,7 @@ def discard_unfinished_kineto_file(path: Path) -> str:
     """The reason to add when libkineto left `<path>.tmp` unfinished (see above: a failed write, e.g. on a full disk,
     or, when it is empty, a start libkineto refused as already past), with what to do; the partial file is removed.
     "" when there is none."""
-    partial = Path(str(path) + ".tmp")
+    partial = kineto_tmp(path)
     try:
         empty = partial.stat().st_size == 0
         partial.unlink()

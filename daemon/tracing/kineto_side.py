@@ -252,7 +252,7 @@ class KinetoSide:
             self._t.set(trace, pt, TraceState.FAILED, why, reason=TraceReason.FILE_NOT_BELIEVED)
             return True
         except OSError:
-            if pt.view.state == TraceState.DELIVERED and os.path.lexists(str(path) + ".tmp"):
+            if pt.view.state == TraceState.DELIVERED and os.path.lexists(trace_layout.kineto_tmp(path)):
                 self._t.set(trace, pt, TraceState.RUNNING)
             return False
         if trace.spec.iterations is not None and key not in notes:

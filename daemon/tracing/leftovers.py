@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dyno.daemon.registry import PROTOCOL_AGENT
 from dyno.daemon.tracing.values import FINAL_STATES, ProcessTraceView, TraceState
-from dyno.trace_layout import agent_temporaries
+from dyno.trace_layout import agent_temporaries, kineto_tmp
 
 __all__ = ["leftover_paths", "remove_leftovers"]
 
@@ -29,7 +29,7 @@ def leftover_paths(view: ProcessTraceView) -> list[Path]:
     path = Path(view.path)
     if view.protocol == PROTOCOL_AGENT:
         return [*agent_temporaries(path), path]
-    return [Path(str(path) + ".tmp")]
+    return [kineto_tmp(path)]
 
 
 def remove_leftovers(paths: Iterable[Path]) -> None:

@@ -34,7 +34,7 @@ from dyno.daemon.tracing.values import TraceLimitError, TraceRequestError, Trace
 from dyno.diskspace import free_space_note
 from dyno.error_reasons import ErrorReason
 from dyno.filechunks import encode_chunk
-from dyno.pbwire import varint
+from dyno.pbwire import len_field
 from dyno.request_limits import MAX_METRICS_PAGE_BYTES
 from dyno.v1 import dyno_pb2
 
@@ -91,11 +91,7 @@ def _with_cmdline(msg: dyno_pb2.ProcessInfo, cmdline: str) -> bytes:
 
 
 def _processes_field(msg: dyno_pb2.ProcessInfo) -> bytes:
-    return _len_field(0x0A, msg.SerializeToString())  # ListProcessesResponse.processes = 1
-
-
-def _len_field(tag: int, payload: bytes) -> bytes:
-    return bytes((tag,)) + varint(len(payload)) + payload
+    return len_field(0x0A, msg.SerializeToString())  # ListProcessesResponse.processes = 1
 
 
 class TraceRpcs:
@@ -157,11 +153,11 @@ class TraceRpcs:
                 field = _with_cmdline(msg, cut_text(msg.cmdline, share))
             size += len(field)
             if size > MAX_PROCESS_LIST_BYTES and last is not None:
-                token = _len_field(0x1A, process_pages.encode(last.job_id, last.pid).encode())  # next_page_token = 3
+                token = len_field(0x1A, process_pages.encode(last.job_id, last.pid).encode())  # next_page_token = 3
                 break
             fields.append(field)
             last = p
-        hostname = _len_field(0x12, self._hostname.encode()) if self._hostname else b""  # hostname = 2
+        hostname = len_field(0x12, self._hostname.encode()) if self._hostname else b""  # hostname = 2
         return b"".join(fields) + hostname + token
 
     def StartTrace(self, request: dyno_pb2.TraceRequest, context: grpc.ServicerContext) -> dyno_pb2.StartTraceResponse:
