@@ -255,14 +255,17 @@ def is_loopback(address: str) -> bool:
         return False  # a hostname: it resolves to something reachable from elsewhere
 
 
+def _unauthenticated_remote(config: AuthConfig) -> bool:
+    """Whether dynod listens beyond loopback with neither a token nor client certificates (mTLS)."""
+    return config.auth_token_file is None and config.tls_ca is None and not is_loopback(config.listen)
+
+
 def exposure_refusal(config: AuthConfig) -> str | None:
     """Why dynod must not start listening as configured (a configuration error, exit 2), or None: beyond loopback
     with neither a token nor client certificates (mTLS), a caller from another host cannot be identified, so anyone
     who reaches the port could trace every process and fetch every trace file. Allowed only when the operator says
     so by name (insecure_allow_unauthenticated_remote), with the warning of warn_if_exposed."""
-    if config.auth_token_file is not None or config.tls_ca is not None or is_loopback(config.listen):
-        return None
-    if config.insecure_allow_unauthenticated_remote:
+    if not _unauthenticated_remote(config) or config.insecure_allow_unauthenticated_remote:
         return None
     return (
         f"listen {config.listen or 'all addresses'!r} is beyond loopback, and neither auth_token_file "
@@ -278,7 +281,7 @@ def warn_if_exposed(config: AuthConfig, logger: logging.Logger | None = None) ->
     client certificates, mTLS; TLS without --tls-ca encrypts, but anyone who reaches the port may still start
     traces), and return whether it warned. dynod starts so only with insecure_allow_unauthenticated_remote
     (exposure_refusal). Local callers need neither: the kernel tells dynod who they are (dyno.daemon.callers)."""
-    if config.auth_token_file is not None or config.tls_ca is not None or is_loopback(config.listen):
+    if not _unauthenticated_remote(config):
         return False
     out = logger or log
     if config.tls_cert is not None:

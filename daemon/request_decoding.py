@@ -75,27 +75,36 @@ class RequestDecoding(grpc.ServerInterceptor):
 
     def _raw_handler(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         decode = self._decoder(handler.request_deserializer, method)
-        serializer = handler.response_serializer
         if handler.request_streaming:
 
             def requests(raw_requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[Any]:
                 for raw in raw_requests:
                     yield decode(raw, context)
 
-            if handler.response_streaming:
-                return grpc.stream_stream_rpc_method_handler(
-                    _decoding(handler.stream_stream, requests), response_serializer=serializer
-                )
-            return grpc.stream_unary_rpc_method_handler(
-                _decoding(handler.stream_unary, requests), response_serializer=serializer
-            )
-        if handler.response_streaming:
-            return grpc.unary_stream_rpc_method_handler(
-                _decoding(handler.unary_stream, decode), response_serializer=serializer
-            )
-        return grpc.unary_unary_rpc_method_handler(
-            _decoding(handler.unary_unary, decode), response_serializer=serializer
-        )
+            call = _decoding(_behavior(handler), requests)
+        else:
+            call = _decoding(_behavior(handler), decode)
+        return _handler_kind(handler)(call, response_serializer=handler.response_serializer)
+
+
+def _behavior(handler: grpc.RpcMethodHandler) -> Callable[..., Any]:
+    """The one of `handler`'s four behaviors its kind sets."""
+    if handler.request_streaming:
+        return handler.stream_stream or handler.stream_unary  # type: ignore[no-any-return]
+    return handler.unary_stream or handler.unary_unary  # type: ignore[no-any-return]
+
+
+def _handler_kind(handler: grpc.RpcMethodHandler) -> Callable[..., grpc.RpcMethodHandler]:
+    """grpc's constructor of a handler of `handler`'s kind (request and response streaming or not)."""
+    return _HANDLER_KINDS[(handler.request_streaming, handler.response_streaming)]  # type: ignore[return-value]
+
+
+_HANDLER_KINDS = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
 
 
 def _parse(deserialize: _Deserializer, raw: bytes) -> tuple[bool, Any]:
@@ -159,11 +168,7 @@ class AioRequestDecoding(grpc.aio.ServerInterceptor):
         async def first(raw: Any, context: grpc.aio.ServicerContext) -> Any:
             return requests(raw, context) if handler.request_streaming else await decode(raw, context)
 
-        behavior = (
-            handler.stream_stream or handler.stream_unary
-            if handler.request_streaming
-            else handler.unary_stream or handler.unary_unary
-        )
+        behavior = _behavior(handler)
         if handler.response_streaming:
 
             async def stream(raw: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
@@ -181,11 +186,4 @@ class AioRequestDecoding(grpc.aio.ServerInterceptor):
                 return await behavior(await first(raw, context), context)
 
             call = unary
-        kinds = {
-            (False, False): grpc.unary_unary_rpc_method_handler,
-            (False, True): grpc.unary_stream_rpc_method_handler,
-            (True, False): grpc.stream_unary_rpc_method_handler,
-            (True, True): grpc.stream_stream_rpc_method_handler,
-        }
-        make = kinds[(handler.request_streaming, handler.response_streaming)]
-        return make(call, response_serializer=handler.response_serializer)  # type: ignore[operator]
+        return _handler_kind(handler)(call, response_serializer=handler.response_serializer)

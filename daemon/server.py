@@ -244,23 +244,20 @@ def add_to_server(servicer: DynoServicer, server: grpc.Server) -> None:
         request_deserializer=dyno_pb2.FetchTraceFileRequest.FromString,
         response_serializer=None,  # bytes go out as they are
     )
-    metrics = grpc.unary_unary_rpc_method_handler(
-        servicer.GetMetricsEncoded,
-        request_deserializer=dyno_pb2.GetMetricsRequest.FromString,
-        response_serializer=None,
-    )
-    processes = grpc.unary_unary_rpc_method_handler(
-        servicer.ListProcessesEncoded,
-        request_deserializer=dyno_pb2.ListProcessesRequest.FromString,
-        response_serializer=None,
-    )
-    jobs = grpc.unary_unary_rpc_method_handler(
-        servicer.ListJobsEncoded,
-        request_deserializer=dyno_pb2.ListJobsRequest.FromString,
-        response_serializer=None,
-    )
-    handlers = {"FetchTraceFile": fetch, "GetMetrics": metrics, "ListProcesses": processes, "ListJobs": jobs}
+    handlers = {
+        "FetchTraceFile": fetch,
+        "GetMetrics": _encoded(servicer.GetMetricsEncoded, dyno_pb2.GetMetricsRequest),
+        "ListProcesses": _encoded(servicer.ListProcessesEncoded, dyno_pb2.ListProcessesRequest),
+        "ListJobs": _encoded(servicer.ListJobsEncoded, dyno_pb2.ListJobsRequest),
+    }
     server.add_registered_method_handlers(DYNO_SERVICE, handlers)
+
+
+def _encoded(behavior: Callable[[Any, grpc.ServicerContext], bytes], request_type: Any) -> grpc.RpcMethodHandler:
+    """A unary handler of `behavior`, which returns its answer encoded: the bytes go out as they are."""
+    return grpc.unary_unary_rpc_method_handler(
+        behavior, request_deserializer=request_type.FromString, response_serializer=None
+    )
 
 
 class _CappedReflection:

@@ -57,9 +57,14 @@ def _series_prefix(name: str, labels: Labels) -> bytes:
     return prefix
 
 
+def _timestamp_field(timestamp_ms: int) -> bytes:
+    """Sample.timestamp_ms (field 1, varint), or nothing for 0 (proto3 leaves a default out)."""
+    return b"\x08" + varint(timestamp_ms) if timestamp_ms else b""
+
+
 def encode_sample(sample: Sample, keep: Callable[[str], bool] | None = None) -> bytes:
     """Wire bytes of a dyno.v1.Sample; `keep(name)` filters metrics."""
-    parts = [b"\x08" + varint(sample.timestamp_ms)] if sample.timestamp_ms else []
+    parts = [_timestamp_field(sample.timestamp_ms)]
     for r in sample.readings:
         if keep is not None and not keep(r.name):
             continue
@@ -74,7 +79,7 @@ def sample_message(sample: Sample, keep: Callable[[str], bool] | None = None) ->
 def _split(timestamp_ms: int, metrics: Sequence[bytes], max_bytes: int) -> tuple[bytes, int]:
     """The encoded Sample of `timestamp_ms` with the first of `metrics` (encoded Metric fields) that keep it within
     `max_bytes`, at least one of them when there are any (a single value always goes somewhere); and how many."""
-    head = b"\x08" + varint(timestamp_ms) if timestamp_ms else b""
+    head = _timestamp_field(timestamp_ms)
     size, n = len(head), 0
     for m in metrics:
         if n and size + len(m) > max_bytes:
@@ -159,8 +164,7 @@ class StoredEncoder:
         return prefix
 
     def encode(self, s: StoredSample, keep: set[int] | None = None) -> bytes:
-        head = [b"\x08" + varint(s.timestamp_ms)] if s.timestamp_ms else []
-        return b"".join(head + self._metrics(s, keep))
+        return _timestamp_field(s.timestamp_ms) + b"".join(self._metrics(s, keep))
 
     def _metrics(self, s: StoredSample, keep: set[int] | None) -> list[bytes]:
         """The encoded Metric fields (Sample.metrics) of `s`'s values that `keep` selects."""
@@ -185,7 +189,7 @@ class StoredEncoder:
         for index, s in enumerate(stored):
             first = skip if index == 0 else 0
             metrics = self._metrics(s, keep)[first:]
-            body = b"".join(([b"\x08" + varint(s.timestamp_ms)] if s.timestamp_ms else []) + metrics)
+            body = _timestamp_field(s.timestamp_ms) + b"".join(metrics)
             part = _len_field(0x0A, body)
             if size + len(part) <= budget:
                 parts.append(part)
