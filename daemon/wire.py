@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from dyno.daemon.history import Sample, SeriesTable, StoredSample
 from dyno.daemon.samplers.base import Labels
-from dyno.pbwire import varint
+from dyno.pbwire import len_field, varint
 from dyno.v1 import dyno_pb2
 
 __all__ = [
@@ -32,17 +32,13 @@ _DOUBLE = struct.Struct("<d").pack
 _MAX_CACHED_SERIES = 100_000
 
 
-def _len_field(tag: int, payload: bytes) -> bytes:
-    return bytes((tag,)) + varint(len(payload)) + payload
-
-
 _prefix_cache: dict[tuple[str, Labels], bytes] = {}
 
 
 def _prefix_bytes(name: str, labels: Labels) -> bytes:
-    parts = [_len_field(0x0A, name.encode())]  # Metric.name = 1
+    parts = [len_field(0x0A, name.encode())]  # Metric.name = 1
     for k, v in labels:  # Metric.labels = 2, map entry {key = 1, value = 2}
-        parts.append(_len_field(0x12, _len_field(0x0A, k.encode()) + _len_field(0x12, v.encode())))
+        parts.append(len_field(0x12, len_field(0x0A, k.encode()) + len_field(0x12, v.encode())))
     return b"".join(parts) + b"\x19"  # Metric.value = 3 (double) tag; the 8 bytes follow
 
 
@@ -68,7 +64,7 @@ def encode_sample(sample: Sample, keep: Callable[[str], bool] | None = None) -> 
     for r in sample.readings:
         if keep is not None and not keep(r.name):
             continue
-        parts.append(_len_field(0x12, _series_prefix(r.name, r.labels) + _DOUBLE(r.value)))
+        parts.append(len_field(0x12, _series_prefix(r.name, r.labels) + _DOUBLE(r.value)))
     return b"".join(parts)
 
 
@@ -97,7 +93,7 @@ def sample_messages(
     if max_bytes is None or len(body) <= max_bytes:
         return [dyno_pb2.Sample.FromString(body)]
     metrics = [
-        _len_field(0x12, _series_prefix(r.name, r.labels) + _DOUBLE(r.value))
+        len_field(0x12, _series_prefix(r.name, r.labels) + _DOUBLE(r.value))
         for r in sample.readings
         if keep is None or keep(r.name)
     ]
@@ -110,7 +106,7 @@ def sample_messages(
 
 
 def samples_response(samples: Iterable[Sample], hostname: str) -> dyno_pb2.GetMetricsResponse:
-    body = b"".join(_len_field(0x0A, encode_sample(s)) for s in samples) + _len_field(0x12, hostname.encode())
+    body = b"".join(len_field(0x0A, encode_sample(s)) for s in samples) + len_field(0x12, hostname.encode())
     return dyno_pb2.GetMetricsResponse.FromString(body)
 
 
@@ -137,7 +133,7 @@ class Page:
     next_skip: int
 
     def with_token(self, token: str) -> bytes:
-        return self.body + (_len_field(0x1A, token.encode()) if token else b"")  # next_page_token = 3
+        return self.body + (len_field(0x1A, token.encode()) if token else b"")  # next_page_token = 3
 
 
 class StoredEncoder:
@@ -174,7 +170,7 @@ class StoredEncoder:
             if keep is None or i in keep:
                 prefix = prefixes.get(i) or self._prefix(i)
                 if prefix is not None:
-                    parts.append(_len_field(0x12, prefix + _DOUBLE(v)))
+                    parts.append(len_field(0x12, prefix + _DOUBLE(v)))
         return parts
 
     def page(
@@ -182,7 +178,7 @@ class StoredEncoder:
     ) -> Page:
         """The encoded GetMetricsResponse of the oldest of `stored` that fit in `max_bytes` (the first one after
         `skip` of its values), without its next_page_token (appended by the caller: `Page.with_token`)."""
-        tail = _len_field(0x12, hostname.encode())
+        tail = len_field(0x12, hostname.encode())
         budget = max_bytes - len(tail) - _TOKEN_ROOM
         parts: list[bytes] = []
         size = 0
@@ -190,7 +186,7 @@ class StoredEncoder:
             first = skip if index == 0 else 0
             metrics = self._metrics(s, keep)[first:]
             body = _timestamp_field(s.timestamp_ms) + b"".join(metrics)
-            part = _len_field(0x0A, body)
+            part = len_field(0x0A, body)
             if size + len(part) <= budget:
                 parts.append(part)
                 size += len(part)
@@ -199,7 +195,7 @@ class StoredEncoder:
                 return Page(b"".join(parts) + tail, index, 0)
             # alone too big for a page: as many of its values as fit now, the rest on the next pages
             body, n = _split(s.timestamp_ms, metrics, budget - 8)  # 8: its own field tag and length
-            return Page(_len_field(0x0A, body) + tail, index, first + n)
+            return Page(len_field(0x0A, body) + tail, index, first + n)
         return Page(b"".join(parts) + tail, None, 0)
 
     def response_bytes(
@@ -215,11 +211,11 @@ class StoredEncoder:
         parts: list[bytes] = []
         size = 0
         for s in reversed(stored):
-            part = _len_field(0x0A, self.encode(s, keep))
+            part = len_field(0x0A, self.encode(s, keep))
             size += len(part)
             if max_bytes is not None and size > max_bytes:
                 raise ResponseTooLarge(len(parts), len(stored))
             parts.append(part)
         parts.reverse()
-        parts.append(_len_field(0x12, hostname.encode()))
+        parts.append(len_field(0x12, hostname.encode()))
         return b"".join(parts)
