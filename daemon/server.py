@@ -195,7 +195,8 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
             abort(context, grpc.StatusCode.UNIMPLEMENTED, "ListJobs: job accounting is not enabled in this daemon")
         return self._list_jobs(request, context)
 
-    def _delegate(self, name: str, request: Any, context: grpc.ServicerContext) -> Any:
+    def _tracing(self, name: str, context: grpc.ServicerContext) -> TraceRpcsProtocol:
+        """The tracing RPCs, or `name` refused (TRACING_DISABLED) when this daemon does not trace."""
         if self._traces is None:
             abort(
                 context,
@@ -203,7 +204,10 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
                 f"{name}: tracing is not enabled in this daemon",
                 ErrorReason.TRACING_DISABLED,
             )
-        answer = getattr(self._traces, name)(request, context)
+        return self._traces
+
+    def _delegate(self, name: str, request: Any, context: grpc.ServicerContext) -> Any:
+        answer = getattr(self._tracing(name, context), name)(request, context)
         bound = _TEXTS_TO_FIT.get(name)
         if bound is not None:  # within a stock client's 4 MiB however many processes (dyno.daemon.answer_bounds)
             fit_texts(answer, *bound, MAX_METRICS_PAGE_BYTES)
@@ -214,9 +218,7 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
 
     def ListProcessesEncoded(self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext) -> bytes:
         """ListProcesses as the encoded answer (within the bound: dyno.daemon.trace_service), sent as it is."""
-        if self._traces is None:
-            abort(context, grpc.StatusCode.UNIMPLEMENTED, "ListProcesses: tracing is not enabled in this daemon")
-        return self._traces.ListProcessesEncoded(request, context)
+        return self._tracing("ListProcesses", context).ListProcessesEncoded(request, context)
 
     def StartTrace(self, request, context):  # type: ignore[no-untyped-def]
         return self._delegate("StartTrace", request, context)
