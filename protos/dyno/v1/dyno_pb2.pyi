@@ -47,6 +47,25 @@ class TraceReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TRACE_REASON_DONE_AFTER_RECONNECT: _ClassVar[TraceReason]
     TRACE_REASON_DONE_AFTER_RESTART: _ClassVar[TraceReason]
     TRACE_REASON_DONE_AT_DISCONNECT: _ClassVar[TraceReason]
+
+class AnalysisState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ANALYSIS_STATE_UNSPECIFIED: _ClassVar[AnalysisState]
+    ANALYSIS_STATE_PENDING: _ClassVar[AnalysisState]
+    ANALYSIS_STATE_RUNNING: _ClassVar[AnalysisState]
+    ANALYSIS_STATE_DONE: _ClassVar[AnalysisState]
+    ANALYSIS_STATE_FAILED: _ClassVar[AnalysisState]
+    ANALYSIS_STATE_DISABLED: _ClassVar[AnalysisState]
+
+class AnalysisFailure(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ANALYSIS_FAILURE_UNSPECIFIED: _ClassVar[AnalysisFailure]
+    ANALYSIS_FAILURE_NO_TRACE: _ClassVar[AnalysisFailure]
+    ANALYSIS_FAILURE_CRASHED: _ClassVar[AnalysisFailure]
+    ANALYSIS_FAILURE_TIMED_OUT: _ClassVar[AnalysisFailure]
+    ANALYSIS_FAILURE_OUT_OF_MEMORY: _ClassVar[AnalysisFailure]
+    ANALYSIS_FAILURE_BAD_OUTPUT: _ClassVar[AnalysisFailure]
+    ANALYSIS_FAILURE_TRACE_FAILED: _ClassVar[AnalysisFailure]
 PROTOCOL_UNSPECIFIED: Protocol
 PROTOCOL_AGENT: Protocol
 PROTOCOL_KINETO: Protocol
@@ -76,6 +95,19 @@ TRACE_REASON_DAEMON_RESTARTED: TraceReason
 TRACE_REASON_DONE_AFTER_RECONNECT: TraceReason
 TRACE_REASON_DONE_AFTER_RESTART: TraceReason
 TRACE_REASON_DONE_AT_DISCONNECT: TraceReason
+ANALYSIS_STATE_UNSPECIFIED: AnalysisState
+ANALYSIS_STATE_PENDING: AnalysisState
+ANALYSIS_STATE_RUNNING: AnalysisState
+ANALYSIS_STATE_DONE: AnalysisState
+ANALYSIS_STATE_FAILED: AnalysisState
+ANALYSIS_STATE_DISABLED: AnalysisState
+ANALYSIS_FAILURE_UNSPECIFIED: AnalysisFailure
+ANALYSIS_FAILURE_NO_TRACE: AnalysisFailure
+ANALYSIS_FAILURE_CRASHED: AnalysisFailure
+ANALYSIS_FAILURE_TIMED_OUT: AnalysisFailure
+ANALYSIS_FAILURE_OUT_OF_MEMORY: AnalysisFailure
+ANALYSIS_FAILURE_BAD_OUTPUT: AnalysisFailure
+ANALYSIS_FAILURE_TRACE_FAILED: AnalysisFailure
 
 class GetStatusRequest(_message.Message):
     __slots__ = ()
@@ -429,7 +461,7 @@ class ListJobsRequest(_message.Message):
     def __init__(self, since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., job_id: _Optional[str] = ..., user: _Optional[str] = ..., running_only: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class JobRecord(_message.Message):
-    __slots__ = ("job_id", "user", "hostname", "first_seen_ms", "last_seen_ms", "running", "gpus_held", "gpus_max", "gpu_indices", "gpu_seconds", "busy_gpu_seconds", "sm_active_gpu_seconds", "tensor_active_gpu_seconds", "gpm_gpu_seconds", "gpu_memory_max_bytes", "energy_joules", "cpu_seconds", "ranks", "pids", "pid_count", "traces", "source", "simulated", "record_id")
+    __slots__ = ("job_id", "user", "hostname", "first_seen_ms", "last_seen_ms", "running", "gpus_held", "gpus_max", "gpu_indices", "gpu_seconds", "busy_gpu_seconds", "sm_active_gpu_seconds", "tensor_active_gpu_seconds", "gpm_gpu_seconds", "gpu_memory_max_bytes", "energy_joules", "cpu_seconds", "ranks", "pids", "pid_count", "traces", "source", "simulated", "record_id", "latest_analysis")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
@@ -454,6 +486,7 @@ class JobRecord(_message.Message):
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     SIMULATED_FIELD_NUMBER: _ClassVar[int]
     RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    LATEST_ANALYSIS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     user: str
     hostname: str
@@ -478,7 +511,8 @@ class JobRecord(_message.Message):
     source: str
     simulated: bool
     record_id: int
-    def __init__(self, job_id: _Optional[str] = ..., user: _Optional[str] = ..., hostname: _Optional[str] = ..., first_seen_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., running: _Optional[bool] = ..., gpus_held: _Optional[int] = ..., gpus_max: _Optional[int] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., gpu_seconds: _Optional[float] = ..., busy_gpu_seconds: _Optional[float] = ..., sm_active_gpu_seconds: _Optional[float] = ..., tensor_active_gpu_seconds: _Optional[float] = ..., gpm_gpu_seconds: _Optional[float] = ..., gpu_memory_max_bytes: _Optional[int] = ..., energy_joules: _Optional[float] = ..., cpu_seconds: _Optional[float] = ..., ranks: _Optional[_Iterable[int]] = ..., pids: _Optional[_Iterable[int]] = ..., pid_count: _Optional[int] = ..., traces: _Optional[int] = ..., source: _Optional[str] = ..., simulated: _Optional[bool] = ..., record_id: _Optional[int] = ...) -> None: ...
+    latest_analysis: TraceSummary
+    def __init__(self, job_id: _Optional[str] = ..., user: _Optional[str] = ..., hostname: _Optional[str] = ..., first_seen_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., running: _Optional[bool] = ..., gpus_held: _Optional[int] = ..., gpus_max: _Optional[int] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., gpu_seconds: _Optional[float] = ..., busy_gpu_seconds: _Optional[float] = ..., sm_active_gpu_seconds: _Optional[float] = ..., tensor_active_gpu_seconds: _Optional[float] = ..., gpm_gpu_seconds: _Optional[float] = ..., gpu_memory_max_bytes: _Optional[int] = ..., energy_joules: _Optional[float] = ..., cpu_seconds: _Optional[float] = ..., ranks: _Optional[_Iterable[int]] = ..., pids: _Optional[_Iterable[int]] = ..., pid_count: _Optional[int] = ..., traces: _Optional[int] = ..., source: _Optional[str] = ..., simulated: _Optional[bool] = ..., record_id: _Optional[int] = ..., latest_analysis: _Optional[_Union[TraceSummary, _Mapping]] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("hostname", "jobs", "next_page_token", "store_problem")
@@ -491,3 +525,93 @@ class ListJobsResponse(_message.Message):
     next_page_token: str
     store_problem: str
     def __init__(self, hostname: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., store_problem: _Optional[str] = ...) -> None: ...
+
+class RuleLoss(_message.Message):
+    __slots__ = ("rule", "severity", "time_lost_share", "time_lost_us", "ranks", "title", "fix")
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_FIELD_NUMBER: _ClassVar[int]
+    TIME_LOST_SHARE_FIELD_NUMBER: _ClassVar[int]
+    TIME_LOST_US_FIELD_NUMBER: _ClassVar[int]
+    RANKS_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    FIX_FIELD_NUMBER: _ClassVar[int]
+    rule: str
+    severity: str
+    time_lost_share: float
+    time_lost_us: float
+    ranks: int
+    title: str
+    fix: str
+    def __init__(self, rule: _Optional[str] = ..., severity: _Optional[str] = ..., time_lost_share: _Optional[float] = ..., time_lost_us: _Optional[float] = ..., ranks: _Optional[int] = ..., title: _Optional[str] = ..., fix: _Optional[str] = ...) -> None: ...
+
+class RankStepStats(_message.Message):
+    __slots__ = ("rank", "steps", "mean_step_us", "median_step_us", "std_step_us", "max_step_us", "window_us", "has_gpu", "gpu_idle_share", "gpu_compute_share", "communication_share", "exposed_communication_share")
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    MEAN_STEP_US_FIELD_NUMBER: _ClassVar[int]
+    MEDIAN_STEP_US_FIELD_NUMBER: _ClassVar[int]
+    STD_STEP_US_FIELD_NUMBER: _ClassVar[int]
+    MAX_STEP_US_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_US_FIELD_NUMBER: _ClassVar[int]
+    HAS_GPU_FIELD_NUMBER: _ClassVar[int]
+    GPU_IDLE_SHARE_FIELD_NUMBER: _ClassVar[int]
+    GPU_COMPUTE_SHARE_FIELD_NUMBER: _ClassVar[int]
+    COMMUNICATION_SHARE_FIELD_NUMBER: _ClassVar[int]
+    EXPOSED_COMMUNICATION_SHARE_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    steps: int
+    mean_step_us: float
+    median_step_us: float
+    std_step_us: float
+    max_step_us: float
+    window_us: float
+    has_gpu: bool
+    gpu_idle_share: float
+    gpu_compute_share: float
+    communication_share: float
+    exposed_communication_share: float
+    def __init__(self, rank: _Optional[int] = ..., steps: _Optional[int] = ..., mean_step_us: _Optional[float] = ..., median_step_us: _Optional[float] = ..., std_step_us: _Optional[float] = ..., max_step_us: _Optional[float] = ..., window_us: _Optional[float] = ..., has_gpu: _Optional[bool] = ..., gpu_idle_share: _Optional[float] = ..., gpu_compute_share: _Optional[float] = ..., communication_share: _Optional[float] = ..., exposed_communication_share: _Optional[float] = ...) -> None: ...
+
+class GetTraceSummaryRequest(_message.Message):
+    __slots__ = ("trace_id", "include_rank_parts")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_RANK_PARTS_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    include_rank_parts: bool
+    def __init__(self, trace_id: _Optional[str] = ..., include_rank_parts: _Optional[bool] = ...) -> None: ...
+
+class TraceSummary(_message.Message):
+    __slots__ = ("trace_id", "job_id", "user", "hostname", "periodic", "state", "failure", "failure_message", "trace_finished_ms", "analyzed_ms", "analysis_cpu_s", "rules", "ranks", "rank_parts", "rank_parts_thinned", "analysed_window")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    PERIODIC_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TRACE_FINISHED_MS_FIELD_NUMBER: _ClassVar[int]
+    ANALYZED_MS_FIELD_NUMBER: _ClassVar[int]
+    ANALYSIS_CPU_S_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    RANKS_FIELD_NUMBER: _ClassVar[int]
+    RANK_PARTS_FIELD_NUMBER: _ClassVar[int]
+    RANK_PARTS_THINNED_FIELD_NUMBER: _ClassVar[int]
+    ANALYSED_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    job_id: str
+    user: str
+    hostname: str
+    periodic: bool
+    state: AnalysisState
+    failure: AnalysisFailure
+    failure_message: str
+    trace_finished_ms: int
+    analyzed_ms: int
+    analysis_cpu_s: float
+    rules: _containers.RepeatedCompositeFieldContainer[RuleLoss]
+    ranks: _containers.RepeatedCompositeFieldContainer[RankStepStats]
+    rank_parts: bytes
+    rank_parts_thinned: bool
+    analysed_window: str
+    def __init__(self, trace_id: _Optional[str] = ..., job_id: _Optional[str] = ..., user: _Optional[str] = ..., hostname: _Optional[str] = ..., periodic: _Optional[bool] = ..., state: _Optional[_Union[AnalysisState, str]] = ..., failure: _Optional[_Union[AnalysisFailure, str]] = ..., failure_message: _Optional[str] = ..., trace_finished_ms: _Optional[int] = ..., analyzed_ms: _Optional[int] = ..., analysis_cpu_s: _Optional[float] = ..., rules: _Optional[_Iterable[_Union[RuleLoss, _Mapping]]] = ..., ranks: _Optional[_Iterable[_Union[RankStepStats, _Mapping]]] = ..., rank_parts: _Optional[bytes] = ..., rank_parts_thinned: _Optional[bool] = ..., analysed_window: _Optional[str] = ...) -> None: ...

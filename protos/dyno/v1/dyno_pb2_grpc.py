@@ -93,6 +93,11 @@ class DynoStub:
                 request_serializer=dyno_dot_v1_dot_dyno__pb2.ListJobsRequest.SerializeToString,
                 response_deserializer=dyno_dot_v1_dot_dyno__pb2.ListJobsResponse.FromString,
                 _registered_method=True)
+        self.GetTraceSummary = channel.unary_unary(
+                '/dyno.v1.Dyno/GetTraceSummary',
+                request_serializer=dyno_dot_v1_dot_dyno__pb2.GetTraceSummaryRequest.SerializeToString,
+                response_deserializer=dyno_dot_v1_dot_dyno__pb2.TraceSummary.FromString,
+                _registered_method=True)
 
 
 class DynoServicer:
@@ -177,6 +182,15 @@ class DynoServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTraceSummary(self, request, context):
+        """The host-side analysis of one trace of this host (periodic or on-demand): its state, and once done its compact
+        summary; with include_rank_parts also the per-rank parts the cross-rank step merges (dyno-cli trace
+        --summaries), never the raw trace files. NOT_FOUND for a trace id this host does not know; auth as GetTrace.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DynoServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -229,6 +243,11 @@ def add_DynoServicer_to_server(servicer, server):
                     servicer.ListJobs,
                     request_deserializer=dyno_dot_v1_dot_dyno__pb2.ListJobsRequest.FromString,
                     response_serializer=dyno_dot_v1_dot_dyno__pb2.ListJobsResponse.SerializeToString,
+            ),
+            'GetTraceSummary': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTraceSummary,
+                    request_deserializer=dyno_dot_v1_dot_dyno__pb2.GetTraceSummaryRequest.FromString,
+                    response_serializer=dyno_dot_v1_dot_dyno__pb2.TraceSummary.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -510,6 +529,33 @@ class Dyno:
             '/dyno.v1.Dyno/ListJobs',
             dyno_dot_v1_dot_dyno__pb2.ListJobsRequest.SerializeToString,
             dyno_dot_v1_dot_dyno__pb2.ListJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTraceSummary(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/dyno.v1.Dyno/GetTraceSummary',
+            dyno_dot_v1_dot_dyno__pb2.GetTraceSummaryRequest.SerializeToString,
+            dyno_dot_v1_dot_dyno__pb2.TraceSummary.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,81 @@
+"""dyno.trace_summary's TraceSummary to and from dyno.v1.TraceSummary (daemon: to; clients: from)."""
+
+from __future__ import annotations
+
+from dyno.trace_summary import AnalysisFailure, AnalysisState, RankStepStats, RuleLoss, TraceSummary
+from dyno.v1 import dyno_pb2
+
+__all__ = ["summary_from_proto", "summary_to_proto"]
+
+_STATE_PREFIX = "ANALYSIS_STATE_"
+_FAILURE_PREFIX = "ANALYSIS_FAILURE_"
+
+
+def summary_to_proto(s: TraceSummary, rank_parts: bytes = b"", thinned: bool = False) -> dyno_pb2.TraceSummary:
+    failure = "UNSPECIFIED" if s.failure is AnalysisFailure.NONE else s.failure.value
+    return dyno_pb2.TraceSummary(
+        trace_id=s.trace_id,
+        job_id=s.job_id,
+        user=s.user,
+        hostname=s.hostname,
+        periodic=s.periodic,
+        state=dyno_pb2.AnalysisState.Value(_STATE_PREFIX + s.state.value),
+        failure=dyno_pb2.AnalysisFailure.Value(_FAILURE_PREFIX + failure),
+        failure_message=s.failure_message,
+        trace_finished_ms=s.trace_finished_ms,
+        analyzed_ms=s.analyzed_ms,
+        analysis_cpu_s=s.analysis_cpu_s,
+        rules=[dyno_pb2.RuleLoss(**vars(r)) for r in s.rules],
+        ranks=[dyno_pb2.RankStepStats(**vars(r)) for r in s.ranks],
+        rank_parts=rank_parts,
+        rank_parts_thinned=thinned,
+        analysed_window=s.analysed_window,
+    )
+
+
+def summary_from_proto(m: dyno_pb2.TraceSummary) -> TraceSummary:
+    """The summary a daemon sent (an unknown enum value from a newer daemon reads as PENDING / CRASHED)."""
+    state_name = dyno_pb2.AnalysisState.Name(m.state) if m.state in dyno_pb2.AnalysisState.values() else ""
+    failure_name = dyno_pb2.AnalysisFailure.Name(m.failure) if m.failure in dyno_pb2.AnalysisFailure.values() else ""
+    state = state_name.removeprefix(_STATE_PREFIX)
+    failure = failure_name.removeprefix(_FAILURE_PREFIX)
+    return TraceSummary(
+        trace_id=m.trace_id,
+        job_id=m.job_id,
+        user=m.user,
+        hostname=m.hostname,
+        periodic=m.periodic,
+        state=AnalysisState(state) if state in AnalysisState.__members__ else AnalysisState.PENDING,
+        failure=(
+            AnalysisFailure.NONE
+            if failure in ("UNSPECIFIED", "")
+            else AnalysisFailure(failure)
+            if failure in AnalysisFailure.__members__
+            else AnalysisFailure.CRASHED
+        ),
+        failure_message=m.failure_message,
+        trace_finished_ms=m.trace_finished_ms,
+        analyzed_ms=m.analyzed_ms,
+        analysis_cpu_s=m.analysis_cpu_s,
+        rules=tuple(
+            RuleLoss(r.rule, r.severity, r.time_lost_share, r.time_lost_us, r.ranks, r.title, r.fix) for r in m.rules
+        ),
+        ranks=tuple(
+            RankStepStats(
+                rank=r.rank,
+                steps=r.steps,
+                mean_step_us=r.mean_step_us,
+                median_step_us=r.median_step_us,
+                std_step_us=r.std_step_us,
+                max_step_us=r.max_step_us,
+                window_us=r.window_us,
+                has_gpu=r.has_gpu,
+                gpu_idle_share=r.gpu_idle_share,
+                gpu_compute_share=r.gpu_compute_share,
+                communication_share=r.communication_share,
+                exposed_communication_share=r.exposed_communication_share,
+            )
+            for r in m.ranks
+        ),
+        analysed_window=m.analysed_window,
+    )
