@@ -2,7 +2,8 @@
 
 Run under torchrun (gloo backend). Rank `--slow-rank` loads its batches through a slow Dataset with
 DataLoader(num_workers=0), so it is late to every all-reduce (a straggler); every rank calls `.item()` on
-the loss each step (a host sync) and clears gradients with zero_grad(set_to_none=False).
+the loss each step (a host sync) and clears gradients with zero_grad(set_to_none=False). With `--tiny-ops N` every
+rank also runs a Python loop of N tiny tensor ops per step (Python-level op overhead: the tiny-ops rule).
 
     torchrun --nproc-per-node 2 -m dyno.demo_trainer --steps 400
 """
@@ -14,6 +15,10 @@ import gc
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["main"]
 
@@ -24,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=0, help="stop after this many seconds (0: no limit)")
     p.add_argument("--slow-rank", type=int, default=1, help="rank with the slow input pipeline (default 1)")
     p.add_argument("--slow-ms", type=float, default=15.0, help="extra ms per sample on the slow rank")
+    p.add_argument("--tiny-ops", type=int, default=0, help="tiny tensor ops per step in a Python loop (default 0)")
     args = p.parse_args(argv)
 
     import torch
@@ -61,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             break
         opt.zero_grad(set_to_none=False)  # deliberate: writes zeros instead of dropping the grads
         loss = loss_fn(model(x), y)
+        if args.tiny_ops:
+            _tiny_op_loop(x, args.tiny_ops)
         loss.backward()
         opt.step()
         if loss.item() != loss.item():  # deliberate: a host sync every step
@@ -74,6 +82,18 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         print(f"demo trainer: {step} steps in {time.monotonic() - start:.1f} s (pid {os.getpid()})", flush=True)
     return 0
+
+
+def _tiny_op_loop(x: torch.Tensor, n: int) -> torch.Tensor:
+    """A batch statistic computed one element at a time: n small ops where one vectorized op would do (deliberate)."""
+    import torch
+
+    with torch.no_grad():
+        acc = x.new_zeros(())
+        flat = x.reshape(-1)
+        for i in range(n):
+            acc.add_(flat[i % flat.numel()])
+    return acc
 
 
 if __name__ == "__main__":
