@@ -24,7 +24,12 @@ _AUTH_KEY = "authorization"  # must match dyno.daemon.auth.AUTH_METADATA_KEY
 
 
 class AuthError(ValueError):
-    """Client auth settings that cannot be used (missing token file, bad PEM, cert without key)."""
+    """Client auth settings that cannot be used (missing token file, bad PEM, cert without key). `path`: the file
+    that cannot be used, None when the mistake is no one file's."""
+
+    def __init__(self, message: str, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,7 @@ class ClientAuth:
                 tls_server_name=tls_server_name,
             )
         except secretfiles.SecretFileError as e:
-            raise AuthError(str(e)) from None
+            raise AuthError(str(e), e.path) from None
 
     @property
     def secure(self) -> bool:

@@ -50,6 +50,7 @@ class ErrorReason(str, enum.Enum):
     REGISTRY_FULL = "REGISTRY_FULL"
     NOT_REGISTERED = "NOT_REGISTERED"
     WRONG_SESSION = "WRONG_SESSION"
+    JOB_OF_ANOTHER_USER = "JOB_OF_ANOTHER_USER"  # a process may not join a job whose processes are another user's
 
 
 def details_trailer(code_value: int, message: str, reason: ErrorReason) -> tuple[str, bytes]:

@@ -20,7 +20,12 @@ _MAX_PEM_BYTES = 1024 * 1024
 
 
 class SecretFileError(ValueError):
-    """A token or PEM file that cannot be used; the message names the file and says why, in one line."""
+    """A token or PEM file that cannot be used; the message names the file and says why, in one line. `path`: the
+    file."""
+
+    def __init__(self, message: str, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 def _read_bounded(path: Path, limit: int, what: str) -> tuple[bytes, os.stat_result]:
@@ -30,11 +35,11 @@ def _read_bounded(path: Path, limit: int, what: str) -> tuple[bytes, os.stat_res
         with open(path, "rb") as f:
             return f.read(limit + 1), os.fstat(f.fileno())
     except FileNotFoundError:
-        raise SecretFileError(f"{what} {path} does not exist") from None
+        raise SecretFileError(f"{what} {path} does not exist", path) from None
     except IsADirectoryError:
-        raise SecretFileError(f"{what} {path} is a directory") from None
+        raise SecretFileError(f"{what} {path} is a directory", path) from None
     except OSError as e:
-        raise SecretFileError(f"cannot read {what} {path}: {e.strerror or e}") from None
+        raise SecretFileError(f"cannot read {what} {path}: {e.strerror or e}", path) from None
 
 
 def read_token_file(path: Path) -> str:
@@ -42,15 +47,15 @@ def read_token_file(path: Path) -> str:
     group or others (the token is then known to every user of that host) and when the token is short."""
     data, st = _read_bounded(path, MAX_TOKEN_BYTES, "auth token file")
     if len(data) > MAX_TOKEN_BYTES:
-        raise SecretFileError(f"auth token file {path} is larger than {MAX_TOKEN_BYTES} bytes; is it a token?")
+        raise SecretFileError(f"auth token file {path} is larger than {MAX_TOKEN_BYTES} bytes; is it a token?", path)
     try:
         token = data.decode("utf-8").strip()
     except UnicodeDecodeError:
-        raise SecretFileError(f"auth token file {path} is not UTF-8 text") from None
+        raise SecretFileError(f"auth token file {path} is not UTF-8 text", path) from None
     if not token:
-        raise SecretFileError(f"auth token file {path} is empty")
+        raise SecretFileError(f"auth token file {path} is empty", path)
     if any(c.isspace() for c in token) or not token.isprintable():
-        raise SecretFileError(f"auth token file {path} must hold one token without spaces or control characters")
+        raise SecretFileError(f"auth token file {path} must hold one token without spaces or control characters", path)
     if st.st_mode & (stat.S_IRGRP | stat.S_IROTH):
         log.warning(
             "auth token file %s is readable by other users (mode %03o); run: chmod 600 %s",
@@ -67,5 +72,5 @@ def read_pem(path: Path, what: str) -> bytes:
     """The bytes of a PEM file (certificate, key or CA bundle); `what` names it in errors."""
     data, _ = _read_bounded(path, _MAX_PEM_BYTES, what)
     if len(data) > _MAX_PEM_BYTES or b"-----BEGIN " not in data:
-        raise SecretFileError(f"{what} {path} is not a PEM file")
+        raise SecretFileError(f"{what} {path} is not a PEM file", path)
     return data

@@ -11,8 +11,6 @@ import errno
 import logging
 import os
 import shutil
-import socket
-import stat
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -22,74 +20,21 @@ import grpc
 
 from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.aio_serving import LoopThread, refusing
-from dyno.daemon.bindcheck import unix_bind_error
+from dyno.daemon.bindcheck import prepare_public_socket
 from dyno.daemon.connection_limits import agent_server_options
 from dyno.daemon.peer_identity import PeerTable
 from dyno.daemon.registry import MAX_PROCESSES
 from dyno.daemon.request_decoding import AioRequestDecoding
-from dyno.daemon.trusted_dirs import dir_problem
 from dyno.daemon.unix_front import MAX_FRONT_CONNECTIONS, MAX_FRONT_CONNECTIONS_PER_UID, UnixFront
 from dyno.v1 import agent_pb2_grpc
 
-__all__ = ["AgentServer", "MAX_UNIX_SOCKET_PATH", "SocketInUseError", "prepare_socket_path"]
+__all__ = ["AgentServer"]
 
 log = logging.getLogger("dyno.daemon.agent_service")  # the agent service's log lines, one logger
 
 # The agent front's buffer each way per connection: agents' messages are small (a trace command, a report), and there
 # may be thousands of connections (one per registered agent)
 _AGENT_FRONT_BUFFER = 64 * 1024
-
-MAX_UNIX_SOCKET_PATH = 107  # sockaddr_un.sun_path holds 108 bytes, the terminating NUL included
-
-
-class SocketInUseError(OSError):
-    """Another live daemon serves this agent socket."""
-
-
-def prepare_socket_path(path: Path) -> None:
-    """Create the parent dir; remove a stale socket file; refuse when another daemon answers on it.
-
-    Raises OSError whose message names the path (gRPC's own bind failure says neither the path nor why)."""
-    if len(os.fsencode(path)) > MAX_UNIX_SOCKET_PATH:
-        raise OSError(
-            errno.ENAMETOOLONG,
-            f"agent socket path {path} is too long for a Unix socket (> {MAX_UNIX_SOCKET_PATH} bytes)",
-        )
-    # Whoever could rename entries in its folder could put a socket of their own in its place: trainers would take
-    # their trace requests, output paths included (where the agent writes, as the trainer's user), from them.
-    problem = dir_problem(path.parent, what="the agent socket's folder", key="agent_socket", shared=True)
-    if problem is not None:
-        raise OSError(errno.EPERM, problem)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-    except OSError as e:
-        why = "it exists and is not a directory" if e.errno == errno.EEXIST else e.strerror
-        raise OSError(e.errno, f"cannot create the agent socket's directory {path.parent}: {why}") from None
-    try:
-        st = path.lstat()
-    except FileNotFoundError:
-        _probe_bind(path)
-        return
-    if not stat.S_ISSOCK(st.st_mode):
-        raise OSError(17, f"agent socket path {path} exists and is not a socket")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(1.0)
-        probe.connect(str(path))
-    except OSError:
-        path.unlink(missing_ok=True)  # nobody listens: stale from a crashed daemon
-        _probe_bind(path)
-        return
-    finally:
-        probe.close()
-    raise SocketInUseError(98, f"agent socket {path} is in use by another live daemon")
-
-
-def _probe_bind(path: Path) -> None:
-    # gRPC's bind failure printed its own C++ log line before dynod's, and gave no reason
-    err = unix_bind_error(path)
-    if err is not None:
-        raise OSError(err.errno, f"cannot bind the agent socket {path}: {err.strerror}")
 
 
 class AgentServer:
@@ -126,7 +71,7 @@ class AgentServer:
         return self._path
 
     def start(self) -> None:
-        prepare_socket_path(self._path)
+        prepare_public_socket(self._path, what="agent socket", key="agent_socket")
         if self._peers is not None:
             self._private = Path(tempfile.mkdtemp(prefix="dynod-agent-"))
         bound = self._path if self._private is None else self._private / "agent.sock"

@@ -26,7 +26,13 @@ from dyno.daemon import proto_convert as pc
 from dyno.daemon.agent_admission import MAX_TEXT, Admission, Refusal, RefusalKind, RefusalReason
 from dyno.daemon.aio_serving import TIMED_OUT, WakingQueue, next_item
 from dyno.daemon.peer_identity import PeerTable
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess, RegistryFullError
+from dyno.daemon.registry import (
+    PROTOCOL_AGENT,
+    JobOfAnotherUserError,
+    ProcessRegistry,
+    RegisteredProcess,
+    RegistryFullError,
+)
 from dyno.daemon.rpc_abort import abort, reason_trailer
 from dyno.daemon.tracing.agent_side import GONE_REASON
 from dyno.daemon.tracing.manager import TraceManager
@@ -105,6 +111,9 @@ class AgentServicer(agent_pb2_grpc.AgentServicer):
         except RegistryFullError as e:
             self._full_log.warning("full", "agent registration refused: %s", e)
             abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e), ErrorReason.REGISTRY_FULL)
+        except JobOfAnotherUserError as e:
+            self._refused_log.warning("job", "agent registration refused: %s", e)
+            abort(context, grpc.StatusCode.PERMISSION_DENIED, str(e), ErrorReason.JOB_OF_ANOTHER_USER)
         self._admission.registered(session, request.pid)
         return agent_pb2.RegisterResponse(
             session_id=session, keepalive_ms=self._keepalive_ms, daemon_version=dyno.__version__

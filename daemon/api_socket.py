@@ -8,52 +8,18 @@ UnixFront relays the public socket (0666: every local user may call) to it, reco
 
 from __future__ import annotations
 
-import errno
 import logging
 import shutil
-import socket
-import stat
 import tempfile
 from pathlib import Path
 
+from dyno.daemon.bindcheck import prepare_public_socket
 from dyno.daemon.peer_identity import PeerTable
-from dyno.daemon.trusted_dirs import dir_problem
 from dyno.daemon.unix_front import UnixFront
 
-__all__ = ["ApiSocket", "prepare_public_socket"]
+__all__ = ["ApiSocket"]
 
 log = logging.getLogger(__name__)
-
-_MAX_PATH = 107  # sockaddr_un.sun_path holds 108 bytes, the terminating NUL included
-
-
-def prepare_public_socket(path: Path, *, what: str, key: str) -> None:
-    """Make `path`'s folder (0755), remove a stale socket file there; OSError naming `what` when the folder can be
-    changed by other users, the path is too long or not a socket, or another daemon answers on it."""
-    if len(str(path).encode()) > _MAX_PATH:
-        raise OSError(errno.ENAMETOOLONG, f"{what} {path} is too long for a Unix socket (> {_MAX_PATH} bytes)")
-    # whoever could rename entries in its folder could put a socket of their own in its place
-    problem = dir_problem(path.parent, what=f"the {what}'s folder", key=key, shared=True)
-    if problem is not None:
-        raise OSError(errno.EPERM, problem)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-    except OSError as e:
-        raise OSError(e.errno, f"cannot create the {what}'s directory {path.parent}: {e.strerror}") from None
-    try:
-        st = path.lstat()
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(st.st_mode):
-        raise OSError(errno.EEXIST, f"{what} path {path} exists and is not a socket")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(1.0)
-        try:
-            probe.connect(str(path))
-        except OSError:
-            path.unlink(missing_ok=True)  # nobody listens: stale from a crashed daemon
-            return
-    raise OSError(errno.EADDRINUSE, f"{what} {path} is in use by another live daemon")
 
 
 class ApiSocket:

@@ -8,16 +8,23 @@ The check binds as gRPC's listeners do: SO_REUSEADDR on (a previous dynod's conn
 the port), no SO_REUSEPORT (dynod turns it off), any one of the resolved addresses is enough, and a wildcard
 address is the IPv6 dual-stack one or, failing that, the IPv4 one. The socket is closed before gRPC binds: a
 program taking the port in between still makes gRPC fail, with its own log line, as before. The same for a Unix
-socket's path (`unix_bind_error`).
+socket's path (`unix_bind_error`), and the whole preparation of a public one (`prepare_public_socket`: the agent
+socket, the API socket).
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import socket
+import stat
 from pathlib import Path
 
-__all__ = ["bind_problem", "unix_bind_error"]
+from dyno.daemon.trusted_dirs import dir_problem
+
+__all__ = ["MAX_UNIX_SOCKET_PATH", "SocketInUseError", "bind_problem", "prepare_public_socket", "unix_bind_error"]
+
+MAX_UNIX_SOCKET_PATH = 107  # sockaddr_un.sun_path holds 108 bytes, the terminating NUL included
 
 _WILDCARDS = ("0.0.0.0", "::")
 _HINTS = {
@@ -74,3 +81,50 @@ def unix_bind_error(path: Path) -> OSError | None:
             return e
     path.unlink(missing_ok=True)
     return None
+
+
+class SocketInUseError(OSError):
+    """Another live daemon serves this socket."""
+
+
+def prepare_public_socket(path: Path, *, what: str, key: str) -> None:
+    """Make `path`'s folder (0755) and remove a stale socket file there, so that `path` can be bound. OSError, its
+    message naming `what` (e.g. "agent socket") and the path, when the path is too long, its folder can be changed
+    by other users (`key`: the config key to fix) or not made, the path is not a socket, it cannot be bound
+    (gRPC's own bind failure says neither the path nor why); SocketInUseError when another daemon answers on it."""
+    if len(os.fsencode(path)) > MAX_UNIX_SOCKET_PATH:
+        raise OSError(
+            errno.ENAMETOOLONG, f"{what} path {path} is too long for a Unix socket (> {MAX_UNIX_SOCKET_PATH} bytes)"
+        )
+    # Whoever could rename entries in its folder could put a socket of their own in its place: callers would talk
+    # to it (trainers would take their trace requests, output paths included, from it).
+    problem = dir_problem(path.parent, what=f"the {what}'s folder", key=key, shared=True)
+    if problem is not None:
+        raise OSError(errno.EPERM, problem)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+    except OSError as e:
+        why = "it exists and is not a directory" if e.errno == errno.EEXIST else e.strerror
+        raise OSError(e.errno, f"cannot create the {what}'s directory {path.parent}: {why}") from None
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        _probe_bind(path, what)
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise OSError(errno.EEXIST, f"{what} path {path} exists and is not a socket")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink(missing_ok=True)  # nobody listens: stale from a crashed daemon
+            _probe_bind(path, what)
+            return
+    raise SocketInUseError(errno.EADDRINUSE, f"{what} {path} is in use by another live daemon")
+
+
+def _probe_bind(path: Path, what: str) -> None:
+    err = unix_bind_error(path)
+    if err is not None:
+        raise OSError(err.errno, f"cannot bind the {what} {path}: {err.strerror}")

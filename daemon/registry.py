@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from dyno.daemon.job_users import JobOfAnotherUserError, JobUsers
+
 __all__ = [
     "PROTOCOL_AGENT",
     "PROTOCOL_KINETO",
@@ -30,6 +32,7 @@ __all__ = [
     "RegisteredProcess",
     "ProcessRegistry",
     "RegistryFullError",
+    "JobOfAnotherUserError",
     "MAX_PROCESSES",
     "MAX_PROCESSES_PER_UID",
     "pid_alive",
@@ -127,6 +130,11 @@ class RegisteredProcess:
         """Whether a request for this job id matches it: its own id or an alias."""
         return job_id == self.job_id or job_id in self.job_aliases
 
+    @property
+    def job_ids(self) -> tuple[str, ...]:
+        """Every job id a request may name it by: its own and its aliases."""
+        return (self.job_id, *self.job_aliases)
+
 
 RemovalListener = Callable[[RegisteredProcess, str], None]
 
@@ -143,7 +151,10 @@ class ProcessRegistry:
         clock_ms: Callable[[], int] = now_ms,
         max_processes: int = MAX_PROCESSES,
         max_per_uid: int = MAX_PROCESSES_PER_UID,
+        job_admin: Callable[[int], bool] | None = None,
     ) -> None:
+        """`job_admin(uid)`: whether a process of that user may join a job of other users' (dyno.daemon.job_users);
+        None: every process may join any job."""
         self._silent_timeout_ms = int(silent_timeout_s * 1000)
         self._is_alive = is_alive
         self._uid_of = uid_of
@@ -153,6 +164,8 @@ class ProcessRegistry:
         self._lock = threading.Lock()
         self._procs: dict[int, RegisteredProcess] = {}
         self._per_uid: collections.Counter[int] = collections.Counter()
+        self._job_admin = job_admin
+        self._job_users = JobUsers()
         self._last_prune_ms: int | None = None
         self._listeners: list[RemovalListener] = []
 
@@ -167,11 +180,13 @@ class ProcessRegistry:
         """Insert or refresh a process; keeps registered_ms and busy state of an existing entry of the same pid. A
         connected agent's entry is not replaced by libkineto polls from the same process (returned as is). An entry
         of another process that had the pid (its start time differs) is removed first: the listeners hear it
-        exited. Raises RegistryFullError for a new process past a cap (see the module's doc)."""
+        exited. Raises RegistryFullError for a new process past a cap (see the module's doc), JobOfAnotherUserError
+        for one joining a job of other users' (dyno.daemon.job_users)."""
         if proc.protocol not in _PROTOCOLS:
             raise ValueError(f"unknown protocol {proc.protocol!r}")
         if proc.uid < 0:
             proc = replace(proc, uid=self._uid_of(proc.pid))  # a /proc read, outside the lock
+        joins_any = self._joins_any_job(proc)
         refusal = self._admission(proc)
         if refusal is not None and self._prune():
             refusal = self._admission(proc)
@@ -202,6 +217,9 @@ class ProcessRegistry:
             refusal = self._refusal(rec)
             if refusal is not None:
                 raise RegistryFullError(refusal)
+            conflict = None if joins_any else self._job_users.conflict(rec.job_ids, rec.uid)
+            if conflict is not None:
+                raise JobOfAnotherUserError(rec.pid, rec.uid, conflict)
             self._put(rec)
         if reused and old is not None:
             self._notify([(old, "process exited (its pid was reused)")])
@@ -291,19 +309,31 @@ class ProcessRegistry:
         with self._lock:
             return {uid: n for uid, n in self._per_uid.items() if n}
 
-    # -- caps -------------------------------------------------------------------------------------------------
+    # -- caps and jobs ----------------------------------------------------------------------------------------
+
+    def _joins_any_job(self, proc: RegisteredProcess) -> bool:
+        """Whether `proc` may be registered without the job check: no check configured, or it would refuse and the
+        process's user is an admin (asked outside the lock: the admin group is looked up in the user database)."""
+        if self._job_admin is None:
+            return True
+        with self._lock:
+            conflict = self._job_users.conflict(proc.job_ids, proc.uid)
+        return conflict is not None and self._job_admin(proc.uid)
 
     def _put(self, rec: RegisteredProcess) -> None:
-        """Under self._lock: insert or replace the pid's entry, keeping the per-uid counts."""
+        """Under self._lock: insert or replace the pid's entry, keeping the per-uid and per-job counts."""
         old = self._procs.get(rec.pid)
         if old is not None:
             self._per_uid[old.uid] -= 1
+            self._job_users.remove(old.job_ids, old.uid)
         self._procs[rec.pid] = rec
         self._per_uid[rec.uid] += 1
+        self._job_users.add(rec.job_ids, rec.uid)
 
     def _drop(self, pid: int) -> None:
-        """Under self._lock: remove the pid's entry, keeping the per-uid counts."""
+        """Under self._lock: remove the pid's entry, keeping the per-uid and per-job counts."""
         rec = self._procs.pop(pid)
+        self._job_users.remove(rec.job_ids, rec.uid)
         self._per_uid[rec.uid] -= 1
         if self._per_uid[rec.uid] <= 0:
             del self._per_uid[rec.uid]

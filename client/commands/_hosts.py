@@ -197,7 +197,7 @@ def client_auth(args: argparse.Namespace) -> ClientAuth | None:
         )
     except AuthError as e:
         token_file = args.auth_token_file
-        if token_file is not None and token_file == _env_path("DYNO_AUTH_TOKEN_FILE") and str(token_file) in str(e):
+        if token_file is not None and token_file == _env_path("DYNO_AUTH_TOKEN_FILE") and e.path == token_file:
             # no option named the file: say where it came from (a profile's export, for every command)
             usage_error(f"$DYNO_AUTH_TOKEN_FILE: {e} (unset $DYNO_AUTH_TOKEN_FILE or pass --auth-token-file)")
         usage_error(str(e))

@@ -13,7 +13,7 @@ from dyno import exit_codes
 from dyno.client.commands._common import print_json, print_out
 from dyno.client.format import human_bytes, table
 from dyno.client.trace.manifest import write_text_atomic
-from dyno.client.trace.records import HostRecord
+from dyno.client.trace.records import FetchFailure, HostRecord
 from dyno.numpy_import import import_numpy_single_threaded
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def print_outcome(
     left = [p for h in final for p in h.processes if p.state == "done" and not p.ok]
     if left:  # files the daemons still serve (retention permitting): say how to get them without tracing again
         # a daemon that refused the token refuses it again: "the same options" alone would fail the same way
-        refused = any("not authenticated" in p.error for p in left)
+        refused = any(p.fetch_failure is FetchFailure.UNAUTHENTICATED for p in left)
         auth = " and the daemons' token (--auth-token-file) or TLS options" if refused else ""
         say(
             f"dyno-cli {command}: {len(left)} traced file(s) not fetched are still on the daemons: `dyno-cli fetch "

@@ -14,6 +14,7 @@ from dyno.client.trace.records import (
     HOST_FAILED,
     HOST_NO_MATCH,
     HOST_TRACING,
+    FetchFailure,
     HostRecord,
     ProcRecord,
     proc_record,
@@ -85,6 +86,7 @@ def merge_status(h: HostRecord, status: dyno_pb2.TraceStatus, reason: str, reque
     h.hostname = status.hostname or h.hostname
     for p in status.processes:
         rec = by_pid.get(p.pid)
+        new = rec is None
         if rec is None:
             rec = proc_record(p)
             h.processes.append(rec)
@@ -93,7 +95,7 @@ def merge_status(h: HostRecord, status: dyno_pb2.TraceStatus, reason: str, reque
         rec.waiting = p.waiting
         if not (reason and rec.state == "cancelled"):
             rec.error = with_waiting(p.error, p.waiting, rec.state)
-        elif not rec.error.startswith(reason):  # once, with what it was doing when we cancelled it
+        elif new or previous != "cancelled":  # once, with what it was doing when we cancelled it
             # the daemon's waiting note (the agent's "no optimizer step for N s ...", dynod's account of a
             # libkineto iteration trace) says why it had not finished; a daemon without it: its state
             rec.error = reason + (f": {p.waiting}" if p.waiting else unstarted_note(previous, rec.protocol, request))
@@ -121,7 +123,7 @@ def with_waiting(error: str, waiting: str, state: str) -> str:
     """A daemon's reason for a cancelled process, with what it was waiting for: dynod's cancel reason is only
     "cancelled by request", so the note says why (a later fetch or attach sees it too). Its other reasons (a
     timeout's, a libkineto exit's) say it already, in words of their own."""
-    if not waiting or state != "cancelled" or waiting in error:
+    if not waiting or state != "cancelled":
         return error
     return f"{error} (it was waiting: {waiting})" if error else f"it was waiting: {waiting}"
 
@@ -160,13 +162,16 @@ def stop_waiting(h: HostRecord, wait_s: float) -> None:
     h.finished_ms = int(time.time() * 1000)
 
 
-def fail_host(h: HostRecord, error: str, error_type: str) -> None:
-    """Give a host up: its processes whose file did not arrive are lost, with `error` as the reason."""
+def fail_host(h: HostRecord, error: str, error_type: str, failure: FetchFailure) -> None:
+    """Give a host up: its processes whose file did not arrive are lost, with `error` as the reason; a finished
+    one's file is not fetched for `failure`."""
     h.state, h.error, h.error_type = HOST_FAILED, error, error_type
     h.finished_ms = int(time.time() * 1000)
     for p in h.processes:
         if p.ok or p.fetch == "failed" or p.state in FINAL_STATES - {"done"}:
             continue  # arrived, or already failed with its own reason
-        if p.state != "done":
+        if p.state == "done":
+            p.fetch_failure = failure
+        else:
             p.state = "lost"
         p.error = f"file not fetched: {error}"

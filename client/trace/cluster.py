@@ -28,8 +28,10 @@ from dyno.client.trace.records import (
     FINAL_STATES,
     HOST_FAILED,
     HOST_TRACING,
+    FetchFailure,
     HostRecord,
     PreviousFile,
+    fetch_failure_of,
     host_dir_name,
 )
 from dyno.client.trace.restarts import DaemonInstances, restarted_text
@@ -246,6 +248,8 @@ class ClusterTrace:
                 for p in h.processes:
                     if not p.ok and p.state not in FINAL_STATES - {"done"}:
                         p.error = p.error or "interrupted before the file arrived"
+                        if p.state == "done" and not p.fetch_failure:
+                            p.fetch_failure = FetchFailure.INTERRUPTED
 
     def _cancel_all(self, hosts: list[HostRecord], unconfirmed: list[HostRecord], budget_s: float) -> None:
         """CancelTrace on `hosts`, all at once (one fan-out; a wedged daemon costs its own call only), within
@@ -286,7 +290,7 @@ class ClusterTrace:
                         log.debug("following %s ended by the interrupt: %s", h.host, e)
                         return
                     log.exception("following %s failed", h.host)
-                    self._fail_host(h, f"{type(e).__name__}: {e}", type(e).__name__)
+                    self._fail_host(h, f"{type(e).__name__}: {e}", type(e).__name__, FetchFailure.CLIENT_ERROR)
         finally:
             done.set()
 
@@ -316,7 +320,7 @@ class ClusterTrace:
                     continue
                 transient = isinstance(e, Unavailable | DeadlineExceeded)
                 if not transient or now - failing_since >= self.unreachable_s:
-                    self._fail_host(h, e.message, type(e).__name__)
+                    self._fail_host(h, e.message, type(e).__name__, fetch_failure_of(e))
                     return
                 self._stop.wait(self.poll_s)
                 continue
@@ -343,11 +347,12 @@ class ClusterTrace:
                 try:
                     self._update(h, client.cancel_trace(self.trace_id), reason="cancelled by dyno-cli (--timeout-s)")
                 except DynoError as e:
-                    self._fail_host(h, f"not finished before --timeout-s, and cancel failed: {e.message}", "Timeout")
+                    cause = f"not finished before --timeout-s, and cancel failed: {e.message}"
+                    self._fail_host(h, cause, "Timeout", FetchFailure.TIMED_OUT)
                     return
                 continue
             if cancelled_at is not None and now - cancelled_at > self.unreachable_s:
-                self._fail_host(h, "not finished after being cancelled", "Timeout")
+                self._fail_host(h, "not finished after being cancelled", "Timeout", FetchFailure.TIMED_OUT)
                 return
             self._stop.wait(self.poll_s)
 
@@ -369,9 +374,9 @@ class ClusterTrace:
                 self._cancel_reasons[h.dir] = reason
             answers.merge_status(h, status, self._cancel_reasons.get(h.dir, ""), self.request)
 
-    def _fail_host(self, h: HostRecord, error: str, error_type: str) -> None:
+    def _fail_host(self, h: HostRecord, error: str, error_type: str, failure: FetchFailure) -> None:
         with self._lock:
-            answers.fail_host(h, error, error_type)
+            answers.fail_host(h, error, error_type, failure)
 
     def _new_instance(self, h: HostRecord, instance_id: str) -> bool:
         """Whether the daemon that answered about the trace is another than the one before (DaemonInstances.note)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dyno.client.client import DynoClient
 from dyno.client.errors import DynoError
-from dyno.client.trace.records import HostRecord, PreviousFile, ProcRecord
+from dyno.client.trace.records import FetchFailure, HostRecord, PreviousFile, ProcRecord, fetch_failure_of
 from dyno.filechunks import checksum_file
 
 __all__ = ["TraceFetcher"]
@@ -67,7 +67,7 @@ class TraceFetcher:
         dest = self.out_dir / h.dir
         with self._slots:
             if self._stop.is_set():
-                self._failed(p, "interrupted before the fetch")
+                self._failed(p, "interrupted before the fetch", FetchFailure.INTERRUPTED)
                 return
             start = time.monotonic()
             if self._reuse(h, p):
@@ -75,14 +75,14 @@ class TraceFetcher:
             try:
                 got = client.fetch_trace_file(self.trace_id, p.pid, dest, timeout_s=self.timeout_s, on_chunk=progress)
             except _Stopped:
-                self._failed(p, "interrupted during the fetch")
+                self._failed(p, "interrupted during the fetch", FetchFailure.INTERRUPTED)
                 return
             except DynoError as e:  # its message, not str(e): the host is named already
-                self._failed(p, f"fetch failed: {e.message}")
+                self._failed(p, f"fetch failed: {e.message}", fetch_failure_of(e))
                 return
             except OSError as e:  # a full disk's write errors name no file: say where
                 where = f"{e.filename}" if e.filename else f"a file in {dest}"
-                self._failed(p, f"fetch failed: cannot write {where}: {e.strerror or e}")
+                self._failed(p, f"fetch failed: cannot write {where}: {e.strerror or e}", FetchFailure.LOCAL_WRITE)
                 return
         with self._lock:
             p.fetch, p.fetched_bytes, p.checksum = "fetched", got.size_bytes, got.checksum
@@ -112,6 +112,6 @@ class TraceFetcher:
             p.fetch, p.fetched_bytes, p.checksum, p.file, p.reused = "fetched", p.size_bytes, checksum, prev.file, True
         return True
 
-    def _failed(self, p: ProcRecord, reason: str) -> None:
+    def _failed(self, p: ProcRecord, reason: str, failure: FetchFailure) -> None:
         with self._lock:
-            p.fetch, p.error = "failed", reason
+            p.fetch, p.error, p.fetch_failure = "failed", reason, failure

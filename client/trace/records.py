@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import asdict, dataclass, field
 
+from dyno.client.errors import DeadlineExceeded, DynoError, NotFound, PermissionDenied, Unauthenticated, Unavailable
 from dyno.client.hosts import Host
+from dyno.error_reasons import ErrorReason
 from dyno.trace_ids import safe_host
 from dyno.v1 import dyno_pb2
 
 __all__ = [
     "FINAL_STATES",
+    "FetchFailure",
     "HOST_DONE",
     "HOST_FAILED",
     "HOST_NO_MATCH",
@@ -18,6 +22,7 @@ __all__ = [
     "HostRecord",
     "PreviousFile",
     "ProcRecord",
+    "fetch_failure_of",
     "host_dir_name",
     "proc_record",
     "state_name",
@@ -30,6 +35,52 @@ FINAL_STATES = frozenset({"done", "failed", "timed_out", "cancelled", "lost", "b
 
 # Host states: tracing -> done | failed; no_match and failed are also reachable straight from StartTrace.
 HOST_TRACING, HOST_DONE, HOST_FAILED, HOST_NO_MATCH = "tracing", "done", "failed", "no_match"
+
+
+class FetchFailure(str, enum.Enum):
+    """Why the file of a finished process did not arrive: the manifest's and --json's `processes[].fetch_failure`
+    (docs/CLUSTER.md). Stable values: add new ones, never rename one."""
+
+    NONE = ""  # it arrived, or the process did not finish (its `state` and `error` say why)
+    UNAUTHENTICATED = "unauthenticated"  # the daemon refused the token or TLS identity
+    PERMISSION_DENIED = "permission_denied"  # the daemon does not let this caller fetch it (another user's trace)
+    NOT_FOUND = "not_found"  # the daemon no longer has the trace or its file (retention, a restart)
+    UNREACHABLE = "unreachable"  # the daemon could not be reached, or went away mid-fetch
+    INTERRUPTED = "interrupted"  # the user interrupted the run (Ctrl-C, SIGTERM)
+    LOCAL_WRITE = "local_write"  # this machine could not write the file (a full disk, permissions)
+    TIMED_OUT = "timed_out"  # the fetch ran past its deadline, or the host was given up at --timeout-s
+    DAEMON_ERROR = "daemon_error"  # any other refusal or failure the daemon answered
+    CLIENT_ERROR = "client_error"  # a failure in dyno-cli itself (its log has the traceback)
+
+
+_FAILURE_BY_REASON = {
+    ErrorReason.UNAUTHENTICATED.value: FetchFailure.UNAUTHENTICATED,
+    ErrorReason.PERMISSION_DENIED.value: FetchFailure.PERMISSION_DENIED,
+    ErrorReason.NOT_YOUR_PROCESS.value: FetchFailure.PERMISSION_DENIED,
+    ErrorReason.CALLER_UNKNOWN.value: FetchFailure.PERMISSION_DENIED,
+    ErrorReason.NOT_FOUND.value: FetchFailure.NOT_FOUND,
+    ErrorReason.TRACE_NOT_FOUND.value: FetchFailure.NOT_FOUND,
+    ErrorReason.TRACE_FORGOTTEN.value: FetchFailure.NOT_FOUND,
+    ErrorReason.NO_TRACE_FILE.value: FetchFailure.NOT_FOUND,
+    ErrorReason.SHUTTING_DOWN.value: FetchFailure.UNREACHABLE,
+    ErrorReason.UNAVAILABLE.value: FetchFailure.UNREACHABLE,
+}
+# A daemon that sends no reason (or a failure of the channel itself): the status code's class says it
+_FAILURE_BY_CLASS: tuple[tuple[type[DynoError], FetchFailure], ...] = (
+    (Unauthenticated, FetchFailure.UNAUTHENTICATED),
+    (PermissionDenied, FetchFailure.PERMISSION_DENIED),
+    (NotFound, FetchFailure.NOT_FOUND),
+    (Unavailable, FetchFailure.UNREACHABLE),
+    (DeadlineExceeded, FetchFailure.TIMED_OUT),
+)
+
+
+def fetch_failure_of(e: DynoError) -> FetchFailure:
+    """The FetchFailure of a failed call to a daemon: by its ErrorInfo reason, else by its status code."""
+    by_reason = _FAILURE_BY_REASON.get(e.reason)
+    if by_reason is not None:
+        return by_reason
+    return next((f for cls, f in _FAILURE_BY_CLASS if isinstance(e, cls)), FetchFailure.DAEMON_ERROR)
 
 
 def host_dir_name(host: Host) -> str:
@@ -57,13 +108,16 @@ class ProcRecord:
     # The daemon's word on why it has not finished (ProcessTrace.waiting): what a process cancelled at --timeout-s
     # was waiting for ("" from a daemon without it)
     waiting: str = ""
+    fetch_failure: FetchFailure = FetchFailure.NONE  # why a finished process's file did not arrive
 
     @property
     def ok(self) -> bool:
         return self.fetch == "fetched"
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        d = asdict(self)
+        d["fetch_failure"] = self.fetch_failure.value
+        return d
 
 
 @dataclass

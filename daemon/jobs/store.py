@@ -60,9 +60,14 @@ class StoreError(Exception):
     """The job database cannot be opened, read or written; the message says why."""
 
 
+# SQLite's primary result codes of a file that is not a database or is damaged (sqlite3 has them since 3.11)
+_CORRUPT_CODES = frozenset({getattr(sqlite3, "SQLITE_CORRUPT", 11), getattr(sqlite3, "SQLITE_NOTADB", 26)})
+
+
 def _error(path: Path, what: str, e: BaseException) -> StoreError:
     text = str(e)
-    if isinstance(e, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text):
+    code = getattr(e, "sqlite_errorcode", None)  # extended result code; the primary one is its low byte
+    if isinstance(e, sqlite3.DatabaseError) and code is not None and code & 0xFF in _CORRUPT_CODES:
         text += " (corrupt: move it aside and dynod starts a new one)"
     return StoreError(f"job database {path}: cannot {what}: {text}")
 

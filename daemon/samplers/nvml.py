@@ -174,6 +174,7 @@ class Nvml:
         m, h, i, query = self._m, dev.handle, dev.index, self._calls.query
         v: dict[str, float] = {}
         miss: dict[str, str] = {}
+        self._calls.lost.discard(i)  # this tick's calls tell whether it is lost
 
         util = query(i, "utilization", "nvmlDeviceGetUtilizationRates", h, missing=miss)
         if util is not None:
@@ -183,7 +184,7 @@ class Nvml:
         if mem is not None:
             v[gm.MEMORY_USED] = float(mem.used)
             v[gm.MEMORY_TOTAL] = float(mem.total)
-        if self._lost(dev, miss):  # every other call would fail the same way, each one a driver round trip
+        if self._lost(dev):  # every other call would fail the same way, each one a driver round trip
             v[gm.LOST] = 1.0
             if dev.xid.registered:  # events still arrive (Xid 79 is how the driver reports the loss)
                 v[gm.XID_ERRORS] = float(dev.xid.count)
@@ -244,10 +245,10 @@ class Nvml:
             v[gm.PROCESS_COUNT] = float(len(procs))
         return NvmlDeviceSample(index=i, values=v, processes=procs or (), unavailable=miss)
 
-    def _lost(self, dev: _Device, miss: Mapping[str, str]) -> bool:
+    def _lost(self, dev: _Device) -> bool:
         """Whether NVML reports the device lost this tick; the change is logged once each way (an operator must
         hear of a GPU fallen off the bus: its series vanish, and the sampler itself still works for the others)."""
-        lost = any(LOST_ERROR in reason for reason in miss.values())
+        lost = dev.index in self._calls.lost
         if lost and not dev.lost:
             log.error(
                 "gpu %d (%s, %s, PCI %s): NVML reports the GPU lost (%s: fallen off the bus? look for Xid 79 in the "

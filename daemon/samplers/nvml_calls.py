@@ -29,6 +29,9 @@ class NvmlCalls:
         self._skip: dict[tuple[int, str], str] = {}  # (device index, counter key) -> permanent reason
         self._logged: set[tuple[int, str]] = set()
         self._permanent = tuple(c for c in (getattr(m, n, None) for n in _PERMANENT_ERRORS) if isinstance(c, type))
+        self._lost_value = getattr(m, "NVML_ERROR_GPU_IS_LOST", None)
+        # device indices a call answered with LOST_ERROR since the caller last discarded them (one tick's worth)
+        self.lost: set[int] = set()
 
     def query(
         self,
@@ -54,7 +57,10 @@ class NvmlCalls:
         try:
             return fn(*args)
         except self.m.NVMLError as exc:
-            self._fail(index, key, f"{type(exc).__name__}: {exc}", isinstance(exc, self._permanent), missing)
+            lost = self._lost_value is not None and getattr(exc, "value", None) == self._lost_value
+            if lost:
+                self.lost.add(index)
+            self._fail(index, key, f"{type(exc).__name__}: {exc}", isinstance(exc, self._permanent), missing, lost)
             return default
 
     def call_optional(self, fn_name: str, *args: Any) -> Any:
@@ -72,12 +78,14 @@ class NvmlCalls:
         """Why `key` is never asked of device `index`, else `otherwise`."""
         return self._skip.get((index, key), otherwise)
 
-    def _fail(self, index: int, key: str, reason: str, permanent: bool, missing: dict[str, str] | None) -> None:
+    def _fail(
+        self, index: int, key: str, reason: str, permanent: bool, missing: dict[str, str] | None, lost: bool = False
+    ) -> None:
         if permanent:
             self._skip[(index, key)] = reason
         if missing is not None:
             missing[key] = reason
         # once per counter, not every tick; a lost GPU fails every counter: the sampler says it once for the GPU
-        if (index, key) not in self._logged and LOST_ERROR not in reason:
+        if (index, key) not in self._logged and not lost:
             self._logged.add((index, key))
             log.info("gpu %d: %s unavailable: %s", index, key, reason)

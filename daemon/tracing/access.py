@@ -1,18 +1,25 @@
-"""Which local user may start, cancel and fetch which traces (the per-user rules, dyno.daemon.callers): an admin
-touches every process, another identified local user only their own, an unidentified caller none. Plain: the Dyno
-tracing RPCs (service.py) turn a refusal into PERMISSION_DENIED with its reason."""
+"""Which local user may start, see, cancel and fetch which traces (the per-user rules, dyno.daemon.callers): an
+admin touches every process, another identified local user only their own, an unidentified caller none. Plain: the
+Dyno tracing RPCs (service.py) turn a refusal into PERMISSION_DENIED with its reason."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dyno.daemon.callers import Caller
-from dyno.daemon.tracing.values import TraceView
+from dyno.daemon.tracing.values import FINAL_STATES, TraceView
 from dyno.error_reasons import ErrorReason
 
-__all__ = ["Denied", "cancel_denied", "fetch_denied", "fetch_of_unknown_denied", "unidentified_denied"]
+__all__ = [
+    "Denied",
+    "cancel_denied",
+    "fetch_denied",
+    "fetch_of_unknown_denied",
+    "unidentified_denied",
+    "visible_view",
+]
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,17 @@ def unidentified_denied(caller: Caller, what: str) -> Denied | None:
         "call from this host (dynod's Unix socket or loopback) or present the token or a client certificate",
         ErrorReason.CALLER_UNKNOWN,
     )
+
+
+def visible_view(caller: Caller, view: TraceView) -> TraceView:
+    """What `caller` sees of a trace (GetTrace, CancelTrace's answer): an admin all of it; anyone else only the
+    processes it may touch (others' pids, jobs, paths and errors are left out), and `finished` once those are."""
+    if caller.admin:
+        return view
+    mine = tuple(p for p in view.processes if caller.may_touch(p.uid))
+    if len(mine) == len(view.processes):
+        return view
+    return replace(view, processes=mine, finished=all(p.state in FINAL_STATES for p in mine))
 
 
 def cancel_denied(caller: Caller, view: TraceView) -> Denied | None:

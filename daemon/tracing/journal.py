@@ -23,13 +23,12 @@ import logging
 import math
 import os
 import stat
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO
-from dyno.daemon.tracing.trust import open_trace_file, trace_dir_problem
+from dyno.daemon.tracing.trust import open_trace_file, trace_dir_problem, write_file_atomically
 from dyno.daemon.tracing.values import FINAL_STATES, ProcessTraceView, TraceReason, TraceSpec, TraceState, TraceView
 from dyno.logthrottle import ThrottledLog
 from dyno.trace_ids import is_trace_id, validate_trace_id
@@ -121,26 +120,11 @@ def write_record(trace_dir: Path, view: TraceView, hostname: str, finished_ms: i
     if problem is not None:  # its folder may be another user's symlink by now
         log.warning("trace %s: record not written: %s", view.trace_id, problem)
         return None
-    try:
-        # mkstemp: O_CREAT|O_EXCL with a random name, so nothing planted in the world-writable folder is followed
-        # (not "*.tmp": that is the trace files' in-progress name, which tools and tests look for)
-        fd, tmp = tempfile.mkstemp(prefix=f".{RECORD_NAME}.", suffix=".writing", dir=folder)
+    try:  # trainers write in the folder too: nothing planted there is followed
+        return write_file_atomically(folder, RECORD_NAME, data, tmp_prefix=f".{RECORD_NAME}.", mode=0o644)
     except OSError as e:
         log.warning("trace %s: cannot write its record in %s: %s", view.trace_id, folder, e)
         return None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, folder / RECORD_NAME)
-    except OSError as e:
-        log.warning("trace %s: cannot write its record in %s: %s", view.trace_id, folder, e)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        return None
-    return folder / RECORD_NAME
 
 
 # -- reading ----------------------------------------------------------------------------------------------------

@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from dyno import trace_layout
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess, RegistryFullError
+from dyno.daemon.registry import (
+    PROTOCOL_AGENT,
+    PROTOCOL_KINETO,
+    JobOfAnotherUserError,
+    RegisteredProcess,
+    RegistryFullError,
+)
 from dyno.daemon.tracing import kineto_leftovers, trust
 from dyno.daemon.tracing.kineto_config import ConfigValueError, trace_config
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier, KinetoIdentity
@@ -88,6 +94,9 @@ class KinetoSide:
             )
         except RegistryFullError as e:  # libkineto cannot be told why: it polls again in 5 s
             self._full_log.warning("full", "kineto poll not registered: %s", e)
+            return None
+        except JobOfAnotherUserError as e:  # likewise: the daemon's log says why it is never traced
+            self._full_log.warning("job", "kineto poll not registered: %s", e)
             return None
         now = self._t.clock_ms()
         with self._t.lock:

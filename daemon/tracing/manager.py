@@ -9,9 +9,10 @@ reports), picked by a process's protocol; this module adds requests, queries and
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from dyno.daemon.process_roles import job_roles, order_for_limit
@@ -249,13 +250,19 @@ class TraceManager:
     # -- queries ----------------------------------------------------------------------------------------------
 
     def get(self, trace_id: str) -> TraceView:
+        with self._known(trace_id) as trace:
+            return self.table.view(trace)
+
+    @contextlib.contextmanager
+    def _known(self, trace_id: str) -> Iterator[TraceEntry]:
+        """The trace (from its record, after a restart), under the table's lock; UnknownTraceError when none."""
         t = self.table
         t.recover(trace_id)
         with t.lock:
             trace = t.traces.get(trace_id)
             if trace is None:
                 raise t.unknown(trace_id)
-            return t.view(trace)
+            yield trace
 
     def forget(self, trace_ids: Collection[str]) -> None:
         """Retention deleted these folders: drop their finished traces from memory too (NOT_FOUND from now on)."""
@@ -276,11 +283,7 @@ class TraceManager:
 
     def cancel(self, trace_id: str) -> TraceView:
         t = self.table
-        t.recover(trace_id)
-        with t.lock:
-            trace = t.traces.get(trace_id)
-            if trace is None:
-                raise t.unknown(trace_id)
+        with self._known(trace_id) as trace:
             for pt in trace.procs.values():
                 if pt.view.state not in FINAL_STATES:
                     note = self._side(pt.view.protocol).cancel(trace, pt)

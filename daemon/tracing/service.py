@@ -27,6 +27,7 @@ from dyno.daemon.tracing.access import (
     fetch_denied,
     fetch_of_unknown_denied,
     unidentified_denied,
+    visible_view,
 )
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.streaming import MAX_CHUNK, ChecksumCache, iter_chunks
@@ -196,7 +197,8 @@ class TraceRpcs:
         return answer
 
     def GetTrace(self, request: dyno_pb2.GetTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
-        return self._status(self._tm.get, request.trace_id, context, request.page_token)
+        caller = self._caller_of(context)
+        return self._status(self._tm.get, request.trace_id, context, caller, request.page_token)
 
     def CancelTrace(self, request: dyno_pb2.CancelTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
         caller = self._caller_of(context)
@@ -204,7 +206,7 @@ class TraceRpcs:
             _refuse(context, unidentified_denied(caller, "cancel traces"))
             _require_id(request.trace_id, context)
             _refuse(context, cancel_denied(caller, self._status_view(request.trace_id, context)))
-        return self._status(self._tm.cancel, request.trace_id, context)
+        return self._status(self._tm.cancel, request.trace_id, context, caller)
 
     def _status_view(self, trace_id: str, context: grpc.ServicerContext) -> TraceView:
         try:
@@ -213,14 +215,20 @@ class TraceRpcs:
             abort(context, grpc.StatusCode.NOT_FOUND, str(e), e.reason)
 
     def _status(
-        self, op: Callable[[str], TraceView], trace_id: str, context: grpc.ServicerContext, page_token: str = ""
+        self,
+        op: Callable[[str], TraceView],
+        trace_id: str,
+        context: grpc.ServicerContext,
+        caller: Caller,
+        page_token: str = "",
     ) -> dyno_pb2.TraceStatus:
-        """`op`'s view of the trace as a TraceStatus: the page that `page_token` names (trace_pages)."""
+        """`op`'s view of the trace as a TraceStatus, as much of it as `caller` may see (access.visible_view): the
+        page that `page_token` names (trace_pages)."""
         _require_id(trace_id, context)
         if len(page_token) > trace_pages.MAX_TOKEN_CHARS:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a next_page_token of this trace")
         try:
-            status = pc.trace_view_to_pb(op(trace_id), self._hostname)
+            status = pc.trace_view_to_pb(visible_view(caller, op(trace_id)), self._hostname)
         except UnknownTraceError as e:
             abort(context, grpc.StatusCode.NOT_FOUND, str(e), e.reason)
         status.instance_id = self._instance_id

@@ -41,10 +41,13 @@ class Tracing:
         self.config = config
         self.hostname = hostname
         self.instance_id = instance_id or new_instance_id()  # this dynod's (GetStatus, StartTrace, GetTrace)
+        # with per-user rules, a process joins a job of other users' only when its user is an admin (job_users.py)
+        job_admin = (lambda uid: callers.local(uid).admin) if callers is not None else None
         self.registry = ProcessRegistry(
             silent_timeout_s=silent_timeout_s,
             max_processes=config.max_processes,
             max_per_uid=config.max_processes_per_uid,
+            job_admin=job_admin,
         )
         self._wake = threading.Event()  # set by stop() and by every started trace
         self.manager = TraceManager(

@@ -4,6 +4,7 @@ and a trainer's file taken only as the traced process's own (no symlink, FIFO or
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -28,6 +29,7 @@ __all__ = [
     "trace_dir_problem",
     "trainer_file_check",
     "trainer_file_stat",
+    "write_file_atomically",
 ]
 
 TRACE_DIR_MODE = 0o1733
@@ -44,19 +46,24 @@ def _marker_bytes(trace_id: str) -> bytes:
     return f"dynod trace folder {trace_id}\n".encode()
 
 
-def _write_marker(folder: Path, trace_id: str) -> None:
-    # mkstemp (O_EXCL, a random name) + rename: nothing planted in a folder that existed already is followed
-    fd, tmp = tempfile.mkstemp(prefix=f"{MARKER_NAME}.", suffix=".writing", dir=folder)
+def write_file_atomically(folder: Path, name: str, data: bytes, *, tmp_prefix: str, mode: int | None = None) -> Path:
+    """Write `data` as folder/name through a temp file renamed over it (a reader sees the old file or the new one,
+    never part of one) and return its path. The temp file (`tmp_prefix` + random + ".writing", never "*.tmp": the
+    trace files' in-progress name) is made with O_CREAT|O_EXCL, so nothing planted in a folder others write in is
+    followed; `mode`: the file's mode (else mkstemp's 0600). On any failure the temp file is removed and the error
+    raised (an OSError of the write names no file)."""
+    fd, tmp = tempfile.mkstemp(prefix=tmp_prefix, suffix=".writing", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(_marker_bytes(trace_id))
-        os.replace(tmp, folder / MARKER_NAME)
+            f.write(data)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, folder / name)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
+    return folder / name
 
 
 class UntrustedTraceDirError(PermissionError):
@@ -98,7 +105,7 @@ def make_trace_dir(trace_dir: Path, trace_id: str, owner_uid: int | None = None)
     euid = os.geteuid()
     owned = owner_uid is not None and owner_uid >= 0 and euid in (0, owner_uid)
     try:
-        _write_marker(path, trace_id)
+        write_file_atomically(path, MARKER_NAME, _marker_bytes(trace_id), tmp_prefix=f"{MARKER_NAME}.")
         os.chmod(path, OWNED_DIR_MODE if owned else TRACE_DIR_MODE)
         if owned and owner_uid != euid:
             os.chown(path, owner_uid, -1, follow_symlinks=False)  # type: ignore[arg-type]

@@ -5,6 +5,7 @@ back as one JSON line: {"code": grpc status name, "detail": ..., plus the answer
     local_user_calls.py TARGET jobs [USER]
     local_user_calls.py TARGET start JOB_ID
     local_user_calls.py TARGET cancel TRACE_ID
+    local_user_calls.py TARGET get TRACE_ID
     local_user_calls.py TARGET fetch TRACE_ID PID
     local_user_calls.py TARGET register AGENT_SOCKET PID JOB_ID
     local_user_calls.py TARGET own AGENT_SOCKET JOB_ID
@@ -28,6 +29,7 @@ from typing import Any
 
 import grpc
 
+from dyno.error_reasons import reason_of
 from dyno.v1 import agent_pb2, agent_pb2_grpc, dyno_pb2, dyno_pb2_grpc
 
 
@@ -59,6 +61,10 @@ def main(argv: list[str]) -> dict[str, Any]:
     if action == "cancel":
         code, detail, _ = _call(dyno.CancelTrace, dyno_pb2.CancelTraceRequest(trace_id=args[0]))
         return {"code": code, "detail": detail}
+    if action == "get":
+        code, detail, answer = _call(dyno.GetTrace, dyno_pb2.GetTraceRequest(trace_id=args[0]))
+        pids = [p.pid for p in answer.processes] if answer else []
+        return {"code": code, "detail": detail, "pids": pids, "finished": bool(answer and answer.finished)}
     if action == "fetch":
         request = dyno_pb2.FetchTraceFileRequest(trace_id=args[0], pid=int(args[1]))
         try:
@@ -74,8 +80,11 @@ def main(argv: list[str]) -> dict[str, Any]:
             return {"code": errno.errorcode.get(e.errno or 0, "OSError"), "detail": str(e)}
     agent = agent_pb2_grpc.AgentStub(grpc.insecure_channel(f"unix:{args[0]}"))
     if action == "register":
-        code, detail, _ = _call(agent.Register, agent_pb2.RegisterRequest(pid=int(args[1]), job_id=args[2]))
-        return {"code": code, "detail": detail}
+        try:
+            agent.Register(agent_pb2.RegisterRequest(pid=int(args[1]), job_id=args[2]), timeout=10)
+            return {"code": "OK", "detail": "", "reason": ""}
+        except grpc.RpcError as e:
+            return {"code": e.code().name, "detail": e.details() or "", "reason": reason_of(e.trailing_metadata())}
     if action == "own":
         return _own(dyno, agent, args[1])
     raise SystemExit(f"unknown action {action!r}")

@@ -1,6 +1,7 @@
 """Local users against a root dynod without a token: user `nobody` calls it over the Dyno API's Unix socket and
-over loopback TCP (each caller identified by the kernel), sees the command lines of, traces, cancels and fetches
-only its own processes, and cannot register root's process; root still sees and does everything.
+over loopback TCP (each caller identified by the kernel), sees the command lines of, sees in traces, traces, cancels
+and fetches only its own processes, and can neither register root's process nor make its own join root's job; root
+still sees and does everything.
 
 A real in-process dynod (gRPC, the API's Unix socket, the agent socket) run by the test (root), and a separate
 Python process run as `nobody` for each of that user's calls (tests/integration/local_user_calls.py).
@@ -198,6 +199,52 @@ def test_nobody_cannot_cancel_roots_trace(env: Env, transport: str) -> None:
     assert "may cancel only traces of its own processes" in got["detail"]
     view = env.daemon.tracing.manager.get(env.root_trace)
     assert not view.finished  # still running: not cancelled
+
+
+@needs_nobody
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_nobody_sees_none_of_roots_processes_in_roots_trace(env: Env, transport: str) -> None:
+    got = as_nobody(_target(env, transport), "get", env.root_trace)
+    assert got["code"] == "OK", got
+    assert got["pids"] == []
+
+
+@pytest.fixture
+def nobodys_sleep() -> Iterator[int]:
+    with subprocess.Popen(["sleep", "60"], user=65534) as p:
+        try:
+            yield p.pid
+        finally:
+            p.kill()
+
+
+@needs_nobody
+def test_nobody_sees_only_its_own_process_of_a_trace_of_both_users(env: Env, nobodys_sleep: int) -> None:
+    job = "mixed-job"
+    assert as_nobody(env.unix, "register", env.agent_socket, str(nobodys_sleep), job)["code"] == "OK"
+    with subprocess.Popen(["sleep", "60"]) as roots, grpc.insecure_channel(f"unix:{env.agent_socket}") as channel:
+        try:  # root's process joins nobody's job: an admin's may
+            agent_pb2_grpc.AgentStub(channel).Register(agent_pb2.RegisterRequest(pid=roots.pid, job_id=job), timeout=5)
+            with grpc.insecure_channel(env.unix) as root_channel:
+                dyno = dyno_pb2_grpc.DynoStub(root_channel)
+                started = dyno.StartTrace(dyno_pb2.TraceRequest(job_id=job, duration_ms=60000), timeout=5)
+                assert sorted(started.matched_pids) == sorted([nobodys_sleep, roots.pid])
+                for target in (env.unix, env.tcp):
+                    got = as_nobody(target, "get", started.trace_id)
+                    assert got["code"] == "OK" and got["pids"] == [nobodys_sleep], got
+                roots_view = dyno.GetTrace(dyno_pb2.GetTraceRequest(trace_id=started.trace_id), timeout=5)
+                assert sorted(p.pid for p in roots_view.processes) == sorted([nobodys_sleep, roots.pid])
+                dyno.CancelTrace(dyno_pb2.CancelTraceRequest(trace_id=started.trace_id), timeout=5)
+        finally:
+            roots.kill()
+
+
+@needs_nobody
+def test_nobody_cannot_make_its_own_process_join_roots_job(env: Env, nobodys_sleep: int) -> None:
+    got = as_nobody(env.unix, "register", env.agent_socket, str(nobodys_sleep), ROOT_JOB)
+    assert got["code"] == "PERMISSION_DENIED" and got["reason"] == "JOB_OF_ANOTHER_USER", got
+    assert f"job {ROOT_JOB!r} has registered processes of another user (uid 0)" in got["detail"], got
+    assert env.daemon.tracing.registry.get(nobodys_sleep) is None
 
 
 @needs_nobody

@@ -223,6 +223,20 @@ def test_the_option_given_is_not_blamed_on_the_variable(fake_dynod, tmp_path: Pa
     assert f"dyno-cli: error: auth token file {missing} does not exist" in err and "$DYNO" not in err, err
 
 
+def test_a_tls_file_named_like_the_token_file_is_not_blamed_on_the_variable(
+    fake_dynod, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("a-token-of-enough-characters\n")
+    token.chmod(0o600)
+    monkeypatch.setenv("DYNO_AUTH_TOKEN_FILE", str(token))
+    ca = tmp_path / "token.ca.pem"  # its name holds the token file's: the error is the CA's, not the variable's
+    with pytest.raises(SystemExit):
+        cli_main(["status", "--host", fake_dynod.target, "--tls-ca", str(ca)])
+    err = capsys.readouterr().err
+    assert f"TLS CA bundle {ca} does not exist" in err and "$DYNO" not in err, err
+
+
 # The host options' help says an MPI hostfile works
 
 

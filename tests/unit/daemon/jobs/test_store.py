@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dyno.daemon.jobs.records import JobRecord
-from dyno.daemon.jobs.store import MIGRATIONS, SCHEMA_VERSION, JobQuery, JobStore, StoreError
+from dyno.daemon.jobs.store import MIGRATIONS, SCHEMA_VERSION, JobQuery, JobStore, StoreError, _error
 from dyno.v1 import dyno_pb2
 
 
@@ -81,6 +81,12 @@ def test_a_newer_schema_is_refused_with_a_message(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(StoreError, match="newer than this dynod"):
         JobStore(path)
+
+
+def test_the_corrupt_hint_follows_sqlites_result_code_not_its_wording(tmp_path: Path) -> None:
+    locked = sqlite3.OperationalError("database is locked (not a database problem)")
+    locked.sqlite_errorcode = sqlite3.SQLITE_BUSY  # type: ignore[attr-defined]
+    assert "move it aside" not in str(_error(tmp_path / "jobs.sqlite3", "read it", locked))
 
 
 def test_a_corrupt_or_truncated_file_is_a_store_error_naming_the_fix(tmp_path: Path) -> None:

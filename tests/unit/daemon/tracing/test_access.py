@@ -1,4 +1,5 @@
-"""The per-user rules of the tracing RPCs (daemon/tracing/access.py): who may start, cancel and fetch which traces."""
+"""The per-user rules of the tracing RPCs (daemon/tracing/access.py): who may start, see, cancel and fetch which
+traces."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from dyno.daemon.callers import ADMIN, Caller
-from dyno.daemon.tracing.access import cancel_denied, fetch_denied, fetch_of_unknown_denied, unidentified_denied
+from dyno.daemon.tracing.access import (
+    cancel_denied,
+    fetch_denied,
+    fetch_of_unknown_denied,
+    unidentified_denied,
+    visible_view,
+)
 from dyno.daemon.tracing.values import ProcessTraceView, TraceSpec, TraceState, TraceView
 from dyno.error_reasons import ErrorReason
 
@@ -18,12 +25,25 @@ ALICE = Caller(uid=1001, admin=False, how="unix socket")
 NOBODY = Caller(uid=None, admin=False, how="tcp")
 
 
-def _view(*uids: int) -> TraceView:
+def _view(*uids: int, states: tuple[TraceState, ...] = ()) -> TraceView:
     procs = tuple(
-        ProcessTraceView(100 + i, "j", None, "agent", TraceState.RUNNING, f"/t/{i}", uid=uid)
+        ProcessTraceView(
+            100 + i, "j", None, "agent", (states or (TraceState.RUNNING,) * len(uids))[i], f"/t/{i}", uid=uid
+        )
         for i, uid in enumerate(uids)
     )
     return TraceView("t1", TraceSpec(job_id="j"), procs, False, 0)
+
+
+def test_a_user_sees_only_its_own_processes_of_a_trace_an_admin_all() -> None:
+    view = _view(1001, 1002, -1, 1001)
+    assert [p.pid for p in visible_view(ALICE, view).processes] == [100, 103]
+    assert visible_view(ADMIN, view) is view
+    assert visible_view(NOBODY, view).processes == ()  # an unidentified caller: none
+    # finished once the processes it sees are (the others' states are not its to know)
+    mixed = _view(1001, 1002, states=(TraceState.DONE, TraceState.RUNNING))
+    assert visible_view(ALICE, mixed).finished and not visible_view(ADMIN, mixed).finished
+    assert not visible_view(ALICE, _view(1001, 1002)).finished
 
 
 def test_an_unidentified_caller_may_do_nothing_an_admin_everything() -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from dyno.client.client import DynoClient
 from dyno.client.errors import InvalidArgument, NotFound
-from dyno.daemon.agent_server import SocketInUseError, prepare_socket_path
+from dyno.daemon.bindcheck import SocketInUseError, prepare_public_socket
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.history import History
 from dyno.daemon.server import DynoServicer, add_to_server
@@ -90,12 +90,12 @@ def register(env: Env, pid: int, job: str = "J", **kw) -> str:  # type: ignore[n
 def test_agent_socket_is_private_and_stale_sockets_are_handled(env: Env, tmp_path: Path) -> None:
     assert stat.S_IMODE(env.socket_path.stat().st_mode) == 0o666
     with pytest.raises(SocketInUseError):
-        prepare_socket_path(env.socket_path)
+        prepare_public_socket(env.socket_path, what="agent socket", key="agent_socket")
     stale = Path(short_tmpdir("dyno-stale-")) / "agent.sock"
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.bind(str(stale))
     s.close()  # a socket file nobody listens on
-    prepare_socket_path(stale)
+    prepare_public_socket(stale, what="agent socket", key="agent_socket")
     assert not stale.exists()
     shutil.rmtree(stale.parent)
 

@@ -27,10 +27,10 @@ def test_a_full_disk_names_the_folder_and_the_free_space(
     manager = TraceManager(registry, tmp_path / "traces", "h")
     rpcs = TraceRpcs(manager, registry, "h")
 
-    def full(folder: Path, trace_id: str) -> None:
+    def full(folder: Path, name: str, data: bytes, **_: object) -> Path:
         raise OSError(errno.ENOSPC, "No space left on device")  # as mkstemp's write fails: no file name
 
-    monkeypatch.setattr(trust, "_write_marker", full)
+    monkeypatch.setattr(trust, "write_file_atomically", full)
     with pytest.raises(Aborted) as e:
         rpcs.StartTrace(dyno_pb2.TraceRequest(job_id="full", duration_ms=500, trace_id="t1"), AbortingContext())
     assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
