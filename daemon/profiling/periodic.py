@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dyno.daemon.jobs.records import JobRecord
 from dyno.daemon.profiling.budget import Budget, binding_note, profiled_ms
 from dyno.daemon.profiling.policy import (
+    KINETO_LEAD_MS,
     JobState,
     PeriodicSettings,
     SkipReason,
@@ -107,15 +108,19 @@ class PeriodicProfiler:
         out = []
         with self._lock:
             live = {j.job_id for j in jobs}
-            for job in list(self._handled):
-                if job not in live:
-                    del self._handled[job]
+            for gone in set(self._handled) - live:
+                del self._handled[gone]
         for job in jobs:
+            with self._lock:
+                handled = self._handled.get(job.job_id, -1)
+            # the processes are chosen (roles: /proc reads) only when a moment may be due, not at every pass
+            if self.schedule.moment_at_or_before(job.job_id, now + KINETO_LEAD_MS) <= handled:
+                continue
             chosen = choose(job.procs, self._manager.roles(list(job.procs)), self.settings.ranks_per_host)
             moment = self.schedule.moment_at_or_before(job.job_id, now + lead_ms(chosen))
+            if moment <= handled:
+                continue
             with self._lock:
-                if moment <= self._handled.get(job.job_id, -1):
-                    continue
                 self._handled[job.job_id] = moment
             trace_id = self.schedule.trace_id(job.job_id, moment)
             why = self._take(job, chosen, moment, now, trace_id)
@@ -173,6 +178,7 @@ class PeriodicProfiler:
             )
         text = {
             SkipReason.NOT_RUNNING: "the job is not running in job accounting (not counted yet, or ended)",
+            SkipReason.NO_TRAINER: "none of its processes on this host is a trainer (launchers, DataLoader workers)",
             SkipReason.ENDING: "its processes are ending (disconnected or silent)",
             SkipReason.BUSY: "its processes are tracing already (on-demand traces win)",
             SkipReason.START_FAILED: "the trace could not start",

@@ -3,9 +3,10 @@ functions over plain values (no clock, no registry), so every rule is tested wit
 
 Skipped: a moment found more than LATE_MS after it passed (dynod was stopped or stalled: the other hosts took it, or
 did not; a late trace would record other steps than theirs); a job that job accounting does not count as running
-(unknown yet, or ended); one younger than periodic_min_job_age_s; one whose chosen processes are ending (an agent
-whose connection is gone, a libkineto process silent for SILENT_MS); one whose chosen processes are tracing already
-(an on-demand trace: it is never interrupted; a periodic one wins only over nothing); one the budget does not allow.
+(unknown yet, or ended); one without a trainer process on this host (launchers only); one younger than
+periodic_min_job_age_s; one whose chosen processes are ending (an agent whose connection is gone, a libkineto
+process silent for SILENT_MS); one whose chosen processes are tracing already (an on-demand trace: it is never
+interrupted; a periodic one wins only over nothing); one the budget does not allow.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class PeriodicSettings:
 class SkipReason(str, Enum):
     LATE = "late"
     NOT_RUNNING = "not_running"
+    NO_TRAINER = "no_trainer"
     TOO_YOUNG = "too_young"
     ENDING = "ending"
     BUSY = "busy"
@@ -111,8 +113,10 @@ def skip_reason(
     """Why the moment is skipped (the rules of the module's doc, in that order), None when it is taken."""
     if now_ms - moment_ms > LATE_MS:
         return SkipReason.LATE
-    if not job.running or not chosen:
+    if not job.running:
         return SkipReason.NOT_RUNNING
+    if not chosen:
+        return SkipReason.NO_TRAINER
     if now_ms - job.first_seen_ms < settings.min_job_age_ms:
         return SkipReason.TOO_YOUNG
     if any(_ending(p, now_ms) for p in chosen):

@@ -51,7 +51,7 @@ def _job(*procs: RegisteredProcess, running: bool = True, age_ms: int = 600_000)
 
 
 def _why(job: JobState, moment: int = NOW, now: int = NOW, allows: bool = True) -> SkipReason | None:
-    return skip_reason(job, job.procs, moment, now, S, budget_allows=allows)
+    return skip_reason(job, choose(job.procs, {}, S.ranks_per_host), moment, now, S, budget_allows=allows)
 
 
 def test_a_running_old_enough_idle_job_is_traced() -> None:
@@ -63,7 +63,8 @@ def test_a_running_old_enough_idle_job_is_traced() -> None:
     [
         (_job(agent(1, 0)), {"now": NOW + LATE_MS + 1}, SkipReason.LATE),
         (_job(agent(1, 0), running=False), {}, SkipReason.NOT_RUNNING),
-        (_job(), {}, SkipReason.NOT_RUNNING),
+        (_job(), {}, SkipReason.NO_TRAINER),
+        (_job(agent(1, 0, launcher="torchrun")), {}, SkipReason.NO_TRAINER),
         (_job(agent(1, 0), age_ms=299_000), {}, SkipReason.TOO_YOUNG),
         (_job(agent(1, 0, connected=False)), {}, SkipReason.ENDING),
         (_job(kineto(1, 0, last_seen_ms=NOW - SILENT_MS - 1)), {}, SkipReason.ENDING),
