@@ -6,7 +6,7 @@ Two measures of the time under the profiler: dynod's own (its INFO line per peri
 process's part, what the budget counts) and the trace files' (the span of the events each file records, which
 leaves out the profiler's own start and stop). The trainer's time runs from its registration to the end.
 
-    python bench/periodic_budget.py [--seconds 120] [--interval-s 5] [--budget 0.05] [--iterations 50]
+    python bench/periodic_budget.py [--seconds 120] [--interval-s 5] [--budget 0.05] [--iterations 50] [--keep]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -74,6 +75,7 @@ def main() -> int:
     p.add_argument("--iterations", type=int, default=50, help="periodic_iterations")
     p.add_argument("--step-sleep", type=float, default=0.01, help="the trainer's sleep per step (s)")
     p.add_argument("--expected-ms", type=int, default=1000, help="periodic_duration_ms: the first trace's estimate")
+    p.add_argument("--keep", action="store_true", help="keep dynod's log and the traces (their folder is printed)")
     args = p.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="dyno-periodic-bench-", dir="/tmp"))
@@ -113,7 +115,10 @@ def main() -> int:
     print(f"time under the profiler, trace files' event spans:        {span:.2f} s = {span / wall:.4f}")
     verdict = "<=" if daemon_s / wall <= args.budget else "> (OVER)"
     print(f"share {daemon_s / wall:.4f} {verdict} budget {args.budget:g}")
-    print(f"(logs and traces in {root})")
+    if args.keep:
+        print(f"(log and traces in {root})")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
     return 0
 
 
