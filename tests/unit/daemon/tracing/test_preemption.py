@@ -30,9 +30,8 @@ def tm(tmp_path: Path) -> TraceManager:
     return TraceManager(reg, tmp_path / "traces", "hostA", clock_ms=clock, kineto_identifier=no_proc_identifier())
 
 
-def _periodic(pids: tuple[int, ...], trace_id: str = "periodic-J-20261202T000000Z", **kw: int) -> TraceSpec:
-    kw = kw or {"iterations": 5}
-    return TraceSpec(job_id="J", pids=pids, process_limit=len(pids), trace_id=trace_id, periodic=True, **kw)  # type: ignore[arg-type]
+def _periodic(pids: tuple[int, ...], trace_id: str = "periodic-J-20261202T000000Z") -> TraceSpec:
+    return TraceSpec(job_id="J", pids=pids, process_limit=len(pids), iterations=5, trace_id=trace_id, periodic=True)
 
 
 def test_only_the_named_processes_lose_their_periodic_part(tm: TraceManager) -> None:
