@@ -80,8 +80,7 @@ def test_both_hosts_trace_the_same_moment_and_fetch_gathers_them(job: Job) -> No
     # the status of each daemon says periodic profiling is on, its interval and the job's next moment
     for d in job.daemons:
         r = run_cli("status", "--host", d.target, "--auth-token-file", str(job.token), "--json")
-        status = json.loads(r.stdout)
-        text = status.get("periodic_profiling") or status[0].get("periodic_profiling")
+        text = json.loads(r.stdout)["periodic_profiling"]
         assert text.startswith(f"on: every {INTERVAL_S} s") and f"next: {job.job_id} at " in text
     out = short_tmpdir("dyno-periodic-out-")
     r = run_cli(
