@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dyno.daemon.jobs.records import JobRecord
 from dyno.daemon.profiling.budget import Budget, binding_note, profiled_ms
 from dyno.daemon.profiling.policy import (
-    KINETO_LEAD_MS,
     JobState,
     PeriodicSettings,
     SkipReason,
@@ -30,25 +29,23 @@ from dyno.daemon.registry import ProcessRegistry, RegisteredProcess, now_ms
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import TraceLimitError, TraceRequestError, UnknownTraceError
 
-__all__ = ["TICK_S", "PeriodicProfiler", "job_states"]
+__all__ = ["SCAN_MS", "TICK_S", "PeriodicProfiler", "job_state"]
 
 log = logging.getLogger(__name__)
 
 TICK_S = 0.25  # an iteration trace is handed over at most this late after its moment
+# New jobs are looked for this often; a job is looked at otherwise only when its next moment is near, so that a pass
+# costs nothing with thousands of registered processes. A job registered less than this before a moment may take
+# that moment late (a job is that young only with periodic_min_job_age_s below it).
+SCAN_MS = 2_000
 _SKIP_LOG_EVERY_MS = 600_000  # the same job skipped for the same reason: an INFO line at most every 10 minutes
 _MAX_JOBS = 4096  # (job, reason) pairs whose last skip line is remembered
 
 
-def job_states(procs: Sequence[RegisteredProcess], records: Sequence[JobRecord]) -> list[JobState]:
-    """The registered jobs, each with what job accounting says of it (running, since when)."""
-    first: dict[str, int] = {}
-    for r in records:
-        if r.running:
-            first[r.job_id] = min(first.get(r.job_id, r.first_seen_ms), r.first_seen_ms)
-    by_job: dict[str, list[RegisteredProcess]] = {}
-    for p in procs:
-        by_job.setdefault(p.job_id, []).append(p)
-    return [JobState(j, j in first, first.get(j, 0), tuple(ps)) for j, ps in by_job.items()]
+def job_state(job_id: str, procs: Sequence[RegisteredProcess], records: Sequence[JobRecord]) -> JobState:
+    """A registered job with what job accounting says of it (running, since when: its oldest running record)."""
+    starts = [r.first_seen_ms for r in records if r.running and r.job_id == job_id]
+    return JobState(job_id, bool(starts), min(starts, default=0), tuple(procs))
 
 
 class PeriodicProfiler:
@@ -68,11 +65,13 @@ class PeriodicProfiler:
         self._registry = registry
         self._job_records = job_records
         self._clock_ms = clock_ms
-        # job id -> its last moment handled (taken or skipped); the registered jobs only (bounded by the registry)
+        # per registered job (bounded by the registry): its last moment handled (taken or skipped), and when it is
+        # to be looked at next (unix ms). Used by the thread that runs tick() only.
         self._handled: dict[str, int] = {}
+        self._attention: dict[str, int] = {}
+        self._next_scan_ms = 0
         self._in_flight: dict[str, str] = {}  # periodic trace id -> its job id, until it is measured
         self._skip_logged: dict[tuple[str, SkipReason], int] = {}
-        self._lock = threading.Lock()  # tick() runs on one thread; describe() reads from RPC threads
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -100,31 +99,38 @@ class PeriodicProfiler:
 
     # -- one pass ---------------------------------------------------------------------------------------------
     def tick(self) -> list[tuple[str, str, SkipReason | None]]:
-        """Measure the periodic traces that ended, then handle each registered job's moment if it is due. Returns
-        (job id, trace id, None when started or why skipped) of each moment handled in this pass."""
-        self._measure()
+        """Measure the periodic traces that ended, look for new jobs (every SCAN_MS), then handle the moment of each
+        job whose next moment is due. Returns (job id, trace id, None when started or why skipped) of each moment
+        handled in this pass."""
+        if self._in_flight:
+            self._measure()
         now = self._clock_ms()
-        jobs = job_states(self._registry.list(), self._job_records())
+        if now >= self._next_scan_ms:
+            self._next_scan_ms = now + SCAN_MS
+            live = set(self._registry.jobs())
+            for gone in set(self._attention) - live:
+                del self._attention[gone]
+                self._handled.pop(gone, None)
+            for job_id in live - set(self._attention):
+                self._attention[job_id] = now  # a new job: its latest moment is handled now (skipped if long past)
+        due = [j for j, t in self._attention.items() if t <= now]
+        if not due:
+            return []
+        records = self._job_records()
         out = []
-        with self._lock:
-            live = {j.job_id for j in jobs}
-            for gone in set(self._handled) - live:
-                del self._handled[gone]
-        for job in jobs:
-            with self._lock:
-                handled = self._handled.get(job.job_id, -1)
-            # the processes are chosen (roles: /proc reads) only when a moment may be due, not at every pass
-            if self.schedule.moment_at_or_before(job.job_id, now + KINETO_LEAD_MS) <= handled:
+        for job_id in due:
+            procs = self._registry.list(job_id)
+            chosen = choose(procs, self._manager.roles(procs), self.settings.ranks_per_host)
+            lead = lead_ms(chosen)
+            moment = self.schedule.moment_at_or_before(job_id, now + lead)
+            # the next look: when its next moment is due (a lead known from its processes of today)
+            self._attention[job_id] = self.schedule.next_moment(job_id, now + lead) - lead
+            if moment <= self._handled.get(job_id, -1):
                 continue
-            chosen = choose(job.procs, self._manager.roles(list(job.procs)), self.settings.ranks_per_host)
-            moment = self.schedule.moment_at_or_before(job.job_id, now + lead_ms(chosen))
-            if moment <= handled:
-                continue
-            with self._lock:
-                self._handled[job.job_id] = moment
-            trace_id = self.schedule.trace_id(job.job_id, moment)
-            why = self._take(job, chosen, moment, now, trace_id)
-            out.append((job.job_id, trace_id, why))
+            self._handled[job_id] = moment
+            trace_id = self.schedule.trace_id(job_id, moment)
+            why = self._take(job_state(job_id, procs, records), chosen, moment, now, trace_id)
+            out.append((job_id, trace_id, why))
         return out
 
     def _take(

@@ -15,7 +15,7 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno.daemon.jobs.records import JobRecord
-from dyno.daemon.profiling.periodic import PeriodicProfiler
+from dyno.daemon.profiling.periodic import SCAN_MS, PeriodicProfiler
 from dyno.daemon.profiling.policy import LATE_MS, PeriodicSettings, SkipReason
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing import retention
@@ -185,3 +185,18 @@ def test_retention_removes_finished_periodic_traces_like_any_other(tmp_path: Pat
     os.utime(folder, (old, old))
     result = retention.enforce_retention(h.tm.trace_dir, max_bytes=1 << 30, max_age_s=3600, keep={"newer"})
     assert trace_id in result.removed and not folder.exists()
+
+
+def test_new_jobs_are_found_within_a_scan_and_gone_ones_forgotten(tmp_path: Path, clock: Clock) -> None:
+    h = Host(tmp_path / "a", clock, clock.ms - 600_000)
+    h.periodic.tick()
+    h.reg.register(RegisteredProcess(pid=9, job_id="K", protocol=PROTOCOL_AGENT, rank=0, session_id="s9"))
+    h.reg.set_connected(9, "s9", True)
+    h.records.append(JobRecord("K", "u", "a", clock.ms - 600_000, clock.ms, running=True))
+    assert h.periodic.tick() == []  # not looked for yet: passes between scans cost nothing
+    clock.ms = h.periodic.schedule.next_moment("K", clock.ms + SCAN_MS)
+    assert ("K", None) in [(job, why) for job, _, why in h.periodic.tick()]
+    assert h.reg.remove(9, "test") is not None
+    clock.ms += SCAN_MS
+    h.periodic.tick()
+    assert "K" not in h.periodic._handled
