@@ -33,7 +33,7 @@ __all__ = ["SCAN_MS", "TICK_S", "PeriodicProfiler", "job_state"]
 
 log = logging.getLogger(__name__)
 
-TICK_S = 0.25  # an iteration trace is handed over at most this late after its moment
+TICK_S = 0.25  # the longest wait between passes (they wake at a job's moment, when one is sooner)
 # New jobs are looked for this often; a job is looked at otherwise only when its next moment is near, so that a pass
 # costs nothing with thousands of registered processes. A job registered less than this before a moment may take
 # that moment late (a job is that young only with periodic_min_job_age_s below it).
@@ -91,11 +91,22 @@ class PeriodicProfiler:
             self._thread.join(timeout=2)
 
     def _run(self) -> None:
-        while not self._stop.wait(TICK_S):
+        wait = TICK_S
+        while not self._stop.wait(wait):
             try:
                 self.tick()
-            except Exception:  # one bad pass must not end periodic profiling
+                wait = self._sleep_s()
+            except Exception:  # one bad pass must not end periodic profiling (nor make it spin)
                 log.exception("periodic profiling pass failed")
+                wait = TICK_S
+
+    def _sleep_s(self) -> float:
+        """Until the next job's moment is due (a pass then hands its trace over on time, not up to TICK_S late: the
+        hosts of a job should request within milliseconds of each other), at most TICK_S."""
+        due = min(self._attention.values(), default=None)
+        if due is None:
+            return TICK_S
+        return min(TICK_S, max(0.001, (due - self._clock_ms()) / 1000))
 
     # -- one pass ---------------------------------------------------------------------------------------------
     def tick(self) -> list[tuple[str, str, SkipReason | None]]:

@@ -77,6 +77,14 @@ def test_both_hosts_trace_the_same_moment_and_fetch_gathers_them(job: Job) -> No
     wait_for(both_done, 60, 0.3)
     trace_id = min(shared)
     assert trace_id.startswith(f"periodic-{job.job_id}-") and trace_id.endswith("Z")
+    # both hosts requested it at the job's moment (the wall clock, no coordination), not a pass later
+    schedule = Schedule(INTERVAL_S * 1000)
+    for d in job.daemons:
+        view = _trace(d, job, trace_id)
+        assert view is not None and view.request.iterations == 150
+        moment = schedule.moment_at_or_before(job.job_id, view.created_ms)
+        assert schedule.trace_id(job.job_id, moment) == trace_id
+        assert 0 <= view.created_ms - moment < 1000, (d.target, view.created_ms - moment)
     # the status of each daemon says periodic profiling is on, its interval and the job's next moment
     for d in job.daemons:
         r = run_cli("status", "--host", d.target, "--auth-token-file", str(job.token), "--json")

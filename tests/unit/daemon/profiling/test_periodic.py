@@ -15,7 +15,7 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno.daemon.jobs.records import JobRecord
-from dyno.daemon.profiling.periodic import SCAN_MS, PeriodicProfiler
+from dyno.daemon.profiling.periodic import SCAN_MS, TICK_S, PeriodicProfiler
 from dyno.daemon.profiling.policy import LATE_MS, PeriodicSettings, SkipReason
 from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
 from dyno.daemon.tracing import retention
@@ -200,3 +200,14 @@ def test_new_jobs_are_found_within_a_scan_and_gone_ones_forgotten(tmp_path: Path
     clock.ms += SCAN_MS
     h.periodic.tick()
     assert "K" not in h.periodic._handled
+
+
+def test_the_thread_wakes_at_the_next_moment_not_a_tick_later(tmp_path: Path, clock: Clock) -> None:
+    h = Host(tmp_path / "a", clock, clock.ms - 600_000)
+    assert h.periodic._sleep_s() == TICK_S  # no job known yet
+    h.periodic.tick()
+    moment = h.periodic.schedule.next_moment("J", clock.ms)
+    clock.ms = moment - 40
+    assert h.periodic._sleep_s() == pytest.approx(0.040)
+    clock.ms = moment + 5  # due: the shortest wait, never a spin
+    assert h.periodic._sleep_s() == 0.001
