@@ -39,6 +39,8 @@ from dyno.daemon.loop import SamplingLoop
 from dyno.daemon.memlimit import history_memory_problem, memory_limits
 from dyno.daemon.metrics_http import MetricsHTTPServer
 from dyno.daemon.peer_identity import PeerTable
+from dyno.daemon.profiling.periodic import PeriodicProfiler
+from dyno.daemon.profiling.setup import periodic_profiler
 from dyno.daemon.prometheus import DynoCollector, ExporterInfo, build_registry, daemon_gauges, serve_metrics
 from dyno.daemon.request_decoding import RequestDecoding
 from dyno.daemon.rpc_threads import RetiringThreadPool
@@ -83,6 +85,10 @@ class Daemon:
         )
         self.tracing = Tracing(config, self.hostname, callers=self.callers)
         self.jobs = self._job_accounting()
+        # None when periodic_interval_s is 0 (off)
+        self.periodic: PeriodicProfiler | None = periodic_profiler(
+            config, self.tracing.manager, self.tracing.registry, self.jobs.book.records
+        )
         self.server: grpc.Server | None = None
         self.servicer: DynoServicer | None = None
         self.metrics_server: MetricsHTTPServer | None = None
@@ -137,6 +143,7 @@ class Daemon:
             kineto_endpoint=self.tracing.kineto.describe() if self.tracing.kineto is not None else "off",
             instance_id=self.tracing.instance_id,
             job_store=self.jobs.problem() or "ok",
+            periodic_profiling=self.periodic.describe() if self.periodic is not None else "off",
         )
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -281,6 +288,8 @@ class Daemon:
                 raise StartupError(f"{e.strerror or e}{hint}") from None
             self._start_grpc()
             self._start_metrics()
+            if self.periodic is not None:
+                self.periodic.start()
         except (StartupError, ConfigError):
             self.stop(grace_s=0)
             raise
@@ -335,6 +344,8 @@ class Daemon:
             self.api_socket.stop()
         if self.metrics_server is not None:
             self.metrics_server.close()
+        if self.periodic is not None:
+            self.periodic.stop()
         self.tracing.stop()
         stall = self.loop.stall()
         self.loop.stop(timeout=5.0 if stall is None else 0.0)  # a stuck sample() never ends

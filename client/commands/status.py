@@ -53,6 +53,8 @@ def render(s: dyno_pb2.Status, target: str) -> str:
     ]
     if s.job_store:  # empty from a dynod without job accounting
         lines.append(f"job store   {s.job_store}")
+    if s.periodic_profiling:  # empty from a dynod without periodic profiling
+        lines.append(f"periodic    {s.periodic_profiling}")
     lines += [
         "",
     ]

@@ -17,6 +17,8 @@ from dyno.daemon.config.settings import (
     MAX_HISTORY_MAX_BYTES,
     MAX_INTERVAL_S,
     MAX_JOB_S,
+    MAX_PERIODIC_INTERVAL_S,
+    MAX_PERIODIC_RANKS,
     MAX_REGISTRY_CAP,
     MAX_TRACE_RETENTION_BYTES,
     MAX_TRACE_RETENTION_S,
@@ -26,6 +28,7 @@ from dyno.daemon.config.settings import (
     MIN_JOB_RETENTION_BYTES,
     DaemonConfig,
 )
+from dyno.request_limits import MAX_DURATION_MS, MAX_ITERATIONS
 
 __all__ = ["build_parser"]
 
@@ -175,6 +178,40 @@ def build_parser() -> argparse.ArgumentParser:
         type=number(int, gt=0),
         help=f"delete the oldest ended job records while they take more than this (default {_D.job_retention_bytes}, "
         f"256 MiB; at least {MIN_JOB_RETENTION_BYTES}, 1 MiB)",
+    )
+    a(
+        "--periodic-interval-s",
+        type=number(float, ge=0),
+        help="trace each running job every this many seconds, at moments derived from its job id so that every host "
+        "of the job traces the same steps under the same trace id, periodic-<job>-<UTC time> (default 0: off; 1-"
+        f"{MAX_PERIODIC_INTERVAL_S:.0f}; e.g. 1800; docs/PERIODIC.md)",
+    )
+    a(
+        "--periodic-iterations",
+        type=number(int, ge=1, le=MAX_ITERATIONS),
+        help=f"optimizer steps a periodic trace records in agent processes (default {_D.periodic_iterations})",
+    )
+    a(
+        "--periodic-duration-ms",
+        type=number(int, ge=1, le=MAX_DURATION_MS),
+        help=f"milliseconds a periodic trace records in libkineto processes (default {_D.periodic_duration_ms})",
+    )
+    a(
+        "--periodic-ranks-per-host",
+        type=number(int, ge=1, le=MAX_PERIODIC_RANKS),
+        help="how many processes of a job a periodic trace takes on this host: its lowest registered ranks "
+        f"(default {_D.periodic_ranks_per_host})",
+    )
+    a(
+        "--periodic-budget",
+        type=number(float, gt=0, le=1),
+        help="the most of a job's time its processes spend under periodic profiling: moments that would exceed it "
+        f"are skipped (default {_D.periodic_budget:g}, 1%%; > 0, at most 1)",
+    )
+    a(
+        "--periodic-min-job-age-s",
+        type=number(float, ge=0, le=MAX_JOB_S),
+        help=f"skip jobs younger than this (default {_D.periodic_min_job_age_s:g}; 0-{MAX_JOB_S:.0f})",
     )
     a(
         "--auth-token-file",

@@ -20,6 +20,8 @@ from dyno.daemon.config.settings import (
     MAX_HISTORY_MAX_BYTES,
     MAX_INTERVAL_S,
     MAX_JOB_S,
+    MAX_PERIODIC_INTERVAL_S,
+    MAX_PERIODIC_RANKS,
     MAX_REGISTRY_CAP,
     MAX_TRACE_RETENTION_BYTES,
     MAX_TRACE_RETENTION_S,
@@ -31,6 +33,7 @@ from dyno.daemon.config.settings import (
     DaemonConfig,
     group_id,
 )
+from dyno.request_limits import MAX_DURATION_MS, MAX_ITERATIONS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -168,6 +171,8 @@ def _value_problem(key: str, value: Any) -> str | None:
         return f"job_retention_bytes {value} is outside {MIN_JOB_RETENTION_BYTES}-{MAX_TRACE_RETENTION_BYTES}"
     if key in ("max_processes", "max_processes_per_uid") and not 1 <= value <= MAX_REGISTRY_CAP:
         return f"{key} {value} is outside 1-{MAX_REGISTRY_CAP}"
+    if key.startswith("periodic_"):
+        return _periodic_problem(key, value)
     if key == "trace_dir":
         return _shared_dir_problem(value)
     if key == "admin_group" and value:
@@ -177,6 +182,23 @@ def _value_problem(key: str, value: Any) -> str | None:
             return f"admin_group {value!r}: no such group"
     if key == "kineto_endpoint" and (not value or "\0" in value or "/" in value):
         return "kineto_endpoint must be a plain name (or 'off')"
+    return None
+
+
+def _periodic_problem(key: str, value: Any) -> str | None:
+    """What is wrong with a periodic_* key's value on its own (dyno.daemon.profiling)."""
+    if key == "periodic_interval_s" and not (value == 0 or 1 <= value <= MAX_PERIODIC_INTERVAL_S):
+        return f"periodic_interval_s {value:g} must be 0 (off) or 1-{MAX_PERIODIC_INTERVAL_S:.0f}"
+    if key == "periodic_iterations" and not 1 <= value <= MAX_ITERATIONS:
+        return f"periodic_iterations {value} is outside 1-{MAX_ITERATIONS}"
+    if key == "periodic_duration_ms" and not 1 <= value <= MAX_DURATION_MS:
+        return f"periodic_duration_ms {value} is outside 1-{MAX_DURATION_MS}"
+    if key == "periodic_ranks_per_host" and not 1 <= value <= MAX_PERIODIC_RANKS:
+        return f"periodic_ranks_per_host {value} is outside 1-{MAX_PERIODIC_RANKS}"
+    if key == "periodic_budget" and not 0 < value <= 1:
+        return f"periodic_budget {value:g} must be > 0 and at most 1 (a share of a job's time: 0.01 is 1%)"
+    if key == "periodic_min_job_age_s" and not 0 <= value <= MAX_JOB_S:
+        return f"periodic_min_job_age_s {value:g} is outside 0-{MAX_JOB_S:.0f}"
     return None
 
 
@@ -213,6 +235,11 @@ def _check_combination(cfg: DaemonConfig, sources: dict[str, str]) -> None:
         raise ConfigError(
             f"{where('trace_dir', 'state_dir')}: trace_dir {cfg.trace_dir} holds the state_dir {cfg.state_dir}, "
             "whose folders trace retention would delete; use separate folders"
+        )
+    if cfg.periodic_interval_s and cfg.periodic_duration_ms >= cfg.periodic_interval_s * 1000:
+        raise ConfigError(
+            f"{where('periodic_duration_ms', 'periodic_interval_s')}: periodic_duration_ms "
+            f"({cfg.periodic_duration_ms}) is not shorter than periodic_interval_s ({cfg.periodic_interval_s:g} s)"
         )
     if bool(cfg.tls_cert) != bool(cfg.tls_key):
         raise ConfigError(f"{where('tls_cert', 'tls_key')}: tls_cert and tls_key must be given together")

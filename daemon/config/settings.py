@@ -31,6 +31,8 @@ __all__ = [
     "DEFAULT_CONFIG_PATH",
     "EXIT_CODES",
     "KINETO_NAME",
+    "MAX_PERIODIC_INTERVAL_S",
+    "MAX_PERIODIC_RANKS",
 ]
 
 DEFAULT_CONFIG_PATH = Path("/etc/dyno/dynod.toml")
@@ -59,6 +61,9 @@ MAX_HISTORY_MAX_BYTES = 2**36  # 64 GiB
 # MAX_PROCESSES_PER_UID). An entry takes up to ~5 KB (its command line is capped at 4 KB), so the largest cap is
 # ~320 MB of registry: far past the unit's MemoryMax, raise it together with the cap.
 MAX_REGISTRY_CAP = 65536
+# Periodic profiling (dyno.daemon.profiling): a moment at most a week apart, at most this many ranks per host
+MAX_PERIODIC_INTERVAL_S = 7 * 86400.0
+MAX_PERIODIC_RANKS = 1024
 # The name libkineto connects to: the default abstract socket, and the fixed file name in --kineto-socket-dir mode.
 KINETO_NAME = "dynolog"
 
@@ -118,6 +123,16 @@ class DaemonConfig:
     job_grace_s: float = 120.0
     job_retention_s: float = 90 * 24 * 3600.0
     job_retention_bytes: int = 256 * 1024**2
+    # periodic profiling (dyno.daemon.profiling, docs/PERIODIC.md): each running job traced every
+    # periodic_interval_s (0: off) at moments derived from its job id, periodic_iterations optimizer steps (agent
+    # processes) or periodic_duration_ms (libkineto ones), in its periodic_ranks_per_host lowest ranks on this host,
+    # never more than periodic_budget of its time, not before it is periodic_min_job_age_s old
+    periodic_interval_s: float = 0.0
+    periodic_iterations: int = 5
+    periodic_duration_ms: int = 3000
+    periodic_ranks_per_host: int = 1
+    periodic_budget: float = 0.01
+    periodic_min_job_age_s: float = 300.0
     auth_token_file: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None

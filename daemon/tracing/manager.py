@@ -24,6 +24,7 @@ from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.kineto_side import KinetoSide
 from dyno.daemon.tracing.leftovers import leftover_paths, remove_leftovers
 from dyno.daemon.tracing.listed_workers import LISTED_WORKERS_MAX_AGE_MS
+from dyno.daemon.tracing.preemption import preempt_periodic
 from dyno.daemon.tracing.protocol import ProtocolSide
 from dyno.daemon.tracing.requests import validate_spec, why_nothing
 from dyno.daemon.tracing.table import ProcTrace, TraceEntry, TraceTable
@@ -197,6 +198,12 @@ class TraceManager:
             if sum(not e.finished() for e in t.traces.values()) >= t.max_active:
                 raise TraceLimitError(f"{t.max_active} traces are already active on this host")
             holders = {p.pid: found[0].trace_id for p in chosen if (found := t.active_for(p.pid)) is not None}
+            if spec.periodic and holders:  # periodic profiling never overlaps another trace: this moment is skipped
+                return StartResult(
+                    trace_id, tuple(p.pid for p in matched), (), tuple(holders), "busy with another trace", jobs
+                )
+            preempted = preempt_periodic(t, self._side, trace_id, chosen) if not spec.periodic else {}
+            holders = {pid: tid for pid, tid in holders.items() if pid not in preempted}
             busy = [p for p in chosen if p.pid in holders]
             todo = [p for p in chosen if p not in busy]
             # which trace holds them: `dyno-cli fetch --trace-id` of that one is what the user wants next
@@ -222,7 +229,11 @@ class TraceManager:
             triggered = tuple(pt.view for pt in trace.procs.values())
         for p in todo:
             self._registry.set_busy(p.pid, trace_id)
+        if preempted:
+            t.write_records()
         msg = f"triggered {len(todo)} of {len(matched)} matched process(es)"
+        if preempted:
+            msg += f"; periodic trace {', '.join(sorted(set(preempted.values())))} cancelled in {len(preempted)}"
         if busy:
             msg += f"; {len(busy)} busy with another trace ({held_by})"
         log.info("trace %s (job %r): %s", trace_id, spec.job_id, msg)

@@ -124,11 +124,13 @@ class TraceTable:
         """Under the lock: a state change; a final one clears the pid's busy flag and queues the trace's record."""
         if pt.view.state in FINAL_STATES:
             return
+        now = self.clock_ms()
         pt.view = replace(
             pt.view,
             state=state,
             error=error,
-            updated_ms=self.clock_ms(),
+            updated_ms=now,
+            running_ms=now if state == TraceState.RUNNING and not pt.view.running_ms else pt.view.running_ms,
             size_bytes=pt.view.size_bytes if size is None else size,
             reason=reason,
             # what it waited for says why a process did not finish; a done one did

@@ -52,6 +52,7 @@ class TraceReason(Enum):
     DONE_AFTER_RECONNECT = "done_after_reconnect"
     DONE_AFTER_RESTART = "done_after_restart"
     DONE_AT_DISCONNECT = "done_at_disconnect"
+    PREEMPTED_BY_ON_DEMAND = "preempted_by_on_demand"  # cancelled: a periodic part, for an on-demand trace
 
 
 FINAL_STATES = frozenset({TraceState.DONE, TraceState.FAILED, TraceState.TIMED_OUT, TraceState.CANCELLED})
@@ -93,6 +94,9 @@ class TraceSpec:
     with_flops: bool = False
     with_modules: bool = False
     trace_id: str = ""
+    # taken by dynod's periodic profiling (dyno.daemon.profiling), never from a request: an on-demand trace of the
+    # same processes cancels its parts, and it starts only in processes that are not tracing
+    periodic: bool = False
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,7 @@ class ProcessTraceView:
     uid: int = -1  # the traced process's user, as registered (its files must be its own); -1: unknown
     reason: TraceReason = TraceReason.NONE
     late_done: bool = False  # a DONE report came after it ended otherwise, and `error` says why it was not taken
+    running_ms: int = 0  # when it turned RUNNING (its profiler started), 0: not (yet), or not known (a recovered one)
 
 
 @dataclass(frozen=True)

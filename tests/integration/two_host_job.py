@@ -48,13 +48,14 @@ def registered(d: Dynod, job_id: str) -> list[dyno_pb2.ProcessInfo]:
 
 
 @contextmanager
-def two_host_job(prefix: str, *, ddp: bool) -> Iterator[Job]:
-    """The job, once both trainers are registered and stepping; ``ddp``: the ranks form a gloo DDP group."""
+def two_host_job(prefix: str, *, ddp: bool, dynod_args: tuple[str, ...] = ()) -> Iterator[Job]:
+    """The job, once both trainers are registered and stepping; ``ddp``: the ranks form a gloo DDP group;
+    ``dynod_args``: more flags for both daemons."""
     work = short_tmpdir(f"dyno-{prefix}-")
     token = work / "token"
     token.write_text(f"{prefix}-test-token-0123456789abcdef\n")
     token.chmod(0o600)
-    daemons = [Dynod(), Dynod(["--auth-token-file", str(token)])]
+    daemons = [Dynod([*dynod_args]), Dynod(["--auth-token-file", str(token), *dynod_args])]
     trainers: list[subprocess.Popen[bytes]] = []
     logs = [work / f"rank{r}.log" for r in range(2)]
     job_id = f"{prefix}-{uuid.uuid4().hex[:8]}"

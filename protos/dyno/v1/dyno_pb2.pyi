@@ -47,6 +47,7 @@ class TraceReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TRACE_REASON_DONE_AFTER_RECONNECT: _ClassVar[TraceReason]
     TRACE_REASON_DONE_AFTER_RESTART: _ClassVar[TraceReason]
     TRACE_REASON_DONE_AT_DISCONNECT: _ClassVar[TraceReason]
+    TRACE_REASON_PREEMPTED_BY_ON_DEMAND: _ClassVar[TraceReason]
 
 class AnalysisState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -95,6 +96,7 @@ TRACE_REASON_DAEMON_RESTARTED: TraceReason
 TRACE_REASON_DONE_AFTER_RECONNECT: TraceReason
 TRACE_REASON_DONE_AFTER_RESTART: TraceReason
 TRACE_REASON_DONE_AT_DISCONNECT: TraceReason
+TRACE_REASON_PREEMPTED_BY_ON_DEMAND: TraceReason
 ANALYSIS_STATE_UNSPECIFIED: AnalysisState
 ANALYSIS_STATE_PENDING: AnalysisState
 ANALYSIS_STATE_RUNNING: AnalysisState
@@ -144,7 +146,7 @@ class GpuInfo(_message.Message):
     def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., uuid: _Optional[str] = ..., memory_total_bytes: _Optional[int] = ..., simulated: _Optional[bool] = ..., pci_bus_id: _Optional[str] = ...) -> None: ...
 
 class Status(_message.Message):
-    __slots__ = ("hostname", "version", "uptime_s", "samplers", "gpus", "registered_processes", "trace_dir", "trace_dir_bytes", "interval_s", "history_s", "samples_in_history", "pid", "agent_socket", "kineto_endpoint", "active_traces", "instance_id", "job_store")
+    __slots__ = ("hostname", "version", "uptime_s", "samplers", "gpus", "registered_processes", "trace_dir", "trace_dir_bytes", "interval_s", "history_s", "samples_in_history", "pid", "agent_socket", "kineto_endpoint", "active_traces", "instance_id", "job_store", "periodic_profiling")
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +164,7 @@ class Status(_message.Message):
     ACTIVE_TRACES_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_STORE_FIELD_NUMBER: _ClassVar[int]
+    PERIODIC_PROFILING_FIELD_NUMBER: _ClassVar[int]
     hostname: str
     version: str
     uptime_s: float
@@ -179,7 +182,8 @@ class Status(_message.Message):
     active_traces: int
     instance_id: str
     job_store: str
-    def __init__(self, hostname: _Optional[str] = ..., version: _Optional[str] = ..., uptime_s: _Optional[float] = ..., samplers: _Optional[_Iterable[_Union[SamplerState, _Mapping]]] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., registered_processes: _Optional[int] = ..., trace_dir: _Optional[str] = ..., trace_dir_bytes: _Optional[int] = ..., interval_s: _Optional[float] = ..., history_s: _Optional[float] = ..., samples_in_history: _Optional[int] = ..., pid: _Optional[int] = ..., agent_socket: _Optional[str] = ..., kineto_endpoint: _Optional[str] = ..., active_traces: _Optional[int] = ..., instance_id: _Optional[str] = ..., job_store: _Optional[str] = ...) -> None: ...
+    periodic_profiling: str
+    def __init__(self, hostname: _Optional[str] = ..., version: _Optional[str] = ..., uptime_s: _Optional[float] = ..., samplers: _Optional[_Iterable[_Union[SamplerState, _Mapping]]] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., registered_processes: _Optional[int] = ..., trace_dir: _Optional[str] = ..., trace_dir_bytes: _Optional[int] = ..., interval_s: _Optional[float] = ..., history_s: _Optional[float] = ..., samples_in_history: _Optional[int] = ..., pid: _Optional[int] = ..., agent_socket: _Optional[str] = ..., kineto_endpoint: _Optional[str] = ..., active_traces: _Optional[int] = ..., instance_id: _Optional[str] = ..., job_store: _Optional[str] = ..., periodic_profiling: _Optional[str] = ...) -> None: ...
 
 class GetVersionRequest(_message.Message):
     __slots__ = ()

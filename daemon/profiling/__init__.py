@@ -1,0 +1,1 @@
+"""Periodic profiling: each running job traced at moments derived from its job id (docs/PERIODIC.md)."""
