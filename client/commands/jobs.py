@@ -10,6 +10,8 @@ import re
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dyno.argtypes import job_id as job_id_arg
 from dyno.client.commands._catalog import COMMANDS
@@ -26,7 +28,10 @@ from dyno.client.jobs_table import from_records, render, to_json
 from dyno.exit_codes import describe
 from dyno.v1 import dyno_pb2
 
-__all__ = ["gc_paused", "register", "parse_since"]
+if TYPE_CHECKING:
+    from dyno.client.cluster import HostResult
+
+__all__ = ["HostRecords", "gather_records", "gc_paused", "register", "parse_since"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _SINCE = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
@@ -55,6 +60,26 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+@dataclass(frozen=True)
+class HostRecords:
+    """The daemons' ListJobs answers: every host's result, the records of those that answered (each with its
+    daemon), and "host: problem" for each job database that could not be used (running jobs only there)."""
+
+    results: list[HostResult[dyno_pb2.ListJobsResponse]]
+    records: list[tuple[str, dyno_pb2.JobRecord]]
+    problems: list[str]
+
+
+def gather_records(args: argparse.Namespace, request: dyno_pb2.ListJobsRequest) -> HostRecords:
+    """ListJobs on every host the host options name (their pages gathered), as `dyno-cli jobs` asks them."""
+    with gc_paused():
+        with cluster_from_args(args) as cluster:
+            results = cluster.list_jobs(request)
+        records = [(str(r.host), j) for r in results if r.ok and r.value is not None for j in r.value.jobs]
+    problems = [f"{r.host}: {r.value.store_problem}" for r in results if r.ok and r.value and r.value.store_problem]
+    return HostRecords(results, records, problems)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -113,11 +138,10 @@ def run(args: argparse.Namespace) -> int:
     request = dyno_pb2.ListJobsRequest(
         since_ms=since_ms, user=args.user, job_id=args.job_id or "", running_only=args.running
     )
+    gathered = gather_records(args, request)
     with gc_paused():
-        with cluster_from_args(args) as cluster:
-            results = cluster.list_jobs(request)
-        rows = from_records((str(r.host), j) for r in results if r.ok and r.value is not None for j in r.value.jobs)
-    problems = [f"{r.host}: {r.value.store_problem}" for r in results if r.ok and r.value and r.value.store_problem]
+        rows = from_records(gathered.records)
+    results, problems = gathered.results, gathered.problems
     if args.json:
         print_json(
             {
