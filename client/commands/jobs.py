@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import re
 import sys
 import time
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from dyno.client.commands._hosts import (
     fanout_exit_code,
     print_failures,
 )
+from dyno.client.commands._since import parse_since
 from dyno.client.jobs_prometheus import PrometheusError, records_from_prometheus
 from dyno.client.jobs_table import from_records, render, to_json
 from dyno.exit_codes import describe
@@ -32,21 +32,6 @@ if TYPE_CHECKING:
     from dyno.client.cluster import HostResult
 
 __all__ = ["HostRecords", "gather_records", "gc_paused", "register", "parse_since"]
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_SINCE = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-MAX_SINCE_S = 10 * 365 * 86400
-
-
-def parse_since(text: str) -> float:
-    """'7d', '12h', '90m', '30s', '2w' -> seconds."""
-    m = _SINCE.fullmatch(text.strip())
-    if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 7d, 12h, 30m or 90s")
-    seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    if not 0 < seconds <= MAX_SINCE_S:
-        raise argparse.ArgumentTypeError(f"{text!r}: give more than 0 and at most 10 years")
-    return seconds
 
 
 @contextlib.contextmanager

@@ -7,30 +7,25 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from dyno import exit_codes
 from dyno.argtypes import nonempty_path, number
 from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import print_json, print_out, terminal_width
 from dyno.client.commands._hosts import FANOUT_EXIT_CODES, add_host_arguments, fanout_exit_code, print_failures
-from dyno.client.commands._trace_output import check_html
+from dyno.client.commands._since import parse_since
 from dyno.client.commands._usage import usage_error
-from dyno.client.commands.jobs import gather_records, parse_since
-from dyno.client.jobs_prometheus import PrometheusError, check_url
-from dyno.client.opportunities.html import render_html
-from dyno.client.opportunities.jsondoc import to_json
-from dyno.client.opportunities.model import Opportunities
-from dyno.client.opportunities.prometheus import from_prometheus
-from dyno.client.opportunities.ranking import DEFAULT_TOP, rank
-from dyno.client.opportunities.records import from_records
-from dyno.client.opportunities.text import render
-from dyno.client.trace.manifest import write_text_atomic
 from dyno.exit_codes import describe
-from dyno.v1 import dyno_pb2
+
+# What the command runs with (protobuf, the ranking, the renderers) is imported by run(): --help loads none of it.
+if TYPE_CHECKING:
+    from dyno.client.opportunities.model import Opportunities
 
 __all__ = ["register"]
 
 _NAME = "dyno-cli opportunities"
+_DEFAULT_TOP = 5
 _EXIT_CODES = {
     **FANOUT_EXIT_CODES,
     exit_codes.FAILURE: "no host answered, Prometheus could not be asked, or --html could not be written",
@@ -56,9 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--top",
         type=number(int, ge=1, le=10000),
-        default=DEFAULT_TOP,
+        default=_DEFAULT_TOP,
         metavar="N",
-        help=f"jobs listed per rule and never-analysed jobs listed (default {DEFAULT_TOP}; sums cover all)",
+        help=f"jobs listed per rule and never-analysed jobs listed (default {_DEFAULT_TOP}; sums cover all)",
     )
     p.add_argument(
         "--prometheus",
@@ -71,6 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _prometheus(args: argparse.Namespace) -> Opportunities | None:
+    from dyno.client.jobs_prometheus import PrometheusError
+    from dyno.client.opportunities.prometheus import from_prometheus
+    from dyno.client.opportunities.ranking import rank
+
     try:
         inputs = from_prometheus(args.prometheus, args.since, user=args.user, timeout_s=args.call_timeout_s)
     except PrometheusError as e:
@@ -80,6 +79,17 @@ def _prometheus(args: argparse.Namespace) -> Opportunities | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dyno.client.commands._trace_output import check_html
+    from dyno.client.commands.jobs import gather_records
+    from dyno.client.jobs_prometheus import PrometheusError, check_url
+    from dyno.client.opportunities.html import render_html
+    from dyno.client.opportunities.jsondoc import to_json
+    from dyno.client.opportunities.ranking import rank
+    from dyno.client.opportunities.records import from_records
+    from dyno.client.opportunities.text import render
+    from dyno.client.trace.manifest import write_text_atomic
+    from dyno.v1 import dyno_pb2
+
     check_html(args.html)
     if args.prometheus:
         try:
