@@ -80,7 +80,7 @@ def _prometheus(args: argparse.Namespace) -> Opportunities | None:
 
 def run(args: argparse.Namespace) -> int:
     from dyno.client.commands._trace_output import check_html
-    from dyno.client.commands.jobs import gather_records
+    from dyno.client.commands.jobs import gather_records, gc_paused
     from dyno.client.jobs_prometheus import PrometheusError, check_url
     from dyno.client.opportunities.html import render_html
     from dyno.client.opportunities.jsondoc import to_json
@@ -105,9 +105,9 @@ def run(args: argparse.Namespace) -> int:
         gathered = gather_records(args, request)
         results = gathered.results
         failed = [(str(r.host), f"{r.error_type}: {r.error}") for r in results if not r.ok]
-        answer = rank(
-            from_records(gathered.records), since_s=args.since, source="daemons", top=args.top, failed_hosts=failed
-        )
+        with gc_paused():  # as jobs' join: a fleet's answer is millions of objects, none of them garbage yet
+            inputs = from_records(gathered.records)
+            answer = rank(inputs, since_s=args.since, source="daemons", top=args.top, failed_hosts=failed)
         for problem in gathered.problems:
             print(f"{_NAME}: job database of {problem} (running jobs only)", file=sys.stderr)
         code = fanout_exit_code(results)
