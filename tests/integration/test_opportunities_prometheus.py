@@ -11,12 +11,11 @@ import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import grpc
 import pytest
-from opportunity_cases import case_records
+from opportunity_cases import RecordsServicer, case_records
 from prometheus_server import PROMETHEUS, prometheus_servers
 
-from dyno.daemon.fake_server import FakeDynoServicer, serve
+from dyno.daemon.fake_server import serve
 from dyno.trace_analysis.rule_texts import RULE_TEXTS
 from dyno.trace_summary_pb import summary_from_proto
 from dyno.v1 import dyno_pb2
@@ -66,15 +65,6 @@ def _serve_text(text: str) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
-
-
-class RecordsServicer(FakeDynoServicer):
-    def __init__(self, hostname: str, records: list[dyno_pb2.JobRecord]) -> None:
-        super().__init__(hostname)
-        self.records = records
-
-    def ListJobsEncoded(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> bytes:
-        return dyno_pb2.ListJobsResponse(hostname=self.hostname, jobs=self.records).SerializeToString()
 
 
 @pytest.fixture

@@ -3,11 +3,14 @@ never analysed and one whose analysis failed. The expected figures are worked ou
 
 from __future__ import annotations
 
+import grpc
+
+from dyno.daemon.fake_server import FakeDynoServicer
 from dyno.trace_summary import AnalysisFailure, AnalysisState, RuleLoss, TraceSummary
 from dyno.trace_summary_pb import summary_to_proto
 from dyno.v1 import dyno_pb2
 
-__all__ = ["H", "analysis", "case_records", "record"]
+__all__ = ["H", "RecordsServicer", "analysis", "case_records", "record"]
 
 H = 3600.0
 
@@ -48,3 +51,15 @@ def case_records(a: str, b: str) -> list[tuple[str, dyno_pb2.JobRecord]]:
         (b, record("dark", "carol", "host-b", 8)),
         (a, record("broken", "dave", "host-a", 4, analysis(failed="worker killed after 120 s"))),
     ]
+
+
+class RecordsServicer(FakeDynoServicer):
+    """A fake daemon (dyno.daemon.fake_server) answering ListJobs with fixed records, in one page."""
+
+    def __init__(self, hostname: str, records: list[dyno_pb2.JobRecord]) -> None:
+        super().__init__(hostname)
+        self.records = records
+
+    def ListJobsEncoded(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> bytes:
+        self._enter(context)
+        return dyno_pb2.ListJobsResponse(hostname=self.hostname, jobs=self.records).SerializeToString()

@@ -10,27 +10,13 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
-from opportunity_cases import case_records
+from opportunity_cases import RecordsServicer, case_records
 
 from dyno.client.cli import main as cli_main
-from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
-from dyno.v1 import dyno_pb2
+from dyno.daemon.fake_server import FakeServer, serve
 
 pytestmark = pytest.mark.unit
-
-
-class RecordsServicer(FakeDynoServicer):
-    """Answers ListJobs with fixed records (one page)."""
-
-    def __init__(self, hostname: str, records: list[dyno_pb2.JobRecord]) -> None:
-        super().__init__(hostname)
-        self.records = records
-
-    def ListJobsEncoded(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> bytes:
-        self._enter(context)
-        return dyno_pb2.ListJobsResponse(hostname=self.hostname, jobs=self.records).SerializeToString()
 
 
 @pytest.fixture(scope="module")
