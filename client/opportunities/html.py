@@ -8,6 +8,7 @@ import time
 from html import escape
 
 from dyno.client.opportunities.model import Opportunities, RuleOpportunity, Unanalysed
+from dyno.client.opportunities.text import count_words, period_words
 
 __all__ = ["render_html"]
 
@@ -20,10 +21,15 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 .muted{color:#666}svg text{font:12px system-ui,sans-serif}
 """
 _BAR_H, _GAP, _LABEL_W, _BAR_W = 22, 6, 200, 480
+_LABEL_CHARS = 28  # a rule id longer than this is cut in the chart's label (its tooltip and section keep it whole)
 
 
 def _e(text: object) -> str:
     return escape(str(text), quote=True)
+
+
+def _label(rule: str) -> str:
+    return rule if len(rule) <= _LABEL_CHARS else rule[: _LABEL_CHARS - 1] + "…"
 
 
 def _chart(o: Opportunities) -> str:
@@ -40,7 +46,7 @@ def _chart(o: Opportunities) -> str:
         parts.append(
             f'<g class="bar" data-rule="{_e(r.rule)}"><title>{_e(r.rule)}: {r.recoverable_gpu_hours:.2f} GPU-hours'
             f"</title>"
-            f'<text x="{_LABEL_W - 6}" y="{y + _BAR_H * 0.7:.1f}" text-anchor="end">{_e(r.rule)}</text>'
+            f'<text x="{_LABEL_W - 6}" y="{y + _BAR_H * 0.7:.1f}" text-anchor="end">{_e(_label(r.rule))}</text>'
             f'<rect x="{_LABEL_W}" y="{y}" width="{w:.1f}" height="{_BAR_H}" fill="#4a78b5"/>'
             f'<text x="{_LABEL_W + w + 6:.1f}" y="{y + _BAR_H * 0.7:.1f}">{r.recoverable_gpu_hours:.2f}</text></g>'
         )
@@ -58,7 +64,8 @@ def _rule(i: int, r: RuleOpportunity) -> str:
     more = f'<p class="muted">and {r.job_count - len(r.jobs)} more jobs</p>' if r.job_count > len(r.jobs) else ""
     return (
         f'<section class="rule" id="rule-{i}"><h2>{i}. {_e(r.rule)}: {r.recoverable_gpu_hours:.2f} GPU-hours '
-        f"recoverable</h2><p>{_e(r.title)} — {r.job_count} jobs of {r.user_count} users on {r.host_count} hosts</p>"
+        f"recoverable</h2><p>{_e(r.title)} — {count_words(r.job_count, 'job')} of {count_words(r.user_count, 'user')} "
+        f"on {count_words(r.host_count, 'host')}</p>"
         + (f'<p class="fix">Fix: {_e(r.fix)}</p>' if r.fix else "")
         + "<table><tr><th>Job</th><th>User</th><th>GPU-hours</th><th>Share</th><th>Recoverable</th><th>Hosts</th>"
         f"</tr>{rows}</table>{more}</section>"
@@ -90,7 +97,7 @@ def render_html(o: Opportunities, now_s: float | None = None) -> str:
     failed = "".join(f"<li>{_e(host)}: {_e(error)}</li>" for host, error in o.failed_hosts)
     body = [
         "<h1>The fleet's opportunities</h1>",
-        f'<p class="muted">{_e(o.source)}, the last {o.since_s / 86400:g} days, made {when}</p>',
+        f'<p class="muted">{_e(o.source)}, the last {period_words(o.since_s)}, made {when}</p>',
         f"<p>{o.total_gpu_hours:.2f} GPU-hours of {o.job_count} jobs ({o.user_count} users, {o.host_count} hosts): "
         f"{o.analysed_gpu_hours:.2f} analysed, {o.never_analysed_gpu_hours:.2f} never analysed.</p>",
         f"<p><strong>Hosts that did not answer</strong> (their jobs are missing):</p><ul>{failed}</ul>"

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dyno.client.format import table
 from dyno.client.opportunities.model import Opportunities, RuleOpportunity, Unanalysed
 
-__all__ = ["render"]
+__all__ = ["count_words", "period_words", "render"]
 
 _NAME = 40  # a job id, user or host is cut to at most this many characters here (--json and --html keep them whole)
 _PROSE = 100
@@ -33,12 +33,19 @@ def _cap(max_width: int | None) -> int:
     return _NAME if max_width is None else max(8, min(_NAME, (max_width - 56) // 2))
 
 
-def _since(seconds: float) -> str:
-    return f"{seconds / 86400:g} days" if seconds >= 86400 else f"{seconds / 3600:g} hours"
+def period_words(seconds: float) -> str:
+    """--since in words: "7 days", "12 hours", "30 minutes"."""
+    if seconds >= 86400:
+        return f"{seconds / 86400:g} days"
+    return f"{seconds / 3600:g} hours" if seconds >= 3600 else f"{seconds / 60:g} minutes"
 
 
-def _n(count: int, word: str) -> str:
+def count_words(count: int, word: str) -> str:
+    """ "1 job", "2 jobs"."""
     return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+_n = count_words
 
 
 def _pct(x: float) -> str:
@@ -50,7 +57,7 @@ def render(o: Opportunities, max_width: int | None = None) -> str:
     cap = _cap(max_width)
     lines = [
         textwrap.fill(
-            f"{o.total_gpu_hours:.2f} GPU-hours in the last {_since(o.since_s)} ({_n(o.job_count, 'job')} of "
+            f"{o.total_gpu_hours:.2f} GPU-hours in the last {period_words(o.since_s)} ({_n(o.job_count, 'job')} of "
             f"{_n(o.user_count, 'user')} on {_n(o.host_count, 'host')}): {o.analysed_gpu_hours:.2f} analysed, "
             f"{o.never_analysed_gpu_hours:.2f} never analysed (unknown loss, not zero).",
             prose,
