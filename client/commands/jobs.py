@@ -49,12 +49,19 @@ def gc_paused() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class HostRecords:
-    """The daemons' ListJobs answers: every host's result, the records of those that answered (each with its
-    daemon), and "host: problem" for each job database that could not be used (running jobs only there)."""
+    """The daemons' ListJobs answers: every host's result, and "host: problem" for each job database that could
+    not be used (running jobs only there)."""
 
     results: list[HostResult[dyno_pb2.ListJobsResponse]]
-    records: list[tuple[str, dyno_pb2.JobRecord]]
     problems: list[str]
+
+    def records(self) -> Iterator[tuple[str, dyno_pb2.JobRecord]]:
+        """The records of the hosts that answered, each with its daemon (streamed: a fleet's are millions)."""
+        for r in self.results:
+            if r.ok and r.value is not None:
+                host = str(r.host)
+                for j in r.value.jobs:
+                    yield host, j
 
 
 def gather_records(args: argparse.Namespace, request: dyno_pb2.ListJobsRequest) -> HostRecords:
@@ -62,9 +69,8 @@ def gather_records(args: argparse.Namespace, request: dyno_pb2.ListJobsRequest) 
     with gc_paused():
         with cluster_from_args(args) as cluster:
             results = cluster.list_jobs(request)
-        records = [(str(r.host), j) for r in results if r.ok and r.value is not None for j in r.value.jobs]
     problems = [f"{r.host}: {r.value.store_problem}" for r in results if r.ok and r.value and r.value.store_problem]
-    return HostRecords(results, records, problems)
+    return HostRecords(results, problems)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -125,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     )
     gathered = gather_records(args, request)
     with gc_paused():
-        rows = from_records(gathered.records)
+        rows = from_records(gathered.records())
     results, problems = gathered.results, gathered.problems
     if args.json:
         print_json(
