@@ -9,6 +9,7 @@ from html import escape
 
 from dyno.client.opportunities.model import Opportunities, RuleOpportunity, Unanalysed
 from dyno.client.opportunities.text import count_words, period_words
+from dyno.client.opportunities.text import gpu_hours_words as _h
 
 __all__ = ["render_html"]
 
@@ -44,11 +45,11 @@ def _chart(o: Opportunities) -> str:
         y = _GAP + i * (_BAR_H + _GAP)
         w = max(1.0, _BAR_W * r.recoverable_gpu_hours / top)
         parts.append(
-            f'<g class="bar" data-rule="{_e(r.rule)}"><title>{_e(r.rule)}: {r.recoverable_gpu_hours:.2f} GPU-hours'
+            f'<g class="bar" data-rule="{_e(r.rule)}"><title>{_e(r.rule)}: {_h(r.recoverable_gpu_hours)} GPU-hours'
             f"</title>"
             f'<text x="{_LABEL_W - 6}" y="{y + _BAR_H * 0.7:.1f}" text-anchor="end">{_e(_label(r.rule))}</text>'
             f'<rect x="{_LABEL_W}" y="{y}" width="{w:.1f}" height="{_BAR_H}" fill="#4a78b5"/>'
-            f'<text x="{_LABEL_W + w + 6:.1f}" y="{y + _BAR_H * 0.7:.1f}">{r.recoverable_gpu_hours:.2f}</text></g>'
+            f'<text x="{_LABEL_W + w + 6:.1f}" y="{y + _BAR_H * 0.7:.1f}">{_h(r.recoverable_gpu_hours)}</text></g>'
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -56,14 +57,14 @@ def _chart(o: Opportunities) -> str:
 
 def _rule(i: int, r: RuleOpportunity) -> str:
     rows = "".join(
-        f"<tr><td>{_e(j.job_id)}</td><td>{_e(j.user)}</td><td class=n>{j.gpu_hours:.2f}</td>"
-        f"<td class=n>{100 * j.share:.1f}%</td><td class=n>{j.recoverable_gpu_hours:.2f}</td>"
+        f"<tr><td>{_e(j.job_id)}</td><td>{_e(j.user)}</td><td class=n>{_h(j.gpu_hours)}</td>"
+        f"<td class=n>{100 * j.share:.1f}%</td><td class=n>{_h(j.recoverable_gpu_hours)}</td>"
         f"<td>{_e(', '.join(j.hosts))}</td></tr>"
         for j in r.jobs
     )
     more = f'<p class="muted">and {r.job_count - len(r.jobs)} more jobs</p>' if r.job_count > len(r.jobs) else ""
     return (
-        f'<section class="rule" id="rule-{i}"><h2>{i}. {_e(r.rule)}: {r.recoverable_gpu_hours:.2f} GPU-hours '
+        f'<section class="rule" id="rule-{i}"><h2>{i}. {_e(r.rule)}: {_h(r.recoverable_gpu_hours)} GPU-hours '
         f"recoverable</h2><p>{_e(r.title)} — {count_words(r.job_count, 'job')} of {count_words(r.user_count, 'user')} "
         f"on {count_words(r.host_count, 'host')}</p>"
         + (f'<p class="fix">Fix: {_e(r.fix)}</p>' if r.fix else "")
@@ -78,13 +79,13 @@ def _failures(u: Unanalysed) -> str:
 
 def _never(o: Opportunities) -> str:
     rows = "".join(
-        f"<tr><td>{_e(u.job_id)}</td><td>{_e(u.user)}</td><td class=n>{u.gpu_hours:.2f}</td>"
+        f"<tr><td>{_e(u.job_id)}</td><td>{_e(u.user)}</td><td class=n>{_h(u.gpu_hours)}</td>"
         f"<td>{_e(', '.join(u.hosts))}</td><td>{_e(_failures(u))}</td></tr>"
         for u in o.unanalysed
     )
     more = o.unanalysed_job_count - len(o.unanalysed)
     return (
-        f'<section id="never"><h2>Never analysed: {o.never_analysed_gpu_hours:.2f} GPU-hours of '
+        f'<section id="never"><h2>Never analysed: {_h(o.never_analysed_gpu_hours)} GPU-hours of '
         f"{o.unanalysed_job_count} jobs</h2><p>Unknown loss, not zero: no finished analysis on these hosts "
         f"({o.failed_analysis_count} analyses failed).</p>"
         "<table><tr><th>Job</th><th>User</th><th>GPU-hours</th><th>Hosts</th><th>Why</th></tr>"
@@ -98,8 +99,9 @@ def render_html(o: Opportunities, now_s: float | None = None) -> str:
     body = [
         "<h1>The fleet's opportunities</h1>",
         f'<p class="muted">{_e(o.source)}, the last {period_words(o.since_s)}, made {when}</p>',
-        f"<p>{o.total_gpu_hours:.2f} GPU-hours of {o.job_count} jobs ({o.user_count} users, {o.host_count} hosts): "
-        f"{o.analysed_gpu_hours:.2f} analysed, {o.never_analysed_gpu_hours:.2f} never analysed.</p>",
+        f"<p>{_h(o.total_gpu_hours)} GPU-hours of {count_words(o.job_count, 'job')} "
+        f"({count_words(o.user_count, 'user')}, {count_words(o.host_count, 'host')}): "
+        f"{_h(o.analysed_gpu_hours)} analysed, {_h(o.never_analysed_gpu_hours)} never analysed.</p>",
         f"<p><strong>Hosts that did not answer</strong> (their jobs are missing):</p><ul>{failed}</ul>"
         if failed
         else "",

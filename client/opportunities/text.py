@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dyno.client.format import table
 from dyno.client.opportunities.model import Opportunities, RuleOpportunity, Unanalysed
 
-__all__ = ["count_words", "period_words", "render"]
+__all__ = ["count_words", "gpu_hours_words", "period_words", "render"]
 
 _NAME = 40  # a job id, user or host is cut to at most this many characters here (--json and --html keep them whole)
 _PROSE = 100
@@ -34,10 +34,17 @@ def _cap(max_width: int | None) -> int:
 
 
 def period_words(seconds: float) -> str:
-    """--since in words: "7 days", "12 hours", "30 minutes"."""
-    if seconds >= 86400:
-        return f"{seconds / 86400:g} days"
-    return f"{seconds / 3600:g} hours" if seconds >= 3600 else f"{seconds / 60:g} minutes"
+    """--since in words: "7 days", "1 hour", "30 minutes"."""
+    value, unit = next((seconds / s, u) for s, u in ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second"))
+                       if seconds >= s or s == 1)  # fmt: skip
+    return f"{value:g} {unit}" + ("" if value == 1 else "s")
+
+
+def gpu_hours_words(hours: float) -> str:
+    """GPU-hours with 2 decimals; under 0.1 with 4 (a short job's, a demo's), so that they do not read as 0."""
+    if hours == 0 or hours >= 0.1:
+        return f"{hours:.2f}"
+    return f"{hours:.4f}" if hours >= 0.0001 else "<0.0001"
 
 
 def count_words(count: int, word: str) -> str:
@@ -46,6 +53,7 @@ def count_words(count: int, word: str) -> str:
 
 
 _n = count_words
+_h = gpu_hours_words
 
 
 def _pct(x: float) -> str:
@@ -57,9 +65,9 @@ def render(o: Opportunities, max_width: int | None = None) -> str:
     cap = _cap(max_width)
     lines = [
         textwrap.fill(
-            f"{o.total_gpu_hours:.2f} GPU-hours in the last {period_words(o.since_s)} ({_n(o.job_count, 'job')} of "
-            f"{_n(o.user_count, 'user')} on {_n(o.host_count, 'host')}): {o.analysed_gpu_hours:.2f} analysed, "
-            f"{o.never_analysed_gpu_hours:.2f} never analysed (unknown loss, not zero).",
+            f"{_h(o.total_gpu_hours)} GPU-hours in the last {period_words(o.since_s)} ({_n(o.job_count, 'job')} of "
+            f"{_n(o.user_count, 'user')} on {_n(o.host_count, 'host')}): {_h(o.analysed_gpu_hours)} analysed, "
+            f"{_h(o.never_analysed_gpu_hours)} never analysed (unknown loss, not zero).",
             prose,
         )
     ]
@@ -77,7 +85,7 @@ def render(o: Opportunities, max_width: int | None = None) -> str:
 def _ranking(o: Opportunities, cap: int, max_width: int | None) -> str:
     analysed = o.analysed_gpu_hours
     rows = [
-        [i, _clean(r.rule, max(cap, 24)), f"{r.recoverable_gpu_hours:.2f}", _pct(r.recoverable_gpu_hours / analysed),
+        [i, _clean(r.rule, max(cap, 24)), _h(r.recoverable_gpu_hours), _pct(r.recoverable_gpu_hours / analysed),
          r.job_count, r.user_count, r.title]
         for i, r in enumerate(o.rules, 1)
     ]  # fmt: skip
@@ -87,15 +95,15 @@ def _ranking(o: Opportunities, cap: int, max_width: int | None) -> str:
 
 def _rule(i: int, r: RuleOpportunity, prose: int, cap: int, max_width: int | None) -> list[str]:
     head = (
-        f"{i}. {_clean(r.rule, 200)}: {r.recoverable_gpu_hours:.2f} GPU-hours recoverable, {_n(r.job_count, 'job')} of "
+        f"{i}. {_clean(r.rule, 200)}: {_h(r.recoverable_gpu_hours)} GPU-hours recoverable, {_n(r.job_count, 'job')} of "
         f"{_n(r.user_count, 'user')} on {_n(r.host_count, 'host')}"
     )
     out = [textwrap.fill(head, prose, subsequent_indent="   ")]
     if r.fix:
         out.append(textwrap.fill("fix: " + _clean(r.fix, 2000), prose, initial_indent="   ", subsequent_indent="   "))
     rows = [
-        [_clean(j.job_id, cap), _clean(j.user, cap), f"{j.gpu_hours:.2f}", _pct(j.share),
-         f"{j.recoverable_gpu_hours:.2f}", _hosts(j.hosts, cap)]
+        [_clean(j.job_id, cap), _clean(j.user, cap), _h(j.gpu_hours), _pct(j.share),
+         _h(j.recoverable_gpu_hours), _hosts(j.hosts, cap)]
         for j in r.jobs
     ]  # fmt: skip
     headers = ["JOB", "USER", "GPU-HOURS", "SHARE", "RECOVERABLE", "HOSTS"]
@@ -108,11 +116,11 @@ def _rule(i: int, r: RuleOpportunity, prose: int, cap: int, max_width: int | Non
 
 def _never(o: Opportunities, prose: int, cap: int, max_width: int | None) -> list[str]:
     head = (
-        f"Never analysed: {o.never_analysed_gpu_hours:.2f} GPU-hours of {_n(o.unanalysed_job_count, 'job')} (no "
+        f"Never analysed: {_h(o.never_analysed_gpu_hours)} GPU-hours of {_n(o.unanalysed_job_count, 'job')} (no "
         f"finished analysis on those hosts; {o.failed_analysis_count} failed)"
     )
     rows = [
-        [_clean(u.job_id, cap), _clean(u.user, cap), f"{u.gpu_hours:.2f}", _hosts(u.hosts, cap), _why(u)]
+        [_clean(u.job_id, cap), _clean(u.user, cap), _h(u.gpu_hours), _hosts(u.hosts, cap), _why(u)]
         for u in o.unanalysed
     ]
     headers = ["JOB", "USER", "GPU-HOURS", "HOSTS", "WHY"]

@@ -140,3 +140,12 @@ def test_nothing_analysed_says_so() -> None:
     out = render(o)
     assert "0.00 analysed, 3.00 never analysed" in out and "RANK" not in out
     assert "<svg" not in render_html(o)
+
+
+def test_a_short_jobs_gpu_hours_do_not_read_as_zero() -> None:
+    o = rank(
+        from_records([("a", record("short", "u", "h", 0.0022, analysis(("tiny-ops", 0.5))))]), since_s=3600, source="x"
+    )
+    out = render(o)
+    assert "0.0022 GPU-hours in the last 1 hour" in out and "1. tiny-ops: 0.0011 GPU-hours recoverable" in out
+    assert ">0.0011<" in render_html(o)
