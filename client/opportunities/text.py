@@ -35,8 +35,9 @@ def _cap(max_width: int | None) -> int:
 
 def period_words(seconds: float) -> str:
     """--since in words: "7 days", "1 hour", "30 minutes"."""
-    value, unit = next((seconds / s, u) for s, u in ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second"))
-                       if seconds >= s or s == 1)  # fmt: skip
+    units = ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second"))
+    size, unit = next((u for u in units if seconds >= u[0]), units[-1])
+    value = seconds / size
     return f"{value:g} {unit}" + ("" if value == 1 else "s")
 
 
