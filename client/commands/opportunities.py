@@ -107,7 +107,14 @@ def run(args: argparse.Namespace) -> int:
         failed = [(str(r.host), f"{r.error_type}: {r.error}") for r in results if not r.ok]
         with gc_paused():  # as jobs' join: a fleet's answer is millions of objects, none of them garbage yet
             inputs = from_records(gathered.records())
-            answer = rank(inputs, since_s=args.since, source="daemons", top=args.top, failed_hosts=failed)
+            answer = rank(
+                inputs,
+                since_s=args.since,
+                source="daemons",
+                top=args.top,
+                failed_hosts=failed,
+                store_problems=gathered.problems,
+            )
         for problem in gathered.problems:
             print(f"{_NAME}: job database of {problem} (running jobs only)", file=sys.stderr)
         code = fanout_exit_code(results)

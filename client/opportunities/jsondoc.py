@@ -35,6 +35,7 @@ def to_json(o: Opportunities) -> dict[str, Any]:
             "top_jobs": [_unanalysed(u) for u in o.unanalysed],
         },
         "failed_hosts": [{"host": host, "error": error} for host, error in o.failed_hosts],
+        "store_problems": list(o.store_problems),
     }
 
 

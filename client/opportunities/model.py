@@ -90,3 +90,4 @@ class Opportunities:
     unanalysed_job_count: int
     failed_analysis_count: int  # (job, host) pairs whose newest analysis FAILED
     failed_hosts: tuple[tuple[str, str], ...] = field(default=())  # (daemon, error): hosts that did not answer
+    store_problems: tuple[str, ...] = ()  # "daemon: problem": job databases unusable (running jobs only there)

@@ -82,6 +82,7 @@ def rank(
     source: str,
     top: int = DEFAULT_TOP,
     failed_hosts: Iterable[tuple[str, str]] = (),
+    store_problems: Iterable[str] = (),
     texts: Mapping[str, RuleText] = RULE_TEXTS,
 ) -> Opportunities:
     """The rules ranked by recoverable GPU-hours (then rule id), each with its `top` jobs; the never-analysed jobs
@@ -143,6 +144,7 @@ def rank(
         unanalysed_job_count=len(never),
         failed_analysis_count=failed,
         failed_hosts=tuple(failed_hosts),
+        store_problems=tuple(store_problems),
     )
 
 
