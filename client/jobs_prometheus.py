@@ -17,7 +17,7 @@ from typing import Any
 
 from dyno.v1 import dyno_pb2
 
-__all__ = ["PrometheusError", "records_from_prometheus", "query_url"]
+__all__ = ["PrometheusError", "check_url", "instant_query", "label_value", "records_from_prometheus", "query_url"]
 
 _KEY = ("job_id", "user", "host", "instance")  # instance: the scrape target, one per daemon
 # JobRecord field <- (aggregation over a host's series, PromQL over the range, how a value becomes the field)
@@ -39,7 +39,8 @@ class PrometheusError(Exception):
     """The Prometheus server cannot be asked or answered with an error; the message says which."""
 
 
-def _quote(value: str) -> str:
+def label_value(value: str) -> str:
+    """`value` as a PromQL label matcher's quoted string."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
@@ -47,7 +48,8 @@ def query_url(base: str, promql: str) -> str:
     return base.rstrip("/") + "/api/v1/query?" + urllib.parse.urlencode({"query": promql})
 
 
-def _query(base: str, promql: str, timeout_s: float) -> list[tuple[dict[str, str], float]]:
+def instant_query(base: str, promql: str, timeout_s: float) -> list[tuple[dict[str, str], float]]:
+    """The instant vector `promql` evaluates to now: (labels, value) per series. Raises PrometheusError."""
     url = query_url(base, promql)
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as answer:  # noqa: S310 - the user's own URL
@@ -72,21 +74,26 @@ def _query(base: str, promql: str, timeout_s: float) -> list[tuple[dict[str, str
     return [(r["metric"], float(r["value"][1])) for r in data.get("result", [])]
 
 
+def check_url(base: str) -> None:
+    """PrometheusError unless `base` looks like a server's URL."""
+    if not base.startswith(("http://", "https://")) or not urllib.parse.urlsplit(base).netloc:
+        raise PrometheusError(f"--prometheus {base!r}: give the server's URL, e.g. http://prometheus:9090")
+
+
 def records_from_prometheus(
     base: str, since_s: float, *, job_id: str = "", user: str = "", running_only: bool = False, timeout_s: float = 30.0
 ) -> list[tuple[str, dyno_pb2.JobRecord]]:
     """One (scrape target, JobRecord) per (job_id, user, host) with job series in the last `since_s` seconds."""
-    if not base.startswith(("http://", "https://")):
-        raise PrometheusError(f"--prometheus {base!r}: give the server's URL, e.g. http://prometheus:9090")
-    matchers = [f"job_id={_quote(job_id)}"] if job_id else []
-    matchers += [f"user={_quote(user)}"] if user else []
+    check_url(base)
+    matchers = [f"job_id={label_value(job_id)}"] if job_id else []
+    matchers += [f"user={label_value(user)}"] if user else []
     sel = "{" + ",".join(matchers) + "}" if matchers else ""
     sim = "{" + ",".join([*matchers, 'simulated="true"']) + "}"  # the sim backend's series carry it
     r = f"{max(1, int(since_s))}s"
     rows: dict[tuple[str, ...], dict[str, Any]] = {}
     for field, (agg, template, convert) in _FIELDS.items():
         expr = f"{agg} by (job_id, user, host, instance) ({template.format(sel=sel, sim=sim, r=r)})"
-        for labels, value in _query(base, expr, timeout_s):
+        for labels, value in instant_query(base, expr, timeout_s):
             key = tuple(labels.get(k, "") for k in _KEY)
             rows.setdefault(key, {})[field] = convert(value)
     out = []

@@ -19,4 +19,5 @@ COMMANDS: dict[str, str] = {
     "`trace`), then analyze them",
     "analyze": "analyze PyTorch/Kineto traces: breakdowns and antipatterns",
     "jobs": "jobs ranked by wasted GPU-hours",
+    "opportunities": "antipatterns ranked by the GPU-hours the fleet would recover, from the hosts' trace analyses",
 }

@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import re
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dyno.argtypes import job_id as job_id_arg
 from dyno.client.commands._catalog import COMMANDS
@@ -21,27 +22,16 @@ from dyno.client.commands._hosts import (
     fanout_exit_code,
     print_failures,
 )
+from dyno.client.commands._since import parse_since
 from dyno.client.jobs_prometheus import PrometheusError, records_from_prometheus
 from dyno.client.jobs_table import from_records, render, to_json
 from dyno.exit_codes import describe
 from dyno.v1 import dyno_pb2
 
-__all__ = ["gc_paused", "register", "parse_since"]
+if TYPE_CHECKING:
+    from dyno.client.cluster import HostResult
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_SINCE = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-MAX_SINCE_S = 10 * 365 * 86400
-
-
-def parse_since(text: str) -> float:
-    """'7d', '12h', '90m', '30s', '2w' -> seconds."""
-    m = _SINCE.fullmatch(text.strip())
-    if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 7d, 12h, 30m or 90s")
-    seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    if not 0 < seconds <= MAX_SINCE_S:
-        raise argparse.ArgumentTypeError(f"{text!r}: give more than 0 and at most 10 years")
-    return seconds
+__all__ = ["HostRecords", "gather_records", "gc_paused", "register", "parse_since"]
 
 
 @contextlib.contextmanager
@@ -55,6 +45,32 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+@dataclass(frozen=True)
+class HostRecords:
+    """The daemons' ListJobs answers: every host's result, and "host: problem" for each job database that could
+    not be used (running jobs only there)."""
+
+    results: list[HostResult[dyno_pb2.ListJobsResponse]]
+    problems: list[str]
+
+    def records(self) -> Iterator[tuple[str, dyno_pb2.JobRecord]]:
+        """The records of the hosts that answered, each with its daemon (streamed: a fleet's are millions)."""
+        for r in self.results:
+            if r.ok and r.value is not None:
+                host = str(r.host)
+                for j in r.value.jobs:
+                    yield host, j
+
+
+def gather_records(args: argparse.Namespace, request: dyno_pb2.ListJobsRequest) -> HostRecords:
+    """ListJobs on every host the host options name (their pages gathered), as `dyno-cli jobs` asks them."""
+    with gc_paused():
+        with cluster_from_args(args) as cluster:
+            results = cluster.list_jobs(request)
+    problems = [f"{r.host}: {r.value.store_problem}" for r in results if r.ok and r.value and r.value.store_problem]
+    return HostRecords(results, problems)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -113,11 +129,10 @@ def run(args: argparse.Namespace) -> int:
     request = dyno_pb2.ListJobsRequest(
         since_ms=since_ms, user=args.user, job_id=args.job_id or "", running_only=args.running
     )
+    gathered = gather_records(args, request)
     with gc_paused():
-        with cluster_from_args(args) as cluster:
-            results = cluster.list_jobs(request)
-        rows = from_records((str(r.host), j) for r in results if r.ok and r.value is not None for j in r.value.jobs)
-    problems = [f"{r.host}: {r.value.store_problem}" for r in results if r.ok and r.value and r.value.store_problem]
+        rows = from_records(gathered.records())
+    results, problems = gathered.results, gathered.problems
     if args.json:
         print_json(
             {

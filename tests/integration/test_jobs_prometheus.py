@@ -7,72 +7,27 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_server import PROMETHEUS, prometheus_servers
 
-from conftest import Dynod, run_cli, short_tmpdir, wait_for
+from conftest import Dynod, run_cli, wait_for
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("torch")
-PROMETHEUS = shutil.which("prometheus") or ("/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None)
 TRAINER = Path(__file__).resolve().parent / "trainers" / "agent_trainer.py"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
-def prometheus_for(request) -> Iterator:
-    started: list[tuple[subprocess.Popen[bytes], Path]] = []
-
-    def start(targets: list[str]) -> str:
-        d = short_tmpdir("dyno-prom-")
-        port = _free_port()
-        (d / "prometheus.yml").write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n  - job_name: dyno\n    static_configs:\n"
-            f"      - targets: [{', '.join(repr(t) for t in targets)}]\n"
-        )
-        proc = subprocess.Popen(
-            [
-                str(PROMETHEUS),
-                f"--config.file={d / 'prometheus.yml'}",
-                f"--storage.tsdb.path={d / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=open(d / "log", "wb"),  # noqa: SIM115 - closed with the process
-        )
-        started.append((proc, d))
-        url = f"http://127.0.0.1:{port}"
-
-        def ready() -> bool:
-            try:
-                with urllib.request.urlopen(url + "/-/ready", timeout=2) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-
-        wait_for(ready, 60, 0.5)
-        return url
-
-    yield start
-    for proc, d in started:
-        proc.terminate()
-        proc.wait(30)
-        shutil.rmtree(d, ignore_errors=True)
+def prometheus_for() -> Iterator[Callable[[list[str]], str]]:
+    with prometheus_servers() as start:
+        yield start
 
 
 def _trainer(d: Dynod, job: str, local_rank: int) -> subprocess.Popen[bytes]:

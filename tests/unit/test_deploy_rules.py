@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from dyno.client.opportunities.prometheus import RATIO, TIMESTAMP
 from dyno.daemon.jobs.prometheus import JOB_COUNTERS, JOB_GAUGES
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -33,7 +34,8 @@ def _names(expr: str) -> set[str]:
 
 
 def test_rules_and_dashboard_use_only_exported_or_recorded_series() -> None:
-    exported = {f"dyno_{n}_total" for n in JOB_COUNTERS} | {f"dyno_{n}" for n in JOB_GAUGES}
+    # the analysis gauges (RATIO, TIMESTAMP): the agreed names `dyno-cli opportunities --prometheus` reads
+    exported = {f"dyno_{n}_total" for n in JOB_COUNTERS} | {f"dyno_{n}" for n in JOB_GAUGES} | {RATIO, TIMESTAMP}
     rules_text = RULES.read_text()
     recorded = set(re.findall(r"- record: (\S+)", rules_text))
     rule_exprs = re.findall(r"expr: (.+)", rules_text)

@@ -1,0 +1,111 @@
+"""`dyno-cli opportunities --hosts`: against real gRPC servers on loopback serving hand-built ListJobs records
+(opportunity_cases.py), a dead host among them (partial answer naming it, exit 3); usage mistakes exit 2."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opportunity_cases import RecordsServicer, case_records
+
+from dyno.client.cli import main as cli_main
+from dyno.daemon.fake_server import FakeServer, serve
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[list[FakeServer[RecordsServicer]]]:
+    records = case_records("a", "b")
+    s = [serve(lambda port, d=d: RecordsServicer(f"host-{d}", [r for h, r in records if h == d])) for d in "ab"]
+    yield s
+    for one in s:
+        one.server.stop(0)
+
+
+def _code(argv: list[str]) -> int:
+    """main()'s exit code, argparse's own exits (bad values) included."""
+    try:
+        return cli_main(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+
+
+def _dead() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_json_from_two_hosts(servers, capsys: pytest.CaptureFixture[str]) -> None:
+    hosts = ",".join(s.target for s in servers)
+    assert cli_main(["opportunities", "--hosts", hosts, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [(r["rule"], round(r["recoverable_gpu_hours"], 6)) for r in doc["rules"]] == [
+        ("dataloader", 11.0),
+        ("sync-calls", 6.0),
+    ]
+    assert doc["rules"][0]["top_jobs"][0]["hosts"] == ["host-a", "host-b"]  # one job over both hosts
+    assert doc["totals"]["never_analysed_gpu_hours"] == pytest.approx(12.0) and doc["failed_hosts"] == []
+    assert doc["never_analysed"]["failed_analyses"] == 1
+
+
+def test_a_dead_host_gives_a_partial_answer_naming_it(servers, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    dead = _dead()
+    hosts = ",".join([*(s.target for s in servers), dead])
+    page = tmp_path / "opps.html"
+    assert cli_main(["opportunities", "--hosts", hosts, "--timeout-s", "1", "--html", str(page)]) == 3
+    out, err = capsys.readouterr()
+    assert "1. dataloader: 11.00 GPU-hours recoverable, 1 job of 1 user on 2 hosts" in out
+    assert "Never analysed: 12.00 GPU-hours of 2 jobs" in out and f"HTML page written to {page}" in out
+    assert dead in err
+    html = page.read_text()
+    assert dead in html and html.index('data-rule="dataloader"') < html.index('data-rule="sync-calls"')
+    assert cli_main(["opportunities", "--hosts", hosts, "--timeout-s", "1", "--json"]) == 3
+    doc = json.loads(capsys.readouterr().out)
+    assert [f["host"] for f in doc["failed_hosts"]] == [dead] and len(doc["rules"]) == 2
+
+
+def test_no_host_answers_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["opportunities", "--hosts", _dead(), "--timeout-s", "1"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--since", "7"], "is not a duration like 7d"),
+        (["--since", "0s"], "give more than 0"),
+        (["--prometheus", "prometheus:9090"], "give the server's URL, e.g. http://prometheus:9090"),
+        (["--html", "/nonexistent-dir/x.html"], "is not an existing folder"),
+        (["--top", "0"], "--top"),
+    ],
+)
+def test_usage_mistakes_exit_2(args: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _code(["opportunities", "--hosts", _dead(), *args]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+
+
+def test_an_unreachable_prometheus_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    dead = _dead()
+    assert cli_main(["opportunities", "--prometheus", f"http://{dead}", "--timeout-s", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"dyno-cli opportunities: error: cannot reach Prometheus at http://{dead}")
+    assert "Traceback" not in err
+
+
+def test_help_loads_no_protobuf_grpc_numpy_or_other_command() -> None:
+    code = (
+        "import sys\nfrom dyno.client.cli import main\ntry:\n    main(['opportunities', '--help'])\n"
+        "except SystemExit:\n    pass\nprint(' '.join(sorted(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    loaded = set(done.stdout.split())
+    assert "dyno.client.commands.opportunities" in loaded
+    heavy = {"grpc", "google.protobuf", "numpy", "dyno.client.commands.jobs", "dyno.client.opportunities.ranking"}
+    assert loaded & heavy == set()
