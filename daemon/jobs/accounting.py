@@ -25,6 +25,7 @@ from dyno.daemon.jobs.observe import CPU_EVERY_S, Observer, SimPlacement, Traine
 from dyno.daemon.jobs.prometheus import EXPORT_ENDED_S, MAX_EXPORTED_JOBS, exported
 from dyno.daemon.jobs.records import JobBook, JobRecord
 from dyno.daemon.jobs.store import JobQuery, JobStore, StoreError
+from dyno.daemon.jobs.wire import with_latest_analysis
 from dyno.daemon.registry import now_ms
 from dyno.daemon.samplers.base import GpuProcess
 
@@ -203,10 +204,21 @@ class JobAccounting:
         return self._page(q, limit, stored, lambda r: r)
 
     def list_encoded(self, q: JobQuery, after_id: int, limit: int) -> tuple[builtins.list[bytes], int]:
-        """list() as each record's encoded wire message (ListJobs' answer is joined from them: jobs/wire.py)."""
+        """list() as each record's encoded wire message (ListJobs' answer is joined from them: jobs/wire.py), with
+        its job's latest analysis (`latest_analyses`) appended."""
         store = self._store
         stored = None if store is None else lambda: store.query_encoded(q, after_id, limit + 1)
-        return self._page(q, limit, stored, _encoded)
+        keyed, after = self._page(q, limit, stored, lambda r: (r.key, _encoded(r)))
+        latest = self.latest_analyses({key for key, _ in keyed}) if self.latest_analyses is not None else {}
+        return [with_latest_analysis(data, latest[key]) if key in latest else data for key, data in keyed], after
+
+    # (job id, user) keys -> the encoded dyno.v1.TraceSummary of each one's latest finished analysis, as ListJobs
+    # sends it (dyno.daemon.analysis); set once before ListJobs is served
+    latest_analyses: Callable[[set[tuple[str, str]]], Mapping[tuple[str, str], bytes]] | None = None
+
+    def store(self) -> JobStore | None:
+        """The open database, None while it cannot be used (the analyses' table lives in it too)."""
+        return self._store
 
     def _page(
         self,

@@ -25,7 +25,7 @@ from dyno.v1 import dyno_pb2
 
 T = TypeVar("T")
 
-__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "JobQuery", "JobStore", "StoreError", "DB_NAME"]
+__all__ = ["SCHEMA_VERSION", "MIGRATIONS", "JobQuery", "JobStore", "KeyedRecord", "StoreError", "DB_NAME"]
 
 DB_NAME = "jobs.sqlite3"
 BUSY_TIMEOUT_MS = 2000  # a reader never holds the writer longer (WAL); a stuck one must not stall sampling for long
@@ -51,6 +51,26 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # a local user's ListJobs always filters by its user (jobs/service.py): a page without scanning every record
     ("CREATE INDEX jobs_user ON jobs (user)",),
+    # the host-side analyses of this host's traces (dyno.daemon.analysis.store: its SQL, its retention)
+    (
+        """CREATE TABLE analyses (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            trace_id TEXT NOT NULL,
+            job_id TEXT NOT NULL,
+            user TEXT NOT NULL,
+            hostname TEXT NOT NULL,
+            state TEXT NOT NULL,
+            finished_ms INTEGER NOT NULL,
+            summary TEXT NOT NULL,
+            listed BLOB NOT NULL,
+            rank_parts BLOB NOT NULL,
+            thinned INTEGER NOT NULL,
+            bytes INTEGER NOT NULL
+        )""",
+        "CREATE INDEX analyses_trace ON analyses (trace_id)",
+        "CREATE INDEX analyses_job ON analyses (job_id, user, id)",
+        "CREATE INDEX analyses_finished ON analyses (finished_ms)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 _COLUMNS = ("job_id", "user", "hostname", "first_seen_ms", "last_seen_ms", "running")
@@ -100,10 +120,14 @@ def _proto_from_row(row: tuple[Any, ...]) -> dyno_pb2.JobRecord:
 _STALE_SQL = "running = 0 AND instr(data, x'3001') > 0"
 
 
-def _encoded_from_row(row: tuple[Any, ...]) -> tuple[int, bytes]:
+# (job id, user), the encoded JobRecord: a ListJobs page's record and the key its latest analysis is found by
+KeyedRecord = tuple[tuple[str, str], bytes]
+
+
+def _encoded_from_row(row: tuple[Any, ...]) -> tuple[int, KeyedRecord]:
     if row[8]:
-        return row[0], _proto_from_row(row[:8]).SerializeToString()
-    return row[0], stored_record(row[7], row[0])
+        return row[0], ((row[1], row[2]), _proto_from_row(row[:8]).SerializeToString())
+    return row[0], ((row[1], row[2]), stored_record(row[7], row[0]))
 
 
 def _from_row(row: tuple[Any, ...]) -> JobRecord:
@@ -158,6 +182,22 @@ class JobStore:
             conn = self._local.conn = self._connect()
         return conn
 
+    def write(self, what: Callable[[sqlite3.Connection], T]) -> T:
+        """`what` on the writer connection, in one transaction (for the other tables of this database, e.g.
+        dyno.daemon.analysis.store); StoreError on any database error."""
+        try:
+            with self._lock, self._conn:
+                return what(self._conn)
+        except (sqlite3.Error, OSError) as e:
+            raise _error(self.path, "write", e) from None
+
+    def read(self, what: Callable[[sqlite3.Connection], T]) -> T:
+        """`what` on this thread's reader connection; StoreError on any database error."""
+        try:
+            return what(self._reader())
+        except (sqlite3.Error, OSError) as e:
+            raise _error(self.path, "read", e) from None
+
     def save(self, records: Iterable[JobRecord]) -> dict[tuple[str, str], int]:
         """Insert the records without an id and update the others, in one transaction; returns the new ids."""
         new: dict[tuple[str, str], int] = {}
@@ -202,8 +242,9 @@ class JobStore:
         """query() as the wire messages (what ListJobs sends: no conversion field by field)."""
         return self._query(q, after_id, limit, _proto_from_row)
 
-    def query_encoded(self, q: JobQuery, after_id: int = 0, limit: int = 100) -> list[tuple[int, bytes]]:
-        """query() as (record id, the encoded wire message): ListJobs' answer is joined from them (jobs/wire.py)."""
+    def query_encoded(self, q: JobQuery, after_id: int = 0, limit: int = 100) -> list[tuple[int, KeyedRecord]]:
+        """query() as (record id, ((job id, user), the encoded wire message)): ListJobs' answer is joined from them
+        (jobs/wire.py)."""
         return self._query(q, after_id, limit, _encoded_from_row, f", {_STALE_SQL}")
 
     def _query(
