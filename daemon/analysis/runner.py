@@ -119,8 +119,8 @@ class WorkerRunner:
 
     @staticmethod
     def _worker_user(job: AnalysisJob) -> tuple[int, int] | None:
-        """(uid, gid) the worker runs as; None: dynod's own (dynod is not root)."""
-        if os.geteuid() != 0:
+        """(uid, gid) the worker runs as; None: dynod's own (dynod is not root, or the traced processes are root's)."""
+        if os.geteuid() != 0 or job.uid == 0:
             return None
         uid = job.uid if job.uid > 0 else _NOBODY
         try:

@@ -17,7 +17,7 @@ _MAX_FAILED_NAMED = 4  # processes a TRACE_FAILED message names
 @dataclass(frozen=True)
 class AnalysisJob:
     """One finished trace to analyse: `files` its DONE processes' files; `uid` the one user of its processes (-1:
-    several or unknown; the worker then runs as nobody when dynod is root)."""
+    several or unknown), whom a root dynod's worker runs as (nobody for -1: runner.py)."""
 
     trace_id: str
     files: tuple[str, ...]
