@@ -148,7 +148,6 @@ class WorkerRunner:
         """Start the worker for `job` writing into `out` (make_out_dir's), wait for it (killed past the timeout),
         and say how it ended. OSError when it cannot be started."""
         user = self._worker_user(job)
-        ids = {} if user is None else {"user": user[0], "group": user[1], "extra_groups": []}
         with open(out / LOG_FILE, "wb") as log_file, self._lock:
             if self._stopping:
                 return WorkerExit(-signal.SIGKILL, False, True, 0.0, out)
@@ -160,7 +159,9 @@ class WorkerRunner:
                 cwd=out,
                 start_new_session=True,  # its own process group: killed whole (a pool of its own included)
                 close_fds=True,
-                **ids,  # type: ignore[arg-type]
+                user=None if user is None else user[0],  # set in C between fork and exec (no Python runs there)
+                group=None if user is None else user[1],
+                extra_groups=None if user is None else [],
             )
         try:
             status, cpu_s, timed_out = self._wait(proc)

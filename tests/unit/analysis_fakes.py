@@ -11,8 +11,8 @@ from pathlib import Path
 
 from dyno.daemon.analysis.analyses import Analyses
 from dyno.daemon.analysis.runner import WorkerCommand, WorkerLimits, WorkerRunner
-from dyno.daemon.analysis.work import AnalysisJob
 from dyno.daemon.analysis.store import AnalysisStore
+from dyno.daemon.analysis.work import AnalysisJob
 from dyno.daemon.jobs.store import JobStore
 from dyno.daemon.tracing.values import ProcessTraceView, TraceSpec, TraceState, TraceView
 
@@ -38,8 +38,17 @@ GOOD_WORKER = textwrap.dedent(
 
 def view(trace_id: str, *states: TraceState, uid: int = ME, finished: bool = True, job: str = "job-1") -> TraceView:
     procs = tuple(
-        ProcessTraceView(100 + i, job, i, "agent", s, f"/traces/{trace_id}/h_{100 + i}.pt.trace.json.gz",
-                         error="" if s == TraceState.DONE else "it failed", updated_ms=5000 + i, uid=uid)
+        ProcessTraceView(
+            100 + i,
+            job,
+            i,
+            "agent",
+            s,
+            f"/traces/{trace_id}/h_{100 + i}.pt.trace.json.gz",
+            error="" if s == TraceState.DONE else "it failed",
+            updated_ms=5000 + i,
+            uid=uid,
+        )
         for i, s in enumerate(states)
     )
     return TraceView(trace_id, TraceSpec(job_id=job), procs, finished, created_ms=4000)

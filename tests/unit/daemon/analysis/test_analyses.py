@@ -35,8 +35,13 @@ def test_a_finished_trace_is_analysed_once_and_its_summary_kept_with_the_daemons
     a.trace_finished(v)  # the record rewritten with the same files: not queued again
     found = _wait_done(a, "t1")
     s = found.summary
-    assert (s.state, s.job_id, s.user, s.hostname, s.trace_finished_ms) == (AnalysisState.DONE, "job-1", "alice",
-                                                                           "node1", 5001)
+    assert (s.state, s.job_id, s.user, s.hostname, s.trace_finished_ms) == (
+        AnalysisState.DONE,
+        "job-1",
+        "alice",
+        "node1",
+        5001,
+    )
     assert [r.rule for r in s.rules] == ["dataloader"] and found.rank_parts.startswith(b"\x1f\x8b")
     assert db.read(lambda c: c.execute("SELECT COUNT(*) FROM analyses").fetchone()[0]) == 1
     assert set(a.latest_listed({("job-1", "alice"), ("job-2", "alice")})) == {("job-1", "alice")}

@@ -19,12 +19,25 @@ pytestmark = pytest.mark.unit
 
 
 def _largest(tid: str = "t" * 64) -> TraceSummary:
-    rules = tuple(RuleLoss(f"rule-{i}" * 20, "MEDIUM" * 50, i / 100, 1e300, 2**31 - 1, "t" * 1024, "f" * 1024)
-                  for i in range(64))
+    rules = tuple(
+        RuleLoss(f"rule-{i}" * 20, "MEDIUM" * 50, i / 100, 1e300, 2**31 - 1, "t" * 1024, "f" * 1024) for i in range(64)
+    )
     ranks = tuple(RankStepStats(2**31 - 1 - i, 2**31 - 1, *(1e300,) * 5, True, *(0.5,) * 4) for i in range(4096))
-    return TraceSummary(tid, "j" * 1024, "u" * 1024, "h" * 1024, True, AnalysisState.FAILED,
-                        failure_message="m" * 1024, trace_finished_ms=2**62, analyzed_ms=2**62,
-                        analysis_cpu_s=1e300, rules=rules, ranks=ranks, analysed_window="w" * 1024)
+    return TraceSummary(
+        tid,
+        "j" * 1024,
+        "u" * 1024,
+        "h" * 1024,
+        True,
+        AnalysisState.FAILED,
+        failure_message="m" * 1024,
+        trace_finished_ms=2**62,
+        analyzed_ms=2**62,
+        analysis_cpu_s=1e300,
+        rules=rules,
+        ranks=ranks,
+        analysed_window="w" * 1024,
+    )
 
 
 def test_the_listed_form_is_bounded_keeps_the_costliest_rules_and_the_slowest_ranks() -> None:
@@ -34,13 +47,23 @@ def test_the_listed_form_is_bounded_keeps_the_costliest_rules_and_the_slowest_ra
     shares = [r.time_lost_share for r in m.rules]  # the costliest, in order; the extreme texts leave out a few
     assert 12 <= len(shares) <= MAX_LISTED_RULES and shares == sorted(shares, reverse=True) and shares[0] == 0.63
     assert not m.rules[0].fix and not m.ranks
-    usual = TraceSummary("t", "job", "alice", "node1", rules=tuple(RuleLoss(f"rule-{i}", "HIGH", i / 100, 1.0, 8,
-                         "a title of some length " * 3, "fix") for i in range(20)),
-                         ranks=tuple(RankStepStats(i, 50, *(1234.5,) * 5, True, *(0.5,) * 4) for i in range(8)))
+    usual = TraceSummary(
+        "t",
+        "job",
+        "alice",
+        "node1",
+        rules=tuple(
+            RuleLoss(f"rule-{i}", "HIGH", i / 100, 1.0, 8, "a title of some length " * 3, "fix") for i in range(20)
+        ),
+        ranks=tuple(RankStepStats(i, 50, *(1234.5,) * 5, True, *(0.5,) * 4) for i in range(8)),
+    )
     m = dyno_pb2.TraceSummary.FromString(listed_form(usual))
     assert len(m.rules) == MAX_LISTED_RULES and len(m.ranks) == 8
-    small = TraceSummary("t", rules=(RuleLoss("a", "LOW", 0.1, fix="do"),),
-                         ranks=(RankStepStats(1, mean_step_us=5.0), RankStepStats(0, mean_step_us=9.0)))
+    small = TraceSummary(
+        "t",
+        rules=(RuleLoss("a", "LOW", 0.1, fix="do"),),
+        ranks=(RankStepStats(1, mean_step_us=5.0), RankStepStats(0, mean_step_us=9.0)),
+    )
     m = dyno_pb2.TraceSummary.FromString(listed_form(small))
     assert [r.rank for r in m.ranks] == [0, 1] and m.rules[0].rule == "a" and m.rules[0].fix == ""
     many = TraceSummary("t", ranks=tuple(RankStepStats(i, mean_step_us=float(i)) for i in range(200)))
@@ -54,8 +77,22 @@ def test_a_page_of_the_largest_records_with_the_largest_summaries_fits_a_stock_c
     assert acc._store is not None
     big = tuple(range(4_000_000, 4_000_000 + MAX_LISTED))
     acc._store.save(
-        JobRecord("x" * 128, "u" * 32, "h" * 64, 2**41, 2**41 + i, False, pids=big, ranks=big, gpu_indices=big,
-                  gpu_seconds=1.5, energy_joules=2.5, cpu_seconds=3.5, gpu_memory_max_bytes=2**40, source="registered")
+        JobRecord(
+            "x" * 128,
+            "u" * 32,
+            "h" * 64,
+            2**41,
+            2**41 + i,
+            False,
+            pids=big,
+            ranks=big,
+            gpu_indices=big,
+            gpu_seconds=1.5,
+            energy_joules=2.5,
+            cpu_seconds=3.5,
+            gpu_memory_max_bytes=2**40,
+            source="registered",
+        )
         for i in range(MAX_PAGE_SIZE)
     )
     listed = listed_form(_largest())

@@ -78,7 +78,9 @@ def test_a_good_output_is_done_with_the_daemons_fields(tmp_path: Path) -> None:
         (_doc(), b"\x1f\x8b" + b"\0" * MAX_PARTS_BYTES, "more than"),
     ],
 )
-def test_a_broken_or_hostile_output_is_bad_output(tmp_path: Path, summary: bytes | None, parts: bytes, words: str) -> None:
+def test_a_broken_or_hostile_output_is_bad_output(
+    tmp_path: Path, summary: bytes | None, parts: bytes, words: str
+) -> None:
     _write(tmp_path, summary, parts)
     s = outcome_of(JOB, WorkerExit(0, False, False, 1.0, tmp_path), now_ms=5).summary
     assert (s.state, s.failure) == (AnalysisState.FAILED, AnalysisFailure.BAD_OUTPUT)
@@ -111,7 +113,9 @@ def test_a_fifo_in_place_of_an_output_file_does_not_block(tmp_path: Path) -> Non
         (WorkerExit(OUT_OF_MEMORY_EXIT, False, False, 1.0, Path()), AnalysisFailure.OUT_OF_MEMORY, "nothing loads"),
     ],
 )
-def test_exits_and_signals_are_their_failures(tmp_path: Path, end: WorkerExit, failure: AnalysisFailure, words: str) -> None:
+def test_exits_and_signals_are_their_failures(
+    tmp_path: Path, end: WorkerExit, failure: AnalysisFailure, words: str
+) -> None:
     (tmp_path / LOG_FILE).write_bytes(b"x" * 10_000 + b"\nTraceback...\nboom\n")
     (tmp_path / FAILURE_FILE).write_text("nothing loads\n")
     s = outcome_of(JOB, WorkerExit(end.exit_code, end.timed_out, False, end.cpu_s, tmp_path), now_ms=5).summary

@@ -29,12 +29,20 @@ def _scrape(families: list) -> dict[str, list]:
 
 
 def test_each_jobs_latest_analysis_gives_its_rules_shares_and_its_time() -> None:
-    records = [JobRecord("a", "alice", "h", 1, 2, True), JobRecord("b", "bob", "h", 1, 2, True),
-               JobRecord("never", "carol", "h", 1, 2, True)]
-    rules = tuple(RuleLoss(f"r{i}", "LOW", i / 100) for i in range(40)) + (RuleLoss("r39", "LOW", 0.01), RuleLoss("big", "HIGH", 7.0))
+    records = [
+        JobRecord("a", "alice", "h", 1, 2, True),
+        JobRecord("b", "bob", "h", 1, 2, True),
+        JobRecord("never", "carol", "h", 1, 2, True),
+    ]
+    rules = tuple(RuleLoss(f"r{i}", "LOW", i / 100) for i in range(40)) + (
+        RuleLoss("r39", "LOW", 0.01),
+        RuleLoss("big", "HIGH", 7.0),
+    )
     latest = {
         ("a", "alice"): TraceSummary("t1", state=AnalysisState.DONE, analyzed_ms=1_700_000_000_500, rules=rules),
-        ("b", "bob"): TraceSummary("t2", analyzed_ms=1_700_000_001_000).failed(AnalysisFailure.CRASHED, "x", 1_700_000_001_000),
+        ("b", "bob"): TraceSummary("t2", analyzed_ms=1_700_000_001_000).failed(
+            AnalysisFailure.CRASHED, "x", 1_700_000_001_000
+        ),
     }
     got = _scrape(analysis_families("node1", records, latest))
     lost = got["dyno_job_analysis_time_lost_ratio"]

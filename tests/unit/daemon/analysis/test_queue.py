@@ -17,7 +17,9 @@ def _job(tid: str) -> AnalysisJob:
     return AnalysisJob(tid, ("f",), "j", "u", 1, "h", 0)
 
 
-def test_jobs_run_one_at_a_time_oldest_first_and_a_full_queue_drops_the_oldest(caplog: pytest.LogCaptureFixture) -> None:
+def test_jobs_run_one_at_a_time_oldest_first_and_a_full_queue_drops_the_oldest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     gate, started, ran = threading.Event(), threading.Event(), []
     concurrent = []
     running = [0]

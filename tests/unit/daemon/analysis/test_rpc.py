@@ -60,7 +60,9 @@ def _refused(rpc: GetTraceSummaryRpc, trace_id: str) -> tuple[grpc.StatusCode, s
 
 def _rpc(tmp_path: Path, caller: Caller, *views: TraceView):  # type: ignore[no-untyped-def]
     a = analyses(tmp_path, db=JobStore.in_dir(tmp_path))
-    done = TraceSummary("done", job_id="job-1", user="alice", state=AnalysisState.DONE, rules=(RuleLoss("x", "LOW", 0.2),))
+    done = TraceSummary(
+        "done", job_id="job-1", user="alice", state=AnalysisState.DONE, rules=(RuleLoss("x", "LOW", 0.2),)
+    )
     a.store.save(Outcome(done, b"\x1f\x8bparts", True), b"", now_ms=9000)
     return a, GetTraceSummaryRpc(a, _views(*views), "node1", lambda context: caller, NAMES.__getitem__)
 

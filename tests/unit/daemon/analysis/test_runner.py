@@ -25,7 +25,8 @@ JOB = AnalysisJob("t-1", ("/nonexistent",), "job", "user", os.getuid(), "host", 
 def _script(code: str) -> WorkerRunner:
     """A runner whose worker is `code` (run with the output folder as argv[1])."""
     return WorkerRunner(
-        WorkerLimits(timeout_s=20, memory_mb=512), lambda job, out: [sys.executable, "-c", textwrap.dedent(code), str(out)]
+        WorkerLimits(timeout_s=20, memory_mb=512),
+        lambda job, out: [sys.executable, "-c", textwrap.dedent(code), str(out)],
     )
 
 
@@ -97,7 +98,7 @@ def test_stop_kills_the_running_worker_and_no_other_starts(tmp_path: Path) -> No
         time.sleep(0.01)
     runner.stop()
     thread.join(10)
-    (end, _), = result
+    ((end, _),) = result
     assert end.stopped and end.exit_code == -signal.SIGKILL and not end.timed_out
     again, _ = _run(runner, tmp_path)
     assert again.stopped and again.cpu_s == 0.0

@@ -19,8 +19,15 @@ DAY_MS = 86_400_000
 
 
 def _outcome(tid: str, job: str = "j", user: str = "u", at: int = 10 * DAY_MS, parts: bytes = b"") -> Outcome:
-    s = TraceSummary(tid, job_id=job, user=user, hostname="h", state=AnalysisState.DONE, analyzed_ms=at,
-                     rules=(RuleLoss("r", "LOW", 0.1),))
+    s = TraceSummary(
+        tid,
+        job_id=job,
+        user=user,
+        hostname="h",
+        state=AnalysisState.DONE,
+        analyzed_ms=at,
+        rules=(RuleLoss("r", "LOW", 0.1),),
+    )
     return Outcome(s, parts, bool(parts))
 
 
