@@ -72,7 +72,8 @@ class Analyses:
 
     # -- the trace table's listener (any thread; cheap: a queue put) ------------------------------------------
     def trace_finished(self, view: TraceView) -> None:
-        """A finished trace (again: each rewrite of its record); queued unless queued already with the same files."""
+        """A finished trace (again: each rewrite of its record); queued unless queued already with the same files.
+        Called on the trace manager's threads and the agent socket's event loop: it only takes a lock and queues."""
         job = job_of(view, self.hostname, self._name_of)
         with self._lock:
             if self._seen.get(view.trace_id) == job.files:
@@ -81,25 +82,22 @@ class Analyses:
             self._seen.move_to_end(view.trace_id)
             while len(self._seen) > _MAX_SEEN:
                 self._seen.popitem(last=False)
-        self._submit(job, view)
+        self.queue.submit(job)  # even without files: the database is written on the queue's thread only
 
     def analyse_again(self, view: TraceView) -> TraceSummary:
         """A finished trace with no analysis here (dropped from a full queue, or finished before this dynod ran):
         queued now; its summary as it stands (PENDING, or TRACE_FAILED at once)."""
         job = job_of(view, self.hostname, self._name_of)
-        failed = self._submit(job, view)
-        return failed if failed is not None else job.summary(self.queue.state_of(job.trace_id) or AnalysisState.PENDING)
-
-    def _submit(self, job: AnalysisJob, view: TraceView) -> TraceSummary | None:
-        if not job.files:
-            summary = trace_failed(job, view, self._clock_ms())
-            self._record(Outcome(summary))
-            return summary
         self.queue.submit(job)
-        return None
+        if not job.files:
+            return trace_failed(job, self._clock_ms())
+        return job.summary(self.queue.state_of(job.trace_id) or AnalysisState.PENDING)
 
     # -- the queue's thread ------------------------------------------------------------------------------------
     def _analyse(self, job: AnalysisJob) -> None:
+        if not job.files:  # the trace wrote none: no worker
+            self._record(Outcome(trace_failed(job, self._clock_ms())))
+            return
         try:
             out = self.runner.make_out_dir(job)
         except OSError as e:

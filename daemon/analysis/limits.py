@@ -1,6 +1,6 @@
 """`python -m dyno.daemon.analysis.limits --nice N --memory-mb M --file-bytes B -- COMMAND...`: lower this
-process's priority, cap its address space and the size of any file it writes, then exec COMMAND (the analysis
-worker), which inherits all three.
+process's priority, cap its address space and the size of any file it writes, make it the OOM killer's first
+choice (oom_score_adj 1000), then exec COMMAND (the analysis worker), which inherits all four.
 
 Set here rather than in a `preexec_fn`: dynod has many threads, and code run between fork and exec in a threaded
 program may deadlock (subprocess's documentation); an exec'd process has one thread. Imports nothing of dyno's."""
@@ -17,6 +17,11 @@ __all__ = ["apply_limits", "main"]
 
 def apply_limits(nice: int, memory_mb: int, file_bytes: int) -> None:
     os.nice(nice)
+    try:  # the OOM killer's first choice, before dynod, whose cgroup (systemd unit) it shares
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
     memory = memory_mb * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))

@@ -90,6 +90,8 @@ def _crash_text(end: WorkerExit) -> str:
         how = f"the analysis worker was killed by {name}"
         if -end.exit_code == signal.SIGXFSZ:
             how += " (its output passed its file size limit)"
+        elif -end.exit_code == signal.SIGKILL:
+            how += " (by the kernel's OOM killer when dynod's unit ran out of memory, or by someone)"
     else:
         how = f"the analysis worker exited with status {end.exit_code}"
     tail = _read(end.out / LOG_FILE, _TAIL_BYTES, tail=True).decode("utf-8", "replace").strip()

@@ -70,6 +70,8 @@ class GetTraceSummaryRpc:
         job = job_of(view, self._hostname, self._name_of)
         if analyses is None:
             return job.summary(AnalysisState.DISABLED)
+        if view.finished and not job.files:  # TRACE_FAILED at once (stored by the queue's thread)
+            return analyses.analyse_again(view)
         state = analyses.state_of(view.trace_id)
         if state is not None:
             return job.summary(state)

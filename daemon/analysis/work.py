@@ -26,6 +26,7 @@ class AnalysisJob:
     uid: int
     hostname: str
     trace_finished_ms: int
+    no_file: str = ""  # without files: why (TRACE_FAILED's message; no worker starts)
 
     @property
     def periodic(self) -> bool:
@@ -52,13 +53,17 @@ def job_of(view: TraceView, hostname: str, name_of: Callable[[int], str]) -> Ana
     uid = uids.pop() if len(uids) == 1 else -1
     done = tuple(p.path for p in procs if p.state == TraceState.DONE and p.path)
     finished_ms = max((p.updated_ms for p in procs), default=view.created_ms)
-    return AnalysisJob(view.trace_id, done, job_id, name_of(uid), uid, hostname, finished_ms)
+    no_file = "" if done else _no_file(view)
+    return AnalysisJob(view.trace_id, done, job_id, name_of(uid), uid, hostname, finished_ms, no_file)
 
 
-def trace_failed(job: AnalysisJob, view: TraceView, now_ms: int) -> TraceSummary:
-    """The result of a trace none of whose processes wrote a file: no worker is started."""
+def _no_file(view: TraceView) -> str:
     states = [f"pid {p.pid} {p.state.value}" + (f" ({p.error})" if p.error else "") for p in view.processes]
     more = len(states) - _MAX_FAILED_NAMED
     named = "; ".join(states[:_MAX_FAILED_NAMED]) + (f"; and {more} more" if more > 0 else "")
-    message = f"the trace wrote no file: {named or 'it had no processes'}"
-    return job.summary().failed(AnalysisFailure.TRACE_FAILED, message, now_ms)
+    return f"the trace wrote no file: {named or 'it had no processes'}"
+
+
+def trace_failed(job: AnalysisJob, now_ms: int) -> TraceSummary:
+    """The result of a trace none of whose processes wrote a file: no worker is started."""
+    return job.summary().failed(AnalysisFailure.TRACE_FAILED, job.no_file, now_ms)

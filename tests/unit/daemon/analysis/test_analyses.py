@@ -54,7 +54,7 @@ def test_a_trace_that_wrote_no_file_is_trace_failed_without_a_worker(tmp_path: P
     a = analyses(tmp_path, "raise SystemExit('a worker must not start')", db=JobStore.in_dir(tmp_path))
     a.start()
     a.trace_finished(view("t2", TraceState.FAILED, TraceState.CANCELLED))
-    s = a.lookup("t2").summary  # type: ignore[union-attr]
+    s = _wait_done(a, "t2").summary
     assert (s.state, s.failure) == (AnalysisState.FAILED, AnalysisFailure.TRACE_FAILED)
     assert "pid 100 failed (it failed); pid 101 cancelled" in s.failure_message
     a.stop()

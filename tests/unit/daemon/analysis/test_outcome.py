@@ -106,7 +106,11 @@ def test_a_fifo_in_place_of_an_output_file_does_not_block(tmp_path: Path) -> Non
     ("end", "failure", "words"),
     [
         (WorkerExit(-signal.SIGKILL, True, False, 9.0, Path()), AnalysisFailure.TIMED_OUT, "analysis_timeout_s"),
-        (WorkerExit(-signal.SIGKILL, False, False, 1.0, Path()), AnalysisFailure.CRASHED, "killed by SIGKILL: boom"),
+        (
+            WorkerExit(-signal.SIGKILL, False, False, 1.0, Path()),
+            AnalysisFailure.CRASHED,
+            "OOM killer when dynod's unit ran out of memory, or by someone): boom",
+        ),
         (WorkerExit(-signal.SIGXFSZ, False, False, 1.0, Path()), AnalysisFailure.CRASHED, "file size limit"),
         (WorkerExit(2, False, False, 1.0, Path()), AnalysisFailure.CRASHED, "exited with status 2: boom"),
         (WorkerExit(NO_TRACE_EXIT, False, False, 1.0, Path()), AnalysisFailure.NO_TRACE, "nothing loads"),

@@ -19,6 +19,8 @@ from dyno.error_reasons import ErrorReason
 from dyno.trace_summary import AnalysisState, RuleLoss, TraceSummary
 from dyno.v1 import dyno_pb2
 
+from conftest import wait_for
+
 pytestmark = pytest.mark.unit
 
 ADMIN = Caller(0, True, "uid 0")
@@ -88,7 +90,10 @@ def test_a_trace_that_wrote_no_file_answers_trace_failed(tmp_path: Path) -> None
     a, rpc = _rpc(tmp_path, ADMIN, view("nofile", TraceState.TIMED_OUT))
     m = _ask(rpc, "nofile")
     assert (m.state, m.failure) == (dyno_pb2.ANALYSIS_STATE_FAILED, dyno_pb2.ANALYSIS_FAILURE_TRACE_FAILED)
-    assert _ask(rpc, "nofile").failure == dyno_pb2.ANALYSIS_FAILURE_TRACE_FAILED  # now from the store
+    a.start()
+    stored = wait_for(lambda: a.store.get("nofile"), 10)  # written by the queue's thread
+    assert stored.summary.failure_message.startswith("the trace wrote no file: pid 100 timed_out")
+    assert _ask(rpc, "nofile").failure == dyno_pb2.ANALYSIS_FAILURE_TRACE_FAILED
     a.stop()
 
 

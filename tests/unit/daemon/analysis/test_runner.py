@@ -44,12 +44,12 @@ def test_the_worker_runs_niced_with_its_memory_and_file_sizes_capped_and_its_cpu
         while time.process_time() - t < 0.3:
             pass
         print(os.nice(0), resource.getrlimit(resource.RLIMIT_AS)[0], resource.getrlimit(resource.RLIMIT_FSIZE)[0],
-              os.getpgid(0) == os.getpid(), os.getcwd() == sys.argv[1])
+              os.getpgid(0) == os.getpid(), os.getcwd() == sys.argv[1], open("/proc/self/oom_score_adj").read())
         """
     )
     end, out = _run(runner, tmp_path)
     assert end.exit_code == 0 and not end.timed_out and not end.stopped
-    assert (out / LOG_FILE).read_text().split() == ["19", str(512 * 2**20), str(16 * 2**20), "True", "True"]
+    assert (out / LOG_FILE).read_text().split() == ["19", str(512 * 2**20), str(16 * 2**20), "True", "True", "1000"]
     assert 0.25 <= end.cpu_s < 5
     runner.remove_out_dir(out)
     assert not out.exists()
