@@ -142,16 +142,18 @@ def test_an_on_demand_trace_is_analysed_on_the_host_and_served_without_numpy_in_
     assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def _workers() -> list[int]:
-    """Pids of running analysis workers (their command lines name the worker module)."""
+def _workers(parent: int) -> list[int]:
+    """Pids of `parent`'s running analysis workers (their command lines name the worker module)."""
     found = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
                 with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                    if WORKER_MODULE in f.read():
+                    if ppid == parent and WORKER_MODULE in f.read():
                         found.append(int(entry.name))
-            except OSError:
+            except (OSError, ValueError, IndexError):
                 pass
     return found
 
@@ -166,7 +168,7 @@ def test_a_worker_killed_mid_analysis_is_crashed_and_dynod_stays_healthy(dynod: 
             and time.monotonic() < deadline
             and _summary(dynod, trace_id).state in (dyno_pb2.ANALYSIS_STATE_PENDING, dyno_pb2.ANALYSIS_STATE_RUNNING)
         ):
-            for pid in _workers():
+            for pid in _workers(dynod.pid):
                 try:
                     os.kill(pid, signal.SIGKILL)
                     killed = True
