@@ -120,14 +120,20 @@ def _proto_from_row(row: tuple[Any, ...]) -> dyno_pb2.JobRecord:
 _STALE_SQL = "running = 0 AND instr(data, x'3001') > 0"
 
 
-# (job id, user), the encoded JobRecord: a ListJobs page's record and the key its latest analysis is found by
-KeyedRecord = tuple[tuple[str, str], bytes]
+# The newest analysis of a row's job (dyno.daemon.analysis.store), in its ListJobs form: one index search per row
+# (analyses_job), ~3 µs, in SQLite's loop rather than a query per key
+_LATEST_SQL = (
+    "(SELECT listed FROM analyses a WHERE a.job_id = jobs.job_id AND a.user = jobs.user ORDER BY a.id DESC LIMIT 1)"
+)
+# (job id, user), the encoded JobRecord, the encoded TraceSummary of its job's latest analysis (b"": none)
+KeyedRecord = tuple[tuple[str, str], bytes, bytes]
 
 
 def _encoded_from_row(row: tuple[Any, ...]) -> tuple[int, KeyedRecord]:
+    key, latest = (row[1], row[2]), b"" if row[9] is None else bytes(row[9])
     if row[8]:
-        return row[0], ((row[1], row[2]), _proto_from_row(row[:8]).SerializeToString())
-    return row[0], ((row[1], row[2]), stored_record(row[7], row[0]))
+        return row[0], (key, _proto_from_row(row[:8]).SerializeToString(), latest)
+    return row[0], (key, stored_record(row[7], row[0]), latest)
 
 
 def _from_row(row: tuple[Any, ...]) -> JobRecord:
@@ -243,9 +249,9 @@ class JobStore:
         return self._query(q, after_id, limit, _proto_from_row)
 
     def query_encoded(self, q: JobQuery, after_id: int = 0, limit: int = 100) -> list[tuple[int, KeyedRecord]]:
-        """query() as (record id, ((job id, user), the encoded wire message)): ListJobs' answer is joined from them
-        (jobs/wire.py)."""
-        return self._query(q, after_id, limit, _encoded_from_row, f", {_STALE_SQL}")
+        """query() as (record id, ((job id, user), the encoded wire message, its latest analysis)): ListJobs' answer
+        is joined from them (jobs/wire.py)."""
+        return self._query(q, after_id, limit, _encoded_from_row, f", {_STALE_SQL}, {_LATEST_SQL}")
 
     def _query(
         self, q: JobQuery, after_id: int, limit: int, convert: Callable[[tuple[Any, ...]], T], extra: str = ""

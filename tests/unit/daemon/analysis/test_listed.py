@@ -3,12 +3,16 @@ fits a stock gRPC client's 4 MiB less 64 KiB."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from grpc_context import AbortingContext
 
 from dyno.daemon.analysis.listed import MAX_LISTED_BYTES, MAX_LISTED_RULES, listed_form
+from dyno.daemon.analysis.outcome import Outcome
+from dyno.daemon.analysis.store import AnalysisStore
 from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
 from dyno.daemon.jobs.records import MAX_LISTED, JobRecord
 from dyno.daemon.jobs.service import MAX_PAGE_SIZE, ListJobsRpc
@@ -95,10 +99,35 @@ def test_a_page_of_the_largest_records_with_the_largest_summaries_fits_a_stock_c
         )
         for i in range(MAX_PAGE_SIZE)
     )
-    listed = listed_form(_largest())
-    acc.latest_analyses = lambda keys: {k: listed for k in keys}
+    largest = replace(_largest(), job_id="x" * 128, user="u" * 32)  # every record's job
+    AnalysisStore(acc.store, retention_s=1e9, max_bytes=2**40).save(Outcome(largest), listed_form(largest), 1)
     answer = ListJobsRpc(lambda: acc, "h" * 64)(dyno_pb2.ListJobsRequest(page_size=MAX_PAGE_SIZE), AbortingContext())  # type: ignore[arg-type]
     assert len(answer.jobs) == MAX_PAGE_SIZE
-    assert all(j.latest_analysis.trace_id == "t" * 64 for j in answer.jobs)
+    assert all(j.latest_analysis.trace_id == "t" * 64 and j.latest_analysis.rules for j in answer.jobs)
     assert answer.ByteSize() < 4 * 1024 * 1024 - 64 * 1024
     acc.stop()
+
+
+def test_stored_running_and_unstored_records_carry_their_jobs_latest_analysis(tmp_path: Path) -> None:
+    acc = JobAccounting(AccountingConfig(state_dir=tmp_path, hostname="h"), list, list)
+    acc.start()
+    assert acc._store is not None
+    now = int(time.time() * 1000)
+    live = JobRecord("live", "alice", "h", now - 10, now, True)
+    ids = acc._store.save(
+        [JobRecord(job, "alice", "h", now - 10, now - 5, False) for job in ("ended", "other")] + [live]
+    )
+    acc.book.resume([replace(live, record_id=ids[live.key], gpu_seconds=5.0)])  # newer than its row
+    store = AnalysisStore(acc.store, retention_s=1e9, max_bytes=2**40)
+    for tid, job in (("t-old", "ended"), ("t-new", "ended"), ("t-run", "live")):
+        s = TraceSummary(tid, job_id=job, user="alice", state=AnalysisState.DONE)
+        store.save(Outcome(s), listed_form(s), now)
+    rpc = ListJobsRpc(lambda: acc, "h")
+    jobs = {j.job_id: j for j in rpc(dyno_pb2.ListJobsRequest(), AbortingContext()).jobs}  # type: ignore[arg-type]
+    assert jobs["ended"].latest_analysis.trace_id == "t-new" and jobs["live"].latest_analysis.trace_id == "t-run"
+    assert jobs["live"].gpu_seconds == 5.0 and not jobs["other"].HasField("latest_analysis")
+    acc._store.close()
+    acc._store = None  # the database cannot be used: running records, with what dynod keeps in memory
+    acc.latest_analyses = lambda keys: {k: listed_form(TraceSummary("t-mem")) for k in keys}
+    jobs = {j.job_id: j for j in rpc(dyno_pb2.ListJobsRequest(), AbortingContext()).jobs}  # type: ignore[arg-type]
+    assert list(jobs) == ["live"] and jobs["live"].latest_analysis.trace_id == "t-mem"

@@ -56,8 +56,9 @@ def test_stored_encodings_are_the_parsed_records_encodings(tmp_path: Path) -> No
     protos = store.query_protos(q, 0, 100)
     encoded = store.query_encoded(q, 0, 100)
     assert [rid for rid, _ in encoded] == [m.record_id for m in protos] == [1, 2, 3, 4, 5]
-    assert [e for _, (_, e) in encoded] == [m.SerializeToString() for m in protos]
-    assert [key for _, (key, _) in encoded] == [(m.job_id, m.user) for m in protos]
+    assert [e for _, (_, e, _) in encoded] == [m.SerializeToString() for m in protos]
+    assert [key for _, (key, _, _) in encoded] == [(m.job_id, m.user) for m in protos]
+    assert [latest for _, (_, _, latest) in encoded] == [b""] * 5  # no analyses
     assert [m.running for m in protos] == [False, True, False, False, False] and protos[4].gpus_held == 0
     store.close()
 
