@@ -86,3 +86,23 @@ def test_analyse_again_queues_a_finished_trace_and_says_pending(tmp_path: Path) 
     s = a.analyse_again(view("t5", TraceState.DONE))  # not started: stays queued
     assert s.state == AnalysisState.PENDING and a.state_of("t5") == AnalysisState.PENDING
     a.stop()
+
+
+def test_stop_kills_a_running_worker_and_records_nothing(tmp_path: Path) -> None:
+    code = "import os, sys, time; open(sys.argv[sys.argv.index('--out') + 1] + '/summary.json', 'w')" + (
+        ".write(str(os.getpid())); time.sleep(60)"
+    )
+    a = analyses(tmp_path, code, db=JobStore.in_dir(tmp_path))
+    a.start()
+    a.trace_finished(view("t6", TraceState.DONE))
+    deadline = time.monotonic() + 20
+    while a.state_of("t6") != AnalysisState.RUNNING and time.monotonic() < deadline:
+        time.sleep(0.02)
+    out = next(tmp_path.glob("dynod-analysis-*"))
+    while not (out / "summary.json").read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pid = int((out / "summary.json").read_text())
+    t0 = time.monotonic()
+    a.stop()
+    assert time.monotonic() - t0 < 5 and not Path(f"/proc/{pid}").exists()
+    assert a.lookup("t6") is None and not out.exists()  # not a failure of the trace: nothing recorded
