@@ -4,6 +4,7 @@ through real gRPC on loopback.
 
     python bench/list_jobs_pages.py                   # 100,000 records, pages of 500 and 1000
     python bench/list_jobs_pages.py --records 20000 --page-size 1000
+    python bench/list_jobs_pages.py --analyses        # each job with an analysis (ListJobs' latest_analysis)
 
 Prints p50/p99/max per page for each page size (the first page of each run included).
 """
@@ -21,12 +22,14 @@ from pathlib import Path
 
 import grpc
 
+from dyno.daemon.analysis.listed import listed_form
 from dyno.daemon.history import History
 from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
 from dyno.daemon.jobs.records import JobRecord
 from dyno.daemon.jobs.service import ListJobsRpc
 from dyno.daemon.jobs.store import JobStore
 from dyno.daemon.server import DynoServicer, add_to_server
+from dyno.trace_summary import AnalysisState, RankStepStats, RuleLoss, TraceSummary
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 
@@ -60,6 +63,36 @@ def _fill(state: Path, n: int) -> None:
     store.close()
 
 
+def _fill_analyses(state: Path, n: int) -> None:
+    """One analysis per job of _fill: 8 rules with findings and 8 ranks, ~1 KB in its ListJobs form."""
+    store = JobStore.in_dir(state)
+    rules = tuple(
+        RuleLoss(f"rule-{k}", "MEDIUM", 0.01 * k, 1e6, 8, "a finding's title of some length") for k in range(8)
+    )
+    ranks = tuple(RankStepStats(k, 20, *(123456.7,) * 5, True, 0.3, 0.5, 0.1, 0.05) for k in range(8))
+    rows = []
+    for i in range(n):
+        s = TraceSummary(
+            f"t{i}",
+            f"{1_000_000 + i}_{i % 8}",
+            f"user{i % 300}",
+            "node001",
+            state=AnalysisState.DONE,
+            analyzed_ms=1_700_000_000_000 + i,
+            rules=rules,
+            ranks=ranks,
+        )
+        rows.append((s.trace_id, s.job_id, s.user, "node001", "DONE", s.analyzed_ms, "{}", listed_form(s), b"", 0, 1))
+    store.write(
+        lambda c: c.executemany(
+            "INSERT INTO analyses (trace_id, job_id, user, hostname, state, finished_ms, summary, listed, rank_parts, "
+            "thinned, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+    )
+    store.close()
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
@@ -77,12 +110,15 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--records", type=int, default=100_000)
     p.add_argument("--page-size", type=int, action="append", default=[])
+    p.add_argument("--analyses", action="store_true", help="give every job an analysis (JobRecord.latest_analysis)")
     args = p.parse_args()
     sizes = args.page_size or [500, 1000]
     with tempfile.TemporaryDirectory(prefix="dyno-bench-jobs-") as d:
         state = Path(d)
         t0 = time.perf_counter()
         _fill(state, args.records)
+        if args.analyses:
+            _fill_analyses(state, args.records)
         size = (state / "jobs.sqlite3").stat().st_size
         print(
             f"stored {args.records} records in {time.perf_counter() - t0:.1f} s ({size / 2**20:.1f} MiB); "

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from dyno.client.format import human_duration, table
 from dyno.v1 import dyno_pb2
 
-__all__ = ["BASIS_BUSY", "BASIS_SM", "JobRow", "from_records", "ranked", "render", "to_json"]
+__all__ = ["BASIS_BUSY", "BASIS_SM", "JobRow", "analysis_text", "from_records", "ranked", "render", "to_json"]
 
 BASIS_BUSY = "busy"
 BASIS_SM = "sm"
@@ -36,6 +36,7 @@ class JobRow:
     sm_active_gpu_seconds: float | None  # None: not every host measured it
     traces: int
     simulated: bool = False  # some of its GPUs were the sim backend's
+    analysis: str = ""  # its latest trace analysis in words (analysis_text), "" when none was analysed
 
     @property
     def gpu_hours(self) -> float:
@@ -76,6 +77,7 @@ class _Totals:
         "covered",
         "traces",
         "simulated",
+        "analysis",
     )
 
     def __init__(self) -> None:
@@ -90,6 +92,7 @@ class _Totals:
         self.covered: bool | None = None  # None: no record with GPU time yet
         self.traces = 0
         self.simulated = False
+        self.analysis: dyno_pb2.TraceSummary | None = None  # the newest over its hosts
 
 
 def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobRow]:
@@ -115,6 +118,10 @@ def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobR
         t.busy += r.busy_gpu_seconds
         t.sm += r.sm_active_gpu_seconds
         t.traces += r.traces
+        if r.HasField("latest_analysis") and (
+            t.analysis is None or r.latest_analysis.analyzed_ms > t.analysis.analyzed_ms
+        ):
+            t.analysis = r.latest_analysis
         if gpu_s > 0:
             full = r.gpm_gpu_seconds >= _GPM_COVERED * gpu_s
             t.covered = full if t.covered is None else (t.covered and full)
@@ -133,9 +140,24 @@ def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobR
             sm_active_gpu_seconds=t.sm if t.covered else None,
             traces=t.traces,
             simulated=t.simulated,
+            analysis=analysis_text(t.analysis) if t.analysis is not None else "",
         )
         for (job_id, user), t in jobs.items()
     )
+
+
+def analysis_text(s: dyno_pb2.TraceSummary) -> str:
+    """A job's latest analysis in a table cell: its costliest rule and share, or "analysis failed: <reason>"."""
+    if s.state == dyno_pb2.ANALYSIS_STATE_FAILED:
+        name = dyno_pb2.AnalysisFailure.Name(s.failure) if s.failure in dyno_pb2.AnalysisFailure.values() else ""
+        reason = name.removeprefix("ANALYSIS_FAILURE_").replace("_", " ").lower()
+        return f"analysis failed: {reason if reason != 'unspecified' else 'unknown'}"
+    if s.state != dyno_pb2.ANALYSIS_STATE_DONE:
+        return ""
+    if not s.rules:
+        return "no findings"
+    top = max(s.rules, key=lambda r: r.time_lost_share)
+    return f"{top.rule} {100.0 * min(1.0, max(0.0, top.time_lost_share)):.0f}%"
 
 
 def ranked(rows: Iterable[JobRow]) -> list[JobRow]:
@@ -165,6 +187,7 @@ def render(rows: Sequence[JobRow], max_width: int | None = None) -> str:
             _pct(r.sm_fraction),
             f"{r.wasted_gpu_hours:.2f} ({r.basis})",
             r.traces,
+            r.analysis or "-",
         ]
         for r in rows
     ]
@@ -180,8 +203,12 @@ def render(rows: Sequence[JobRow], max_width: int | None = None) -> str:
         "SM-ACTIVE",
         "WASTED",
         "TRACES",
+        "ANALYSIS",
     ]
-    note = "(* running; WASTED: GPU-hours x (1 - busy or SM-active); SIMULATED: GPUs of dynod's sim backend)"
+    note = (
+        "(* running; WASTED: GPU-hours x (1 - busy or SM-active); SIMULATED: GPUs of dynod's sim backend; "
+        "ANALYSIS: the latest trace analysis' costliest rule and its share of time lost)"
+    )
     return table(headers, body, max_width=max_width) + "\n" + note
 
 
@@ -203,6 +230,7 @@ def to_json(rows: Sequence[JobRow]) -> list[dict[str, object]]:
             "wasted_basis": r.basis,
             "traces": r.traces,
             "simulated": r.simulated,
+            "analysis": r.analysis or None,
         }
         for r in rows
     ]

@@ -15,6 +15,11 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client.core import Metric
 
 import dyno
+from dyno.daemon.analysis.analyses import Analyses
+from dyno.daemon.analysis.prometheus import analysis_families
+from dyno.daemon.analysis.rpc import GetTraceSummaryRpc
+from dyno.daemon.analysis.runner import WorkerLimits, WorkerRunner
+from dyno.daemon.analysis.store import AnalysisStore
 from dyno.daemon.api_socket import ApiSocket
 from dyno.daemon.auth import (
     AuthConfigError,
@@ -89,6 +94,7 @@ class Daemon:
         self.periodic: PeriodicProfiler | None = periodic_profiler(
             config, self.tracing.manager, self.tracing.registry, self.jobs.book.records
         )
+        self.analyses = self._analyses()
         self.server: grpc.Server | None = None
         self.servicer: DynoServicer | None = None
         self.metrics_server: MetricsHTTPServer | None = None
@@ -120,6 +126,18 @@ class Daemon:
         self.loop.add_tick_listener(accounting.on_tick)
         self.tracing.manager.trace_listener = accounting.trace_taken
         return accounting
+
+    def _analyses(self) -> Analyses | None:
+        """Host-side analysis of every finished trace (None: analysis_enabled is false)."""
+        cfg = self.config
+        if not cfg.analysis_enabled:
+            return None
+        store = AnalysisStore(self.jobs.store, retention_s=cfg.job_retention_s, max_bytes=cfg.job_retention_bytes // 2)
+        limits = WorkerLimits(timeout_s=cfg.analysis_timeout_s, memory_mb=cfg.analysis_memory_mb)
+        analyses = Analyses(self.hostname, store, WorkerRunner(limits), max_queued=cfg.analysis_queue)
+        self.tracing.manager.table.finished_listener = analyses.trace_finished
+        self.jobs.latest_analyses = analyses.latest_listed
+        return analyses
 
     # -- status -----------------------------------------------------------------------------------------------
     def status(self) -> dyno_pb2.Status:
@@ -189,6 +207,9 @@ class Daemon:
             self.hostname,
             trace_rpcs=self.tracing.rpcs,
             list_jobs=ListJobsRpc(lambda: self.jobs, self.hostname, self.callers.caller).encoded,
+            trace_summary=GetTraceSummaryRpc(
+                self.analyses, self.tracing.manager.get, self.hostname, self.callers.caller
+            ),
         )
         add_to_server(self.servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
@@ -257,7 +278,11 @@ class Daemon:
             "trace_dir_bytes": t.trace_dir_bytes(),
             "trace_retention_bytes": c.trace_retention_bytes,
         }
-        return [*daemon_gauges(self.hostname, values), *job_families(self.hostname, self.jobs.exported_records())]
+        records = self.jobs.exported_records()
+        out = [*daemon_gauges(self.hostname, values), *job_families(self.hostname, records)]
+        if self.analyses is not None:
+            out += analysis_families(self.hostname, records, self.analyses.latest([r.key for r in records]))
+        return out
 
     def start(self) -> None:
         refusal = exposure_refusal(self.config)  # before anything is bound or sampled: exit 2, one line
@@ -276,6 +301,8 @@ class Daemon:
         # under its watchdog: a hung NVML call in it is logged, reported in status, and delays start-up by at most the
         # stall limit (it hung start-up silently, with no READY=1 for systemd, when the main thread took it).
         self.jobs.start()  # before the first tick: a restarted dynod resumes its running job records
+        if self.analyses is not None:
+            self.analyses.start()
         self.loop.prime(on_first_tick=self._first_sample_checks)
         try:
             try:
@@ -347,6 +374,8 @@ class Daemon:
         if self.periodic is not None:
             self.periodic.stop()
         self.tracing.stop()
+        if self.analyses is not None:  # its worker's process group is killed
+            self.analyses.stop()
         stall = self.loop.stall()
         self.loop.stop(timeout=5.0 if stall is None else 0.0)  # a stuck sample() never ends
         self.jobs.stop()  # after the last tick: its records are flushed, the running ones left running

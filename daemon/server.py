@@ -85,9 +85,12 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         hostname: str,
         trace_rpcs: TraceRpcsProtocol | None = None,
         list_jobs: Callable[[dyno_pb2.ListJobsRequest, grpc.ServicerContext], bytes] | None = None,
+        trace_summary: Callable[[dyno_pb2.GetTraceSummaryRequest, grpc.ServicerContext], dyno_pb2.TraceSummary]
+        | None = None,
     ) -> None:
         self._status = status
         self._list_jobs = list_jobs
+        self._trace_summary = trace_summary  # dyno.daemon.analysis.rpc.GetTraceSummaryRpc
         self._history = history
         self._encoder = StoredEncoder(history.series)
         self._answers = EncodedAnswers()  # GetMetrics' answers, each while its samples are the same (monitoring polls)
@@ -194,6 +197,13 @@ class DynoServicer(dyno_pb2_grpc.DynoServicer):
         if self._list_jobs is None:
             abort(context, grpc.StatusCode.UNIMPLEMENTED, "ListJobs: job accounting is not enabled in this daemon")
         return self._list_jobs(request, context)
+
+    def GetTraceSummary(
+        self, request: dyno_pb2.GetTraceSummaryRequest, context: grpc.ServicerContext
+    ) -> dyno_pb2.TraceSummary:
+        if self._trace_summary is None:
+            abort(context, grpc.StatusCode.UNIMPLEMENTED, "GetTraceSummary: not served by this daemon")
+        return self._trace_summary(request, context)
 
     def _tracing(self, name: str, context: grpc.ServicerContext) -> TraceRpcsProtocol:
         """The tracing RPCs, or `name` refused (TRACING_DISABLED) when this daemon does not trace."""

@@ -14,6 +14,8 @@ from dyno.daemon.config.settings import (
     GPU_BACKENDS,
     KINETO_NAME,
     LOG_LEVELS,
+    MAX_ANALYSIS_MEMORY_MB,
+    MAX_ANALYSIS_QUEUE,
     MAX_HISTORY_MAX_BYTES,
     MAX_INTERVAL_S,
     MAX_JOB_S,
@@ -22,6 +24,7 @@ from dyno.daemon.config.settings import (
     MAX_REGISTRY_CAP,
     MAX_TRACE_RETENTION_BYTES,
     MAX_TRACE_RETENTION_S,
+    MIN_ANALYSIS_MEMORY_MB,
     MIN_HISTORY_MAX_BYTES,
     MIN_INTERVAL_S,
     MIN_JOB_FLUSH_S,
@@ -212,6 +215,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--periodic-min-job-age-s",
         type=number(float, ge=0, le=MAX_JOB_S),
         help=f"skip jobs younger than this (default {_D.periodic_min_job_age_s:g}; 0-{MAX_JOB_S:.0f})",
+    )
+    a(
+        "--analysis-enabled",
+        action=argparse.BooleanOptionalAction,
+        help="analyse every finished trace on this host in a separate worker process, and keep its summary with the "
+        "job's record (GetTraceSummary, ListJobs, dyno_job_analysis_* series; default on)",
+    )
+    a(
+        "--analysis-timeout-s",
+        type=_positive_float,
+        help=f"kill an analysis worker running longer than this (default {_D.analysis_timeout_s:g}; at most "
+        f"{MAX_JOB_S:.0f})",
+    )
+    a(
+        "--analysis-memory-mb",
+        type=number(int, ge=MIN_ANALYSIS_MEMORY_MB, le=MAX_ANALYSIS_MEMORY_MB),
+        help=f"the analysis worker's address space limit (RLIMIT_AS; default {_D.analysis_memory_mb})",
+    )
+    a(
+        "--analysis-queue",
+        type=number(int, ge=1, le=MAX_ANALYSIS_QUEUE),
+        help=f"finished traces waiting for the analysis worker at most; past it the oldest is dropped (default "
+        f"{_D.analysis_queue})",
     )
     a(
         "--auth-token-file",

@@ -17,6 +17,8 @@ from dyno.daemon.config.settings import (
     GPU_BACKENDS,
     KINETO_NAME,
     LOG_LEVELS,
+    MAX_ANALYSIS_MEMORY_MB,
+    MAX_ANALYSIS_QUEUE,
     MAX_HISTORY_MAX_BYTES,
     MAX_INTERVAL_S,
     MAX_JOB_S,
@@ -25,6 +27,7 @@ from dyno.daemon.config.settings import (
     MAX_REGISTRY_CAP,
     MAX_TRACE_RETENTION_BYTES,
     MAX_TRACE_RETENTION_S,
+    MIN_ANALYSIS_MEMORY_MB,
     MIN_HISTORY_MAX_BYTES,
     MIN_INTERVAL_S,
     MIN_JOB_FLUSH_S,
@@ -167,6 +170,12 @@ def _value_problem(key: str, value: Any) -> str | None:
         return f"job_grace_s {value:g} must be > 0 and at most {MAX_JOB_S:.0f}"
     if key == "job_retention_s" and not 0 < value <= MAX_TRACE_RETENTION_S:
         return f"job_retention_s {value:g} must be > 0 and at most {MAX_TRACE_RETENTION_S:.0f} (10 years)"
+    if key == "analysis_timeout_s" and not 0 < value <= MAX_JOB_S:
+        return f"analysis_timeout_s {value:g} must be > 0 and at most {MAX_JOB_S:.0f}"
+    if key == "analysis_memory_mb" and not MIN_ANALYSIS_MEMORY_MB <= value <= MAX_ANALYSIS_MEMORY_MB:
+        return f"analysis_memory_mb {value} is outside {MIN_ANALYSIS_MEMORY_MB}-{MAX_ANALYSIS_MEMORY_MB}"
+    if key == "analysis_queue" and not 1 <= value <= MAX_ANALYSIS_QUEUE:
+        return f"analysis_queue {value} is outside 1-{MAX_ANALYSIS_QUEUE}"
     if key == "job_retention_bytes" and not MIN_JOB_RETENTION_BYTES <= value <= MAX_TRACE_RETENTION_BYTES:
         return f"job_retention_bytes {value} is outside {MIN_JOB_RETENTION_BYTES}-{MAX_TRACE_RETENTION_BYTES}"
     if key in ("max_processes", "max_processes_per_uid") and not 1 <= value <= MAX_REGISTRY_CAP:

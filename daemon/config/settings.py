@@ -23,7 +23,10 @@ __all__ = [
     "DEFAULT_HISTORY_MAX_BYTES",
     "MAX_HISTORY_MAX_BYTES",
     "MIN_HISTORY_MAX_BYTES",
+    "MAX_ANALYSIS_MEMORY_MB",
+    "MAX_ANALYSIS_QUEUE",
     "MAX_INTERVAL_S",
+    "MIN_ANALYSIS_MEMORY_MB",
     "MAX_REGISTRY_CAP",
     "MAX_TRACE_RETENTION_BYTES",
     "MAX_TRACE_RETENTION_S",
@@ -51,6 +54,11 @@ MAX_TRACE_RETENTION_BYTES = 2**50
 MIN_JOB_FLUSH_S = 0.1
 MAX_JOB_S = 86400.0
 MIN_JOB_RETENTION_BYTES = 2**20
+# The analysis worker's bounds: numpy and a trace's columns need a few hundred MiB at the least; a queue past 1024
+# traces would only be analysed hours late.
+MIN_ANALYSIS_MEMORY_MB = 256
+MAX_ANALYSIS_MEMORY_MB = 2**20
+MAX_ANALYSIS_QUEUE = 1024
 # The history's default memory budget (history.MAX_HISTORY_BYTES). systemd/dynod.service has MemoryHigh=256M,
 # MemoryMax=512M and dynod's own steady state is ~55 MB; this leaves room for trace transfers and a 32 MiB
 # GetMetrics answer: ~10 hours of 1 s samples of 8 GPUs, ~1 hour at 0.1 s (docs/BENCHMARKS.md).
@@ -133,6 +141,12 @@ class DaemonConfig:
     periodic_ranks_per_host: int = 1
     periodic_budget: float = 0.01
     periodic_min_job_age_s: float = 300.0
+    # host-side analysis of finished traces (dyno.daemon.analysis): one worker process at a time, niced, its address
+    # space capped at analysis_memory_mb, killed past analysis_timeout_s; at most analysis_queue traces wait
+    analysis_enabled: bool = True
+    analysis_timeout_s: float = 600.0
+    analysis_memory_mb: int = 4096
+    analysis_queue: int = 16
     auth_token_file: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None

@@ -25,6 +25,7 @@ from dyno.daemon.jobs.observe import CPU_EVERY_S, Observer, SimPlacement, Traine
 from dyno.daemon.jobs.prometheus import EXPORT_ENDED_S, MAX_EXPORTED_JOBS, exported
 from dyno.daemon.jobs.records import JobBook, JobRecord
 from dyno.daemon.jobs.store import JobQuery, JobStore, StoreError
+from dyno.daemon.jobs.wire import with_latest_analysis
 from dyno.daemon.registry import now_ms
 from dyno.daemon.samplers.base import GpuProcess
 
@@ -203,10 +204,32 @@ class JobAccounting:
         return self._page(q, limit, stored, lambda r: r)
 
     def list_encoded(self, q: JobQuery, after_id: int, limit: int) -> tuple[builtins.list[bytes], int]:
-        """list() as each record's encoded wire message (ListJobs' answer is joined from them: jobs/wire.py)."""
+        """list() as each record's encoded wire message (ListJobs' answer is joined from them: jobs/wire.py), with
+        its job's latest analysis (`latest_analyses`) appended."""
         store = self._store
-        stored = None if store is None else lambda: store.query_encoded(q, after_id, limit + 1)
-        return self._page(q, limit, stored, _encoded)
+        latest: dict[tuple[str, str], bytes] = {}  # from the database's rows: a running record's too
+        from_db = []
+
+        def stored() -> builtins.list[tuple[int, tuple[tuple[str, str], bytes]]]:
+            assert store is not None
+            rows = store.query_encoded(q, after_id, limit + 1)
+            latest.update((key, summary) for _, (key, _, summary) in rows if summary)
+            from_db.append(True)
+            return [(rid, (key, data)) for rid, (key, data, _) in rows]
+
+        keyed, after = self._page(q, limit, None if store is None else stored, lambda r: (r.key, _encoded(r)))
+        if not from_db and self.latest_analyses is not None:  # no database: what dynod keeps in memory
+            latest = dict(self.latest_analyses({key for key, _ in keyed}))
+        return [with_latest_analysis(data, latest[key]) if key in latest else data for key, data in keyed], after
+
+    # (job id, user) keys -> the encoded dyno.v1.TraceSummary of each one's latest finished analysis, as ListJobs
+    # sends it, for answers without the database (dyno.daemon.analysis keeps the newest in memory); set once before
+    # ListJobs is served
+    latest_analyses: Callable[[set[tuple[str, str]]], Mapping[tuple[str, str], bytes]] | None = None
+
+    def store(self) -> JobStore | None:
+        """The open database, None while it cannot be used (the analyses' table lives in it too)."""
+        return self._store
 
     def _page(
         self,

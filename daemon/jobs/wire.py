@@ -14,16 +14,26 @@ from collections.abc import Iterable
 
 from dyno.pbwire import len_field, varint
 
-__all__ = ["RECORD_ID_FIELD", "list_jobs_response", "stored_record"]
+__all__ = ["LATEST_ANALYSIS_FIELD", "RECORD_ID_FIELD", "list_jobs_response", "stored_record", "with_latest_analysis"]
 
-RECORD_ID_FIELD = 24  # JobRecord.record_id: the last field (tests/unit/daemon/jobs/test_wire.py checks it stays so)
+# JobRecord.record_id: the last field of the stored encoding, and latest_analysis, which ListJobs appends after it
+# from the analyses' table (tests/unit/daemon/jobs/test_wire.py checks that no other field follows them)
+RECORD_ID_FIELD = 24
+LATEST_ANALYSIS_FIELD = 25
 _RECORD_ID_TAG = varint(RECORD_ID_FIELD << 3)  # varint wire type
+_LATEST_ANALYSIS_TAG = varint(LATEST_ANALYSIS_FIELD << 3 | 2)  # length-delimited
 _SMALL = [bytes((i,)) for i in range(0x80)]
 
 
 def stored_record(data: bytes, record_id: int) -> bytes:
     """The encoded JobRecord of a stored row whose encoding agrees with its columns (its `data` and id)."""
     return data + _RECORD_ID_TAG + _varint(record_id) if record_id else data
+
+
+def with_latest_analysis(record: bytes, summary: bytes) -> bytes:
+    """An encoded JobRecord (with or without record_id) followed by its latest_analysis field: the encoded
+    dyno.v1.TraceSummary `summary`."""
+    return record + _LATEST_ANALYSIS_TAG + _varint(len(summary)) + summary
 
 
 def _varint(n: int) -> bytes:

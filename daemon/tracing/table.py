@@ -168,6 +168,15 @@ class TraceTable:
                 self._unrecorded = {}
             for view in views:
                 tj.write_record(self.trace_dir, view, self.hostname, self.clock_ms())
+                if view.finished and self.finished_listener is not None:
+                    try:
+                        self.finished_listener(view)
+                    except Exception:  # a listener's bug must not stop the records of other traces
+                        log.exception("trace %s: the finished-trace listener failed", view.trace_id)
+
+    # told each finished trace's view once its record is written (again at each rewrite: a late report's change),
+    # outside the lock (dyno.daemon.analysis queues it); set once before start
+    finished_listener: Callable[[TraceView], None] | None = None
 
     def recover(self, trace_id: str) -> None:
         """An id unknown in memory (the daemon restarted, or evicted it): load its folder's record, if any. Lazily,

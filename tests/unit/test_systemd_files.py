@@ -61,6 +61,9 @@ def test_unit_settings() -> None:
     for limit in ("MemoryMax", "CPUQuota", "LimitNOFILE"):
         assert limit in service
     assert "/var/lib/dyno" in service["ReadWritePaths"] and "/run/dyno" in service["ReadWritePaths"]
+    # the analysis worker runs as the traced user and is killed past its timeout; its OOM kill never stops dynod
+    assert {"CAP_SETUID", "CAP_SETGID", "CAP_KILL"} <= set(service["CapabilityBoundingSet"].split())
+    assert service["OOMPolicy"] == "continue"
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")

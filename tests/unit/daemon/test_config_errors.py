@@ -35,3 +35,31 @@ def test_durations_and_retention_in_the_file_are_checked(tmp_path: Path, content
     f.write_text(content)
     with pytest.raises(ConfigError, match=message):
         resolve(["--config", str(f)])
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("analysis_enabled = 1\n", "analysis_enabled must be true or false"),
+        ("analysis_timeout_s = 0\n", "analysis_timeout_s 0 must be > 0"),
+        ("analysis_timeout_s = 100000\n", "at most 86400"),
+        ("analysis_memory_mb = 64\n", "analysis_memory_mb 64 is outside 256-1048576"),
+        ("analysis_queue = 0\n", "analysis_queue 0 is outside 1-1024"),
+    ],
+)
+def test_the_analysis_keys_are_checked(tmp_path: Path, content: str, message: str) -> None:
+    f = tmp_path / "dynod.toml"
+    f.write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        resolve(["--config", str(f)])
+
+
+def test_the_analysis_keys_from_flags_over_the_file(tmp_path: Path) -> None:
+    f = tmp_path / "dynod.toml"
+    f.write_text("analysis_enabled = false\nanalysis_queue = 4\n")
+    cfg = resolve(
+        ["--config", str(f), "--analysis-enabled", "--analysis-memory-mb", "512", "--analysis-timeout-s", "30"]
+    )
+    assert (cfg.analysis_enabled, cfg.analysis_queue, cfg.analysis_memory_mb, cfg.analysis_timeout_s) == (
+        True, 4, 512, 30.0)  # fmt: skip
+    assert resolve(["--no-analysis-enabled"]).analysis_enabled is False

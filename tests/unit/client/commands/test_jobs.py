@@ -12,7 +12,7 @@ import pytest
 
 from dyno.client.cli import main as cli_main
 from dyno.client.commands.jobs import parse_since
-from dyno.client.jobs_table import BASIS_BUSY, BASIS_SM, from_records
+from dyno.client.jobs_table import BASIS_BUSY, BASIS_SM, from_records, render, to_json
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 from dyno.v1 import dyno_pb2
 
@@ -51,6 +51,32 @@ def test_rows_join_hosts_and_rank_by_wasted_gpu_hours() -> None:
     assert (big.hosts, big.host_count, big.gpus, big.gpu_hours, big.traces) == (("a", "b"), 2, 16, 16.0, 3)
     assert big.wasted_gpu_hours == pytest.approx(8.0) and big.basis == BASIS_BUSY
     assert gpm.basis == BASIS_SM and gpm.wasted_gpu_hours == pytest.approx(6.0)  # busy 90 % but SM-active 25 %
+
+
+def test_the_latest_analysis_over_a_jobs_hosts_is_its_costliest_rule_or_why_it_failed() -> None:
+    done = dyno_pb2.TraceSummary(
+        state=dyno_pb2.ANALYSIS_STATE_DONE,
+        analyzed_ms=5,
+        rules=[
+            dyno_pb2.RuleLoss(rule="dataloader", time_lost_share=0.25),
+            dyno_pb2.RuleLoss(rule="x", time_lost_share=0.1),
+        ],
+    )
+    crashed = dyno_pb2.TraceSummary(
+        state=dyno_pb2.ANALYSIS_STATE_FAILED, failure=dyno_pb2.ANALYSIS_FAILURE_TIMED_OUT, analyzed_ms=9
+    )
+    rows = from_records(
+        [
+            ("a", rec("both", "a", H, 0.5, latest_analysis=done)),
+            ("b", rec("both", "b", H, 0.5, latest_analysis=crashed)),
+            ("a", rec("done", "a", H, 0.4, latest_analysis=done)),
+            ("a", rec("never", "a", H, 0.3)),
+        ]
+    )
+    by_job = {r.job_id: r.analysis for r in rows}
+    assert by_job == {"both": "analysis failed: timed out", "done": "dataloader 25%", "never": ""}
+    assert "ANALYSIS" in render(rows) and "dataloader 25%" in render(rows)
+    assert {j["job_id"]: j["analysis"] for j in to_json(rows)}["never"] is None
 
 
 def test_sm_basis_needs_every_host_to_have_measured_it() -> None:

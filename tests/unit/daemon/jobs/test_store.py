@@ -74,6 +74,31 @@ def test_a_first_version_database_opens_under_the_current_schema(tmp_path: Path)
     assert "jobs_last_seen" in indexes
 
 
+def test_a_version_3_database_gains_the_analyses_table_and_keeps_its_records(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite3"
+    conn = sqlite3.connect(path)
+    for migration in MIGRATIONS[:3]:
+        for statement in migration:
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 3")
+    data = dyno_pb2.JobRecord(gpu_seconds=2.0).SerializeToString()
+    conn.execute(
+        "INSERT INTO jobs (job_id, user, hostname, first_seen_ms, last_seen_ms, running, data) "
+        "VALUES ('v3job', 'bob', 'h', 0, 10, 0, ?)",
+        (data,),
+    )
+    conn.commit()
+    conn.close()
+    store = JobStore(path)
+    (r,) = store.query(JobQuery())
+    assert (r.job_id, r.user, r.gpu_seconds) == ("v3job", "bob", 2.0)
+    assert store.read(lambda c: c.execute("SELECT COUNT(*) FROM analyses").fetchone()[0]) == 0
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    indexes = {row[0] for row in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert {"analyses_trace", "analyses_job", "analyses_finished"} <= indexes
+    store.close()
+
+
 def test_a_newer_schema_is_refused_with_a_message(tmp_path: Path) -> None:
     path = tmp_path / "jobs.sqlite3"
     conn = sqlite3.connect(path)

@@ -9,16 +9,32 @@ import pytest
 
 from dyno.daemon.jobs.records import MAX_LISTED, JobRecord
 from dyno.daemon.jobs.store import JobQuery, JobStore
-from dyno.daemon.jobs.wire import RECORD_ID_FIELD, list_jobs_response, stored_record
+from dyno.daemon.jobs.wire import (
+    LATEST_ANALYSIS_FIELD,
+    RECORD_ID_FIELD,
+    list_jobs_response,
+    stored_record,
+    with_latest_analysis,
+)
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
 
 
-def test_record_id_is_job_records_last_field() -> None:
+def test_record_id_is_the_stored_encodings_last_field_and_only_latest_analysis_follows_it() -> None:
     fields = dyno_pb2.JobRecord.DESCRIPTOR.fields
-    assert max(f.number for f in fields) == RECORD_ID_FIELD
+    assert sorted(f.number for f in fields)[-2:] == [RECORD_ID_FIELD, LATEST_ANALYSIS_FIELD]
     assert dyno_pb2.JobRecord.DESCRIPTOR.fields_by_name["record_id"].number == RECORD_ID_FIELD
+    assert dyno_pb2.JobRecord.DESCRIPTOR.fields_by_name["latest_analysis"].number == LATEST_ANALYSIS_FIELD
+
+
+def test_the_latest_analysis_field_follows_the_record_as_protobuf_writes_it() -> None:
+    summary = dyno_pb2.TraceSummary(trace_id="t" * 300, state=dyno_pb2.ANALYSIS_STATE_DONE, ranks=[{"rank": 3}])
+    for rid in (0, 5, 2**40):
+        m = dyno_pb2.JobRecord(job_id="a", gpus_max=3, pids=[1, 2], record_id=rid)
+        data = m.SerializeToString()
+        m.latest_analysis.CopyFrom(summary)
+        assert with_latest_analysis(data, summary.SerializeToString()) == m.SerializeToString()
 
 
 def _records() -> list[JobRecord]:
@@ -40,7 +56,9 @@ def test_stored_encodings_are_the_parsed_records_encodings(tmp_path: Path) -> No
     protos = store.query_protos(q, 0, 100)
     encoded = store.query_encoded(q, 0, 100)
     assert [rid for rid, _ in encoded] == [m.record_id for m in protos] == [1, 2, 3, 4, 5]
-    assert [e for _, e in encoded] == [m.SerializeToString() for m in protos]
+    assert [e for _, (_, e, _) in encoded] == [m.SerializeToString() for m in protos]
+    assert [key for _, (key, _, _) in encoded] == [(m.job_id, m.user) for m in protos]
+    assert [latest for _, (_, _, latest) in encoded] == [b""] * 5  # no analyses
     assert [m.running for m in protos] == [False, True, False, False, False] and protos[4].gpus_held == 0
     store.close()
 

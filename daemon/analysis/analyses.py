@@ -1,0 +1,196 @@
+"""Host-side analysis as dynod runs it: each finished trace of this host (the trace table's listener) is queued,
+analysed by one worker process at a time (runner.py, outcome.py), and its summary kept in the job database
+(store.py) for GetTraceSummary (rpc.py), ListJobs (JobRecord.latest_analysis) and Prometheus (prometheus.py).
+
+Failure is a result, never dynod's problem: a worker that crashes, runs out of time or memory, or writes nonsense
+gives a FAILED summary with the reason; a trace that wrote no file gives TRACE_FAILED without a worker. A database
+that cannot be used is logged (throttled) and the summaries stay in memory (the newest MAX_RECENT, without their
+rank parts) until it works again. dynod never imports dyno.trace_analysis: only the worker does.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import shutil
+import threading
+from collections.abc import Callable, Collection
+
+from dyno.daemon.analysis.listed import listed_form
+from dyno.daemon.analysis.outcome import Outcome, outcome_of
+from dyno.daemon.analysis.queue import AnalysisQueue
+from dyno.daemon.analysis.runner import WorkerRunner
+from dyno.daemon.analysis.store import AnalysisStore, Key
+from dyno.daemon.analysis.work import AnalysisJob, job_of, trace_failed
+from dyno.daemon.jobs.attribution import user_name
+from dyno.daemon.jobs.store import StoreError
+from dyno.daemon.registry import now_ms
+from dyno.daemon.tracing.values import TraceView
+from dyno.logthrottle import ThrottledLog
+from dyno.trace_summary import AnalysisFailure, AnalysisState, TraceSummary
+
+__all__ = ["Analyses", "MAX_RECENT"]
+
+log = logging.getLogger(__name__)
+
+MAX_RECENT = 64  # summaries kept in memory (for a database that cannot be used), without rank parts
+_MAX_SEEN = 4096  # traces remembered as queued already (a trace's record is rewritten at each process's end)
+_MAX_EXPORT_CACHE = 1024  # (job, user) -> latest summary, for Prometheus' scrapes
+
+
+class Analyses:
+    def __init__(
+        self,
+        hostname: str,
+        store: AnalysisStore,
+        runner: WorkerRunner,
+        *,
+        max_queued: int = 16,
+        name_of: Callable[[int], str] = user_name,
+        clock_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        self.hostname = hostname
+        self.store = store
+        self.runner = runner
+        self._name_of = name_of
+        self._clock_ms = clock_ms
+        self.queue = AnalysisQueue(self._analyse, max_queued)
+        self._lock = threading.Lock()
+        self._seen: collections.OrderedDict[str, tuple[str, ...]] = collections.OrderedDict()
+        self._recent: collections.OrderedDict[str, TraceSummary] = collections.OrderedDict()
+        self._export: collections.OrderedDict[Key, TraceSummary | None] = collections.OrderedDict()
+        self._db_problems = ThrottledLog(log, every_s=600.0)
+
+    def start(self) -> None:
+        self.queue.start()
+
+    def stop(self) -> None:
+        """The running worker's process group is killed; queued traces are left (GetTraceSummary queues them again
+        after a restart)."""
+        self.runner.stop()
+        self.queue.stop()
+
+    # -- the trace table's listener (any thread; cheap: a queue put) ------------------------------------------
+    def trace_finished(self, view: TraceView) -> None:
+        """A finished trace (again: each rewrite of its record); queued unless queued already with the same files.
+        Called on the trace manager's threads and the agent socket's event loop: it only takes a lock and queues."""
+        job = job_of(view, self.hostname, self._name_of)
+        with self._lock:
+            if self._seen.get(view.trace_id) == job.files:
+                return
+            self._seen[view.trace_id] = job.files
+            self._seen.move_to_end(view.trace_id)
+            while len(self._seen) > _MAX_SEEN:
+                self._seen.popitem(last=False)
+        self.queue.submit(job)  # even without files: the database is written on the queue's thread only
+
+    def analyse_again(self, view: TraceView) -> TraceSummary:
+        """A finished trace with no analysis here (dropped from a full queue, or finished before this dynod ran):
+        queued now; its summary as it stands (PENDING, or TRACE_FAILED at once)."""
+        job = job_of(view, self.hostname, self._name_of)
+        self.queue.submit(job)
+        if not job.files:
+            return trace_failed(job, self._clock_ms())
+        return job.summary(self.queue.state_of(job.trace_id) or AnalysisState.PENDING)
+
+    # -- the queue's thread ------------------------------------------------------------------------------------
+    def _analyse(self, job: AnalysisJob) -> None:
+        if not job.files:  # the trace wrote none: no worker
+            self._record(Outcome(trace_failed(job, self._clock_ms())))
+            return
+        try:
+            out = self.runner.make_out_dir(job)
+        except OSError as e:
+            why = f"cannot prepare the analysis worker's folder: {e.strerror or e}"
+            self._record(Outcome(job.summary().failed(AnalysisFailure.CRASHED, why, self._clock_ms())))
+            return
+        try:
+            end = self.runner.run(job, out)
+            outcome = outcome_of(job, end, self._clock_ms())
+            if end.stopped:  # dynod stops: not the trace's failure (GetTraceSummary queues it after a restart)
+                return
+        except OSError as e:
+            why = f"cannot start the analysis worker: {e.strerror or e}"
+            outcome = Outcome(job.summary().failed(AnalysisFailure.CRASHED, why, self._clock_ms()))
+        finally:
+            try:
+                self.runner.remove_out_dir(out)
+            except OSError:
+                shutil.rmtree(out, ignore_errors=True)  # dynod's own folder: only its files are in it
+        self._record(outcome)
+
+    def _record(self, outcome: Outcome) -> None:
+        s = outcome.summary
+        if s.state == AnalysisState.DONE:
+            log.info(
+                "trace %s analysed: %d rule(s) with findings, %d rank(s), %.1f s CPU",
+                s.trace_id,
+                len(s.rules),
+                len(s.ranks),
+                s.analysis_cpu_s,
+            )
+        else:
+            log.warning("trace %s: analysis failed: %s: %s", s.trace_id, s.failure.value, s.failure_message)
+        with self._lock:
+            self._recent[s.trace_id] = s
+            self._recent.move_to_end(s.trace_id)
+            while len(self._recent) > MAX_RECENT:
+                self._recent.popitem(last=False)
+            self._cache_export((s.job_id, s.user), s)
+        try:
+            self.store.save(outcome, listed_form(s), self._clock_ms())
+        except StoreError as e:
+            self._db_problems.warning("save", "analyses kept in memory only: %s", e)
+
+    def _cache_export(self, key: Key, s: TraceSummary | None) -> None:
+        """Under the lock."""
+        self._export[key] = s
+        self._export.move_to_end(key)
+        while len(self._export) > _MAX_EXPORT_CACHE:
+            self._export.popitem(last=False)
+
+    # -- reading -----------------------------------------------------------------------------------------------
+    def state_of(self, trace_id: str) -> AnalysisState | None:
+        return self.queue.state_of(trace_id)
+
+    def lookup(self, trace_id: str) -> Outcome | None:
+        """The finished analysis of a trace: from the database (with its rank parts), else from memory."""
+        try:
+            found = self.store.get(trace_id)
+        except StoreError as e:
+            self._db_problems.warning("read", "analyses: %s", e)
+            found = None
+        if found is not None:
+            return found
+        with self._lock:
+            recent = self._recent.get(trace_id)
+        return None if recent is None else Outcome(recent)
+
+    def latest_listed(self, keys: set[Key]) -> dict[Key, bytes]:
+        """ListJobs' latest_analysis of each (job, user) that has one (JobAccounting.latest_analyses)."""
+        if not keys:
+            return {}
+        try:
+            return self.store.latest_listed(keys)
+        except StoreError as e:
+            self._db_problems.warning("read", "analyses: %s", e)
+        with self._lock:
+            recent = {(s.job_id, s.user): s for s in self._recent.values()}
+        return {k: listed_form(recent[k]) for k in keys if k in recent}
+
+    def latest(self, keys: Collection[Key]) -> dict[Key, TraceSummary]:
+        """The latest finished analysis of each key that has one (Prometheus' series; cached per key)."""
+        with self._lock:
+            missing = [k for k in keys if k not in self._export]
+        if missing:
+            try:
+                found: dict[Key, TraceSummary] | None = self.store.latest_summaries(missing)
+            except StoreError:
+                found = None  # not cached: asked again at the next scrape
+            if found is not None:
+                with self._lock:
+                    for k in missing:
+                        if k not in self._export:
+                            self._cache_export(k, found.get(k))
+        with self._lock:
+            return {k: s for k in keys if (s := self._export.get(k)) is not None}

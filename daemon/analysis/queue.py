@@ -1,0 +1,84 @@
+"""The analyses waiting for the worker: a bounded queue (the oldest dropped, with a logged reason, when full) and
+one thread that runs them one at a time."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable
+
+from dyno.daemon.analysis.work import AnalysisJob
+from dyno.trace_summary import AnalysisState
+
+__all__ = ["AnalysisQueue"]
+
+log = logging.getLogger(__name__)
+
+
+class AnalysisQueue:
+    """`run(job)` is called on the queue's own thread for each job, one at a time, oldest first; it must not
+    raise (a raise is logged and the next job runs)."""
+
+    def __init__(self, run: Callable[[AnalysisJob], None], max_queued: int) -> None:
+        self._run = run
+        self._max = max_queued
+        self._cond = threading.Condition()
+        self._queued: collections.OrderedDict[str, AnalysisJob] = collections.OrderedDict()
+        self._running = ""
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="trace-analysis", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """No job starts after this; the running one is the runner's to end (WorkerRunner.stop)."""
+        with self._cond:
+            self._stopping = True
+            self._queued.clear()
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def submit(self, job: AnalysisJob) -> None:
+        """Queue `job` (again at the end if its trace is queued already); past max_queued the oldest is dropped."""
+        with self._cond:
+            if self._stopping:
+                return
+            self._queued.pop(job.trace_id, None)
+            self._queued[job.trace_id] = job
+            while len(self._queued) > self._max:
+                dropped, _ = self._queued.popitem(last=False)
+                log.warning(
+                    "trace %s: not analysed: the analysis queue is full (analysis_queue %d); GetTraceSummary of it "
+                    "queues it again",
+                    dropped,
+                    self._max,
+                )
+            self._cond.notify()
+
+    def state_of(self, trace_id: str) -> AnalysisState | None:
+        """PENDING while queued, RUNNING while its worker runs, else None."""
+        with self._cond:
+            if trace_id == self._running:
+                return AnalysisState.RUNNING
+            return AnalysisState.PENDING if trace_id in self._queued else None
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queued and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                _, job = self._queued.popitem(last=False)
+                self._running = job.trace_id
+            try:
+                self._run(job)
+            except Exception:
+                log.exception("trace %s: the analysis failed in dynod", job.trace_id)
+            finally:
+                with self._cond:
+                    self._running = ""

@@ -1,0 +1,108 @@
+"""Analyses as dynod runs it: a finished trace is analysed once by the worker and its summary stored; a trace that
+wrote no file is TRACE_FAILED without a worker; a database that cannot be used keeps summaries in memory."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from analysis_fakes import analyses, view
+
+from dyno.daemon.jobs.store import JobStore
+from dyno.daemon.tracing.values import TraceState
+from dyno.trace_summary import AnalysisFailure, AnalysisState
+
+pytestmark = pytest.mark.unit
+
+
+def _wait_done(a, trace_id: str):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        found = a.lookup(trace_id)
+        if found is not None:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(f"{trace_id} not analysed")
+
+
+def test_a_finished_trace_is_analysed_once_and_its_summary_kept_with_the_daemons_fields(tmp_path: Path) -> None:
+    db = JobStore.in_dir(tmp_path)
+    a = analyses(tmp_path, db=db)
+    a.start()
+    v = view("t1", TraceState.DONE, TraceState.FAILED)
+    a.trace_finished(v)
+    a.trace_finished(v)  # the record rewritten with the same files: not queued again
+    found = _wait_done(a, "t1")
+    s = found.summary
+    assert (s.state, s.job_id, s.user, s.hostname, s.trace_finished_ms) == (
+        AnalysisState.DONE,
+        "job-1",
+        "alice",
+        "node1",
+        5001,
+    )
+    assert [r.rule for r in s.rules] == ["dataloader"] and found.rank_parts.startswith(b"\x1f\x8b")
+    assert db.read(lambda c: c.execute("SELECT COUNT(*) FROM analyses").fetchone()[0]) == 1
+    assert set(a.latest_listed({("job-1", "alice"), ("job-2", "alice")})) == {("job-1", "alice")}
+    assert a.latest([("job-1", "alice")])[("job-1", "alice")].trace_id == "t1"
+    a.stop()
+    db.close()
+
+
+def test_a_trace_that_wrote_no_file_is_trace_failed_without_a_worker(tmp_path: Path) -> None:
+    a = analyses(tmp_path, "raise SystemExit('a worker must not start')", db=JobStore.in_dir(tmp_path))
+    a.start()
+    a.trace_finished(view("t2", TraceState.FAILED, TraceState.CANCELLED))
+    s = _wait_done(a, "t2").summary
+    assert (s.state, s.failure) == (AnalysisState.FAILED, AnalysisFailure.TRACE_FAILED)
+    assert "pid 100 failed (it failed); pid 101 cancelled" in s.failure_message
+    a.stop()
+
+
+def test_without_a_database_summaries_stay_in_memory_without_their_parts(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    a = analyses(tmp_path, db=None)
+    a.start()
+    a.trace_finished(view("t3", TraceState.DONE))
+    found = _wait_done(a, "t3")
+    assert found.summary.state == AnalysisState.DONE and found.rank_parts == b""
+    assert "analyses kept in memory only" in caplog.text
+    assert set(a.latest_listed({("job-1", "alice")})) == {("job-1", "alice")}
+    a.stop()
+
+
+def test_a_crashing_worker_is_a_crashed_result_and_the_next_trace_is_analysed(tmp_path: Path) -> None:
+    code = "import os, sys; sys.argv.index('t4') and os.abort()"
+    a = analyses(tmp_path, code + "\n" + "", db=JobStore.in_dir(tmp_path))
+    a.start()
+    a.trace_finished(view("t4", TraceState.DONE))
+    s = _wait_done(a, "t4").summary
+    assert (s.state, s.failure) == (AnalysisState.FAILED, AnalysisFailure.CRASHED) and "SIGABRT" in s.failure_message
+    a.stop()
+
+
+def test_analyse_again_queues_a_finished_trace_and_says_pending(tmp_path: Path) -> None:
+    a = analyses(tmp_path, db=JobStore.in_dir(tmp_path))
+    s = a.analyse_again(view("t5", TraceState.DONE))  # not started: stays queued
+    assert s.state == AnalysisState.PENDING and a.state_of("t5") == AnalysisState.PENDING
+    a.stop()
+
+
+def test_stop_kills_a_running_worker_and_records_nothing(tmp_path: Path) -> None:
+    code = "import os, sys, time; open(sys.argv[sys.argv.index('--out') + 1] + '/summary.json', 'w')" + (
+        ".write(str(os.getpid())); time.sleep(60)"
+    )
+    a = analyses(tmp_path, code, db=JobStore.in_dir(tmp_path))
+    a.start()
+    a.trace_finished(view("t6", TraceState.DONE))
+    deadline = time.monotonic() + 20
+    while a.state_of("t6") != AnalysisState.RUNNING and time.monotonic() < deadline:
+        time.sleep(0.02)
+    out = next(tmp_path.glob("dynod-analysis-*"))
+    while not (out / "summary.json").read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    pid = int((out / "summary.json").read_text())
+    t0 = time.monotonic()
+    a.stop()
+    assert time.monotonic() - t0 < 5 and not Path(f"/proc/{pid}").exists()
+    assert a.lookup("t6") is None and not out.exists()  # not a failure of the trace: nothing recorded

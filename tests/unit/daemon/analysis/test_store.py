@@ -1,0 +1,85 @@
+"""The analyses' table: rows come back whole, the latest per job, and the bounds (age, per job, bytes)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from dyno.daemon.analysis.listed import listed_form
+from dyno.daemon.analysis.outcome import Outcome
+from dyno.daemon.analysis.store import AnalysisStore
+from dyno.daemon.jobs.store import JobStore, StoreError
+from dyno.trace_summary import AnalysisFailure, AnalysisState, RuleLoss, TraceSummary
+
+pytestmark = pytest.mark.unit
+
+DAY_MS = 86_400_000
+
+
+def _outcome(tid: str, job: str = "j", user: str = "u", at: int = 10 * DAY_MS, parts: bytes = b"") -> Outcome:
+    s = TraceSummary(
+        tid,
+        job_id=job,
+        user=user,
+        hostname="h",
+        state=AnalysisState.DONE,
+        analyzed_ms=at,
+        rules=(RuleLoss("r", "LOW", 0.1),),
+    )
+    return Outcome(s, parts, bool(parts))
+
+
+def _store(tmp_path: Path, **kw: object) -> tuple[JobStore, AnalysisStore]:
+    db = JobStore.in_dir(tmp_path)
+    args: dict = {"retention_s": 5 * 86400.0, "max_bytes": 2**30, "per_job": 3, **kw}
+    return db, AnalysisStore(lambda: db, **args)
+
+
+def test_rows_come_back_whole_and_the_latest_of_each_job_is_found(tmp_path: Path) -> None:
+    db, st = _store(tmp_path)
+    a, b = _outcome("t1", parts=b"\x1f\x8bparts"), _outcome("t2")
+    failed = Outcome(_outcome("t3", job="k").summary.failed(AnalysisFailure.CRASHED, "boom", 10 * DAY_MS))
+    for o in (a, b, failed):
+        st.save(o, listed_form(o.summary), now_ms=10 * DAY_MS)
+    got = st.get("t1")
+    assert got is not None and got.summary == a.summary and got.rank_parts == b"\x1f\x8bparts" and got.thinned
+    assert st.get("nope") is None
+    latest = st.latest_summaries({("j", "u"), ("k", "u"), ("x", "u")})
+    assert latest == {("j", "u"): b.summary, ("k", "u"): failed.summary}
+    assert st.latest_listed({("k", "u")}) == {("k", "u"): listed_form(failed.summary)}
+    keys = {(f"job{i}", "u") for i in range(1000)} | {("j", "u")}  # past one query's chunk
+    assert set(st.latest_listed(keys)) == {("j", "u")}
+    db.close()
+
+
+def test_old_rows_go_a_job_keeps_its_newest_and_the_oldest_go_past_the_byte_budget(tmp_path: Path) -> None:
+    db, st = _store(tmp_path, max_bytes=16_000)
+    st.save(_outcome("old", at=1 * DAY_MS), b"", now_ms=1 * DAY_MS)
+    for i in range(5):
+        st.save(_outcome(f"t{i}"), b"", now_ms=10 * DAY_MS)
+    assert st.get("old") is None  # past retention_s
+    assert [st.get(f"t{i}") is not None for i in range(5)] == [False, False, True, True, True]  # per_job 3
+    st.save(_outcome("big", job="other", parts=b"\x1f\x8b" + b"p" * 15_000), b"", now_ms=10 * DAY_MS)
+    kept = [t for t in ("t2", "t3", "t4", "big") if st.get(t) is not None]
+    assert "big" in kept and len(kept) < 4  # the oldest went to fit 16,000 bytes
+    db.close()
+
+
+def test_a_database_that_is_not_open_is_a_store_error(tmp_path: Path) -> None:
+    st = AnalysisStore(lambda: None, retention_s=1.0, max_bytes=1)
+    with pytest.raises(StoreError, match="not open"):
+        st.get("t")
+    with pytest.raises(StoreError):
+        st.save(_outcome("t"), b"", now_ms=1)
+
+
+def test_a_summary_row_that_does_not_read_back_is_a_store_error(tmp_path: Path) -> None:
+    db, st = _store(tmp_path)
+    o = _outcome("t1")
+    st.save(replace(o), b"", now_ms=10 * DAY_MS)
+    db.write(lambda c: c.execute("UPDATE analyses SET summary = '{\"schema\": 1}'"))
+    with pytest.raises(StoreError, match="does not read back"):
+        st.get("t1")
+    db.close()
