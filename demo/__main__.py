@@ -6,7 +6,10 @@
    deliberately slow rank and deliberate antipatterns (see dyno.demo_trainer);
 3. traces it on demand with `dyno-cli trace --job-id`, gathers the files and prints the analysis report
    (straggler and antipatterns);
-4. cleans up every process it started, even on Ctrl-C or failure.
+4. meanwhile dynod's periodic profiling traces that job and a second one (one rank, a Python loop of tiny ops) on
+   its own schedule and analyses every trace on the host; the demo waits for both jobs' periodic analyses and shows
+   `dyno-cli jobs` and `dyno-cli opportunities` (the antipatterns ranked by the GPU-hours they cost);
+5. cleans up every process it started, even on Ctrl-C or failure.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ if TYPE_CHECKING:
     from dyno.daemon.process import DynodProcess
 
 __all__ = ["main"]
+
+PERIODIC_INTERVAL_S = 20
 
 
 def _free_port() -> int:
@@ -79,6 +84,13 @@ class Demo:
             "--agent-socket", str(self.agent_socket),
             "--kineto-endpoint", self.endpoint,
             "--interval-s", "0.5",
+            # periodic profiling at a demo's pace: a job is traced every 20 s once 5 s old, 10 steps of its two
+            # lowest ranks, within 30% of its time (a fleet's: every 1800 s, 1%; docs/PERIODIC.md)
+            "--periodic-interval-s", str(PERIODIC_INTERVAL_S),
+            "--periodic-min-job-age-s", "5",
+            "--periodic-iterations", "10",
+            "--periodic-ranks-per-host", "2",
+            "--periodic-budget", "0.3",
         ]  # fmt: skip
         print("$ dynod " + " ".join(args), flush=True)
         daemon = self.daemon = DynodProcess(args, new_session=True)
@@ -103,10 +115,13 @@ class Demo:
         text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).read().decode()
         gpu_lines = [ln for ln in text.splitlines() if ln.startswith("dyno_gpu_utilization_percent")]
         print("\n".join(gpu_lines[:4]))
-        _banner("5. launch a 2-rank DDP training job under dyno-run (torchrun, gloo, CPU)")
+        _banner("5. launch a 2-rank DDP training job under dyno-run (torchrun, gloo, CPU), and a second, 1-rank job")
         job_id = f"demo-{uuid.uuid4().hex[:6]}"
         self.start_trainer(job_id)
+        second_job = f"demo-tinyops-{uuid.uuid4().hex[:6]}"
+        self.start_trainer(second_job, ranks=1, extra=("--slow-rank", "-1", "--tiny-ops", "3000"))
         self.wait_for_ranks(job_id, 2)
+        self.wait_for_ranks(second_job, 1)
         self.cli("ps", *target, "--job-id", job_id)
         _banner(f"6. dyno-cli trace --job-id {job_id}: trace 20 optimizer steps on every rank, gather, analyze")
         out = self.workdir / "collected"
@@ -127,12 +142,21 @@ class Demo:
         if not self._trace_prints_report:
             _banner("7. dyno-cli analyze")
             self.cli("analyze", *files)
-        _banner("done: the report above names the slow rank and the antipatterns planted in dyno.demo_trainer")
+        _banner(f"7. periodic profiling (every {PERIODIC_INTERVAL_S} s here): both jobs' traces, analysed on the host")
+        self.wait_for_periodic_analyses((job_id, second_job))
+        _banner("8. dyno-cli jobs: every job's GPU use on this host, with its latest analysis")
+        self.cli("jobs", *target)
+        _banner("9. dyno-cli opportunities: the antipatterns ranked by the GPU-hours they cost")
+        self.cli("opportunities", *target)
+        _banner(
+            "done: the report above names the slow rank and the antipatterns planted in dyno.demo_trainer; the ranking "
+            "names each job's problem"
+        )
         return 0
 
     _trace_prints_report = True  # dyno-cli trace analyzes what it fetched and prints the report
 
-    def start_trainer(self, job_id: str) -> None:
+    def start_trainer(self, job_id: str, ranks: int = 2, extra: tuple[str, ...] = ()) -> None:
         env = {**os.environ, "DYNO_AGENT_SOCKET": str(self.agent_socket), "OMP_NUM_THREADS": "1"}
         cmd = [
             sys.executable,
@@ -146,20 +170,21 @@ class Demo:
             "torch.distributed.run",
             "--standalone",
             "--nproc-per-node",
-            "2",
+            str(ranks),
             "-m",
             "dyno.demo_trainer",
             "--seconds",
-            "90",
+            "150",
             "--steps",
             "100000",
+            *extra,
         ]
         print(
             f"$ DYNO_AGENT_SOCKET={self.agent_socket} dyno-run --job-id {job_id} -- torchrun --standalone "
-            "--nproc-per-node 2 -m dyno.demo_trainer",
+            f"--nproc-per-node {ranks} -m dyno.demo_trainer {' '.join(extra)}".rstrip(),
             flush=True,
         )
-        log = open(self.workdir / "trainer.log", "w")
+        log = open(self.workdir / f"trainer-{job_id}.log", "w")
         self.procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
     def wait_for_ranks(self, job_id: str, n: int, timeout_s: float = 90.0) -> None:
@@ -174,8 +199,31 @@ class Demo:
                 if self.procs[-1].poll() is not None:
                     break
                 time.sleep(0.5)
-        log = (self.workdir / "trainer.log").read_text()
+        log = (self.workdir / f"trainer-{job_id}.log").read_text()
         raise SystemExit(f"demo: the training job's {n} ranks did not register; its output:\n{log[-3000:]}")
+
+    def wait_for_periodic_analyses(self, job_ids: tuple[str, ...], timeout_s: float = 150.0) -> None:
+        """Until each job's latest analysis on this host is of a periodic trace and finished (done or failed)."""
+        from dyno.client import DynoClient
+        from dyno.v1 import dyno_pb2
+
+        finished = (dyno_pb2.ANALYSIS_STATE_DONE, dyno_pb2.ANALYSIS_STATE_FAILED)
+        shown: set[str] = set()
+        deadline = time.monotonic() + timeout_s
+        with DynoClient(f"127.0.0.1:{self.port}") as c:
+            while time.monotonic() < deadline and len(shown) < len(job_ids):
+                for rec in c.list_jobs().jobs:
+                    a = rec.latest_analysis
+                    if rec.job_id in job_ids and rec.job_id not in shown and a.periodic and a.state in finished:
+                        shown.add(rec.job_id)
+                        rules = ", ".join(f"{r.rule} {r.time_lost_share:.0%}" for r in a.rules) or "no finding"
+                        if a.state == dyno_pb2.ANALYSIS_STATE_FAILED:
+                            rules = f"analysis failed: {a.failure_message}"
+                        print(f"{rec.job_id}: trace {a.trace_id} analysed on the host: {rules}", flush=True)
+                time.sleep(1.0)
+        if len(shown) < len(job_ids):
+            missing = ", ".join(sorted(set(job_ids) - shown))
+            raise SystemExit(f"demo: no periodic analysis of {missing} within {timeout_s:.0f} s (see dynod's log)")
 
     def cleanup(self) -> None:
         """The training job's whole process group first (torchrun and its ranks), then the daemon."""

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The end-to-end demo on this host: set up .venv, start dynod (simulated GPUs when no NVIDIA driver), show
 # `dyno-cli status` and `metrics`, trace a real 2-rank torchrun CPU job under dyno-run (one rank planted slow,
-# plus antipatterns), print the analysis report, then stop everything it started (dyno.demo).
+# plus antipatterns), print the analysis report; periodic profiling of that job and a second one (tiny ops), analysed
+# on the host, then `dyno-cli jobs` and `dyno-cli opportunities`; then stop everything it started (dyno.demo).
 # The set-up says what it does before each step: on a fresh machine it takes about a minute and prints nothing else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
