@@ -4,9 +4,11 @@ their latest analyses from dynod's analysis series:
 
     dyno_job_analysis_time_lost_ratio{job_id,user,host,rule}   a rule's share in the newest finished analysis
     dyno_job_analysis_timestamp_seconds{job_id,user,host}      when that analysis ended
+    dyno_job_analysis_failed{job_id,user,host}                 1 while the latest analysis is a failed one
 
 A (job, host) with a timestamp series in the range was analysed (its shares: each rule's last value in the range);
-one without was never analysed. Prometheus does not carry failures: the hosts' answers (`--hosts`) name them.
+one with only a failed series had failed analyses; one with neither was never analysed. Prometheus does not carry
+the failures' reasons: the hosts' answers (`--hosts`) give them.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from dyno.client.jobs_prometheus import instant_query, label_value, records_from
 from dyno.client.opportunities.model import JobHost
 from dyno.trace_summary import AnalysisState, RuleLoss, TraceSummary
 
-__all__ = ["RATIO", "TIMESTAMP", "from_prometheus"]
+__all__ = ["FAILED", "RATIO", "TIMESTAMP", "from_prometheus"]
 
 RATIO = "dyno_job_analysis_time_lost_ratio"
 TIMESTAMP = "dyno_job_analysis_timestamp_seconds"
+FAILED = "dyno_job_analysis_failed"
 _BY = "job_id, user, host, instance"  # instance: the scrape target, one per daemon
 
 
@@ -31,6 +34,11 @@ def from_prometheus(base: str, since_s: float, *, user: str = "", timeout_s: flo
     ended: dict[tuple[str, ...], float] = {}
     for labels, value in instant_query(base, f"max by ({_BY}) (max_over_time({TIMESTAMP}{sel}[{r}]))", timeout_s):
         ended[_key(labels)] = value
+    failed = {
+        _key(labels)
+        for labels, value in instant_query(base, f"max by ({_BY}) (max_over_time({FAILED}{sel}[{r}]))", timeout_s)
+        if value > 0
+    }
     shares: dict[tuple[str, ...], list[RuleLoss]] = {}
     expr = f"max by ({_BY}, rule) (last_over_time({RATIO}{sel}[{r}]))"
     for labels, value in instant_query(base, expr, timeout_s):
@@ -50,6 +58,15 @@ def from_prometheus(base: str, since_s: float, *, user: str = "", timeout_s: flo
                 state=AnalysisState.DONE,
                 analyzed_ms=int(ended[key] * 1000),
                 rules=tuple(rules),
+            )
+        elif key in failed:
+            analysis = TraceSummary(
+                trace_id="prometheus",
+                job_id=rec.job_id,
+                user=rec.user,
+                hostname=rec.hostname,
+                state=AnalysisState.FAILED,
+                failure_message="failed (Prometheus has no reason: see dyno-cli jobs --hosts)",
             )
         out.append(JobHost(daemon, rec.hostname, rec.job_id, rec.user, rec.gpu_seconds, analysis))
     return out

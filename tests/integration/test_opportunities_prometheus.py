@@ -1,8 +1,8 @@
 """`dyno-cli opportunities --prometheus` against a real Prometheus server (/usr/bin/prometheus on a loopback port,
 1 s scrapes) of two loopback endpoints serving, as dynod does, the job and analysis series of hand-built records
 (opportunity_cases.py); `--hosts` over real gRPC servers answering ListJobs with the same records. The two rank the
-rules alike, with the same GPU-hours (docs/OPPORTUNITIES.md: exact on the same data); a FAILED analysis is the one
-documented difference (Prometheus has its timestamp and no rule: analysed, no loss)."""
+rules alike, with the same GPU-hours (docs/OPPORTUNITIES.md: exact on the same data); a FAILED analysis counts as never
+analysed on both, and only its reason is missing from Prometheus."""
 
 from __future__ import annotations
 
@@ -13,10 +13,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from opportunity_cases import RecordsServicer, case_records
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
 from prometheus_server import PROMETHEUS, prometheus_servers
 
+from dyno.daemon.analysis.prometheus import analysis_families
 from dyno.daemon.fake_server import serve
+from dyno.daemon.jobs.records import JobRecord
 from dyno.trace_analysis.rule_texts import RULE_TEXTS
+from dyno.trace_summary import TraceSummary
 from dyno.trace_summary_pb import summary_from_proto
 from dyno.v1 import dyno_pb2
 
@@ -30,22 +35,30 @@ def _label(value: str) -> str:
 
 
 def exposition(records: list[dyno_pb2.JobRecord]) -> str:
-    """The series dynod exports for these records (daemon/jobs/prometheus.py, daemon/analysis/prometheus.py): the
-    GPU-seconds counter; for a finished analysis its timestamp, and for a DONE one each rule's share."""
+    """The series dynod exports for these records: the GPU-seconds counter (daemon/jobs/prometheus.py's name and
+    labels), and the analysis series made by dynod's own code (daemon/analysis/prometheus.analysis_families)."""
     gpu = ["# TYPE dyno_job_gpu_seconds_total counter"]
-    ratio = ["# TYPE dyno_job_analysis_time_lost_ratio gauge"]
-    when = ["# TYPE dyno_job_analysis_timestamp_seconds gauge"]
+    by_host: dict[str, tuple[list[JobRecord], dict[tuple[str, str], TraceSummary]]] = {}
     for r in records:
         labels = f"host={_label(r.hostname)},job_id={_label(r.job_id)},user={_label(r.user)}"
         gpu.append(f"dyno_job_gpu_seconds_total{{{labels}}} {r.gpu_seconds!r}")
-        if not r.HasField("latest_analysis"):
-            continue
-        s = summary_from_proto(r.latest_analysis)
-        when.append(f"dyno_job_analysis_timestamp_seconds{{{labels}}} {s.analyzed_ms / 1e3!r}")
-        for loss in s.rules if s.state.value == "DONE" else ():
-            rule = f"rule={_label(loss.rule)}"
-            ratio.append(f"dyno_job_analysis_time_lost_ratio{{{labels},{rule}}} {loss.time_lost_share!r}")
-    return "\n".join([*gpu, *ratio, *when]) + "\n"
+        kept, latest = by_host.setdefault(r.hostname, ([], {}))
+        kept.append(JobRecord(r.job_id, r.user, r.hostname, 0, 0, True))
+        if r.HasField("latest_analysis"):
+            latest[(r.job_id, r.user)] = summary_from_proto(r.latest_analysis)
+    registry = CollectorRegistry()
+    registry.register(
+        _Families([f for host, (kept, latest) in by_host.items() for f in analysis_families(host, kept, latest)])
+    )
+    return "\n".join(gpu) + "\n" + generate_latest(registry).decode()
+
+
+class _Families:
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families
 
 
 def _serve_text(text: str) -> ThreadingHTTPServer:
@@ -106,8 +119,8 @@ def test_prometheus_and_the_daemons_rank_alike(prometheus_for) -> None:
     # the fix: the analysis' own words from the daemons; the rule catalogue's from Prometheus (rule ids only)
     assert daemons["rules"][0]["fix"] == "dataloader fix" and prom["rules"][0]["fix"] == RULE_TEXTS["dataloader"].fix
     assert prom["totals"]["gpu_hours"] == pytest.approx(daemons["totals"]["gpu_hours"], rel=1e-9)
-    # the failed analysis (job "broken", 4 GPU-hours): never analysed for the daemons, analysed without loss here
+    # the failed analysis (job "broken", 4 GPU-hours): never analysed on both (dyno_job_analysis_failed)
     assert daemons["never_analysed"]["gpu_hours"] == pytest.approx(12.0)
-    assert prom["never_analysed"]["gpu_hours"] == pytest.approx(8.0)
-    assert [j["job_id"] for j in prom["never_analysed"]["top_jobs"]] == ["dark"]
-    assert (daemons["never_analysed"]["failed_analyses"], prom["never_analysed"]["failed_analyses"]) == (1, 0)
+    assert prom["never_analysed"]["gpu_hours"] == pytest.approx(12.0)
+    assert sorted(j["job_id"] for j in prom["never_analysed"]["top_jobs"]) == ["broken", "dark"]
+    assert (daemons["never_analysed"]["failed_analyses"], prom["never_analysed"]["failed_analyses"]) == (1, 1)

@@ -51,4 +51,5 @@ def test_each_jobs_latest_analysis_gives_its_rules_shares_and_its_time() -> None
     assert by_rule["big"] == 1.0 and by_rule["r39"] == 0.39 and "r0" not in by_rule  # clipped; the costliest kept
     assert lost[0].labels == {"host": "node1", "job_id": "a", "user": "alice", "rule": "big"}
     when = {s.labels["job_id"]: s.value for s in got["dyno_job_analysis_timestamp_seconds"]}
-    assert when == {"a": 1_700_000_000.5, "b": 1_700_000_001.0}
+    assert when == {"a": 1_700_000_000.5}  # a failed analysis has no time: its job counts as never analysed
+    assert [(s.labels["job_id"], s.value) for s in got["dyno_job_analysis_failed"]] == [("b", 1.0)]
