@@ -129,8 +129,8 @@ def _compress(parts: Sequence[RankPart]) -> bytes:
     import orjson
 
     doc = {"schema": SCHEMA, "version": SCHEMA_VERSION, "parts": list(parts)}
-    # dataclasses as objects of their fields, enums as values, numpy scalars as numbers; a non-finite float would be
-    # written as null and refused by decode_parts, so it is refused here, where the bug is
+    # dataclasses as objects of their fields, enums as values, numpy scalars as numbers (a non-finite float in a field
+    # that cannot be None is written as null, which decode_parts refuses: the model never holds one there)
     raw = orjson.dumps(doc, default=_plain, option=orjson.OPT_SERIALIZE_NUMPY)
     return gzip.compress(raw, compresslevel=6, mtime=0)
 
@@ -163,8 +163,15 @@ def decode_parts(data: bytes) -> list[RankPart]:
         raise PartFormatError(f"parts: expected a list, got {type(parts).__name__}")
     if len(parts) > MAX_PARTS:
         raise PartFormatError(f"parts: {len(parts)} ranks, at most {MAX_PARTS} in one document")
-    reader = _Reader()
-    return [reader.read(RankPart, p, (((), "parts"), i)) for i, p in enumerate(parts)]
+    decode, budget = _decoder(RankPart), _Budget()
+    out: list[RankPart] = []
+    try:
+        for p in parts:
+            out.append(decode(p, budget))
+    except _Bad as e:
+        e.where += [len(out), "parts"]
+        raise e.error() from None
+    return out
 
 
 def _inflate(data: bytes) -> bytes:
@@ -184,98 +191,213 @@ def _inflate(data: bytes) -> bytes:
     return out
 
 
-_Path = tuple[object, ...]  # (parent path, key) pairs, formatted only for an error message
+class _Bad(Exception):
+    """A bad value deep in a part: each level it passes on its way up adds its key (``where``, innermost first)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.where: list[object] = []
+
+    def error(self) -> PartFormatError:
+        out = ""
+        for k in reversed(self.where):
+            out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+        return PartFormatError(f"{out}: {self.message}")
 
 
-def _where(path: _Path) -> str:
-    keys: list[object] = []
-    node: Any = path
-    while node:
-        node, key = node
-        keys.append(key)
-    out = ""
-    for k in reversed(keys):
-        out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
-    return out
+class _Budget:
+    """The values one document may still hold (``MAX_VALUES``): every list item and object field counts."""
 
-
-class _Reader:
-    """Reads plain JSON values into the model's dataclasses by their type hints, counting values (``MAX_VALUES``)."""
+    __slots__ = ("left",)
 
     def __init__(self) -> None:
         self.left = MAX_VALUES
 
-    def read(self, hint: Any, v: object, path: _Path, signed: bool = False) -> Any:
-        self.left -= 1
+    def take(self, n: int) -> None:
+        self.left -= n
         if self.left < 0:
-            raise PartFormatError(f"rank parts hold more than {MAX_VALUES:,} values")
-        if hint is float:
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or (v < 0 and not signed):
-                raise self._bad(path, "a finite number" if signed else "a finite non-negative number", v)
+            raise _Bad(f"rank parts hold more than {MAX_VALUES:,} values")
+
+
+def _shown(v: object) -> str:
+    return f"{v!r:.80}" if isinstance(v, str | int | float | type(None)) else type(v).__name__
+
+
+def _expected(what: str, v: object) -> _Bad:
+    return _Bad(f"expected {what}, got {_shown(v)}")
+
+
+# Decoders compiled once per (type hint, signed): a value, the document's budget -> the model's value. The checks are
+# chained comparisons (false for NaN) on exact types: orjson makes exactly int, float, str, bool, None, list, dict.
+_Decode = Callable[[Any, _Budget], Any]
+_INF = math.inf
+_INT_MAX = 2**63
+
+
+def _number(signed: bool) -> _Decode:
+    def decode_signed(v: Any, budget: _Budget) -> Any:
+        t = type(v)
+        if (t is float and -_INF < v < _INF) or (t is int and -_INT_MAX < v < _INT_MAX):
             return v  # an int stays an int: the report renders it as the original did
-        if hint is int:
-            if isinstance(v, bool) or not isinstance(v, int) or abs(v) >= 2**63 or (v < 0 and not signed):
-                raise self._bad(path, "an integer" if signed else "a non-negative integer", v)
-            return v
-        if hint is str or hint is bool:
-            if not isinstance(v, hint):
-                raise self._bad(path, "a string" if hint is str else "true/false", v)
-            return v
-        origin = typing.get_origin(hint)
-        if origin is types.UnionType or origin is typing.Union:
-            args = typing.get_args(hint)
-            if v is None and type(None) in args:
-                return None
-            (inner,) = (a for a in args if a is not type(None))  # the model has X | None only
-            return self.read(inner, v, path, signed)
-        if origin is tuple or origin is Sequence:
-            return self._sequence(hint, v, path, signed)
-        if origin is Mapping or origin is dict:
-            return self._mapping(typing.get_args(hint)[1], v, path, signed)
-        if isinstance(hint, type) and issubclass(hint, enum.Enum):
-            try:
-                return hint(v)
-            except ValueError:
-                raise self._bad(path, f"one of {', '.join(str(m.value) for m in hint)}", v) from None
-        if dataclasses.is_dataclass(hint):
-            return self._dataclass(hint, v, path)
-        raise PartFormatError(f"{_where(path)}: a {hint!r} field cannot be decoded")  # a model change to follow here
+        raise _expected("a finite number", v)
 
-    def _sequence(self, hint: Any, v: object, path: _Path, signed: bool) -> tuple[Any, ...]:
-        if not isinstance(v, list):
-            raise self._bad(path, "a list", v)
-        args = typing.get_args(hint)
-        if len(args) == 2 and args[1] is Ellipsis or typing.get_origin(hint) is Sequence:
-            if len(v) > MAX_LIST:
-                raise PartFormatError(f"{_where(path)}: {len(v):,} items, at most {MAX_LIST:,}")
-            return tuple(self.read(args[0], x, (path, i), signed) for i, x in enumerate(v))
-        if len(v) != len(args):
-            raise PartFormatError(f"{_where(path)}: expected {len(args)} items, got {len(v)}")
-        return tuple(self.read(a, x, (path, i), signed) for i, (a, x) in enumerate(zip(args, v, strict=True)))
+    def decode(v: Any, budget: _Budget) -> Any:
+        t = type(v)
+        if (t is float and 0.0 <= v < _INF) or (t is int and 0 <= v < _INT_MAX):
+            return v
+        raise _expected("a finite non-negative number", v)
 
-    def _mapping(self, value_hint: Any, v: object, path: _Path, signed: bool) -> dict[str, Any]:
-        if not isinstance(v, dict):
-            raise self._bad(path, "an object", v)
+    return decode_signed if signed else decode
+
+
+def _integer(signed: bool) -> _Decode:
+    def decode(v: Any, budget: _Budget) -> Any:
+        if type(v) is int and (-_INT_MAX if signed else 0) <= v < _INT_MAX:  # bool is not int here
+            return v
+        raise _expected("an integer" if signed else "a non-negative integer", v)
+
+    return decode
+
+
+def _exact(t: type, what: str) -> _Decode:
+    def decode(v: Any, budget: _Budget) -> Any:
+        if type(v) is t:
+            return v
+        raise _expected(what, v)
+
+    return decode
+
+
+def _optional(inner: _Decode) -> _Decode:
+    def decode(v: Any, budget: _Budget) -> Any:
+        return None if v is None else inner(v, budget)
+
+    return decode
+
+
+def _items(item: _Decode) -> _Decode:
+    def decode(v: Any, budget: _Budget) -> Any:
+        if type(v) is not list:
+            raise _expected("a list", v)
         if len(v) > MAX_LIST:
-            raise PartFormatError(f"{_where(path)}: {len(v):,} keys, at most {MAX_LIST:,}")
-        return {k: self.read(value_hint, x, (path, k), signed) for k, x in v.items()}
+            raise _Bad(f"{len(v):,} items, at most {MAX_LIST:,}")
+        budget.take(len(v))
+        i = 0
+        try:
+            for i, x in enumerate(v):
+                v[i] = item(x, budget)  # in place: the document is ours
+        except _Bad as e:
+            e.where.append(i)
+            raise
+        return tuple(v)
 
-    def _dataclass(self, cls: Any, v: object, path: _Path) -> Any:
-        if not isinstance(v, dict):
-            raise self._bad(path, "an object", v)
-        values = {}
-        for name, hint, required in _fields(cls):
-            if name not in v:
-                if required:
-                    raise PartFormatError(f"{_where((path, name))}: missing")
-                continue  # a field this writer did not have: its default
-            values[name] = self.read(hint, v[name], (path, name), name in SIGNED)
-        return cls(**values)
+    return decode
 
-    @staticmethod
-    def _bad(path: _Path, expected: str, got: object) -> PartFormatError:
-        shown = f"{got!r:.80}" if isinstance(got, str | int | float | type(None)) else type(got).__name__
-        return PartFormatError(f"{_where(path)}: expected {expected}, got {shown}")
+
+def _fixed(items: tuple[_Decode, ...]) -> _Decode:
+    def decode(v: Any, budget: _Budget) -> Any:
+        if type(v) is not list:
+            raise _expected("a list", v)
+        if len(v) != len(items):
+            raise _Bad(f"expected {len(items)} items, got {len(v)}")
+        budget.take(len(v))
+        i = 0
+        try:
+            for i, x in enumerate(v):
+                v[i] = items[i](x, budget)
+        except _Bad as e:
+            e.where.append(i)
+            raise
+        return tuple(v)
+
+    return decode
+
+
+def _mapping(value: _Decode) -> _Decode:
+    def decode(v: Any, budget: _Budget) -> Any:
+        if type(v) is not dict:
+            raise _expected("an object", v)
+        if len(v) > MAX_LIST:
+            raise _Bad(f"{len(v):,} keys, at most {MAX_LIST:,}")
+        budget.take(len(v))
+        k = ""
+        try:
+            for k, x in v.items():
+                v[k] = value(x, budget)
+        except _Bad as e:
+            e.where.append(k)
+            raise
+        return v
+
+    return decode
+
+
+def _enum(cls: type[enum.Enum]) -> _Decode:
+    def decode(v: Any, budget: _Budget) -> Any:
+        try:
+            return cls(v)
+        except (ValueError, TypeError):
+            raise _expected(f"one of {', '.join(str(m.value) for m in cls)}", v) from None
+
+    return decode
+
+
+_MISSING = object()
+
+
+def _dataclass(cls: Any) -> _Decode:
+    fields = [(name, _decoder(hint, name in SIGNED), required) for name, hint, required in _fields(cls)]
+
+    def decode(v: Any, budget: _Budget) -> Any:
+        if type(v) is not dict:
+            raise _expected("an object", v)
+        budget.take(len(fields))
+        kw = {}
+        name = ""
+        try:
+            for name, field_decode, required in fields:
+                x = v.get(name, _MISSING)
+                if x is _MISSING:
+                    if required:
+                        raise _Bad("missing")
+                    continue  # a field this writer did not have: its default
+                kw[name] = field_decode(x, budget)
+        except _Bad as e:
+            e.where.append(name)
+            raise
+        return cls(**kw)
+
+    return decode
+
+
+@functools.cache
+def _decoder(hint: Any, signed: bool = False) -> _Decode:
+    """The decoder of a model field of type ``hint`` (``signed``: it may be negative)."""
+    if hint is float:
+        return _number(signed)
+    if hint is int:
+        return _integer(signed)
+    if hint is str:
+        return _exact(str, "a string")
+    if hint is bool:
+        return _exact(bool, "true/false")
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is types.UnionType or origin is typing.Union:
+        (inner,) = (a for a in args if a is not type(None))  # the model has X | None only
+        return _optional(_decoder(inner, signed))
+    if origin is Sequence or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
+        return _items(_decoder(args[0], signed))
+    if origin is tuple:
+        return _fixed(tuple(_decoder(a, signed) for a in args))
+    if origin is Mapping or origin is dict:
+        return _mapping(_decoder(args[1], signed))
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _enum(hint)
+    if dataclasses.is_dataclass(hint):
+        return _dataclass(hint)
+    raise TypeError(f"rank parts cannot carry a {hint!r} field")  # a model change to follow here
 
 
 @functools.cache

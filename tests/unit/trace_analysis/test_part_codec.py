@@ -216,6 +216,12 @@ def test_findings_fields_are_checked(gpu_parts: list[RankPart]) -> None:
     refused(packed(doc), f"parts[0].rules[{i}][1][0].title: missing")
 
 
+def test_the_bad_part_is_named_by_its_place(gpu_parts: list[RankPart]) -> None:
+    doc = doc_of(gpu_parts)
+    doc["parts"][2]["digest"]["timing"]["n_steps"] = -1
+    refused(packed(doc), "parts[2].digest.timing.n_steps: expected a non-negative integer, got -1")
+
+
 def test_too_many_values_in_all_are_refused(gpu_parts: list[RankPart], monkeypatch: pytest.MonkeyPatch) -> None:
     import dyno.trace_analysis.part_codec as codec
 
