@@ -62,7 +62,8 @@ class TraceFlow:
         or a Ctrl-C (then what `ct.interrupt` does); whether interrupted (already, or now)."""
         ct, command = self.ct, self.command
         start_ms = ct.request.start_time_ms if ct.request.HasField("start_time_ms") else 0
-        progress = make_progress(title, live=False if self.args.json else None, start_ms=start_ms)
+        live = False if self.args.json else None
+        progress = make_progress(title, live=live, start_ms=start_ms, fetching=self.folder is not None)
         if not interrupted:
             try:
                 with self.guard.interruptible():

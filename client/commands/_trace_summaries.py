@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dyno import exit_codes
@@ -34,7 +35,7 @@ def summaries_exit_code(hosts: list[HostRecord], summaries: list[HostSummary]) -
     return exit_codes.OK
 
 
-def _progress(command: str) -> Any:
+def _progress(command: str) -> Callable[[list[HostSummary]], None]:
     """A say() line each time the count of finished analyses changes."""
     last: list[int] = [-1]
 

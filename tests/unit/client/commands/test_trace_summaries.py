@@ -102,7 +102,8 @@ def test_fetch_summaries_merges_both_hosts_and_names_the_straggler(
     assert code == 0, err
     assert "rank 3 is a straggler among 4 ranks" in out
     assert "dyno-cli fetch: complete: report over 4 rank(s) from the analyses of 2 of 2 host(s)" in err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and "fetched 0 file" not in err  # the progress counts no files
+    assert f"{a}: done\n" in err
     assert not sa.fetches and not sb.fetches  # no raw file pulled
     assert _files(tmp_path) == ["report.html"] and "straggler" in html.read_text()
     assert len(sa.summary_calls) == 3 and all(sa.summary_calls)  # waited while RUNNING, parts asked for
