@@ -63,11 +63,8 @@ def test_round_trip_renders_the_same_report_on_the_shared_traces(name: str) -> N
 
 
 @pytest.mark.torch
-def test_round_trip_of_real_torch_cpu_traces(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
-    from analysis_trace_builder import torch_cpu_traces
-
-    for path in torch_cpu_traces(tmp_path).values():
+def test_round_trip_of_real_torch_cpu_traces(cpu_traces: dict[str, Path]) -> None:
+    for path in cpu_traces.values():
         parts = parts_of(path)
         assert report(decode_parts(encode_parts(parts, BIG)[0])) == report(parts)
 
