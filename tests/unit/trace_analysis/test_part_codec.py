@@ -28,7 +28,7 @@ from dyno.trace_analysis.part_codec import (
     decode_parts,
     encode_parts,
 )
-from dyno.trace_analysis.report import render_json, render_text
+from dyno.trace_analysis.report import render_html, render_json, render_text
 from dyno.trace_analysis.rules import select_rules
 from dyno.trace_analysis.rules.engine import resolve_rule_thresholds
 
@@ -45,9 +45,9 @@ def parts_of(folder: Path) -> list[RankPart]:
     return [analyze_rank(t, RULES, RESOLVED) for t in load_traces([str(folder)])]
 
 
-def report(parts: list[RankPart]) -> tuple[str, str]:
+def report(parts: list[RankPart]) -> tuple[str, str, str]:
     r = report_of(parts, RULES, RESOLVED, (), ())
-    return render_json(r), render_text(r)
+    return render_json(r), render_text(r), render_html(r)
 
 
 SHARED = sorted(p.name for p in SHARED_TRACES.iterdir() if p.is_dir()) if SHARED_TRACES.is_dir() else []
