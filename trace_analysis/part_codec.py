@@ -156,7 +156,8 @@ def decode_parts(data: bytes) -> list[RankPart]:
     if head.schema != SCHEMA:
         raise PartFormatError(f"not a {SCHEMA} document (schema {head.schema!r:.80})")
     if head.version != SCHEMA_VERSION or isinstance(head.version, bool):
-        raise PartFormatError(f"{SCHEMA} version {head.version!r:.40} is not supported (this dyno reads 1)")
+        reads = f"this dyno reads {SCHEMA_VERSION}"
+        raise PartFormatError(f"{SCHEMA} version {head.version!r:.40} is not supported ({reads})")
     # The cyclic GC paused while decoding: the parts are trees (no cycle to collect), and the collections that their
     # ~100 objects per rank set off cost as much again as the decoding (1,024 ranks: 0.2 s of 0.5 s).
     paused = gc.isenabled()
