@@ -17,7 +17,7 @@ from dyno.client.trace.summaries import HostSummary, apply_answer, merge_report
 from dyno.trace_analysis import analyze
 from dyno.trace_analysis.host_summary import summarize_trace
 from dyno.trace_analysis.part_codec import decode_parts
-from dyno.trace_analysis.report import render_json
+from dyno.trace_analysis.report import render_json, render_text
 from dyno.trace_summary import AnalysisFailure, AnalysisState
 from dyno.trace_summary_pb import summary_to_proto
 
@@ -56,6 +56,8 @@ def test_two_hosts_merge_into_the_job_report_with_its_straggler(job: Path) -> No
     # the report of the raw files, analysed in one place, save where they were read from
     assert without_sources(render_json(report)) == without_sources(render_json(analyze(job, workers=1)))
     assert report.errors == ()
+    text = render_text(report, width=0)
+    assert "step time across 4 ranks: median 100.5 ms, fastest 99.5 ms (rank 2), slowest 160.0 ms (rank 3)" in text
 
 
 def test_a_failed_host_is_named_with_its_reason_and_the_others_merged(job: Path) -> None:
