@@ -222,6 +222,12 @@ class DynoClient:
         answer = self.call(self.stub.CancelTrace, dyno_pb2.CancelTraceRequest(trace_id=trace_id))
         return pages.rest_of_trace(self._get_trace_page, answer)
 
+    def get_trace_summary(self, trace_id: str, *, include_rank_parts: bool = False) -> dyno_pb2.TraceSummary:
+        """This host's analysis of the trace (state PENDING / RUNNING / DONE / FAILED / DISABLED); with
+        `include_rank_parts` also the ranks' parts (at most 3 MiB) that dyno.trace_analysis.part_codec decodes."""
+        request = dyno_pb2.GetTraceSummaryRequest(trace_id=trace_id, include_rank_parts=include_rank_parts)
+        return self.call(self.stub.GetTraceSummary, request)
+
     def _get_trace_page(self, request: dyno_pb2.GetTraceRequest) -> dyno_pb2.TraceStatus:
         return self.call(self.stub.GetTrace, request)
 

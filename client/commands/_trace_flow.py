@@ -27,11 +27,11 @@ _REFRESH_S = 0.25
 
 class TraceFlow:
     """Follows a joined ClusterTrace to the end for the command `command` ("trace" or "fetch"), whose options
-    are `args` (add_collect_arguments' and the host options). `folder` is OUTPUT_DIR/TRACE_ID; `requested_ms`
-    when the trace was requested (the manifest's timings)."""
+    are `args` (add_collect_arguments' and the host options). `folder` is OUTPUT_DIR/TRACE_ID (None with
+    --summaries: nothing is written); `requested_ms` when the trace was requested (the manifest's timings)."""
 
     def __init__(
-        self, ct: ClusterTrace, args: argparse.Namespace, folder: Path, *, command: str, requested_ms: int
+        self, ct: ClusterTrace, args: argparse.Namespace, folder: Path | None, *, command: str, requested_ms: int
     ) -> None:
         self.ct = ct
         self.args = args
@@ -41,6 +41,8 @@ class TraceFlow:
         self.request = proto_to_dict(ct.request)
         # The command holds it from its first StartTrace (or GetTrace) to its end: see _interrupts.
         cleanup = "cancelling the traces and writing manifest.json" if ct.owns_trace else "writing manifest.json"
+        if folder is None:  # --summaries: no manifest
+            cleanup = "cancelling the traces" if ct.owns_trace else "leaving the trace running on the daemons"
         self.guard = InterruptGuard(f"dyno-cli {command}: Ctrl-C: {cleanup} first (a few seconds at most)")
 
     def manifest(self, status: str, code: int | None = None) -> dict[str, Any]:
@@ -55,12 +57,13 @@ class TraceFlow:
             finished_ms=None if code is None else int(time.time() * 1000),
         )
 
-    def run(self, title: str, *, interrupted: bool = False) -> int:
-        """Follow (unless already `interrupted` while joining), then record, summarize, analyze, report.
-        The "running" manifest is the caller's to write first (what to do when it cannot be written differs)."""
-        ct, args, folder, command = self.ct, self.args, self.folder, self.command
+    def follow(self, title: str, *, interrupted: bool = False) -> bool:
+        """Follow every host with live progress until its processes end (fetching their files unless --summaries),
+        or a Ctrl-C (then what `ct.interrupt` does); whether interrupted (already, or now)."""
+        ct, command = self.ct, self.command
         start_ms = ct.request.start_time_ms if ct.request.HasField("start_time_ms") else 0
-        progress = make_progress(title, live=False if args.json else None, start_ms=start_ms)
+        live = False if self.args.json else None
+        progress = make_progress(title, live=live, start_ms=start_ms, fetching=self.folder is not None)
         if not interrupted:
             try:
                 with self.guard.interruptible():
@@ -70,12 +73,26 @@ class TraceFlow:
             except KeyboardInterrupt:
                 interrupted = True
                 if ct.owns_trace:
-                    what = "cancelling the traces still running and writing the manifest"
-                else:
+                    what = "cancelling the traces still running" + (" and writing the manifest" if self.folder else "")
+                elif self.folder:
                     what = "writing the manifest (the trace goes on on the daemons)"
+                else:
+                    what = "the trace goes on on the daemons"
                 say(f"dyno-cli {command}: interrupted: {what}")
                 ct.interrupt()
         progress.close(ct.snapshot())
+        return interrupted
+
+    def run(self, title: str, *, interrupted: bool = False) -> int:
+        """Follow (unless already `interrupted` while joining), then record, summarize, analyze, report.
+        The "running" manifest is the caller's to write first (what to do when it cannot be written differs).
+        --summaries: the hosts' analyses are merged instead (_trace_summaries); nothing is fetched or written."""
+        if self.folder is None:
+            from dyno.client.commands._trace_summaries import run_summaries
+
+            return run_summaries(self, title, interrupted=interrupted)
+        ct, args, folder, command = self.ct, self.args, self.folder, self.command
+        interrupted = self.follow(title, interrupted=interrupted)
         final = ct.snapshot()
         code = exit_codes.INTERRUPTED if interrupted else trace_exit_code(final)
         status = "interrupted" if interrupted else MANIFEST_STATUS.get(code, "failed")

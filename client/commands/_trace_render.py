@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,8 +19,17 @@ from dyno.numpy_import import import_numpy_single_threaded
 
 if TYPE_CHECKING:
     from dyno.client.commands._trace_flow import TraceFlow
+    from dyno.trace_analysis.report import Report
 
-__all__ = ["MANIFEST_STATUS", "analyze_files", "nothing_to_follow", "print_outcome", "say", "summary_table"]
+__all__ = [
+    "MANIFEST_STATUS",
+    "analyze_files",
+    "nothing_to_follow",
+    "print_outcome",
+    "render_report",
+    "say",
+    "summary_table",
+]
 
 
 def say(text: str) -> None:
@@ -76,12 +86,23 @@ def summary_table(hosts: list[HostRecord]) -> str:
 
 def analyze_files(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str, Any] | None, str | None]:
     """Run the analysis on exactly the fetched files; print / write its reports. Returns (report dict, error)."""
+
+    def analyze_them() -> Report:
+        from dyno.trace_analysis import analyze
+
+        return analyze([str(f) for f in files])
+
+    return render_report(args, analyze_them)
+
+
+def render_report(args: argparse.Namespace, make: Callable[[], Report]) -> tuple[dict[str, Any] | None, str | None]:
+    """The report `make()` returns (the analysis of fetched files, or the merge of the hosts' summaries), printed as
+    text (not with --json) and written to --html. Returns (report dict, error)."""
     try:
         import_numpy_single_threaded()
-        from dyno.trace_analysis import analyze
         from dyno.trace_analysis.report import render_html, render_json, render_text
 
-        report = analyze([str(f) for f in files])
+        report = make()
         if not args.json:
             print_out()
             print_out(render_text(report))

@@ -18,6 +18,7 @@ from dyno.client.commands._trace_options import (
     COLLECT_EXIT_CODES,
     ITERATION_WAIT_S,
     add_collect_arguments,
+    check_collect_arguments,
     check_trace_id,
     default_wait_s,
 )
@@ -39,7 +40,8 @@ EXIT_CODES = {
     PARTIAL: "partial: some files arrived, but a host failed or does not know the trace, or a process failed, timed "
     "out or is still tracing when --timeout-s ends (never cancelled: fetch again later), or its file did not arrive "
     "(each listed on stderr with its reason)",
-    FAILURE: "nothing fetched, no daemon knows the trace, or manifest.json could not be written",
+    FAILURE: "nothing fetched, no daemon knows the trace, or manifest.json could not be written (--summaries: no "
+    "host's analysis could be merged)",
 }
 
 
@@ -73,13 +75,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_trace_id(args.trace_id)
+    check_collect_arguments(args)
     hosts = resolve_hosts(args)
     auth = client_auth(args)
-    folder: Path = (args.output_dir / args.trace_id).absolute()  # every path printed is absolute
-    check_writable(args.output_dir)
-    check_trace_folder(folder, may_hold_files=True)
+    folder: Path | None = None  # --summaries: nothing is written
+    previous = {}
+    if not args.summaries:
+        folder = (args.output_dir / args.trace_id).absolute()  # every path printed is absolute
+        check_writable(args.output_dir)
+        check_trace_folder(folder, may_hold_files=True)
     check_html(args.html, no_analyze=args.no_analyze)
-    previous = previous_files(folder)  # read before anything is written there
+    if folder is not None:
+        previous = previous_files(folder)  # read before anything is written there
     with Cluster(hosts, deadline_s=args.call_timeout_s, max_concurrency=args.max_concurrency, auth=auth) as cluster:
         ct = ClusterTrace(
             cluster,
@@ -97,7 +104,11 @@ def run(args: argparse.Namespace) -> int:
         if not ct.attached_any:  # an earlier manifest in the folder is left as it is
             return nothing_to_follow(flow, f"no host has trace {args.trace_id!r}: nothing to fetch", FAILURE)
         ct.wait_s = default_wait_s(ct.request, now) if args.timeout_s is None else args.timeout_s
+        title = f"fetch {args.trace_id} (job {ct.request.job_id})"
+        if folder is None:
+            with flow.guard:
+                return flow.run(title)
         # A Ctrl-C from here on is held back except where the command waits, so manifest.json is always whole.
         with flow.guard, trace_folder(folder):  # a failure leaves no empty folder behind (one that was there is kept)
             write_manifest(folder, flow.manifest("running"))
-            return flow.run(f"fetch {args.trace_id} (job {ct.request.job_id})")
+            return flow.run(title)

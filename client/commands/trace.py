@@ -5,6 +5,7 @@ analysis report."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from dyno.client.commands._trace_options import (
     COLLECT_EXIT_CODES,
     ITERATION_WAIT_S,
     add_collect_arguments,
+    check_collect_arguments,
     check_trace_id,
     default_wait_s,
     non_negative_float,
@@ -72,7 +74,7 @@ EXIT_CODES = {
     **COLLECT_EXIT_CODES,
     FAILURE: "nothing traced (no process triggered on any host; --no-fail-on-no-process makes that 0 when every host "
     "answered, 3 when only some did), no file "
-    "arrived, or manifest.json could not be written",
+    "arrived, or manifest.json could not be written (--summaries: no host's analysis could be merged)",
 }
 
 
@@ -186,6 +188,7 @@ class _Flatten(argparse.Action):
 
 
 def _validate(args: argparse.Namespace) -> None:
+    check_collect_arguments(args)
     if args.iterations is not None and args.start_delay_s is not None:
         usage_error("--start-delay-s applies to --duration-ms traces (iteration traces use --iteration-roundup)")
     if args.duration_ms is not None and args.iteration_roundup is not None:
@@ -282,9 +285,11 @@ def run(args: argparse.Namespace) -> int:
     hosts = resolve_hosts(args)
     auth = client_auth(args)
     trace_id = args.trace_id or new_trace_id()
-    folder: Path = (args.output_dir / trace_id).absolute()  # every path printed is absolute
-    check_trace_folder(folder, may_hold_files=False)
-    check_writable(args.output_dir)  # before anything is traced: a trace nobody can fetch is wasted
+    folder: Path | None = None  # --summaries: nothing is fetched or written
+    if not args.summaries:
+        folder = (args.output_dir / trace_id).absolute()  # every path printed is absolute
+        check_trace_folder(folder, may_hold_files=False)
+        check_writable(args.output_dir)  # before anything is traced: a trace nobody can fetch is wasted
     check_html(args.html, no_analyze=args.no_analyze)
     with Cluster(hosts, deadline_s=args.call_timeout_s, max_concurrency=args.max_concurrency, auth=auth) as cluster:
         start_delay_s = args.start_delay_s
@@ -307,7 +312,8 @@ def run(args: argparse.Namespace) -> int:
         say(_start_text(req, len(hosts)))
         # From the first StartTrace on, a Ctrl-C must end in the traces cancelled and a whole manifest: it is held
         # back except where the command waits (flow.guard), so it cannot cut a cancel or a manifest write.
-        with flow.guard, trace_folder(folder):  # a failure leaves no empty folder behind
+        # (--summaries: no folder)
+        with flow.guard, trace_folder(folder) if folder is not None else contextlib.nullcontext():
             interrupted = False
             try:
                 with flow.guard.interruptible():
@@ -320,7 +326,7 @@ def run(args: argparse.Namespace) -> int:
                 what = f"nothing traced on any of {len(hosts)} host(s)"
                 hint = REGISTER_HINT if nothing_registered(ct.snapshot()) else ""
                 return nothing_to_follow(flow, what, _nothing_traced_code(args, ct.snapshot()), hint)
-            if not interrupted:  # (an interrupted start is recorded once, by flow.run)
+            if not interrupted and folder is not None:  # (an interrupted start is recorded once, by flow.run)
                 try:
                     write_manifest(folder, flow.manifest("running"))
                 except OSError:  # e.g. a full disk: nothing could be recorded or fetched, so stop what was started

@@ -46,8 +46,9 @@ log = logging.getLogger(__name__)
 
 class ClusterTrace:
     """Runs one cluster-wide trace. `out_dir` is the trace folder (<output-dir>/<trace_id>); host folders go
-    below it. `wait_s`: how long after `start()` / `attach()` traces may take before we stop waiting (a started
-    trace's unfinished processes are then cancelled; files already done are still fetched). `unreachable_s`: how
+    below it; None: the processes are followed to their end and nothing is fetched (`dyno-cli trace --summaries`).
+    `wait_s`: how long after `start()` / `attach()` traces may take before we stop waiting (a started trace's
+    unfinished processes are then cancelled; files already done are still fetched). `unreachable_s`: how
     long a host may fail GetTrace before it is given up. `previous`: files an earlier run fetched into `out_dir`,
     by (host, pid) (see manifest.previous_files): one that still matches is kept instead of fetched again."""
 
@@ -55,7 +56,7 @@ class ClusterTrace:
         self,
         cluster: Cluster,
         request: dyno_pb2.TraceRequest,
-        out_dir: Path,
+        out_dir: Path | None,
         *,
         wait_s: float,
         unreachable_s: float = 5.0,
@@ -80,14 +81,18 @@ class ClusterTrace:
         self.owns_trace = True  # started here: ours to cancel; attach() makes it False
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self.fetcher = TraceFetcher(
-            self.trace_id,
-            out_dir,
-            lock=self._lock,
-            stop=self._stop,
-            concurrency=fetch_concurrency,
-            timeout_s=fetch_timeout_s,
-            previous=previous,
+        self.fetcher = (
+            None
+            if out_dir is None
+            else TraceFetcher(
+                self.trace_id,
+                out_dir,
+                lock=self._lock,
+                stop=self._stop,
+                concurrency=fetch_concurrency,
+                timeout_s=fetch_timeout_s,
+                previous=previous,
+            )
         )
         self._host_slots = threading.Semaphore(cluster.max_concurrency)
         self._workers_done: list[threading.Event] = []  # one per following thread, set when it ends
@@ -276,8 +281,11 @@ class ClusterTrace:
             return copy.deepcopy(self.hosts)
 
     def fetched_files(self) -> list[Path]:
+        if self.out_dir is None:
+            return []
+        out_dir = self.out_dir
         with self._lock:
-            return [self.out_dir / p.file for h in self.hosts for p in h.processes if p.ok]
+            return [out_dir / p.file for h in self.hosts for p in h.processes if p.ok]
 
     # -- per host ---------------------------------------------------------------------------------------------
     def _host_worker(self, h: HostRecord, done: threading.Event) -> None:
@@ -327,7 +335,8 @@ class ClusterTrace:
             failing_since = None
             unreachable |= self._new_instance(h, status.instance_id)  # restarted, even if never seen down
             self._update(h, status)
-            self.fetcher.fetch_done(client, h)
+            if self.fetcher is not None:
+                self.fetcher.fetch_done(client, h)
             if status.finished:
                 if unreachable and time.monotonic() < wait_end and self._may_report_after_restart(h):
                     # a restarted daemon knows the processes that have reported to it so far, one by one: the

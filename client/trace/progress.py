@@ -91,8 +91,10 @@ class PlainProgress:
         every_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         sync: SyncStart | None = None,
+        fetching: bool = True,
     ) -> None:
         self.out = out
+        self.fetching = fetching
         self.every_s = every_s
         self._clock = clock
         self._start = clock()
@@ -121,10 +123,8 @@ class PlainProgress:
                     + ",".join(str(p.pid) for p in h.processes)
                 )
             elif state == HOST_DONE:
-                self._say(
-                    f"  {h.host}: done, {c.fetched} file(s) fetched ({human_bytes(c.fetched_bytes)})"
-                    + (f", {c.failed} failed" if c.failed else "")
-                )
+                fetched = f", {c.fetched} file(s) fetched ({human_bytes(c.fetched_bytes)})" if self.fetching else ""
+                self._say(f"  {h.host}: done{fetched}" + (f", {c.failed} failed" if c.failed else ""))
             elif state in (HOST_FAILED, HOST_NO_MATCH):
                 self._say(f"  {h.host}: {state}: {h.error}")
         now = self._clock()
@@ -132,21 +132,26 @@ class PlainProgress:
             self._last_total = now
             left = self._sync.left_s()
             starts = f"start in {left:.1f} s | " if left else ""
-            self._say(f"[{now - self._start:6.1f}s] {starts}{total_line(hosts)}")
+            self._say(f"[{now - self._start:6.1f}s] {starts}{total_line(hosts, fetching=self.fetching)}")
 
     def close(self, hosts: Sequence[HostRecord]) -> None:
         self._last_total = -self.every_s
         self.update(hosts)
 
 
-def total_line(hosts: Sequence[HostRecord]) -> str:
+def total_line(hosts: Sequence[HostRecord], *, fetching: bool = True) -> str:
+    """The whole trace in one line; `fetching` False (--summaries): nothing is fetched, so no file count."""
     cs = [counts(h) for h in hosts]
     by_state = {s: sum(h.state == s for h in hosts) for s in (HOST_TRACING, HOST_DONE, HOST_FAILED, HOST_NO_MATCH)}
     host_part = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in by_state.items() if n)
     return (
         f"hosts: {host_part} | processes: {sum(c.matched for c in cs)} matched, {sum(c.running for c in cs)} "
-        f"running, {sum(c.done for c in cs)} done, {sum(c.failed for c in cs)} failed | fetched "
-        f"{sum(c.fetched for c in cs)} file(s), {human_bytes(sum(c.fetched_bytes for c in cs))}"
+        f"running, {sum(c.done for c in cs)} done, {sum(c.failed for c in cs)} failed"
+        + (
+            f" | fetched {sum(c.fetched for c in cs)} file(s), {human_bytes(sum(c.fetched_bytes for c in cs))}"
+            if fetching
+            else ""
+        )
     )
 
 
@@ -155,18 +160,21 @@ class RichProgress:
 
     _COLUMNS = ("HOST", "STATE", "MATCHED", "RUN", "DONE", "FAILED", "FETCHED")
 
-    def __init__(self, out: TextIO, title: str, sync: SyncStart | None = None) -> None:
+    def __init__(self, out: TextIO, title: str, sync: SyncStart | None = None, fetching: bool = True) -> None:
         from rich.console import Console
         from rich.live import Live
 
         self._title = title
+        self._fetching = fetching
         self._sync = sync or SyncStart()
         self._console = Console(file=out)
         self._live = Live(console=self._console, refresh_per_second=4, transient=False)
         self._live.start()
 
     @staticmethod
-    def _rows(hosts: Sequence[HostRecord], start_in_s: float = 0.0) -> list[tuple[list[str], str, str]]:
+    def _rows(
+        hosts: Sequence[HostRecord], start_in_s: float = 0.0, fetching: bool = True
+    ) -> list[tuple[list[str], str, str]]:
         """(cells, reason, style) for the hosts shown: failed first, then unfinished, then done."""
         order = {HOST_FAILED: 0, HOST_NO_MATCH: 0, HOST_TRACING: 1, HOST_DONE: 2}
         shown = sorted(hosts, key=lambda h: order.get(h.state, 1))[:_MAX_ROWS]
@@ -175,7 +183,7 @@ class RichProgress:
             c = counts(h)
             state = _host_state(h, start_in_s)
             cells = [str(h.host), state, str(c.matched), str(c.running), str(c.done), str(c.failed)]
-            cells.append(f"{c.fetched} / {human_bytes(c.fetched_bytes)}")
+            cells.append(f"{c.fetched} / {human_bytes(c.fetched_bytes)}" if fetching else "-")
             style = {HOST_FAILED: "red", HOST_NO_MATCH: "yellow", HOST_DONE: "green"}.get(h.state, "")
             rows.append((cells, h.error, style))
         if len(hosts) > len(shown):
@@ -189,7 +197,7 @@ class RichProgress:
         waiting = self._sync.line()
         t = Table(
             title=self._title,
-            caption=total_line(hosts) + (f"\n{waiting}" if waiting else ""),
+            caption=total_line(hosts, fetching=self._fetching) + (f"\n{waiting}" if waiting else ""),
             title_justify="left",
             caption_justify="left",
             box=box.SIMPLE_HEAD,
@@ -198,7 +206,7 @@ class RichProgress:
             t.add_column(col, justify="left" if col in ("HOST", "STATE") else "right", no_wrap=True)
         if reason_w:
             t.add_column("REASON", no_wrap=True, width=reason_w)
-        for cells, reason, style in self._rows(hosts, self._sync.left_s()):
+        for cells, reason, style in self._rows(hosts, self._sync.left_s(), self._fetching):
             if reason_w:
                 cells = [*cells, reason if len(reason) <= reason_w else reason[: reason_w - 1] + "…"]
             t.add_row(*cells, style=style)
@@ -218,11 +226,14 @@ class RichProgress:
         self._live.stop()
 
 
-def make_progress(title: str, *, live: bool | None = None, out: TextIO | None = None, start_ms: int = 0) -> Progress:
+def make_progress(
+    title: str, *, live: bool | None = None, out: TextIO | None = None, start_ms: int = 0, fetching: bool = True
+) -> Progress:
     """RichProgress when stdout and `out` (default stderr) are terminals (or `live` says so), else plain lines.
-    `start_ms`: the trace's synchronized start (unix ms; 0: none), shown as waiting until then."""
+    `start_ms`: the trace's synchronized start (unix ms; 0: none), shown as waiting until then; `fetching` False
+    (--summaries): no file counts."""
     out = out if out is not None else sys.stderr
     if live is None:
         live = sys.stdout.isatty() and out.isatty()
     sync = SyncStart(start_ms)
-    return RichProgress(out, title, sync) if live else PlainProgress(out, sync=sync)
+    return RichProgress(out, title, sync, fetching) if live else PlainProgress(out, sync=sync, fetching=fetching)

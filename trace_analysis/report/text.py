@@ -62,6 +62,22 @@ def _summary(r: RankSummary, width: int) -> list[str]:
     return lines
 
 
+def _step_spread(ranks: tuple[RankSummary, ...]) -> str:
+    """The ranks' mean step times side by side (two ranks or more with steps): the spread a straggler widens."""
+    timed = sorted((r.steps.mean_us, r.rank) for r in ranks if r.steps)
+    if len(timed) < 2:
+        return ""
+    means = [m for m, _ in timed]
+    mid = len(means) // 2
+    median = means[mid] if len(means) % 2 else (means[mid - 1] + means[mid]) / 2
+    (low, low_rank), (high, high_rank) = timed[0], timed[-1]
+    spread = f", spread {100 * (high - low) / median:.1f}% of the median" if median > 0 else ""
+    return (
+        f"step time across {len(timed)} ranks: median {fmt_us(median)}, fastest {fmt_us(low)} (rank {low_rank}), "
+        f"slowest {fmt_us(high)} (rank {high_rank}){spread}"
+    )
+
+
 def _finding(i: int, f: Finding, width: int) -> list[str]:
     e = f.evidence
     where = "all ranks" if f.rank is None else f"rank {f.rank}"
@@ -126,6 +142,8 @@ def render_text(report: Report, *, show_clean: bool = False, width: int = WIDTH)
     out = ["== dyno trace analysis ==", ""]
     for r in report.ranks:
         out += _summary(r, width)
+    if spread := _step_spread(report.ranks):
+        out += _wrap(spread, " " * 4, width)
     for e in report.errors:
         out.append(f"skipped {e.path}: {e.reason}")  # a load error, or a file left out (cycles.py)
     out += ["", f"== findings ({len(report.findings)}), by severity, then time lost =="]

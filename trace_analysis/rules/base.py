@@ -115,7 +115,7 @@ class Evidence:
 
     time_lost_us: float = 0.0
     share: float | None = None
-    counts: Mapping[str, float] = field(default_factory=dict)
+    counts: Mapping[str, float | int] = field(default_factory=dict)  # int counts stay ints in the JSON report
     examples: Sequence[Example] = ()
     share_of: str | None = None
     time_lost_basis: str | None = None

@@ -1,20 +1,13 @@
-"""Rules on REAL torch.profiler CPU traces (generated once per session, a few seconds)."""
+"""Rules on REAL torch.profiler CPU traces (generated once per session, a few seconds: conftest's cpu_traces)."""
 
 from __future__ import annotations
 
 import pytest
-from analysis_trace_builder import torch_cpu_traces
 
 from dyno.trace_analysis import analyze
 from dyno.trace_analysis.rules import Severity
 
 pytestmark = [pytest.mark.unit, pytest.mark.torch]
-
-
-@pytest.fixture(scope="session")
-def cpu_traces(tmp_path_factory):
-    pytest.importorskip("torch")
-    return torch_cpu_traces(tmp_path_factory.mktemp("torch_cpu_traces"))
 
 
 @pytest.fixture(scope="session")
