@@ -22,9 +22,9 @@ import tempfile
 import time
 
 from dyno.client.cluster import Cluster
-from dyno.client.commands.jobs import gc_paused
 from dyno.client.hosts import Host
 from dyno.client.jobs_table import from_records
+from dyno.gc_pause import gc_paused
 from dyno.v1 import dyno_pb2
 
 

@@ -53,7 +53,8 @@ t0 = time.perf_counter()
 from dyno.numpy_import import import_numpy_single_threaded
 import_numpy_single_threaded()
 from dyno.client.hosts import Host
-from dyno.client.trace.summaries import HostSummary, apply_answer, gc_paused, merge_report
+from dyno.client.trace.summaries import HostSummary, apply_answer, merge_report
+from dyno.gc_pause import gc_paused
 from dyno.trace_analysis.report import render_json, render_text
 from dyno.v1 import dyno_pb2
 

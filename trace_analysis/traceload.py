@@ -7,13 +7,13 @@ schema, no usable events).
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 import re
 from pathlib import Path
 from typing import Any
 
+from dyno.gc_pause import gc_paused
 from dyno.trace_analysis.builder import TraceBuilder, decode_batch, decode_fast, release_free_memory
 from dyno.trace_analysis.jsonscan import BLOCK_SIZE, ScanError, ScanResult, iter_event_batches
 from dyno.trace_analysis.model import Trace, TraceMeta
@@ -79,10 +79,8 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
     result = ScanResult()
     # The cyclic GC would rescan the growing heap on every few thousand dicts orjson creates; the per-block
     # objects are freed by reference counting, so pausing it while parsing loses nothing.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
     try:
-        with contextlib.ExitStack() as stack:
+        with gc_paused(), contextlib.ExitStack() as stack:
             fh, size_hint = open_stream(p, size, stack)
             stack.enter_context(fh)
             arrays = 1
@@ -110,9 +108,6 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
         raise TraceLoadError(p, f"truncated or corrupt gzip stream ({e})") from None
     except OSError as e:
         raise TraceLoadError(p, f"cannot read: {e}") from None
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     raw = result.meta or {}
     if result.last_value is not None and not isinstance(result.last_value, list):
         raise TraceLoadError(p, f"wrong schema: traceEvents is {_json_type(result.last_value)}, not an array")

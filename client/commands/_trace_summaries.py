@@ -14,7 +14,8 @@ from dyno import exit_codes
 from dyno.client.commands._common import print_json, print_out
 from dyno.client.commands._trace_render import render_report, say, summary_table
 from dyno.client.trace.records import HostRecord
-from dyno.client.trace.summaries import HostSummary, SummaryGather, gc_paused, merge_report
+from dyno.client.trace.summaries import HostSummary, SummaryGather, merge_report
+from dyno.gc_pause import gc_paused
 
 if TYPE_CHECKING:
     from dyno.client.commands._trace_flow import TraceFlow

@@ -4,8 +4,6 @@ Prometheus server's job series (--prometheus)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import sys
 import time
 from collections.abc import Iterator
@@ -26,25 +24,13 @@ from dyno.client.commands._since import parse_since
 from dyno.client.jobs_prometheus import PrometheusError, records_from_prometheus
 from dyno.client.jobs_table import from_records, render, to_json
 from dyno.exit_codes import describe
+from dyno.gc_pause import gc_paused
 from dyno.v1 import dyno_pb2
 
 if TYPE_CHECKING:
     from dyno.client.cluster import HostResult
 
-__all__ = ["HostRecords", "gather_records", "gc_paused", "register", "parse_since"]
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while millions of records are gathered (none of them is garbage yet): each
-    collection walked every record again, tripling the time to build the list of a fleet's answer."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
+__all__ = ["HostRecords", "gather_records", "register", "parse_since"]
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ def _prometheus(args: argparse.Namespace) -> Opportunities | None:
 
 def run(args: argparse.Namespace) -> int:
     from dyno.client.commands._trace_output import check_html
-    from dyno.client.commands.jobs import gather_records, gc_paused
+    from dyno.client.commands.jobs import gather_records
     from dyno.client.jobs_prometheus import PrometheusError, check_url
     from dyno.client.opportunities.html import render_html
     from dyno.client.opportunities.jsondoc import to_json
@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from dyno.client.opportunities.records import from_records
     from dyno.client.opportunities.text import render
     from dyno.client.trace.manifest import write_text_atomic
+    from dyno.gc_pause import gc_paused
     from dyno.v1 import dyno_pb2
 
     check_html(args.html)

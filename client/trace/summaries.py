@@ -11,19 +11,18 @@ merged. dyno.trace_analysis (and numpy) is loaded when the first parts are decod
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dyno.client.cluster import Cluster, HostResult
 from dyno.client.errors import DeadlineExceeded, Unavailable, Unimplemented
 from dyno.client.hosts import Host
+from dyno.gc_pause import gc_paused
 from dyno.trace_summary import AnalysisState, TraceSummary
 from dyno.trace_summary_pb import summary_from_proto
 from dyno.v1 import dyno_pb2
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     from dyno.trace_analysis.api import RankPart, Rules
     from dyno.trace_analysis.report.model import Report
 
-__all__ = ["DEFAULT_WAIT_S", "HostSummary", "SummaryGather", "apply_answer", "gc_paused", "merge_report"]
+__all__ = ["DEFAULT_WAIT_S", "HostSummary", "SummaryGather", "apply_answer", "merge_report"]
 
 log = logging.getLogger(__name__)
 
@@ -180,20 +179,6 @@ class SummaryGather:
         if on_poll is not None:
             on_poll(self.records)
         return self.records
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic GC paused (SummaryGather.poll, around decoding a round of answers; dyno-cli around the whole gather
-    and merge): the parts are trees (no cycle to collect), and the collections their ~100 objects a rank set off
-    cost half as much again as decoding them. Nested pauses are fine: only the outermost one resumes it."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
 
 
 def merge_report(hosts: Sequence[HostSummary]) -> Report:
