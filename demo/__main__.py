@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-PERIODIC_INTERVAL_S = 20
+PERIODIC_INTERVAL_S = 10
 
 
 def _free_port() -> int:
@@ -84,10 +84,10 @@ class Demo:
             "--agent-socket", str(self.agent_socket),
             "--kineto-endpoint", self.endpoint,
             "--interval-s", "0.5",
-            # periodic profiling at a demo's pace: a job is traced every 20 s once 5 s old, 10 steps of its two
+            # periodic profiling at a demo's pace: a job is traced every 10 s once 3 s old, 10 steps of its two
             # lowest ranks, within 30% of its time (a fleet's: every 1800 s, 1%; docs/PERIODIC.md)
             "--periodic-interval-s", str(PERIODIC_INTERVAL_S),
-            "--periodic-min-job-age-s", "5",
+            "--periodic-min-job-age-s", "3",
             "--periodic-iterations", "10",
             "--periodic-ranks-per-host", "2",
             "--periodic-budget", "0.3",

@@ -208,18 +208,21 @@ class JobAccounting:
         its job's latest analysis (`latest_analyses`) appended."""
         store = self._store
         latest: dict[tuple[str, str], bytes] = {}  # from the database's rows: a running record's too
-        from_db = []
+        in_db: set[tuple[str, str]] = set()  # keys whose latest analysis the rows' query looked up already
 
         def stored() -> builtins.list[tuple[int, tuple[tuple[str, str], bytes]]]:
             assert store is not None
             rows = store.query_encoded(q, after_id, limit + 1)
             latest.update((key, summary) for _, (key, _, summary) in rows if summary)
-            from_db.append(True)
+            in_db.update(key for _, (key, _, _) in rows)
             return [(rid, (key, data)) for rid, (key, data, _) in rows]
 
         keyed, after = self._page(q, limit, None if store is None else stored, lambda r: (r.key, _encoded(r)))
-        if not from_db and self.latest_analyses is not None:  # no database: what dynod keeps in memory
-            latest = dict(self.latest_analyses({key for key, _ in keyed}))
+        # records the rows did not have (running ones new since the last flush; every record without a database):
+        # their analyses by key (the analyses' table, or what dynod keeps in memory without a database)
+        missing = {key for key, _ in keyed if key not in in_db}
+        if missing and self.latest_analyses is not None:
+            latest.update(self.latest_analyses(missing))
         return [with_latest_analysis(data, latest[key]) if key in latest else data for key, data in keyed], after
 
     # (job id, user) keys -> the encoded dyno.v1.TraceSummary of each one's latest finished analysis, as ListJobs

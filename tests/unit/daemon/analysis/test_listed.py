@@ -131,3 +131,28 @@ def test_stored_running_and_unstored_records_carry_their_jobs_latest_analysis(tm
     acc.latest_analyses = lambda keys: {k: listed_form(TraceSummary("t-mem")) for k in keys}
     jobs = {j.job_id: j for j in rpc(dyno_pb2.ListJobsRequest(), AbortingContext()).jobs}  # type: ignore[arg-type]
     assert list(jobs) == ["live"] and jobs["live"].latest_analysis.trace_id == "t-mem"
+
+
+def test_a_running_record_not_flushed_yet_carries_its_jobs_latest_analysis(tmp_path: Path) -> None:
+    """A job started since the last flush has no row yet: its analysis is looked up by key (the analyses' table),
+    not only through the rows' query."""
+    acc = JobAccounting(AccountingConfig(state_dir=tmp_path, hostname="h"), list, list)
+    acc.start()
+    assert acc._store is not None
+    now = int(time.time() * 1000)
+    acc._store.save([JobRecord("ended", "alice", "h", now - 10, now - 5, False)])
+    acc.book.resume([JobRecord("new", "bob", "h", now - 10, now, True)])  # record_id 0: never flushed
+    store = AnalysisStore(acc.store, retention_s=1e9, max_bytes=2**40)
+    s = TraceSummary("t-new", job_id="new", user="bob", state=AnalysisState.DONE)
+    store.save(Outcome(s), listed_form(s), now)
+    asked: list[set[tuple[str, str]]] = []
+
+    def by_key(keys: set[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
+        asked.append(keys)
+        return store.latest_listed(keys)
+
+    acc.latest_analyses = by_key
+    jobs = {j.job_id: j for j in ListJobsRpc(lambda: acc, "h")(dyno_pb2.ListJobsRequest(), AbortingContext()).jobs}  # type: ignore[arg-type]
+    assert jobs["new"].latest_analysis.trace_id == "t-new" and not jobs["ended"].HasField("latest_analysis")
+    assert asked == [{("new", "bob")}]  # the stored rows' keys were answered by their own query
+    acc.stop()
