@@ -33,8 +33,10 @@ def summary_to_proto(s: TraceSummary, rank_parts: bytes = b"", thinned: bool = F
     )
 
 
-def summary_from_proto(m: dyno_pb2.TraceSummary) -> TraceSummary:
-    """The summary a daemon sent (an unknown enum value from a newer daemon reads as PENDING / CRASHED)."""
+def summary_from_proto(m: dyno_pb2.TraceSummary, *, with_ranks: bool = True) -> TraceSummary:
+    """The summary a daemon sent (an unknown enum value from a newer daemon reads as PENDING / CRASHED).
+    ``with_ranks`` False leaves the per-rank statistics out (most of the conversion's time, for readers of rules
+    only: dyno-cli opportunities over a fleet's records)."""
     state_name = dyno_pb2.AnalysisState.Name(m.state) if m.state in dyno_pb2.AnalysisState.values() else ""
     failure_name = dyno_pb2.AnalysisFailure.Name(m.failure) if m.failure in dyno_pb2.AnalysisFailure.values() else ""
     state = state_name.removeprefix(_STATE_PREFIX)
@@ -75,7 +77,7 @@ def summary_from_proto(m: dyno_pb2.TraceSummary) -> TraceSummary:
                 communication_share=r.communication_share,
                 exposed_communication_share=r.exposed_communication_share,
             )
-            for r in m.ranks
+            for r in (m.ranks if with_ranks else ())
         ),
         analysed_window=m.analysed_window,
     )

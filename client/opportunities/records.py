@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from dyno.client.opportunities.model import JobHost
-from dyno.trace_summary import AnalysisState, RuleLoss, TraceSummary
+from dyno.trace_summary import TraceSummary
 from dyno.trace_summary_pb import summary_from_proto
 from dyno.v1 import dyno_pb2
 
@@ -29,21 +29,6 @@ def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobH
 
 
 def _analysis(m: dyno_pb2.TraceSummary) -> TraceSummary:
-    """A DONE analysis with its rules only: the per-rank step statistics, which the ranking does not read, were 9 in
-    10 of the conversion's time (bench/opportunities_rank.py); any other state through summary_from_proto."""
-    if m.state != dyno_pb2.ANALYSIS_STATE_DONE:
-        return summary_from_proto(m)
-    rules = tuple(
-        RuleLoss(x.rule, x.severity, x.time_lost_share, x.time_lost_us, x.ranks, x.title, x.fix) for x in m.rules
-    )
-    return TraceSummary(
-        trace_id=m.trace_id,
-        job_id=m.job_id,
-        user=m.user,
-        hostname=m.hostname,
-        periodic=m.periodic,
-        state=AnalysisState.DONE,
-        trace_finished_ms=m.trace_finished_ms,
-        analyzed_ms=m.analyzed_ms,
-        rules=rules,
-    )
+    """The analysis with its rules only: the per-rank step statistics, which the ranking does not read, were 9 in
+    10 of the conversion's time (bench/opportunities_rank.py)."""
+    return summary_from_proto(m, with_ranks=False)
