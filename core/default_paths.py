@@ -5,6 +5,7 @@ every trainer."""
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "SYSTEM_AGENT_SOCKET",
     "SYSTEM_API_SOCKET",
     "SYSTEM_RUNTIME_DIR",
+    "accepts_connection",
     "default_agent_socket",
     "default_api_socket",
     "default_runtime_dir",
@@ -50,3 +52,14 @@ def default_agent_socket() -> Path:
 def default_api_socket() -> Path:
     """The Dyno API socket of such a dynod: beside its agent socket."""
     return default_agent_socket().parent / API_SOCKET_NAME
+
+
+def accepts_connection(path: Path, timeout_s: float = 0.5) -> bool:
+    """Whether something listens on the Unix socket at path (a stale socket file refuses the connection)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+    return True
