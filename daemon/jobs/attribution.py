@@ -130,7 +130,7 @@ class ProcReader:
     def stat(self, pid: int) -> tuple[int, int, float] | None:
         """(ppid, start time in ticks, CPU seconds used) from /proc/<pid>/stat; None when the process is gone."""
         # one read: the kernel writes the whole line (under 1 KiB) at once; a second read only to see the end of
-        # the file was a fifth of this, the most frequent of accounting's reads
+        # the file took a fifth of the read's time (the most frequent of accounting's reads)
         try:
             fd = os.open(f"{self._prefix}{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
         except (OSError, ValueError):
