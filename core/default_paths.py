@@ -1,6 +1,6 @@
 """Where a dynod puts its sockets and state by default: shared by dynod's configuration and the clients (the trainer
-agent and dyno-cli look for a local daemon at the same places). Standard library only: the agent imports it in
-every trainer."""
+agent and dyno-cli look for a local daemon at the same places, `accepts_connection` telling whether one listens).
+Standard library only: the agent imports it in every trainer, dyno-cli in every command."""
 
 from __future__ import annotations
 
