@@ -85,14 +85,16 @@ for key, argv in json.loads(CASES).items():
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            try:
-                main(argv)
-            except SystemExit:
-                pass
-        with os.fdopen(w, "w") as f:
-            f.write(json.dumps(sorted(sys.modules)))
-        os._exit(0)
+        try:  # a child never returns into the loop; one that failed sends nothing
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                try:
+                    main(argv)
+                except SystemExit:
+                    pass
+            with os.fdopen(w, "w") as f:
+                f.write(json.dumps(sorted(sys.modules)))
+        finally:
+            os._exit(0)
     os.close(w)
     children[key] = (pid, os.fdopen(r))
 loaded = {}
@@ -113,8 +115,13 @@ _RUNS = {
     "trace": ["trace", "--job-id", "j", "--duration-ms", "100", "--start-delay-s", "0", "--output-dir", "{out}"],
     "fetch": ["fetch", "--trace-id", "t1", "--output-dir", "{out}"],
 }
-_NO_COMMAND = {"top --help": ["--help"], "--version": ["--version"], "none": [], "unknown": ["no-such-command"]}
-_NO_COMMAND["top --json"] = ["--json"]
+_NO_COMMAND = {
+    "top --help": ["--help"],
+    "--version": ["--version"],
+    "none": [],
+    "unknown": ["no-such-command"],
+    "top --json": ["--json"],
+}
 _DAEMON_STACK = {"grpc", "google.protobuf", "dyno.v1.dyno_pb2", "dyno.client.client", "dyno.client.auth"}
 _EVERY_COMMAND = {f"dyno.client.commands.{n}" for n in COMMANDS}
 _ANALYSIS = {"numpy", "dyno.trace_analysis.api"}
