@@ -146,8 +146,9 @@ def loaded_after(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]
         cases[f"{name} run"] = [a.replace("{out}", str(tmp / name)) for a in argv] + _REFUSED
     cases["analyze run"] = ["analyze", "--json", str(trace)]
     cases.update(_NO_COMMAND)
-    out = _run(_FORKED_MAINS.replace("CASES", repr(json.dumps(cases))))
-    return {key: set(json.loads(mods)) for key, mods in json.loads(out).items()}
+    sent = json.loads(_run(_FORKED_MAINS.replace("CASES", repr(json.dumps(cases)))))
+    assert all(sent.values()), f"main() raised in: {[key for key, mods in sent.items() if not mods]}"
+    return {key: set(json.loads(mods)) for key, mods in sent.items()}
 
 
 def test_every_command_is_in_the_run_table() -> None:
