@@ -16,6 +16,9 @@ from dyno.daemon.jobs.attribution import JobIdentity
 __all__ = ["MAX_LISTED", "GpuTick", "ProcTick", "Observation", "JobRecord", "JobBook"]
 
 MAX_LISTED = 64  # pids, ranks and GPU indices a record lists; the counts go on past it
+# pids a running job remembers to count each process once (beyond it, a process past the first MAX_COUNTED is
+# counted again when seen again after a change); a restarted dynod remembers the listed ones only
+MAX_COUNTED = 16384
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,7 @@ class _Acc:
         "gpus",
         "ranks",
         "pids",
+        "counted",
         "pid_count",
         "gpu_seconds",
         "busy",
@@ -113,6 +117,7 @@ class _Acc:
         self.gpus = set(rec.gpu_indices)
         self.ranks = set(rec.ranks)
         self.pids = set(rec.pids)
+        self.counted = set(rec.pids)  # every pid counted in pid_count (up to MAX_COUNTED)
         self.pid_count = rec.pid_count
         self.gpu_seconds = rec.gpu_seconds
         self.busy = rec.busy_gpu_seconds
@@ -266,9 +271,11 @@ class JobBook:
             if same:
                 continue
             for p in procs:
-                if p.pid not in acc.pids:
+                if p.pid not in acc.counted:
                     if len(acc.pids) < MAX_LISTED:
                         acc.pids.add(p.pid)
+                    if len(acc.counted) < MAX_COUNTED:
+                        acc.counted.add(p.pid)
                     acc.pid_count += 1
                 if p.rank is not None and len(acc.ranks) < MAX_LISTED:
                     acc.ranks.add(p.rank)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dyno.daemon.jobs.attribution import JobIdentity, Source
-from dyno.daemon.jobs.records import GpuTick, JobBook, JobRecord, Observation, ProcTick
+from dyno.daemon.jobs.records import MAX_LISTED, GpuTick, JobBook, JobRecord, Observation, ProcTick
 
 A = JobIdentity("a", "alice", Source.REGISTERED, 10)
 B = JobIdentity("b", "bob", Source.ENVIRON)
@@ -118,3 +118,11 @@ def test_a_record_id_shows_at_once() -> None:
     assert one(book, "a").record_id == 0
     book.set_record_id(("a", "alice"), 7)
     assert one(book, "a").record_id == 7
+
+
+def test_a_job_of_more_processes_than_listed_counts_each_once() -> None:
+    book = JobBook("h", grace_s=10)
+    for t in range(3):  # the same 70 processes, built anew each tick (as at each CPU reading)
+        book.observe(tick(1000 * t, [ProcTick(1000 + i, A) for i in range(70)]))
+    r = one(book, "a")
+    assert (len(r.pids), r.pid_count) == (MAX_LISTED, 70)
