@@ -15,14 +15,18 @@ Every child runs with its bytecode cached (bench_common.bytecode_env), as an ins
 and HTA's venv run: this project's dev machines set PYTHONDONTWRITEBYTECODE, under which the editable dyno compiled
 every module in every run. One untimed run of each command fills the cache.
 
-Targets (issue 21): HTA / dyno >= 10x on every shared trace; dyno / numpy <= 2x on the 0.3 MiB traces.
+Targets (issue 21): HTA / dyno >= 10x on every shared trace; dyno / numpy <= 2x on the 0.3 MiB traces; dyno-cli's
+start-up as short as each command's work allows. The start-up table times `--help` of every command and
+`dyno-cli status` against a real dynod started for it (bench/soak/dynod.py: sim GPUs, a loopback port).
 
     python bench/analysis_process.py --hta-python /work/hta-venv/bin/python [--repeat 5] [--cases simple_add ...]
+    python bench/analysis_process.py --startup-only --repeat 7
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -50,26 +54,34 @@ SMALL = ("simple_add", "alexnet")  # the 0.3 MiB traces of the dyno/numpy target
 ENV: dict[str, str] | None = None
 
 
-def wall(cmd: list[str]) -> float:
-    """Seconds from start to exit of ``cmd`` (its output discarded; a failure raises)."""
+def wall(cmd: list[str], cpu: list[float] | None = None) -> float:
+    """Seconds from start to exit of ``cmd`` (its output discarded; a failure raises). ``cpu``: gets the CPU
+    seconds (user + system) the process used, which the load of a shared machine inflates far less than its wall
+    time."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO, env=ENV)
     elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])} exited {r.returncode}: {r.stderr.decode(errors='replace')[-2000:]}")
+    if cpu is not None:
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return elapsed
 
 
-def alternate(tools: dict[str, list[str]], repeat: int) -> dict[str, list[float]]:
+def alternate(
+    tools: dict[str, list[str]], repeat: int, cpu: dict[str, list[float]] | None = None
+) -> dict[str, list[float]]:
     """``repeat`` rounds of every tool, each round starting with the next one (after one untimed run of each, which
-    fills the bytecode cache)."""
+    fills the bytecode cache). ``cpu``: gets each tool's CPU seconds per run."""
     for cmd in tools.values():
         wall(cmd)
     times: dict[str, list[float]] = {k: [] for k in tools}
     names = list(tools)
     for i in range(repeat):
         for name in names[i % len(names) :] + names[: i % len(names)]:
-            times[name].append(wall(tools[name]))
+            times[name].append(wall(tools[name], None if cpu is None else cpu.setdefault(name, [])))
     return times
 
 
@@ -83,12 +95,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--traces", type=Path, default=TRACES, help="folder of the shared GPU traces")
     ap.add_argument("--cases", nargs="+", choices=CASES, default=CASES, metavar="CASE")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--startup-only", action="store_true", help="only dyno-cli's start-up table")
     args = ap.parse_args(argv)
     global ENV
     cache = tempfile.TemporaryDirectory(prefix="dyno-bench-pycache-")
     ENV = bytecode_env(cache.name)
 
     cli = dyno_cli()
+    if not args.startup_only:
+        _analysis_table(args, cli)
+    _startup_table(cli, args.repeat)
+    cache.cleanup()
+    return 0
+
+
+def _analysis_table(args: argparse.Namespace, cli: list[str]) -> None:
     numpy = [sys.executable, "-c", "import numpy"]
     print(
         f"{'trace':<36} {'MiB':>5} {'dyno s':>6} {'(min)':>6} {'HTA s':>6} {'(min)':>6} {'numpy s':>7} "
@@ -108,17 +129,30 @@ def main(argv: list[str] | None = None) -> int:
     print("(s: whole process, start to exit, median and min of the runs; MiB: the trace files as stored (gzip);")
     print(" targets: HTA/dyno >= 10x everywhere, dyno/numpy <= 2x on " + " and ".join(SMALL) + ")")
 
-    print("\ndyno-cli start-up (no daemon is called: --help parses and prints only)")
+
+def _startup_table(cli: list[str], repeat: int) -> None:
+    """Every command's --help (parses and prints only), and `dyno-cli status` answered by a real dynod."""
+    from soak.dynod import Dynod
+
+    from dyno.client.commands._catalog import COMMANDS
+
     startup = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "dyno-cli --help": [*cli, "--help"],
-        "dyno-cli status --help": [*cli, "status", "--help"],
-        "dyno-cli analyze --help": [*cli, "analyze", "--help"],
+        **{f"dyno-cli {name} --help": [*cli, name, "--help"] for name in COMMANDS},
     }
-    for name, ts in alternate(startup, args.repeat).items():
-        print(f"  {name:<26} {_fmt(ts)}")
-    cache.cleanup()
-    return 0
+    with tempfile.TemporaryDirectory(prefix="dyno-bench-startup-", dir="/tmp") as root:
+        dynod = Dynod(Path(root))
+        dynod.start()
+        try:
+            startup["dyno-cli status (a dynod answers)"] = [*cli, "status", "--host", dynod.target]
+            cpu: dict[str, list[float]] = {}
+            times = alternate(startup, repeat, cpu)
+        finally:
+            dynod.stop()
+    print("\ndyno-cli start-up (whole process, start to exit; s, median and min; CPU: user + system s, median)")
+    for name, ts in times.items():
+        print(f"  {name:<36} {_fmt(ts)}  CPU {statistics.median(cpu[name]):.3f}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ into a real SQLite file), against the same ticks without accounting; and the RSS
 
     python bench/job_accounting_cost.py                   # 1800 ticks: 30 minutes of 1 s sampling
     python bench/job_accounting_cost.py --ticks 600 --procs 64 --gpus 8
+    python bench/job_accounting_cost.py --profile 3000     # cProfile of 3000 ticks: where a tick's time goes
 
 Prints the CPU per tick with and without accounting (process time, median of 5 blocks), the added share of one core
 at a 1 s interval, and the RSS after the first 100 ticks and at the end.
@@ -12,12 +13,16 @@ at a 1 s interval, and the RSS after the first 100 ticks and at the end.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import os
+import pstats
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from dyno.daemon.history import Sample
@@ -31,11 +36,22 @@ def _rss_mib() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def _profile(fn: Callable[[], object]) -> None:
+    """The functions that took the most time in `fn` (cumulative and own), with their call counts."""
+    prof = cProfile.Profile()
+    prof.runcall(fn)
+    for key in ("cumulative", "tottime"):
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats(key).print_stats(25)
+        print(out.getvalue())
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ticks", type=int, default=1800)
     p.add_argument("--procs", type=int, default=64)
     p.add_argument("--gpus", type=int, default=8)
+    p.add_argument("--profile", type=int, default=0, metavar="TICKS", help="only profile this many ticks (cProfile)")
     args = p.parse_args()
     children = [subprocess.Popen(["sleep", "3600"]) for _ in range(args.procs)]
     clock = {"t": 0.0}
@@ -66,6 +82,10 @@ def main() -> int:
                 return (time.process_time() - start) / n
 
             run(100, True)
+            if args.profile:
+                _profile(lambda: run(args.profile, True))
+                acc.stop()
+                return 0
             rss_start = _rss_mib()
             block = max(1, args.ticks // 5)
             with_acc, without = [], []

@@ -9,6 +9,7 @@ errors exit 2 (the codes are dyno.exit_codes', and each command's --help lists i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import io
 import json
@@ -143,7 +144,6 @@ def _main(argv: list[str] | None) -> int:
     # None of these loads grpc: the command's own module does, when it calls daemons (`analyze` does not).
     from dyno.client.commands._usage import UsageError
     from dyno.client.errors import DynoError
-    from dyno.trace_analysis.cli import parse_args
 
     names = list(COMMANDS)
     argv = command_first(sys.argv[1:] if argv is None else argv, names)
@@ -153,15 +153,11 @@ def _main(argv: list[str] | None) -> int:
     # --json: a failure is a JSON error object on stdout too (tools read it from there; analyze has its own schema)
     json_out = argv[:1] != ["analyze"] and "--json" in (argv[: argv.index("--")] if "--" in argv else argv)
     if argv[:1] == ["analyze"]:
+        from dyno.trace_analysis.cli import parse_args  # analyze's own --json error schema
+
         args = parse_args(parser, argv)
     elif json_out:
-        said = io.StringIO()  # analyze's capture of argparse's error, printed here with dyno-cli's schema
-        try:
-            args = parse_args(parser, argv, out=said)
-        except SystemExit:
-            if said.getvalue():
-                _print_error_json(exit_codes.USAGE, json.loads(said.getvalue())["error"])
-            raise
+        args = _parse_args_json(parser, argv)
     else:
         args = parser.parse_args(argv)
     try:
@@ -181,6 +177,23 @@ def _main(argv: list[str] | None) -> int:
     except OSError as e:  # a full disk or a permission on the user's side: say which file, no traceback
         where = f": {e.filename}" if e.filename else ""
         return _fail(f"{e.strerror or e}{where}", json_out)
+
+
+def _parse_args_json(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``parser.parse_args(argv)`` for a command asked for --json: a usage error is also the JSON error object on
+    stdout (before argparse's usage lines on stderr and its exit 2), so that a tool reading stdout gets JSON."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            args = parser.parse_args(argv)
+    except SystemExit as e:
+        if e.code == exit_codes.USAGE:
+            last = said.getvalue().rstrip("\n").rsplit("\n", 1)[-1]
+            _print_error_json(exit_codes.USAGE, last.split(": error: ", 1)[-1])  # "dyno-cli status: error: MESSAGE"
+        sys.stderr.write(said.getvalue())
+        raise
+    sys.stderr.write(said.getvalue())  # anything argparse said without failing
+    return args
 
 
 def _fail(message: str, json_out: bool) -> int:

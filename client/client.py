@@ -15,9 +15,6 @@ import grpc
 from dyno.client import pages
 from dyno.client.errors import DynoError, ResourceExhausted, Unavailable, translate
 from dyno.client.hosts import parse_host
-from dyno.client.part_files import part_path, remove_stale_parts
-from dyno.filechunks import CHECKSUM_ALGORITHM, checksum_of, decode_chunk, new_digest
-from dyno.malloc_tuning import tune_for_streaming
 from dyno.request_limits import MAX_METRICS_RESPONSE_BYTES
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
@@ -251,6 +248,8 @@ class DynoClient:
         The first fetch raises glibc's malloc thresholds for the process (dyno.malloc_tuning: without it, every
         received MiB was page-faulted in anew, about half of the client's CPU time).
         """
+        from dyno.malloc_tuning import tune_for_streaming  # ctypes: loaded by the commands that fetch, not all
+
         tune_for_streaming()
         dest = Path(dest_dir)
         dest.mkdir(parents=True, exist_ok=True)
@@ -277,6 +276,9 @@ class DynoClient:
         self, trace_id: str, pid: int, dest: Path, deadline: float, on_chunk: Callable[[int], None] | None
     ) -> FetchedFile:
         """One FetchTraceFile stream into dest; raises _Busy when the daemon refused it as busy (nothing sent)."""
+        from dyno.client.part_files import part_path, remove_stale_parts
+        from dyno.filechunks import CHECKSUM_ALGORITHM, checksum_of, decode_chunk, new_digest  # xxhash
+
         tmp = part_path(dest, trace_id, pid)
         digest = new_digest()
         name, total, received, checksum = "", -1, 0, ""

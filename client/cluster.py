@@ -16,14 +16,16 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from dyno.client.auth import ClientAuth
 from dyno.client.client import DynoClient
 from dyno.client.errors import DynoError
 from dyno.client.hosts import DEFAULT_PORT, Host, dedupe, parse_host
 from dyno.client.local_socket import local_target
 from dyno.v1 import dyno_pb2
+
+if TYPE_CHECKING:  # its values come from the callers that use auth (dyno.client.auth loads ssl, secretfiles)
+    from dyno.client.auth import ClientAuth
 
 __all__ = ["Cluster", "ClientFactory", "HostResult", "failed", "open_client", "succeeded"]
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from dyno import default_paths
-from dyno.client.agent.env import accepts_connection
 from dyno.client.hosts import DEFAULT_PORT, Host
+from dyno.default_paths import accepts_connection  # not the agent's env module: that loads the agent package
 
 __all__ = ["ENV_API_SOCKET", "SYSTEM_API_SOCKET", "api_socket_candidates", "local_target"]
 

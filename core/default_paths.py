@@ -1,10 +1,11 @@
 """Where a dynod puts its sockets and state by default: shared by dynod's configuration and the clients (the trainer
-agent and dyno-cli look for a local daemon at the same places). Standard library only: the agent imports it in
-every trainer."""
+agent and dyno-cli look for a local daemon at the same places, `accepts_connection` telling whether one listens).
+Standard library only: the agent imports it in every trainer, dyno-cli in every command."""
 
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "SYSTEM_AGENT_SOCKET",
     "SYSTEM_API_SOCKET",
     "SYSTEM_RUNTIME_DIR",
+    "accepts_connection",
     "default_agent_socket",
     "default_api_socket",
     "default_runtime_dir",
@@ -50,3 +52,14 @@ def default_agent_socket() -> Path:
 def default_api_socket() -> Path:
     """The Dyno API socket of such a dynod: beside its agent socket."""
     return default_agent_socket().parent / API_SOCKET_NAME
+
+
+def accepts_connection(path: Path, timeout_s: float = 0.5) -> bool:
+    """Whether something listens on the Unix socket at path (a stale socket file refuses the connection)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+    return True

@@ -22,7 +22,8 @@ __all__ = ["Dynod"]
 class Dynod:
     """`python -m dyno.daemon --config <tmp>/dynod.toml` on free loopback ports, with everything under `root`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, interval_s: float = 0.5, extra: tuple[str, ...] = ()) -> None:
+        """`interval_s`: dynod's sampling interval; `extra`: more TOML lines of its config."""
         self.root = root
         self.agent_socket = root / "agent.sock"
         self.kineto_dir = root / "k"
@@ -36,7 +37,7 @@ class Dynod:
                     f"metrics_port = {free_port()}",
                     'gpu_backend = "sim"',
                     "sim_gpus = 8",
-                    "interval_s = 0.5",
+                    f"interval_s = {interval_s:g}",
                     "history_s = 60",
                     f'state_dir = "{root / "state"}"',
                     f'trace_dir = "{self.trace_dir}"',
@@ -45,6 +46,7 @@ class Dynod:
                     "trace_retention_s = 20",  # retention passes (every 30 s) delete most folders of a run
                     f"trace_retention_bytes = {8 * 1024 * 1024}",
                     'log_level = "warning"',
+                    *extra,
                 ]
             )
             + "\n"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dyno import default_paths
+from dyno.default_paths import accepts_connection  # re-exported: the agent's own callers ask this module
 from dyno.job_ids import job_id_from_env
 from dyno.python_argv import torch_launcher  # re-exported: the bootstrap asks this module (it loads it anyway)
 
@@ -101,17 +102,6 @@ def socket_named(explicit: str | os.PathLike[str] | None = None, env: Mapping[st
     """Whether the Agent socket was named (the argument or DYNO_AGENT_SOCKET) rather than taken from the defaults."""
     env = os.environ if env is None else env
     return bool(explicit) or bool(env.get(ENV_SOCKET, "").strip())
-
-
-def accepts_connection(path: Path, timeout_s: float = 0.5) -> bool:
-    """Whether something listens on the Unix socket at path (a stale socket file refuses the connection)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout_s)
-        try:
-            s.connect(str(path))
-        except OSError:
-            return False
-    return True
 
 
 def pick_socket(candidates: Sequence[Path], listening: Callable[[Path], bool] = accepts_connection) -> Path:

@@ -4,12 +4,15 @@ analysis), their bounds and defaults, and the exit codes both commands document.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from dyno import exit_codes
 from dyno.argtypes import INT32_MAX, nonempty_path, number
 from dyno.client.commands._hosts import usage_error
 from dyno.trace_ids import validate_trace_id
-from dyno.v1 import dyno_pb2
+
+if TYPE_CHECKING:  # protobuf is not loaded for the commands' parsers (`trace --help`)
+    from dyno.v1 import dyno_pb2
 
 __all__ = [
     "AFTER_WINDOW_S",

@@ -9,10 +9,8 @@ import argparse
 import time
 from pathlib import Path
 
-from dyno.client.cluster import Cluster
 from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts
-from dyno.client.commands._trace_flow import TraceFlow
 from dyno.client.commands._trace_options import (
     AFTER_WINDOW_S,
     COLLECT_EXIT_CODES,
@@ -23,11 +21,7 @@ from dyno.client.commands._trace_options import (
     default_wait_s,
 )
 from dyno.client.commands._trace_output import check_html, check_trace_folder, check_writable, trace_folder
-from dyno.client.commands._trace_render import nothing_to_follow, say
-from dyno.client.trace.cluster import ClusterTrace
-from dyno.client.trace.manifest import previous_files, write_manifest
 from dyno.exit_codes import FAILURE, OK, PARTIAL, USAGE, describe
-from dyno.v1 import dyno_pb2
 
 __all__ = ["EXIT_CODES", "register", "run"]
 
@@ -74,6 +68,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the client stack (grpc, protobuf, the trace flow and its analysis): here, not for `fetch --help`
+    from dyno.client.cluster import Cluster
+    from dyno.client.commands._trace_flow import TraceFlow
+    from dyno.client.commands._trace_render import nothing_to_follow, say
+    from dyno.client.trace.cluster import ClusterTrace
+    from dyno.client.trace.manifest import previous_files, write_manifest
+    from dyno.v1 import dyno_pb2
+
     check_trace_id(args.trace_id)
     check_collect_arguments(args)
     hosts = resolve_hosts(args)

@@ -21,14 +21,15 @@ from dyno.client.commands._hosts import (
     print_failures,
 )
 from dyno.client.commands._since import parse_since
-from dyno.client.jobs_prometheus import PrometheusError, records_from_prometheus
-from dyno.client.jobs_table import from_records, render, to_json
 from dyno.exit_codes import describe
 from dyno.gc_pause import gc_paused
-from dyno.v1 import dyno_pb2
+
+# protobuf (the records and the table built from them) and grpc are imported by the functions that run the command:
+# `jobs --help` needs neither
 
 if TYPE_CHECKING:
     from dyno.client.cluster import HostResult
+    from dyno.v1 import dyno_pb2
 
 __all__ = ["HostRecords", "gather_records", "register", "parse_since"]
 
@@ -86,6 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_prometheus(args: argparse.Namespace) -> int:
+    from dyno.client.jobs_prometheus import PrometheusError, records_from_prometheus
+    from dyno.client.jobs_table import from_records, render, to_json
+
     try:
         records = records_from_prometheus(
             args.prometheus,
@@ -111,6 +115,9 @@ def _run_prometheus(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.prometheus:
         return _run_prometheus(args)
+    from dyno.client.jobs_table import from_records, render, to_json
+    from dyno.v1 import dyno_pb2
+
     since_ms = int((time.time() - args.since) * 1000)
     request = dyno_pb2.ListJobsRequest(
         since_ms=since_ms, user=args.user, job_id=args.job_id or "", running_only=args.running

@@ -9,9 +9,9 @@ import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from dyno.argtypes import INT64_MAX, number
-from dyno.client.cluster import HostResult
 from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import host_entry, host_table, print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import (
@@ -32,7 +32,10 @@ from dyno.request_limits import (
     MAX_NAME_PATTERN_LEN,
     MAX_NAME_PATTERNS,
 )
-from dyno.v1 import dyno_pb2
+
+if TYPE_CHECKING:  # the client stack (grpc, protobuf) is loaded by run() alone: `metrics --help` needs none of it
+    from dyno.client.cluster import HostResult
+    from dyno.v1 import dyno_pb2
 
 _CLEAR = "\x1b[H\x1b[2J"
 # --watch runs until Ctrl-C: that is its normal end, so it exits 0 then

@@ -7,9 +7,10 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from functools import cache
+from typing import TYPE_CHECKING
 
 from dyno.argtypes import job_id as job_id_arg
-from dyno.client.cluster import HostResult
 from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import REGISTER_HINT, host_entry, print_json, print_out, proto_to_dict, terminal_width
 from dyno.client.commands._hosts import (
@@ -21,16 +22,26 @@ from dyno.client.commands._hosts import (
 )
 from dyno.client.format import human_duration, table
 from dyno.exit_codes import describe
-from dyno.v1 import dyno_pb2
+
+if TYPE_CHECKING:  # the client stack (grpc, protobuf) is loaded by run() alone: `ps --help` needs none of it
+    from dyno.client.cluster import HostResult
+    from dyno.v1 import dyno_pb2
 
 __all__ = ["empty_hint", "register", "render"]
 
-_PROTOCOL = {dyno_pb2.PROTOCOL_AGENT: "agent", dyno_pb2.PROTOCOL_KINETO: "kineto"}
-_ROLE = {
-    dyno_pb2.PROCESS_ROLE_TRAINER: "trainer",
-    dyno_pb2.PROCESS_ROLE_LAUNCHER: "launcher",
-    dyno_pb2.PROCESS_ROLE_DATALOADER: "dataloader",
-}  # unspecified ("-"): a daemon from before roles
+
+@cache
+def _names() -> tuple[dict[int, str], dict[int, str]]:
+    """The PROTOCOL and ROLE columns' words by enum value (a role unspecified, "-": a daemon from before roles)."""
+    from dyno.v1 import dyno_pb2
+
+    protocol: dict[int, str] = {dyno_pb2.PROTOCOL_AGENT: "agent", dyno_pb2.PROTOCOL_KINETO: "kineto"}
+    role: dict[int, str] = {
+        dyno_pb2.PROCESS_ROLE_TRAINER: "trainer",
+        dyno_pb2.PROCESS_ROLE_LAUNCHER: "launcher",
+        dyno_pb2.PROCESS_ROLE_DATALOADER: "dataloader",
+    }
+    return protocol, role
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,6 +78,7 @@ def render(
     filter the daemons were asked for, named when nothing matched it; `max_width`: the terminal's width (the
     command line is cut to fit)."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
+    protocols, roles = _names()
     rows = []
     for r in results:
         if not r.ok or r.value is None:
@@ -79,8 +91,8 @@ def render(
                     p.pid,
                     p.job_id or "-",
                     _rank(p),
-                    _ROLE.get(p.role, "-"),
-                    _PROTOCOL.get(p.protocol, "?"),
+                    roles.get(p.role, "-"),
+                    protocols.get(p.protocol, "?"),
                     p.gpu if p.gpu >= 0 else "-",
                     f"yes ({p.current_trace_id})" if p.busy else "no",
                     f"{human_duration(ago)} ago",

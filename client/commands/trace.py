@@ -9,14 +9,12 @@ import contextlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dyno.argtypes import INT32_MAX, job_id, number
-from dyno.client.cluster import Cluster
 from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import REGISTER_HINT
 from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
-from dyno.client.commands._trace_flow import TraceFlow
 from dyno.client.commands._trace_options import (
     AFTER_WINDOW_S,
     COLLECT_EXIT_CODES,
@@ -29,10 +27,6 @@ from dyno.client.commands._trace_options import (
     positive_int32,
 )
 from dyno.client.commands._trace_output import check_html, check_trace_folder, check_writable, trace_folder
-from dyno.client.commands._trace_render import nothing_to_follow, say
-from dyno.client.trace.cluster import ClusterTrace
-from dyno.client.trace.manifest import write_manifest
-from dyno.client.trace.records import HOST_NO_MATCH, HostRecord
 from dyno.exit_codes import FAILURE, OK, PARTIAL, describe
 from dyno.request_limits import (
     JOB_ID_RULE,
@@ -43,7 +37,13 @@ from dyno.request_limits import (
 )
 from dyno.trace_ids import new_trace_id
 from dyno.trace_options import profiler_flags
-from dyno.v1 import dyno_pb2
+
+# The client stack (grpc, protobuf, the trace flow and its analysis) is imported by the functions that run the
+# command: `trace --help` and a usage error need none of it.
+if TYPE_CHECKING:
+    from dyno.client.cluster import Cluster
+    from dyno.client.trace.records import HostRecord
+    from dyno.v1 import dyno_pb2
 
 __all__ = ["nothing_registered", "register", "run"]
 
@@ -223,6 +223,8 @@ def _check_window(args: argparse.Namespace, start_delay_s: float, *, default_del
 
 
 def _request(args: argparse.Namespace, trace_id: str, start_delay_s: float, now_s: float) -> dyno_pb2.TraceRequest:
+    from dyno.v1 import dyno_pb2
+
     req = dyno_pb2.TraceRequest(
         job_id=args.job_id,
         pids=args.pids,
@@ -255,6 +257,8 @@ def _start_text(req: dyno_pb2.TraceRequest, n_hosts: int) -> str:
 def _default_start_delay(cluster: Cluster, job_id: str) -> float:
     """A synchronized start must wait for the slowest process to see the request: libkineto's next poll (up to
     5 s) when the job has a libkineto process or a host did not answer; a dyno agent's stream otherwise (ms)."""
+    from dyno.v1 import dyno_pb2
+
     results = cluster.list_processes(job_id)
     kineto = any(p.protocol == dyno_pb2.PROTOCOL_KINETO for r in results if r.ok for p in r.answer.processes)
     return DEFAULT_START_DELAY_S if kineto or not all(r.ok for r in results) else AGENT_START_DELAY_S
@@ -264,6 +268,8 @@ def nothing_registered(hosts: Sequence[HostRecord]) -> bool:
     """Whether the hosts that answered StartTrace (and matched nothing) had no process registered at all, of any
     job: then the job id is not what went wrong, and `dyno-cli ps` would list nothing either. Unreachable hosts
     are reported on their own."""
+    from dyno.client.trace.records import HOST_NO_MATCH
+
     answered = [h for h in hosts if h.state == HOST_NO_MATCH]
     return bool(answered) and not any(h.registered_jobs or h.matched_pids or h.busy_pids for h in answered)
 
@@ -274,6 +280,8 @@ def _nothing_traced_code(args: argparse.Namespace, hosts: Sequence[HostRecord]) 
     0 with every daemon unreachable. Then: 1 when no host answered, 3 (partial) when some did."""
     if args.fail_on_no_process:
         return FAILURE
+    from dyno.client.trace.records import HOST_NO_MATCH
+
     answered = sum(h.state == HOST_NO_MATCH for h in hosts)
     if answered == len(hosts):
         return OK
@@ -281,6 +289,12 @@ def _nothing_traced_code(args: argparse.Namespace, hosts: Sequence[HostRecord]) 
 
 
 def run(args: argparse.Namespace) -> int:
+    from dyno.client.cluster import Cluster
+    from dyno.client.commands._trace_flow import TraceFlow
+    from dyno.client.commands._trace_render import nothing_to_follow, say
+    from dyno.client.trace.cluster import ClusterTrace
+    from dyno.client.trace.manifest import write_manifest
+
     _validate(args)
     hosts = resolve_hosts(args)
     auth = client_auth(args)

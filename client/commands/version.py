@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import dyno
-from dyno.client.cluster import HostResult
 from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import host_entry, host_table, print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import (
@@ -16,11 +16,11 @@ from dyno.client.commands._hosts import (
     fanout_exit_code,
     print_failures,
 )
-from dyno.client.proto_json import JSON_SCHEMA
 from dyno.exit_codes import describe
-from dyno.v1 import dyno_pb2
 
-_NO_VERSION = {f.name: None for f in dyno_pb2.VersionInfo.DESCRIPTOR.fields}
+if TYPE_CHECKING:  # the client stack (grpc, protobuf) is loaded by run() alone: `version --help` needs none of it
+    from dyno.client.cluster import HostResult
+    from dyno.v1 import dyno_pb2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,16 +43,25 @@ def render(results: Sequence[HostResult[dyno_pb2.VersionInfo]]) -> str:
     )
 
 
+def _no_version() -> dict[str, Any]:
+    """A failed daemon's entry: VersionInfo's keys, each null."""
+    from dyno.v1 import dyno_pb2
+
+    return {f.name: None for f in dyno_pb2.VersionInfo.DESCRIPTOR.fields}
+
+
 def run(args: argparse.Namespace) -> int:
     with cluster_from_args(args) as cluster:
         results = cluster.version()
     if args.json:
+        from dyno.client.proto_json import JSON_SCHEMA
+
         print_json(
             {
                 "client": dyno.__version__,
                 "json_schema": JSON_SCHEMA,  # the version of every --json form (docs/API.md)
                 # a failed daemon has the same keys, null (a tool reads d["version"] of every entry)
-                "daemons": [host_entry(r, proto_to_dict(r.value) if r.ok else _NO_VERSION) for r in results],
+                "daemons": [host_entry(r, proto_to_dict(r.value) if r.ok else _no_version()) for r in results],
             }
         )
     else:

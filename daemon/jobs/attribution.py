@@ -129,9 +129,18 @@ class ProcReader:
 
     def stat(self, pid: int) -> tuple[int, int, float] | None:
         """(ppid, start time in ticks, CPU seconds used) from /proc/<pid>/stat; None when the process is gone."""
-        raw = self._read(pid, "stat")
-        if raw is None:
+        # one read: the kernel writes the whole line (under 1 KiB) at once; a second read only to see the end of
+        # the file took a fifth of the read's time (the most frequent of accounting's reads)
+        try:
+            fd = os.open(f"{self._prefix}{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        except (OSError, ValueError):
             return None
+        try:
+            raw = os.read(fd, 4096)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
         fields = raw.rsplit(b")", 1)[-1].split()
         try:
             # after the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime

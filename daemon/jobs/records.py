@@ -7,6 +7,7 @@ processes has been seen for `grace_s`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -15,6 +16,9 @@ from dyno.daemon.jobs.attribution import JobIdentity
 __all__ = ["MAX_LISTED", "GpuTick", "ProcTick", "Observation", "JobRecord", "JobBook"]
 
 MAX_LISTED = 64  # pids, ranks and GPU indices a record lists; the counts go on past it
+# pids a running job remembers to count each process once (beyond it, a process past the first MAX_COUNTED is
+# counted again when seen again after a change); a restarted dynod remembers the listed ones only
+MAX_COUNTED = 16384
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,12 +34,12 @@ class GpuTick:
 
 @dataclass(frozen=True, slots=True)
 class ProcTick:
-    """One process seen at a tick: its job, the GPUs it holds memory on, and what it used since the last tick."""
+    """One process seen at a tick: its job, the GPUs it holds memory on, and the CPU it used since the last tick.
+    (How much GPU memory it holds is in Observation.gpu_memory: it changes from tick to tick, the rest seldom.)"""
 
     pid: int
     job: JobIdentity
     gpus: tuple[int, ...] = ()
-    gpu_memory_bytes: int = 0
     cpu_seconds: float = 0.0  # since the last tick
     rank: int | None = None
 
@@ -47,6 +51,7 @@ class Observation:
     gpus: Mapping[int, GpuTick]
     procs: tuple[ProcTick, ...]
     traces: Mapping[tuple[str, str], int] = field(default_factory=dict)  # traces taken since the last tick per job
+    gpu_memory: Mapping[int, int] = field(default_factory=dict)  # pid -> GPU memory bytes it holds (absent: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +96,7 @@ class _Acc:
         "gpus",
         "ranks",
         "pids",
+        "counted",
         "pid_count",
         "gpu_seconds",
         "busy",
@@ -111,6 +117,7 @@ class _Acc:
         self.gpus = set(rec.gpu_indices)
         self.ranks = set(rec.ranks)
         self.pids = set(rec.pids)
+        self.counted = set(rec.pids)  # every pid counted in pid_count (up to MAX_COUNTED)
         self.pid_count = rec.pid_count
         self.gpu_seconds = rec.gpu_seconds
         self.busy = rec.busy_gpu_seconds
@@ -148,42 +155,80 @@ class _Acc:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Grouping:
+    """What a tick's processes say per job, kept while the next tick brings the very same processes (the Observer
+    hands over its last tuple again when nothing changed): who holds each GPU and each job's GPUs, memory and CPU."""
+
+    procs: tuple[ProcTick, ...]
+    sharers: Mapping[int, int]  # GPU -> how many jobs hold it
+    by_job: Mapping[tuple[str, str], tuple[ProcTick, ...]]
+    pids: Mapping[tuple[str, str], tuple[int, ...]]
+    held: Mapping[tuple[str, str], frozenset[int]]
+    cpu: Mapping[tuple[str, str], float]
+    holders: Mapping[int, tuple[str, ...]]  # GPU -> the ids of the jobs holding it (sorted)
+
+
+def _group(procs: tuple[ProcTick, ...]) -> _Grouping:
+    holders: dict[int, set[tuple[str, str]]] = {}
+    by_job: dict[tuple[str, str], list[ProcTick]] = {}
+    for p in procs:
+        key = (p.job.job_id, p.job.user)
+        by_job.setdefault(key, []).append(p)
+        for g in p.gpus:
+            holders.setdefault(g, set()).add(key)
+    return _Grouping(
+        procs=procs,
+        sharers={g: len(keys) for g, keys in holders.items()},
+        by_job={k: tuple(v) for k, v in by_job.items()},
+        pids={k: tuple(p.pid for p in v) for k, v in by_job.items()},
+        held={k: frozenset(g for p in v for g in p.gpus) for k, v in by_job.items()},
+        cpu={k: sum(p.cpu_seconds for p in v) for k, v in by_job.items()},
+        holders={g: tuple(sorted({k[0] for k in keys})) for g, keys in holders.items()},
+    )
+
+
 class JobBook:
-    """The running jobs of one host and their totals. Not thread-safe: the sampling thread observes; others read
-    `records()`, which returns immutable values."""
+    """The running jobs of one host and their totals. The sampling thread observes; any thread may read `records()`
+    (immutable values, built when first asked for after a tick, under the lock observe() holds)."""
 
     def __init__(self, hostname: str, grace_s: float, *, simulated: bool = False) -> None:
         self._hostname = hostname
         self._grace_ms = int(grace_s * 1000)
         self._simulated = simulated
+        self._lock = threading.Lock()
         self._live: dict[tuple[str, str], _Acc] = {}
-        self._snapshot: tuple[JobRecord, ...] = ()
-        self._holders: Mapping[int, tuple[str, ...]] = {}
+        self._snapshot: tuple[JobRecord, ...] | None = ()  # None: to build from _live on the next read
+        self._grouping = _group(())
 
     def resume(self, records: Iterable[JobRecord]) -> None:
         """Continue stored running records (a restarted dynod) instead of starting second ones."""
-        for r in records:
-            self._live.setdefault(r.key, _Acc(r))
-        self._snapshot = self._records()
+        with self._lock:
+            for r in records:
+                self._live.setdefault(r.key, _Acc(r))
+            self._snapshot = None
 
     def set_record_id(self, key: tuple[str, str], record_id: int) -> None:
-        acc = self._live.get(key)
-        if acc is not None and acc.rec.record_id == 0:
-            acc.rec = replace(acc.rec, record_id=record_id)
+        with self._lock:
+            acc = self._live.get(key)
+            if acc is not None and acc.rec.record_id == 0:
+                acc.rec = replace(acc.rec, record_id=record_id)
+                self._snapshot = None
 
     def observe(self, obs: Observation) -> list[JobRecord]:
         """Account one tick; returns the records of the jobs that ended (grace passed without a process seen)."""
-        holders: dict[int, set[tuple[str, str]]] = {}
-        by_job: dict[tuple[str, str], list[ProcTick]] = {}
-        for p in obs.procs:
-            key = (p.job.job_id, p.job.user)
-            by_job.setdefault(key, []).append(p)
-            for g in p.gpus:
-                holders.setdefault(g, set()).add(key)
-        # replaced whole (never changed after): other threads read it without a lock
-        self._holders = {g: tuple(sorted({k[0] for k in keys})) for g, keys in holders.items()}
+        with self._lock:
+            self._snapshot = None
+            return self._observe(obs)
+
+    def _observe(self, obs: Observation) -> list[JobRecord]:
+        same = obs.procs is self._grouping.procs  # the processes of the last tick: their pids and ranks are in
+        if not same:
+            self._grouping = _group(obs.procs)
+        grouping = self._grouping
+        memory = obs.gpu_memory
         dt = obs.interval_s
-        for key, procs in by_job.items():
+        for key, procs in grouping.by_job.items():
             acc = self._live.get(key)
             if acc is None:
                 first = procs[0].job
@@ -200,13 +245,13 @@ class JobBook:
                     )
                 )
             acc.last_seen_ms = obs.timestamp_ms
-            held = {g for p in procs for g in p.gpus}
+            held = grouping.held[key]
             acc.gpus_held = len(held)
             acc.gpus_max = max(acc.gpus_max, len(held))
             for g in held:
                 if len(acc.gpus) < MAX_LISTED:
                     acc.gpus.add(g)
-                share = dt / len(holders[g])
+                share = dt / grouping.sharers[g]
                 acc.gpu_seconds += share
                 gt = obs.gpus.get(g)
                 if gt is None:
@@ -220,12 +265,17 @@ class JobBook:
                     acc.tensor += share * gt.tensor_active_percent / 100.0
                 if gt.power_watts is not None:
                     acc.energy += share * gt.power_watts
-            acc.mem_max = max(acc.mem_max, sum(p.gpu_memory_bytes for p in procs))
-            acc.cpu += sum(p.cpu_seconds for p in procs)
+            if memory:
+                acc.mem_max = max(acc.mem_max, sum(memory.get(pid, 0) for pid in grouping.pids[key]))
+            acc.cpu += grouping.cpu[key]
+            if same:
+                continue
             for p in procs:
-                if p.pid not in acc.pids:
+                if p.pid not in acc.counted:
                     if len(acc.pids) < MAX_LISTED:
                         acc.pids.add(p.pid)
+                    if len(acc.counted) < MAX_COUNTED:
+                        acc.counted.add(p.pid)
                     acc.pid_count += 1
                 if p.rank is not None and len(acc.ranks) < MAX_LISTED:
                     acc.ranks.add(p.rank)
@@ -234,12 +284,10 @@ class JobBook:
             if acc is not None:
                 acc.traces += n
         for key, acc in self._live.items():
-            if key not in by_job:
+            if key not in grouping.by_job:
                 acc.gpus_held = 0
         ended = [k for k, a in self._live.items() if obs.timestamp_ms - a.last_seen_ms > self._grace_ms]
-        done = [self._live.pop(k).record(running=False) for k in ended]
-        self._snapshot = self._records()
-        return done
+        return [self._live.pop(k).record(running=False) for k in ended]
 
     def _records(self) -> tuple[JobRecord, ...]:
         return tuple(a.record(running=True) for a in self._live.values())
@@ -247,12 +295,16 @@ class JobBook:
     def gpu_holders(self) -> Mapping[int, tuple[str, ...]]:
         """GPU index -> the ids of the jobs whose processes held it at the last tick (sorted; a GPU no job held is
         absent)."""
-        return self._holders
+        return self._grouping.holders  # replaced whole (never changed after): read without the lock
 
     def records(self) -> tuple[JobRecord, ...]:
         """The running jobs as of the last tick (safe from any thread)."""
-        return self._snapshot
+        with self._lock:
+            if self._snapshot is None:
+                self._snapshot = self._records()
+            return self._snapshot
 
     def finish_all(self) -> list[JobRecord]:
         """Every running record as it stands, still running (for the flush at shutdown: a restart resumes them)."""
-        return list(self._records())
+        with self._lock:
+            return list(self._records())

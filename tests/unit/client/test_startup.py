@@ -3,6 +3,7 @@ path imports numpy with one OpenBLAS thread and leaves the environment as it fou
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -72,52 +73,118 @@ def test_analyze_list_rules_and_help_work_without_preloading(tmp_path: Path) -> 
     assert h.returncode == 0 and "--list-rules" in h.stdout
 
 
-def _modules_after_main(argv: list[str]) -> set[str]:
-    """The modules loaded once dyno-cli's main has run ``argv`` in a fresh interpreter (its output discarded)."""
-    out = _run(
-        "import contextlib, io, sys\n"
-        "from dyno.client.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
-        "    try:\n"
-        f"        main({argv!r})\n"
-        "    except SystemExit:\n"
-        "        pass\n"
-        "print(' '.join(sorted(sys.modules)))"
-    )
-    return set(out.split())
+# One interpreter imports dyno-cli's main, then forks a child per case, which runs main(argv) and sends back the
+# modules it then holds: each case starts from the same clean state (nothing one case loads hides another's), and
+# the whole table costs one interpreter start.
+_FORKED_MAINS = """
+import contextlib, io, json, os, sys
+from dyno.client.cli import main
+children = {}
+for key, argv in json.loads(CASES).items():
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:  # a child never returns into the loop; one that failed sends nothing
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                try:
+                    main(argv)
+                except SystemExit:
+                    pass
+            with os.fdopen(w, "w") as f:
+                f.write(json.dumps(sorted(sys.modules)))
+        finally:
+            os._exit(0)
+    os.close(w)
+    children[key] = (pid, os.fdopen(r))
+loaded = {}
+for key, (pid, f) in children.items():
+    loaded[key] = f.read()
+    os.waitpid(pid, 0)
+print(json.dumps(loaded))
+"""
 
-
+_REFUSED = ["--host", "127.0.0.1:1", "--call-timeout-s", "10"]  # nothing listens there: the call fails at once
+_DAEMON_COMMANDS = [name for name in COMMANDS if name != "analyze"]
+_RUNS = {
+    "status": ["status"],
+    "version": ["version"],
+    "ps": ["ps"],
+    "metrics": ["metrics"],
+    "jobs": ["jobs"],
+    "trace": ["trace", "--job-id", "j", "--duration-ms", "100", "--start-delay-s", "0", "--output-dir", "{out}"],
+    "fetch": ["fetch", "--trace-id", "t1", "--output-dir", "{out}"],
+}
+_NO_COMMAND = {
+    "top --help": ["--help"],
+    "--version": ["--version"],
+    "none": [],
+    "unknown": ["no-such-command"],
+    "top --json": ["--json"],
+}
 _DAEMON_STACK = {"grpc", "google.protobuf", "dyno.v1.dyno_pb2", "dyno.client.client", "dyno.client.auth"}
-_OTHER_COMMANDS = {f"dyno.client.commands.{n}" for n in ("status", "ps", "metrics", "trace", "fetch", "version")}
 _EVERY_COMMAND = {f"dyno.client.commands.{n}" for n in COMMANDS}
 _ANALYSIS = {"numpy", "dyno.trace_analysis.api"}
 
 
-def test_analyze_loads_no_grpc_and_no_other_command(tmp_path: Path) -> None:
+def _prefixed(loaded: set[str], *prefixes: str) -> set[str]:
+    return {m for m in loaded if m.startswith(prefixes)}
+
+
+@pytest.fixture(scope="module")
+def loaded_after(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
+    """Case -> the modules loaded once dyno-cli's main has run it (in a fresh interpreter, output discarded)."""
     from analysis_trace_builder import TraceBuilder
 
+    tmp = tmp_path_factory.mktemp("startup")
     b = TraceBuilder()
     b.step(0, 0.0, 1000.0)
     b.busy_gpu(0.0, 5)
-    trace = b.write(tmp_path / "rank-0.json")
-    loaded = _modules_after_main(["analyze", "--json", str(trace)])
-    assert "dyno.trace_analysis.api" in loaded  # the command ran
-    assert loaded & (_DAEMON_STACK | _OTHER_COMMANDS) == set()
+    trace = b.write(tmp / "rank-0.json")
+    cases = {f"{name} --help": [name, "--help"] for name in COMMANDS}
+    for name, argv in _RUNS.items():
+        cases[f"{name} run"] = [a.replace("{out}", str(tmp / name)) for a in argv] + _REFUSED
+    cases["analyze run"] = ["analyze", "--json", str(trace)]
+    cases.update(_NO_COMMAND)
+    sent = json.loads(_run(_FORKED_MAINS.replace("CASES", repr(json.dumps(cases)))))
+    assert all(sent.values()), f"main() raised in: {[key for key, mods in sent.items() if not mods]}"
+    return {key: set(json.loads(mods)) for key, mods in sent.items()}
 
 
-def test_a_daemon_commands_help_loads_only_its_own_module_and_no_grpc() -> None:
-    loaded = _modules_after_main(["status", "--help"])
-    assert "dyno.client.commands.status" in loaded
-    others = _EVERY_COMMAND - {"dyno.client.commands.status"}
+def test_every_command_is_in_the_run_table() -> None:
+    assert set(_RUNS) == set(_DAEMON_COMMANDS)
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_a_commands_help_loads_only_its_own_module_and_no_client_stack(
+    loaded_after: dict[str, set[str]], name: str
+) -> None:
+    loaded = loaded_after[f"{name} --help"]
+    assert f"dyno.client.commands.{name}" in loaded  # its parser was built
+    others = _EVERY_COMMAND - {f"dyno.client.commands.{name}"}
     assert loaded & (others | _ANALYSIS | _DAEMON_STACK) == set()
+    assert _prefixed(loaded, "dyno.client.agent", "dyno.client.trace.", "numpy", "rich") == set()
+    if name != "analyze":  # analyze's parser is dyno.trace_analysis.cli's
+        assert _prefixed(loaded, "dyno.trace_analysis") == set()
 
 
-def test_a_daemon_command_run_loads_the_client_stack_and_nothing_else() -> None:
-    # no daemon listens there (the port is refused at once): status runs, fails, and returns
-    loaded = _modules_after_main(["status", "--host", "127.0.0.1:1", "--timeout-s", "5"])
-    assert {"dyno.client.commands.status", "grpc", "dyno.client.cluster"} <= loaded
-    others = _EVERY_COMMAND - {"dyno.client.commands.status"}
+@pytest.mark.parametrize("name", _DAEMON_COMMANDS)
+def test_a_daemon_command_run_loads_the_client_stack_and_nothing_else(
+    loaded_after: dict[str, set[str]], name: str
+) -> None:
+    loaded = loaded_after[f"{name} run"]
+    assert {f"dyno.client.commands.{name}", "grpc", "dyno.client.cluster"} <= loaded  # it called the daemon
+    others = _EVERY_COMMAND - {f"dyno.client.commands.{name}"}
     assert loaded & (others | _ANALYSIS) == set()
+    # no trainer agent, no analysis (nothing was fetched to analyse), no auth module (no auth option given)
+    assert _prefixed(loaded, "dyno.client.agent", "dyno.trace_analysis", "numpy", "dyno.client.auth") == set()
+
+
+def test_analyze_loads_no_grpc_and_no_other_command(loaded_after: dict[str, set[str]]) -> None:
+    loaded = loaded_after["analyze run"]
+    assert "dyno.trace_analysis.api" in loaded  # the command ran
+    assert loaded & (_DAEMON_STACK | (_EVERY_COMMAND - {"dyno.client.commands.analyze"})) == set()
+    assert _prefixed(loaded, "dyno.client.agent") == set()
 
 
 def test_top_level_help_still_lists_every_command() -> None:
@@ -127,8 +194,9 @@ def test_top_level_help_still_lists_every_command() -> None:
         assert f"    {name} " in r.stdout, name
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["--version"], [], ["no-such-command"], ["--json"]])
-def test_no_command_run_loads_no_command_module(argv: list[str]) -> None:
-    loaded = _modules_after_main(argv)
+@pytest.mark.parametrize("case", list(_NO_COMMAND))
+def test_no_command_run_loads_no_command_module(loaded_after: dict[str, set[str]], case: str) -> None:
+    loaded = loaded_after[case]
     assert "dyno.client.commands._catalog" in loaded  # the parser was built
     assert loaded & (_DAEMON_STACK | _EVERY_COMMAND | _ANALYSIS) == set()
+    assert _prefixed(loaded, "dyno.trace_analysis", "dyno.client.agent") == set()

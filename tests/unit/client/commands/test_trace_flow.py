@@ -16,7 +16,6 @@ import pytest
 
 from dyno.client.cli import main as cli_main
 from dyno.client.commands import _trace_flow
-from dyno.client.commands import trace as trace_command
 from dyno.client.trace import manifest as trace_manifest
 from dyno.client.trace.manifest import write_manifest
 from dyno.daemon.fake_server import FAKE_TRACE_FILE, FakeDynoServicer, FakeServer, serve
@@ -145,7 +144,8 @@ def test_trace_is_cancelled_when_its_manifest_cannot_be_written(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(folder / "manifest.json"))
 
     target, servicer = fake
-    monkeypatch.setattr(trace_command, "write_manifest", full)
+    # trace's own first write (run() imports it when it runs; the flow's later writes keep theirs)
+    monkeypatch.setattr(trace_manifest, "write_manifest", full)
     argv = ["trace", "--host", target, "--job-id", "job1", "--duration-ms", "100", "--start-delay-s", "0"]
     code = cli_main([*argv, "--trace-id", "t-full", "--no-analyze", "--output-dir", str(tmp_path)])
     err = capsys.readouterr().err

@@ -15,6 +15,7 @@ from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
 from dyno.daemon.jobs.attribution import UNATTRIBUTED, user_name
 from dyno.daemon.jobs.observe import CHILDREN_EVERY_S, CPU_EVERY_S, Trainer
 from dyno.daemon.jobs.store import JobQuery
+from dyno.daemon.samplers import gpu_metrics as gm
 from dyno.daemon.samplers.base import GpuProcess, Reading
 from dyno.daemon.samplers.gpu_sim import SimGpuSampler
 
@@ -257,3 +258,36 @@ def test_cpu_read_at_dynods_pace_adds_up_to_the_same_totals(tmp_path: Path, tree
     (rec,) = acc.book.records()
     assert rec.cpu_seconds == pytest.approx(20 * 0.4)  # every second's CPU after the first reading
     assert len(reads) == 2 * (1 + 20 // int(CPU_EVERY_S))  # two processes, read every CPU_EVERY_S only
+
+
+def test_between_cpu_readings_the_processes_are_handed_over_again_not_attributed_again(
+    tmp_path: Path, tree: ProcTree
+) -> None:
+    clocks, sim = Clocks(), SimGpuSampler(4)
+    trainers = [Trainer(100, "j", os.getuid(), local_rank=0)]
+    acc = accounting(tmp_path / "state", tree, clocks, trainers, sim, cpu_every_s=CPU_EVERY_S)
+    resolved = []
+    resolve = acc._observer._attributor.resolve
+
+    def counting(pid: int, *args: object) -> object:
+        resolved.append(pid)
+        return resolve(pid, *args)  # type: ignore[arg-type]
+
+    acc._observer._attributor.resolve = counting  # type: ignore[method-assign]
+    memory = []
+    for _ in range(21):
+        clocks.advance(1.0)
+        sample = Sample(clocks.ms, tuple(sim.sample()))
+        memory += [r.value for r in sample.readings if r.name == gm.MEMORY_USED and ("gpu", "0") in r.labels]
+        acc.on_tick(sample)
+    readings = 1 + 20 // int(CPU_EVERY_S)  # ticks 1, 6, 11, 16, 21
+    # the two processes (the trainer and its worker) are built at each CPU reading and at the tick after it (without
+    # CPU time); that tuple is handed over again until the next reading. Every tick: 2 x 21.
+    assert len(resolved) == 2 * (2 * readings - 1)
+    (rec,) = acc.book.records()
+    assert rec.gpu_seconds == pytest.approx(21.0) and rec.pids == (100, 101) and rec.pid_count == 2
+    assert len(set(memory)) > 1 and rec.gpu_memory_max_bytes == int(max(memory))  # memory followed every tick
+    trainers.append(Trainer(200, "k", os.getuid(), local_rank=1))  # a change is seen at the next tick
+    clocks.advance(1.0)
+    acc.on_tick(Sample(clocks.ms, tuple(sim.sample())))
+    assert {r.job_id for r in acc.book.records()} == {"j", "k"}

@@ -5,15 +5,22 @@ from __future__ import annotations
 import pytest
 
 from dyno.daemon.jobs.attribution import JobIdentity, Source
-from dyno.daemon.jobs.records import GpuTick, JobBook, JobRecord, Observation, ProcTick
+from dyno.daemon.jobs.records import MAX_LISTED, GpuTick, JobBook, JobRecord, Observation, ProcTick
 
 A = JobIdentity("a", "alice", Source.REGISTERED, 10)
 B = JobIdentity("b", "bob", Source.ENVIRON)
 
 
-def tick(ms: int, procs: list[ProcTick], util: float = 50.0, sm: float | None = None, dt: float = 1.0) -> Observation:
+def tick(
+    ms: int,
+    procs: list[ProcTick],
+    util: float = 50.0,
+    sm: float | None = None,
+    dt: float = 1.0,
+    memory: dict[int, int] | None = None,
+) -> Observation:
     gpus = {i: GpuTick(i, utilization_percent=util, sm_active_percent=sm, power_watts=300.0) for i in range(4)}
-    return Observation(ms, dt, gpus, tuple(procs))
+    return Observation(ms, dt, gpus, tuple(procs), gpu_memory=memory or {})
 
 
 def one(book: JobBook, job_id: str) -> JobRecord:
@@ -28,10 +35,11 @@ def test_gpu_seconds_busy_energy_memory_cpu_and_ranks_accumulate() -> None:
             tick(
                 1000 * s,
                 [
-                    ProcTick(10, A, gpus=(0,), gpu_memory_bytes=100 + s, cpu_seconds=0.5, rank=0),
-                    ProcTick(11, A, gpus=(1,), gpu_memory_bytes=200, cpu_seconds=0.25, rank=1),
+                    ProcTick(10, A, gpus=(0,), cpu_seconds=0.5, rank=0),
+                    ProcTick(11, A, gpus=(1,), cpu_seconds=0.25, rank=1),
                     ProcTick(12, A, cpu_seconds=0.25),  # a DataLoader worker: CPU, no GPU
                 ],
+                memory={10: 100 + s, 11: 200},
             )
         )
     r = one(book, "a")
@@ -90,3 +98,31 @@ def test_gpu_holders_are_the_jobs_holding_each_gpu_at_the_last_tick() -> None:
     assert book.gpu_holders() == {0: ("a", "b"), 1: ("a",)}
     book.observe(tick(1000, [ProcTick(20, B, gpus=(2,))]))
     assert book.gpu_holders() == {2: ("b",)}  # the last tick's: a GPU no longer held is no one's
+
+
+def test_the_same_processes_again_add_time_and_memory_but_not_pids() -> None:
+    book = JobBook("h", grace_s=10)
+    procs = [ProcTick(10, A, gpus=(0,), rank=0), ProcTick(11, A, gpus=(1,), rank=1)]
+    first = tick(0, procs, memory={10: 100, 11: 100})
+    book.observe(first)
+    # the Observer hands over its last tuple again while nothing changed; the memory is each tick's own
+    book.observe(Observation(1000, 1.0, first.gpus, first.procs, gpu_memory={10: 300, 11: 100}))
+    r = one(book, "a")
+    assert (r.gpu_seconds, r.gpu_memory_max_bytes, r.pids, r.pid_count, r.ranks) == (4.0, 400, (10, 11), 2, (0, 1))
+    assert book.gpu_holders() == {0: ("a",), 1: ("a",)}
+
+
+def test_a_record_id_shows_at_once() -> None:
+    book = JobBook("h", grace_s=10)
+    book.observe(tick(0, [ProcTick(10, A, gpus=(0,))]))
+    assert one(book, "a").record_id == 0
+    book.set_record_id(("a", "alice"), 7)
+    assert one(book, "a").record_id == 7
+
+
+def test_a_job_of_more_processes_than_listed_counts_each_once() -> None:
+    book = JobBook("h", grace_s=10)
+    for t in range(3):  # the same 70 processes, built anew each tick (as at each CPU reading)
+        book.observe(tick(1000 * t, [ProcTick(1000 + i, A) for i in range(70)]))
+    r = one(book, "a")
+    assert (len(r.pids), r.pid_count) == (MAX_LISTED, 70)
