@@ -6,20 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from dyno.argtypes import job_id as job_id_arg
 from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import print_json, print_out, terminal_width
-from dyno.client.commands._hosts import (
-    FANOUT_EXIT_CODES,
-    add_host_arguments,
-    cluster_from_args,
-    fanout_exit_code,
-    print_failures,
-)
+from dyno.client.commands._hosts import FANOUT_EXIT_CODES, add_host_arguments, fanout_exit_code, print_failures
+from dyno.client.commands._job_records import gather_records
 from dyno.client.commands._since import parse_since
 from dyno.exit_codes import describe
 from dyno.gc_pause import gc_paused
@@ -27,37 +19,7 @@ from dyno.gc_pause import gc_paused
 # protobuf (the records and the table built from them) and grpc are imported by the functions that run the command:
 # `jobs --help` needs neither
 
-if TYPE_CHECKING:
-    from dyno.client.cluster import HostResult
-    from dyno.v1 import dyno_pb2
-
-__all__ = ["HostRecords", "gather_records", "register", "parse_since"]
-
-
-@dataclass(frozen=True)
-class HostRecords:
-    """The daemons' ListJobs answers: every host's result, and "host: problem" for each job database that could
-    not be used (running jobs only there)."""
-
-    results: list[HostResult[dyno_pb2.ListJobsResponse]]
-    problems: list[str]
-
-    def records(self) -> Iterator[tuple[str, dyno_pb2.JobRecord]]:
-        """The records of the hosts that answered, each with its daemon (streamed: a fleet's are millions)."""
-        for r in self.results:
-            if r.ok and r.value is not None:
-                host = str(r.host)
-                for j in r.value.jobs:
-                    yield host, j
-
-
-def gather_records(args: argparse.Namespace, request: dyno_pb2.ListJobsRequest) -> HostRecords:
-    """ListJobs on every host the host options name (their pages gathered), as `dyno-cli jobs` asks them."""
-    with gc_paused():
-        with cluster_from_args(args) as cluster:
-            results = cluster.list_jobs(request)
-    problems = [f"{r.host}: {r.value.store_problem}" for r in results if r.ok and r.value and r.value.store_problem]
-    return HostRecords(results, problems)
+__all__ = ["register", "parse_since"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -79,8 +79,8 @@ def _prometheus(args: argparse.Namespace) -> Opportunities | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dyno.client.commands._job_records import gather_records
     from dyno.client.commands._trace_output import check_html
-    from dyno.client.commands.jobs import gather_records
     from dyno.client.jobs_prometheus import PrometheusError, check_url
     from dyno.client.opportunities.html import render_html
     from dyno.client.opportunities.jsondoc import to_json

@@ -112,6 +112,7 @@ _RUNS = {
     "ps": ["ps"],
     "metrics": ["metrics"],
     "jobs": ["jobs"],
+    "opportunities": ["opportunities"],
     "trace": ["trace", "--job-id", "j", "--duration-ms", "100", "--start-delay-s", "0", "--output-dir", "{out}"],
     "fetch": ["fetch", "--trace-id", "t1", "--output-dir", "{out}"],
 }
@@ -176,8 +177,10 @@ def test_a_daemon_command_run_loads_the_client_stack_and_nothing_else(
     assert {f"dyno.client.commands.{name}", "grpc", "dyno.client.cluster"} <= loaded  # it called the daemon
     others = _EVERY_COMMAND - {f"dyno.client.commands.{name}"}
     assert loaded & (others | _ANALYSIS) == set()
-    # no trainer agent, no analysis (nothing was fetched to analyse), no auth module (no auth option given)
-    assert _prefixed(loaded, "dyno.client.agent", "dyno.trace_analysis", "numpy", "dyno.client.auth") == set()
+    # no trainer agent, no analysis (nothing was fetched to analyse), no auth module (no auth option given);
+    # opportunities names each rule's fix from the rules' texts (no numpy: dyno.trace_analysis.rule_texts)
+    texts = {"dyno.trace_analysis", "dyno.trace_analysis.rule_texts"} if name == "opportunities" else set()
+    assert _prefixed(loaded, "dyno.client.agent", "dyno.trace_analysis", "numpy", "dyno.client.auth") <= texts
 
 
 def test_analyze_loads_no_grpc_and_no_other_command(loaded_after: dict[str, set[str]]) -> None:
