@@ -70,6 +70,12 @@ def add_analyze_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     parser.add_argument("--json", action="store_true", help="print the JSON report (schema v2) instead of text")
     parser.add_argument("--html", metavar="FILE", help="also write a standalone HTML report to FILE")
     parser.add_argument(
+        "--all-ranks",
+        action="store_true",
+        help="a section, findings and tables per rank in the text and HTML reports however many ranks (past 16 "
+        "ranks they show the slowest and fastest ranks, and a rule's findings on many ranks as one line)",
+    )
+    parser.add_argument(
         "--rules",
         action="append",
         metavar="IDS",
@@ -191,10 +197,10 @@ def run_analyze(
         err.write(f"{prog}: warning: skipped {problem.path}: {problem.reason}\n")
     if args.html:
         try:
-            Path(args.html).write_text(render_html(report), encoding="utf-8")
+            Path(args.html).write_text(render_html(report, all_ranks=getattr(args, "all_ranks", False)), encoding="utf-8")
         except OSError as e:
             return fail(exit_codes.FAILURE, f"cannot write {args.html}: {e.strerror or e}")
-    out.write(render_json(report) if args.json else render_text(report))
+    out.write(render_json(report) if args.json else render_text(report, all_ranks=getattr(args, "all_ranks", False)))
     if args.html and not args.json:
         out.write(f"HTML report written to {args.html}\n")
     return exit_codes.OK

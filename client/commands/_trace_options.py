@@ -92,6 +92,12 @@ def add_collect_arguments(p: argparse.ArgumentParser, *, timeout_help: str, zero
     p.add_argument("--html", type=nonempty_path, metavar="FILE", help="also write the HTML analysis report here")
     p.add_argument("--json", action="store_true", help="print the manifest and the report as one JSON object on stdout")
     p.add_argument(
+        "--all-ranks",
+        action="store_true",
+        help="a section, findings and tables per rank in the text and HTML reports however many ranks (past 16 "
+        "ranks they show the slowest and fastest ranks, and a rule's findings on many ranks as one line)",
+    )
+    p.add_argument(
         "--summaries",
         action="store_true",
         help="pull no raw trace: once the traces are done, ask each host for its own analysis of them "

@@ -97,7 +97,7 @@ def analyze_files(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str
 
 def render_report(args: argparse.Namespace, make: Callable[[], Report]) -> tuple[dict[str, Any] | None, str | None]:
     """The report `make()` returns (the analysis of fetched files, or the merge of the hosts' summaries), printed as
-    text (not with --json) and written to --html. Returns (report dict, error)."""
+    text (not with --json) and written to --html. Returns (report dict: with --json only, error)."""
     try:
         import_numpy_single_threaded()
         from dyno.trace_analysis.report import render_html, render_json, render_text
@@ -105,14 +105,15 @@ def render_report(args: argparse.Namespace, make: Callable[[], Report]) -> tuple
         report = make()
         if not args.json:
             print_out()
-            print_out(render_text(report))
-        result = json.loads(render_json(report, indent=False))
+            print_out(render_text(report, all_ranks=getattr(args, "all_ranks", False)))
+        # only --json prints it: a 1,024-rank report is ~30 MB of JSON, longer to write than the text to merge
+        result = json.loads(render_json(report, indent=False)) if args.json else None
     except Exception as e:  # analysis problems are reported; they never change the trace's exit code
         return None, f"{type(e).__name__}: {e}"
     # Last, and atomically: a full disk leaves no truncated --html file, and the text report is already out.
     if args.html:
         try:
-            html = render_html(report)
+            html = render_html(report, all_ranks=getattr(args, "all_ranks", False))
         except Exception as e:  # as any analysis problem: reported, the JSON report kept (not a traceback)
             return result, f"HTML report: {type(e).__name__}: {e}"
         try:

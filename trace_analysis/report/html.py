@@ -1,6 +1,10 @@
 """Standalone HTML report: one file, inline CSS and SVG plots, no scripts, no network.
 
 Plots: GPU time breakdown bars per rank, per-rank step times, GPU-utilization timeline per rank/device.
+
+Past ``rank_groups.RANK_THRESHOLD`` ranks (unless ``all_ranks``), as the text report: the summary rows, bars,
+timelines and tables of the slowest and fastest ranks only (the step chart keeps every rank's mean), and a rule's
+findings on many ranks, or a rule that could not run on many, as one entry.
 """
 
 from __future__ import annotations
@@ -9,8 +13,10 @@ from dataclasses import replace
 from html import escape
 
 from ..units import clip_name, fmt_count, fmt_ts, fmt_us
+from ..rules.base import Finding
 from .model import Breakdown, DeviceBreakdown, RankSummary, Report, TableRow
 from .phrases import cost_text, example_at, host_time_text, overlap_note
+from .rank_groups import FindingGroup, collapsed, group_findings, group_outcomes, rank_ranges, ranks_by_step
 
 __all__ = ["render_html"]
 
@@ -205,8 +211,40 @@ def _table(rows: tuple[TableRow, ...], share_label: str) -> str:
     return f"<table>{head}{body}</table>"
 
 
-def render_html(report: Report, title: str = "dyno trace analysis") -> str:
+def _finding_html(f: Finding, group: FindingGroup | None = None) -> str:
+    ev = f.evidence
+    sev = f.severity.value
+    cost = escape(cost_text(ev))
+    if ev.share is not None:
+        cost += f" ({100 * ev.share:.1f}% of {escape(ev.share_of or 'window')})"
+    if ev.time_lost_basis and ev.time_lost_us > 0:  # a zero says why instead (cost_text)
+        cost += f"; time lost = {escape(ev.time_lost_basis)}"
+    examples = "".join(
+        f"<li><code>{escape(clip_name(x.name, 160))}</code> at {escape(example_at(x))}, {fmt_us(x.dur_us)} "
+        f"{escape(x.where)}{f'<br><span class=muted>{escape(x.note)}</span>' if x.note else ''}</li>"
+        for x in ev.examples
+    )
+    counts = ", ".join(escape(fmt_count(k, v)) for k, v in ev.counts.items())
+    where = "all ranks" if f.rank is None else f"rank {f.rank}"
+    head = f"<b>{escape(f.rule_id)}</b> ({where}): {escape(f.title)}"
+    if group is not None:  # the rule on many ranks: how many and their losses, then its first finding
+        some = "" if len(group.ranks) == group.of_ranks else f" (ranks {escape(rank_ranges(group.ranks))})"
+        head = f"<b>{escape(group.headline())}</b>{some}<br>e.g. {head}"
+    return (
+        f'<div class=finding style="border-color:{_SEV_COLORS[sev]}">'
+        f'<span class=sev style="background:{_SEV_COLORS[sev]}">{sev}</span> '
+        f"{head}<br><span class=muted>{cost}; {counts}</span>"
+        f"{f'<ul>{examples}</ul>' if examples else ''}<div class=fix>Fix: {escape(f.fix)}</div></div>"
+    )
+
+
+def render_html(report: Report, title: str = "dyno trace analysis", *, all_ranks: bool = False) -> str:
+    """The HTML report; more than ``RANK_THRESHOLD`` ranks: the cross-rank view, unless ``all_ranks``."""
+    few = collapsed(report, all_ranks)
     ranks = list(report.ranks)
+    if few:
+        slowest, fastest = ranks_by_step(report.ranks)
+        ranks = slowest + fastest
     out = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
@@ -225,40 +263,26 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
             f"<td class=n>{f'{100 * b.share(b.compute_us):.1f}%' if b else '-'}</td></tr>"
         )
     out.append("</table>")
+    if few:
+        out.append(
+            f"<p class=muted>The {len(ranks)} slowest and fastest of {len(report.ranks):,} ranks by mean step time "
+            "(every rank's figures are in the JSON report; --all-ranks: every rank here).</p>"
+        )
     for r in ranks:  # CPU-only: the op table covers the ops only, so say where the rest of the window went
         if r.host_time and not r.breakdown:
             out.append(f"<p class=muted>rank {r.rank}: {escape(host_time_text(r.host_time))}.</p>")
     for e in report.errors:
         out.append(f"<p class=muted>skipped {escape(e.path)}: {escape(e.reason)}</p>")
     out += ["<h2>GPU time breakdown</h2>", _bar_breakdown(ranks)]
-    out += ["<h2>Step time per rank</h2>", _step_chart(ranks)]
+    out += ["<h2>Step time per rank</h2>", _step_chart(list(report.ranks))]
     out += ["<h2>GPU utilization over time</h2>", _timeline(ranks)]
     out.append(f"<h2>Findings ({len(report.findings)}), by severity, then time lost</h2>")
     if not report.findings:
         out.append("<p>No antipattern found.</p>")
     if note := overlap_note(report.findings):
         out.append(f"<p class=muted>{escape(note[0].upper() + note[1:])}.</p>")
-    for f in report.findings:
-        ev = f.evidence
-        sev = f.severity.value
-        cost = escape(cost_text(ev))
-        if ev.share is not None:
-            cost += f" ({100 * ev.share:.1f}% of {escape(ev.share_of or 'window')})"
-        if ev.time_lost_basis and ev.time_lost_us > 0:  # a zero says why instead (cost_text)
-            cost += f"; time lost = {escape(ev.time_lost_basis)}"
-        examples = "".join(
-            f"<li><code>{escape(clip_name(x.name, 160))}</code> at {escape(example_at(x))}, {fmt_us(x.dur_us)} "
-            f"{escape(x.where)}{f'<br><span class=muted>{escape(x.note)}</span>' if x.note else ''}</li>"
-            for x in ev.examples
-        )
-        counts = ", ".join(escape(fmt_count(k, v)) for k, v in ev.counts.items())
-        where = "all ranks" if f.rank is None else f"rank {f.rank}"
-        out.append(
-            f'<div class=finding style="border-color:{_SEV_COLORS[sev]}">'
-            f'<span class=sev style="background:{_SEV_COLORS[sev]}">{sev}</span> '
-            f"<b>{escape(f.rule_id)}</b> ({where}): {escape(f.title)}<br><span class=muted>{cost}; {counts}</span>"
-            f"{f'<ul>{examples}</ul>' if examples else ''}<div class=fix>Fix: {escape(f.fix)}</div></div>"
-        )
+    for item in group_findings(report) if few else report.findings:
+        out.append(_finding_html(item.example, item) if isinstance(item, FindingGroup) else _finding_html(item))
     # as the text report: a row per rule and rank only for those that miss data or failed (a 300-rank CPU-only
     # job listed 4,200 "not applicable" rows)
     skipped, not_applicable = report.rules_not_run()
@@ -266,7 +290,13 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
         out.append("<h2>Rules that did not run</h2>")
     if skipped:
         out.append("<table><tr><th>rule</th><th>rank</th><th>why</th><th>enable with</th></tr>")
-        for o in skipped:
+        for g in group_outcomes(skipped) if few else ():
+            o = g.outcome
+            out.append(
+                f"<tr><td>{escape(o.rule_id)}</td><td>{escape(rank_ranges(g.ranks))}</td>"
+                f"<td>{escape(o.reason)}</td><td>{escape(o.enable_with or '')}</td></tr>"
+            )
+        for o in () if few else skipped:
             out.append(
                 f"<tr><td>{escape(o.rule_id)}</td><td>{'' if o.rank is None else o.rank}</td>"
                 f"<td>{escape(o.reason)}</td><td>{escape(o.enable_with or '')}</td></tr>"
@@ -275,7 +305,9 @@ def render_html(report: Report, title: str = "dyno trace analysis") -> str:
     if not_applicable:
         out.append(f"<p class=muted>Not applicable to these traces: {escape(', '.join(not_applicable))}</p>")
     out.append("<h2>Tables</h2>")
-    for r in ranks:
+    if few:
+        out.append("<p class=muted>The slowest rank's (--all-ranks: every rank's).</p>")
+    for r in ranks[:1] if few else ranks:
         out.append(f"<h3>rank {r.rank}</h3>")
         if r.top_kernels:
             out.append("<p>Top GPU kernels / copies by GPU time</p>" + _table(r.top_kernels, "of GPU work"))

@@ -1,4 +1,7 @@
-"""Terminal report: summary per rank, then findings by severity and time lost (with fixes), then top tables."""
+"""Terminal report: summary per rank, then findings by severity and time lost (with fixes), then top tables.
+
+Past ``rank_groups.RANK_THRESHOLD`` ranks (unless ``all_ranks``), the cross-rank view instead (``cross_rank_text``):
+a table of the slowest and fastest ranks, a rule's findings on many ranks as one line, the slowest rank's tables."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from ..rules.base import Finding
 from ..units import clip_name, fmt_us
 from .model import Breakdown, RankSummary, Report, TableRow
 from .phrases import cost_text, example_at, host_time_text, overlap_note, steps_text
+from .rank_groups import FindingGroup, collapsed, group_findings, group_outcomes, rank_ranges, ranks_by_step
 
 __all__ = ["render_text", "fmt_us"]
 
@@ -137,8 +141,11 @@ def _op_table(rows: tuple[TableRow, ...], share_of: str) -> list[str]:
     return lines
 
 
-def render_text(report: Report, *, show_clean: bool = False, width: int = WIDTH) -> str:
-    """The terminal report; long lines (titles, fixes, rule lists) wrapped at ``width`` (0: not wrapped)."""
+def render_text(report: Report, *, show_clean: bool = False, width: int = WIDTH, all_ranks: bool = False) -> str:
+    """The terminal report; long lines (titles, fixes, rule lists) wrapped at ``width`` (0: not wrapped). More
+    than ``RANK_THRESHOLD`` ranks: the cross-rank view, unless ``all_ranks`` (a section per rank, as below it)."""
+    if collapsed(report, all_ranks):
+        return _cross_rank_text(report, show_clean, width)
     out = ["== dyno trace analysis ==", ""]
     for r in report.ranks:
         out += _summary(r, width)
@@ -170,4 +177,91 @@ def render_text(report: Report, *, show_clean: bool = False, width: int = WIDTH)
         out.append(f"rank {r.rank}")
         tables = _kernel_table(r.top_kernels) + _op_table(r.top_cpu_ops, r.cpu_ops_share_of)
         out += tables or ["  no GPU kernels or CPU ops in the trace"]
+    return "\n".join(out) + "\n"
+
+
+def _rank_row(r: RankSummary, n_findings: int) -> str:
+    s, b = r.steps, r.breakdown
+    mean, median, high = (fmt_us(s.mean_us), fmt_us(s.median_us), fmt_us(s.max_us)) if s else ("-", "-", "-")
+    idle, compute = (_pct(b.share(b.idle_us)), _pct(b.share(b.compute_us))) if b else ("no GPU", "-")
+    return (
+        f"    {r.rank:>6} {mean:>10} {median:>10} {high:>10} {idle:>8} {compute:>8} {n_findings:>8}  "
+        f"{clip_name(r.source, 60)}"
+    )
+
+
+def _rank_table(report: Report, counts: dict[int, int]) -> list[str]:
+    """The slowest and fastest ranks by mean step, with their key figures and number of findings."""
+    slowest, fastest = ranks_by_step(report.ranks)
+    timed = sum(1 for r in report.ranks if r.steps)
+    n = len(report.ranks)
+    what = (
+        f"the {len(slowest)} slowest and the {len(fastest)} fastest by mean step time"
+        if timed
+        else f"the first {len(slowest)} (no rank has step markers)"
+    )
+    lines = [
+        f"ranks: {what}, of {n:,} (--all-ranks: a section per rank)",
+        f"    {'rank':>6} {'mean step':>10} {'median':>10} {'max':>10} {'GPU idle':>8} {'compute':>8} "
+        f"{'findings':>8}  source",
+    ]
+    lines += [_rank_row(r, counts.get(r.rank, 0)) for r in slowest]
+    if fastest:
+        lines.append(f"    {'...':>6}")
+        lines += [_rank_row(r, counts.get(r.rank, 0)) for r in fastest]
+    if 0 < timed < n:
+        lines.append(f"    ({n - timed:,} ranks without step markers are not ordered)")
+    return lines
+
+
+def _group(i: int, g: FindingGroup, width: int) -> list[str]:
+    f = g.example
+    lines = _wrap(f"{i:>2}. [{_SEV[f.severity.value]}] {g.headline()}: {f.title}", " " * 6, width)
+    if len(g.ranks) < g.of_ranks:
+        lines += _wrap(f"      ranks {rank_ranges(g.ranks)}", " " * 8, width)
+    lines += _wrap(f"      fix: {f.fix}", " " * 11, width)
+    return lines
+
+
+def _cross_rank_text(report: Report, show_clean: bool, width: int) -> str:
+    """The cross-rank view of a report of many ranks (``render_text``)."""
+    counts: dict[int, int] = {}
+    for f in report.findings:
+        if f.rank is not None:
+            counts[f.rank] = counts.get(f.rank, 0) + 1
+    out = ["== dyno trace analysis ==", ""]
+    if spread := _step_spread(report.ranks):
+        out += _wrap(spread, " " * 4, width)
+    out += _rank_table(report, counts)
+    if counts:
+        out += _wrap(f"ranks with findings: {len(counts):,} of {len(report.ranks):,}: {rank_ranges(counts)}", "    ", width)
+    slowest = ranks_by_step(report.ranks, 1)[0][0]
+    out.append("the first of them in full:")
+    out += _summary(slowest, width)
+    for e in report.errors:
+        out.append(f"skipped {e.path}: {e.reason}")
+    grouped = group_findings(report)
+    out += ["", f"== findings ({len(report.findings):,}), by severity, then time lost; a rule's on many ranks as one =="]
+    if not report.findings:
+        out.append("no antipattern found")
+    if note := overlap_note(report.findings):
+        out += _wrap(f"({note})", " ", width)
+    for i, item in enumerate(grouped, 1):
+        out += _group(i, item, width) if isinstance(item, FindingGroup) else _finding(i, item, width)
+    other, not_applicable = report.rules_not_run()
+    if other or not_applicable:
+        out += ["", "== rules that could not run =="]
+        for g in group_outcomes(other):
+            o = g.outcome
+            where = f" (ranks {rank_ranges(g.ranks)})" if len(g.ranks) > 1 else "" if not g.ranks else f" (rank {o.rank})"
+            hint = f"; enable with: {o.enable_with}" if o.enable_with else ""
+            out += _wrap(f"  {o.rule_id}{where}: {o.status}: {o.reason}{hint}", " " * 4, width)
+    if not_applicable:
+        out += _wrap(f"  not applicable to these traces: {', '.join(not_applicable)}", " " * 4, width)
+    if show_clean:
+        clean = sorted({o.rule_id for o in report.rules if o.status == "clean"})
+        out += _wrap(f"  no finding: {', '.join(clean)}", " " * 4, width)
+    out += ["", "== tables ==", f"rank {slowest.rank} (the first above; --all-ranks: every rank's)"]
+    tables = _kernel_table(slowest.top_kernels) + _op_table(slowest.top_cpu_ops, slowest.cpu_ops_share_of)
+    out += tables or ["  no GPU kernels or CPU ops in the trace"]
     return "\n".join(out) + "\n"
