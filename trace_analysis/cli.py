@@ -197,7 +197,9 @@ def run_analyze(
         err.write(f"{prog}: warning: skipped {problem.path}: {problem.reason}\n")
     if args.html:
         try:
-            Path(args.html).write_text(render_html(report, all_ranks=getattr(args, "all_ranks", False)), encoding="utf-8")
+            Path(args.html).write_text(
+                render_html(report, all_ranks=getattr(args, "all_ranks", False)), encoding="utf-8"
+            )
         except OSError as e:
             return fail(exit_codes.FAILURE, f"cannot write {args.html}: {e.strerror or e}")
     out.write(render_json(report) if args.json else render_text(report, all_ranks=getattr(args, "all_ranks", False)))

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from html import escape
 
-from ..units import clip_name, fmt_count, fmt_ts, fmt_us
 from ..rules.base import Finding
+from ..units import clip_name, fmt_count, fmt_ts, fmt_us
 from .model import Breakdown, DeviceBreakdown, RankSummary, Report, TableRow
 from .phrases import cost_text, example_at, host_time_text, overlap_note
 from .rank_groups import FindingGroup, collapsed, group_findings, group_outcomes, rank_ranges, ranks_by_step

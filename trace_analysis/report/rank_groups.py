@@ -45,10 +45,13 @@ def collapsed(report: Report, all_ranks: bool = False) -> bool:
 
 
 def finding_share(f: Finding, windows: dict[int, float]) -> float | None:
-    """The share of its rank's window ``f`` lost: its ``Evidence.share``, else its time lost over the window."""
+    """The share of its rank's window ``f`` lost: its ``Evidence.share``, else its time lost over the window; None
+    when neither is known (no share, and a time lost that cannot be measured)."""
     e = f.evidence
     if e.share is not None:
         return e.share
+    if not e.measurable:
+        return None
     window = windows.get(f.rank, 0.0) if f.rank is not None else 0.0
     return e.time_lost_us / window if window > 0 else None
 

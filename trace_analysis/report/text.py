@@ -234,14 +234,19 @@ def _cross_rank_text(report: Report, show_clean: bool, width: int) -> str:
         out += _wrap(spread, " " * 4, width)
     out += _rank_table(report, counts)
     if counts:
-        out += _wrap(f"ranks with findings: {len(counts):,} of {len(report.ranks):,}: {rank_ranges(counts)}", "    ", width)
+        out += _wrap(
+            f"ranks with findings: {len(counts):,} of {len(report.ranks):,}: {rank_ranges(counts)}", "    ", width
+        )
     slowest = ranks_by_step(report.ranks, 1)[0][0]
     out.append("the first of them in full:")
     out += _summary(slowest, width)
     for e in report.errors:
         out.append(f"skipped {e.path}: {e.reason}")
     grouped = group_findings(report)
-    out += ["", f"== findings ({len(report.findings):,}), by severity, then time lost; a rule's on many ranks as one =="]
+    out += [
+        "",
+        f"== findings ({len(report.findings):,}), by severity, then time lost; a rule's on many ranks as one ==",
+    ]
     if not report.findings:
         out.append("no antipattern found")
     if note := overlap_note(report.findings):
@@ -253,7 +258,9 @@ def _cross_rank_text(report: Report, show_clean: bool, width: int) -> str:
         out += ["", "== rules that could not run =="]
         for g in group_outcomes(other):
             o = g.outcome
-            where = f" (ranks {rank_ranges(g.ranks)})" if len(g.ranks) > 1 else "" if not g.ranks else f" (rank {o.rank})"
+            where = (
+                f" (ranks {rank_ranges(g.ranks)})" if len(g.ranks) > 1 else "" if not g.ranks else f" (rank {o.rank})"
+            )
             hint = f"; enable with: {o.enable_with}" if o.enable_with else ""
             out += _wrap(f"  {o.rule_id}{where}: {o.status}: {o.reason}{hint}", " " * 4, width)
     if not_applicable:
