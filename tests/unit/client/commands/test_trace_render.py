@@ -30,9 +30,9 @@ _LIMIT = 4096
 def fake_report(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_trace_render, "import_numpy_single_threaded", lambda: None)
     monkeypatch.setattr(dyno.trace_analysis, "analyze", lambda paths: {"paths": paths})
-    monkeypatch.setattr(dyno.trace_analysis.report, "render_text", lambda report: "== the text report ==")
+    monkeypatch.setattr(dyno.trace_analysis.report, "render_text", lambda report, **_: "== the text report ==")
     monkeypatch.setattr(dyno.trace_analysis.report, "render_json", lambda report, indent=False: '{"schema": "r"}')
-    monkeypatch.setattr(dyno.trace_analysis.report, "render_html", lambda report: "<p>" + "x" * (4 * _LIMIT))
+    monkeypatch.setattr(dyno.trace_analysis.report, "render_html", lambda report, **_: "<p>" + "x" * (4 * _LIMIT))
 
 
 @pytest.fixture
@@ -51,7 +51,7 @@ def test_html_on_a_full_disk_keeps_the_text_report_and_leaves_no_partial_file(
     args = argparse.Namespace(html=html, json=False)
     report, error = _trace_render.analyze_files(args, [tmp_path / "a.pt.trace.json"])
     assert "== the text report ==" in capsys.readouterr().out
-    assert report == {"schema": "r"}
+    assert report is None  # the JSON report is made for --json only
     assert error is not None and error.startswith(f"cannot write --html {html}:"), error
     assert list(tmp_path.iterdir()) == []  # neither a truncated report.html nor a temp file
 
@@ -59,7 +59,7 @@ def test_html_on_a_full_disk_keeps_the_text_report_and_leaves_no_partial_file(
 def test_html_is_written_whole_and_named(fake_report: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     html = tmp_path / "report.html"
     report, error = _trace_render.analyze_files(argparse.Namespace(html=html, json=False), [tmp_path / "a.json"])
-    assert error is None and report == {"schema": "r"}
+    assert error is None and report is None
     assert html.read_text() == "<p>" + "x" * (4 * _LIMIT)
     assert f"HTML report written to {html}" in capsys.readouterr().out
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
@@ -91,7 +91,7 @@ def test_html_with_no_analyze_is_a_usage_error(
 
 
 def test_an_html_rendering_error_is_an_analysis_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    def broken_html(_report: Any) -> str:
+    def broken_html(_report: Any, **_: object) -> str:
         raise ValueError("a renderer bug")
 
     monkeypatch.setattr(dyno.trace_analysis, "analyze", lambda files: {"files": files})
@@ -103,3 +103,34 @@ def test_an_html_rendering_error_is_an_analysis_error(monkeypatch: pytest.Monkey
     assert result == {"schema": "x"}  # the JSON report is kept
     assert error is not None and "ValueError: a renderer bug" in error
     assert not html.exists()
+
+
+def test_all_ranks_reaches_both_renderers_and_json_is_made_for_json_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--all-ranks asks the text and HTML renderers for a section per rank; without --json no JSON is rendered (a
+    1,024-rank report is ~30 MB of it, longer to make than the merge and the text together)."""
+    calls: list[str] = []
+    monkeypatch.setattr(_trace_render, "import_numpy_single_threaded", lambda: None)
+    monkeypatch.setattr(dyno.trace_analysis, "analyze", lambda paths: {"paths": paths})
+    monkeypatch.setattr(report_mod, "render_text", lambda report, all_ranks=False: f"text all_ranks={all_ranks}")
+    monkeypatch.setattr(report_mod, "render_html", lambda report, all_ranks=False: f"html all_ranks={all_ranks}")
+    monkeypatch.setattr(report_mod, "render_json", lambda report, indent=False: calls.append("json") or "{}")
+    html = tmp_path / "r.html"
+    for all_ranks in (False, True):
+        args = argparse.Namespace(html=html, json=False, all_ranks=all_ranks)
+        assert _analyze(args, [tmp_path / "a.json"]) == (None, None)
+        assert f"text all_ranks={all_ranks}" in capsys.readouterr().out
+        assert html.read_text() == f"html all_ranks={all_ranks}"
+    assert calls == []
+    assert _analyze(argparse.Namespace(html=None, json=True, all_ranks=True), [tmp_path / "a.json"]) == ({}, None)
+    assert calls == ["json"]
+
+
+@pytest.mark.parametrize("command", [["trace", "--job-id", "j", "--duration-ms", "100"], ["fetch", "--trace-id", "t"]])
+def test_trace_and_fetch_take_all_ranks(command: list[str]) -> None:
+    from dyno.client.cli import build_parser
+
+    args = build_parser(command[:1]).parse_args([*command, "--summaries", "--all-ranks"])
+    assert args.all_ranks is True
+    assert build_parser(command[:1]).parse_args([*command, "--summaries"]).all_ranks is False
