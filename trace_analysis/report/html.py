@@ -14,7 +14,7 @@ from html import escape
 
 from ..rules.base import Finding
 from ..units import clip_name, fmt_count, fmt_ts, fmt_us
-from .model import Breakdown, DeviceBreakdown, RankSummary, Report, TableRow
+from .model import SCHEMA, SCHEMA_VERSION, Breakdown, DeviceBreakdown, RankSummary, Report, TableRow
 from .phrases import cost_text, example_at, host_time_text, overlap_note
 from .rank_groups import FindingGroup, collapsed, group_findings, group_outcomes, rank_ranges, ranks_by_step
 
@@ -249,8 +249,7 @@ def render_html(report: Report, title: str = "dyno trace analysis", *, all_ranks
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
-        f"<p class=muted>{escape(', '.join(report.sources))} — schema {escape(str(report.to_dict()['schema']))} "
-        f"v{report.to_dict()['version']}</p>",
+        f"<p class=muted>{escape(', '.join(report.sources))} — schema {escape(SCHEMA)} v{SCHEMA_VERSION}</p>",
         "<h2>Summary</h2><table><tr><th>rank</th><th>events</th><th>span</th><th>window</th><th>mean step</th>"
         "<th>GPU idle</th><th>GPU compute</th></tr>",
     ]
