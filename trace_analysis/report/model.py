@@ -277,7 +277,9 @@ class Report:
         ids of those merely not applicable to these traces, e.g. GPU rules on a CPU-only trace, once each)."""
         skipped = [o for o in self.rules if o.status in ("skipped", "error")]
         na = [o for o in skipped if o.status == "skipped" and o.reason.startswith("not applicable")]
-        return tuple(o for o in skipped if o not in na), tuple(sorted({o.rule_id for o in na}))
+        # by identity: `o not in na` compared outcomes pairwise, quadratic in a CPU-only job of many ranks
+        na_ids = {id(o) for o in na}
+        return tuple(o for o in skipped if id(o) not in na_ids), tuple(sorted({o.rule_id for o in na}))
 
     def to_dict(self) -> dict[str, object]:
         return {
