@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 
 import pytest
-from multirank_jobs import gpu_job, many_rank_report
+from multirank_jobs import cpu_job, gpu_job, many_rank_report
 
+from dyno.trace_analysis import analyze
 from dyno.trace_analysis.cli import add_analyze_arguments, run_analyze
 from dyno.trace_analysis.report import render_html, render_json, render_text
 from dyno.trace_analysis.report.model import Report
@@ -121,3 +122,14 @@ def test_dyno_cli_analyze_all_ranks(tmp_path: Path) -> None:
 
     assert sections(cli()) == {17}
     assert sections(cli("--all-ranks")) == set(range(18))
+
+
+def test_a_cpu_only_job_of_many_ranks(tmp_path: Path) -> None:
+    """CPU-only ranks: the table says so, the GPU rules are not applicable once, the slowest rank's host time."""
+    r = analyze(cpu_job(tmp_path, [100_000.0] * 17 + [200_000.0]), workers=1)
+    text = render_text(r, width=0)
+    assert sections(text) == {17}
+    row = next(x for x in text.splitlines() if x.split()[:1] == ["17"])
+    assert row.split()[1:3] == ["200.0", "ms"] and "no GPU" in row
+    assert text.count("not applicable to these traces: ") == 1
+    assert text.count("host time in the window") == 1
