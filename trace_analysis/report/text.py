@@ -238,7 +238,7 @@ def _cross_rank_text(report: Report, show_clean: bool, width: int) -> str:
             f"ranks with findings: {len(counts):,} of {len(report.ranks):,}: {rank_ranges(counts)}", "    ", width
         )
     slowest = ranks_by_step(report.ranks, 1)[0][0]
-    out.append("the first of them in full:")
+    out.append("the first rank of the table, in full:")
     out += _summary(slowest, width)
     for e in report.errors:
         out.append(f"skipped {e.path}: {e.reason}")
