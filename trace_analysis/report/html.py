@@ -211,7 +211,10 @@ def _table(rows: tuple[TableRow, ...], share_label: str) -> str:
     return f"<table>{head}{body}</table>"
 
 
-def _finding_html(f: Finding, group: FindingGroup | None = None) -> str:
+MAX_COUNTS = 12  # the cross-rank view: a finding's counts shown (the straggler's has two per rank of the job)
+
+
+def _finding_html(f: Finding, group: FindingGroup | None = None, max_counts: int | None = None) -> str:
     ev = f.evidence
     sev = f.severity.value
     cost = escape(cost_text(ev))
@@ -224,7 +227,10 @@ def _finding_html(f: Finding, group: FindingGroup | None = None) -> str:
         f"{escape(x.where)}{f'<br><span class=muted>{escape(x.note)}</span>' if x.note else ''}</li>"
         for x in ev.examples
     )
-    counts = ", ".join(escape(fmt_count(k, v)) for k, v in ev.counts.items())
+    items = list(ev.counts.items())
+    counts = ", ".join(escape(fmt_count(k, v)) for k, v in items[:max_counts])
+    if max_counts is not None and len(items) > max_counts:
+        counts += f" and {len(items) - max_counts:,} more (in the JSON report)"
     where = "all ranks" if f.rank is None else f"rank {f.rank}"
     head = f"<b>{escape(f.rule_id)}</b> ({where}): {escape(f.title)}"
     if group is not None:  # the rule on many ranks: how many and their losses, then its first finding
@@ -281,7 +287,11 @@ def render_html(report: Report, title: str = "dyno trace analysis", *, all_ranks
     if note := overlap_note(report.findings):
         out.append(f"<p class=muted>{escape(note[0].upper() + note[1:])}.</p>")
     for item in group_findings(report) if few else report.findings:
-        out.append(_finding_html(item.example, item) if isinstance(item, FindingGroup) else _finding_html(item))
+        cap = MAX_COUNTS if few else None
+        if isinstance(item, FindingGroup):
+            out.append(_finding_html(item.example, item, cap))
+        else:
+            out.append(_finding_html(item, None, cap))
     # as the text report: a row per rule and rank only for those that miss data or failed (a 300-rank CPU-only
     # job listed 4,200 "not applicable" rows)
     skipped, not_applicable = report.rules_not_run()

@@ -92,6 +92,7 @@ def test_html_past_the_threshold(reports: dict[int, Report]) -> None:
     assert "The 10 slowest and fastest of 40 ranks" in html
     assert "exposed-comm: 40 of 40 ranks" in html and "straggler</b> (rank 5)" in html
     assert html.count("<h3>rank ") == 1
+    assert "rank_39_mean_step" not in html and " more (in the JSON report)" in html  # the straggler's 80 counts
     full = render_html(r, all_ranks=True)
     assert full.split("<h2>Summary</h2>", 1)[1].split("</table>", 1)[0].count("<tr><td>") == 40
     assert full.count("<h3>rank ") == 40 and "of 40 ranks" not in full
