@@ -180,13 +180,16 @@ def render_text(report: Report, *, show_clean: bool = False, width: int = WIDTH,
     return "\n".join(out) + "\n"
 
 
+_SOURCE_COLUMN = 35  # the rank table's rows in WIDTH: the figures take 75 columns ("host:port:path" is cut at its end)
+
+
 def _rank_row(r: RankSummary, n_findings: int) -> str:
     s, b = r.steps, r.breakdown
     mean, median, high = (fmt_us(s.mean_us), fmt_us(s.median_us), fmt_us(s.max_us)) if s else ("-", "-", "-")
     idle, compute = (_pct(b.share(b.idle_us)), _pct(b.share(b.compute_us))) if b else ("no GPU", "-")
     return (
-        f"    {r.rank:>6} {mean:>10} {median:>10} {high:>10} {idle:>8} {compute:>8} {n_findings:>8}  "
-        f"{clip_name(r.source, 60)}"
+        f"    {r.rank:>6} {mean:>10} {median:>10} {high:>10} {idle:>9} {compute:>9} {n_findings:>9}  "
+        f"{clip_name(r.source, _SOURCE_COLUMN)}"
     )
 
 
@@ -202,8 +205,8 @@ def _rank_table(report: Report, counts: dict[int, int]) -> list[str]:
     )
     lines = [
         f"ranks: {what}, of {n:,} (--all-ranks: a section per rank)",
-        f"    {'rank':>6} {'mean step':>10} {'median':>10} {'max':>10} {'GPU idle':>8} {'compute':>8} "
-        f"{'findings':>8}  source",
+        f"    {'rank':>6} {'mean step':>10} {'median':>10} {'max':>10} {'GPU idle':>9} {'compute':>9} "
+        f"{'findings':>9}  source",
     ]
     lines += [_rank_row(r, counts.get(r.rank, 0)) for r in slowest]
     if fastest:
