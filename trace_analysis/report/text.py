@@ -271,7 +271,7 @@ def _cross_rank_text(report: Report, show_clean: bool, width: int) -> str:
     if show_clean:
         clean = sorted({o.rule_id for o in report.rules if o.status == "clean"})
         out += _wrap(f"  no finding: {', '.join(clean)}", " " * 4, width)
-    out += ["", "== tables ==", f"rank {slowest.rank} (the first above; --all-ranks: every rank's)"]
+    out += ["", "== tables ==", f"rank {slowest.rank} (the first of the rank table; --all-ranks: every rank's)"]
     tables = _kernel_table(slowest.top_kernels) + _op_table(slowest.top_cpu_ops, slowest.cpu_ops_share_of)
     out += tables or ["  no GPU kernels or CPU ops in the trace"]
     return "\n".join(out) + "\n"
