@@ -5,7 +5,8 @@ Steps come from the CPU-side ``ProfilerStep#N`` annotations. Without them, optim
 An iteration trace (dyno's ``--iterations N``, Kineto's on-demand iteration tracing) starts and stops the profiler
 in optimizer step hooks, inside a call: its last ``Optimizer.step`` ends at or after the profiler's own span
 (``PyTorch Profiler (0)``), and its first step runs from the profiler's start to the first call's end, so the N
-calls delimit N steps, not N - 1. A profiler started by hand at any point gets no such first step (it would be a
+calls delimit N steps, not N - 1; its last step ends with the last CPU op of the last call (the recorded end of that
+call holds the profiler's stop). A profiler started by hand at any point gets no such first step (it would be a
 part of one). Without either marker, there are no steps (``source == "none"``) and callers treat the whole trace as
 one window.
 """
@@ -84,6 +85,15 @@ def spread(values: np.ndarray) -> tuple[float, float, float, float, float]:
     )
 
 
+def _last_work_end(trace: Trace, call_ts: float, call_end: float) -> float:
+    """Where the last optimizer call of an iteration trace did its work: the end of the last CPU op in it. The
+    profiler closes that call's range at its own stop, so the recorded end holds the stop too (tens of ms, a whole
+    step's worth on a short step); the call's recorded end when it holds no op."""
+    ops = trace.events_of(Cat.CPU_OP)
+    inside = (ops.ts >= call_ts) & (ops.end < call_end)
+    return float(ops.end[inside].max()) if inside.any() else call_end
+
+
 def _windows(trace: Trace) -> tuple[str, np.ndarray, np.ndarray, list[int], int]:
     """(source, step starts, step ends, step numbers, markers)."""
     steps = profiler_steps(trace)
@@ -105,6 +115,8 @@ def _windows(trace: Trace) -> tuple[str, np.ndarray, np.ndarray, list[int], int]
         if len(prof) == 1 and float(prof.ts[0]) < first_call and float(ends[-1]) >= float(prof.end[0]):
             # stopped inside the last call (an optimizer step hook), so started inside one too: an iteration trace
             starts = np.concatenate(([float(prof.ts[0])], ends[:-1]))
+            ends = ends.astype(float)
+            ends[-1] = _last_work_end(trace, float(opt.ts[keep][-1]), float(ends[-1]))
             return "optimizer", starts, ends, list(range(1, len(ends) + 1)), len(ends)
         return "optimizer", ends[:-1], ends[1:], list(range(1, len(ends))), len(ends)
     return "none", np.empty(0), np.empty(0), [], 0
