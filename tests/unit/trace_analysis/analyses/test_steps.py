@@ -33,4 +33,3 @@ def test_the_last_step_ends_with_its_last_op_not_the_profilers_stop(tmp_path: Pa
     # step 1: the profiler's start to the first call's end; steps 2, 3: call end to call end (the last at its op)
     assert [round(s.dur_us) for s in stats.steps] == [1000, 1000, 990]
     assert stats.max_us == pytest.approx(1000.0)
-
