@@ -149,9 +149,9 @@ class Profiler:
 
 
 def profiler_factory(spec: AgentTraceSpec, all_threads: bool) -> Callable[[], Any]:
-    torch = sys.modules.get("torch")
-    if torch is None or getattr(torch.__spec__, "_initializing", False) or not hasattr(torch, "autograd"):
+    loaded = sys.modules.get("torch")
+    if loaded is None or getattr(loaded.__spec__, "_initializing", False) or not hasattr(loaded, "autograd"):
         raise TraceFailed("torch is not loaded in this process")
     if spec.with_stack and "torch.profiler.python_tracer" not in sys.modules:
         import torch.profiler.python_tracer  # noqa: F401 - a leaf module the profiler's stop would import
-    return lambda: Profiler(torch, spec, all_threads)
+    return lambda: Profiler(loaded, spec, all_threads)

@@ -1,6 +1,6 @@
 """`dyno-cli trace --iterations N` of a real torch program that never steps an optimizer (an inference loop with
 torch.optim imported): the agent gives up after its no-step bound and the trace fails with a reason that says what to
-do, instead of dyno-cli waiting out its whole --timeout-s. The bounds are lowered in the trainer to 3 s without a step
+do, instead of dyno-cli waiting out its whole --timeout-s. The bounds are lowered in the trainer to 1 s without a step
 and no start-up allowance (the defaults: 30 s and 300 s, dyno.client.agent.steps.NO_STEP_S and STARTUP_S)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def test_iteration_trace_of_a_program_that_never_steps_fails_early_with_advice(d
     d = dynod_factory()
     job = f"nostep-{uuid.uuid4().hex[:8]}"
     script = (
-        "import dyno.client.agent.steps as s; s.NO_STEP_S = 3.0; s.STARTUP_S = 0.0; "
+        "import dyno.client.agent.steps as s; s.NO_STEP_S = 1.0; s.STARTUP_S = 0.0; "
         "from dyno.client import agent; agent.start(); "
         f"import torch.optim, runpy; runpy.run_path({str(TRAINERS / 'no_optimizer_trainer.py')!r})"
     )

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -119,13 +120,26 @@ def _job() -> str:
     return f"agent-{uuid.uuid4().hex[:8]}"
 
 
-def test_explicit_agent_traced_by_duration_and_by_iterations(dynod_factory, trainers) -> None:
-    d = dynod_factory()
+@pytest.fixture(scope="module")
+def explicit() -> Iterator[tuple[Dynod, str, Trainer]]:
+    """One dynod and one trainer calling agent.start() itself, shared by the tests that trace it (one restarts the
+    daemon: the trainer registers again either way); torch's import is most of a trainer's start."""
+    d = Dynod().start()
     job = _job()
-    t = trainers(
-        ["--explicit", "--seconds", "120", "--step-sleep", "0.005"],
+    t = Trainer(
+        ["--explicit", "--seconds", "300", "--step-sleep", "0.005"],
         {"DYNO_AGENT_SOCKET": str(d.agent_socket), "DYNO_JOB_ID": job, "RANK": "0", "WORLD_SIZE": "1"},
     )
+    try:
+        yield d, job, t
+    finally:
+        t.stop()
+        d.stop()
+        d.cleanup()
+
+
+def test_explicit_agent_traced_by_duration_and_by_iterations(explicit: tuple[Dynod, str, Trainer]) -> None:
+    d, job, t = explicit
     info = _wait_registered(d, job, t.pid)
     assert info.protocol == dyno_pb2.PROTOCOL_AGENT and info.rank == 0 and info.world_size == 1
     wait_for(t.stepping, 60)
@@ -229,10 +243,8 @@ def test_dyno_run_registers_torch_multiprocessing_spawn_workers(dynod_factory, t
     assert worker in registered and loader not in registered, registered
 
 
-def test_agent_reregisters_after_daemon_restart(dynod_factory, trainers) -> None:
-    d = dynod_factory()
-    job = _job()
-    t = trainers(["--explicit", "--seconds", "120"], {"DYNO_AGENT_SOCKET": str(d.agent_socket), "DYNO_JOB_ID": job})
+def test_agent_reregisters_after_daemon_restart(explicit: tuple[Dynod, str, Trainer]) -> None:
+    d, job, t = explicit
     first = _wait_registered(d, job, t.pid)
     wait_for(t.stepping, 60)
     d.restart()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -47,8 +46,8 @@ def test_a_waiting_trace_does_not_keep_the_process_busy_after_a_daemon_restart(d
             first = wait_for(lambda: _registered_ms(c, job, proc.pid), 60, 0.1)
             waiting = c.start_trace(dyno_pb2.TraceRequest(job_id=job, iterations=3, start_iteration_roundup=1))
             assert [p.pid for p in waiting.triggered] == [proc.pid]
-            time.sleep(1.0)  # the agent has it: waiting for optimizer steps
-            assert c.get_trace(waiting.trace_id).processes[0].state == dyno_pb2.TRACE_STATE_DELIVERED
+            delivered = dyno_pb2.TRACE_STATE_DELIVERED  # the agent has it: waiting for optimizer steps
+            assert wait_for(lambda: c.get_trace(waiting.trace_id).processes[0].state == delivered, 30, 0.05)
         d.restart()
         with DynoClient(d.target, timeout_s=5) as c:
             wait_for(lambda: _registered_ms(c, job, proc.pid) > first, 30, 0.1)

@@ -33,10 +33,8 @@ def test_idle_trainers_log_one_registration_each_and_nothing_more() -> None:
     with kineto_daemon() as kd:
         d = kd.daemon
         job = kd.new_job()
-        kineto = [
-            kd.start_trainer("no_optimizer_trainer.py", job=job, ready=lambda line: line.startswith("ready"))[0]
-            for _ in range(KINETO_TRAINERS)
-        ]
+        # every process started at once, the kineto trainers waited for last: torch's import is most of a start
+        kineto = [kd.spawn_trainer("no_optimizer_trainer.py", job=job) for _ in range(KINETO_TRAINERS)]
         agent_env = {**os.environ, "DYNO_AGENT_SOCKET": str(d.agent_socket), "DYNO_JOB_ID": f"a{job}"}
         both_env = {**kd.trainer_env(job), "DYNO_AGENT_SOCKET": str(d.agent_socket)}
         agents = [
@@ -52,6 +50,8 @@ def test_idle_trainers_log_one_registration_each_and_nothing_more() -> None:
             start_new_session=True,
         )
         kd.procs.extend([*agents, both])  # killed by kd.close()
+        for proc in kineto:
+            kd.wait_ready(proc, lambda line: line.startswith("ready"))
         pids = {p.pid for p in [*kineto, *agents, both]}
 
         def registered() -> set[int]:

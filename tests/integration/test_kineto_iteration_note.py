@@ -17,8 +17,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.torch]
 def test_iteration_trace_without_optimizer_steps_says_so(tmp_path: Path) -> None:
     with kineto_daemon() as k:
         plain, stepping = k.new_job(), k.new_job()
-        k.start_trainer("no_optimizer_trainer.py", job=plain, ready=lambda s: s.strip() == "ready")
-        k.start_trainer("agent_trainer.py", "--seconds", "120", job=stepping, ready=lambda s: s.startswith("step "))
+        # started at once, then waited for: torch's import is most of each one's start
+        started = (
+            k.spawn_trainer("no_optimizer_trainer.py", job=plain),
+            k.spawn_trainer("agent_trainer.py", "--seconds", "120", job=stepping),
+        )
+        k.wait_ready(started[0], lambda s: s.strip() == "ready")
+        k.wait_ready(started[1], lambda s: s.startswith("step "))
         k.registered(plain, 1)
         k.registered(stepping, 1)
 

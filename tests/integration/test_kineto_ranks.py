@@ -24,13 +24,11 @@ def test_kineto_processes_register_their_ranks(tmp_path: Path) -> None:
     script.write_text(_TRAINER)
     with kineto_daemon() as k:
         job = k.new_job()
-        ranked, _ = k.start_trainer(
-            script,
-            job=job,
-            ready=lambda line: "ready" in line,
-            env_extra={"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4"},
-        )
-        plain, _ = k.start_trainer(script, job=job, ready=lambda line: "ready" in line, env_extra={"RANK": "x"})
+        # started at once, then waited for
+        ranked = k.spawn_trainer(script, job=job, env_extra={"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4"})
+        plain = k.spawn_trainer(script, job=job, env_extra={"RANK": "x"})
+        for proc in (ranked, plain):
+            k.wait_ready(proc, lambda line: "ready" in line)
         k.registered(job, 2)
         out = run_cli("ps", "--port", str(k.daemon.port), "--host", "127.0.0.1", "--job-id", job, "--json")
         assert out.returncode == 0, out.stderr
