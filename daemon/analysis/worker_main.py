@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = [
@@ -39,6 +42,24 @@ def _fail(out: Path, message: str, code: int) -> int:
     return code
 
 
+def regular_files(files: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the files that are regular files, not links; "name: why" for the others). A trace's files are written by
+    the traced processes' user: a FIFO or device planted there would block the loader (which streams pipes for
+    `dyno-cli analyze <(zcat ...)`) until the timeout, holding up every trace queued behind it."""
+    kept, refused = [], []
+    for f in files:
+        try:
+            mode = os.lstat(f).st_mode
+        except OSError as e:
+            refused.append(f"{Path(f).name}: {e.strerror or e}")
+            continue
+        if stat.S_ISREG(mode):
+            kept.append(f)
+        else:
+            refused.append(f"{Path(f).name}: not a regular file")
+    return kept, refused
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m dyno.daemon.analysis.worker_main")
     p.add_argument("--trace-id", required=True)
@@ -50,8 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         from dyno.trace_analysis.api import AnalysisError
         from dyno.trace_analysis.host_summary import summarize_trace
 
+        files, refused = regular_files(args.files)
+        if not files:
+            return _fail(out, "no trace file to analyse (" + "; ".join(refused or ["none given"]) + ")", NO_TRACE_EXIT)
         try:
-            result = summarize_trace(args.files, trace_id=args.trace_id)
+            result = summarize_trace(files, trace_id=args.trace_id)
         except AnalysisError as e:
             return _fail(out, str(e) or "no file of the trace could be loaded", NO_TRACE_EXIT)
         doc = result.summary.to_json()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ def _run(tmp_path: Path, *files: str) -> int:
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared GPU traces not found")
 def test_a_trace_that_loads_gives_its_summary_and_rank_parts(tmp_path: Path) -> None:
-    assert _run(tmp_path, str(SHARED)) == 0
+    assert _run(tmp_path, *(str(f) for f in sorted(SHARED.iterdir()))) == 0
     doc = json.loads((tmp_path / worker_main.SUMMARY_FILE).read_text())
     summary = TraceSummary.from_json(doc)
     assert summary.trace_id == "t-1" and summary.state == AnalysisState.DONE and len(summary.ranks) == 1
@@ -60,5 +61,20 @@ def test_memory_and_analysis_errors_are_their_exit_statuses(
         raise error
 
     monkeypatch.setattr(host_summary, "summarize_trace", fail)
-    assert _run(tmp_path, "x") == code
+    trace = tmp_path / "h_1.pt.trace.json"
+    trace.write_text("{}")
+    assert _run(tmp_path, str(trace)) == code
     assert words in (tmp_path / worker_main.FAILURE_FILE).read_text()
+
+
+def test_a_fifo_or_a_folder_in_place_of_a_trace_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    """A FIFO would block the loader (it streams pipes) until the worker's timeout: it is never opened."""
+    fifo = tmp_path / "h_1.pt.trace.json"
+    os.mkfifo(fifo)
+    (tmp_path / "folder").mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    code = worker_main.main(["--trace-id", "t-1", "--out", str(out), "--", str(fifo), str(tmp_path / "folder")])
+    assert code == worker_main.NO_TRACE_EXIT
+    failure = (out / worker_main.FAILURE_FILE).read_text()
+    assert "h_1.pt.trace.json: not a regular file" in failure and "folder: not a regular file" in failure
