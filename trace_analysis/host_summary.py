@@ -96,6 +96,8 @@ def rule_losses(report: Report, parts: Sequence[RankPart]) -> tuple[RuleLoss, ..
     a finding counts 0), at most 1. A cross-rank finding (straggler) is a loss of every rank: the others wait for the
     straggler in their collectives, so its share counts for every rank analysed (once in the mean, not divided by the
     number of ranks). ``time_lost_us`` is summed over the findings; ``ranks`` counts the ranks a finding names."""
+    from .report.rank_groups import finding_share  # the report's modules load numpy: not at this module's import
+
     windows = {s.rank: s.window_us for s in report.ranks}
     n = max(1, len(parts))
     cross = {o.rule_id for o in report.rules if o.rank is None}  # cross-rank rules' outcomes have no rank
@@ -106,10 +108,7 @@ def rule_losses(report: Report, parts: Sequence[RankPart]) -> tuple[RuleLoss, ..
     for rule_id, found in by_rule.items():
         per_rank: dict[int | None, float] = {}
         for f in found:
-            share = f.evidence.share
-            if share is None:
-                window = windows.get(f.rank, 0.0) if f.rank is not None else 0.0
-                share = f.evidence.time_lost_us / window if window > 0 else 0.0
+            share = finding_share(f, windows) or 0.0
             key = None if rule_id in cross else f.rank
             per_rank[key] = per_rank.get(key, 0.0) + share
         if rule_id in cross:

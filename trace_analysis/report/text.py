@@ -5,6 +5,7 @@ a table of the slowest and fastest ranks, a rule's findings on many ranks as one
 
 from __future__ import annotations
 
+import statistics
 import textwrap
 
 from ..rules.base import Finding
@@ -71,9 +72,7 @@ def _step_spread(ranks: tuple[RankSummary, ...]) -> str:
     timed = sorted((r.steps.mean_us, r.rank) for r in ranks if r.steps)
     if len(timed) < 2:
         return ""
-    means = [m for m, _ in timed]
-    mid = len(means) // 2
-    median = means[mid] if len(means) % 2 else (means[mid - 1] + means[mid]) / 2
+    median = statistics.median(m for m, _ in timed)
     (low, low_rank), (high, high_rank) = timed[0], timed[-1]
     spread = f", spread {100 * (high - low) / median:.1f}% of the median" if median > 0 else ""
     return (
