@@ -29,7 +29,7 @@ from dyno.trace_analysis.analyses.gpu import (
 from dyno.trace_analysis.analyses.intervals import coverage_before, merge
 from dyno.trace_analysis.model import Cat, Trace
 
-__all__ = ["Step", "StepStats", "step_timings", "spread"]
+__all__ = ["Step", "StepStats", "closed_at_stop", "step_timings", "spread", "work_end"]
 
 _OPT_RX = re.compile(r"^Optimizer\.step#")
 
@@ -85,13 +85,22 @@ def spread(values: np.ndarray) -> tuple[float, float, float, float, float]:
     )
 
 
-def _last_work_end(trace: Trace, call_ts: float, call_end: float) -> float:
-    """Where the last optimizer call of an iteration trace did its work: the end of the last CPU op in it. The
-    profiler closes that call's range at its own stop, so the recorded end holds the stop too (tens of ms, a whole
-    step's worth on a short step); the call's recorded end when it holds no op."""
+def closed_at_stop(trace: Trace, ends: np.ndarray) -> np.ndarray:
+    """Which host ranges ending at ``ends`` the profiler closed at its own stop: those ending at or after its span
+    (``PyTorch Profiler (0)``), i.e. still open when it stopped, as the optimizer call in whose step hook an
+    iteration trace stops it; their recorded end holds the stop too (tens of ms). None without that span."""
+    prof = trace.events_of(Cat.TRACE)
+    if len(prof) != 1:
+        return np.zeros(len(ends), dtype=bool)
+    return np.asarray(ends) >= float(prof.end[0])
+
+
+def work_end(trace: Trace, ts: float, end: float) -> float:
+    """Where a range closed at the profiler's stop (``closed_at_stop``) did its work: the end of the last CPU op in
+    it; its recorded end when it holds no op."""
     ops = trace.events_of(Cat.CPU_OP)
-    inside = (ops.ts >= call_ts) & (ops.end < call_end)
-    return float(ops.end[inside].max()) if inside.any() else call_end
+    inside = (ops.ts >= ts) & (ops.end < end)
+    return float(ops.end[inside].max()) if inside.any() else end
 
 
 def _windows(trace: Trace) -> tuple[str, np.ndarray, np.ndarray, list[int], int]:
@@ -116,7 +125,7 @@ def _windows(trace: Trace) -> tuple[str, np.ndarray, np.ndarray, list[int], int]
             # stopped inside the last call (an optimizer step hook), so started inside one too: an iteration trace
             starts = np.concatenate(([float(prof.ts[0])], ends[:-1]))
             ends = ends.astype(float)
-            ends[-1] = _last_work_end(trace, float(opt.ts[keep][-1]), float(ends[-1]))
+            ends[-1] = work_end(trace, float(opt.ts[keep][-1]), float(ends[-1]))  # closed at the stop
             return "optimizer", starts, ends, list(range(1, len(ends) + 1)), len(ends)
         return "optimizer", ends[:-1], ends[1:], list(range(1, len(ends))), len(ends)
     return "none", np.empty(0), np.empty(0), [], 0

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..analyses.arrays import distinct, flatnonzero
 from ..analyses.intervals import union_length
+from ..analyses.steps import closed_at_stop, work_end
 from ..model import Cat
 from ._common import BaseRule
 from .base import Finding, Severity, Share, ThresholdValue, count_of
@@ -135,11 +136,11 @@ class OptimizerRule(BaseRule):
             single = (n_pt >= int(thresholds["min_per_tensor_ops"])) & (n_fe == 0) & ~fused_cls
             if single.any() or py_single.shape[0]:
                 rows = steps[single] if single.any() else py_single
-                ends = (
-                    _ends_before_stop(ctx, rows, flatnonzero(single), per_tensor, owner_pt)
-                    if single.any()
-                    else ops.end[rows]
-                )
+                # a call still open when the profiler stopped (an iteration trace stops it in the last call's hook)
+                # counts up to its work, not through the stop
+                ends = ops.end[rows].astype(float)
+                for k in flatnonzero(closed_at_stop(ctx.trace, ends)):
+                    ends[k] = work_end(ctx.trace, float(ops.ts[rows[k]]), ends[k])
                 lost = union_length(ops.ts[rows], ends)
                 name = ctx.name_of(ops, int(rows[0])).split("#")[-1]
                 # counted as calls, as the summary counts its steps between them ("4 steps between 5 calls")
@@ -180,25 +181,6 @@ class OptimizerRule(BaseRule):
                     )
                 )
         return out
-
-
-# a step ending this close to the trace's end was still open when the profiler stopped (µs)
-_AT_STOP_US = 1.0
-
-
-def _ends_before_stop(
-    ctx: RuleContext, rows: np.ndarray, idx: np.ndarray, updates: np.ndarray, owner: np.ndarray
-) -> np.ndarray:
-    """The optimizer steps' ends, a step still open when the profiler stopped ending at its last update op instead:
-    the profiler closes open ranges at its stop, so such a step's recorded end holds the stop itself (tens of ms; an
-    iteration trace stops in the last step's post-hook). ``idx``: the rows' indices among the steps ``owner`` maps
-    the ``updates`` ops to."""
-    ops = ctx.cpu_ops
-    ends = ops.end[rows].astype(float)
-    for k in flatnonzero(ends >= ctx.span[1] - _AT_STOP_US):
-        mine = updates[owner == idx[k]]
-        ends[k] = float(ops.end[mine].max()) if mine.size else float(ops.ts[rows[k]])
-    return ends
 
 
 class CpuInitCopy(BaseRule):

@@ -55,6 +55,7 @@ def test_a_step_still_open_at_the_profilers_stop_counts_up_to_its_last_update(tm
         b.cpu("Optimizer.step#SGD.step", t0 + 100.0, 70_000.0 if last else 500.0)
         for i in range(6):
             b.cpu("aten::add_", t0 + 110.0 + i * 50.0, 40.0)
+    b.cpu("PyTorch Profiler (0)", 0.0, 71_100.0, cat="Trace")  # the profiler's span, ending at its stop
     report = analyze([b.write(tmp_path / "open-at-stop.json")], rules=["optimizer"])
     (single,) = report.findings_of("optimizer")
     # the first step whole (500 µs), the open one from its start to its last update's end (100 -> 400 µs: 300 µs)
