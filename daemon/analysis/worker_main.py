@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,20 +41,18 @@ def _fail(out: Path, message: str, code: int) -> int:
 
 
 def regular_files(files: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(the files that are regular files, not links; "name: why" for the others). A trace's files are written by
-    the traced processes' user: a FIFO or device planted there would block the loader (which streams pipes for
-    `dyno-cli analyze <(zcat ...)`) until the timeout, holding up every trace queued behind it."""
+    """(the files the trace manager's check still believes, the others' "PATH why"): a FIFO or device planted in
+    place of a trace file would block the loader (which streams pipes, for `dyno-cli analyze <(zcat ...)`) until
+    the timeout, holding up every trace queued behind it (dyno.daemon.tracing.trust.trainer_file_check)."""
+    from dyno.daemon.tracing.trust import trainer_file_check
+
     kept, refused = [], []
     for f in files:
-        try:
-            mode = os.lstat(f).st_mode
-        except OSError as e:
-            refused.append(f"{Path(f).name}: {e.strerror or e}")
-            continue
-        if stat.S_ISREG(mode):
+        st, why = trainer_file_check(Path(f))
+        if st is not None:
             kept.append(f)
         else:
-            refused.append(f"{Path(f).name}: not a regular file")
+            refused.append(why)
     return kept, refused
 
 

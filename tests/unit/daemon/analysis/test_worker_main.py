@@ -77,4 +77,4 @@ def test_a_fifo_or_a_folder_in_place_of_a_trace_file_is_refused_without_reading_
     code = worker_main.main(["--trace-id", "t-1", "--out", str(out), "--", str(fifo), str(tmp_path / "folder")])
     assert code == worker_main.NO_TRACE_EXIT
     failure = (out / worker_main.FAILURE_FILE).read_text()
-    assert "h_1.pt.trace.json: not a regular file" in failure and "folder: not a regular file" in failure
+    assert f"{fifo} is not a plain file" in failure and f"{tmp_path / 'folder'} is not a plain file" in failure
