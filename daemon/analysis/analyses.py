@@ -106,9 +106,9 @@ class Analyses:
             return
         try:
             end = self.runner.run(job, out)
-            outcome = outcome_of(job, end, self._clock_ms())
             if end.stopped:  # dynod stops: not the trace's failure (GetTraceSummary queues it after a restart)
                 return
+            outcome = outcome_of(job, end, self._clock_ms())
         except OSError as e:
             why = f"cannot start the analysis worker: {e.strerror or e}"
             outcome = Outcome(job.summary().failed(AnalysisFailure.CRASHED, why, self._clock_ms()))

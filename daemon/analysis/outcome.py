@@ -45,12 +45,10 @@ class Outcome:
 
 def outcome_of(job: AnalysisJob, end: WorkerExit, now_ms: int) -> Outcome:
     """The analysis' result: the worker's summary with the daemon's fields (job, user, host, times, CPU) when it
-    ended well; else FAILED with what went wrong."""
+    ended well; else FAILED with what went wrong. A worker ended by dynod's stop has no outcome (Analyses drops it)."""
     base = replace(job.summary(), analysis_cpu_s=end.cpu_s)
     if end.timed_out:
         return Outcome(base.failed(AnalysisFailure.TIMED_OUT, "the analysis ran past analysis_timeout_s", now_ms))
-    if end.stopped:
-        return Outcome(base.failed(AnalysisFailure.CRASHED, "dynod stopped during the analysis", now_ms))
     if end.exit_code in (NO_TRACE_EXIT, OUT_OF_MEMORY_EXIT):
         failure = AnalysisFailure.NO_TRACE if end.exit_code == NO_TRACE_EXIT else AnalysisFailure.OUT_OF_MEMORY
         text = _read(end.out / FAILURE_FILE, 4096, tail=False).decode("utf-8", "replace").strip()
