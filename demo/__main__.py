@@ -59,7 +59,7 @@ class Demo:
         self.endpoint = f"dyno-demo-{uuid.uuid4().hex[:8]}"
         self.agent_socket = workdir / "agent.sock"
         self.trace_dir = workdir / "traces"
-        self.procs: list[subprocess.Popen] = []  # the training job (its own process group)
+        self.procs: dict[str, subprocess.Popen] = {}  # job id -> its launcher (each in its own process group)
         self.daemon: DynodProcess | None = None
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -185,7 +185,9 @@ class Demo:
             flush=True,
         )
         log = open(self.workdir / f"trainer-{job_id}.log", "w")
-        self.procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        self.procs[job_id] = subprocess.Popen(
+            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def wait_for_ranks(self, job_id: str, n: int, timeout_s: float = 90.0) -> None:
         from dyno.client import DynoClient
@@ -196,7 +198,7 @@ class Demo:
                 ranks = {p.rank for p in c.list_processes(job_id).processes if p.HasField("rank")}
                 if len(ranks) >= n:
                     return
-                if self.procs[-1].poll() is not None:
+                if self.procs[job_id].poll() is not None:  # this job ended before registering
                     break
                 time.sleep(0.5)
         log = (self.workdir / f"trainer-{job_id}.log").read_text()
@@ -226,14 +228,14 @@ class Demo:
             raise SystemExit(f"demo: no periodic analysis of {missing} within {timeout_s:.0f} s (see dynod's log)")
 
     def cleanup(self) -> None:
-        """The training job's whole process group first (torchrun and its ranks), then the daemon."""
-        for proc in reversed(self.procs):
+        """The training jobs' whole process groups first (torchrun and its ranks), then the daemon."""
+        for proc in reversed(self.procs.values()):
             if proc.poll() is None:
                 try:
                     os.killpg(proc.pid, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-        for proc in self.procs:
+        for proc in self.procs.values():
             try:
                 proc.wait(15)
             except subprocess.TimeoutExpired:
