@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dyno.client.commands._hosts import cluster_from_args
-from dyno.gc_pause import gc_paused
 
 if TYPE_CHECKING:
     from dyno.client.cluster import HostResult
@@ -36,9 +35,10 @@ class HostRecords:
 
 
 def gather_records(args: argparse.Namespace, request: dyno_pb2.ListJobsRequest) -> HostRecords:
-    """ListJobs on every host the host options name (their pages gathered), as `dyno-cli jobs` asks them."""
-    with gc_paused():
-        with cluster_from_args(args) as cluster:
-            results = cluster.list_jobs(request)
+    """ListJobs on every host the host options name (their pages gathered), as `dyno-cli jobs` asks them. Call it
+    under the caller's `gc_paused()`, which also covers the join of the records: the collector back on in between
+    would walk the whole answer at its first collection."""
+    with cluster_from_args(args) as cluster:
+        results = cluster.list_jobs(request)
     problems = [f"{r.host}: {r.value.store_problem}" for r in results if r.ok and r.value and r.value.store_problem]
     return HostRecords(results, problems)

@@ -84,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
     request = dyno_pb2.ListJobsRequest(
         since_ms=since_ms, user=args.user, job_id=args.job_id or "", running_only=args.running
     )
-    gathered = gather_records(args, request)
     with gc_paused():
+        gathered = gather_records(args, request)
         rows = from_records(gathered.records())
     results, problems = gathered.results, gathered.problems
     if args.json:

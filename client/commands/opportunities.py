@@ -103,10 +103,10 @@ def run(args: argparse.Namespace) -> int:
         code, results = exit_codes.OK, []
     else:
         request = dyno_pb2.ListJobsRequest(since_ms=int((time.time() - args.since) * 1000), user=args.user)
-        gathered = gather_records(args, request)
-        results = gathered.results
-        failed = [(str(r.host), f"{r.error_type}: {r.error}") for r in results if not r.ok]
-        with gc_paused():  # as jobs' join: a fleet's answer is millions of objects, none of them garbage yet
+        with gc_paused():  # as jobs' gather and join: a fleet's answer is millions of objects, none garbage yet
+            gathered = gather_records(args, request)
+            results = gathered.results
+            failed = [(str(r.host), f"{r.error_type}: {r.error}") for r in results if not r.ok]
             inputs = from_records(gathered.records())
             answer = rank(
                 inputs,

@@ -53,7 +53,6 @@ class HostSummary:
     parts: tuple[RankPart, ...] = ()
     thinned: bool = False
     error: str = ""
-    polls: int = 0
 
     @property
     def finished(self) -> bool:
@@ -150,7 +149,6 @@ class SummaryGather:
                 h = waiting.get(r.host.target)
                 if h is None:
                     continue
-                h.polls += 1
                 if r.ok and r.value is not None:
                     self._failing_since.pop(h.host.target, None)
                     apply_answer(h, r.value)
