@@ -83,10 +83,6 @@ class Budget:
                 self._usage.popitem(last=False)
             return u
 
-    def forget(self, job_id: str) -> None:
-        with self._lock:
-            self._usage.pop(job_id, None)
-
 
 def binding_note(interval_s: float, expected_ms: int, share: float) -> str:
     """Why the budget, not the interval, sets how often a job is traced ("" when the interval does): a trace of

@@ -212,12 +212,13 @@ class PeriodicProfiler:
                 continue
             if view.finished:
                 del self._in_flight[trace_id]
-                u = self.budget.record(job_id, profiled_ms(view))
+                ms = profiled_ms(view)
+                u = self.budget.record(job_id, ms)
                 log.info(
                     "periodic profiling: trace %s of job %r ended: %.2f s under the profiler (%.1f s in %d trace(s))",
                     trace_id,
                     job_id,
-                    profiled_ms(view) / 1000,
+                    ms / 1000,
                     u.profiled_ms / 1000,
                     u.traces,
                 )
