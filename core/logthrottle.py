@@ -14,9 +14,10 @@ __all__ = ["ThrottledLog"]
 
 
 class ThrottledLog:
-    """`warning(key, msg, *args)`: a WARNING at most every `every_s` per key, DEBUG in between (`every_s` inf: once
-    per key). At most `max_keys` keys are remembered (the least recently warned is forgotten first), so keys that
-    others choose (a file's identity) cannot grow it without bound."""
+    """`warning(key, msg, *args)` (or `emit`, for a `level` other than WARNING): a line at `level` at most every
+    `every_s` per key, DEBUG in between (`every_s` inf: once per key). At most `max_keys` keys are remembered (the
+    least recently logged is forgotten first), so keys that others choose (a file's identity) cannot grow it without
+    bound."""
 
     def __init__(
         self,
@@ -24,8 +25,10 @@ class ThrottledLog:
         every_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
         max_keys: int = 1024,
+        level: int = logging.WARNING,
     ) -> None:
         self._logger = logger
+        self._level = level
         self._every_s = every_s
         self._clock = clock
         self._max_keys = max_keys
@@ -34,6 +37,10 @@ class ThrottledLog:
         self._held: dict[str, int] = {}
 
     def warning(self, key: str, msg: str, *args: Any) -> None:
+        self.emit(key, msg, *args)
+
+    def emit(self, key: str, msg: str, *args: Any) -> None:
+        """The line at this log's level (WARNING unless given), throttled per key."""
         now = self._clock()
         with self._lock:
             since = now - self._last.get(key, now - self._every_s)
@@ -49,6 +56,6 @@ class ThrottledLog:
         if held < 0:
             self._logger.debug(msg, *args)
         elif held:
-            self._logger.warning(msg + " (and %d more like it in the last %.0f s)", *args, held, since)
+            self._logger.log(self._level, msg + " (and %d more like it in the last %.0f s)", *args, held, since)
         else:
-            self._logger.warning(msg, *args)
+            self._logger.log(self._level, msg, *args)

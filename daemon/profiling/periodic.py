@@ -28,6 +28,7 @@ from dyno.daemon.profiling.schedule import Schedule
 from dyno.daemon.registry import ProcessRegistry, RegisteredProcess, now_ms
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import TraceLimitError, TraceRequestError, UnknownTraceError
+from dyno.logthrottle import ThrottledLog
 
 __all__ = ["SCAN_MS", "TICK_S", "PeriodicProfiler", "job_state"]
 
@@ -38,8 +39,8 @@ TICK_S = 0.25  # the longest wait between passes (they wake at a job's moment, w
 # costs nothing with thousands of registered processes. A job registered less than this before a moment may take
 # that moment late (a job is that young only with periodic_min_job_age_s below it).
 SCAN_MS = 2_000
-_SKIP_LOG_EVERY_MS = 600_000  # the same job skipped for the same reason: an INFO line at most every 10 minutes
-_MAX_JOBS = 4096  # (job, reason) pairs whose last skip line is remembered
+_SKIP_LOG_EVERY_S = 600.0  # the same job skipped for the same reason: an INFO line at most every 10 minutes
+_MAX_SKIP_KEYS = 4096  # (job, reason) pairs whose last skip line is remembered
 
 
 def job_state(job_id: str, procs: Sequence[RegisteredProcess], records: Sequence[JobRecord]) -> JobState:
@@ -71,7 +72,13 @@ class PeriodicProfiler:
         self._attention: dict[str, int] = {}
         self._next_scan_ms = 0
         self._in_flight: dict[str, str] = {}  # periodic trace id -> its job id, until it is measured
-        self._skip_logged: dict[tuple[str, SkipReason], int] = {}
+        self._skips = ThrottledLog(
+            log,
+            every_s=_SKIP_LOG_EVERY_S,
+            clock=lambda: self._clock_ms() / 1000,
+            max_keys=_MAX_SKIP_KEYS,
+            level=logging.INFO,
+        )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -172,15 +179,13 @@ class PeriodicProfiler:
         return why
 
     def _log_skip(self, job: JobState, trace_id: str, why: SkipReason, detail: str, now: int) -> None:
-        key = (job.job_id, why)
-        last = self._skip_logged.get(key)
-        if last is not None and now - last < _SKIP_LOG_EVERY_MS:
-            log.debug("periodic profiling: %s skipped: %s", trace_id, why.value)
-            return
-        if len(self._skip_logged) >= _MAX_JOBS:
-            self._skip_logged.clear()
-        self._skip_logged[key] = now
-        log.info("periodic profiling: %s of job %r skipped: %s", trace_id, job.job_id, self._why(job, why, detail, now))
+        self._skips.emit(
+            f"{job.job_id}\0{why.value}",
+            "periodic profiling: %s of job %r skipped: %s",
+            trace_id,
+            job.job_id,
+            self._why(job, why, detail, now),
+        )
 
     def _why(self, job: JobState, why: SkipReason, detail: str, now: int) -> str:
         s = self.settings

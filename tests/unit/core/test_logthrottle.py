@@ -39,3 +39,16 @@ def test_throttled_log_once_per_key_remembers_a_bounded_number_of_keys(caplog: p
         (logging.WARNING, "bad c"),
         (logging.WARNING, "bad a"),
     ]
+
+
+def test_a_throttled_log_at_another_level_logs_there(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    log = ThrottledLog(logging.getLogger("throttle.info"), every_s=600, clock=lambda: now[0], level=logging.INFO)
+    caplog.set_level(logging.DEBUG, logger="throttle.info")
+    log.emit("job\0busy", "skipped %s", "a")
+    log.emit("job\0busy", "skipped %s", "b")
+    now[0] += 600
+    log.emit("job\0busy", "skipped %s", "c")
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert infos == ["skipped a", "skipped c (and 1 more like it in the last 600 s)"]
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
