@@ -197,13 +197,13 @@ class TraceManager:
                 )
             if sum(not e.finished() for e in t.traces.values()) >= t.max_active:
                 raise TraceLimitError(f"{t.max_active} traces are already active on this host")
-            holders = {p.pid: found[0].trace_id for p in chosen if (found := t.active_for(p.pid)) is not None}
-            if spec.periodic and holders:  # periodic profiling never overlaps another trace: this moment is skipped
+            active = {p.pid: found for p in chosen if (found := t.active_for(p.pid)) is not None}
+            if spec.periodic and active:  # periodic profiling never overlaps another trace: this moment is skipped
                 return StartResult(
-                    trace_id, tuple(p.pid for p in matched), (), tuple(holders), "busy with another trace", jobs
+                    trace_id, tuple(p.pid for p in matched), (), tuple(active), "busy with another trace", jobs
                 )
-            preempted = preempt_periodic(t, self._side, trace_id, chosen) if not spec.periodic else {}
-            holders = {pid: tid for pid, tid in holders.items() if pid not in preempted}
+            preempted = preempt_periodic(t, self._side, trace_id, active) if not spec.periodic else {}
+            holders = {pid: entry.trace_id for pid, (entry, _) in active.items() if pid not in preempted}
             busy = [p for p in chosen if p.pid in holders]
             todo = [p for p in chosen if p not in busy]
             # which trace holds them: `dyno-cli fetch --trace-id` of that one is what the user wants next

@@ -3,30 +3,31 @@ trace (TraceSpec.periodic, dyno.daemon.profiling) cancels those parts and procee
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 
-from dyno.daemon.registry import RegisteredProcess
 from dyno.daemon.tracing.protocol import ProtocolSide
-from dyno.daemon.tracing.table import TraceTable
+from dyno.daemon.tracing.table import ProcTrace, TraceEntry, TraceTable
 from dyno.daemon.tracing.values import TraceReason, TraceState
 
 __all__ = ["preempt_periodic"]
 
 
 def preempt_periodic(
-    table: TraceTable, side: Callable[[str], ProtocolSide], trace_id: str, procs: Sequence[RegisteredProcess]
+    table: TraceTable,
+    side: Callable[[str], ProtocolSide],
+    trace_id: str,
+    active: Mapping[int, tuple[TraceEntry, ProcTrace]],
 ) -> dict[int, str]:
-    """Under the table's lock: the periodic parts of `procs` that have not ended are cancelled (their agent is told
-    to stop and discard; libkineto's file, if it still writes one, is ignored), with reason PREEMPTED_BY_ON_DEMAND.
-    `side`: a protocol's side; `trace_id`: the on-demand trace's. Returns pid -> the periodic trace id of each."""
+    """Under the table's lock: the periodic parts among `active` (pid -> the trace and part it is in, not ended:
+    TraceTable.active_for) are cancelled (their agent is told to stop and discard; libkineto's file, if it still
+    writes one, is ignored), with reason PREEMPTED_BY_ON_DEMAND. `side`: a protocol's side; `trace_id`: the
+    on-demand trace's. Returns pid -> the periodic trace id of each."""
     out: dict[int, str] = {}
-    for p in procs:
-        found = table.active_for(p.pid)
-        if found is None or not found[0].spec.periodic:
+    for pid, (trace, pt) in active.items():
+        if not trace.spec.periodic:
             continue
-        trace, pt = found
         side(pt.view.protocol).cancel(trace, pt)
         why = f"cancelled for on-demand trace {trace_id} of the same process (on-demand wins over periodic profiling)"
         table.set(trace, pt, TraceState.CANCELLED, why, reason=TraceReason.PREEMPTED_BY_ON_DEMAND)
-        out[p.pid] = trace.trace_id
+        out[pid] = trace.trace_id
     return out
