@@ -323,10 +323,12 @@ class ProcessRegistry:
     def _put(self, rec: RegisteredProcess) -> None:
         """Under self._lock: insert or replace the pid's entry, keeping the per-uid and per-job counts."""
         old = self._procs.get(rec.pid)
+        self._procs[rec.pid] = rec
+        if old is not None and old.uid == rec.uid and old.job_ids == rec.job_ids:
+            return  # a refresh (a poll, busy, connected: most calls): the counts stand
         if old is not None:
             self._per_uid[old.uid] -= 1
             self._job_users.remove(old.job_ids, old.uid)
-        self._procs[rec.pid] = rec
         self._per_uid[rec.uid] += 1
         self._job_users.add(rec.job_ids, rec.uid)
 
