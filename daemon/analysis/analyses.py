@@ -84,10 +84,9 @@ class Analyses:
                 self._seen.popitem(last=False)
         self.queue.submit(job)  # even without files: the database is written on the queue's thread only
 
-    def analyse_again(self, view: TraceView) -> TraceSummary:
-        """A finished trace with no analysis here (dropped from a full queue, or finished before this dynod ran):
-        queued now; its summary as it stands (PENDING, or TRACE_FAILED at once)."""
-        job = job_of(view, self.hostname, self._name_of)
+    def analyse_again(self, job: AnalysisJob) -> TraceSummary:
+        """A finished trace (``job_of`` its view) with no analysis here (dropped from a full queue, or finished
+        before this dynod ran): queued now; its summary as it stands (PENDING, or TRACE_FAILED at once)."""
         self.queue.submit(job)
         if not job.files:
             return trace_failed(job, self._clock_ms())

@@ -70,14 +70,11 @@ class GetTraceSummaryRpc:
         job = job_of(view, self._hostname, self._name_of)
         if analyses is None:
             return job.summary(AnalysisState.DISABLED)
-        if view.finished and not job.files:  # TRACE_FAILED at once (stored by the queue's thread)
-            return analyses.analyse_again(view)
         state = analyses.state_of(view.trace_id)
-        if state is not None:
-            return job.summary(state)
-        if not view.finished:
-            return job.summary(AnalysisState.PENDING)
-        return analyses.analyse_again(view)
+        # finished without files: TRACE_FAILED at once (stored by the queue's thread); else queued again unless queued
+        if view.finished and (not job.files or state is None):
+            return analyses.analyse_again(job)
+        return job.summary(state or AnalysisState.PENDING)
 
     def _view(self, trace_id: str, context: grpc.ServicerContext) -> TraceView:
         if self._trace_view is None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from analysis_fakes import analyses, view
 
+from dyno.daemon.analysis.work import job_of
 from dyno.daemon.jobs.store import JobStore
 from dyno.daemon.tracing.values import TraceState
 from dyno.trace_summary import AnalysisFailure, AnalysisState
@@ -83,7 +84,7 @@ def test_a_crashing_worker_is_a_crashed_result_and_the_next_trace_is_analysed(tm
 
 def test_analyse_again_queues_a_finished_trace_and_says_pending(tmp_path: Path) -> None:
     a = analyses(tmp_path, db=JobStore.in_dir(tmp_path))
-    s = a.analyse_again(view("t5", TraceState.DONE))  # not started: stays queued
+    s = a.analyse_again(job_of(view("t5", TraceState.DONE), "h", lambda uid: "u"))  # not started: stays queued
     assert s.state == AnalysisState.PENDING and a.state_of("t5") == AnalysisState.PENDING
     a.stop()
 
