@@ -197,29 +197,33 @@ class Cluster:
             )
         return HostResult(host, True, value=value, elapsed_s=time.monotonic() - start)
 
-    def call(self, fn: Callable[[DynoClient], T], *, deadline_s: float | None = None) -> list[HostResult[T]]:
-        """Run `fn(client)` for every host concurrently; one HostResult per host, in host order. Returns within
-        the deadline (+ a few ms): a host still running then is reported as DeadlineExceeded and abandoned.
+    def call(
+        self, fn: Callable[[DynoClient], T], *, deadline_s: float | None = None, hosts: Sequence[Host] | None = None
+    ) -> list[HostResult[T]]:
+        """Run `fn(client)` for every host (or only `hosts`, some of this cluster's) concurrently; one HostResult per
+        host, in that order. Returns within the deadline (+ a few ms): a host still running then is reported as
+        DeadlineExceeded and abandoned.
 
         `fn` gets a view of the host's cached client whose `timeout_s` is the time left; it must not close it.
         A DynoError from `fn` is that host's error; so is any other exception (as "Type: message"). Several
         fan-outs may run at once from different threads (e.g. progress polling while files are fetched)."""
         deadline = self.deadline_s if deadline_s is None else deadline_s
-        if not self.hosts:
+        todo = self.hosts if hosts is None else list(hosts)
+        if not todo:
             return []
         start = time.monotonic()
         end = start + deadline
         pool = futures.ThreadPoolExecutor(
-            max_workers=min(self.max_concurrency, len(self.hosts)), thread_name_prefix="dyno-cluster"
+            max_workers=min(self.max_concurrency, len(todo)), thread_name_prefix="dyno-cluster"
         )
         try:
-            futs = [pool.submit(self._one, h, fn, end) for h in self.hosts]
+            futs = [pool.submit(self._one, h, fn, end) for h in todo]
             # A little grace past the deadline for calls whose grpc deadline fires right at it.
             futures.wait(futs, timeout=max(0.0, end - time.monotonic()) + 0.25)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
         results: list[HostResult[T]] = []
-        for host, fut in zip(self.hosts, futs, strict=True):
+        for host, fut in zip(todo, futs, strict=True):
             if fut.done() and not fut.cancelled():
                 results.append(fut.result())
             else:

@@ -151,14 +151,14 @@ class ClusterTrace:
         reply): ask it once with GetTrace, and follow it like the others when it has the trace's processes, instead
         of leaving that trace running unseen. Skipped once interrupted: interrupt() cancels there instead."""
         with self._lock:
-            targets = {h.host.target for h in self.hosts if h.dir in self._unconfirmed}
-        if not targets or self._stop.is_set():
+            asked = [h for h in self.hosts if h.dir in self._unconfirmed]
+        if not asked or self._stop.is_set():
             return
-        results = self.cluster.call(lambda c: c.get_trace(self.trace_id) if c.target in targets else None)
+        results = self.cluster.call(lambda c: c.get_trace(self.trace_id), hosts=[h.host for h in asked])
         with self._lock:
-            for h, r in zip(self.hosts, results, strict=True):
+            for h, r in zip(asked, results, strict=True):
                 status = r.value
-                if h.host.target not in targets or status is None or not status.processes:
+                if status is None or not status.processes:
                     continue  # NOT_FOUND (it never started there), or no answer again: the host stays failed
                 self._instances.set(h.dir, status.instance_id)
                 answers.apply_confirmed_start(h, status)
@@ -264,13 +264,13 @@ class ClusterTrace:
         with self._lock:
             for h in hosts:
                 self._cancel_reasons[h.dir] = reason
-        targets = {h.host.target for h in hosts}
         results = self.cluster.call(
-            lambda c: c.cancel_trace(self.trace_id) if c.target in targets else None,
+            lambda c: c.cancel_trace(self.trace_id),
             deadline_s=max(budget_s, _MIN_CANCEL_S),
+            hosts=[h.host for h in hosts],
         )
-        for h, r in zip(self.hosts, results, strict=True):
-            if h.host.target in targets and r.value is not None:
+        for h, r in zip(hosts, results, strict=True):
+            if r.value is not None:
                 self._update(h, r.value, reason=reason)
                 if h in unconfirmed and r.value.processes:  # (a daemon that never got it answers NOT_FOUND)
                     with self._lock:

@@ -141,14 +141,12 @@ class SummaryGather:
         if not waiting:
             return True
         results = self.cluster.call(
-            lambda c: c.get_trace_summary(self.trace_id, include_rank_parts=True) if c.target in waiting else None
+            lambda c: c.get_trace_summary(self.trace_id, include_rank_parts=True),
+            hosts=[h.host for h in waiting.values()],
         )
         now = time.monotonic()
         with gc_paused():
-            for r in results:
-                h = waiting.get(r.host.target)
-                if h is None:
-                    continue
+            for h, r in zip(waiting.values(), results, strict=True):
                 if r.ok and r.value is not None:
                     self._failing_since.pop(h.host.target, None)
                     apply_answer(h, r.value)
