@@ -12,7 +12,15 @@ from ..rules.base import Finding
 from ..units import clip_name, fmt_us
 from .model import Breakdown, RankSummary, Report, TableRow
 from .phrases import cost_text, example_at, host_time_text, overlap_note, steps_text
-from .rank_groups import FindingGroup, collapsed, group_findings, group_outcomes, rank_ranges, ranks_by_step
+from .rank_groups import (
+    FindingGroup,
+    OutcomeGroup,
+    collapsed,
+    group_findings,
+    group_outcomes,
+    rank_ranges,
+    ranks_by_step,
+)
 
 __all__ = ["render_text", "fmt_us"]
 
@@ -150,33 +158,51 @@ def render_text(report: Report, *, show_clean: bool = False, width: int = WIDTH,
         out += _summary(r, width)
     if spread := _step_spread(report.ranks):
         out += _wrap(spread, " " * 4, width)
-    for e in report.errors:
-        out.append(f"skipped {e.path}: {e.reason}")  # a load error, or a file left out (cycles.py)
-    out += ["", f"== findings ({len(report.findings)}), by severity, then time lost =="]
+    out += _findings_head(report, f"== findings ({len(report.findings)}), by severity, then time lost ==", width)
+    for i, f in enumerate(report.findings, 1):
+        out += _finding(i, f, width)
+    out += _rules_not_run(report, show_clean, width, grouped=False)
+    out += ["", "== tables =="]
+    for r in report.ranks:
+        out.append(f"rank {r.rank}")
+        out += _tables(r)
+    return "\n".join(out) + "\n"
+
+
+def _findings_head(report: Report, heading: str, width: int) -> list[str]:
+    """The files left out, then the findings' heading (and what applies to all of them)."""
+    out = [f"skipped {e.path}: {e.reason}" for e in report.errors]  # a load error, or a file left out (cycles.py)
+    out += ["", heading]
     if not report.findings:
         out.append("no antipattern found")
     if note := overlap_note(report.findings):
         out += _wrap(f"({note})", " ", width)
-    for i, f in enumerate(report.findings, 1):
-        out += _finding(i, f, width)
+    return out
+
+
+def _rules_not_run(report: Report, show_clean: bool, width: int, *, grouped: bool) -> list[str]:
+    """The rules that could not run (``grouped``: once per rule, status and reason, with their ranks; else a line
+    each), the ones not applicable, and with ``show_clean`` those without a finding."""
     other, not_applicable = report.rules_not_run()
-    if other or not_applicable:
-        out += ["", "== rules that could not run =="]
-        for o in other:
-            where = "" if o.rank is None else f" (rank {o.rank})"
-            hint = f"; enable with: {o.enable_with}" if o.enable_with else ""
-            out += _wrap(f"  {o.rule_id}{where}: {o.status}: {o.reason}{hint}", " " * 4, width)
+    groups = group_outcomes(other) if grouped else [OutcomeGroup(o, () if o.rank is None else (o.rank,)) for o in other]
+    out = ["", "== rules that could not run =="] if groups or not_applicable else []
+    for g in groups:
+        o = g.outcome
+        where = f" (ranks {rank_ranges(g.ranks)})" if len(g.ranks) > 1 else "" if not g.ranks else f" (rank {o.rank})"
+        hint = f"; enable with: {o.enable_with}" if o.enable_with else ""
+        out += _wrap(f"  {o.rule_id}{where}: {o.status}: {o.reason}{hint}", " " * 4, width)
     if not_applicable:
         out += _wrap(f"  not applicable to these traces: {', '.join(not_applicable)}", " " * 4, width)
     if show_clean:
         clean = sorted({o.rule_id for o in report.rules if o.status == "clean"})
         out += _wrap(f"  no finding: {', '.join(clean)}", " " * 4, width)
-    out += ["", "== tables =="]
-    for r in report.ranks:
-        out.append(f"rank {r.rank}")
-        tables = _kernel_table(r.top_kernels) + _op_table(r.top_cpu_ops, r.cpu_ops_share_of)
-        out += tables or ["  no GPU kernels or CPU ops in the trace"]
-    return "\n".join(out) + "\n"
+    return out
+
+
+def _tables(r: RankSummary) -> list[str]:
+    return _kernel_table(r.top_kernels) + _op_table(r.top_cpu_ops, r.cpu_ops_share_of) or [
+        "  no GPU kernels or CPU ops in the trace"
+    ]
 
 
 _SOURCE_COLUMN = 35  # the rank table's rows in WIDTH: the figures take 75 columns ("host:port:path" is cut at its end)
@@ -192,8 +218,9 @@ def _rank_row(r: RankSummary, n_findings: int) -> str:
     )
 
 
-def _rank_table(report: Report, counts: dict[int, int]) -> list[str]:
-    """The slowest and fastest ranks by mean step, with their key figures and number of findings."""
+def _rank_table(report: Report, counts: dict[int, int]) -> tuple[list[str], RankSummary]:
+    """The slowest and fastest ranks by mean step, with their key figures and number of findings; and the table's
+    first rank."""
     slowest, fastest = ranks_by_step(report.ranks)
     timed = sum(1 for r in report.ranks if r.steps)
     n = len(report.ranks)
@@ -213,7 +240,7 @@ def _rank_table(report: Report, counts: dict[int, int]) -> list[str]:
         lines += [_rank_row(r, counts.get(r.rank, 0)) for r in fastest]
     if 0 < timed < n:
         lines.append(f"    ({n - timed:,} ranks without step markers are not ordered)")
-    return lines
+    return lines, slowest[0]
 
 
 def _group(i: int, g: FindingGroup, width: int) -> list[str]:
@@ -234,43 +261,19 @@ def _cross_rank_text(report: Report, show_clean: bool, width: int) -> str:
     out = ["== dyno trace analysis ==", ""]
     if spread := _step_spread(report.ranks):
         out += _wrap(spread, " " * 4, width)
-    out += _rank_table(report, counts)
+    table, slowest = _rank_table(report, counts)
+    out += table
     if counts:
         out += _wrap(
             f"ranks with findings: {len(counts):,} of {len(report.ranks):,}: {rank_ranges(counts)}", "    ", width
         )
-    slowest = ranks_by_step(report.ranks, 1)[0][0]
     out.append("the first rank of the table, in full:")
     out += _summary(slowest, width)
-    for e in report.errors:
-        out.append(f"skipped {e.path}: {e.reason}")
-    grouped = group_findings(report)
-    out += [
-        "",
-        f"== findings ({len(report.findings):,}), by severity, then time lost; a rule's on many ranks as one ==",
-    ]
-    if not report.findings:
-        out.append("no antipattern found")
-    if note := overlap_note(report.findings):
-        out += _wrap(f"({note})", " ", width)
-    for i, item in enumerate(grouped, 1):
+    heading = f"== findings ({len(report.findings):,}), by severity, then time lost; a rule's on many ranks as one =="
+    out += _findings_head(report, heading, width)
+    for i, item in enumerate(group_findings(report), 1):
         out += _group(i, item, width) if isinstance(item, FindingGroup) else _finding(i, item, width)
-    other, not_applicable = report.rules_not_run()
-    if other or not_applicable:
-        out += ["", "== rules that could not run =="]
-        for g in group_outcomes(other):
-            o = g.outcome
-            where = (
-                f" (ranks {rank_ranges(g.ranks)})" if len(g.ranks) > 1 else "" if not g.ranks else f" (rank {o.rank})"
-            )
-            hint = f"; enable with: {o.enable_with}" if o.enable_with else ""
-            out += _wrap(f"  {o.rule_id}{where}: {o.status}: {o.reason}{hint}", " " * 4, width)
-    if not_applicable:
-        out += _wrap(f"  not applicable to these traces: {', '.join(not_applicable)}", " " * 4, width)
-    if show_clean:
-        clean = sorted({o.rule_id for o in report.rules if o.status == "clean"})
-        out += _wrap(f"  no finding: {', '.join(clean)}", " " * 4, width)
+    out += _rules_not_run(report, show_clean, width, grouped=True)
     out += ["", "== tables ==", f"rank {slowest.rank} (the first of the rank table; --all-ranks: every rank's)"]
-    tables = _kernel_table(slowest.top_kernels) + _op_table(slowest.top_cpu_ops, slowest.cpu_ops_share_of)
-    out += tables or ["  no GPU kernels or CPU ops in the trace"]
+    out += _tables(slowest)
     return "\n".join(out) + "\n"
