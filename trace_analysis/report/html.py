@@ -16,7 +16,7 @@ from ..rules.base import Finding
 from ..units import clip_name, fmt_count, fmt_ts, fmt_us
 from .model import SCHEMA, SCHEMA_VERSION, Breakdown, DeviceBreakdown, RankSummary, Report, TableRow
 from .phrases import cost_text, example_at, host_time_text, overlap_note
-from .rank_groups import FindingGroup, collapsed, group_findings, group_outcomes, rank_ranges, ranks_by_step
+from .rank_groups import FindingGroup, collapsed, group_findings, outcome_groups, rank_ranges, ranks_by_step
 
 __all__ = ["render_html"]
 
@@ -286,8 +286,8 @@ def render_html(report: Report, title: str = "dyno trace analysis", *, all_ranks
         out.append("<p>No antipattern found.</p>")
     if note := overlap_note(report.findings):
         out.append(f"<p class=muted>{escape(note[0].upper() + note[1:])}.</p>")
+    cap = MAX_COUNTS if few else None
     for item in group_findings(report) if few else report.findings:
-        cap = MAX_COUNTS if few else None
         if isinstance(item, FindingGroup):
             out.append(_finding_html(item.example, item, cap))
         else:
@@ -299,15 +299,10 @@ def render_html(report: Report, title: str = "dyno trace analysis", *, all_ranks
         out.append("<h2>Rules that did not run</h2>")
     if skipped:
         out.append("<table><tr><th>rule</th><th>rank</th><th>why</th><th>enable with</th></tr>")
-        for g in group_outcomes(skipped) if few else ():
+        for g in outcome_groups(skipped, grouped=few):
             o = g.outcome
             out.append(
                 f"<tr><td>{escape(o.rule_id)}</td><td>{escape(rank_ranges(g.ranks))}</td>"
-                f"<td>{escape(o.reason)}</td><td>{escape(o.enable_with or '')}</td></tr>"
-            )
-        for o in () if few else skipped:
-            out.append(
-                f"<tr><td>{escape(o.rule_id)}</td><td>{'' if o.rank is None else o.rank}</td>"
                 f"<td>{escape(o.reason)}</td><td>{escape(o.enable_with or '')}</td></tr>"
             )
         out.append("</table>")

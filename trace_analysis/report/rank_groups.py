@@ -30,6 +30,7 @@ __all__ = [
     "finding_share",
     "group_findings",
     "group_outcomes",
+    "outcome_groups",
     "rank_ranges",
     "ranks_by_step",
 ]
@@ -123,6 +124,14 @@ def group_outcomes(outcomes: Iterable[RuleOutcome]) -> list[OutcomeGroup]:
     for o in outcomes:
         groups.setdefault((o.rule_id, o.status, o.reason), []).append(o)
     return [OutcomeGroup(os[0], tuple(sorted({o.rank for o in os if o.rank is not None}))) for os in groups.values()]
+
+
+def outcome_groups(outcomes: Iterable[RuleOutcome], *, grouped: bool) -> list[OutcomeGroup]:
+    """``group_outcomes``' answer when ``grouped``, else one group per outcome (its own rank): one shape for the
+    renderers of both views."""
+    if grouped:
+        return group_outcomes(outcomes)
+    return [OutcomeGroup(o, () if o.rank is None else (o.rank,)) for o in outcomes]
 
 
 def rank_ranges(ranks: Iterable[int], limit: int = MAX_RANGES) -> str:

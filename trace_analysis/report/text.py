@@ -12,15 +12,7 @@ from ..rules.base import Finding
 from ..units import clip_name, fmt_us
 from .model import Breakdown, RankSummary, Report, TableRow
 from .phrases import cost_text, example_at, host_time_text, overlap_note, steps_text
-from .rank_groups import (
-    FindingGroup,
-    OutcomeGroup,
-    collapsed,
-    group_findings,
-    group_outcomes,
-    rank_ranges,
-    ranks_by_step,
-)
+from .rank_groups import FindingGroup, collapsed, group_findings, outcome_groups, rank_ranges, ranks_by_step
 
 __all__ = ["render_text", "fmt_us"]
 
@@ -184,9 +176,8 @@ def _rules_not_run(report: Report, show_clean: bool, width: int, *, grouped: boo
     """The rules that could not run (``grouped``: once per rule, status and reason, with their ranks; else a line
     each), the ones not applicable, and with ``show_clean`` those without a finding."""
     other, not_applicable = report.rules_not_run()
-    groups = group_outcomes(other) if grouped else [OutcomeGroup(o, () if o.rank is None else (o.rank,)) for o in other]
-    out = ["", "== rules that could not run =="] if groups or not_applicable else []
-    for g in groups:
+    out = ["", "== rules that could not run =="] if other or not_applicable else []
+    for g in outcome_groups(other, grouped=grouped):
         o = g.outcome
         where = f" (ranks {rank_ranges(g.ranks)})" if len(g.ranks) > 1 else "" if not g.ranks else f" (rank {o.rank})"
         hint = f"; enable with: {o.enable_with}" if o.enable_with else ""
