@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from dyno.client.format import human_duration, table
+from dyno.trace_summary import AnalysisFailure
+from dyno.trace_summary_pb import summary_from_proto
 from dyno.v1 import dyno_pb2
 
 __all__ = ["BASIS_BUSY", "BASIS_SM", "JobRow", "analysis_text", "from_records", "ranked", "render", "to_json"]
@@ -149,9 +151,9 @@ def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobR
 def analysis_text(s: dyno_pb2.TraceSummary) -> str:
     """A job's latest analysis in a table cell: its costliest rule and share, or "analysis failed: <reason>"."""
     if s.state == dyno_pb2.ANALYSIS_STATE_FAILED:
-        name = dyno_pb2.AnalysisFailure.Name(s.failure) if s.failure in dyno_pb2.AnalysisFailure.values() else ""
-        reason = name.removeprefix("ANALYSIS_FAILURE_").replace("_", " ").lower()
-        return f"analysis failed: {reason if reason != 'unspecified' else 'unknown'}"
+        failure = summary_from_proto(s, with_ranks=False).failure  # a value this client does not know: CRASHED
+        reason = "unknown" if failure is AnalysisFailure.NONE else failure.value.replace("_", " ").lower()
+        return f"analysis failed: {reason}"
     if s.state != dyno_pb2.ANALYSIS_STATE_DONE:
         return ""
     if not s.rules:
