@@ -8,10 +8,10 @@ import re
 import secrets
 import time
 
-__all__ = ["TRACE_ID_RULE", "is_trace_id", "validate_trace_id", "new_trace_id", "safe_host"]
+__all__ = ["TRACE_ID_RULE", "is_trace_id", "validate_trace_id", "new_trace_id", "safe_host", "sanitized"]
 
 _TRACE_ID_RE = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")  # \Z: "$" would let a trailing newline through
-_HOST_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 TRACE_ID_RULE = "trace_id must match [A-Za-z0-9_.-]{1,64} and not be only dots"
 
 
@@ -33,6 +33,11 @@ def new_trace_id(now_s: float | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(4)}"
 
 
+def sanitized(text: str) -> str:
+    """``text`` with anything outside [A-Za-z0-9_.-] (the characters of a trace id) as "_"."""
+    return _UNSAFE.sub("_", text)
+
+
 def safe_host(hostname: str) -> str:
-    """A host name (or "host_port") as a file-name part: anything outside [A-Za-z0-9_.-] becomes "_"."""
-    return _HOST_UNSAFE.sub("_", hostname) or "host"
+    """A host name (or "host_port") as a file-name part: ``sanitized``, "host" when empty."""
+    return sanitized(hostname) or "host"

@@ -11,10 +11,9 @@ stable hash of the whole id, so that the trace id always obeys dyno.trace_ids' r
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 
-from dyno.trace_ids import is_trace_id
+from dyno.trace_ids import is_trace_id, sanitized
 from dyno.trace_summary import PERIODIC_PREFIX
 
 __all__ = ["MAX_JOB_PART", "MIN_INTERVAL_MS", "Schedule", "job_offset_ms", "periodic_trace_id", "trace_id_job_part"]
@@ -22,7 +21,6 @@ __all__ = ["MAX_JOB_PART", "MIN_INTERVAL_MS", "Schedule", "job_offset_ms", "peri
 # A trace id is at most 64 characters: "periodic-" (9) + job part + "-" (1) + "YYYYmmddTHHMMSSZ" (16).
 MAX_JOB_PART = 64 - len(PERIODIC_PREFIX) - 1 - 16
 _HASH_HEX = 8  # the hash suffix of a job id that is no valid part as it is
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 # Two moments of a job are at least a second apart, so their trace ids (to the second) differ.
 MIN_INTERVAL_MS = 1000
 
@@ -41,7 +39,7 @@ def trace_id_job_part(job_id: str) -> str:
     sanitised prefix, "-" and 8 hex digits of its SHA-256 (deterministic; two ids that sanitise alike still differ)."""
     if len(job_id) <= MAX_JOB_PART and is_trace_id(job_id):
         return job_id
-    prefix = _UNSAFE.sub("_", job_id)[: MAX_JOB_PART - _HASH_HEX - 1].strip(".")
+    prefix = sanitized(job_id)[: MAX_JOB_PART - _HASH_HEX - 1].strip(".")
     return f"{prefix}-{_digest(job_id).hex()[:_HASH_HEX]}" if prefix else _digest(job_id).hex()[:_HASH_HEX]
 
 
