@@ -98,12 +98,15 @@ def check_html(html: Path | None, *, no_analyze: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def trace_folder(folder: Path) -> Iterator[Path]:
-    """The run's OUTPUT_DIR/TRACE_ID. When the run fails (an exception: a full disk when the manifest is written,
-    any write failure) and the folder did not exist before it and holds no file, it is removed again, with the
-    folders above it that the run made (a new OUTPUT_DIR): an empty folder records nothing and looks like a
-    result. A folder that existed before, or that holds any file (a manifest, a trace, anything), is never
-    touched: nothing is lost on failure."""
+def trace_folder(folder: Path | None) -> Iterator[Path | None]:
+    """The run's OUTPUT_DIR/TRACE_ID (None: a run that writes none, --summaries). When the run fails (an exception:
+    a full disk when the manifest is written, any write failure) and the folder did not exist before it and holds
+    no file, it is removed again, with the folders above it that the run made (a new OUTPUT_DIR): an empty folder
+    records nothing and looks like a result. A folder that existed before, or that holds any file (a manifest, a
+    trace, anything), is never touched: nothing is lost on failure."""
+    if folder is None:
+        yield None
+        return
     existed = os.path.lexists(folder)
     top = folder  # the highest folder this run will have made
     while not os.path.lexists(top.parent) and top.parent != top:

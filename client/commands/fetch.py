@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
         check_writable(args.output_dir)
         check_trace_folder(folder, may_hold_files=True)
     check_html(args.html, no_analyze=args.no_analyze)
-    if folder is not None:
-        previous = previous_files(folder)  # read before anything is written there
+    if folder is not None:  # read before anything is written there
+        previous = previous_files(folder)
     with Cluster(hosts, deadline_s=args.call_timeout_s, max_concurrency=args.max_concurrency, auth=auth) as cluster:
         ct = ClusterTrace(
             cluster,
@@ -107,10 +107,8 @@ def run(args: argparse.Namespace) -> int:
             return nothing_to_follow(flow, f"no host has trace {args.trace_id!r}: nothing to fetch", FAILURE)
         ct.wait_s = default_wait_s(ct.request, now) if args.timeout_s is None else args.timeout_s
         title = f"fetch {args.trace_id} (job {ct.request.job_id})"
-        if folder is None:
-            with flow.guard:
-                return flow.run(title)
         # A Ctrl-C from here on is held back except where the command waits, so manifest.json is always whole.
         with flow.guard, trace_folder(folder):  # a failure leaves no empty folder behind (one that was there is kept)
-            write_manifest(folder, flow.manifest("running"))
+            if folder is not None:  # (--summaries: no folder)
+                write_manifest(folder, flow.manifest("running"))
             return flow.run(title)

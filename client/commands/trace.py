@@ -5,7 +5,6 @@ analysis report."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -326,8 +325,7 @@ def run(args: argparse.Namespace) -> int:
         say(_start_text(req, len(hosts)))
         # From the first StartTrace on, a Ctrl-C must end in the traces cancelled and a whole manifest: it is held
         # back except where the command waits (flow.guard), so it cannot cut a cancel or a manifest write.
-        # (--summaries: no folder)
-        with flow.guard, trace_folder(folder) if folder is not None else contextlib.nullcontext():
+        with flow.guard, trace_folder(folder):  # (--summaries: no folder)
             interrupted = False
             try:
                 with flow.guard.interruptible():
