@@ -212,24 +212,24 @@ class JobStore:
     def save(self, records: Iterable[JobRecord]) -> dict[tuple[str, str], int]:
         """Insert the records without an id and update the others, in one transaction; returns the new ids."""
         new: dict[tuple[str, str], int] = {}
-        try:
-            with self._lock, self._conn:
-                for r in records:
-                    if r.record_id:
-                        self._conn.execute(
-                            "UPDATE jobs SET job_id=?, user=?, hostname=?, first_seen_ms=?, last_seen_ms=?, running=?, "
-                            "data=? WHERE id=?",
-                            (*_to_row(r), r.record_id),
-                        )
-                    else:
-                        cur = self._conn.execute(
-                            "INSERT INTO jobs (job_id, user, hostname, first_seen_ms, last_seen_ms, running, data) "
-                            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            _to_row(r),
-                        )
-                        new[r.key] = int(cur.lastrowid or 0)
-        except (sqlite3.Error, OSError) as e:
-            raise _error(self.path, "write", e) from None
+
+        def put(conn: sqlite3.Connection) -> None:
+            for r in records:
+                if r.record_id:
+                    conn.execute(
+                        "UPDATE jobs SET job_id=?, user=?, hostname=?, first_seen_ms=?, last_seen_ms=?, running=?, "
+                        "data=? WHERE id=?",
+                        (*_to_row(r), r.record_id),
+                    )
+                else:
+                    cur = conn.execute(
+                        "INSERT INTO jobs (job_id, user, hostname, first_seen_ms, last_seen_ms, running, data) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        _to_row(r),
+                    )
+                    new[r.key] = int(cur.lastrowid or 0)
+
+        self.write(put)
         return new
 
     def running(self, now_ms: int, grace_ms: int) -> list[JobRecord]:
