@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REGISTER_HINT",
+    "JsonText",
     "host_entry",
     "host_table",
     "print_json",
@@ -45,8 +46,32 @@ def proto_to_dict(msg: Message) -> dict[str, Any]:
     return convert(msg)
 
 
+class JsonText(str):
+    """A document already rendered as JSON (the analysis report, by orjson), placed as a value of print_json's
+    top-level object as it is, indented to its depth: decoding a 1,024-rank report (~30 MB) to re-encode it with
+    the stdlib's pure-Python indenting encoder took longer than the merge that made it."""
+
+
 def print_json(obj: Any) -> None:
-    print_out(json.dumps(obj, indent=2, sort_keys=False))
+    print_out(json_document(obj))
+
+
+def json_document(obj: Any) -> str:
+    """`obj` as indented JSON; JsonText values of a top-level dict go in as they are."""
+    if not isinstance(obj, dict) or not any(isinstance(v, JsonText) for v in obj.values()):
+        return json.dumps(obj, indent=2, sort_keys=False)
+    texts: dict[str, str] = {}
+    marked: dict[Any, Any] = {}
+    for key, value in obj.items():
+        if isinstance(value, JsonText):
+            mark = f"dyno-json-text-{len(texts)}-{id(obj)}"
+            texts[json.dumps(mark)] = value.rstrip("\n").replace("\n", "\n  ")
+            value = mark
+        marked[key] = value
+    out = json.dumps(marked, indent=2, sort_keys=False)
+    for mark, text in texts.items():
+        out = out.replace(mark, text, 1)
+    return out
 
 
 def print_out(text: str = "") -> None:

@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dyno import exit_codes
-from dyno.client.commands._common import print_json, print_out
+from dyno.client.commands._common import JsonText, print_json, print_out
 from dyno.client.format import human_bytes, table
 from dyno.client.trace.manifest import write_text_atomic
 from dyno.client.trace.records import FetchFailure, HostRecord
@@ -84,8 +83,8 @@ def summary_table(hosts: list[HostRecord]) -> str:
     return table(["HOST", "PID", "RANK", "STATE", "FILE", "SIZE"], rows, text=("HOST", "FILE"))
 
 
-def analyze_files(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str, Any] | None, str | None]:
-    """Run the analysis on exactly the fetched files; print / write its reports. Returns (report dict, error)."""
+def analyze_files(args: argparse.Namespace, files: list[Path]) -> tuple[JsonText | None, str | None]:
+    """Run the analysis on exactly the fetched files; print / write its reports. Returns (the report as JSON, error)."""
 
     def analyze_them() -> Report:
         from dyno.trace_analysis import analyze
@@ -95,9 +94,9 @@ def analyze_files(args: argparse.Namespace, files: list[Path]) -> tuple[dict[str
     return render_report(args, analyze_them)
 
 
-def render_report(args: argparse.Namespace, make: Callable[[], Report]) -> tuple[dict[str, Any] | None, str | None]:
+def render_report(args: argparse.Namespace, make: Callable[[], Report]) -> tuple[JsonText | None, str | None]:
     """The report `make()` returns (the analysis of fetched files, or the merge of the hosts' summaries), printed as
-    text (not with --json) and written to --html. Returns (report dict: with --json only, error)."""
+    text (not with --json) and written to --html. Returns (the report as JSON: with --json only, error)."""
     try:
         import_numpy_single_threaded()
         from dyno.trace_analysis.report import render_html, render_json, render_text
@@ -107,7 +106,7 @@ def render_report(args: argparse.Namespace, make: Callable[[], Report]) -> tuple
             print_out()
             print_out(render_text(report, all_ranks=getattr(args, "all_ranks", False)))
         # only --json prints it: a 1,024-rank report is ~30 MB of JSON, longer to write than the text to merge
-        result = json.loads(render_json(report, indent=False)) if args.json else None
+        result = JsonText(render_json(report)) if args.json else None
     except Exception as e:  # analysis problems are reported; they never change the trace's exit code
         return None, f"{type(e).__name__}: {e}"
     # Last, and atomically: a full disk leaves no truncated --html file, and the text report is already out.
@@ -135,7 +134,7 @@ def print_outcome(
     code: int,
     status: str,
     files: list[Path],
-    report: dict[str, Any] | None,
+    report: JsonText | None,
     analysis_error: str | None,
     manifest_error: str | None,
     json_out: bool,

@@ -8,10 +8,10 @@ from __future__ import annotations
 import atexit
 import gc
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dyno import exit_codes
-from dyno.client.commands._common import print_json, print_out
+from dyno.client.commands._common import JsonText, print_json, print_out
 from dyno.client.commands._trace_render import render_report, say, summary_table
 from dyno.client.trace.records import HostRecord
 from dyno.client.trace.summaries import HostSummary, SummaryGather, merge_report
@@ -56,7 +56,7 @@ def run_summaries(flow: TraceFlow, title: str, *, interrupted: bool = False) -> 
     if not args.json:
         print_out(summary_table(final))
     records: list[HostSummary] = []
-    report: dict[str, Any] | None = None
+    report: JsonText | None = None
     analysis_error: str | None = None
     traced = [h.host for h in final if any(p.state == "done" for p in h.processes)]
     if interrupted:
@@ -91,7 +91,7 @@ def _print_outcome(
     records: list[HostSummary],
     *,
     code: int,
-    report: dict[str, Any] | None,
+    report: JsonText | None,
     analysis_error: str | None,
 ) -> None:
     """Each failed host and process, each host left out of the merge, and the outcome line, on stderr; with --json
