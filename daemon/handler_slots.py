@@ -2,10 +2,10 @@
 on a semaphore, which holds no GIL.
 
 Why: every thread that runs Python competes for the one GIL, and a thread that wants it waits about one switch
-interval per competitor. Under 50 callers the server's 40 RPC threads all ran handlers at once, so the libkineto
-endpoint's thread (tracing.kineto_ipc), which must answer each poll within libkineto's ~90 ms, waited seconds
-for its turn (91% of polls in time, max 4.8 s; bench/registry_scale.py). Queued here, the callers wait no longer in
-total (the work is the same and the GIL serialized it anyway), and the endpoint competes with a handful of threads.
+interval per competitor. With all 40 RPC threads running handlers under 50 callers, the libkineto endpoint's thread
+(tracing.kineto_ipc), which must answer each poll within libkineto's ~90 ms, waits seconds for its turn
+(bench/registry_scale.py). Queued here, the callers wait no longer in total (the work is the same and the GIL
+serializes it anyway), and the endpoint competes with a handful of threads.
 Streams are not gated: each holds its thread for its whole life (stream_slots.py bounds them) and works in short
 steps.
 """

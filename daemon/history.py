@@ -111,9 +111,9 @@ class SeriesTable:
         return self._keys.get(i)
 
     def forget(self, ids: Sequence[int]) -> None:
-        """Drop these series (no stored sample names them any more): each series ever seen stayed for good, so a
-        host whose devices come and go under new names (a pod's interface, eni<hash>) grew the table for months,
-        and past MAX_SERIES new series were no longer kept at all."""
+        """Drop these series (no stored sample names them any more): a host whose devices come and go under new
+        names (a pod's interface, eni<hash>) would otherwise grow the table for months and, past MAX_SERIES, keep no
+        new series at all."""
         for i in ids:
             key = self._keys.pop(i, None)
             if key is not None:

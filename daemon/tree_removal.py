@@ -1,9 +1,9 @@
 """Deleting a folder tree that other users could write in, as root, safely and without recursion (trace retention).
 
 Like shutil.rmtree on Linux, every step goes through open folder fds with O_NOFOLLOW, so nothing a trainer plants
-(symlinks, folders renamed meanwhile) leads outside. Unlike it, no recursion: rmtree (and the size walk) raised
-RecursionError on folders nested ~1000 deep, which any trainer can make in a trace folder (1733), and then no trace
-was deleted again and dynod, whose start runs a retention pass, no longer started.
+(symlinks, folders renamed meanwhile) leads outside. Unlike it, no recursion: any trainer can nest folders ~1000 deep
+in a trace folder (1733), where a recursive walk raises RecursionError, and retention (which dynod's start also
+runs) would stop for good.
 """
 
 from __future__ import annotations

@@ -205,8 +205,8 @@ _RANK_TRUST = {"distributedInfo": 2, "filename": 1, "order": 0, "default": 0}
 
 def _number_unranked(unranked: list[Trace], traces: dict[int, Trace]) -> None:
     """Files that name no rank (no ``distributedInfo``, no rank in the file name: processes traced without
-    torch.distributed) take the lowest ranks the others leave free, in path order; one such file alone is rank 0
-    as before. They used to all be rank 0, and every one but the first was dropped as a duplicate."""
+    torch.distributed) take the lowest ranks the others leave free, in path order (one such file alone is rank 0),
+    so none of them is dropped as a duplicate of another."""
     free = (r for r in itertools.count() if r not in traces)
     for t in unranked:
         r = next(free)

@@ -2,8 +2,8 @@
 
 This directory is put first on PYTHONPATH (with DYNO_AGENT=1) by dyno-run; Python imports `sitecustomize` at
 start-up. The agent starts (and registers) only once the process has imported torch: a Python process that never
-does (a tool, a helper script, a logging service) gets nothing but a small import hook, where it used to pay ~0.2 s of
-imports at start-up and keep a thread waking twice a second. Never in multiprocessing helper children (DataLoader
+does (a tool, a helper script, a logging service) gets nothing but a small import hook: not the agent's ~0.2 s of
+imports at start-up, nor its thread waking twice a second. Never in multiprocessing helper children (DataLoader
 spawn workers and the like) nor in torch's launcher (torchrun, python -m torch.distributed.run), whose workers
 register; torch.multiprocessing.spawn workers do register. A `sitecustomize` that this one shadows still runs
 afterwards.

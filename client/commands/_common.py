@@ -77,7 +77,7 @@ def json_document(obj: Any) -> str:
 def print_out(text: str = "") -> None:
     """print() to stdout, flushed, for a reader that may leave (`dyno-cli trace ... | grep -q straggler`, `| head`,
     quitting `less`): then stdout is given up and the command goes on with its files, --html, stderr lines and exit
-    code. The BrokenPipeError used to end the command at its first table, with exit 0 whatever had happened."""
+    code (a BrokenPipeError must not end the command at its first table with exit 0)."""
     try:
         print(text, flush=True)
     except BrokenPipeError:

@@ -62,7 +62,7 @@ def add_host_arguments(parser: argparse.ArgumentParser, *, call_timeout_flag: st
     g.add_argument(
         "--host",
         "--hostname",  # dynolog's dyno spells it so
-        action="append",  # a second --host used to replace the first without a word
+        action="append",  # a second --host adds a host (never replaces the first silently)
         help="a daemon, HOST or HOST:PORT (repeatable; default $DYNO_HOST or localhost when no other host option is "
         "given)",
     )
