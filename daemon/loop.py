@@ -224,8 +224,8 @@ class SamplingLoop:
     def prime(self, on_first_tick: Callable[[], None] | None = None) -> bool:
         """Start the loop and wait for its first sample (rate counters primed, data for the first queries), at most
         the stall limit. The first sample is taken on the loop's thread with the watchdog already running: a hung
-        driver call in it is reported as any stall is, and the caller goes on without it. Returns whether the first sample was taken; `on_first_tick`
-        runs on the loop's thread once it is, whenever that is."""
+        driver call in it is reported as any stall is, and the caller goes on without it. Returns whether the first
+        sample was taken; `on_first_tick` runs on the loop's thread once it is, whenever that is."""
         if self.ticks or self._thread is not None:
             raise RuntimeError("prime() is for a loop that has neither ticked nor started")
         self._on_first_tick = on_first_tick
