@@ -31,11 +31,10 @@ if TYPE_CHECKING:
     from dyno.trace_analysis.api import RankPart, Rules
     from dyno.trace_analysis.report.model import Report
 
-__all__ = ["DEFAULT_WAIT_S", "HostSummary", "SummaryGather", "apply_answer", "merge_report"]
+__all__ = ["HostSummary", "SummaryGather", "apply_answer", "merge_report"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_WAIT_S = 300.0  # how long the hosts' analyses are waited for once their traces are done
 
 # HostSummary.state: the analysis' (pending, running, done, failed, disabled) or the client's (error: no answer, or
 # an answer that cannot be used; timed_out: still pending or running when the wait ended)
@@ -123,7 +122,7 @@ class SummaryGather:
         trace_id: str,
         hosts: Sequence[Host],
         *,
-        wait_s: float = DEFAULT_WAIT_S,
+        wait_s: float,
         unreachable_s: float = 5.0,
         poll_s: float = 0.5,
     ) -> None:
