@@ -21,22 +21,21 @@ class _Counting:
         self.now = 0
         self.most = 0
 
-    def unary(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+    def _work(self) -> None:
+        """50 ms of a handler's work, counted as running meanwhile."""
         with self.lock:
             self.now += 1
             self.most = max(self.most, self.now)
         time.sleep(0.05)
         with self.lock:
             self.now -= 1
+
+    def unary(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        self._work()
         return request
 
     def stream(self, request: bytes, context: grpc.ServicerContext):  # type: ignore[no-untyped-def]
-        with self.lock:
-            self.now += 1
-            self.most = max(self.most, self.now)
-        time.sleep(0.05)
-        with self.lock:
-            self.now -= 1
+        self._work()
         yield request
 
 
