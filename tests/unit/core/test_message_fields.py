@@ -7,20 +7,10 @@ from dataclasses import dataclass
 import pytest
 
 from dyno.message_fields import from_message, message_kwargs
-from dyno.trace_summary import RuleLoss
+from dyno.trace_summary import RankStepStats, RuleLoss
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
-
-
-@dataclass(frozen=True, slots=True)
-class _Gpu:
-    index: int
-    name: str
-    uuid: str
-    memory_total_bytes: int
-    pci_bus_id: str = ""
-    simulated: bool = False
 
 
 @dataclass(frozen=True)
@@ -34,17 +24,10 @@ class _Name:
 
 
 def test_round_trip_keeps_every_field() -> None:
-    gpu = _Gpu(3, "H100", "GPU-x", 80 * 2**30, "0000:1a:00.0", True)
-    m = dyno_pb2.GpuInfo(**message_kwargs(gpu))
-    assert (m.index, m.name, m.uuid, m.memory_total_bytes, m.pci_bus_id, m.simulated) == (
-        3,
-        "H100",
-        "GPU-x",
-        80 * 2**30,
-        "0000:1a:00.0",
-        True,
-    )
-    assert from_message(_Gpu, m) == gpu
+    stats = RankStepStats(3, 12, 1.5, 1.25, 0.5, 4.0, 100.0, True, 0.1, 0.7, 0.2, 0.05)
+    m = dyno_pb2.RankStepStats(**message_kwargs(stats))
+    assert (m.rank, m.steps, m.mean_step_us, m.has_gpu, m.exposed_communication_share) == (3, 12, 1.5, True, 0.05)
+    assert from_message(RankStepStats, m) == stats
 
 
 def test_repeated_field_becomes_a_tuple() -> None:
