@@ -3,6 +3,7 @@ uses, for tests of the agent around a trace (reports, exit, the queue) without a
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dyno.client.agent import process_agent
+from dyno.client.agent import process_agent, trace
 from dyno.client.agent.output import OutputFiles
 from dyno.client.agent.trace import AgentTraceSpec, TraceResult
 
@@ -30,17 +31,14 @@ class FakeRun:
 
 
 def install_run_trace(monkeypatch: pytest.MonkeyPatch, body: Callable[[FakeRun], TraceResult]) -> None:
-    """Every trace the agent runs calls `body` instead of the real runner (run_trace's signature kept)."""
+    """Every trace the agent runs calls `body` instead of the real runner; the call's arguments are bound to the real
+    runner's signature, so a call it would not accept fails here too."""
+    signature = inspect.signature(trace.run_trace)
 
-    def run_trace(
-        spec: AgentTraceSpec,
-        steps: Any,
-        cancel: threading.Event,
-        on_running: Callable[[], None],
-        exiting: threading.Event | None = None,
-        files: OutputFiles | None = None,
-        on_waiting: Any = None,
-    ) -> TraceResult:
-        return body(FakeRun(spec, cancel, on_running, exiting, files))
+    def run_trace(*args: Any, **kwargs: Any) -> TraceResult:
+        call = signature.bind(*args, **kwargs)
+        call.apply_defaults()
+        a = call.arguments
+        return body(FakeRun(a["spec"], a["cancel"], a["on_running"], a["exiting"], a["files"]))
 
     monkeypatch.setattr(process_agent, "run_trace", run_trace)
