@@ -34,19 +34,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import bytecode_env, dyno_cli
+from bench_common import HTA_CASES, SHARED_GPU_TRACES, bytecode_env, dyno_cli
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-TRACES = REPO.parent / "shared" / "traces" / "gpu"
-CASES = [
-    "negative_queue_length_values_check",
-    "ns_resolution_trace",
-    "nccl_parser_config",
-    "trace_filter",
-    "simple_add",
-    "alexnet",
-]
 SMALL = ("simple_add", "alexnet")  # the 0.3 MiB traces of the dyno/numpy target
 
 
@@ -92,8 +83,8 @@ def _fmt(ts: list[float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hta-python", help="python of a venv with HolisticTraceAnalysis==0.5.0 (HTA skipped if absent)")
-    ap.add_argument("--traces", type=Path, default=TRACES, help="folder of the shared GPU traces")
-    ap.add_argument("--cases", nargs="+", choices=CASES, default=CASES, metavar="CASE")
+    ap.add_argument("--traces", type=Path, default=SHARED_GPU_TRACES, help="folder of the shared GPU traces")
+    ap.add_argument("--cases", nargs="+", choices=HTA_CASES, default=HTA_CASES, metavar="CASE")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--startup-only", action="store_true", help="only dyno-cli's start-up table")
     args = ap.parse_args(argv)

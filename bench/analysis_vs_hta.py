@@ -31,24 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_common import HTA_CASES, SHARED_GPU_TRACES
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-DEFAULT_TRACES = next(
-    (
-        p
-        for p in (REPO.parent / "shared" / "traces" / "gpu", REPO.parent.parent / "shared" / "traces" / "gpu")
-        if p.is_dir()
-    ),
-    REPO.parent / "shared" / "traces" / "gpu",
-)
-SHARED_CASES = [
-    "negative_queue_length_values_check",
-    "ns_resolution_trace",
-    "nccl_parser_config",
-    "trace_filter",
-    "simple_add",
-    "alexnet",
-]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -304,9 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--hta-python", help="python of a venv with HolisticTraceAnalysis==0.5.0 (HTA columns skipped if absent)"
     )
-    ap.add_argument("--traces", type=Path, default=DEFAULT_TRACES, help="folder of the shared GPU traces")
+    ap.add_argument("--traces", type=Path, default=SHARED_GPU_TRACES, help="folder of the shared GPU traces")
     ap.add_argument(
-        "--cases", nargs="+", choices=SHARED_CASES, default=SHARED_CASES, metavar="CASE", help="only these traces"
+        "--cases", nargs="+", choices=HTA_CASES, default=HTA_CASES, metavar="CASE", help="only these traces"
     )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--events", type=int, default=2_000_000, help="synthetic trace size (0: skip)")

@@ -9,7 +9,28 @@ from pathlib import Path
 
 from dyno.job_ids import JOB_ID_VARIABLES
 
-__all__ = ["bytecode_env", "dyno_cli", "env_without_job_ids", "free_port"]
+__all__ = ["HTA_CASES", "SHARED_GPU_TRACES", "bytecode_env", "dyno_cli", "env_without_job_ids", "free_port"]
+
+_REPO = Path(__file__).resolve().parent.parent
+# The shared GPU traces (HTA's test traces, one folder per case): beside the checkout, or one level further up
+# from a worktree nested a folder deeper
+SHARED_GPU_TRACES = next(
+    (
+        p
+        for p in (_REPO.parent / "shared" / "traces" / "gpu", _REPO.parent.parent / "shared" / "traces" / "gpu")
+        if p.is_dir()
+    ),
+    _REPO.parent / "shared" / "traces" / "gpu",
+)
+# Its cases that the analysis benches time (bench/analysis_process.py, bench/analysis_vs_hta.py)
+HTA_CASES = [
+    "negative_queue_length_values_check",
+    "ns_resolution_trace",
+    "nccl_parser_config",
+    "trace_filter",
+    "simple_add",
+    "alexnet",
+]
 
 
 def free_port() -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dyno.message_fields import from_message
 from dyno.trace_summary import AnalysisFailure, AnalysisState, RankStepStats, RuleLoss, TraceSummary
 from dyno.v1 import dyno_pb2
 
@@ -59,25 +60,7 @@ def summary_from_proto(m: dyno_pb2.TraceSummary, *, with_ranks: bool = True) -> 
         trace_finished_ms=m.trace_finished_ms,
         analyzed_ms=m.analyzed_ms,
         analysis_cpu_s=m.analysis_cpu_s,
-        rules=tuple(
-            RuleLoss(r.rule, r.severity, r.time_lost_share, r.time_lost_us, r.ranks, r.title, r.fix) for r in m.rules
-        ),
-        ranks=tuple(
-            RankStepStats(
-                rank=r.rank,
-                steps=r.steps,
-                mean_step_us=r.mean_step_us,
-                median_step_us=r.median_step_us,
-                std_step_us=r.std_step_us,
-                max_step_us=r.max_step_us,
-                window_us=r.window_us,
-                has_gpu=r.has_gpu,
-                gpu_idle_share=r.gpu_idle_share,
-                gpu_compute_share=r.gpu_compute_share,
-                communication_share=r.communication_share,
-                exposed_communication_share=r.exposed_communication_share,
-            )
-            for r in (m.ranks if with_ranks else ())
-        ),
+        rules=tuple(from_message(RuleLoss, r) for r in m.rules),
+        ranks=tuple(from_message(RankStepStats, r) for r in (m.ranks if with_ranks else ())),
         analysed_window=m.analysed_window,
     )

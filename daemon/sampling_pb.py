@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dyno.daemon.history import Sample
 from dyno.daemon.samplers.base import GpuDevice, SamplerState
+from dyno.message_fields import message_kwargs
 from dyno.v1 import dyno_pb2
 
 __all__ = ["sample_to_proto", "sampler_state_to_proto", "gpu_to_proto"]
@@ -17,17 +18,8 @@ def sample_to_proto(sample: Sample) -> dyno_pb2.Sample:
 
 
 def sampler_state_to_proto(state: SamplerState) -> dyno_pb2.SamplerState:
-    return dyno_pb2.SamplerState(
-        name=state.name, ok=state.ok, reason=state.reason, simulated=state.simulated, backend=state.backend
-    )
+    return dyno_pb2.SamplerState(**message_kwargs(state))
 
 
 def gpu_to_proto(gpu: GpuDevice) -> dyno_pb2.GpuInfo:
-    return dyno_pb2.GpuInfo(
-        index=gpu.index,
-        name=gpu.name,
-        uuid=gpu.uuid,
-        memory_total_bytes=gpu.memory_total_bytes,
-        simulated=gpu.simulated,
-        pci_bus_id=gpu.pci_bus_id,
-    )
+    return dyno_pb2.GpuInfo(**message_kwargs(gpu))

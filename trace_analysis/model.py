@@ -74,29 +74,14 @@ from typing import Any
 import numpy as np
 import orjson
 
-from dyno.trace_analysis.categories import (
-    CAT_BY_NAME,
-    EXTRA_ARGS_CATS,
-    FLOW_FINISH,
-    FLOW_START,
-    FLOW_STEP,
-    GPU_ACTIVITY_CATS,
-    GPU_CATS,
-    Cat,
-)
+from dyno.trace_analysis import categories
+from dyno.trace_analysis.categories import *  # noqa: F403  (the model's names include every category name)
+from dyno.trace_analysis.categories import GPU_ACTIVITY_CATS, Cat
 from dyno.trace_analysis.events import EVENT_DTYPES, Events
 from dyno.trace_analysis.strings import StringTable
 from dyno.trace_analysis.tables import Flows, Instants, MemoryEvents
 
 __all__ = [
-    "Cat",
-    "CAT_BY_NAME",
-    "GPU_ACTIVITY_CATS",
-    "GPU_CATS",
-    "EXTRA_ARGS_CATS",
-    "FLOW_START",
-    "FLOW_FINISH",
-    "FLOW_STEP",
     "StringTable",
     "Events",
     "EVENT_DTYPES",
@@ -108,6 +93,7 @@ __all__ = [
     "LoadError",
     "MultiRankTrace",
 ]
+__all__ += categories.__all__
 
 logger = logging.getLogger(__name__)
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from dyno import exit_codes
 from dyno.argtypes import nonempty_path, number
+from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._usage import UsageError, usage_error
 from dyno.client.hosts import (
     DEFAULT_PORT,
@@ -35,6 +37,7 @@ __all__ = [
     "FANOUT_EXIT_CODES",
     "UsageError",
     "add_host_arguments",
+    "add_host_command",
     "client_auth",
     "cluster_from_args",
     "fanout_exit_code",
@@ -51,6 +54,23 @@ MAX_CALL_TIMEOUT_S = 86400.0
 _positive = number(float, gt=0, le=MAX_CALL_TIMEOUT_S)
 _port = number(int, ge=1, le=65535)
 _concurrency = number(int, ge=1, le=4096)
+
+
+def add_host_command(
+    sub: argparse._SubParsersAction,
+    name: str,
+    description: str,
+    codes: Mapping[int, str],
+    *,
+    call_timeout_flag: str = "--timeout-s",
+) -> argparse.ArgumentParser:
+    """The parser of the host-level command `name`: its one-line help from the catalog, `description`, its exit
+    `codes` as the epilog, and the host options (add_host_arguments)."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        name, help=COMMANDS[name], description=description, epilog=exit_codes.describe(codes)
+    )
+    add_host_arguments(p, call_timeout_flag=call_timeout_flag)
+    return p
 
 
 def add_host_arguments(parser: argparse.ArgumentParser, *, call_timeout_flag: str = "--timeout-s") -> None:

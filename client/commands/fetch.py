@@ -9,8 +9,7 @@ import argparse
 import time
 from pathlib import Path
 
-from dyno.client.commands._catalog import COMMANDS
-from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts
+from dyno.client.commands._hosts import add_host_command, client_auth, resolve_hosts
 from dyno.client.commands._trace_options import (
     AFTER_WINDOW_S,
     COLLECT_EXIT_CODES,
@@ -21,7 +20,7 @@ from dyno.client.commands._trace_options import (
     default_wait_s,
 )
 from dyno.client.commands._trace_output import check_html, check_trace_folder, check_writable, trace_folder
-from dyno.exit_codes import FAILURE, OK, PARTIAL, USAGE, describe
+from dyno.exit_codes import FAILURE, OK, PARTIAL, USAGE
 
 __all__ = ["EXIT_CODES", "register", "run"]
 
@@ -40,9 +39,9 @@ EXIT_CODES = {
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_host_command(
+        sub,
         "fetch",
-        help=COMMANDS["fetch"],
         description="Attach to the trace TRACE_ID on every daemon (--host/--hosts/--hostfile/--slurm-job), started "
         "earlier by `dyno-cli trace` (interrupted, or its --timeout-s ran out), by another user or by a tool "
         "using the library; wait for the processes still tracing, and fetch every file as soon as it is done into "
@@ -53,9 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "manifest.json and the daemon's size; anything else is fetched again. A daemon that does not know the "
         "trace (wrong id or host, deleted by retention, or the daemon restarted while it was still running: "
         "finished traces survive a restart) is a failed host with that reason.",
-        epilog=describe(EXIT_CODES),
+        codes=EXIT_CODES,
+        call_timeout_flag="--call-timeout-s",
     )
-    add_host_arguments(p, call_timeout_flag="--call-timeout-s")
     p.add_argument("--trace-id", required=True, help="the trace to fetch (as `dyno-cli trace` printed it)")
     add_collect_arguments(
         p,

@@ -12,11 +12,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from dyno.argtypes import INT64_MAX, number
-from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import host_entry, host_table, print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
-    add_host_arguments,
+    add_host_command,
     cluster_from_args,
     fanout_exit_code,
     print_failures,
@@ -25,7 +24,7 @@ from dyno.client.commands._hosts import (
 )
 from dyno.client.format import format_labels, format_value, human_bytes, table
 from dyno.client.watch_screen import Block, fit_screen
-from dyno.exit_codes import INTERRUPTED, OK, describe
+from dyno.exit_codes import INTERRUPTED, OK
 from dyno.request_limits import (
     MAX_METRICS_LIMIT,
     MAX_METRICS_RESPONSE_BYTES,
@@ -60,17 +59,16 @@ def _patterns(text: str) -> list[str]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_host_command(
+        sub,
         "metrics",
-        help=COMMANDS["metrics"],
         description="Show the newest sample of a daemon's metrics as tables (one per kind of entity: GPUs, CPUs, "
         "network devices, ...). --watch redraws live as one daemon samples; --json prints samples from the "
         "daemon's history. With several hosts (--hosts, --hostfile, --slurm-job): one GPU table and one host "
         "table across all of them (every host has a row there, a failed one with its error type); with --names, one "
         "table of the metrics that matched, a row per host and entity.",
-        epilog=describe(EXIT_CODES),
+        codes=EXIT_CODES,
     )
-    add_host_arguments(p)
     p.add_argument(
         "--names",
         action="extend",

@@ -11,12 +11,10 @@ from typing import TYPE_CHECKING
 
 from dyno import exit_codes
 from dyno.argtypes import nonempty_path, number
-from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import print_json, print_out, terminal_width
-from dyno.client.commands._hosts import FANOUT_EXIT_CODES, add_host_arguments, fanout_exit_code, print_failures
+from dyno.client.commands._hosts import FANOUT_EXIT_CODES, add_host_command, fanout_exit_code, print_failures
 from dyno.client.commands._since import parse_since
 from dyno.client.commands._usage import usage_error
-from dyno.exit_codes import describe
 
 # What the command runs with (protobuf, the ranking, the renderers) is imported by run(): --help loads none of it.
 if TYPE_CHECKING:
@@ -34,16 +32,15 @@ _EXIT_CODES = {
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_host_command(
+        sub,
         "opportunities",
-        help=COMMANDS["opportunities"],
         description="For each antipattern rule, the GPU-hours the fleet would recover = the sum over (job, host) of "
         "the job's GPU-hours on the host x the rule's share of time lost in the job's latest finished analysis there "
         "(dynod analyses every trace it takes). Ranked, each with its top jobs, its fix, and the jobs and users it "
         "touches. GPU-hours without a finished analysis are shown apart: unknown, not zero (docs/OPPORTUNITIES.md).",
-        epilog=describe(_EXIT_CODES),
+        codes=_EXIT_CODES,
     )
-    add_host_arguments(p)
     p.add_argument(
         "--since", type=parse_since, default=parse_since("7d"), help="jobs seen in this last period (default 7d)"
     )

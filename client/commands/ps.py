@@ -11,17 +11,15 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from dyno.argtypes import job_id as job_id_arg
-from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import REGISTER_HINT, host_entry, print_json, print_out, proto_to_dict, terminal_width
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
-    add_host_arguments,
+    add_host_command,
     cluster_from_args,
     fanout_exit_code,
     print_failures,
 )
 from dyno.client.format import human_duration, table
-from dyno.exit_codes import describe
 
 if TYPE_CHECKING:  # the client stack (grpc, protobuf) is loaded by run() alone: `ps --help` needs none of it
     from dyno.client.cluster import HostResult
@@ -45,17 +43,16 @@ def _names() -> tuple[dict[int, str], dict[int, str]]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_host_command(
+        sub,
         "ps",
-        help=COMMANDS["ps"],
         description="List the trainer processes registered with the daemons: host, pid, job id, rank, role "
         "(trainer; launcher: starts trainers and waits, torch's own launcher (torchrun) is never traced; dataloader: "
         "a DataLoader worker; --process-limit takes trainers, then launchers, then dataloaders), protocol (agent or "
         "kineto), GPU, whether a trace is running, when it was last heard from, and its ancestry (what --pids of "
         "`dyno-cli trace` matches). One table across every host given.",
-        epilog=describe(FANOUT_EXIT_CODES),
+        codes=FANOUT_EXIT_CODES,
     )
-    add_host_arguments(p)
     # the same job-id rule as `trace --job-id` (stripped): `ps --job-id " 42"` listed nothing where trace matched
     p.add_argument("--job-id", type=job_id_arg, help="only processes of this job")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")

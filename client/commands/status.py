@@ -6,17 +6,15 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import host_entry, host_table, print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
-    add_host_arguments,
+    add_host_command,
     cluster_from_args,
     fanout_exit_code,
     print_failures,
 )
 from dyno.client.format import human_bytes, human_duration, table
-from dyno.exit_codes import describe
 
 if TYPE_CHECKING:  # the client stack (grpc, protobuf) is loaded by run() alone: `status --help` needs none of it
     from dyno.client.cluster import HostResult
@@ -24,15 +22,14 @@ if TYPE_CHECKING:  # the client stack (grpc, protobuf) is loaded by run() alone:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_host_command(
+        sub,
         "status",
-        help=COMMANDS["status"],
         description="Show daemon status: version, uptime, each sampler (ok or unavailable with the reason), the "
         "GPU inventory, registered trainer processes and trace-dir usage (its path absolute). With several hosts, "
         "one row per host, failed hosts included.",
-        epilog=describe(FANOUT_EXIT_CODES),
+        codes=FANOUT_EXIT_CODES,
     )
-    add_host_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run)
 

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dyno.argtypes import INT32_MAX, job_id, number
-from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import REGISTER_HINT
-from dyno.client.commands._hosts import add_host_arguments, client_auth, resolve_hosts, usage_error
+from dyno.client.commands._hosts import add_host_command, client_auth, resolve_hosts, usage_error
 from dyno.client.commands._trace_options import (
     AFTER_WINDOW_S,
     COLLECT_EXIT_CODES,
@@ -26,7 +25,7 @@ from dyno.client.commands._trace_options import (
     positive_int32,
 )
 from dyno.client.commands._trace_output import check_html, check_trace_folder, check_writable, trace_folder
-from dyno.exit_codes import FAILURE, OK, PARTIAL, describe
+from dyno.exit_codes import FAILURE, OK, PARTIAL
 from dyno.request_limits import (
     JOB_ID_RULE,
     MAX_DURATION_MS,
@@ -78,9 +77,9 @@ EXIT_CODES = {
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_host_command(
+        sub,
         "trace",
-        help=COMMANDS["trace"],
         description="Ask every daemon (--host/--hosts/--hostfile/--slurm-job) to trace the registered processes "
         "of a job, all with one trace id and one start (an absolute start time --start-delay-s ahead, or the next "
         "multiple of --iteration-roundup optimizer steps); show progress per host; fetch every file as soon as it "
@@ -88,9 +87,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "then analyze them and print the cross-rank report. --timeout-s is the overall wait for the traces; "
         "--call-timeout-s is each RPC's deadline (and how long a daemon may stay unreachable before it is given "
         "up).",
-        epilog=describe(EXIT_CODES),
+        codes=EXIT_CODES,
+        call_timeout_flag="--call-timeout-s",
     )
-    add_host_arguments(p, call_timeout_flag="--call-timeout-s")
     p.add_argument(
         "--job-id",
         required=True,

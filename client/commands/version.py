@@ -7,16 +7,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import dyno
-from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import host_entry, host_table, print_json, print_out, proto_to_dict
 from dyno.client.commands._hosts import (
     FANOUT_EXIT_CODES,
-    add_host_arguments,
+    add_host_command,
     cluster_from_args,
     fanout_exit_code,
     print_failures,
 )
-from dyno.exit_codes import describe
 
 if TYPE_CHECKING:  # the client stack (grpc, protobuf) is loaded by run() alone: `version --help` needs none of it
     from dyno.client.cluster import HostResult
@@ -24,14 +22,13 @@ if TYPE_CHECKING:  # the client stack (grpc, protobuf) is loaded by run() alone:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_host_command(
+        sub,
         "version",
-        help=COMMANDS["version"],
         description="Show the versions of dyno-cli and of the daemons it talks to: one row per host, a failed host "
         "with its error type (the error on stderr).",
-        epilog=describe(FANOUT_EXIT_CODES),
+        codes=FANOUT_EXIT_CODES,
     )
-    add_host_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=run)
 

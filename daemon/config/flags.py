@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from dyno import exit_codes
@@ -12,33 +13,34 @@ from dyno.daemon.config.settings import (
     DEFAULT_CONFIG_PATH,
     EXIT_CODES,
     GPU_BACKENDS,
+    INT_RANGES,
     KINETO_NAME,
     LOG_LEVELS,
-    MAX_ANALYSIS_MEMORY_MB,
-    MAX_ANALYSIS_QUEUE,
     MAX_HISTORY_MAX_BYTES,
     MAX_INTERVAL_S,
     MAX_JOB_S,
     MAX_PERIODIC_INTERVAL_S,
-    MAX_PERIODIC_RANKS,
     MAX_REGISTRY_CAP,
     MAX_TRACE_RETENTION_BYTES,
     MAX_TRACE_RETENTION_S,
-    MIN_ANALYSIS_MEMORY_MB,
     MIN_HISTORY_MAX_BYTES,
     MIN_INTERVAL_S,
     MIN_JOB_FLUSH_S,
     MIN_JOB_RETENTION_BYTES,
     DaemonConfig,
 )
-from dyno.request_limits import MAX_DURATION_MS, MAX_ITERATIONS
 
 __all__ = ["build_parser"]
 
 _positive_float = number(float, gt=0)
 _port = number(int, ge=0, le=65535)
 _count = number(int, ge=1, le=64)
-_registry_cap = number(int, ge=1, le=MAX_REGISTRY_CAP)
+
+
+def _int_in_range(key: str) -> Callable[[str], int | float]:
+    """The parser of a key of INT_RANGES: an integer within its range."""
+    lo, hi = INT_RANGES[key]
+    return number(int, ge=lo, le=hi)
 
 
 _D = DaemonConfig  # its field defaults, quoted in --help
@@ -148,13 +150,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a(
         "--max-processes",
-        type=_registry_cap,
+        type=_int_in_range("max_processes"),
         help="most trainer processes registered at once; past it a new one is refused with RESOURCE_EXHAUSTED "
         f"(default {_D.max_processes}; 1-{MAX_REGISTRY_CAP}; an entry takes up to ~5 KB)",
     )
     a(
         "--max-processes-per-uid",
-        type=_registry_cap,
+        type=_int_in_range("max_processes_per_uid"),
         help="most of them of one user, so that one user's runaway launcher leaves room for other users' trainers "
         f"(default {_D.max_processes_per_uid}; 1-{MAX_REGISTRY_CAP}; --max-processes still caps the total)",
     )
@@ -191,17 +193,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a(
         "--periodic-iterations",
-        type=number(int, ge=1, le=MAX_ITERATIONS),
+        type=_int_in_range("periodic_iterations"),
         help=f"optimizer steps a periodic trace records in agent processes (default {_D.periodic_iterations})",
     )
     a(
         "--periodic-duration-ms",
-        type=number(int, ge=1, le=MAX_DURATION_MS),
+        type=_int_in_range("periodic_duration_ms"),
         help=f"milliseconds a periodic trace records in libkineto processes (default {_D.periodic_duration_ms})",
     )
     a(
         "--periodic-ranks-per-host",
-        type=number(int, ge=1, le=MAX_PERIODIC_RANKS),
+        type=_int_in_range("periodic_ranks_per_host"),
         help="how many processes of a job a periodic trace takes on this host: its lowest registered ranks "
         f"(default {_D.periodic_ranks_per_host})",
     )
@@ -230,12 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a(
         "--analysis-memory-mb",
-        type=number(int, ge=MIN_ANALYSIS_MEMORY_MB, le=MAX_ANALYSIS_MEMORY_MB),
+        type=_int_in_range("analysis_memory_mb"),
         help=f"the analysis worker's address space limit (RLIMIT_AS; default {_D.analysis_memory_mb})",
     )
     a(
         "--analysis-queue",
-        type=number(int, ge=1, le=MAX_ANALYSIS_QUEUE),
+        type=_int_in_range("analysis_queue"),
         help=f"finished traces waiting for the analysis worker at most; past it the oldest is dropped (default "
         f"{_D.analysis_queue})",
     )

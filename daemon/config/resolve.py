@@ -15,19 +15,15 @@ from typing import Any
 from dyno.daemon.config.settings import (
     DEFAULT_CONFIG_PATH,
     GPU_BACKENDS,
+    INT_RANGES,
     KINETO_NAME,
     LOG_LEVELS,
-    MAX_ANALYSIS_MEMORY_MB,
-    MAX_ANALYSIS_QUEUE,
     MAX_HISTORY_MAX_BYTES,
     MAX_INTERVAL_S,
     MAX_JOB_S,
     MAX_PERIODIC_INTERVAL_S,
-    MAX_PERIODIC_RANKS,
-    MAX_REGISTRY_CAP,
     MAX_TRACE_RETENTION_BYTES,
     MAX_TRACE_RETENTION_S,
-    MIN_ANALYSIS_MEMORY_MB,
     MIN_HISTORY_MAX_BYTES,
     MIN_INTERVAL_S,
     MIN_JOB_FLUSH_S,
@@ -36,7 +32,6 @@ from dyno.daemon.config.settings import (
     DaemonConfig,
     group_id,
 )
-from dyno.request_limits import MAX_DURATION_MS, MAX_ITERATIONS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -142,6 +137,8 @@ def _value_problem(key: str, value: Any) -> str | None:
         return f"gpu_backend must be one of {', '.join(GPU_BACKENDS)}, not {value!r}"
     if key == "log_level" and value not in LOG_LEVELS:
         return f"log_level must be one of {', '.join(LOG_LEVELS)}"
+    if key in INT_RANGES and not INT_RANGES[key][0] <= value <= INT_RANGES[key][1]:
+        return "{} {} is outside {}-{}".format(key, value, *INT_RANGES[key])
     if key in ("port", "metrics_port") and not 0 <= value <= 65535:
         return f"{key} out of range 0-65535"
     if key == "sim_gpus" and not 1 <= value <= 64:
@@ -172,14 +169,8 @@ def _value_problem(key: str, value: Any) -> str | None:
         return f"job_retention_s {value:g} must be > 0 and at most {MAX_TRACE_RETENTION_S:.0f} (10 years)"
     if key == "analysis_timeout_s" and not 0 < value <= MAX_JOB_S:
         return f"analysis_timeout_s {value:g} must be > 0 and at most {MAX_JOB_S:.0f}"
-    if key == "analysis_memory_mb" and not MIN_ANALYSIS_MEMORY_MB <= value <= MAX_ANALYSIS_MEMORY_MB:
-        return f"analysis_memory_mb {value} is outside {MIN_ANALYSIS_MEMORY_MB}-{MAX_ANALYSIS_MEMORY_MB}"
-    if key == "analysis_queue" and not 1 <= value <= MAX_ANALYSIS_QUEUE:
-        return f"analysis_queue {value} is outside 1-{MAX_ANALYSIS_QUEUE}"
     if key == "job_retention_bytes" and not MIN_JOB_RETENTION_BYTES <= value <= MAX_TRACE_RETENTION_BYTES:
         return f"job_retention_bytes {value} is outside {MIN_JOB_RETENTION_BYTES}-{MAX_TRACE_RETENTION_BYTES}"
-    if key in ("max_processes", "max_processes_per_uid") and not 1 <= value <= MAX_REGISTRY_CAP:
-        return f"{key} {value} is outside 1-{MAX_REGISTRY_CAP}"
     if key.startswith("periodic_"):
         return _periodic_problem(key, value)
     if key == "trace_dir":
@@ -198,12 +189,6 @@ def _periodic_problem(key: str, value: Any) -> str | None:
     """What is wrong with a periodic_* key's value on its own (dyno.daemon.profiling)."""
     if key == "periodic_interval_s" and not (value == 0 or 1 <= value <= MAX_PERIODIC_INTERVAL_S):
         return f"periodic_interval_s {value:g} must be 0 (off) or 1-{MAX_PERIODIC_INTERVAL_S:.0f}"
-    if key == "periodic_iterations" and not 1 <= value <= MAX_ITERATIONS:
-        return f"periodic_iterations {value} is outside 1-{MAX_ITERATIONS}"
-    if key == "periodic_duration_ms" and not 1 <= value <= MAX_DURATION_MS:
-        return f"periodic_duration_ms {value} is outside 1-{MAX_DURATION_MS}"
-    if key == "periodic_ranks_per_host" and not 1 <= value <= MAX_PERIODIC_RANKS:
-        return f"periodic_ranks_per_host {value} is outside 1-{MAX_PERIODIC_RANKS}"
     if key == "periodic_budget" and not 0 < value <= 1:
         return f"periodic_budget {value:g} must be > 0 and at most 1 (a share of a job's time: 0.01 is 1%)"
     if key == "periodic_min_job_age_s" and not 0 <= value <= MAX_JOB_S:

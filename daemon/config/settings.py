@@ -11,6 +11,7 @@ from dyno import exit_codes
 from dyno.daemon.registry import MAX_PROCESSES, MAX_PROCESSES_PER_UID
 from dyno.default_paths import AGENT_SOCKET_NAME, API_SOCKET_NAME, SYSTEM_RUNTIME_DIR, default_agent_socket
 from dyno.default_paths import default_state_dir as _default_state_dir
+from dyno.request_limits import MAX_DURATION_MS, MAX_ITERATIONS
 
 __all__ = [
     "AGENT_SOCKET_NAME",
@@ -19,6 +20,7 @@ __all__ = [
     "ConfigError",
     "group_id",
     "GPU_BACKENDS",
+    "INT_RANGES",
     "SYSTEM_RUNTIME_DIR",
     "DEFAULT_HISTORY_MAX_BYTES",
     "MAX_HISTORY_MAX_BYTES",
@@ -72,6 +74,16 @@ MAX_REGISTRY_CAP = 65536
 # Periodic profiling (dyno.daemon.profiling): a moment at most a week apart, at most this many ranks per host
 MAX_PERIODIC_INTERVAL_S = 7 * 86400.0
 MAX_PERIODIC_RANKS = 1024
+# The integer keys whose values must lie in one closed range: the flag's parser and the file's check both read it
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "max_processes": (1, MAX_REGISTRY_CAP),
+    "max_processes_per_uid": (1, MAX_REGISTRY_CAP),
+    "periodic_iterations": (1, MAX_ITERATIONS),
+    "periodic_duration_ms": (1, MAX_DURATION_MS),
+    "periodic_ranks_per_host": (1, MAX_PERIODIC_RANKS),
+    "analysis_memory_mb": (MIN_ANALYSIS_MEMORY_MB, MAX_ANALYSIS_MEMORY_MB),
+    "analysis_queue": (1, MAX_ANALYSIS_QUEUE),
+}
 # The name libkineto connects to: the default abstract socket, and the fixed file name in --kineto-socket-dir mode.
 KINETO_NAME = "dynolog"
 

@@ -26,7 +26,7 @@ from dyno.daemon.tracing.leftovers import leftover_paths, remove_leftovers
 from dyno.daemon.tracing.listed_workers import LISTED_WORKERS_MAX_AGE_MS
 from dyno.daemon.tracing.preemption import preempt_periodic
 from dyno.daemon.tracing.protocol import ProtocolSide
-from dyno.daemon.tracing.requests import validate_spec, why_nothing
+from dyno.daemon.tracing.requests import only_launchers, others_only, validate_spec, why_nothing
 from dyno.daemon.tracing.table import ProcTrace, TraceEntry, TraceTable
 from dyno.daemon.tracing.values import (
     FINAL_STATES,
@@ -50,27 +50,6 @@ __all__ = ["LISTED_WORKERS_MAX_AGE_MS", "TraceManager", "order_for_limit"]
 log = logging.getLogger(__name__)
 
 _MAX_UNSWEPT = 4096  # processes whose leftovers wait for them to end (see TraceManager._on_process_removed)
-
-
-def _only_launchers(spec: TraceSpec, selected: list[RegisteredProcess], hostname: str) -> str:
-    """Why a request selected torch launchers only (never traced), naming them; "" when it selected none."""
-    launchers = [p for p in selected if p.launcher]
-    if not launchers:
-        return ""
-    which = ", ".join(f"pid {p.pid} ({p.launcher})" for p in launchers)
-    return (
-        f"only torch's launcher of job {spec.job_id!r} matched on host {hostname} ({which}), and a launcher is never "
-        "traced: its workers have not registered (yet: libkineto registers a process when it imports torch)"
-    )
-
-
-def _others_only(spec: TraceSpec, others: list[RegisteredProcess], uid: int, hostname: str) -> str:
-    """Why a request of user `uid` matched only other users' processes."""
-    pids = ", ".join(str(p.pid) for p in others[:8]) + ("..." if len(others) > 8 else "")
-    return (
-        f"the {len(others)} matching process(es) of job {spec.job_id!r} on host {hostname} (pid {pids}) run as other "
-        f"users: uid {uid} may trace only its own processes (root, dynod's user and its admin group trace any)"
-    )
 
 
 class TraceManager:
@@ -168,7 +147,7 @@ class TraceManager:
             others = [p for p in selected if p.uid != only_uid]
             selected = [p for p in selected if p.uid == only_uid]
             if others and not selected:
-                why = _others_only(spec, others, only_uid, self._hostname)
+                why = others_only(spec, others, only_uid, self._hostname)
                 return StartResult(trace_id, (), (), (), why, tuple(self._registry.jobs()))
         # torch's launcher is never traced, even by its own pid: it only waits for its workers (an iteration trace
         # of it is libkineto's 500 ms fallback window), and `--pids <torchrun's pid>` means its workers, which match
@@ -176,7 +155,7 @@ class TraceManager:
         matched = [p for p in selected if not p.launcher]
         jobs = tuple(self._registry.jobs())
         if not matched:
-            why = _only_launchers(spec, selected, self._hostname) or why_nothing(
+            why = only_launchers(spec, selected, self._hostname) or why_nothing(
                 spec, [p.pid for p in procs], jobs, self._hostname
             )
             return StartResult(trace_id, (), (), (), why, jobs)

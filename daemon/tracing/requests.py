@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from dyno.daemon.registry import RegisteredProcess
 from dyno.daemon.tracing.values import TraceRequestError, TraceSpec
 from dyno.error_reasons import ErrorReason
 from dyno.request_limits import (
@@ -18,7 +19,7 @@ from dyno.request_limits import (
 )
 from dyno.trace_ids import new_trace_id, validate_trace_id
 
-__all__ = ["validate_spec", "why_nothing"]
+__all__ = ["only_launchers", "others_only", "validate_spec", "why_nothing"]
 
 
 def validate_spec(spec: TraceSpec, now_ms: int) -> TraceSpec:
@@ -75,4 +76,25 @@ def why_nothing(spec: TraceSpec, job_pids: list[int], jobs: tuple[str, ...], hos
         f"{len(job_pids)} process(es) of job {spec.job_id!r} registered {where}, none with pid(s) "
         f"{', '.join(map(str, spec.pids))} as their own pid or in their ancestry "
         f"(pids: {', '.join(map(str, job_pids))})"
+    )
+
+
+def only_launchers(spec: TraceSpec, selected: list[RegisteredProcess], hostname: str) -> str:
+    """Why a request selected torch launchers only (never traced), naming them; "" when it selected none."""
+    launchers = [p for p in selected if p.launcher]
+    if not launchers:
+        return ""
+    which = ", ".join(f"pid {p.pid} ({p.launcher})" for p in launchers)
+    return (
+        f"only torch's launcher of job {spec.job_id!r} matched on host {hostname} ({which}), and a launcher is never "
+        "traced: its workers have not registered (yet: libkineto registers a process when it imports torch)"
+    )
+
+
+def others_only(spec: TraceSpec, others: list[RegisteredProcess], uid: int, hostname: str) -> str:
+    """Why a request of user `uid` matched only other users' processes."""
+    pids = ", ".join(str(p.pid) for p in others[:8]) + ("..." if len(others) > 8 else "")
+    return (
+        f"the {len(others)} matching process(es) of job {spec.job_id!r} on host {hostname} (pid {pids}) run as other "
+        f"users: uid {uid} may trace only its own processes (root, dynod's user and its admin group trace any)"
     )

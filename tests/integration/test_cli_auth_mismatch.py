@@ -32,6 +32,11 @@ def mtls_dynod(certs: Path) -> Iterator[Dynod]:
     d.cleanup()
 
 
+def _client_tls(certs: Path, cert: str = "client.pem", key: str = "client.key") -> tuple[str, ...]:
+    """The options of a client trusting the test CA and presenting `cert` and `key` (paths under `certs`)."""
+    return ("--tls-ca", str(certs / "ca.pem"), "--tls-cert", str(certs / cert), "--tls-key", str(certs / key))
+
+
 def _only_line(stderr: str) -> str:
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
@@ -50,9 +55,7 @@ def test_a_certificate_not_naming_the_host_says_so(mtls_dynod: Dynod, certs: Pat
     r = run_cli(
         "status",
         "--host", mtls_dynod.target,
-        "--tls-ca", str(certs / "ca.pem"),
-        "--tls-cert", str(certs / "client.pem"),
-        "--tls-key", str(certs / "client.key"),
+        *_client_tls(certs),
         "--tls-server-name", "not-in-the-certificate.example",
         "--timeout-s", "3",
     )  # fmt: skip
@@ -73,9 +76,7 @@ def test_a_key_that_is_not_the_certificates_is_a_usage_error(mtls_dynod: Dynod, 
     r = run_cli(
         "trace",
         "--host", mtls_dynod.target,
-        "--tls-ca", str(certs / "ca.pem"),
-        "--tls-cert", str(certs / "client.pem"),
-        "--tls-key", str(certs / "server.key"),
+        *_client_tls(certs, key="server.key"),
         "--job-id", "j", "--duration-ms", "100", "--output-dir", str(certs / "out"),
     )  # fmt: skip
     assert r.returncode == 2
@@ -88,9 +89,7 @@ def test_the_right_options_still_work(mtls_dynod: Dynod, certs: Path) -> None:
     r = run_cli(
         "version",
         "--host", mtls_dynod.target,
-        "--tls-ca", str(certs / "ca.pem"),
-        "--tls-cert", str(certs / "client.pem"),
-        "--tls-key", str(certs / "client.key"),
+        *_client_tls(certs),
         "--json",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -109,9 +108,7 @@ def test_a_client_certificate_of_another_ca_is_said_to_be_refused(mtls_dynod: Dy
     r = run_cli(
         "status",
         "--host", mtls_dynod.target,
-        "--tls-ca", str(certs / "ca.pem"),
-        "--tls-cert", str(certs / "other" / "client.pem"),
-        "--tls-key", str(certs / "other" / "client.key"),
+        *_client_tls(certs, cert="other/client.pem", key="other/client.key"),
         "--timeout-s", "3",
     )  # fmt: skip
     assert r.returncode == 1

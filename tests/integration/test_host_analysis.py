@@ -42,6 +42,22 @@ def _stub(d: Dynod) -> dyno_pb2_grpc.DynoStub:
     return dyno_pb2_grpc.DynoStub(grpc.insecure_channel(d.target))
 
 
+def _job_record(dynod: Dynod, job: str, trace_id: str) -> dyno_pb2.JobRecord:
+    """The job's record once ListJobs carries the trace's analysis as its latest (within 30 s)."""
+    return wait_for(
+        lambda: next(
+            (
+                j
+                for j in _stub(dynod).ListJobs(dyno_pb2.ListJobsRequest(job_id=job), timeout=10).jobs
+                if j.latest_analysis.trace_id == trace_id
+            ),
+            None,
+        ),
+        30,
+        0.5,
+    )
+
+
 def _trainer(d: Dynod, job: str, hostile_while: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "DYNO_AGENT_SOCKET": str(d.agent_socket), "DYNO_JOB_ID": job, "RANK": "0"}
     script = str(TRAINERS / "hostile_export_trainer.py")
@@ -114,18 +130,7 @@ def test_an_on_demand_trace_is_analysed_on_the_host_and_served_without_numpy_in_
     with_parts = _summary(dynod, trace_id, parts=True)
     assert with_parts.rank_parts[:2] == b"\x1f\x8b" and len(with_parts.rank_parts) <= 3 * 2**20
     # ListJobs carries it as the job's latest analysis, bounded and without parts
-    record = wait_for(
-        lambda: next(
-            (
-                j
-                for j in _stub(dynod).ListJobs(dyno_pb2.ListJobsRequest(job_id=job), timeout=10).jobs
-                if j.latest_analysis.trace_id == trace_id
-            ),
-            None,
-        ),
-        30,
-        0.5,
-    )
+    record = _job_record(dynod, job, trace_id)
     assert record.latest_analysis.state == dyno_pb2.ANALYSIS_STATE_DONE and not record.latest_analysis.rank_parts
     # the gauges beside the job's series
     text = urllib.request.urlopen(dynod.metrics_url, timeout=10).read().decode()
@@ -181,18 +186,7 @@ def test_a_worker_killed_mid_analysis_is_crashed_and_dynod_stays_healthy(dynod: 
     assert (s.state, s.failure) == (dyno_pb2.ANALYSIS_STATE_FAILED, dyno_pb2.ANALYSIS_FAILURE_CRASHED)
     assert "killed by SIGKILL" in s.failure_message
     _healthy(dynod)
-    record = wait_for(
-        lambda: next(
-            (
-                j
-                for j in _stub(dynod).ListJobs(dyno_pb2.ListJobsRequest(job_id=job), timeout=10).jobs
-                if j.latest_analysis.trace_id == trace_id
-            ),
-            None,
-        ),
-        30,
-        0.5,
-    )
+    record = _job_record(dynod, job, trace_id)
     assert record.latest_analysis.failure == dyno_pb2.ANALYSIS_FAILURE_CRASHED
 
 

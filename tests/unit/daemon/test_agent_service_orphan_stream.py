@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import grpc
 import pytest
+from agent_service_env import agent_service
 
 from dyno.daemon import connection_limits
 from dyno.daemon.agent_server import AgentServer
@@ -41,19 +42,10 @@ class Env:
 
 @pytest.fixture
 def env() -> Iterator[Env]:
-    d = short_tmpdir("dyno-orph-")
     alive = {PID}
     reg = ProcessRegistry(is_alive=lambda pid: pid in alive, uid_of=lambda pid: 1000)
-    manager = TraceManager(reg, d / "traces", "hostO")
-    server = AgentServer(AgentServicer(manager, reg, keepalive_ms=100), d / "agent.sock")
-    server.start()
-    channel = grpc.insecure_channel(f"unix:{server.path}")
-    try:
-        yield Env(agent_pb2_grpc.AgentStub(channel), reg, alive)
-    finally:
-        channel.close()
-        server.stop(0)
-        shutil.rmtree(d, ignore_errors=True)
+    with agent_service(reg, "dyno-orph-", "hostO", keepalive_ms=100) as s:
+        yield Env(s.stub, reg, alive)
 
 
 def _watch(env: Env, job: str = "J") -> tuple[str, threading.Event, list[BaseException]]:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
+from agent_service_env import agent_service
 
 from dyno.daemon import agent_admission
 from dyno.daemon.agent_server import AgentServer
@@ -31,18 +32,8 @@ pytestmark = pytest.mark.unit
 
 @pytest.fixture
 def agent_env() -> Iterator[tuple[grpc.Channel, agent_pb2_grpc.AgentStub, ProcessRegistry]]:
-    d = short_tmpdir("dyno-secag-")
-    reg = ProcessRegistry()
-    manager = TraceManager(reg, d / "traces", "hostS")
-    server = AgentServer(AgentServicer(manager, reg), d / "agent.sock")
-    server.start()
-    channel = grpc.insecure_channel(f"unix:{server.path}")
-    try:
-        yield channel, agent_pb2_grpc.AgentStub(channel), reg
-    finally:
-        channel.close()
-        server.stop(0)
-        shutil.rmtree(d, ignore_errors=True)
+    with agent_service(ProcessRegistry(), "dyno-secag-", "hostS") as s:
+        yield s.channel, s.stub, s.registry
 
 
 @pytest.fixture

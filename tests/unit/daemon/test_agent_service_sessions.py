@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,18 +16,17 @@ from typing import Any
 
 import grpc
 import pytest
+from agent_service_env import agent_service
 
 from dyno.client.agent.connection import DaemonConnection
 from dyno.client.agent.env import AgentIdentity
-from dyno.daemon.agent_server import AgentServer
-from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import TraceSpec, TraceState
 from dyno.v1 import agent_pb2, agent_pb2_grpc, dyno_pb2
 
-from conftest import short_tmpdir, wait_for
+from conftest import wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -45,18 +43,8 @@ class Env:
 
 @pytest.fixture
 def env() -> Iterator[Env]:
-    d = short_tmpdir("dyno-secses-")
-    reg = ProcessRegistry()
-    tm = TraceManager(reg, d / "traces", "hostS")
-    server = AgentServer(AgentServicer(tm, reg), d / "agent.sock")
-    server.start()
-    channel = grpc.insecure_channel(f"unix:{server.path}")
-    try:
-        yield Env(tm, reg, agent_pb2_grpc.AgentStub(channel), server.path)
-    finally:
-        channel.close()
-        server.stop(0)
-        shutil.rmtree(d, ignore_errors=True)
+    with agent_service(ProcessRegistry(), "dyno-secses-", "hostS") as s:
+        yield Env(s.manager, s.registry, s.stub, s.server.path)
 
 
 class Agent:

@@ -5,6 +5,8 @@ options."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -55,24 +57,30 @@ class _HugeTraceRpcs:
     StartTrace = CancelTrace = FetchTraceFile = GetTrace
 
 
-@pytest.mark.parametrize("processes", [MAX_PROCESSES, 20_000])
-def test_huge_answers_fit_a_stock_stub_with_every_process_listed(processes: int) -> None:
-    """MAX_PROCESSES: the default registry cap, in one answer; 20,000 (--max-processes allows 65536): in pages."""
-    servicer = DynoServicer(lambda: dyno_pb2.Status(), History(2), "n", _HugeTraceRpcs(processes))
+@contextlib.contextmanager
+def _serving(servicer: DynoServicer) -> Iterator[int]:
+    """`servicer` served by a real grpc server as dynod wires it (add_to_server) on a loopback port; stopped after."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     add_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = dyno_pb2_grpc.DynoStub(channel)
-            pages = [stub.ListProcesses(dyno_pb2.ListProcessesRequest(), timeout=30)]
-            while pages[-1].next_page_token:
-                request = dyno_pb2.ListProcessesRequest(page_token=pages[-1].next_page_token)
-                pages.append(stub.ListProcesses(request, timeout=30))
-            trace = stub.GetTrace(dyno_pb2.GetTraceRequest(trace_id="t"), timeout=30)
+        yield port
     finally:
         server.stop(0)
+
+
+@pytest.mark.parametrize("processes", [MAX_PROCESSES, 20_000])
+def test_huge_answers_fit_a_stock_stub_with_every_process_listed(processes: int) -> None:
+    """MAX_PROCESSES: the default registry cap, in one answer; 20,000 (--max-processes allows 65536): in pages."""
+    servicer = DynoServicer(lambda: dyno_pb2.Status(), History(2), "n", _HugeTraceRpcs(processes))
+    with _serving(servicer) as port, grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = dyno_pb2_grpc.DynoStub(channel)
+        pages = [stub.ListProcesses(dyno_pb2.ListProcessesRequest(), timeout=30)]
+        while pages[-1].next_page_token:
+            request = dyno_pb2.ListProcessesRequest(page_token=pages[-1].next_page_token)
+            pages.append(stub.ListProcesses(request, timeout=30))
+        trace = stub.GetTrace(dyno_pb2.GetTraceRequest(trace_id="t"), timeout=30)
     assert len(pages) == 1 if processes == MAX_PROCESSES else 2 <= len(pages) <= 5
     procs = [p for page in pages for p in page.processes]
     assert [p.pid for p in procs] == list(range(1, processes + 1))
@@ -174,19 +182,11 @@ def test_the_page_bound_fits_a_stock_client_and_dyno_cli_gathers_less_than_it_re
 def test_over_grpc_pages_arrive_intact_in_a_stock_stub(monkeypatch: pytest.MonkeyPatch) -> None:
     """add_to_server sends GetMetrics' encoded bytes as they are (no parsed copy in the daemon); the stub is
     grpcio's with its default limits, and DynoClient gathers the pages into one answer."""
-    from concurrent import futures
-
     from dyno.client import DynoClient
     from dyno.client.errors import ResourceExhausted
-    from dyno.daemon.server import add_to_server
-    from dyno.v1 import dyno_pb2_grpc
 
     servicer = _servicer(40)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    add_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
+    with _serving(servicer) as port:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = dyno_pb2_grpc.DynoStub(channel)
             got = stub.GetMetrics(dyno_pb2.GetMetricsRequest(limit=3, names=["gpu_*"]), timeout=10)
@@ -199,8 +199,6 @@ def test_over_grpc_pages_arrive_intact_in_a_stock_stub(monkeypatch: pytest.Monke
             assert len(c.metrics(limit=5).samples) == 5
             with pytest.raises(ResourceExhausted, match=r"more than 0 MiB \(about the newest \d+ fit\)"):
                 c.metrics(max_bytes=12_000)
-    finally:
-        server.stop(0)
 
 
 class _StreamContext(AbortingContext):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dynod_config import resolve
+from dynod_config import config_file, resolve
 
 from dyno.daemon.config import ConfigError
 
@@ -31,10 +31,9 @@ def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> Non
     ],
 )
 def test_durations_and_retention_in_the_file_are_checked(tmp_path: Path, content: str, message: str) -> None:
-    f = tmp_path / "dynod.toml"
-    f.write_text(content)
+    f = config_file(tmp_path, content)
     with pytest.raises(ConfigError, match=message):
-        resolve(["--config", str(f)])
+        resolve(["--config", f])
 
 
 @pytest.mark.parametrize(
@@ -48,18 +47,14 @@ def test_durations_and_retention_in_the_file_are_checked(tmp_path: Path, content
     ],
 )
 def test_the_analysis_keys_are_checked(tmp_path: Path, content: str, message: str) -> None:
-    f = tmp_path / "dynod.toml"
-    f.write_text(content)
+    f = config_file(tmp_path, content)
     with pytest.raises(ConfigError, match=message):
-        resolve(["--config", str(f)])
+        resolve(["--config", f])
 
 
 def test_the_analysis_keys_from_flags_over_the_file(tmp_path: Path) -> None:
-    f = tmp_path / "dynod.toml"
-    f.write_text("analysis_enabled = false\nanalysis_queue = 4\n")
-    cfg = resolve(
-        ["--config", str(f), "--analysis-enabled", "--analysis-memory-mb", "512", "--analysis-timeout-s", "30"]
-    )
+    f = config_file(tmp_path, "analysis_enabled = false\nanalysis_queue = 4\n")
+    cfg = resolve(["--config", f, "--analysis-enabled", "--analysis-memory-mb", "512", "--analysis-timeout-s", "30"])
     assert (cfg.analysis_enabled, cfg.analysis_queue, cfg.analysis_memory_mb, cfg.analysis_timeout_s) == (
         True, 4, 512, 30.0)  # fmt: skip
     assert resolve(["--no-analysis-enabled"]).analysis_enabled is False

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dynod_config import resolve
+from dynod_config import config_file, resolve
 
 from dyno.daemon.config import ConfigError, DaemonConfig
 from dyno.daemon.main import main
@@ -22,9 +22,8 @@ def test_off_by_default() -> None:
 
 
 def test_flags_over_file_into_settings(tmp_path: Path) -> None:
-    f = tmp_path / "dynod.toml"
-    f.write_text("periodic_interval_s = 1800\nperiodic_budget = 0.02\nperiodic_iterations = 8\n")
-    cfg = resolve(["--config", str(f), "--periodic-iterations", "3", "--periodic-min-job-age-s", "0.5"])
+    f = config_file(tmp_path, "periodic_interval_s = 1800\nperiodic_budget = 0.02\nperiodic_iterations = 8\n")
+    cfg = resolve(["--config", f, "--periodic-iterations", "3", "--periodic-min-job-age-s", "0.5"])
     s = periodic_settings(cfg)
     assert s is not None
     assert (s.interval_ms, s.budget, s.iterations, s.min_job_age_ms) == (1_800_000, 0.02, 3, 500)
@@ -48,11 +47,10 @@ def test_flags_over_file_into_settings(tmp_path: Path) -> None:
     ],
 )
 def test_bad_values_are_config_errors_naming_the_file(tmp_path: Path, content: str, message: str) -> None:
-    f = tmp_path / "dynod.toml"
-    f.write_text(content)
+    f = config_file(tmp_path, content)
     with pytest.raises(ConfigError, match=message) as e:
-        resolve(["--config", str(f)])
-    assert str(f) in str(e.value)
+        resolve(["--config", f])
+    assert f in str(e.value)
 
 
 def test_a_bad_flag_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

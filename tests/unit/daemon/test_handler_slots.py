@@ -3,8 +3,10 @@ others wait their turn and all are answered; streaming handlers are not held bac
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from concurrent import futures
 
 import grpc
@@ -21,26 +23,28 @@ class _Counting:
         self.now = 0
         self.most = 0
 
-    def unary(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+    def _work(self) -> None:
+        """50 ms of a handler's work, counted as running meanwhile."""
         with self.lock:
             self.now += 1
             self.most = max(self.most, self.now)
         time.sleep(0.05)
         with self.lock:
             self.now -= 1
+
+    def unary(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        self._work()
         return request
 
     def stream(self, request: bytes, context: grpc.ServicerContext):  # type: ignore[no-untyped-def]
-        with self.lock:
-            self.now += 1
-            self.most = max(self.most, self.now)
-        time.sleep(0.05)
-        with self.lock:
-            self.now -= 1
+        self._work()
         yield request
 
 
-def _serve(counting: _Counting, slots: int) -> tuple[grpc.Server, int]:
+@contextlib.contextmanager
+def _channel(counting: _Counting, slots: int) -> Iterator[grpc.Channel]:
+    """A channel to a real grpc server with HandlerSlots(slots), serving counting's handlers as t.T/Unary and
+    t.T/Stream; the server stops after."""
     server = grpc.server(futures.ThreadPoolExecutor(32), interceptors=[HandlerSlots(slots)])
     handlers = {
         "Unary": grpc.unary_unary_rpc_method_handler(counting.unary),
@@ -49,30 +53,26 @@ def _serve(counting: _Counting, slots: int) -> tuple[grpc.Server, int]:
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("t.T", handlers),))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    return server, port
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield channel
+    finally:
+        server.stop(0)
 
 
 def test_at_most_the_slots_run_unary_handlers_at_once() -> None:
     counting = _Counting()
-    server, port = _serve(counting, 2)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            call = channel.unary_unary("/t.T/Unary")
-            answers = [call.future(b"x%d" % i, timeout=30) for i in range(16)]
-            assert sorted(a.result() for a in answers) == sorted(b"x%d" % i for i in range(16))
-        assert counting.most == 2
-    finally:
-        server.stop(0)
+    with _channel(counting, 2) as channel:
+        call = channel.unary_unary("/t.T/Unary")
+        answers = [call.future(b"x%d" % i, timeout=30) for i in range(16)]
+        assert sorted(a.result() for a in answers) == sorted(b"x%d" % i for i in range(16))
+    assert counting.most == 2
 
 
 def test_streams_are_not_held_back() -> None:
     counting = _Counting()
-    server, port = _serve(counting, 1)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            call = channel.unary_stream("/t.T/Stream")
-            streams = [call(b"s", timeout=30) for _ in range(8)]
-            assert [list(s) for s in streams] == [[b"s"]] * 8
-        assert counting.most > 1
-    finally:
-        server.stop(0)
+    with _channel(counting, 1) as channel:
+        call = channel.unary_stream("/t.T/Stream")
+        streams = [call(b"s", timeout=30) for _ in range(8)]
+        assert [list(s) for s in streams] == [[b"s"]] * 8
+    assert counting.most > 1

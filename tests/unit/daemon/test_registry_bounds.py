@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,11 +14,10 @@ from pathlib import Path
 
 import grpc
 import pytest
+from agent_service_env import agent_service
 from manual_clock import Clock
 
 from dyno.daemon import registry as registry_module
-from dyno.daemon.agent_server import AgentServer
-from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.registry import (
     PROTOCOL_AGENT,
     PROTOCOL_KINETO,
@@ -32,8 +30,6 @@ from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.v1 import agent_pb2, agent_pb2_grpc
-
-from conftest import short_tmpdir
 
 pytestmark = pytest.mark.unit
 
@@ -158,18 +154,8 @@ def test_pid_uid_reads_the_owner_of_proc_pid() -> None:
 
 @pytest.fixture
 def agent_env() -> Iterator[tuple[agent_pb2_grpc.AgentStub, ProcessRegistry]]:
-    d = short_tmpdir("dyno-regb-")
-    reg = ProcessRegistry(max_processes=10, max_per_uid=3)
-    manager = TraceManager(reg, d / "traces", "hostB")
-    server = AgentServer(AgentServicer(manager, reg), d / "agent.sock")
-    server.start()
-    channel = grpc.insecure_channel(f"unix:{server.path}")
-    try:
-        yield agent_pb2_grpc.AgentStub(channel), reg
-    finally:
-        channel.close()
-        server.stop(0)
-        shutil.rmtree(d, ignore_errors=True)
+    with agent_service(ProcessRegistry(max_processes=10, max_per_uid=3), "dyno-regb-", "hostB") as s:
+        yield s.stub, s.registry
 
 
 def _sleepers(n: int) -> list[subprocess.Popen[bytes]]:

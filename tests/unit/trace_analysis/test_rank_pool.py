@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from analysis_trace_builder import TraceBuilder
+from multirank_jobs import gpu_rank
 
 from dyno.trace_analysis import analyze
 from dyno.trace_analysis.api import analyze_rank
@@ -26,15 +27,7 @@ RESOLVED = resolve_rule_thresholds(None)
 def _rank(folder: Path, rank: int, world: int, step_us: float, *, name: str | None = None) -> Path:
     """A rank of 3 steps of ``step_us``: a GEMM, a NCCL all-reduce and a device-wide synchronize (per-rank
     findings to carry over)."""
-    b = TraceBuilder(rank=rank, world_size=world)
-    for i in range(3):
-        t0 = i * step_us
-        b.step(i, t0, step_us)
-        b.cpu("aten::mm", t0 + 10.0, 50.0)
-        b.launch("void cutlass_gemm_kernel()", t0 + 20.0, t0 + 100.0, 0.3 * step_us)
-        b.launch("ncclKernel_AllReduce_RING_LL_Sum_float", t0 + 40.0, t0 + 0.4 * step_us, 50_000.0)
-        b.runtime("cudaDeviceSynchronize", t0 + 60.0, 0.2 * step_us)
-    return b.write(folder / (name or f"rank-{rank}.json"))
+    return gpu_rank(folder / (name or f"rank-{rank}.json"), rank, world, step_us)
 
 
 def _job(folder: Path, steps_us: list[float]) -> Path:

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_run_trace import FakeRun, install_run_trace
 
 from dyno.client import agent as agent_mod
-from dyno.client.agent import process_agent
 from dyno.client.agent.trace import AgentTraceSpec, StepCounter, TraceFailed, TraceResult, run_trace
 from dyno.v1 import dyno_pb2
 
@@ -134,23 +134,15 @@ def test_finish_early_leaves_another_threads_profiler_alone(tmp_path: Path) -> N
 def test_agent_reports_done_with_the_note(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     recording = threading.Event()
 
-    def fake_run_trace(
-        spec: AgentTraceSpec,
-        steps: Any,
-        cancel: Any,
-        on_running: Any,
-        exiting: Any,
-        files: Any = None,
-        on_waiting: Any = None,
-    ) -> TraceResult:
-        on_running()
+    def fake_run_trace(run: FakeRun) -> TraceResult:
+        run.on_running()
         recording.set()
-        cancel.wait(30)
-        assert exiting.is_set()
-        spec.output_path.write_bytes(b"{}")
-        return TraceResult(spec.output_path, 2, note="ended early: ...")
+        run.cancel.wait(30)
+        assert run.exiting is not None and run.exiting.is_set()
+        run.spec.output_path.write_bytes(b"{}")
+        return TraceResult(run.spec.output_path, 2, note="ended early: ...")
 
-    monkeypatch.setattr(process_agent, "run_trace", fake_run_trace)
+    install_run_trace(monkeypatch, fake_run_trace)
     monkeypatch.setattr(agent_mod.atexit, "register", lambda f: None)
     a, stub = _agent(tmp_path)
     t = _run_in_thread(a, AgentTraceSpec(trace_id="t4", output_path=tmp_path / "t4.json", duration_ms=60_000))
@@ -165,23 +157,15 @@ def test_agent_exit_past_the_cap_reports_failed_and_leaves_no_file(
 ) -> None:
     recording, release = threading.Event(), threading.Event()
 
-    def slow_export(
-        spec: AgentTraceSpec,
-        steps: Any,
-        cancel: Any,
-        on_running: Any,
-        exiting: Any,
-        files: Any = None,
-        on_waiting: Any = None,
-    ) -> TraceResult:
-        on_running()
+    def slow_export(run: FakeRun) -> TraceResult:
+        run.on_running()
         recording.set()
-        cancel.wait(30)
+        run.cancel.wait(30)
         release.wait(30)  # an export that outlasts the cap
-        spec.output_path.write_bytes(b"{}")
-        return TraceResult(spec.output_path, 2, note="ended early: ...")
+        run.spec.output_path.write_bytes(b"{}")
+        return TraceResult(run.spec.output_path, 2, note="ended early: ...")
 
-    monkeypatch.setattr(process_agent, "run_trace", slow_export)
+    install_run_trace(monkeypatch, slow_export)
     monkeypatch.setattr(agent_mod.atexit, "register", lambda f: None)
     a, stub = _agent(tmp_path)
     spec = AgentTraceSpec(trace_id="t5", output_path=tmp_path / "t5.json", duration_ms=60_000)
@@ -200,21 +184,14 @@ def test_agent_exit_with_a_pending_trace_changes_nothing(monkeypatch: pytest.Mon
     started = threading.Event()
     seen: list[str] = []
 
-    def pending(
-        spec: AgentTraceSpec,
-        steps: Any,
-        cancel: Any,
-        on_running: Any,
-        exiting: Any,
-        files: Any = None,
-        on_waiting: Any = None,
-    ) -> TraceResult:
+    def pending(run: FakeRun) -> TraceResult:
         started.set()
-        cancel.wait(30)  # waiting for its start time: never recording
-        seen.append(f"cancel={cancel.is_set()} exiting={exiting.is_set()}")
+        run.cancel.wait(30)  # waiting for its start time: never recording
+        assert run.exiting is not None
+        seen.append(f"cancel={run.cancel.is_set()} exiting={run.exiting.is_set()}")
         raise TraceFailed("cancelled")
 
-    monkeypatch.setattr(process_agent, "run_trace", pending)
+    install_run_trace(monkeypatch, pending)
     a, stub = _agent(tmp_path)
     t = _run_in_thread(a, AgentTraceSpec(trace_id="t6", output_path=tmp_path / "t6.json", duration_ms=1000))
     assert started.wait(30)

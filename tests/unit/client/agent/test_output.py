@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_run_trace import FakeRun, install_run_trace
 
 from dyno.client import agent as agent_mod
-from dyno.client.agent import process_agent
 from dyno.client.agent.output import OutputFiles, TraceAbandoned
 from dyno.client.agent.trace import AgentTraceSpec, TraceFailed, TraceResult, _export, write_trace_file
 from dyno.v1 import dyno_pb2
@@ -91,28 +91,22 @@ def test_agent_exit_past_the_cap_removes_the_partial_export(monkeypatch: pytest.
     recording, release = threading.Event(), threading.Event()
     outcome: list[str] = []
 
-    def stalled_export(
-        spec: AgentTraceSpec,
-        steps: Any,
-        cancel: Any,
-        on_running: Any,
-        exiting: Any,
-        files: OutputFiles,
-        on_waiting: Any = None,
-    ) -> TraceResult:
-        on_running()
+    def stalled_export(run: FakeRun) -> TraceResult:
+        files = run.files
+        assert files is not None
+        run.on_running()
         recording.set()
-        cancel.wait(30)
+        run.cancel.wait(30)
         files.raw.write_bytes(b'{"traceEvents": [')  # mid-export when the exit stops waiting
         files.tmp.write_bytes(b"\x1f\x8b")
         release.wait(30)
         try:
             with files.creating():
-                spec.output_path.write_bytes(b"{}")
+                run.spec.output_path.write_bytes(b"{}")
         except TraceAbandoned:
             outcome.append("refused")
             raise TraceFailed("abandoned") from None
-        return TraceResult(spec.output_path, 2)
+        return TraceResult(run.spec.output_path, 2)
 
     class Stub:
         def __init__(self) -> None:
@@ -121,7 +115,7 @@ def test_agent_exit_past_the_cap_removes_the_partial_export(monkeypatch: pytest.
         def ReportTrace(self, request: Any, timeout: float) -> None:  # noqa: N802 - the stub's name
             self.reports.append((dyno_pb2.TraceState.Name(request.state), request.error))
 
-    monkeypatch.setattr(process_agent, "run_trace", stalled_export)
+    install_run_trace(monkeypatch, stalled_export)
     monkeypatch.setattr(agent_mod.atexit, "register", lambda f: None)
     a = agent_mod.Agent(job_id="j1", socket_path=tmp_path / "agent.sock")
     a._conn._stub = stub = Stub()

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_run_trace import FakeRun, install_run_trace
 
 from dyno.client import agent as agent_mod
-from dyno.client.agent import process_agent
 from dyno.client.agent.trace import AgentTraceSpec, TraceResult
 from dyno.v1 import dyno_pb2
 
@@ -36,20 +36,12 @@ class FakeDaemon:
 
 @pytest.fixture
 def setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[agent_mod.Agent, FakeDaemon]:
-    def fake_run_trace(
-        spec: AgentTraceSpec,
-        steps: Any,
-        cancel: Any,
-        on_running: Any,
-        exiting: Any = None,
-        files: Any = None,
-        on_waiting: Any = None,
-    ) -> TraceResult:
-        on_running()
-        spec.output_path.write_bytes(b"{}")
-        return TraceResult(spec.output_path, 2)
+    def fake_run_trace(run: FakeRun) -> TraceResult:
+        run.on_running()
+        run.spec.output_path.write_bytes(b"{}")
+        return TraceResult(run.spec.output_path, 2)
 
-    monkeypatch.setattr(process_agent, "run_trace", fake_run_trace)
+    install_run_trace(monkeypatch, fake_run_trace)
     a = agent_mod.Agent(job_id="j1", socket_path=tmp_path / "agent.sock")
     daemon = FakeDaemon()
     daemon.agent = a

@@ -1,5 +1,6 @@
-"""`dyno-cli status` text: a simulated GPU is labelled once, whether or not its name already says so; uptimes and
-ages read as durations."""
+"""`dyno-cli status` text: a simulated GPU is labelled once, whether or not its name already says so; the job store
+and periodic profiling lines say the daemon's words, and are absent from a daemon without them; uptimes and ages read
+as durations."""
 
 from __future__ import annotations
 
@@ -26,6 +27,24 @@ def test_a_real_gpu_is_not_labelled() -> None:
     status = dyno_pb2.Status(gpus=[dyno_pb2.GpuInfo(index=0, name="NVIDIA A100", uuid="GPU-1")])
     line = next(ln for ln in render(status, "localhost:1778").splitlines() if "GPU-1" in ln)
     assert "simulated" not in line.lower()
+
+
+def _lines(status: dyno_pb2.Status, prefix: str) -> list[str]:
+    return [ln for ln in render(status, "localhost:1778").splitlines() if ln.startswith(prefix)]
+
+
+def test_job_store_line_says_ok_or_the_problem() -> None:
+    assert _lines(dyno_pb2.Status(job_store="ok"), "job store") == ["job store   ok"]
+    problem = "job database /var/lib/dyno/jobs.sqlite3: cannot open it: file is not a database (corrupt: move it aside)"
+    assert _lines(dyno_pb2.Status(job_store=problem), "job store") == [f"job store   {problem}"]
+    assert _lines(dyno_pb2.Status(), "job store") == []
+
+
+def test_periodic_line_says_off_or_the_schedule() -> None:
+    assert _lines(dyno_pb2.Status(periodic_profiling="off"), "periodic") == ["periodic    off"]
+    on = "on: every 1800 s at a per-job offset, 5 steps (agent) ...; next: train-7 at 02:17:43Z"
+    assert _lines(dyno_pb2.Status(periodic_profiling=on), "periodic") == [f"periodic    {on}"]
+    assert _lines(dyno_pb2.Status(), "periodic") == []  # a dynod from before periodic profiling
 
 
 # Uptimes and ages read at a glance

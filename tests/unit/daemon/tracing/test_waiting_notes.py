@@ -106,53 +106,51 @@ def tm(tmp_path: Path):  # type: ignore[no-untyped-def]
     return clock, alive, reg, manager
 
 
-def _agent(reg: ProcessRegistry) -> None:
+def _delivered(reg: ProcessRegistry, manager: TraceManager, trace_id: str) -> str:
+    """A 3-step trace `trace_id` delivered to job J's one agent process, pid 10; its trace id."""
     reg.register(RegisteredProcess(pid=10, job_id="J", protocol=PROTOCOL_AGENT, session_id="s10"))
     reg.set_connected(10, "s10", True)
+    r = manager.start(TraceSpec(job_id="J", iterations=3, trace_id=trace_id))
+    manager.agent_delivered(10, r.trace_id)
+    return r.trace_id
 
 
 def test_dynod_keeps_the_agents_waiting_note_through_a_cancel(tm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _clock, _alive, reg, manager = tm
-    _agent(reg)
-    r = manager.start(TraceSpec(job_id="J", iterations=3, trace_id="wa"))
-    manager.agent_delivered(10, r.trace_id)
-    manager.agent_report(10, r.trace_id, TraceState.DELIVERED, "no optimizer step in 31 s: ...")
-    (p,) = manager.get(r.trace_id).processes
+    trace_id = _delivered(reg, manager, "wa")
+    manager.agent_report(10, trace_id, TraceState.DELIVERED, "no optimizer step in 31 s: ...")
+    (p,) = manager.get(trace_id).processes
     assert (p.state, p.waiting) == (TraceState.DELIVERED, "no optimizer step in 31 s: ...")
     assert process_trace_to_pb(p).waiting == "no optimizer step in 31 s: ..."
-    manager.agent_report(10, r.trace_id, TraceState.RUNNING)  # recording: the note no longer holds
-    (p,) = manager.get(r.trace_id).processes
+    manager.agent_report(10, trace_id, TraceState.RUNNING)  # recording: the note no longer holds
+    (p,) = manager.get(trace_id).processes
     assert (p.state, p.waiting) == (TraceState.RUNNING, "")
-    manager.agent_report(10, r.trace_id, TraceState.RUNNING, "recorded 1 of 3 optimizer steps; no optimizer step")
-    (p,) = manager.cancel(r.trace_id).processes
+    manager.agent_report(10, trace_id, TraceState.RUNNING, "recorded 1 of 3 optimizer steps; no optimizer step")
+    (p,) = manager.cancel(trace_id).processes
     assert p.state == TraceState.CANCELLED and p.waiting.startswith("recorded 1 of 3")
     # kept in the record of the finished trace, read back after a restart
-    view = tj.load_record(manager.trace_dir, r.trace_id)
+    view = tj.load_record(manager.trace_dir, trace_id)
     assert view is not None and view.processes[0].waiting.startswith("recorded 1 of 3")
 
 
 def test_a_done_trace_has_no_waiting_note(tm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _clock, _alive, reg, manager = tm
-    _agent(reg)
-    r = manager.start(TraceSpec(job_id="J", iterations=3, trace_id="wd"))
-    manager.agent_delivered(10, r.trace_id)
-    manager.agent_report(10, r.trace_id, TraceState.RUNNING, "recorded 1 of 3 optimizer steps; ...")
-    (p,) = manager.get(r.trace_id).processes
+    trace_id = _delivered(reg, manager, "wd")
+    manager.agent_report(10, trace_id, TraceState.RUNNING, "recorded 1 of 3 optimizer steps; ...")
+    (p,) = manager.get(trace_id).processes
     Path(p.path).write_text("{}")
-    manager.agent_report(10, r.trace_id, TraceState.DONE)
-    (p,) = manager.get(r.trace_id).processes
+    manager.agent_report(10, trace_id, TraceState.DONE)
+    (p,) = manager.get(trace_id).processes
     assert (p.state, p.waiting) == (TraceState.DONE, "")
 
 
 def test_agent_deadline_reason_says_what_it_waited_for(tm) -> None:  # type: ignore[no-untyped-def]
     clock, _alive, reg, manager = tm
-    _agent(reg)
-    r = manager.start(TraceSpec(job_id="J", iterations=3, trace_id="wt"))
-    manager.agent_delivered(10, r.trace_id)
-    manager.agent_report(10, r.trace_id, TraceState.DELIVERED, "no optimizer step for 590 s (...)")
+    trace_id = _delivered(reg, manager, "wt")
+    manager.agent_report(10, trace_id, TraceState.DELIVERED, "no optimizer step for 590 s (...)")
     clock.ms += 601_000
     manager.housekeeping()
-    (p,) = manager.get(r.trace_id).processes
+    (p,) = manager.get(trace_id).processes
     assert p.state == TraceState.TIMED_OUT
     assert p.error == "no complete trace file by the deadline: no optimizer step for 590 s (...)"
 

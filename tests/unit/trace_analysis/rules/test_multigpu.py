@@ -44,16 +44,22 @@ def test_gpu_utilization_two_saturated_gpus(tmp_path):
 
 
 # ---- compute stream and host-bound per device -----------------------------------------------------------------
+def _two_gpus(kernels: int, starved: tuple[float, int] | None) -> MultiGpuTraceBuilder:
+    """GPU 0 busy from 1000 µs (`kernels` back-to-back kernels); GPU 1 host-bound from `starved` = (start µs,
+    kernels: 20 µs kernels 200 µs apart, each launched as the previous one ends), or, None, busy as GPU 0."""
+    b = MultiGpuTraceBuilder()
+    b.busy_on(0, 1000.0, kernels)
+    if starved is not None:
+        b.host_bound_on(1, *starved)
+    else:
+        b.busy_on(1, 1000.0, kernels)
+    return b
+
+
 def _fed_and_starved(starved: bool) -> MultiGpuTraceBuilder:
     """GPU 0 saturated (40 kernels over [1000, 5000]); GPU 1 over the same span either waits for each launch
-    (``starved``: 20 µs kernels 200 µs apart, launched as the previous one ends) or is saturated too."""
-    b = MultiGpuTraceBuilder()
-    b.busy_on(0, 1000.0, 40)
-    if starved:
-        b.host_bound_on(1, 1000.0, 19)
-    else:
-        b.busy_on(1, 1000.0, 40)
-    return b
+    (``starved``) or is saturated too."""
+    return _two_gpus(40, (1000.0, 19) if starved else None)
 
 
 def test_compute_stream_per_device(tmp_path):
@@ -89,13 +95,7 @@ def test_host_bound_one_device_title_unchanged(tmp_path):
 def _late_second(late: bool) -> MultiGpuTraceBuilder:
     """GPU 0 busy over [1000, 11000]; GPU 1 only at the end, five 20 µs kernels each launched after the previous
     one ended (``late``), or busy over all of it."""
-    b = MultiGpuTraceBuilder()
-    b.busy_on(0, 1000.0, 100)
-    if late:
-        b.host_bound_on(1, 10000.0, 5)
-    else:
-        b.busy_on(1, 1000.0, 100)
-    return b
+    return _two_gpus(100, (10000.0, 5) if late else None)
 
 
 def test_low_gpu_util_idle_gpu_before_its_first_kernel(tmp_path):
