@@ -12,11 +12,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from dyno.client.format import human_duration, table
+from dyno.job_columns import top_rule
 from dyno.trace_summary import AnalysisFailure
 from dyno.trace_summary_pb import summary_from_proto
 from dyno.v1 import dyno_pb2
 
-__all__ = ["BASIS_BUSY", "BASIS_SM", "JobRow", "analysis_text", "from_records", "ranked", "render", "to_json"]
+__all__ = [
+    "BASIS_BUSY",
+    "BASIS_SM",
+    "JobRow",
+    "analysis_text",
+    "analysis_words",
+    "from_records",
+    "ranked",
+    "render",
+    "to_json",
+]
 
 BASIS_BUSY = "busy"
 BASIS_SM = "sm"
@@ -150,16 +161,23 @@ def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobR
 
 def analysis_text(s: dyno_pb2.TraceSummary) -> str:
     """A job's latest analysis in a table cell: its costliest rule and share, or "analysis failed: <reason>"."""
-    if s.state == dyno_pb2.ANALYSIS_STATE_FAILED:
-        failure = summary_from_proto(s, with_ranks=False).failure  # a value this client does not know: CRASHED
-        reason = "unknown" if failure is AnalysisFailure.NONE else failure.value.replace("_", " ").lower()
-        return f"analysis failed: {reason}"
-    if s.state != dyno_pb2.ANALYSIS_STATE_DONE:
+    top = top_rule(s)
+    return analysis_words(s.state, s.failure, top.rule if top else "", top.time_lost_share if top else 0.0)
+
+
+def analysis_words(state: int, failure: int, rule: str, share: float) -> str:
+    """analysis_text of an analysis in this state (dyno.v1.AnalysisState), failure (dyno.v1.AnalysisFailure) and
+    costliest rule ("": no rules) with its time_lost_share."""
+    if state == dyno_pb2.ANALYSIS_STATE_FAILED:
+        # a value this client does not know: CRASHED
+        reason = summary_from_proto(dyno_pb2.TraceSummary(failure=failure), with_ranks=False).failure  # type: ignore[arg-type]
+        words = "unknown" if reason is AnalysisFailure.NONE else reason.value.replace("_", " ").lower()
+        return f"analysis failed: {words}"
+    if state != dyno_pb2.ANALYSIS_STATE_DONE:
         return ""
-    if not s.rules:
+    if not rule:
         return "no findings"
-    top = max(s.rules, key=lambda r: r.time_lost_share)
-    return f"{top.rule} {100.0 * min(1.0, max(0.0, top.time_lost_share)):.0f}%"
+    return f"{rule} {100.0 * min(1.0, max(0.0, share)):.0f}%"
 
 
 def ranked(rows: Iterable[JobRow]) -> list[JobRow]:
