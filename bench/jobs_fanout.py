@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,6 +42,12 @@ def _serve(count: int, jobs: int) -> int:
     for s in servers:
         s.server.stop(0)
     return 0
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of the finished child processes (the command's own work, whatever the load)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -71,7 +78,7 @@ def main() -> int:
         f.write("\n".join(f"127.0.0.1:{port}" for port in ports) + "\n")
         hostfile = f.name
     print(f"{len(hosts)} hosts x {args.jobs} job records; cpus={os.cpu_count()}")
-    fan, join, cli, rec_fan, rec_join = [], [], [], [], []
+    fan, join, cli, cli_cpu, rec_fan, rec_join = [], [], [], [], [], []
     columnar = dyno_pb2.ListJobsRequest(columnar=True)
     try:
         # the first pass builds the servers' pages (once per helper process): not timed
@@ -101,6 +108,7 @@ def main() -> int:
             failed = sum(1 for r in pages if not r.ok)
             count = sum(len(page.columns.job_id) for r in pages if r.ok and r.value for page in r.value)
             del pages
+            cpu0 = _children_cpu()
             t4 = time.perf_counter()
             done = subprocess.run(
                 [sys.executable, "-m", "dyno.client", "jobs", "--hostfile", hostfile, "--json", "--timeout-s", "120"],
@@ -108,14 +116,15 @@ def main() -> int:
                 text=True,
             )
             t5 = time.perf_counter()
+            cli_cpu.append(_children_cpu() - cpu0)
             fan.append(t1 - t0)
             join.append(t2 - t1)
             cli.append(t5 - t4)
+            listed = len(json.loads(done.stdout)["jobs"]) if done.returncode == 0 else 0
             print(
                 f"{line} columns: list_job_pages {t1 - t0:.2f} s ({count} records, {failed} failed hosts), "
-                f"join {t2 - t1:.2f} s ({len(rows)} jobs), "
-                f"dyno-cli jobs --json {t5 - t4:.2f} s (exit {done.returncode}, {len(json.loads(done.stdout)['jobs'])} "
-                "jobs)",
+                f"join {t2 - t1:.2f} s ({len(rows)} jobs), dyno-cli jobs --json {t5 - t4:.2f} s, "
+                f"CPU {cli_cpu[-1]:.2f} s (exit {done.returncode}, {listed} jobs)",
                 flush=True,
             )
     finally:
@@ -129,7 +138,8 @@ def main() -> int:
         )
     print(
         f"median, columns: list_job_pages {statistics.median(fan):.2f} s, join {statistics.median(join):.2f} s, "
-        f"whole command {statistics.median(cli):.2f} s (target < 2 s); load average {os.getloadavg()[0]:.1f}"
+        f"whole command {statistics.median(cli):.2f} s (target < 2 s; its CPU {statistics.median(cli_cpu):.2f} s); "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
     return 0
 

@@ -8,10 +8,10 @@ import grpc
 import pytest
 from grpc_context import Aborted, AbortingContext
 
+from dyno import job_columns
 from dyno.daemon.callers import Caller
 from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
 from dyno.daemon.jobs.records import MAX_LISTED, JobRecord
-from dyno import job_columns
 from dyno.daemon.jobs.service import MAX_PAGE_SIZE, ListJobsRpc
 from dyno.v1 import dyno_pb2
 
