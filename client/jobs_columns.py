@@ -96,19 +96,23 @@ class _Totals:
         gpu_s = np.array(c.gpu_seconds, _F64)
         np.add.at(self.gpu_s, code, gpu_s)
         np.add.at(self.busy, code, np.array(c.busy_gpu_seconds, _F64))
-        np.add.at(self.sm, code, np.array(c.sm_active_gpu_seconds, _F64))
         np.add.at(self.traces, code, np.array(c.traces, _I64))
+        sm, gpm = np.zeros(len(code), _F64), np.zeros(len(code), _F64)
+        gpm_rows = np.array(c.gpm_rows, _I64)
+        sm[gpm_rows] = np.array(c.sm_active_gpu_seconds, _F64)
+        gpm[gpm_rows] = np.array(c.gpm_gpu_seconds, _F64)
+        np.add.at(self.sm, code, sm)
         held = gpu_s > 0
         self.held[code[held]] = True
-        self.partial[code[held & (np.array(c.gpm_gpu_seconds, _F64) < _GPM_COVERED * gpu_s)]] = True
+        self.partial[code[held & (gpm < _GPM_COVERED * gpu_s)]] = True
         self.hosts.append(code << _HOST_BITS | host)
-        state = np.array(c.analysis_state, _I64)
-        at = np.nonzero(state != dyno_pb2.ANALYSIS_STATE_UNSPECIFIED)[0]
+        at = np.array(c.analysed_rows, _I64)
         if len(at):
-            analyzed = np.array(c.analyzed_ms, _I64)[at]
-            failure = np.array(c.analysis_failure, _I64)[at]
-            share = np.array(c.top_rule_share, _F64)[at]
-            self.analysed.append((np.full(len(at), page), at, code[at], analyzed, state[at], failure, rule[at], share))
+            analyzed = np.array(c.analyzed_ms, _I64)
+            state = np.array(c.analysis_state, _I64)
+            failure = np.array(c.analysis_failure, _I64)
+            share = np.array(c.top_rule_share, _F64)
+            self.analysed.append((np.full(len(at), page), at, code[at], analyzed, state, failure, rule, share))
 
     def add_daemon(self, pages: list[tuple[Any, Any]]) -> None:
         """One daemon's records (code, gpus_max per page): the most GPUs of each of its jobs, added to the job's."""

@@ -17,10 +17,9 @@ __all__ = ["MAX_BYTES", "MAX_ROWS", "job_columns", "top_rule"]
 
 MAX_ROWS = 10_000
 MAX_BYTES = 2 << 20
-# a record's bytes in the page besides its job id and user: 6 varints of at most 10 bytes, 5 doubles, 2 bools, the
-# two strings' lengths, an analysed rule's share (the page's tables of hostnames and rule ids: a few short names)
-_ROW_BYTES = 6 * 10 + 5 * 8 + 2 + 4 + 8
-_ANALYSIS = dyno_pb2.ANALYSIS_STATE_UNSPECIFIED
+# a record's most bytes in the page besides its job id and user: 9 varints of at most 10 bytes, 5 doubles, 2 bools,
+# the two strings' lengths (the page's tables of hostnames and rule ids: a few short names)
+_ROW_BYTES = 9 * 10 + 5 * 8 + 2 + 4
 
 
 def top_rule(s: dyno_pb2.TraceSummary) -> dyno_pb2.RuleLoss | None:
@@ -50,35 +49,24 @@ def job_columns(
         gpus_max=[r.gpus_max for r in rows],
         gpu_seconds=[r.gpu_seconds for r in rows],
         busy_gpu_seconds=[r.busy_gpu_seconds for r in rows],
-        sm_active_gpu_seconds=[r.sm_active_gpu_seconds for r in rows],
-        gpm_gpu_seconds=[r.gpm_gpu_seconds for r in rows],
         traces=[r.traces for r in rows],
         simulated=[r.simulated for r in rows],
     )
     hostnames: dict[str, int] = {}
     c.hostname_index.extend([hostnames.setdefault(r.hostname, len(hostnames)) for r in rows])
     c.hostnames.extend(hostnames)
+    c.gpm_rows.extend([i for i, r in enumerate(rows) if r.sm_active_gpu_seconds or r.gpm_gpu_seconds])
+    c.sm_active_gpu_seconds.extend([rows[i].sm_active_gpu_seconds for i in c.gpm_rows])
+    c.gpm_gpu_seconds.extend([rows[i].gpm_gpu_seconds for i in c.gpm_rows])
+    c.analysed_rows.extend([i for i, r in enumerate(rows) if r.HasField("latest_analysis")])
     rules: dict[str, int] = {}
-    analyzed, states, failures, tops, shares = [], [], [], [], []
-    for r in rows:
-        if not r.HasField("latest_analysis"):
-            analyzed.append(0)
-            states.append(_ANALYSIS)
-            failures.append(dyno_pb2.ANALYSIS_FAILURE_UNSPECIFIED)
-            tops.append(-1)
-            shares.append(0.0)
-            continue
-        s = r.latest_analysis
-        analyzed.append(s.analyzed_ms)
-        states.append(s.state)
-        failures.append(s.failure)
+    for i in c.analysed_rows:
+        s = rows[i].latest_analysis
+        c.analyzed_ms.append(s.analyzed_ms)
+        c.analysis_state.append(s.state)
+        c.analysis_failure.append(s.failure)
         top = top_rule(s) if s.state == dyno_pb2.ANALYSIS_STATE_DONE else None
-        tops.append(-1 if top is None else rules.setdefault(top.rule, len(rules)))
-        shares.append(0.0 if top is None else top.time_lost_share)
-    c.analyzed_ms.extend(analyzed)
-    c.analysis_state.extend(states)
-    c.analysis_failure.extend(failures)
-    c.top_rule.extend(tops)
-    c.top_rule_share.extend(shares)
+        c.top_rule.append(-1 if top is None else rules.setdefault(top.rule, len(rules)))
+        c.top_rule_share.append(0.0 if top is None else top.time_lost_share)
     c.rules.extend(rules)
     return c, take

@@ -535,7 +535,7 @@ class ListJobsResponse(_message.Message):
     def __init__(self, hostname: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., store_problem: _Optional[str] = ..., columns: _Optional[_Union[JobColumns, _Mapping]] = ...) -> None: ...
 
 class JobColumns(_message.Message):
-    __slots__ = ("job_id", "user", "hostnames", "hostname_index", "first_seen_ms", "last_seen_ms", "running", "gpus_max", "gpu_seconds", "busy_gpu_seconds", "sm_active_gpu_seconds", "gpm_gpu_seconds", "traces", "simulated", "analyzed_ms", "analysis_state", "analysis_failure", "top_rule", "top_rule_share", "rules")
+    __slots__ = ("job_id", "user", "hostnames", "hostname_index", "first_seen_ms", "last_seen_ms", "running", "gpus_max", "gpu_seconds", "busy_gpu_seconds", "traces", "simulated", "gpm_rows", "sm_active_gpu_seconds", "gpm_gpu_seconds", "analysed_rows", "analyzed_ms", "analysis_state", "analysis_failure", "top_rule", "top_rule_share", "rules")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     HOSTNAMES_FIELD_NUMBER: _ClassVar[int]
@@ -546,10 +546,12 @@ class JobColumns(_message.Message):
     GPUS_MAX_FIELD_NUMBER: _ClassVar[int]
     GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
     BUSY_GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    SM_ACTIVE_GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    GPM_GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TRACES_FIELD_NUMBER: _ClassVar[int]
     SIMULATED_FIELD_NUMBER: _ClassVar[int]
+    GPM_ROWS_FIELD_NUMBER: _ClassVar[int]
+    SM_ACTIVE_GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GPM_GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ANALYSED_ROWS_FIELD_NUMBER: _ClassVar[int]
     ANALYZED_MS_FIELD_NUMBER: _ClassVar[int]
     ANALYSIS_STATE_FIELD_NUMBER: _ClassVar[int]
     ANALYSIS_FAILURE_FIELD_NUMBER: _ClassVar[int]
@@ -566,17 +568,19 @@ class JobColumns(_message.Message):
     gpus_max: _containers.RepeatedScalarFieldContainer[int]
     gpu_seconds: _containers.RepeatedScalarFieldContainer[float]
     busy_gpu_seconds: _containers.RepeatedScalarFieldContainer[float]
-    sm_active_gpu_seconds: _containers.RepeatedScalarFieldContainer[float]
-    gpm_gpu_seconds: _containers.RepeatedScalarFieldContainer[float]
     traces: _containers.RepeatedScalarFieldContainer[int]
     simulated: _containers.RepeatedScalarFieldContainer[bool]
+    gpm_rows: _containers.RepeatedScalarFieldContainer[int]
+    sm_active_gpu_seconds: _containers.RepeatedScalarFieldContainer[float]
+    gpm_gpu_seconds: _containers.RepeatedScalarFieldContainer[float]
+    analysed_rows: _containers.RepeatedScalarFieldContainer[int]
     analyzed_ms: _containers.RepeatedScalarFieldContainer[int]
     analysis_state: _containers.RepeatedScalarFieldContainer[AnalysisState]
     analysis_failure: _containers.RepeatedScalarFieldContainer[AnalysisFailure]
     top_rule: _containers.RepeatedScalarFieldContainer[int]
     top_rule_share: _containers.RepeatedScalarFieldContainer[float]
     rules: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_id: _Optional[_Iterable[str]] = ..., user: _Optional[_Iterable[str]] = ..., hostnames: _Optional[_Iterable[str]] = ..., hostname_index: _Optional[_Iterable[int]] = ..., first_seen_ms: _Optional[_Iterable[int]] = ..., last_seen_ms: _Optional[_Iterable[int]] = ..., running: _Optional[_Iterable[bool]] = ..., gpus_max: _Optional[_Iterable[int]] = ..., gpu_seconds: _Optional[_Iterable[float]] = ..., busy_gpu_seconds: _Optional[_Iterable[float]] = ..., sm_active_gpu_seconds: _Optional[_Iterable[float]] = ..., gpm_gpu_seconds: _Optional[_Iterable[float]] = ..., traces: _Optional[_Iterable[int]] = ..., simulated: _Optional[_Iterable[bool]] = ..., analyzed_ms: _Optional[_Iterable[int]] = ..., analysis_state: _Optional[_Iterable[_Union[AnalysisState, str]]] = ..., analysis_failure: _Optional[_Iterable[_Union[AnalysisFailure, str]]] = ..., top_rule: _Optional[_Iterable[int]] = ..., top_rule_share: _Optional[_Iterable[float]] = ..., rules: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[_Iterable[str]] = ..., user: _Optional[_Iterable[str]] = ..., hostnames: _Optional[_Iterable[str]] = ..., hostname_index: _Optional[_Iterable[int]] = ..., first_seen_ms: _Optional[_Iterable[int]] = ..., last_seen_ms: _Optional[_Iterable[int]] = ..., running: _Optional[_Iterable[bool]] = ..., gpus_max: _Optional[_Iterable[int]] = ..., gpu_seconds: _Optional[_Iterable[float]] = ..., busy_gpu_seconds: _Optional[_Iterable[float]] = ..., traces: _Optional[_Iterable[int]] = ..., simulated: _Optional[_Iterable[bool]] = ..., gpm_rows: _Optional[_Iterable[int]] = ..., sm_active_gpu_seconds: _Optional[_Iterable[float]] = ..., gpm_gpu_seconds: _Optional[_Iterable[float]] = ..., analysed_rows: _Optional[_Iterable[int]] = ..., analyzed_ms: _Optional[_Iterable[int]] = ..., analysis_state: _Optional[_Iterable[_Union[AnalysisState, str]]] = ..., analysis_failure: _Optional[_Iterable[_Union[AnalysisFailure, str]]] = ..., top_rule: _Optional[_Iterable[int]] = ..., top_rule_share: _Optional[_Iterable[float]] = ..., rules: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RuleLoss(_message.Message):
     __slots__ = ("rule", "severity", "time_lost_share", "time_lost_us", "ranks", "title", "fix")

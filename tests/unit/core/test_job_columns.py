@@ -34,21 +34,19 @@ def test_each_column_holds_the_records_fields_in_order() -> None:
     assert list(c.job_id) == ["a", "b", "c", "d"] and list(c.user) == ["u", "v", "u", "u"]
     assert [c.hostnames[i] for i in c.hostname_index] == ["n1", "n2", "n1", "n1"] and len(c.hostnames) == 2
     assert (c.first_seen_ms[0], c.last_seen_ms[0], c.running[0], c.gpus_max[0], c.traces[0]) == (1, 2, True, 8, 2)
-    assert (c.gpu_seconds[0], c.busy_gpu_seconds[0], c.sm_active_gpu_seconds[0], c.gpm_gpu_seconds[0]) == (
-        3.5, 1.5, 0.5, 3.5
-    )  # fmt: skip
-    assert list(c.simulated) == [True, False, False, False]
-    assert list(c.analyzed_ms) == [7, 9, 7, 0]
+    assert (c.gpu_seconds[0], c.busy_gpu_seconds[0]) == (3.5, 1.5) and list(c.simulated) == [True, False, False, False]
+    # sparse: GPM of the one record that has it, analyses of the three records that have one
+    assert (list(c.gpm_rows), list(c.sm_active_gpu_seconds), list(c.gpm_gpu_seconds)) == ([0], [0.5], [3.5])
+    assert list(c.analysed_rows) == [0, 1, 2] and list(c.analyzed_ms) == [7, 9, 7]
     assert list(c.analysis_state) == [
         dyno_pb2.ANALYSIS_STATE_DONE,
         dyno_pb2.ANALYSIS_STATE_FAILED,
         dyno_pb2.ANALYSIS_STATE_DONE,
-        dyno_pb2.ANALYSIS_STATE_UNSPECIFIED,
     ]
     assert c.analysis_failure[1] == dyno_pb2.ANALYSIS_FAILURE_TIMED_OUT
-    # the costliest rule, the first of equal shares; none for a failed analysis, one without findings, none at all
-    assert list(c.top_rule) == [0, -1, -1, -1] and list(c.rules) == ["dataloader"]
-    assert list(c.top_rule_share) == [0.4, 0.0, 0.0, 0.0]
+    # the costliest rule, the first of equal shares; none for a failed analysis or one without findings
+    assert list(c.top_rule) == [0, -1, -1] and list(c.rules) == ["dataloader"]
+    assert list(c.top_rule_share) == [0.4, 0.0, 0.0]
 
 
 def test_a_page_ends_at_the_byte_bound_or_max_rows_and_holds_at_least_one_record() -> None:
