@@ -37,7 +37,8 @@ def _columns(page: dyno_pb2.ListJobsResponse) -> Iterator[dyno_pb2.JobColumns]:
 
 def from_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> list[JobRow]:
     """jobs_table.from_records of every record of the pages, each page given with the daemon that answered it."""
-    index: dict[tuple[str, str], int] = {}  # (job id, user) -> a code (the number of a record of its first page)
+    index: dict[tuple[str, int], int] = {}  # (job id, user's code) -> a code (the number of a record of its first page)
+    users: dict[str, int] = {}
     hostnames: dict[str, int] = {}
     rules: dict[str, int] = {}
     coded: list[tuple[str, dyno_pb2.JobColumns, Any]] = []  # (daemon, page, its records' job codes)
@@ -46,7 +47,9 @@ def from_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> list[J
         for c in _columns(page):
             n = len(c.job_id)
             if n:
-                keys = map(index.setdefault, zip(c.job_id, c.user, strict=True), itertools.count(count))
+                user_of = np.array([users.setdefault(u, len(users)) for u in c.users], _I64)
+                user = user_of[np.array(c.user_index, _I64)].tolist()
+                keys = map(index.setdefault, zip(c.job_id, user, strict=True), itertools.count(count))
                 coded.append((daemon, c, np.fromiter(keys, _I64, n)))
                 count += n
     if not count:
@@ -64,7 +67,9 @@ def from_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> list[J
         if i + 1 == len(coded) or coded[i + 1][0] != daemon:
             t.add_daemon(daemon_pages)
             daemon_pages = []
-    return ranked(t.rows(list(index), list(hostnames), list(rules)))
+    user_names = list(users)
+    keys = [(job_id, user_names[user]) for job_id, user in index]
+    return ranked(t.rows(keys, list(hostnames), list(rules)))
 
 
 class _Totals:

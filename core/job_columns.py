@@ -17,9 +17,9 @@ __all__ = ["MAX_BYTES", "MAX_ROWS", "job_columns", "top_rule"]
 
 MAX_ROWS = 10_000
 MAX_BYTES = 2 << 20
-# a record's most bytes in the page besides its job id and user: 9 varints of at most 10 bytes, 5 doubles, 2 bools,
-# the two strings' lengths (the page's tables of hostnames and rule ids: a few short names)
-_ROW_BYTES = 9 * 10 + 5 * 8 + 2 + 4
+# a record's most bytes in the page besides its job id and user: 10 varints of at most 10 bytes, 5 doubles, 2 bools,
+# the strings' lengths (the user counted as if every record had its own; the page's hostnames and rule ids: a few)
+_ROW_BYTES = 10 * 10 + 5 * 8 + 2 + 4
 
 
 def top_rule(s: dyno_pb2.TraceSummary) -> dyno_pb2.RuleLoss | None:
@@ -42,7 +42,6 @@ def job_columns(
     rows = records[:take]
     c = dyno_pb2.JobColumns(
         job_id=[r.job_id for r in rows],
-        user=[r.user for r in rows],
         first_seen_ms=[r.first_seen_ms for r in rows],
         last_seen_ms=[r.last_seen_ms for r in rows],
         running=[r.running for r in rows],
@@ -52,6 +51,9 @@ def job_columns(
         traces=[r.traces for r in rows],
         simulated=[r.simulated for r in rows],
     )
+    users: dict[str, int] = {}
+    c.user_index.extend([users.setdefault(r.user, len(users)) for r in rows])
+    c.users.extend(users)
     hostnames: dict[str, int] = {}
     c.hostname_index.extend([hostnames.setdefault(r.hostname, len(hostnames)) for r in rows])
     c.hostnames.extend(hostnames)

@@ -535,9 +535,10 @@ class ListJobsResponse(_message.Message):
     def __init__(self, hostname: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., store_problem: _Optional[str] = ..., columns: _Optional[_Union[JobColumns, _Mapping]] = ...) -> None: ...
 
 class JobColumns(_message.Message):
-    __slots__ = ("job_id", "user", "hostnames", "hostname_index", "first_seen_ms", "last_seen_ms", "running", "gpus_max", "gpu_seconds", "busy_gpu_seconds", "traces", "simulated", "gpm_rows", "sm_active_gpu_seconds", "gpm_gpu_seconds", "analysed_rows", "analyzed_ms", "analysis_state", "analysis_failure", "top_rule", "top_rule_share", "rules")
+    __slots__ = ("job_id", "users", "user_index", "hostnames", "hostname_index", "first_seen_ms", "last_seen_ms", "running", "gpus_max", "gpu_seconds", "busy_gpu_seconds", "traces", "simulated", "gpm_rows", "sm_active_gpu_seconds", "gpm_gpu_seconds", "analysed_rows", "analyzed_ms", "analysis_state", "analysis_failure", "top_rule", "top_rule_share", "rules")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
-    USER_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    USER_INDEX_FIELD_NUMBER: _ClassVar[int]
     HOSTNAMES_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_INDEX_FIELD_NUMBER: _ClassVar[int]
     FIRST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
@@ -559,7 +560,8 @@ class JobColumns(_message.Message):
     TOP_RULE_SHARE_FIELD_NUMBER: _ClassVar[int]
     RULES_FIELD_NUMBER: _ClassVar[int]
     job_id: _containers.RepeatedScalarFieldContainer[str]
-    user: _containers.RepeatedScalarFieldContainer[str]
+    users: _containers.RepeatedScalarFieldContainer[str]
+    user_index: _containers.RepeatedScalarFieldContainer[int]
     hostnames: _containers.RepeatedScalarFieldContainer[str]
     hostname_index: _containers.RepeatedScalarFieldContainer[int]
     first_seen_ms: _containers.RepeatedScalarFieldContainer[int]
@@ -580,7 +582,7 @@ class JobColumns(_message.Message):
     top_rule: _containers.RepeatedScalarFieldContainer[int]
     top_rule_share: _containers.RepeatedScalarFieldContainer[float]
     rules: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_id: _Optional[_Iterable[str]] = ..., user: _Optional[_Iterable[str]] = ..., hostnames: _Optional[_Iterable[str]] = ..., hostname_index: _Optional[_Iterable[int]] = ..., first_seen_ms: _Optional[_Iterable[int]] = ..., last_seen_ms: _Optional[_Iterable[int]] = ..., running: _Optional[_Iterable[bool]] = ..., gpus_max: _Optional[_Iterable[int]] = ..., gpu_seconds: _Optional[_Iterable[float]] = ..., busy_gpu_seconds: _Optional[_Iterable[float]] = ..., traces: _Optional[_Iterable[int]] = ..., simulated: _Optional[_Iterable[bool]] = ..., gpm_rows: _Optional[_Iterable[int]] = ..., sm_active_gpu_seconds: _Optional[_Iterable[float]] = ..., gpm_gpu_seconds: _Optional[_Iterable[float]] = ..., analysed_rows: _Optional[_Iterable[int]] = ..., analyzed_ms: _Optional[_Iterable[int]] = ..., analysis_state: _Optional[_Iterable[_Union[AnalysisState, str]]] = ..., analysis_failure: _Optional[_Iterable[_Union[AnalysisFailure, str]]] = ..., top_rule: _Optional[_Iterable[int]] = ..., top_rule_share: _Optional[_Iterable[float]] = ..., rules: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ..., user_index: _Optional[_Iterable[int]] = ..., hostnames: _Optional[_Iterable[str]] = ..., hostname_index: _Optional[_Iterable[int]] = ..., first_seen_ms: _Optional[_Iterable[int]] = ..., last_seen_ms: _Optional[_Iterable[int]] = ..., running: _Optional[_Iterable[bool]] = ..., gpus_max: _Optional[_Iterable[int]] = ..., gpu_seconds: _Optional[_Iterable[float]] = ..., busy_gpu_seconds: _Optional[_Iterable[float]] = ..., traces: _Optional[_Iterable[int]] = ..., simulated: _Optional[_Iterable[bool]] = ..., gpm_rows: _Optional[_Iterable[int]] = ..., sm_active_gpu_seconds: _Optional[_Iterable[float]] = ..., gpm_gpu_seconds: _Optional[_Iterable[float]] = ..., analysed_rows: _Optional[_Iterable[int]] = ..., analyzed_ms: _Optional[_Iterable[int]] = ..., analysis_state: _Optional[_Iterable[_Union[AnalysisState, str]]] = ..., analysis_failure: _Optional[_Iterable[_Union[AnalysisFailure, str]]] = ..., top_rule: _Optional[_Iterable[int]] = ..., top_rule_share: _Optional[_Iterable[float]] = ..., rules: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RuleLoss(_message.Message):
     __slots__ = ("rule", "severity", "time_lost_share", "time_lost_us", "ranks", "title", "fix")

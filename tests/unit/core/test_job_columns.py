@@ -31,7 +31,8 @@ def test_each_column_holds_the_records_fields_in_order() -> None:
     ]  # fmt: skip
     c, took = job_columns(records)
     assert took == 4
-    assert list(c.job_id) == ["a", "b", "c", "d"] and list(c.user) == ["u", "v", "u", "u"]
+    assert list(c.job_id) == ["a", "b", "c", "d"] and [c.users[i] for i in c.user_index] == ["u", "v", "u", "u"]
+    assert len(c.users) == 2
     assert [c.hostnames[i] for i in c.hostname_index] == ["n1", "n2", "n1", "n1"] and len(c.hostnames) == 2
     assert (c.first_seen_ms[0], c.last_seen_ms[0], c.running[0], c.gpus_max[0], c.traces[0]) == (1, 2, True, 8, 2)
     assert (c.gpu_seconds[0], c.busy_gpu_seconds[0]) == (3.5, 1.5) and list(c.simulated) == [True, False, False, False]

@@ -64,11 +64,11 @@ def test_columnar_pages_hold_the_records_pages_as_columns_and_end_at_the_byte_bo
     (whole,) = _columnar_pages(rpc)  # 1200 rows of long strings (~250 bytes each): one page
     assert not whole.jobs and whole.hostname == "h" and len(whole.columns.job_id) == 1200
     assert whole.columns == job_columns.job_columns(records)[0]  # the record pages' fields, in their order
+    assert len(_columnar_pages(rpc, page_size=100)) == 12 and not _columnar_pages(rpc, user="nobody")[0].columns.job_id
     monkeypatch.setattr(job_columns, "MAX_BYTES", 30_000)  # the bound (2 MiB) scaled down: pages of ~120 rows
     pages = _columnar_pages(rpc)
     assert len(pages) > 5 and all(p.columns.ByteSize() <= 30_000 for p in pages)
     assert [j for p in pages for j in p.columns.first_seen_ms] == [r.first_seen_ms for r in records]  # each once
-    assert len(_columnar_pages(rpc, page_size=100)) == 12 and not _columnar_pages(rpc, user="nobody")[0].columns.job_id
 
 
 def _record_pages(rpc: ListJobsRpc) -> list[dyno_pb2.ListJobsResponse]:
