@@ -49,8 +49,8 @@ def from_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> list[J
             if n:
                 user_of = np.array([users.setdefault(u, len(users)) for u in c.users], _I64)
                 user = user_of[np.array(c.user_index, _I64)].tolist()
-                keys = map(index.setdefault, zip(c.job_id, user, strict=True), itertools.count(count))
-                coded.append((daemon, c, np.fromiter(keys, _I64, n)))
+                codes = map(index.setdefault, zip(c.job_id, user, strict=True), itertools.count(count))
+                coded.append((daemon, c, np.fromiter(codes, _I64, n)))
                 count += n
     if not count:
         return []
