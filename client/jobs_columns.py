@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from dyno.client.jobs_table import _GPM_COVERED, JobRow, analysis_words, ranked
+from dyno.client.jobs_table import GPM_COVERED, JobRow, analysis_words, ranked
 from dyno.job_columns import job_columns
 from dyno.numpy_import import import_numpy_single_threaded
 from dyno.v1 import dyno_pb2
@@ -57,16 +57,15 @@ def from_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> list[J
     dense = np.empty(count, _I64)  # sparse code -> 0..jobs-1, in the dict's (first seen) order
     dense[np.fromiter(index.values(), _I64, len(index))] = np.arange(len(index), dtype=_I64)
     t = _Totals(len(index))
-    daemon_pages: list[tuple[Any, Any]] = []
+    by_daemon: dict[str, list[tuple[Any, Any]]] = {}
     for i, (daemon, c, sparse) in enumerate(coded):
         code = dense[sparse]
         host_of = np.array([hostnames.setdefault(h, len(hostnames)) for h in c.hostnames] or [0], _I64)
         rule_of = np.array([rules.setdefault(r, len(rules)) for r in c.rules] + [-1], _I64)  # top_rule -1 stays
         t.add(code, c, host_of[np.array(c.hostname_index, _I64)], rule_of[np.array(c.top_rule, _I64)], i)
-        daemon_pages.append((code, np.array(c.gpus_max, _I64)))
-        if i + 1 == len(coded) or coded[i + 1][0] != daemon:
-            t.add_daemon(daemon_pages)
-            daemon_pages = []
+        by_daemon.setdefault(daemon, []).append((code, np.array(c.gpus_max, _I64)))
+    for daemon_pages in by_daemon.values():
+        t.add_daemon(daemon_pages)
     user_names = list(users)
     keys = [(job_id, user_names[user]) for job_id, user in index]
     return ranked(t.rows(keys, list(hostnames), list(rules)))
@@ -109,7 +108,7 @@ class _Totals:
         np.add.at(self.sm, code, sm)
         held = gpu_s > 0
         self.held[code[held]] = True
-        self.partial[code[held & (gpm < _GPM_COVERED * gpu_s)]] = True
+        self.partial[code[held & (gpm < GPM_COVERED * gpu_s)]] = True
         self.hosts.append(code << _HOST_BITS | host)
         at = np.array(c.analysed_rows, _I64)
         if len(at):

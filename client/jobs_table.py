@@ -20,6 +20,7 @@ from dyno.v1 import dyno_pb2
 __all__ = [
     "BASIS_BUSY",
     "BASIS_SM",
+    "GPM_COVERED",
     "JobRow",
     "analysis_text",
     "analysis_words",
@@ -31,7 +32,7 @@ __all__ = [
 
 BASIS_BUSY = "busy"
 BASIS_SM = "sm"
-_GPM_COVERED = 0.999  # gpm_gpu_seconds / gpu_seconds at or above this: the whole record had GPM
+GPM_COVERED = 0.999  # gpm_gpu_seconds / gpu_seconds at or above this: the whole record had GPM
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobR
         ):
             t.analysis = r.latest_analysis
         if gpu_s > 0:
-            full = r.gpm_gpu_seconds >= _GPM_COVERED * gpu_s
+            full = r.gpm_gpu_seconds >= GPM_COVERED * gpu_s
             t.covered = full if t.covered is None else (t.covered and full)
     return ranked(
         JobRow(

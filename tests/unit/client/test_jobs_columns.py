@@ -5,6 +5,7 @@ of records (an older dynod) and both mixed."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -89,6 +90,19 @@ def test_columns_records_and_a_mixed_fleet_join_to_the_same_rows(seed: int) -> N
         got = from_pages(_pages(records, columnar))
         assert got == expected  # every field, floats to the bit, and the ranking
         assert to_json(got) == to_json(expected)
+
+
+def test_a_daemons_pages_need_not_come_together() -> None:
+    rng = random.Random(7)
+    records = _records(7, 200)
+    rng.shuffle(records)
+    pages = []
+    for daemon, run in itertools.groupby(records, key=lambda dr: dr[0]):  # runs of one daemon's records: a page each
+        chunk = [r for _, r in run]
+        columnar = dyno_pb2.ListJobsResponse(columns=job_columns(chunk)[0]) if rng.random() < 0.5 else None
+        pages.append((daemon, columnar or dyno_pb2.ListJobsResponse(jobs=chunk)))
+    assert len(pages) > 2 * len({d for d, _ in records})
+    assert from_pages(pages) == from_records(records)
 
 
 def test_no_pages_and_empty_pages_are_no_rows() -> None:
