@@ -47,11 +47,9 @@ def gather_records(args: argparse.Namespace, request: dyno_pb2.ListJobsRequest) 
     the whole answer at its first collection."""
     with cluster_from_args(args) as cluster:
         results = cluster.list_job_pages(request)
-    problems = [
-        f"{r.host}: {problem}"
-        for r in results
-        if r.ok and r.value
-        for problem in [next((p.store_problem for p in r.value if p.store_problem), "")]
-        if problem
-    ]
+    problems = []
+    for r in results:
+        said = [page.store_problem for page in r.value or () if page.store_problem] if r.ok else []
+        if said:
+            problems.append(f"{r.host}: {said[0]}")
     return HostRecords(results, problems)

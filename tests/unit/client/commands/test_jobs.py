@@ -153,3 +153,22 @@ def test_a_mixed_fleet_joins_columns_and_an_older_dynods_records_into_the_same_r
     finally:
         for s in (columnar, *older):
             s.server.stop(0)
+
+
+class _NoDatabase(FakeDynoServicer):
+    """A host whose job database cannot be used: its (columnar) pages say why."""
+
+    def ListJobsEncoded(self, request: dyno_pb2.ListJobsRequest, context: object) -> bytes:
+        page = super().ListJobsEncoded(request, context)  # type: ignore[arg-type]
+        return page + dyno_pb2.ListJobsResponse(store_problem="disk full").SerializeToString()
+
+
+def test_a_host_without_its_job_database_is_named_on_stderr_and_in_the_json(capsys: pytest.CaptureFixture[str]) -> None:
+    s = serve(lambda port: _NoDatabase(f"fake-{port}", jobs=3))
+    try:
+        assert cli_main(["jobs", "--hosts", s.target, "--json"]) == 0
+        out, err = capsys.readouterr()
+        assert json.loads(out)["store_problems"] == [f"{s.target}: disk full"] and len(json.loads(out)["jobs"]) == 3
+        assert f"job database of {s.target}: disk full (running jobs only)" in err
+    finally:
+        s.server.stop(0)
