@@ -5,6 +5,7 @@ through real gRPC on loopback.
     python bench/list_jobs_pages.py                   # 100,000 records, pages of 500 and 1000
     python bench/list_jobs_pages.py --records 20000 --page-size 1000
     python bench/list_jobs_pages.py --analyses        # each job with an analysis (ListJobs' latest_analysis)
+    python bench/list_jobs_pages.py --columnar        # the columnar form (JobColumns), pages of 10,000
 
 Prints p50/p99/max per page for each page size (the first page of each run included).
 """
@@ -111,8 +112,9 @@ def main() -> int:
     p.add_argument("--records", type=int, default=100_000)
     p.add_argument("--page-size", type=int, action="append", default=[])
     p.add_argument("--analyses", action="store_true", help="give every job an analysis (JobRecord.latest_analysis)")
+    p.add_argument("--columnar", action="store_true", help="ask for the columnar form (ListJobsRequest.columnar)")
     args = p.parse_args()
-    sizes = args.page_size or [500, 1000]
+    sizes = args.page_size or ([10_000] if args.columnar else [500, 1000])
     with tempfile.TemporaryDirectory(prefix="dyno-bench-jobs-") as d:
         state = Path(d)
         t0 = time.perf_counter()
@@ -142,14 +144,17 @@ def main() -> int:
                     token, per_page, total = "", [], 0
                     while True:
                         t = time.perf_counter()
-                        answer = call(dyno_pb2.ListJobsRequest(page_size=size_, page_token=token))
+                        answer = call(
+                            dyno_pb2.ListJobsRequest(page_size=size_, page_token=token, columnar=args.columnar)
+                        )
                         per_page.append(time.perf_counter() - t)
                         answer = parse(answer)  # in-process: the servicer's work timed, the client's parse not
-                        total += len(answer.jobs)
+                        total += len(answer.jobs) + len(answer.columns.job_id)
                         token = answer.next_page_token
                         if not token:
                             break
-                    _report(f"page_size {size_}, {what}", per_page, total)
+                    form = "columnar " if args.columnar else ""
+                    _report(f"{form}page_size {size_}, {what}", per_page, total)
         finally:
             channel.close()
             server.stop(0)

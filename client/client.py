@@ -200,6 +200,11 @@ class DynoClient:
         """Every job record matching `request`'s filters, the daemon's pages gathered into one answer."""
         return pages.gather_jobs(lambda r: self.call(self.stub.ListJobs, r), request or dyno_pb2.ListJobsRequest())
 
+    def list_job_pages(self, request: dyno_pb2.ListJobsRequest) -> list[dyno_pb2.ListJobsResponse]:
+        """Every page of ListJobs' answer to `request` as the daemon sent it: with `columnar` set, each page's
+        records in its `columns` (a daemon older than that field answers `jobs`)."""
+        return pages.job_pages(lambda r: self.call(self.stub.ListJobs, r), request)
+
     def start_trace(self, request: dyno_pb2.TraceRequest) -> dyno_pb2.StartTraceResponse:
         """The daemon's answer, with every triggered process (the rest of a large trace's from GetTrace pages)."""
         # Not retried: a retry after a lost reply would start a second trace.

@@ -250,6 +250,10 @@ class Cluster:
     def list_jobs(self, request: dyno_pb2.ListJobsRequest) -> list[HostResult[dyno_pb2.ListJobsResponse]]:
         return self.call(lambda c: c.list_jobs(request))
 
+    def list_job_pages(self, request: dyno_pb2.ListJobsRequest) -> list[HostResult[list[dyno_pb2.ListJobsResponse]]]:
+        """DynoClient.list_job_pages on every host."""
+        return self.call(lambda c: c.list_job_pages(request))
+
     def metrics(
         self, names: Sequence[str] = (), since_ms: int = 0, limit: int = 0
     ) -> list[HostResult[dyno_pb2.GetMetricsResponse]]:

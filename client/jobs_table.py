@@ -12,15 +12,27 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from dyno.client.format import human_duration, table
+from dyno.job_columns import top_rule
 from dyno.trace_summary import AnalysisFailure
 from dyno.trace_summary_pb import summary_from_proto
 from dyno.v1 import dyno_pb2
 
-__all__ = ["BASIS_BUSY", "BASIS_SM", "JobRow", "analysis_text", "from_records", "ranked", "render", "to_json"]
+__all__ = [
+    "BASIS_BUSY",
+    "BASIS_SM",
+    "GPM_COVERED",
+    "JobRow",
+    "analysis_text",
+    "analysis_words",
+    "from_records",
+    "ranked",
+    "render",
+    "to_json",
+]
 
 BASIS_BUSY = "busy"
 BASIS_SM = "sm"
-_GPM_COVERED = 0.999  # gpm_gpu_seconds / gpu_seconds at or above this: the whole record had GPM
+GPM_COVERED = 0.999  # gpm_gpu_seconds / gpu_seconds at or above this: the whole record had GPM
 
 
 @dataclass(frozen=True)
@@ -125,7 +137,7 @@ def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobR
         ):
             t.analysis = r.latest_analysis
         if gpu_s > 0:
-            full = r.gpm_gpu_seconds >= _GPM_COVERED * gpu_s
+            full = r.gpm_gpu_seconds >= GPM_COVERED * gpu_s
             t.covered = full if t.covered is None else (t.covered and full)
     return ranked(
         JobRow(
@@ -150,16 +162,23 @@ def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobR
 
 def analysis_text(s: dyno_pb2.TraceSummary) -> str:
     """A job's latest analysis in a table cell: its costliest rule and share, or "analysis failed: <reason>"."""
-    if s.state == dyno_pb2.ANALYSIS_STATE_FAILED:
-        failure = summary_from_proto(s, with_ranks=False).failure  # a value this client does not know: CRASHED
-        reason = "unknown" if failure is AnalysisFailure.NONE else failure.value.replace("_", " ").lower()
-        return f"analysis failed: {reason}"
-    if s.state != dyno_pb2.ANALYSIS_STATE_DONE:
+    top = top_rule(s)
+    return analysis_words(s.state, s.failure, top.rule if top else "", top.time_lost_share if top else 0.0)
+
+
+def analysis_words(state: int, failure: int, rule: str, share: float) -> str:
+    """analysis_text of an analysis in this state (dyno.v1.AnalysisState), failure (dyno.v1.AnalysisFailure) and
+    costliest rule ("": no rules) with its time_lost_share."""
+    if state == dyno_pb2.ANALYSIS_STATE_FAILED:
+        # a value this client does not know: CRASHED
+        reason = summary_from_proto(dyno_pb2.TraceSummary(failure=failure), with_ranks=False).failure  # type: ignore[arg-type]
+        words = "unknown" if reason is AnalysisFailure.NONE else reason.value.replace("_", " ").lower()
+        return f"analysis failed: {words}"
+    if state != dyno_pb2.ANALYSIS_STATE_DONE:
         return ""
-    if not s.rules:
+    if not rule:
         return "no findings"
-    top = max(s.rules, key=lambda r: r.time_lost_share)
-    return f"{top.rule} {100.0 * min(1.0, max(0.0, top.time_lost_share)):.0f}%"
+    return f"{rule} {100.0 * min(1.0, max(0.0, share)):.0f}%"
 
 
 def ranked(rows: Iterable[JobRow]) -> list[JobRow]:

@@ -14,7 +14,7 @@ import grpc
 from dyno.client.errors import ResourceExhausted
 from dyno.v1 import dyno_pb2
 
-__all__ = ["gather_jobs", "gather_metrics", "gather_processes", "rest_of_trace", "trace_pages"]
+__all__ = ["gather_jobs", "gather_metrics", "gather_processes", "job_pages", "rest_of_trace", "trace_pages"]
 
 GetTraceCall = Callable[[dyno_pb2.GetTraceRequest], dyno_pb2.TraceStatus]
 
@@ -79,6 +79,20 @@ def gather_jobs(
         answer.jobs.extend(page.jobs)
         answer.next_page_token = page.next_page_token
     return answer
+
+
+def job_pages(
+    call: Callable[[dyno_pb2.ListJobsRequest], dyno_pb2.ListJobsResponse], request: dyno_pb2.ListJobsRequest
+) -> list[dyno_pb2.ListJobsResponse]:
+    """ListJobs' pages as answered, each asked with `request`'s filters (a columnar page's columns are its own:
+    pages of columns are not merged into one)."""
+    answers = [call(request)]
+    while answers[-1].next_page_token:
+        follow = dyno_pb2.ListJobsRequest()
+        follow.CopyFrom(request)
+        follow.page_token = answers[-1].next_page_token
+        answers.append(call(follow))
+    return answers
 
 
 def rest_of_trace(call: GetTraceCall, answer: dyno_pb2.TraceStatus) -> dyno_pb2.TraceStatus:

@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 
 import grpc
 
-from dyno import __version__
+from dyno import __version__, job_columns
 from dyno.daemon.rpc_abort import abort
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
@@ -35,10 +35,18 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
     """Answers every Dyno RPC from fixed data. `delay_s` makes each unary call that slow (a "slow host")."""
 
     def __init__(
-        self, hostname: str, *, delay_s: float = 0.0, job_id: str = "job1", nprocs: int = 2, jobs: int = 0
+        self,
+        hostname: str,
+        *,
+        delay_s: float = 0.0,
+        job_id: str = "job1",
+        nprocs: int = 2,
+        jobs: int = 0,
+        columnar: bool = True,
     ) -> None:
         self.hostname = hostname
         self.jobs = jobs  # ListJobs answers this many ended records, "job-<i>" (the same ids on every fake host)
+        self.columnar = columnar  # False: ListJobs ignores `columnar` (answers records, as a dynod before it did)
         self.delay_s = delay_s
         self.job_id = job_id
         self.nprocs = nprocs
@@ -75,19 +83,24 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
         return dyno_pb2.ListJobsResponse.FromString(self.ListJobsEncoded(request, context))
 
     def ListJobsEncoded(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> bytes:
-        """`jobs` ended records in pages of 1000 (filters not applied), sent as encoded (serve() registers it so):
-        the records' bytes are built once per page for every fake server of the process (a fan-out benchmark of
-        hundreds of servers holding thousands of records each), the host's own fields appended (protobuf merges
-        concatenated messages)."""
+        """`jobs` ended records in pages of 1000, or of job_columns.MAX_ROWS as columns when asked for (filters
+        not applied), sent as encoded (serve() registers it so): a page's bytes are built once for every fake server
+        of the process (a fan-out benchmark of hundreds of servers holding thousands of records each), the host's own
+        fields appended (protobuf merges concatenated messages)."""
         self._enter(context)
         start = int(request.page_token) if request.page_token.isdigit() else 0
-        end = min(self.jobs, start + _JOB_PAGE)
-        key = (start, end)
+        columnar = request.columnar and self.columnar
+        end = min(self.jobs, start + (job_columns.MAX_ROWS if columnar else _JOB_PAGE))
+        key = (start, end, columnar)
         page = _JOB_PAGES.get(key)
         if page is None:
-            page = _JOB_PAGES[key] = dyno_pb2.ListJobsResponse(
-                jobs=[fake_job_record("fake", i) for i in range(start, end)]
-            ).SerializeToString()
+            records = [fake_job_record("fake", i) for i in range(start, end)]
+            if columnar:
+                answer = dyno_pb2.ListJobsResponse(columns=job_columns.job_columns(records)[0])
+                answer.columns.SetInParent()
+            else:
+                answer = dyno_pb2.ListJobsResponse(jobs=records)
+            page = _JOB_PAGES[key] = answer.SerializeToString()
         own = dyno_pb2.ListJobsResponse(hostname=self.hostname, next_page_token=str(end) if end < self.jobs else "")
         return page + own.SerializeToString()
 
@@ -197,7 +210,7 @@ class FakeServer(Generic[S]):
 
 
 _JOB_PAGE = 1000
-_JOB_PAGES: dict[tuple[int, int], bytes] = {}  # (first, end) -> the encoded records of that page
+_JOB_PAGES: dict[tuple[int, int, bool], bytes] = {}  # (first, end, columnar) -> the encoded page
 
 
 def fake_job_record(hostname: str, i: int) -> dyno_pb2.JobRecord:
@@ -230,12 +243,13 @@ def start_fake_servers(
     credentials: grpc.ServerCredentials | None = None,
     delay_s: float = 0.0,
     jobs: int = 0,
+    columnar: bool = True,
 ) -> list[FakeServer[FakeDynoServicer]]:
     """Start `count` fake servers on free ports of `host`, sharing `executor` (one is made if None)."""
     pool = executor or futures.ThreadPoolExecutor(max_workers=min(64, 4 + count), thread_name_prefix="fake-dyno")
     return [
         serve(
-            lambda port: FakeDynoServicer(f"fake-{port}", delay_s=delay_s, jobs=jobs),
+            lambda port: FakeDynoServicer(f"fake-{port}", delay_s=delay_s, jobs=jobs, columnar=columnar),
             host=host,
             executor=pool,
             interceptors=interceptors,

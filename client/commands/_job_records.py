@@ -1,5 +1,5 @@
 """The daemons' job records as `dyno-cli jobs` and `dyno-cli opportunities` gather them: ListJobs on every host the
-host options name, its pages gathered."""
+host options name, every page of its answer (columns where `jobs` asks for them: HostRecords.pages)."""
 
 from __future__ import annotations
 
@@ -22,23 +22,34 @@ class HostRecords:
     """The daemons' ListJobs answers: every host's result, and "host: problem" for each job database that could
     not be used (running jobs only there)."""
 
-    results: list[HostResult[dyno_pb2.ListJobsResponse]]
+    results: list[HostResult[list[dyno_pb2.ListJobsResponse]]]
     problems: list[str]
 
-    def records(self) -> Iterator[tuple[str, dyno_pb2.JobRecord]]:
-        """The records of the hosts that answered, each with its daemon (streamed: a fleet's are millions)."""
+    def pages(self) -> Iterator[tuple[str, dyno_pb2.ListJobsResponse]]:
+        """The pages of the hosts that answered, each with its daemon."""
         for r in self.results:
             if r.ok and r.value is not None:
                 host = str(r.host)
-                for j in r.value.jobs:
-                    yield host, j
+                for page in r.value:
+                    yield host, page
+
+    def records(self) -> Iterator[tuple[str, dyno_pb2.JobRecord]]:
+        """The records of the hosts that answered (of pages of records), each with its daemon (streamed: a fleet's
+        are millions)."""
+        for host, page in self.pages():
+            for j in page.jobs:
+                yield host, j
 
 
 def gather_records(args: argparse.Namespace, request: dyno_pb2.ListJobsRequest) -> HostRecords:
-    """ListJobs on every host the host options name (their pages gathered), as `dyno-cli jobs` asks them. Call it
-    under the caller's `gc_paused()`, which also covers the join of the records: the collector back on in between
-    would walk the whole answer at its first collection."""
+    """ListJobs on every host the host options name (every page), as `dyno-cli jobs` asks them. Call it under the
+    caller's `gc_paused()`, which also covers the join of the records: the collector back on in between would walk
+    the whole answer at its first collection."""
     with cluster_from_args(args) as cluster:
-        results = cluster.list_jobs(request)
-    problems = [f"{r.host}: {r.value.store_problem}" for r in results if r.ok and r.value and r.value.store_problem]
+        results = cluster.list_job_pages(request)
+    problems = []
+    for r in results:
+        said = [page.store_problem for page in r.value or () if page.store_problem] if r.ok else []
+        if said:
+            problems.append(f"{r.host}: {said[0]}")
     return HostRecords(results, problems)

@@ -77,16 +77,17 @@ def _run_prometheus(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.prometheus:
         return _run_prometheus(args)
-    from dyno.client.jobs_table import from_records, render, to_json
+    from dyno.client.jobs_columns import from_pages
+    from dyno.client.jobs_table import render, to_json
     from dyno.v1 import dyno_pb2
 
     since_ms = int((time.time() - args.since) * 1000)
     request = dyno_pb2.ListJobsRequest(
-        since_ms=since_ms, user=args.user, job_id=args.job_id or "", running_only=args.running
+        since_ms=since_ms, user=args.user, job_id=args.job_id or "", running_only=args.running, columnar=True
     )
     with gc_paused():
         gathered = gather_records(args, request)
-        rows = from_records(gathered.records())
+        rows = from_pages(gathered.pages())
     results, problems = gathered.results, gathered.problems
     if args.json:
         print_json(

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import grpc
 
+from dyno import job_columns
 from dyno.daemon.callers import ADMIN, Caller
 from dyno.daemon.jobs.accounting import JobAccounting
 from dyno.daemon.jobs.attribution import MAX_JOB_ID_LEN, user_name
@@ -20,10 +21,10 @@ from dyno.daemon.rpc_abort import abort
 from dyno.daemon.tracing.access import unidentified_denied
 from dyno.v1 import dyno_pb2
 
-__all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "ListJobsRpc"]
+__all__ = ["DEFAULT_PAGE_SIZE", "MAX_PAGE_SIZE", "ListJobsRpc", "columnar_response"]
 
 DEFAULT_PAGE_SIZE = 500
-MAX_PAGE_SIZE = 1000
+MAX_PAGE_SIZE = 1000  # a columnar page's: job_columns.MAX_ROWS, its default too
 _TOKEN_PREFIX = "j1:"
 _MAX_USER_LEN = 256
 
@@ -52,8 +53,9 @@ class ListJobsRpc:
             abort(context, grpc.StatusCode.UNIMPLEMENTED, "ListJobs: job accounting is off in this daemon")
         if request.since_ms < 0 or request.until_ms < 0:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, "since_ms, until_ms: must be >= 0 (unix ms)")
-        if not 0 <= request.page_size <= MAX_PAGE_SIZE:
-            abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"page_size: must be 0-{MAX_PAGE_SIZE}")
+        most = job_columns.MAX_ROWS if request.columnar else MAX_PAGE_SIZE
+        if not 0 <= request.page_size <= most:
+            abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"page_size: must be 0-{most}")
         if len(request.job_id) > MAX_JOB_ID_LEN:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"job_id: at most {MAX_JOB_ID_LEN} characters")
         if len(request.user) > _MAX_USER_LEN:
@@ -66,11 +68,15 @@ class ListJobsRpc:
             if not request.page_token.startswith(_TOKEN_PREFIX) or not valid:
                 abort(context, grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a next_page_token of ListJobs")
             after = int(digits)
-        if user is None:  # a local user asking for another user's jobs: none of them are theirs to see
-            return list_jobs_response(self._hostname, (), "", acc.problem())
-        q = JobQuery(request.since_ms, request.until_ms, request.job_id, user, request.running_only)
-        records, next_after = acc.list_encoded(q, after, request.page_size or DEFAULT_PAGE_SIZE)
+        records: list[bytes] = []
+        next_after = 0
+        if user is not None:  # None: a local user asking for another user's jobs; none of them are theirs to see
+            q = JobQuery(request.since_ms, request.until_ms, request.job_id, user, request.running_only)
+            default = job_columns.MAX_ROWS if request.columnar else DEFAULT_PAGE_SIZE
+            records, next_after = acc.list_encoded(q, after, request.page_size or default)
         token = f"{_TOKEN_PREFIX}{next_after}" if next_after else ""
+        if request.columnar:
+            return columnar_response(self._hostname, records, token, acc.problem())
         return list_jobs_response(self._hostname, records, token, acc.problem())
 
     def _user_filter(self, asked: str, context: grpc.ServicerContext) -> str | None:
@@ -84,3 +90,23 @@ class ListJobsRpc:
             return asked
         own = self._name_of(caller.uid)
         return own if asked in ("", own) else None
+
+
+def columnar_response(hostname: str, records: list[bytes], next_page_token: str, store_problem: str) -> bytes:
+    """The encoded ListJobsResponse of a columnar request: the page's encoded records (in id order) as JobColumns.
+    Past job_columns' bounds the page ends at the last stored record that fits (the next page goes on after its
+    id); the records without an id (running ones not stored yet) come last on the last page and are never cut."""
+    jobs = dyno_pb2.ListJobsResponse.FromString(list_jobs_response("", records, "", "")).jobs
+    columns, took = job_columns.job_columns(jobs)
+    if took < len(jobs):
+        cut = next((k for k in range(took, 0, -1) if jobs[k - 1].record_id), 0)
+        if cut:
+            columns, _ = job_columns.job_columns(jobs[:cut])
+            next_page_token = f"{_TOKEN_PREFIX}{jobs[cut - 1].record_id}"
+        else:  # only records without an id: few (running jobs since the last flush), all of them
+            columns, _ = job_columns.job_columns(jobs, max_bytes=1 << 62, max_rows=len(jobs))
+    answer = dyno_pb2.ListJobsResponse(
+        hostname=hostname, next_page_token=next_page_token, store_problem=store_problem, columns=columns
+    )
+    answer.columns.SetInParent()  # an empty page is columnar too
+    return answer.SerializeToString()

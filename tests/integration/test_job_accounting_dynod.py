@@ -92,6 +92,10 @@ def test_list_jobs_of_two_trainers_and_a_sigkill_restart_resumes_the_record(dyno
         assert len(page.jobs) == 1 and page.next_page_token
         rest = _jobs(d, page_size=1, page_token=page.next_page_token)
         assert {page.jobs[0].job_id, *(j.job_id for j in rest.jobs)} == {busy, starved}
+        # the columnar form (what dyno-cli jobs asks for): the same records as columns, running ones included
+        columns = _jobs(d, columnar=True, job_id=busy)
+        assert columns.HasField("columns") and not columns.jobs and list(columns.columns.job_id) == [busy]
+        assert list(columns.columns.running) == [True] and columns.columns.gpu_seconds[0] > 0
 
         before = wait_for(lambda: _job(d, busy, 10.0), 60, 0.5)
         d.kill()  # SIGKILL: nothing flushed at exit

@@ -447,7 +447,7 @@ class FileChunk(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., last: _Optional[bool] = ..., total_size: _Optional[int] = ..., filename: _Optional[str] = ..., checksum: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("since_ms", "until_ms", "job_id", "user", "running_only", "page_size", "page_token")
+    __slots__ = ("since_ms", "until_ms", "job_id", "user", "running_only", "page_size", "page_token", "columnar")
     SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -455,6 +455,7 @@ class ListJobsRequest(_message.Message):
     RUNNING_ONLY_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    COLUMNAR_FIELD_NUMBER: _ClassVar[int]
     since_ms: int
     until_ms: int
     job_id: str
@@ -462,7 +463,8 @@ class ListJobsRequest(_message.Message):
     running_only: bool
     page_size: int
     page_token: str
-    def __init__(self, since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., job_id: _Optional[str] = ..., user: _Optional[str] = ..., running_only: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    columnar: bool
+    def __init__(self, since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., job_id: _Optional[str] = ..., user: _Optional[str] = ..., running_only: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., columnar: _Optional[bool] = ...) -> None: ...
 
 class JobRecord(_message.Message):
     __slots__ = ("job_id", "user", "hostname", "first_seen_ms", "last_seen_ms", "running", "gpus_held", "gpus_max", "gpu_indices", "gpu_seconds", "busy_gpu_seconds", "sm_active_gpu_seconds", "tensor_active_gpu_seconds", "gpm_gpu_seconds", "gpu_memory_max_bytes", "energy_joules", "cpu_seconds", "ranks", "pids", "pid_count", "traces", "source", "simulated", "record_id", "latest_analysis")
@@ -519,16 +521,68 @@ class JobRecord(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., user: _Optional[str] = ..., hostname: _Optional[str] = ..., first_seen_ms: _Optional[int] = ..., last_seen_ms: _Optional[int] = ..., running: _Optional[bool] = ..., gpus_held: _Optional[int] = ..., gpus_max: _Optional[int] = ..., gpu_indices: _Optional[_Iterable[int]] = ..., gpu_seconds: _Optional[float] = ..., busy_gpu_seconds: _Optional[float] = ..., sm_active_gpu_seconds: _Optional[float] = ..., tensor_active_gpu_seconds: _Optional[float] = ..., gpm_gpu_seconds: _Optional[float] = ..., gpu_memory_max_bytes: _Optional[int] = ..., energy_joules: _Optional[float] = ..., cpu_seconds: _Optional[float] = ..., ranks: _Optional[_Iterable[int]] = ..., pids: _Optional[_Iterable[int]] = ..., pid_count: _Optional[int] = ..., traces: _Optional[int] = ..., source: _Optional[str] = ..., simulated: _Optional[bool] = ..., record_id: _Optional[int] = ..., latest_analysis: _Optional[_Union[TraceSummary, _Mapping]] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
-    __slots__ = ("hostname", "jobs", "next_page_token", "store_problem")
+    __slots__ = ("hostname", "jobs", "next_page_token", "store_problem", "columns")
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     STORE_PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
     hostname: str
     jobs: _containers.RepeatedCompositeFieldContainer[JobRecord]
     next_page_token: str
     store_problem: str
-    def __init__(self, hostname: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., store_problem: _Optional[str] = ...) -> None: ...
+    columns: JobColumns
+    def __init__(self, hostname: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., store_problem: _Optional[str] = ..., columns: _Optional[_Union[JobColumns, _Mapping]] = ...) -> None: ...
+
+class JobColumns(_message.Message):
+    __slots__ = ("job_id", "users", "user_index", "hostnames", "hostname_index", "first_seen_ms", "last_seen_ms", "running", "gpus_max", "gpu_seconds", "busy_gpu_seconds", "traces", "simulated", "gpm_rows", "sm_active_gpu_seconds", "gpm_gpu_seconds", "analysed_rows", "analyzed_ms", "analysis_state", "analysis_failure", "top_rule", "top_rule_share", "rules")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    USER_INDEX_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAMES_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_INDEX_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    GPUS_MAX_FIELD_NUMBER: _ClassVar[int]
+    GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    BUSY_GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TRACES_FIELD_NUMBER: _ClassVar[int]
+    SIMULATED_FIELD_NUMBER: _ClassVar[int]
+    GPM_ROWS_FIELD_NUMBER: _ClassVar[int]
+    SM_ACTIVE_GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GPM_GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ANALYSED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    ANALYZED_MS_FIELD_NUMBER: _ClassVar[int]
+    ANALYSIS_STATE_FIELD_NUMBER: _ClassVar[int]
+    ANALYSIS_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    TOP_RULE_FIELD_NUMBER: _ClassVar[int]
+    TOP_RULE_SHARE_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    job_id: _containers.RepeatedScalarFieldContainer[str]
+    users: _containers.RepeatedScalarFieldContainer[str]
+    user_index: _containers.RepeatedScalarFieldContainer[int]
+    hostnames: _containers.RepeatedScalarFieldContainer[str]
+    hostname_index: _containers.RepeatedScalarFieldContainer[int]
+    first_seen_ms: _containers.RepeatedScalarFieldContainer[int]
+    last_seen_ms: _containers.RepeatedScalarFieldContainer[int]
+    running: _containers.RepeatedScalarFieldContainer[bool]
+    gpus_max: _containers.RepeatedScalarFieldContainer[int]
+    gpu_seconds: _containers.RepeatedScalarFieldContainer[float]
+    busy_gpu_seconds: _containers.RepeatedScalarFieldContainer[float]
+    traces: _containers.RepeatedScalarFieldContainer[int]
+    simulated: _containers.RepeatedScalarFieldContainer[bool]
+    gpm_rows: _containers.RepeatedScalarFieldContainer[int]
+    sm_active_gpu_seconds: _containers.RepeatedScalarFieldContainer[float]
+    gpm_gpu_seconds: _containers.RepeatedScalarFieldContainer[float]
+    analysed_rows: _containers.RepeatedScalarFieldContainer[int]
+    analyzed_ms: _containers.RepeatedScalarFieldContainer[int]
+    analysis_state: _containers.RepeatedScalarFieldContainer[AnalysisState]
+    analysis_failure: _containers.RepeatedScalarFieldContainer[AnalysisFailure]
+    top_rule: _containers.RepeatedScalarFieldContainer[int]
+    top_rule_share: _containers.RepeatedScalarFieldContainer[float]
+    rules: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ..., user_index: _Optional[_Iterable[int]] = ..., hostnames: _Optional[_Iterable[str]] = ..., hostname_index: _Optional[_Iterable[int]] = ..., first_seen_ms: _Optional[_Iterable[int]] = ..., last_seen_ms: _Optional[_Iterable[int]] = ..., running: _Optional[_Iterable[bool]] = ..., gpus_max: _Optional[_Iterable[int]] = ..., gpu_seconds: _Optional[_Iterable[float]] = ..., busy_gpu_seconds: _Optional[_Iterable[float]] = ..., traces: _Optional[_Iterable[int]] = ..., simulated: _Optional[_Iterable[bool]] = ..., gpm_rows: _Optional[_Iterable[int]] = ..., sm_active_gpu_seconds: _Optional[_Iterable[float]] = ..., gpm_gpu_seconds: _Optional[_Iterable[float]] = ..., analysed_rows: _Optional[_Iterable[int]] = ..., analyzed_ms: _Optional[_Iterable[int]] = ..., analysis_state: _Optional[_Iterable[_Union[AnalysisState, str]]] = ..., analysis_failure: _Optional[_Iterable[_Union[AnalysisFailure, str]]] = ..., top_rule: _Optional[_Iterable[int]] = ..., top_rule_share: _Optional[_Iterable[float]] = ..., rules: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RuleLoss(_message.Message):
     __slots__ = ("rule", "severity", "time_lost_share", "time_lost_us", "ranks", "title", "fix")

@@ -8,6 +8,7 @@ import grpc
 import pytest
 from grpc_context import Aborted, AbortingContext
 
+from dyno import job_columns
 from dyno.daemon.callers import Caller
 from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
 from dyno.daemon.jobs.records import MAX_LISTED, JobRecord
@@ -42,6 +43,52 @@ def test_pages_cover_every_record_once_and_a_full_page_fits_a_stock_client(tmp_p
             break
     assert sorted(seen) == list(range(1, 2501)) and len(set(seen)) == 2500
     assert max(sizes) < 4 * 1024 * 1024 - 64 * 1024
+
+
+def _columnar_pages(rpc: ListJobsRpc, **fields: object) -> list[dyno_pb2.ListJobsResponse]:
+    pages, token = [], ""
+    while True:
+        request = dyno_pb2.ListJobsRequest(columnar=True, page_token=token, **fields)  # type: ignore[arg-type]
+        pages.append(rpc(request, AbortingContext()))  # type: ignore[arg-type]
+        token = pages[-1].next_page_token
+        if not token:
+            return pages
+
+
+def test_columnar_pages_hold_the_records_pages_as_columns_and_end_at_the_byte_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    acc = _accounting(tmp_path, 1200)
+    rpc = ListJobsRpc(lambda: acc, "h")
+    records = [j for page in _record_pages(rpc) for j in page.jobs]
+    (whole,) = _columnar_pages(rpc)  # 1200 rows of long strings (~250 bytes each): one page
+    assert not whole.jobs and whole.hostname == "h" and len(whole.columns.job_id) == 1200
+    assert whole.columns == job_columns.job_columns(records)[0]  # the record pages' fields, in their order
+    assert len(_columnar_pages(rpc, page_size=100)) == 12 and not _columnar_pages(rpc, user="nobody")[0].columns.job_id
+    monkeypatch.setattr(job_columns, "MAX_BYTES", 30_000)  # the bound (2 MiB) scaled down: pages of ~120 rows
+    pages = _columnar_pages(rpc)
+    assert len(pages) > 5 and all(p.columns.ByteSize() <= 30_000 for p in pages)
+    assert [j for p in pages for j in p.columns.first_seen_ms] == [r.first_seen_ms for r in records]  # each once
+
+
+def _record_pages(rpc: ListJobsRpc) -> list[dyno_pb2.ListJobsResponse]:
+    pages, token = [], ""
+    while True:
+        pages.append(rpc(dyno_pb2.ListJobsRequest(page_token=token), AbortingContext()))  # type: ignore[arg-type]
+        token = pages[-1].next_page_token
+        if not token:
+            return pages
+
+
+def test_a_columnar_page_may_hold_up_to_max_rows_and_an_empty_one_is_still_columnar(tmp_path: Path) -> None:
+    acc = _two_users(tmp_path)
+    alice = ListJobsRpc(lambda: acc, "h", lambda context: Caller(1000, False, "uid 1000"), {1000: "alice"}.get)
+    (none,) = _columnar_pages(alice, user="bob")
+    assert none.HasField("columns") and not none.columns.job_id
+    assert len(_columnar_pages(alice, page_size=job_columns.MAX_ROWS)[0].columns.job_id) == 2
+    with pytest.raises(Aborted) as e:
+        _columnar_pages(alice, page_size=job_columns.MAX_ROWS + 1)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "0-10000" in e.value.details
 
 
 @pytest.mark.parametrize(
