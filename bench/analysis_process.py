@@ -113,21 +113,31 @@ def _analysis_table(args: argparse.Namespace, cli: list[str]) -> None:
     numpy = [sys.executable, "-c", "import numpy"]
     print(
         f"{'trace':<36} {'MiB':>5} {'dyno s':>6} {'(min)':>6} {'HTA s':>6} {'(min)':>6} {'numpy s':>7} "
-        f"{'HTA/dyno':>8} {'dyno/numpy':>10}"
+        f"{'HTA/dyno':>8} {'dyno/numpy':>10}   {'CPU dyno':>8} {'HTA':>6} {'numpy':>6} {'HTA/dyno':>8}"
     )
     for case in args.cases:
         folder = args.traces / case
         tools = {"dyno": [*cli, "analyze", "--json", str(folder)], "numpy": numpy}
         if args.hta_python:
             tools["HTA"] = [args.hta_python, str(HERE / "hta_runner.py"), str(folder)]
-        t = alternate(tools, args.repeat)
+        cpu: dict[str, list[float]] = {}
+        t = alternate(tools, args.repeat, cpu)
         mib = sum(f.stat().st_size for f in folder.glob("*.json*")) / 2**20
         d, n = statistics.median(t["dyno"]), statistics.median(t["numpy"])
         hta = f"{_fmt(t['HTA'])} " if "HTA" in t else f"{'n/a':>6} {'':>6} "
         ratio = f"{statistics.median(t['HTA']) / d:>7.1f}x" if "HTA" in t else f"{'n/a':>8}"
-        print(f"{case:<36} {mib:>5.2f} {_fmt(t['dyno'])} {hta}{n:>7.3f} {ratio} {d / n:>9.2f}x")
+        c = {k: statistics.median(v) for k, v in cpu.items()}
+        cpu_hta = f"{c['HTA']:>6.3f}" if "HTA" in c else f"{'n/a':>6}"
+        cpu_ratio = f"{c['HTA'] / c['dyno']:>7.1f}x" if "HTA" in c else f"{'n/a':>8}"
+        walls = f"{_fmt(t['dyno'])} {hta}{n:>7.3f} {ratio} {d / n:>9.2f}x"
+        print(f"{case:<36} {mib:>5.2f} {walls}   {c['dyno']:>8.3f} {cpu_hta} {c['numpy']:>6.3f} {cpu_ratio}")
     print("(s: whole process, start to exit, median and min of the runs; MiB: the trace files as stored (gzip);")
-    print(" targets: HTA/dyno >= 10x everywhere, dyno/numpy <= 2x on " + " and ".join(SMALL) + ")")
+    print(" CPU: user + system s of the process and its children, median: a shared machine's load inflates it far")
+    print(
+        " less than the wall time; targets: HTA/dyno >= 10x everywhere, dyno/numpy <= 2x on "
+        + " and ".join(SMALL)
+        + ")"
+    )
 
 
 def _startup_table(cli: list[str], repeat: int) -> None:
