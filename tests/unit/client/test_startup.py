@@ -61,6 +61,25 @@ def test_numpy_imported_single_threaded_and_environment_restored() -> None:
     assert (loaded, value) == ("True", "3")
 
 
+def test_main_on_the_process_command_line_spares_the_exit_collections() -> None:
+    code = (
+        "import gc, sys\n"
+        "from dyno.client.cli import main\n"
+        "sys.argv = ['dyno-cli', 'analyze', '--list-rules']\n"
+        "ARGV\n"
+        "print(gc.get_freeze_count() > 0, file=sys.stderr)"
+    )
+
+    def frozen(call: str) -> str:  # the answer on stderr: the rules listed on stdout
+        cmd = [sys.executable, "-c", code.replace("ARGV", call)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stderr.strip()
+
+    assert frozen("main()") == "True"  # as the console script calls it: the process ends next
+    assert frozen("main(sys.argv[1:])") == "False"  # an embedding caller's collector untouched
+
+
 def test_analyze_list_rules_and_help_work_without_preloading(tmp_path: Path) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "dyno.client", "analyze", "--list-rules"], capture_output=True, text=True, timeout=60
