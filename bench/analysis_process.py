@@ -21,6 +21,7 @@ start-up as short as each command's work allows. The start-up table times `--hel
 
     python bench/analysis_process.py --hta-python /work/hta-venv/bin/python [--repeat 5] [--cases simple_add ...]
     python bench/analysis_process.py --startup-only --repeat 7
+    python bench/analysis_process.py --hta-python /work/hta-venv/bin/python --no-startup   (the analysis table only)
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", nargs="+", choices=CASES, default=CASES, metavar="CASE")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--startup-only", action="store_true", help="only dyno-cli's start-up table")
+    ap.add_argument("--no-startup", action="store_true", help="only the analysis table")
     args = ap.parse_args(argv)
     global ENV
     cache = tempfile.TemporaryDirectory(prefix="dyno-bench-pycache-")
@@ -104,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     cli = dyno_cli()
     if not args.startup_only:
         _analysis_table(args, cli)
-    _startup_table(cli, args.repeat)
+    if not args.no_startup:
+        _startup_table(cli, args.repeat)
     cache.cleanup()
     return 0
 
