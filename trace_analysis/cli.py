@@ -176,7 +176,7 @@ def run_analyze(
         return code
 
     # The cyclic collector paused over the imports: they build only long-lived objects (modules, classes,
-    # functions), which each collection would walk again (~70 collections of a growing heap in one run).
+    # functions), which each collection would walk again.
     with gc_paused():
         import_numpy_single_threaded()
         from .api import AnalysisError, analyze
