@@ -21,6 +21,7 @@ start-up as short as each command's work allows. The start-up table times `--hel
 
     python bench/analysis_process.py --hta-python /work/hta-venv/bin/python [--repeat 5] [--cases simple_add ...]
     python bench/analysis_process.py --startup-only --repeat 7
+    python bench/analysis_process.py --hta-python /work/hta-venv/bin/python --no-startup   (the analysis table only)
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", nargs="+", choices=HTA_CASES, default=HTA_CASES, metavar="CASE")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--startup-only", action="store_true", help="only dyno-cli's start-up table")
+    ap.add_argument("--no-startup", action="store_true", help="only the analysis table")
     args = ap.parse_args(argv)
     global ENV
     cache = tempfile.TemporaryDirectory(prefix="dyno-bench-pycache-")
@@ -95,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     cli = dyno_cli()
     if not args.startup_only:
         _analysis_table(args, cli)
-    _startup_table(cli, args.repeat)
+    if not args.no_startup:
+        _startup_table(cli, args.repeat)
     cache.cleanup()
     return 0
 
@@ -104,21 +107,31 @@ def _analysis_table(args: argparse.Namespace, cli: list[str]) -> None:
     numpy = [sys.executable, "-c", "import numpy"]
     print(
         f"{'trace':<36} {'MiB':>5} {'dyno s':>6} {'(min)':>6} {'HTA s':>6} {'(min)':>6} {'numpy s':>7} "
-        f"{'HTA/dyno':>8} {'dyno/numpy':>10}"
+        f"{'HTA/dyno':>8} {'dyno/numpy':>10}   {'CPU dyno':>8} {'HTA':>6} {'numpy':>6} {'HTA/dyno':>8}"
     )
     for case in args.cases:
         folder = args.traces / case
         tools = {"dyno": [*cli, "analyze", "--json", str(folder)], "numpy": numpy}
         if args.hta_python:
             tools["HTA"] = [args.hta_python, str(HERE / "hta_runner.py"), str(folder)]
-        t = alternate(tools, args.repeat)
+        cpu: dict[str, list[float]] = {}
+        t = alternate(tools, args.repeat, cpu)
         mib = sum(f.stat().st_size for f in folder.glob("*.json*")) / 2**20
         d, n = statistics.median(t["dyno"]), statistics.median(t["numpy"])
         hta = f"{_fmt(t['HTA'])} " if "HTA" in t else f"{'n/a':>6} {'':>6} "
         ratio = f"{statistics.median(t['HTA']) / d:>7.1f}x" if "HTA" in t else f"{'n/a':>8}"
-        print(f"{case:<36} {mib:>5.2f} {_fmt(t['dyno'])} {hta}{n:>7.3f} {ratio} {d / n:>9.2f}x")
+        c = {k: statistics.median(v) for k, v in cpu.items()}
+        cpu_hta = f"{c['HTA']:>6.3f}" if "HTA" in c else f"{'n/a':>6}"
+        cpu_ratio = f"{c['HTA'] / c['dyno']:>7.1f}x" if "HTA" in c else f"{'n/a':>8}"
+        walls = f"{_fmt(t['dyno'])} {hta}{n:>7.3f} {ratio} {d / n:>9.2f}x"
+        print(f"{case:<36} {mib:>5.2f} {walls}   {c['dyno']:>8.3f} {cpu_hta} {c['numpy']:>6.3f} {cpu_ratio}")
     print("(s: whole process, start to exit, median and min of the runs; MiB: the trace files as stored (gzip);")
-    print(" targets: HTA/dyno >= 10x everywhere, dyno/numpy <= 2x on " + " and ".join(SMALL) + ")")
+    print(" CPU: user + system s of the process and its children, median: a shared machine's load inflates it far")
+    print(
+        " less than the wall time; targets: HTA/dyno >= 10x everywhere, dyno/numpy <= 2x on "
+        + " and ".join(SMALL)
+        + ")"
+    )
 
 
 def _startup_table(cli: list[str], repeat: int) -> None:

@@ -25,6 +25,7 @@ from typing import TextIO
 
 from dyno import exit_codes
 from dyno.argtypes import number
+from dyno.gc_pause import gc_paused
 from dyno.numpy_import import import_numpy_single_threaded
 
 __all__ = [
@@ -174,10 +175,12 @@ def run_analyze(
             out.write(error_json(code, message))
         return code
 
-    import_numpy_single_threaded()
-    from .api import AnalysisError, analyze
-    from .report import render_html, render_json, render_text
-    from .rules import ThresholdError, parse_threshold_args
+    # The cyclic collector paused over the imports: they build only long-lived objects (modules, classes,
+    # functions), which each collection would walk again.
+    with gc_paused():
+        import_numpy_single_threaded()
+        from .api import AnalysisError, analyze
+        from .rules import ThresholdError, parse_threshold_args
 
     if getattr(args, "list_rules", False):
         out.write(_list_rules())
@@ -196,13 +199,23 @@ def run_analyze(
     for problem in report.errors:  # on stderr too: a report redirected to a file must not hide a skipped rank
         err.write(f"{prog}: warning: skipped {problem.path}: {problem.reason}\n")
     if args.html:
+        from .report.html import render_html
+
         try:
             Path(args.html).write_text(
                 render_html(report, all_ranks=getattr(args, "all_ranks", False)), encoding="utf-8"
             )
         except OSError as e:
             return fail(exit_codes.FAILURE, f"cannot write {args.html}: {e.strerror or e}")
-    out.write(render_json(report) if args.json else render_text(report, all_ranks=getattr(args, "all_ranks", False)))
+    # only the renderer asked for is imported (--json: neither the text nor the HTML one)
+    if args.json:
+        from .report.jsonout import render_json
+
+        out.write(render_json(report))
+    else:
+        from .report.text import render_text
+
+        out.write(render_text(report, all_ranks=getattr(args, "all_ranks", False)))
     if args.html and not args.json:
         out.write(f"HTML report written to {args.html}\n")
     return exit_codes.OK

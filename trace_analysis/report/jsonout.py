@@ -1,6 +1,6 @@
 """JSON report (schema ``dyno.trace_analysis.report`` version 2, docs/ANALYSIS_REPORT.md).
 
-Indented up to ``rank_groups.RANK_THRESHOLD`` ranks; past it one line (the same document: a 1,024-rank report was
+Indented up to ``model.RANK_THRESHOLD`` ranks; past it one line (the same document: a 1,024-rank report was
 42.7 MB indented, 30.5 MB without, and read by tools, not people). JSON has no NaN/Infinity: orjson writes null for
 them (numpy's included), and non-string keys as strings, so any consumer can parse the document."""
 
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import orjson
 
-from .model import Report
-from .rank_groups import RANK_THRESHOLD
+from .model import RANK_THRESHOLD, Report
 
 __all__ = ["render_json"]
 

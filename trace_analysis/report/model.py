@@ -15,6 +15,7 @@ from .tables import GpuTables
 
 __all__ = [
     "CPU_OP_TIME",
+    "RANK_THRESHOLD",
     "SCHEMA",
     "SCHEMA_VERSION",
     "Breakdown",
@@ -30,6 +31,8 @@ __all__ = [
 
 SCHEMA = "dyno.trace_analysis.report"
 SCHEMA_VERSION = 2  # 2: HTA's per-rank tables (``tables.GpuTables``); every v1 key kept with its meaning
+# more ranks than this: the text and HTML reports show the cross-rank view (``rank_groups``), the JSON is one line
+RANK_THRESHOLD = 16
 
 
 _SHARES = ("idle", "compute", "non_compute", "communication", "memory", "exposed_communication")

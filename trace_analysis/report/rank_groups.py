@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..rules.base import Finding
 from ..rules.engine import RuleOutcome
-from .model import RankSummary, Report
+from .model import RANK_THRESHOLD, RankSummary, Report
 
 __all__ = [
     "FEW_RANKS",
@@ -35,7 +35,6 @@ __all__ = [
     "ranks_by_step",
 ]
 
-RANK_THRESHOLD = 16  # more ranks than this: the cross-rank view (up to it, a section per rank as always)
 FEW_RANKS = 5  # the slowest and the fastest ranks listed by name in the cross-rank view
 MAX_RANGES = 12  # rank_ranges: ranges named before "and N more ranks"
 

@@ -61,6 +61,25 @@ def test_numpy_imported_single_threaded_and_environment_restored() -> None:
     assert (loaded, value) == ("True", "3")
 
 
+def test_main_on_the_process_command_line_spares_the_exit_collections() -> None:
+    code = (
+        "import gc, sys\n"
+        "from dyno.client.cli import main\n"
+        "sys.argv = ['dyno-cli', 'analyze', '--list-rules']\n"
+        "ARGV\n"
+        "print(gc.get_freeze_count() > 0, file=sys.stderr)"
+    )
+
+    def frozen(call: str) -> str:  # the answer on stderr: the rules listed on stdout
+        cmd = [sys.executable, "-c", code.replace("ARGV", call)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stderr.strip()
+
+    assert frozen("main()") == "True"  # as the console script calls it: the process ends next
+    assert frozen("main(sys.argv[1:])") == "False"  # an embedding caller's collector untouched
+
+
 def test_analyze_list_rules_and_help_work_without_preloading(tmp_path: Path) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "dyno.client", "analyze", "--list-rules"], capture_output=True, text=True, timeout=60
@@ -146,6 +165,7 @@ def loaded_after(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]
     for name, argv in _RUNS.items():
         cases[f"{name} run"] = [a.replace("{out}", str(tmp / name)) for a in argv] + _REFUSED
     cases["analyze run"] = ["analyze", "--json", str(trace)]
+    cases["analyze text run"] = ["analyze", str(trace)]
     cases.update(_NO_COMMAND)
     sent = json.loads(_run(_FORKED_MAINS.replace("CASES", repr(json.dumps(cases)))))
     assert all(sent.values()), f"main() raised in: {[key for key, mods in sent.items() if not mods]}"
@@ -190,7 +210,29 @@ def test_analyze_loads_no_grpc_and_no_other_command(loaded_after: dict[str, set[
     loaded = loaded_after["analyze run"]
     assert "dyno.trace_analysis.api" in loaded  # the command ran
     assert loaded & (_DAEMON_STACK | (_EVERY_COMMAND - {"dyno.client.commands.analyze"})) == set()
-    assert _prefixed(loaded, "dyno.client.agent") == set()
+    assert _prefixed(loaded, "dyno.client.agent", "google", "grpc") == set()
+
+
+# what `analyze --json` does not use: the text and HTML renderers (and the many-rank grouping only they print), the
+# analyses no rule or summary calls, the rank-parts codec of `trace --summaries`
+_NOT_FOR_JSON = {
+    "dyno.trace_analysis.report.html",
+    "dyno.trace_analysis.report.text",
+    "dyno.trace_analysis.report.phrases",
+    "dyno.trace_analysis.report.rank_groups",
+    "dyno.trace_analysis.analyses.memcpy",
+    "dyno.trace_analysis.part_codec",
+    "dyno.trace_analysis.part_checks",
+}
+
+
+def test_analyze_json_loads_only_the_json_renderer(loaded_after: dict[str, set[str]]) -> None:
+    json_run = loaded_after["analyze run"]
+    assert {"dyno.trace_analysis.report.jsonout", "dyno.trace_analysis.report.summary"} <= json_run
+    assert json_run & _NOT_FOR_JSON == set()
+    text_run = loaded_after["analyze text run"]  # the text report loads its renderer, not the JSON or HTML one
+    assert {"dyno.trace_analysis.report.text", "dyno.trace_analysis.report.rank_groups"} <= text_run
+    assert text_run & {"dyno.trace_analysis.report.jsonout", "dyno.trace_analysis.report.html"} == set()
 
 
 def test_top_level_help_still_lists_every_command() -> None:
