@@ -3,7 +3,8 @@
 dir (so trace retention bounds them), `dyno-cli fetch --trace-id periodic-...` gathers them, an on-demand trace of
 the same processes cancels it (dyno.daemon.tracing.preemption).
 
-`tick()` does one pass (plain, tested with a fake clock); `start()` runs it on a thread every TICK_S.
+`tick()` does one pass (plain, tested with a fake clock); `start()` seeds the budget from the trace dir's records
+(`resume()`: resume.py), then runs it on a thread every TICK_S.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dyno.daemon.profiling.policy import (
     skip_reason,
     trace_spec,
 )
+from dyno.daemon.profiling.resume import resume_budget
 from dyno.daemon.profiling.schedule import Schedule
 from dyno.daemon.registry import ProcessRegistry, RegisteredProcess, now_ms
 from dyno.daemon.tracing.manager import TraceManager
@@ -89,8 +91,21 @@ class PeriodicProfiler:
         note = binding_note(s.interval_ms / 1000, s.duration_ms, s.budget)
         if note:
             log.warning("periodic profiling: %s", note)
+        self.resume()
         self._thread = threading.Thread(target=self._run, name="periodic-profiling", daemon=True)
         self._thread.start()
+
+    def resume(self) -> None:
+        """Before the first pass: the budget counts the periodic traces of before a restart (resume.py)."""
+        r = resume_budget(self.budget, self._manager.trace_dir)
+        log.info(
+            "periodic profiling: budget resumed from %d periodic trace record(s) of %d job(s) in %s: %.1f s under the "
+            "profiler",
+            r.traces,
+            r.jobs,
+            self._manager.trace_dir,
+            r.profiled_ms / 1000,
+        )
 
     def stop(self) -> None:
         self._stop.set()

@@ -8,6 +8,11 @@ record (`load_record`) instead of answering NOT_FOUND: a finished trace as it wa
 processes had reported by then (the trace manager resumes the rest: table.TraceTable._resume). Retention
 deletes it with the folder.
 
+The request's `periodic` flag and each process's `running_ms` (when its profiler started) are kept too, so that a
+restarted dynod's periodic profiling counts the time its earlier periodic traces held processes under the profiler
+(dyno.daemon.profiling.resume). Both are optional when read back: a record written before them loads as an
+on-demand trace whose processes' start is not known.
+
 A record is untrusted input when it is read back: the per-trace folders are writable by trainers of any user
 (mode 1733), so anyone on the host could plant or hard-link a file there. It is believed only when it is a plain
 file (O_NOFOLLOW, one link) owned by the daemon's own user (the sticky bit keeps others from replacing the
@@ -71,6 +76,7 @@ def record_path(trace_dir: Path, trace_id: str) -> Path:
 def _spec_to_json(spec: TraceSpec) -> dict[str, Any]:
     out: dict[str, Any] = {"job_id": spec.job_id, "pids": list(spec.pids), "process_limit": spec.process_limit}
     out.update({name: getattr(spec, name) for name in _OPT_INT_FIELDS + _BOOL_FIELDS})
+    out["periodic"] = spec.periodic
     return out
 
 
@@ -92,6 +98,7 @@ def encode_record(view: TraceView, hostname: str, finished_ms: int) -> bytes:
                 "uid": p.uid,
                 "reason": p.reason.value,
                 "late_done": p.late_done,
+                "running_ms": p.running_ms,
             }
         )
     doc = {
@@ -182,11 +189,15 @@ def _spec_from_json(r: Any, trace_id: str) -> TraceSpec:
         if not isinstance(r.get(name), bool):
             raise RecordError(f"request.{name}: not a boolean")
         kw[name] = r[name]
+    periodic = r.get("periodic", False)  # absent in a record from before the field: an on-demand trace
+    if not isinstance(periodic, bool):
+        raise RecordError("request.periodic: not a boolean")
     return TraceSpec(
         job_id=_str(r.get("job_id"), "request.job_id"),
         pids=tuple(_int(p, "request.pids[]", 1) for p in pids),
         process_limit=_int(r.get("process_limit"), "request.process_limit"),
         trace_id=trace_id,
+        periodic=periodic,
         **kw,
     )
 
@@ -223,6 +234,7 @@ def _process_from_json(p: Any, folder: Path, finished: bool) -> ProcessTraceView
         uid=_int(p.get("uid", -1), f"pid {pid} uid", -1),
         reason=_reason(p.get("reason", ""), pid),
         late_done=p.get("late_done") is True,
+        running_ms=_int(p.get("running_ms", 0), f"pid {pid} running_ms"),  # absent before the field: not known
     )
 
 
@@ -295,9 +307,10 @@ def _warn_once(path: Path, e: RecordError) -> None:
     _bad_records.warning(f"{path}|{version}|{e}", "ignoring trace record %s: %s", path, e)
 
 
-def load_record(trace_dir: Path, trace_id: str) -> TraceView | None:
+def load_record(trace_dir: Path, trace_id: str, *, quiet: bool = False) -> TraceView | None:
     """The finished trace recorded in `<trace_dir>/<trace_id>`, or None: no record (an invalid id, a trace that never
-    finished, one from before records existed) or one not believed (logged as a WARNING)."""
+    finished, one from before records existed) or one not believed (logged as a WARNING). `quiet`: no INFO line for
+    a record believed (a caller reading many at once says how many itself)."""
     try:
         path = record_path(trace_dir, trace_id)
     except ValueError:
@@ -314,7 +327,8 @@ def load_record(trace_dir: Path, trace_id: str) -> TraceView | None:
     except RecordError as e:
         _warn_once(path, e)
         return None
-    log.info("trace %s: recovered from its record (%d process(es))", trace_id, len(view.processes))
+    if not quiet:
+        log.info("trace %s: recovered from its record (%d process(es))", trace_id, len(view.processes))
     return view
 
 

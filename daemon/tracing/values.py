@@ -116,7 +116,7 @@ class ProcessTraceView:
     uid: int = -1  # the traced process's user, as registered (its files must be its own); -1: unknown
     reason: TraceReason = TraceReason.NONE
     late_done: bool = False  # a DONE report came after it ended otherwise, and `error` says why it was not taken
-    running_ms: int = 0  # when it turned RUNNING (its profiler started), 0: not (yet), or not known (a recovered one)
+    running_ms: int = 0  # when it turned RUNNING (its profiler started), 0: not (yet), or not known (an old record)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,14 @@
 """Periodic profiling end to end: two real dynods (periodic_interval_s 4 s, jobs older than 1 s), each with a real
 agent-instrumented CPU torch trainer of one job. Both hosts trace the job at the same moment under the same
-periodic-<job>-<UTC> trace id, which `dyno-cli fetch --trace-id` gathers from both; an on-demand trace started
-while a periodic one records in the same process wins (the periodic part is cancelled, PREEMPTED_BY_ON_DEMAND)."""
+periodic-<job>-<UTC> trace id, which `dyno-cli fetch --trace-id` gathers from both; a dynod started over a host's
+periodic traces resumes their budget; an on-demand trace started while a periodic one records in the same process
+wins (the periodic part is cancelled, PREEMPTED_BY_ON_DEMAND)."""
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +18,7 @@ import pytest
 from two_host_job import Job, two_host_job
 
 from dyno.daemon.profiling.schedule import Schedule
+from dyno.trace_layout import RECORD_NAME
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 from conftest import Dynod, run_cli, short_tmpdir, wait_for
@@ -98,6 +102,24 @@ def test_both_hosts_trace_the_same_moment_and_fetch_gathers_them(job: Job) -> No
     assert r.returncode == 0, r.stderr
     files = sorted(p.relative_to(out / trace_id).parts[0] for p in (out / trace_id).rglob("*.json*") if p.is_file())
     assert {job.host_dir(d) for d in job.daemons} <= set(files), files
+
+
+def test_a_dynod_started_over_periodic_traces_resumes_their_budget(job: Job) -> None:
+    """A restarted dynod: a new one over a copy of a host's trace dir (the host's own keeps serving the job)."""
+
+    def recorded() -> list[str]:  # finished, and its record written (just after the trace's end)
+        ids = [t for t in _periodic_ids(job.open) if (job.open.trace_dir / t / RECORD_NAME).is_file()]
+        return [t for t in ids if (v := _trace(job.open, job, t)) is not None and v.finished]
+
+    wait_for(recorded, 60, 0.3)
+    d = Dynod(list(PERIODIC), gpu_backend="none", metrics=False)
+    try:
+        shutil.copytree(job.open.trace_dir, d.trace_dir, symlinks=True)
+        d.start()
+        m = wait_for(lambda: re.search(r"budget resumed from (\d+) periodic trace record\(s\) of (\d+) job", d.log), 10)
+        assert int(m.group(1)) >= 1 and m.group(2) == "1", d.log
+    finally:
+        d.cleanup()
 
 
 def test_an_on_demand_trace_during_a_periodic_one_wins(job: Job) -> None:

@@ -113,6 +113,29 @@ def test_the_budget_is_measured_and_skips_moments(
     assert isinstance(h.command(), AgentTraceCommand)
 
 
+def test_a_restarted_dynod_resumes_the_budget_from_the_trace_records(
+    tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = Host(tmp_path / "a", clock, clock.ms - 100_000)
+    _at_next_moment(h.periodic, clock)
+    h.periodic.tick()
+    cmd = h.command()
+    assert isinstance(cmd, AgentTraceCommand)
+    h.finish(cmd, recording_ms=9_000)
+    h.periodic.tick()
+    before = h.periodic.budget.usage("J")
+
+    restarted = Host(tmp_path / "a", clock, clock.ms - 100_000)  # the same trace dir, nothing in memory
+    with caplog.at_level(logging.INFO, logger="dyno.daemon.profiling.periodic"):
+        restarted.periodic.resume()
+    assert restarted.periodic.budget.usage("J") == before and before.profiled_ms == 9_000
+    assert "budget resumed from 1 periodic trace record(s) of 1 job(s)" in caplog.text
+    assert "9.0 s under the profiler" in caplog.text
+    _at_next_moment(restarted.periodic, clock)  # as before the restart: (9 + 9) s > 5% of the job's ~3 min
+    assert restarted.periodic.tick()[0][2] == SkipReason.BUDGET
+    assert restarted.q.empty()
+
+
 def test_an_on_demand_trace_wins_over_a_periodic_one(tmp_path: Path, clock: Clock) -> None:
     h = Host(tmp_path / "a", clock, clock.ms - 600_000)
     _at_next_moment(h.periodic, clock)

@@ -134,6 +134,35 @@ def test_recovered_trace_served_under_its_recorded_name_after_a_host_rename(tmp_
     assert tm2.trace_file(tid, 9) == paths[9] and paths[9].name == "old-name_9.pt.trace.json.gz"
 
 
+def test_a_periodic_trace_keeps_its_flag_and_when_each_profiler_started(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    clock = [1_000_000]
+    reg = ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: True, uid_of=_test_user, clock_ms=lambda: clock[0])
+    tm = TraceManager(reg, traces, "hostA", kineto_identifier=no_proc_identifier(), clock_ms=lambda: clock[0])
+    reg.register(RegisteredProcess(pid=7, job_id="J", protocol=PROTOCOL_AGENT, rank=0, session_id="s7"))
+    r = tm.start(TraceSpec(job_id="J", iterations=5, trace_id="periodic-J-1", periodic=True))
+    tm.agent_report(7, r.trace_id, TraceState.RUNNING)
+    clock[0] += 2_500
+    Path(r.triggered[0].path).write_bytes(b"trace")
+    tm.agent_report(7, r.trace_id, TraceState.DONE)
+    before = tm.get(r.trace_id)
+    assert before.processes[0].running_ms == 1_000_000
+
+    after = tj.load_record(traces, r.trace_id)
+    assert after == before and after.spec.periodic
+    assert after.processes[0].running_ms == 1_000_000 and after.processes[0].updated_ms == 1_002_500
+
+
+def test_a_record_from_before_the_periodic_flag_and_running_time_still_loads(tmp_path: Path) -> None:
+    record, doc = _recorded(tmp_path)
+    assert doc["request"]["periodic"] is False and "running_ms" in doc["processes"][0]
+    del doc["request"]["periodic"], doc["processes"][0]["running_ms"]
+    record.write_bytes(json.dumps(doc).encode())
+    view = tj.load_record(record.parent.parent, "t3")
+    assert view is not None and view.finished and view.processes[0].state == TraceState.DONE
+    assert not view.spec.periodic and view.processes[0].running_ms == 0
+
+
 def _recorded(tmp_path: Path) -> tuple[Path, dict]:  # type: ignore[type-arg]
     traces = tmp_path / "traces"
     reg, tm = manager(traces)
@@ -178,6 +207,9 @@ BAD_RECORDS = {
     "pids not ints": lambda d: _bad(d, r_pids=["7"]),
     "option not a bool": lambda d: _bad(d, r_with_stack="yes"),
     "duration a string": lambda d: _bad(d, r_duration_ms="100"),
+    "periodic not a bool": lambda d: _bad(d, r_periodic="yes"),
+    "negative running time": lambda d: _bad(d, p_running_ms=-1),
+    "running time a string": lambda d: _bad(d, p_running_ms="5"),
 }
 
 
