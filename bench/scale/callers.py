@@ -19,7 +19,8 @@ RPCS = ("ListProcesses", "GetStatus", "GetMetrics")
 
 
 def run_callers(target: str, threads: int, seconds: float, pace_s: float, out: Path) -> None:
-    """Writes `out`: {"ListProcesses": [latency s, ...], ..., "errors": {"RPC CODE": n}, "listed": [n, ...]}."""
+    """Writes `out`: {"ListProcesses": [latency s, ...], ..., "errors": {"RPC CODE": n}, "listed": [n, ...],
+    "cpu_s": this process's CPU seconds}."""
     results: dict[str, list[float]] = {rpc: [] for rpc in RPCS}
     errors: dict[str, int] = {}
     listed: list[int] = []
@@ -62,4 +63,5 @@ def run_callers(target: str, threads: int, seconds: float, pace_s: float, out: P
         w.start()
     for w in workers:
         w.join()
-    out.write_text(json.dumps({**results, "errors": errors, "listed": listed}))
+    cpu_s = time.process_time()  # this process's CPU time: the calls, their decoding, and the start-up
+    out.write_text(json.dumps({**results, "errors": errors, "listed": listed, "cpu_s": cpu_s}))
