@@ -43,6 +43,7 @@ from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 _CALLERS_PER_PROCESS = 10
 _KINETO_WINDOW_S = 0.09
+_QUIET_S = 5.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,6 +156,9 @@ def _drive(
         flush=True,
     )
 
+    quiet_from, cpu_quiet = time.monotonic(), _cpu_s(d.pid)
+    time.sleep(_QUIET_S)  # dynod's CPU with the trainers registered and no callers: the polls, keepalives, sampling
+    quiet = (_cpu_s(d.pid) - cpu_quiet) / (time.monotonic() - quiet_from)
     load_from = time.monotonic()
     cpu_from = _cpu_s(d.pid)
     out_files = []
@@ -188,7 +192,7 @@ def _drive(
 
     results: dict[str, list[float]] = {rpc: [] for rpc in RPCS}
     errors: dict[str, int] = {}
-    cpu = {"dynod": dynod_cpu, "callers": 0.0}
+    cpu = {"dynod": dynod_cpu, "callers": 0.0, "quiet": quiet}
     for f in out_files:
         part = json.loads(f.read_text())
         cpu["callers"] += part["cpu_s"]
@@ -240,7 +244,8 @@ def _report(
     calls = sum(len(lat) for lat in results.values())
     print(
         f"calls/s (all three): {calls / load_s:.0f}; CPU per call: dynod {1000 * cpu['dynod'] / max(1, calls):.2f} ms "
-        f"(everything it did during the load: {cpu['dynod'] / load_s:.2f} cores), callers "
+        f"(everything it did during the load: {cpu['dynod'] / load_s:.2f} cores; {cpu['quiet']:.2f} before it, "
+        f"without callers), callers "
         f"{1000 * cpu['callers'] / max(1, calls):.2f} ms ({cpu['callers'] / load_s:.2f} cores); "
         f"load average {os.getloadavg()[0]:.1f}"
     )
