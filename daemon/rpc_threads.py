@@ -2,7 +2,8 @@
 
 Why not concurrent.futures.ThreadPoolExecutor: its threads never end, so after one burst of calls (50 callers, or a
 fan-out) dynod kept all RPC_THREADS of them for good, and a thread count that only grows hides the one that leaks.
-grpc's sync server only calls `submit`.
+grpc's sync server only calls `submit`. It is a ThreadPoolExecutor by type only (none of that class's own code runs):
+grpc takes a handler's own pool (handler_slots.py) only if it is one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 __all__ = ["RetiringThreadPool"]
 
 
-class RetiringThreadPool(futures.Executor):
+class RetiringThreadPool(futures.ThreadPoolExecutor):
     """At most `max_workers` daemon threads named `<thread_name_prefix>_<n>`; a thread that found no work for
     `idle_s` ends."""
 
