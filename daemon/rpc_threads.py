@@ -29,7 +29,7 @@ class RetiringThreadPool(futures.ThreadPoolExecutor):
         self._idle_s = idle_s
         self._cond = threading.Condition()
         self._work: deque[tuple[futures.Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = deque()
-        self._threads = 0
+        self._live = 0
         self._waiting = 0  # threads in wait(), notified or not: each takes a queued item when it wakes
         self._started = 0
         self._shutdown = False
@@ -37,7 +37,7 @@ class RetiringThreadPool(futures.ThreadPoolExecutor):
     @property
     def threads(self) -> int:
         with self._cond:
-            return self._threads
+            return self._live
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future[Any]:
         future: futures.Future[Any] = futures.Future()
@@ -47,8 +47,8 @@ class RetiringThreadPool(futures.ThreadPoolExecutor):
             self._work.append((future, fn, args, kwargs))
             if self._waiting >= len(self._work):
                 self._cond.notify()
-            elif self._threads < self._max:  # every waiting thread has an item already: one more thread
-                self._threads += 1
+            elif self._live < self._max:  # every waiting thread has an item already: one more thread
+                self._live += 1
                 self._started += 1
                 name = f"{self._prefix}_{self._started}"
                 threading.Thread(target=self._worker, name=name, daemon=True).start()
@@ -59,13 +59,13 @@ class RetiringThreadPool(futures.ThreadPoolExecutor):
             with self._cond:
                 while not self._work:
                     if self._shutdown:
-                        self._threads -= 1
+                        self._live -= 1
                         return
                     self._waiting += 1
                     notified = self._cond.wait(self._idle_s)
                     self._waiting -= 1
                     if not notified and not self._work:
-                        self._threads -= 1
+                        self._live -= 1
                         return
                 future, fn, args, kwargs = self._work.popleft()
             if not future.set_running_or_notify_cancel():

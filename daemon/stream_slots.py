@@ -25,7 +25,7 @@ __all__ = [
 
 # The Dyno server's thread budget (app.py builds its pool with RPC_THREADS). Streams hold a thread for their whole
 # life, unary calls for milliseconds and on a pool of their own (handler_slots.UNARY_THREADS): the caps below add up
-# to 32 and leave 8 threads that only the other streaming calls (health Watch) ever wait for. tests/unit/daemon/test_stream_bounds.py checks the sum.
+# to 32 and leave 8 threads spare. tests/unit/daemon/test_stream_bounds.py checks the sum.
 RPC_THREADS = 40
 # `dyno-cli metrics --watch` sessions (a person's view; 16 is plenty on one host)
 MAX_METRIC_STREAMS = 16
