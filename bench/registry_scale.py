@@ -10,9 +10,11 @@ Starts `python -m dyno.daemon` (bench/soak/dynod.py: sim GPUs, a kineto socket d
    back to back, or one call every --pace-ms per caller) for --seconds, while the trainers keep polling and watching;
 3. the trainers end; dynod's thread count is watched until it is back to where it was before the load.
 
-Prints: registrations refused (by code), each RPC's count and p50/p99/max latency, the share of libkineto polls
-answered within libkineto's ~90 ms window during the RPC load (and their mean/p99/max), dynod's threads (before,
-peak, after) and RSS. Asserts nothing.
+Prints: registrations refused (by code), each RPC's count and p50/p99/max latency, the calls per second and the CPU
+time per call of dynod and of the callers (closed-loop callers on the same cores: latency ~= callers / calls per
+second, so CPU per call is what sets it, and it varies far less with other load on the machine than latency), the
+share of libkineto polls answered within libkineto's ~90 ms window during the RPC load (and their mean/p99/max),
+dynod's threads (before, peak, after) and RSS. Asserts nothing.
 
     python bench/registry_scale.py [--agents 500] [--kineto 500] [--callers 50] [--seconds 30] [--poll-s 5]
                                    [--pace-ms 0]
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -40,6 +43,7 @@ from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 _CALLERS_PER_PROCESS = 10
 _KINETO_WINDOW_S = 0.09
+_QUIET_S = 5.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,6 +89,13 @@ def _proc_status(pid: int) -> dict[str, int]:
             if key in ("Threads", "VmRSS"):
                 out[key] = int(value.split()[0])
     return out
+
+
+def _cpu_s(pid: int) -> float:
+    """The CPU time (user + system) the process has used, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -145,7 +156,11 @@ def _drive(
         flush=True,
     )
 
+    quiet_from, cpu_quiet = time.monotonic(), _cpu_s(d.pid)
+    time.sleep(_QUIET_S)  # dynod's CPU with the trainers registered and no callers: the polls, keepalives, sampling
+    quiet = (_cpu_s(d.pid) - cpu_quiet) / (time.monotonic() - quiet_from)
     load_from = time.monotonic()
+    cpu_from = _cpu_s(d.pid)
     out_files = []
     for k in range(0, args.callers, _CALLERS_PER_PROCESS):
         out = root / f"callers-{k}.json"
@@ -160,6 +175,7 @@ def _drive(
     while not all(f.exists() for f in out_files) and time.monotonic() < load_from + args.seconds + 60:
         time.sleep(0.5)
     load_to = time.monotonic()
+    dynod_cpu = _cpu_s(d.pid) - cpu_from
     registered_end = stub.GetStatus(dyno_pb2.GetStatusRequest(), timeout=30).registered_processes
     agents = json.loads(agent_status.read_text())
 
@@ -176,8 +192,10 @@ def _drive(
 
     results: dict[str, list[float]] = {rpc: [] for rpc in RPCS}
     errors: dict[str, int] = {}
+    cpu = {"dynod": dynod_cpu, "callers": 0.0, "quiet": quiet}
     for f in out_files:
         part = json.loads(f.read_text())
+        cpu["callers"] += part["cpu_s"]
         for rpc in RPCS:
             results[rpc] += part[rpc]
         for key, n in part["errors"].items():
@@ -188,7 +206,9 @@ def _drive(
         for sent, took in json.loads(f.read_text())
         if load_from <= sent <= load_to
     ]
-    _report(args, registered_end, agents, results, errors, polls, before, peak, after, back_in, load_to - load_from)
+    _report(
+        args, registered_end, agents, results, errors, cpu, polls, before, peak, after, back_in, load_to - load_from
+    )
     return 0
 
 
@@ -198,6 +218,7 @@ def _report(
     agents: dict,
     results: dict[str, list[float]],
     errors: dict[str, int],
+    cpu: dict[str, float],
     polls: list[tuple[float, float | None]],
     before: dict[str, int],
     peak: dict[str, int],
@@ -220,6 +241,15 @@ def _report(
             f"{rpc:<14} {len(ms):>7} {len(ms) / load_s:>7.0f} {_pct(ms, 0.5):>8.1f} {_pct(ms, 0.99):>8.1f} "
             f"{max(ms, default=float('nan')):>8.1f}"
         )
+    calls = sum(len(lat) for lat in results.values())
+    print(
+        f"calls/s (all three): {calls / load_s:.0f}; CPU per call: dynod {1000 * cpu['dynod'] / max(1, calls):.2f} ms "
+        f"(everything it did during the load: {cpu['dynod'] / load_s:.2f} cores; {cpu['quiet']:.2f} before it, "
+        f"without callers), callers "
+        f"{1000 * cpu['callers'] / max(1, calls):.2f} ms ({cpu['callers'] / load_s:.2f} cores); "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print("target: ListProcesses p99 <= 100 ms, no refusals, libkineto polls within 90 ms >= 99%, threads back")
     answered = [t for _, t in polls if t is not None]
     within = sum(1 for t in answered if t <= _KINETO_WINDOW_S)
     share = 100 * within / len(polls) if polls else float("nan")

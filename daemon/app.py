@@ -33,7 +33,7 @@ from dyno.daemon.bindcheck import bind_problem
 from dyno.daemon.callers import CallerIdentity
 from dyno.daemon.config import ConfigError, DaemonConfig, group_id
 from dyno.daemon.connection_limits import server_options
-from dyno.daemon.handler_slots import HandlerSlots
+from dyno.daemon.handler_slots import UNARY_THREADS, HandlerSlots
 from dyno.daemon.health import HealthServicer
 from dyno.daemon.history import History
 from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
@@ -187,7 +187,8 @@ class Daemon:
         credentials = build_server_credentials(cfg)
         # request bodies are decoded in the handlers, after the token check (request_decoding.py), and at most
         # HANDLER_SLOTS unary handlers run at once (handler_slots.py)
-        interceptors = [*build_server_interceptors(cfg), HandlerSlots(), RequestDecoding()]
+        unary_pool = RetiringThreadPool(UNARY_THREADS, "dyno-unary")  # unary calls' own threads (handler_slots.py)
+        interceptors = [*build_server_interceptors(cfg), HandlerSlots(pool=unary_pool), RequestDecoding()]
         address = host_port(cfg.listen, cfg.port)
         # a plain socket first: a failed gRPC bind prints gRPC's own C-core log lines before dynod's (bindcheck.py)
         problem = bind_problem(cfg.listen, cfg.port)

@@ -22,6 +22,7 @@ from array import array
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from dyno.daemon.config import DEFAULT_HISTORY_MAX_BYTES
 from dyno.daemon.samplers.base import Labels, Reading
@@ -287,11 +288,17 @@ class History:
         return self._latest
 
     def stored(self, since_ms: int = 0, limit: int = 0) -> list[StoredSample]:
-        """Stored samples newer than `since_ms` (oldest first), the newest `limit` of them (0: all)."""
+        """Stored samples newer than `since_ms` (oldest first), the newest `limit` of them (0: all). With a limit,
+        only the newest end of the ring is walked: a monitoring poll (GetMetrics(limit=10)) copied and filtered the
+        whole ring, tens of thousands of samples in a long history, for every call."""
+        if limit > 0:
+            with self._lock:
+                newest = list(islice((s for s in reversed(self._ring) if s.timestamp_ms > since_ms), limit))
+            newest.reverse()
+            return newest
         with self._lock:
             snapshot = list(self._ring)
-        selected = [s for s in snapshot if s.timestamp_ms > since_ms]
-        return selected[-limit:] if limit > 0 else selected
+        return [s for s in snapshot if s.timestamp_ms > since_ms]
 
     def query(self, names: Sequence[str] = (), since_ms: int = 0, limit: int = 0) -> list[Sample]:
         """Like stored(), as Samples of Readings, filtered by metric name patterns."""

@@ -2,7 +2,8 @@
 
 Why not concurrent.futures.ThreadPoolExecutor: its threads never end, so after one burst of calls (50 callers, or a
 fan-out) dynod kept all RPC_THREADS of them for good, and a thread count that only grows hides the one that leaks.
-grpc's sync server only calls `submit`.
+grpc's sync server only calls `submit`. It is a ThreadPoolExecutor by type only (none of that class's own code runs):
+grpc takes a handler's own pool (handler_slots.py) only if it is one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 __all__ = ["RetiringThreadPool"]
 
 
-class RetiringThreadPool(futures.Executor):
+class RetiringThreadPool(futures.ThreadPoolExecutor):
     """At most `max_workers` daemon threads named `<thread_name_prefix>_<n>`; a thread that found no work for
     `idle_s` ends."""
 
@@ -28,7 +29,7 @@ class RetiringThreadPool(futures.Executor):
         self._idle_s = idle_s
         self._cond = threading.Condition()
         self._work: deque[tuple[futures.Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = deque()
-        self._threads = 0
+        self._live = 0
         self._waiting = 0  # threads in wait(), notified or not: each takes a queued item when it wakes
         self._started = 0
         self._shutdown = False
@@ -36,7 +37,7 @@ class RetiringThreadPool(futures.Executor):
     @property
     def threads(self) -> int:
         with self._cond:
-            return self._threads
+            return self._live
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future[Any]:
         future: futures.Future[Any] = futures.Future()
@@ -46,8 +47,8 @@ class RetiringThreadPool(futures.Executor):
             self._work.append((future, fn, args, kwargs))
             if self._waiting >= len(self._work):
                 self._cond.notify()
-            elif self._threads < self._max:  # every waiting thread has an item already: one more thread
-                self._threads += 1
+            elif self._live < self._max:  # every waiting thread has an item already: one more thread
+                self._live += 1
                 self._started += 1
                 name = f"{self._prefix}_{self._started}"
                 threading.Thread(target=self._worker, name=name, daemon=True).start()
@@ -58,13 +59,13 @@ class RetiringThreadPool(futures.Executor):
             with self._cond:
                 while not self._work:
                     if self._shutdown:
-                        self._threads -= 1
+                        self._live -= 1
                         return
                     self._waiting += 1
                     notified = self._cond.wait(self._idle_s)
                     self._waiting -= 1
                     if not notified and not self._work:
-                        self._threads -= 1
+                        self._live -= 1
                         return
                 future, fn, args, kwargs = self._work.popleft()
             if not future.set_running_or_notify_cancel():

@@ -24,8 +24,8 @@ __all__ = [
 ]
 
 # The Dyno server's thread budget (app.py builds its pool with RPC_THREADS). Streams hold a thread for their whole
-# life, unary calls for milliseconds: the caps below add up to 32 and leave 8 threads that only unary calls
-# (status, health, StartTrace, GetTrace polls) ever wait for. tests/unit/daemon/test_stream_bounds.py checks the sum.
+# life, unary calls for milliseconds and on a pool of their own (handler_slots.UNARY_THREADS): the caps below add up
+# to 32 and leave 8 threads spare. tests/unit/daemon/test_stream_bounds.py checks the sum.
 RPC_THREADS = 40
 # `dyno-cli metrics --watch` sessions (a person's view; 16 is plenty on one host)
 MAX_METRIC_STREAMS = 16

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import errno
 import logging
+import operator
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from dyno.daemon.tracing.access import (
     visible_view,
 )
 from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.process_listing import OTHERS_CMDLINE, ProcessFields, RolesCache, WholeListing, with_cmdline
 from dyno.daemon.tracing.streaming import MAX_CHUNK, ChecksumCache, iter_chunks
 from dyno.daemon.tracing.values import TraceLimitError, TraceRequestError, TraceView, UnknownTraceError
 from dyno.diskspace import free_space_note
@@ -53,46 +56,7 @@ _RECORD_BYTES = 768
 _MIN_CMDLINE_BYTES = 256  # a command line is never cut shorter: past that, more pages
 _MAX_PAGE_TOKEN = 512  # a token is the base64 of a job id (at most 128 characters) and a pid
 _MAX_JOBS_BYTES = 256 << 10  # StartTraceResponse.registered_jobs, at most
-# What a local user who is no admin sees of another user's process's command line (arguments can carry secrets)
-OTHERS_CMDLINE = "(hidden: another user's process)"
-
-
-class _ProcessInfoCache:
-    """Each registered process's ProcessInfo message and its encoding as a ListProcessesResponse.processes field,
-    built again only when its record changed (records are frozen: a change is a new object) or its role did.
-    **Why:** building ~1,000 messages field by field took ~50 ms of the GIL per ListProcesses, copying them into an
-    answer and serializing it ~2 ms, and a record changes only every few seconds (its polls, keepalives)."""
-
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple[RegisteredProcess, str, dyno_pb2.ProcessInfo, bytes]] = {}
-
-    def info(self, p: RegisteredProcess, role: str) -> tuple[dyno_pb2.ProcessInfo, bytes]:
-        """The message (never changed after: callers copy it) and its encoded field (tag and length included)."""
-        hit = self._entries.get(p.pid)
-        if hit is not None and hit[0] is p and hit[1] == role:
-            return hit[2], hit[3]
-        msg = pc.process_to_pb(p, role)
-        field = _processes_field(msg)
-        self._entries[p.pid] = (p, role, msg, field)
-        return msg, field
-
-    def keep_only(self, procs: list[RegisteredProcess]) -> None:
-        """Forget the pids that are not in `procs` (all registered processes) once they are most of the cache."""
-        if len(self._entries) > 2 * len(procs) + 64:
-            live = {p.pid for p in procs}
-            self._entries = {pid: e for pid, e in list(self._entries.items()) if pid in live}
-
-
-def _with_cmdline(msg: dyno_pb2.ProcessInfo, cmdline: str) -> bytes:
-    """`msg` (a cached message, never changed) with another command line, as a processes field."""
-    out = dyno_pb2.ProcessInfo()
-    out.CopyFrom(msg)
-    out.cmdline = cmdline
-    return _processes_field(out)
-
-
-def _processes_field(msg: dyno_pb2.ProcessInfo) -> bytes:
-    return len_field(0x0A, msg.SerializeToString())  # ListProcessesResponse.processes = 1
+_CMDLINE = operator.attrgetter("cmdline")  # in C: a Python function per record took a tenth of the GIL under load
 
 
 class TraceRpcs:
@@ -111,7 +75,10 @@ class TraceRpcs:
         self._hostname = hostname
         self._instance_id = instance_id  # dyno.daemon.instance_id: tells dyno-cli a restarted daemon from this one
         self._checksums = ChecksumCache()
-        self._infos = _ProcessInfoCache()
+        self._infos = ProcessFields()
+        self._roles = RolesCache(lambda procs: manager.roles(procs), lambda: manager.clock_ms())  # read when listing
+        self._whole = WholeListing(self._infos)
+        self._listing_lock = threading.Lock()  # the caches above, shared by the handler threads
         # each stream holds an RPC thread until the client has read the file (a slow link: minutes); refusals carry
         # a retry hint, on which DynoClient.fetch_trace_file waits and tries again
         self._fetch_slots = StreamSlots(MAX_FETCH_STREAMS, "trace file streams", retry_after_ms=_FETCH_RETRY_AFTER_MS)
@@ -123,16 +90,39 @@ class TraceRpcs:
 
     def ListProcessesEncoded(self, request: dyno_pb2.ListProcessesRequest, context: grpc.ServicerContext) -> bytes:
         """ListProcesses as the encoded answer, joined from each process's cached encoding (sent as it is:
-        dyno.daemon.server.add_to_server)."""
+        dyno.daemon.server.add_to_server); the whole registry's from the listing kept since the last call
+        (process_listing.WholeListing)."""
         caller = self._caller_of(context)
-        procs = self._registry.list(request.job_id)
-        roles = self._tm.roles(procs)
         if len(request.page_token) > _MAX_PAGE_TOKEN:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a next_page_token of ListProcesses")
+        (_, roles_version), procs = self._registry.listing(request.job_id)
+        hostname = len_field(0x12, self._hostname.encode()) if self._hostname else b""  # hostname = 2
+        with self._listing_lock:
+            if request.job_id:
+                roles = self._tm.roles(procs)
+            else:
+                roles = self._roles.roles(roles_version, procs)
+                self._infos.keep_only(procs)
+                # a command line is at most 4 bytes a character: no need to add up their encodings to know that
+                # none is cut (_page)
+                if not request.page_token and _fits(sum(map(len, map(_CMDLINE, procs))) * 4, len(procs)):
+                    return self._whole.processes(procs, roles, caller) + hostname
+            return self._page(request, procs, roles, caller, context, hostname)
+
+    def _page(
+        self,
+        request: dyno_pb2.ListProcessesRequest,
+        procs: list[RegisteredProcess],
+        roles: dict[int, str],
+        caller: Caller,
+        context: grpc.ServicerContext,
+        hostname: bytes,
+    ) -> bytes:
+        """The answer (its processes, `hostname` and next_page_token) of the page of `procs` that `request` asks
+        for, each command line cut to its share of MAX_PROCESS_LIST_BYTES when all of them would not fit."""
         # one share for every page: the command lines of all the processes would not fit in one answer
-        total = sum(len(p.cmdline.encode()) + _RECORD_BYTES for p in procs)
         share = None
-        if total > MAX_PROCESS_LIST_BYTES:
+        if not _fits(sum(len(p.cmdline.encode()) for p in procs), len(procs)):
             share = max(_MIN_CMDLINE_BYTES, MAX_PROCESS_LIST_BYTES // len(procs) - _RECORD_BYTES)
         if request.page_token:
             try:
@@ -140,25 +130,23 @@ class TraceRpcs:
             except process_pages.BadProcessToken as e:
                 abort(context, grpc.StatusCode.INVALID_ARGUMENT, str(e))
             procs = [p for p in procs if (p.job_id, p.pid) > after]
-        if not request.job_id:
-            self._infos.keep_only(procs)
         fields: list[bytes] = []
         token = b""
         size = len(self._hostname.encode()) + 2 * _MAX_PAGE_TOKEN
         last: RegisteredProcess | None = None
         for p in procs:  # built one at a time, never past the bound
-            msg, field = self._infos.info(p, roles.get(p.pid, ""))
-            if p.cmdline and not caller.may_touch(p.uid):  # the record's fields: faster to read than the message's
-                field = _with_cmdline(msg, OTHERS_CMDLINE)
-            elif share is not None and len(p.cmdline.encode()) > share:
-                field = _with_cmdline(msg, cut_text(msg.cmdline, share))
+            role = roles.get(p.pid, "")
+            msg, field = self._infos.info(p, role)
+            if share is not None and len(p.cmdline.encode()) > share and caller.may_touch(p.uid):
+                field = with_cmdline(msg, cut_text(msg.cmdline, share))
+            else:
+                field = self._infos.visible(p, role, caller)
             size += len(field)
             if size > MAX_PROCESS_LIST_BYTES and last is not None:
                 token = len_field(0x1A, process_pages.encode(last.job_id, last.pid).encode())  # next_page_token = 3
                 break
             fields.append(field)
             last = p
-        hostname = len_field(0x12, self._hostname.encode()) if self._hostname else b""  # hostname = 2
         return b"".join(fields) + hostname + token
 
     def StartTrace(self, request: dyno_pb2.TraceRequest, context: grpc.ServicerContext) -> dyno_pb2.StartTraceResponse:
@@ -288,6 +276,11 @@ class TraceRpcs:
                 f"trace file unreadable: {e.strerror or e}",
                 ErrorReason.NO_TRACE_FILE,
             )
+
+
+def _fits(cmdline_bytes: int, processes: int) -> bool:
+    """Whether processes with this many bytes of command lines in all surely fit in one answer, uncut."""
+    return cmdline_bytes + processes * _RECORD_BYTES <= MAX_PROCESS_LIST_BYTES
 
 
 def _some_jobs(jobs: Sequence[str]) -> list[str]:

@@ -13,6 +13,7 @@ import grpc
 import pytest
 
 from dyno.daemon.handler_slots import HandlerSlots
+from dyno.daemon.rpc_threads import RetiringThreadPool
 
 pytestmark = pytest.mark.unit
 
@@ -76,3 +77,36 @@ def test_streams_are_not_held_back() -> None:
         streams = [call(b"s", timeout=30) for _ in range(8)]
         assert [list(s) for s in streams] == [[b"s"]] * 8
     assert counting.most > 1
+
+
+def test_unary_calls_run_on_the_slots_own_pool_and_streams_on_the_servers() -> None:
+    """The unary calls' pool (dyno.daemon.rpc_threads.RetiringThreadPool, which grpc takes only as a
+    ThreadPoolExecutor): 40 server threads all running calls at once cost dynod more CPU per call than 8."""
+    names: list[str] = []
+
+    def unary(request: bytes, context: grpc.ServicerContext) -> bytes:
+        names.append(threading.current_thread().name)
+        return request
+
+    def stream(request: bytes, context: grpc.ServicerContext):  # type: ignore[no-untyped-def]
+        names.append(threading.current_thread().name)
+        yield request
+
+    pool = RetiringThreadPool(2, "unary-pool")
+    server = grpc.server(RetiringThreadPool(8, "server-pool"), interceptors=[HandlerSlots(1, pool=pool)])
+    handlers = {
+        "Unary": grpc.unary_unary_rpc_method_handler(unary),
+        "Stream": grpc.unary_stream_rpc_method_handler(stream),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("t.T", handlers),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            answers = [channel.unary_unary("/t.T/Unary").future(b"u%d" % i, timeout=30) for i in range(6)]
+            assert sorted(a.result() for a in answers) == sorted(b"u%d" % i for i in range(6))
+            assert list(channel.unary_stream("/t.T/Stream")(b"s", timeout=30)) == [b"s"]
+        assert all(n.startswith("unary-pool_") for n in names[:6]) and names[6].startswith("server-pool_")
+        assert pool.threads <= 2
+    finally:
+        server.stop(0)

@@ -377,3 +377,17 @@ def test_samples_held_past_their_series_being_forgotten_lose_those_values_rather
         _tick(h, clock, t, [])
     sample = dyno_pb2.Sample.FromString(encoder.encode(held[0]))
     assert [m.name for m in sample.metrics] == ["cpu_percent"]
+
+
+def test_stored_with_a_limit_is_the_newest_of_the_selection_even_when_the_clock_went_back() -> None:
+    """stored(since, limit) walks only the newest end of the ring: the same samples, in the same order, as the
+    whole ring filtered (a wall clock stepped back leaves older timestamps after newer ones)."""
+    h = History(100)
+    for t in (10, 20, 30, 5, 40, 15, 50):
+        h.append(_sample(t, "a"))
+    everything = h.stored()
+    for since in (0, 12, 25, 60):
+        for limit in (1, 2, 3, 10):
+            expected = [s for s in everything if s.timestamp_ms > since][-limit:]
+            assert h.stored(since, limit) == expected
+    assert [s.timestamp_ms for s in h.stored(12, 3)] == [40, 15, 50]

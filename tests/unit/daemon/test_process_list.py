@@ -1,7 +1,8 @@
 """ListProcesses: each answer is the registry as it is now, though each process's message is kept between calls
-(trace_service._ProcessInfoCache) and the DataLoader-worker checks behind the roles are reused for a second
-(TraceManager.roles): a changed record, a role that changed and a process that left show in the next answer; an
-answer stays within MAX_PROCESS_LIST_BYTES (a stock client's 4 MiB)."""
+(process_listing.ProcessFields), the whole registry's answer is patched where records changed
+(process_listing.WholeListing), and the roles and the DataLoader-worker checks behind them are reused for a second
+(process_listing.RolesCache, TraceManager.roles): a changed record, a role that changed and a process that left
+show in the next answer; an answer stays within MAX_PROCESS_LIST_BYTES (a stock client's 4 MiB)."""
 
 from __future__ import annotations
 
