@@ -130,16 +130,18 @@ class Analyses:
             )
         else:
             log.warning("trace %s: analysis failed: %s: %s", s.trace_id, s.failure.value, s.failure_message)
+        # Stored before it is kept in memory: lookup() reads the database first, so a reader never sees the summary
+        # without the rank parts the database holds (a --summaries client would merge nothing of the host).
+        try:
+            self.store.save(outcome, listed_form(s), self._clock_ms())
+        except StoreError as e:
+            self._db_problems.warning("save", "analyses kept in memory only: %s", e)
         with self._lock:
             self._recent[s.trace_id] = s
             self._recent.move_to_end(s.trace_id)
             while len(self._recent) > MAX_RECENT:
                 self._recent.popitem(last=False)
             self._cache_export((s.job_id, s.user), s)
-        try:
-            self.store.save(outcome, listed_form(s), self._clock_ms())
-        except StoreError as e:
-            self._db_problems.warning("save", "analyses kept in memory only: %s", e)
 
     def _cache_export(self, key: Key, s: TraceSummary | None) -> None:
         """Under the lock."""
