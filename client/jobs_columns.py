@@ -32,7 +32,7 @@ def _columns(page: dyno_pb2.ListJobsResponse) -> Iterator[dyno_pb2.JobColumns]:
         yield page.columns
         return
     if page.jobs:
-        yield job_columns(page.jobs, max_bytes=1 << 62, max_rows=len(page.jobs))[0]
+        yield job_columns(page.jobs)
 
 
 def from_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> list[JobRow]:

@@ -2,9 +2,9 @@
 by `dyno-cli jobs` for a host that answered records (a dynod older than the columnar form), so that one join
 (dyno.client.jobs_columns) reads both.
 
-A page holds at most MAX_ROWS records and about MAX_BYTES: `job_columns` stops earlier when the records' strings
-would make it larger (the caller pages on from the last record it took), so an answer stays well under gRPC's
-4 MiB default message size.
+A page holds at most MAX_ROWS records and about MAX_BYTES: `fitting` says how many records make a page, fewer when
+their strings would make it larger (the caller pages on from the last record it took), so an answer stays well
+under gRPC's 4 MiB default message size.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from dyno.v1 import dyno_pb2
 
-__all__ = ["MAX_BYTES", "MAX_ROWS", "job_columns", "top_rule"]
+__all__ = ["MAX_BYTES", "MAX_ROWS", "fitting", "job_columns", "top_rule"]
 
 MAX_ROWS = 10_000
 MAX_BYTES = 2 << 20
@@ -27,11 +27,9 @@ def top_rule(s: dyno_pb2.TraceSummary) -> dyno_pb2.RuleLoss | None:
     return max(s.rules, key=lambda r: r.time_lost_share) if s.rules else None
 
 
-def job_columns(
-    records: Sequence[dyno_pb2.JobRecord], max_bytes: int | None = None, max_rows: int = MAX_ROWS
-) -> tuple[dyno_pb2.JobColumns, int]:
-    """The first records (at most `max_rows`, and at least one) as columns, and how many it took: fewer than given
-    when the page would pass `max_bytes` (None: MAX_BYTES)."""
+def fitting(records: Sequence[dyno_pb2.JobRecord], max_bytes: int | None = None, max_rows: int = MAX_ROWS) -> int:
+    """How many of the first records make one page: at most `max_rows`, at least one (when there is one), fewer than
+    given when the page would pass `max_bytes` (None: MAX_BYTES, read at the call)."""
     max_bytes = MAX_BYTES if max_bytes is None else max_bytes
     take, size = 0, 0
     for r in records[:max_rows]:
@@ -39,7 +37,11 @@ def job_columns(
         if take and size > max_bytes:
             break
         take += 1
-    rows = records[:take]
+    return take
+
+
+def job_columns(rows: Sequence[dyno_pb2.JobRecord]) -> dyno_pb2.JobColumns:
+    """All of `rows` as columns (the caller bounds a page with `fitting`)."""
     c = dyno_pb2.JobColumns(
         job_id=[r.job_id for r in rows],
         first_seen_ms=[r.first_seen_ms for r in rows],
@@ -71,4 +73,4 @@ def job_columns(
         c.top_rule.append(-1 if top is None else rules.setdefault(top.rule, len(rules)))
         c.top_rule_share.append(0.0 if top is None else top.time_lost_share)
     c.rules.extend(rules)
-    return c, take
+    return c

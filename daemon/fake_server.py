@@ -96,7 +96,9 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
         if page is None:
             records = [fake_job_record("fake", i) for i in range(start, end)]
             if columnar:
-                answer = dyno_pb2.ListJobsResponse(columns=job_columns.job_columns(records)[0])
+                end = start + job_columns.fitting(records)
+                key = (start, end, columnar)
+                answer = dyno_pb2.ListJobsResponse(columns=job_columns.job_columns(records[: end - start]))
                 answer.columns.SetInParent()
             else:
                 answer = dyno_pb2.ListJobsResponse(jobs=records)

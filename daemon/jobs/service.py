@@ -94,17 +94,18 @@ class ListJobsRpc:
 
 def columnar_response(hostname: str, records: list[bytes], next_page_token: str, store_problem: str) -> bytes:
     """The encoded ListJobsResponse of a columnar request: the page's encoded records (in id order) as JobColumns.
-    Past job_columns' bounds the page ends at the last stored record that fits (the next page goes on after its
-    id); the records without an id (running ones not stored yet) come last on the last page and are never cut."""
+    Past job_columns' bounds (`fitting`) the page ends at the last stored record that fits (the next page goes on
+    after its id). Records without an id (running ones not stored yet, or every record when the database cannot be
+    used) are never cut: a page with none stored that fits holds them all, with no token."""
     jobs = dyno_pb2.ListJobsResponse.FromString(list_jobs_response("", records, "", "")).jobs
-    columns, took = job_columns.job_columns(jobs)
+    took = job_columns.fitting(jobs)
+    rows = jobs
     if took < len(jobs):
         cut = next((k for k in range(took, 0, -1) if jobs[k - 1].record_id), 0)
         if cut:
-            columns, _ = job_columns.job_columns(jobs[:cut])
+            rows = jobs[:cut]
             next_page_token = f"{_TOKEN_PREFIX}{jobs[cut - 1].record_id}"
-        else:  # only records without an id: few (running jobs since the last flush), all of them
-            columns, _ = job_columns.job_columns(jobs, max_bytes=1 << 62, max_rows=len(jobs))
+    columns = job_columns.job_columns(rows)
     answer = dyno_pb2.ListJobsResponse(
         hostname=hostname, next_page_token=next_page_token, store_problem=store_problem, columns=columns
     )

@@ -71,7 +71,7 @@ def _pages(
         for i in range(0, len(mine), 7):
             chunk = mine[i : i + 7]
             if daemon in columnar:
-                page = dyno_pb2.ListJobsResponse(columns=job_columns(chunk)[0])
+                page = dyno_pb2.ListJobsResponse(columns=job_columns(chunk))
                 page.columns.SetInParent()
             else:
                 page = dyno_pb2.ListJobsResponse(jobs=chunk)
@@ -99,7 +99,7 @@ def test_a_daemons_pages_need_not_come_together() -> None:
     pages = []
     for daemon, run in itertools.groupby(records, key=lambda dr: dr[0]):  # runs of one daemon's records: a page each
         chunk = [r for _, r in run]
-        columnar = dyno_pb2.ListJobsResponse(columns=job_columns(chunk)[0]) if rng.random() < 0.5 else None
+        columnar = dyno_pb2.ListJobsResponse(columns=job_columns(chunk)) if rng.random() < 0.5 else None
         pages.append((daemon, columnar or dyno_pb2.ListJobsResponse(jobs=chunk)))
     assert len(pages) > 2 * len({d for d, _ in records})
     assert from_pages(pages) == from_records(records)

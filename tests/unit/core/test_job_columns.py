@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dyno.job_columns import MAX_ROWS, job_columns
+from dyno.job_columns import MAX_ROWS, fitting, job_columns
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
@@ -29,8 +29,8 @@ def test_each_column_holds_the_records_fields_in_order() -> None:
         dyno_pb2.JobRecord(job_id="c", user="u", hostname="n1", latest_analysis=_done()),
         dyno_pb2.JobRecord(job_id="d", user="u", hostname="n1"),
     ]  # fmt: skip
-    c, took = job_columns(records)
-    assert took == 4
+    assert fitting(records) == 4
+    c = job_columns(records)
     assert list(c.job_id) == ["a", "b", "c", "d"] and [c.users[i] for i in c.user_index] == ["u", "v", "u", "u"]
     assert len(c.users) == 2
     assert [c.hostnames[i] for i in c.hostname_index] == ["n1", "n2", "n1", "n1"] and len(c.hostnames) == 2
@@ -52,10 +52,12 @@ def test_each_column_holds_the_records_fields_in_order() -> None:
 
 def test_a_page_ends_at_the_byte_bound_or_max_rows_and_holds_at_least_one_record() -> None:
     records = [dyno_pb2.JobRecord(job_id="j" * 100, user=f"u{i}") for i in range(50)]
-    c, took = job_columns(records, max_bytes=2000)
+    took = fitting(records, max_bytes=2000)
+    c = job_columns(records[:took])
     assert 5 <= took < 20 and len(c.job_id) == len(c.gpus_max) == took
     assert c.ByteSize() <= 2000
-    assert job_columns(records, max_bytes=1)[1] == 1
-    assert job_columns(records, max_rows=3)[1] == 3
+    assert fitting(records, max_bytes=1) == 1
+    assert fitting(records, max_rows=3) == 3
+    assert fitting([]) == 0
     many = [dyno_pb2.JobRecord(job_id=f"{i}") for i in range(MAX_ROWS + 5)]
-    assert job_columns(many)[1] == MAX_ROWS
+    assert fitting(many) == MAX_ROWS

@@ -63,7 +63,7 @@ def test_columnar_pages_hold_the_records_pages_as_columns_and_end_at_the_byte_bo
     records = [j for page in _record_pages(rpc) for j in page.jobs]
     (whole,) = _columnar_pages(rpc)  # 1200 rows of long strings (~250 bytes each): one page
     assert not whole.jobs and whole.hostname == "h" and len(whole.columns.job_id) == 1200
-    assert whole.columns == job_columns.job_columns(records)[0]  # the record pages' fields, in their order
+    assert whole.columns == job_columns.job_columns(records)  # the record pages' fields, in their order
     assert len(_columnar_pages(rpc, page_size=100)) == 12 and not _columnar_pages(rpc, user="nobody")[0].columns.job_id
     monkeypatch.setattr(job_columns, "MAX_BYTES", 30_000)  # the bound (2 MiB) scaled down: pages of ~120 rows
     pages = _columnar_pages(rpc)
