@@ -6,25 +6,18 @@ and must not pay for grpc and the cluster code in processes that never trace (Da
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from dyno.lazy_names import lazy_getattr
 
 __all__ = ["Cluster", "DynoClient", "DynoError", "DEFAULT_PORT", "Host", "HostResult"]
 
-_WHERE = {
-    "Cluster": "dyno.client.cluster",
-    "HostResult": "dyno.client.cluster",
-    "DynoClient": "dyno.client.client",
-    "DEFAULT_PORT": "dyno.client.client",
-    "DynoError": "dyno.client.errors",
-    "Host": "dyno.client.hosts",
+# the submodule that defines each public name
+_HOME = {
+    "Cluster": "cluster",
+    "HostResult": "cluster",
+    "DynoClient": "client",
+    "DEFAULT_PORT": "client",
+    "DynoError": "errors",
+    "Host": "hosts",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'dyno.client' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _HOME)

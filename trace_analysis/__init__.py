@@ -7,7 +7,9 @@ Library use: ``dyno.trace_analysis.analyze(paths, rules=None, thresholds=None) -
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from dyno.lazy_names import lazy_getattr
 
 if TYPE_CHECKING:
     from .api import AnalysisError, analyze
@@ -24,13 +26,6 @@ _HOME = {
     "ThresholdError": "rules",
     "UnknownRuleError": "rules",
 }
-
-
-def __getattr__(name: str) -> Any:
-    # Loaded on first use: importing a submodule (the CLI's argument definitions) must not load numpy and the
-    # whole analysis stack with it.
-    if name in _HOME:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Loaded on first use: importing a submodule (the CLI's argument definitions) must not load numpy and the whole
+# analysis stack with it.
+__getattr__ = lazy_getattr(__name__, _HOME)

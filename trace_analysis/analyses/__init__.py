@@ -11,7 +11,9 @@ Each name is loaded from its module on first use: a run imports the analyses it 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from dyno.lazy_names import lazy_getattr
 
 if TYPE_CHECKING:
     from dyno.trace_analysis.analyses.cpu_ops import CpuOpSummary, OpStat, cpu_op_summary
@@ -101,10 +103,4 @@ _HOME = {
     "temporal_breakdown": "temporal",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _HOME)

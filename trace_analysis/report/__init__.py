@@ -5,7 +5,9 @@ renderer (a module that imports ``report.model`` runs this file first, so it mus
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from dyno.lazy_names import lazy_getattr
 
 if TYPE_CHECKING:
     from .html import render_html
@@ -25,10 +27,4 @@ _HOME = {
     "render_text": "text",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _HOME)
