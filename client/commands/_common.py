@@ -60,18 +60,13 @@ def json_document(obj: Any) -> str:
     """`obj` as indented JSON; JsonText values of a top-level dict go in as they are."""
     if not isinstance(obj, dict) or not any(isinstance(v, JsonText) for v in obj.values()):
         return json.dumps(obj, indent=2, sort_keys=False)
-    texts: dict[str, str] = {}
-    marked: dict[Any, Any] = {}
-    for key, value in obj.items():
-        if isinstance(value, JsonText):
-            mark = f"dyno-json-text-{len(texts)}-{id(obj)}"
-            texts[json.dumps(mark)] = value.rstrip("\n").replace("\n", "\n  ")
-            value = mark
-        marked[key] = value
-    out = json.dumps(marked, indent=2, sort_keys=False)
-    for mark, text in texts.items():
-        out = out.replace(mark, text, 1)
-    return out
+    # as json.dumps(obj, indent=2) lays out a dict: a member a line, each value indented one level deeper
+    members = (
+        f"  {json.dumps(str(key))}: "
+        + (value.rstrip("\n") if isinstance(value, JsonText) else json.dumps(value, indent=2)).replace("\n", "\n  ")
+        for key, value in obj.items()
+    )
+    return "{\n" + ",\n".join(members) + "\n}"
 
 
 def print_out(text: str = "") -> None:

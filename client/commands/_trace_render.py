@@ -99,19 +99,24 @@ def render_report(args: argparse.Namespace, make: Callable[[], Report]) -> tuple
     text (not with --json) and written to --html. Returns (the report as JSON: with --json only, error)."""
     try:
         import_numpy_single_threaded()
-        from dyno.trace_analysis.report import render_html, render_json, render_text
-
         report = make()
-        if not args.json:
+        result = None
+        if args.json:  # only --json prints it: a 1,024-rank report is ~30 MB of JSON, longer to write than to merge
+            from dyno.trace_analysis.report.jsonout import render_json
+
+            result = JsonText(render_json(report))
+        else:
+            from dyno.trace_analysis.report.text import render_text
+
             print_out()
             print_out(render_text(report, all_ranks=getattr(args, "all_ranks", False)))
-        # only --json prints it: a 1,024-rank report is ~30 MB of JSON, longer to write than the text to merge
-        result = JsonText(render_json(report)) if args.json else None
     except Exception as e:  # analysis problems are reported; they never change the trace's exit code
         return None, f"{type(e).__name__}: {e}"
     # Last, and atomically: a full disk leaves no truncated --html file, and the text report is already out.
     if args.html:
         try:
+            from dyno.trace_analysis.report.html import render_html
+
             html = render_html(report, all_ranks=getattr(args, "all_ranks", False))
         except Exception as e:  # as any analysis problem: reported, the JSON report kept (not a traceback)
             return result, f"HTML report: {type(e).__name__}: {e}"

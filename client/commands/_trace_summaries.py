@@ -5,8 +5,6 @@ report (client.trace.summaries), print it as the full path does (text, --json, -
 
 from __future__ import annotations
 
-import atexit
-import gc
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -70,9 +68,7 @@ def run_summaries(flow: TraceFlow, title: str, *, interrupted: bool = False) -> 
             ct.cluster, ct.trace_id, traced, wait_s=args.analysis_timeout_s, unreachable_s=args.call_timeout_s
         )
         # The decoded parts (~100 objects a rank, trees) live to the end: no cyclic GC walks them until the report is
-        # out, nor at the exit, whose collection over them took 0.4 s of a 1.1 s merge of 1,024 ranks
-        # (bench/summary_merge.py). The freeze runs at the exit only, so in-process callers keep their collector.
-        atexit.register(gc.freeze)
+        # out (bench/summary_merge.py); nor at the exit, where cli.main() freezes what the process holds.
         try:
             with flow.guard.interruptible(), gc_paused():
                 records = gather.run(on_poll=_progress(command))

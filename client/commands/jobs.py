@@ -8,12 +8,10 @@ import sys
 import time
 
 from dyno.argtypes import job_id as job_id_arg
-from dyno.client.commands._catalog import COMMANDS
 from dyno.client.commands._common import print_json, print_out, terminal_width
-from dyno.client.commands._hosts import FANOUT_EXIT_CODES, add_host_arguments, fanout_exit_code, print_failures
+from dyno.client.commands._hosts import FANOUT_EXIT_CODES, add_host_command, fanout_exit_code, print_failures
 from dyno.client.commands._job_records import gather_records
 from dyno.client.commands._since import parse_since
-from dyno.exit_codes import describe
 from dyno.gc_pause import gc_paused
 
 # protobuf (the records and the table built from them) and grpc are imported by the functions that run the command:
@@ -23,15 +21,14 @@ __all__ = ["register", "parse_since"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_host_command(
+        sub,
         "jobs",
-        help=COMMANDS["jobs"],
-        description="One row per job across all its hosts, from each daemon's job records: hosts, GPUs, start, "
+        "One row per job across all its hosts, from each daemon's job records: hosts, GPUs, start, "
         "duration, GPU-hours held, busy % (NVML utilization), SM-active % (where every host had GPM), and the wasted "
         "GPU-hours = GPU-hours x (1 - SM-active or busy fraction; the column says which), most wasted first.",
-        epilog=describe(FANOUT_EXIT_CODES),
+        FANOUT_EXIT_CODES,
     )
-    add_host_arguments(p)
     p.add_argument(
         "--since", type=parse_since, default=parse_since("7d"), help="jobs seen in this last period (default 7d)"
     )

@@ -91,7 +91,6 @@ class PeriodicProfiler:
         note = binding_note(s.interval_ms / 1000, s.duration_ms, s.budget)
         if note:
             log.warning("periodic profiling: %s", note)
-        self.resume()
         self._thread = threading.Thread(target=self._run, name="periodic-profiling", daemon=True)
         self._thread.start()
 
@@ -113,6 +112,10 @@ class PeriodicProfiler:
             self._thread.join(timeout=2)
 
     def _run(self) -> None:
+        try:  # on this thread, before its first pass: dynod's start does not wait for the records to be read
+            self.resume()
+        except Exception:
+            log.exception("periodic profiling: the budget could not be resumed from the trace records")
         wait = TICK_S
         while not self._stop.wait(wait):
             try:

@@ -31,6 +31,7 @@ def test_compact_json_text_stays_one_line() -> None:
     assert json.loads(out) == {"report": {"a": [1, 2]}, "b": 1}
 
 
-def test_a_string_value_equal_to_the_marker_text_is_left_alone() -> None:
-    out = json_document({"n": "dyno-json-text-0", "report": JsonText("[]")})
-    assert json.loads(out) == {"n": "dyno-json-text-0", "report": []}
+def test_nested_values_beside_json_text_are_laid_out_as_the_stdlib_does() -> None:
+    others = {"summaries": [{"host": "a", "ranks": [0, 1]}, {}], "empty": [], "text": "line\nbreak"}
+    out = json_document({**others, "report": JsonText("{}\n")})
+    assert out == json.dumps({**others, "report": {}}, indent=2)

@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 import dyno.trace_analysis
-import dyno.trace_analysis.report
-import dyno.trace_analysis.report as report_mod
 from dyno.client.commands import _trace_render
 from dyno.client.commands._trace_render import analyze_files as _analyze
 from dyno.client.trace import manifest as trace_manifest
+from dyno.trace_analysis.report import html as html_mod
+from dyno.trace_analysis.report import jsonout as json_mod
+from dyno.trace_analysis.report import text as text_mod
 
 pytestmark = pytest.mark.unit
 
@@ -30,9 +31,9 @@ _LIMIT = 4096
 def fake_report(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_trace_render, "import_numpy_single_threaded", lambda: None)
     monkeypatch.setattr(dyno.trace_analysis, "analyze", lambda paths: {"paths": paths})
-    monkeypatch.setattr(dyno.trace_analysis.report, "render_text", lambda report, **_: "== the text report ==")
-    monkeypatch.setattr(dyno.trace_analysis.report, "render_json", lambda report, indent=False: '{"schema": "r"}')
-    monkeypatch.setattr(dyno.trace_analysis.report, "render_html", lambda report, **_: "<p>" + "x" * (4 * _LIMIT))
+    monkeypatch.setattr(text_mod, "render_text", lambda report, **_: "== the text report ==")
+    monkeypatch.setattr(json_mod, "render_json", lambda report, indent=False: '{"schema": "r"}')
+    monkeypatch.setattr(html_mod, "render_html", lambda report, **_: "<p>" + "x" * (4 * _LIMIT))
 
 
 @pytest.fixture
@@ -95,8 +96,8 @@ def test_an_html_rendering_error_is_an_analysis_error(monkeypatch: pytest.Monkey
         raise ValueError("a renderer bug")
 
     monkeypatch.setattr(dyno.trace_analysis, "analyze", lambda files: {"files": files})
-    monkeypatch.setattr(report_mod, "render_json", lambda report, indent=False: '{"schema": "x"}')
-    monkeypatch.setattr(report_mod, "render_html", broken_html)
+    monkeypatch.setattr(json_mod, "render_json", lambda report, indent=False: '{"schema": "x"}')
+    monkeypatch.setattr(html_mod, "render_html", broken_html)
     html = tmp_path / "report.html"
     args = argparse.Namespace(json=True, html=html)
     result, error = _analyze(args, [tmp_path / "rank0.json"])
@@ -113,9 +114,9 @@ def test_all_ranks_reaches_both_renderers_and_json_is_made_for_json_only(
     calls: list[str] = []
     monkeypatch.setattr(_trace_render, "import_numpy_single_threaded", lambda: None)
     monkeypatch.setattr(dyno.trace_analysis, "analyze", lambda paths: {"paths": paths})
-    monkeypatch.setattr(report_mod, "render_text", lambda report, all_ranks=False: f"text all_ranks={all_ranks}")
-    monkeypatch.setattr(report_mod, "render_html", lambda report, all_ranks=False: f"html all_ranks={all_ranks}")
-    monkeypatch.setattr(report_mod, "render_json", lambda report, indent=False: calls.append("json") or "{}")
+    monkeypatch.setattr(text_mod, "render_text", lambda report, all_ranks=False: f"text all_ranks={all_ranks}")
+    monkeypatch.setattr(html_mod, "render_html", lambda report, all_ranks=False: f"html all_ranks={all_ranks}")
+    monkeypatch.setattr(json_mod, "render_json", lambda report, indent=False: calls.append("json") or "{}")
     html = tmp_path / "r.html"
     for all_ranks in (False, True):
         args = argparse.Namespace(html=html, json=False, all_ranks=all_ranks)
