@@ -33,6 +33,13 @@ HTA_CASES = [
 ]
 
 
+def proc_cpu_s(pid: int) -> float:
+    """The CPU time (user + system) process `pid` has used, in seconds (/proc/<pid>/stat's utime and stime)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     """A loopback TCP port free right now (for a server that must be told its port, not bind port 0 itself)."""
     with socket.socket() as s:

@@ -36,22 +36,18 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from bench_common import proc_cpu_s  # noqa: E402
+
 from dyno.client import DynoClient  # noqa: E402
 
 from conftest import Dynod, free_port  # noqa: E402  (the same real-daemon launcher the integration tests use)
 
-TICKS = os.sysconf("SC_CLK_TCK")
 # what Prometheus 2.x sends (scrape.go's acceptHeader)
 SCRAPE_ACCEPT = (
     "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
 )
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
 
 
 def threads(pid: int) -> dict[str, tuple[str, int, int]]:
@@ -74,12 +70,12 @@ class Window:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.t0, self.c0, self.th0 = time.monotonic(), cpu_seconds(pid), threads(pid)
+        self.t0, self.c0, self.th0 = time.monotonic(), proc_cpu_s(pid), threads(pid)
 
     def close(self) -> tuple[float, float, list[tuple[str, str, float, float]]]:
         """(utime+stime %, run time %, per thread (tid, comm, run %, wake-ups/s) busiest first)"""
         dt = time.monotonic() - self.t0
-        ticks_pct = 100.0 * (cpu_seconds(self.pid) - self.c0) / dt
+        ticks_pct = 100.0 * (proc_cpu_s(self.pid) - self.c0) / dt
         th1 = threads(self.pid)
         rows = []
         for tid, (comm, run_ns, switches) in th1.items():
@@ -219,9 +215,9 @@ def main() -> int:
     try:
         pid = d.proc.pid
         time.sleep(2.0)  # past start-up
-        c0, t0 = cpu_seconds(pid), time.monotonic()
+        c0, t0 = proc_cpu_s(pid), time.monotonic()
         time.sleep(args.duration_s)
-        c1, t1 = cpu_seconds(pid), time.monotonic()
+        c1, t1 = proc_cpu_s(pid), time.monotonic()
         cpu_pct = 100.0 * (c1 - c0) / (t1 - t0)
         rss_quiet = status_kb(pid, "VmRSS") / 1024
         with DynoClient(d.target) as client:

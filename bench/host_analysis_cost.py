@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import grpc
-from bench_common import free_port
+from bench_common import free_port, proc_cpu_s
 
 from dyno.daemon.process import DynodProcess
 from dyno.daemon.tracing import journal, trust
@@ -49,12 +49,6 @@ def host_busy_s() -> float:
         fields = [int(x) for x in f.readline().split()[1:]]
     idle = fields[3] + fields[4]  # idle, iowait
     return (sum(fields[:8]) - idle) / TICKS
-
-
-def proc_cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def rss_mb(pid: int) -> float:

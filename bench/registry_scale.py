@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 import grpc
-from bench_common import env_without_job_ids
+from bench_common import env_without_job_ids, proc_cpu_s
 from scale.agents import hold_agents
 from scale.callers import RPCS, run_callers
 from scale.kineto_clients import kineto_clients
@@ -89,13 +89,6 @@ def _proc_status(pid: int) -> dict[str, int]:
             if key in ("Threads", "VmRSS"):
                 out[key] = int(value.split()[0])
     return out
-
-
-def _cpu_s(pid: int) -> float:
-    """The CPU time (user + system) the process has used, in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -156,11 +149,11 @@ def _drive(
         flush=True,
     )
 
-    quiet_from, cpu_quiet = time.monotonic(), _cpu_s(d.pid)
+    quiet_from, cpu_quiet = time.monotonic(), proc_cpu_s(d.pid)
     time.sleep(_QUIET_S)  # dynod's CPU with the trainers registered and no callers: the polls, keepalives, sampling
-    quiet = (_cpu_s(d.pid) - cpu_quiet) / (time.monotonic() - quiet_from)
+    quiet = (proc_cpu_s(d.pid) - cpu_quiet) / (time.monotonic() - quiet_from)
     load_from = time.monotonic()
-    cpu_from = _cpu_s(d.pid)
+    cpu_from = proc_cpu_s(d.pid)
     out_files = []
     for k in range(0, args.callers, _CALLERS_PER_PROCESS):
         out = root / f"callers-{k}.json"
@@ -175,7 +168,7 @@ def _drive(
     while not all(f.exists() for f in out_files) and time.monotonic() < load_from + args.seconds + 60:
         time.sleep(0.5)
     load_to = time.monotonic()
-    dynod_cpu = _cpu_s(d.pid) - cpu_from
+    dynod_cpu = proc_cpu_s(d.pid) - cpu_from
     registered_end = stub.GetStatus(dyno_pb2.GetStatusRequest(), timeout=30).registered_processes
     agents = json.loads(agent_status.read_text())
 

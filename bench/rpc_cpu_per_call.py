@@ -18,15 +18,10 @@ import time
 from pathlib import Path
 
 import grpc
+from bench_common import proc_cpu_s
 from soak.dynod import Dynod
 
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
-
-
-def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,9 +35,9 @@ def main(argv: list[str] | None = None) -> int:
         with grpc.insecure_channel(d.target) as channel:
             stub = dyno_pb2_grpc.DynoStub(channel)
             time.sleep(3.0)  # the first samples
-            start, cpu = time.monotonic(), _cpu_s(d.pid)
+            start, cpu = time.monotonic(), proc_cpu_s(d.pid)
             time.sleep(5.0)
-            idle = (_cpu_s(d.pid) - cpu) / (time.monotonic() - start)
+            idle = (proc_cpu_s(d.pid) - cpu) / (time.monotonic() - start)
             print(f"dynod idle: {100 * idle:.1f}% of a core; load average {os.getloadavg()[0]:.1f}")
             calls = {
                 "GetStatus": lambda: stub.GetStatus(dyno_pb2.GetStatusRequest(), timeout=30),
@@ -51,11 +46,11 @@ def main(argv: list[str] | None = None) -> int:
             }
             for name, call in calls.items():
                 call()
-                start, cpu = time.monotonic(), _cpu_s(d.pid)
+                start, cpu = time.monotonic(), proc_cpu_s(d.pid)
                 for _ in range(args.calls):
                     call()
                 wall = time.monotonic() - start
-                per_call = ((_cpu_s(d.pid) - cpu) - idle * wall) / args.calls
+                per_call = ((proc_cpu_s(d.pid) - cpu) - idle * wall) / args.calls
                 print(f"{name:<22} dynod CPU {1000 * per_call:.3f} ms/call, wall {1000 * wall / args.calls:.2f} ms")
     finally:
         d.stop()

@@ -182,7 +182,6 @@ class ProcessRegistry:
         # times a second (polls, keepalives) but seldom added, removed or moved to another job.
         self._sorted: builtins.list[RegisteredProcess] | None = None
         self._sorted_at: dict[int, int] = {}  # pid -> its index in _sorted
-        self._version = 0
         self._roles_version = 0
 
     def add_removal_listener(self, listener: RemovalListener) -> None:
@@ -276,18 +275,16 @@ class ProcessRegistry:
         """The registered processes (of `job_id`, when given: by its own id or an alias), by job id, then pid."""
         return self.listing(job_id)[1]
 
-    def listing(self, job_id: str = "") -> tuple[tuple[int, int], builtins.list[RegisteredProcess]]:
-        """list() with the registry's versions when it was taken: (version, roles version). The version changes
-        with every change of a record (a poll's last_seen_ms included); the roles version only with what
-        dyno.daemon.process_roles reads of a record, or a process added or removed. Equal versions: the very same
-        records (by identity) and order."""
+    def listing(self, job_id: str = "") -> tuple[int, builtins.list[RegisteredProcess]]:
+        """list() with the registry's roles version when it was taken: it changes with what dyno.daemon.process_roles
+        reads of a record, or a process added or removed (not with a refresh: a poll, busy, connected)."""
         with self._lock:
             if self._sorted is None:
                 self._sorted = sorted(self._procs.values(), key=_list_order)
                 self._sorted_at = {p.pid: i for i, p in enumerate(self._sorted)}
             procs = list(self._sorted)
-            versions = (self._version, self._roles_version)
-        return versions, [p for p in procs if p.answers_to(job_id)] if job_id else procs
+            roles_version = self._roles_version
+        return roles_version, [p for p in procs if p.answers_to(job_id)] if job_id else procs
 
     def jobs(self) -> builtins.list[str]:
         """The registered job ids (aliases left out: they name the same processes)."""
@@ -350,10 +347,9 @@ class ProcessRegistry:
 
     def _put(self, rec: RegisteredProcess) -> None:
         """Under self._lock: insert or replace the pid's entry, keeping the per-uid and per-job counts, list()'s
-        order and the versions."""
+        order and the roles version."""
         old = self._procs.get(rec.pid)
         self._procs[rec.pid] = rec
-        self._version += 1
         if old is None or _role_inputs(old) != _role_inputs(rec):
             self._roles_version += 1
         if self._sorted is not None:
@@ -372,7 +368,6 @@ class ProcessRegistry:
     def _drop(self, pid: int) -> None:
         """Under self._lock: remove the pid's entry, keeping the per-uid and per-job counts."""
         rec = self._procs.pop(pid)
-        self._version += 1
         self._roles_version += 1
         self._sorted = None
         self._job_users.remove(rec.job_ids, rec.uid)

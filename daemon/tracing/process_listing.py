@@ -79,7 +79,8 @@ class ProcessFields:
 class RolesCache:
     """TraceManager.roles of the whole registry, worked out again when the registry's roles version changed
     (ProcessRegistry.listing) or LISTED_WORKERS_MAX_AGE_MS passed: a process becomes a DataLoader worker without
-    its record changing, and listed_workers re-reads that at most that often anyway."""
+    its record changing. listed_workers keeps its own answers as long, so a new worker may be listed as a trainer
+    for up to twice that in ListProcesses (trace requests ask listed_workers itself)."""
 
     def __init__(self, roles_of: Callable[[list[RegisteredProcess]], dict[int, str]], clock_ms: Callable[[], int]):
         self._roles_of = roles_of

@@ -95,7 +95,7 @@ class TraceRpcs:
         caller = self._caller_of(context)
         if len(request.page_token) > _MAX_PAGE_TOKEN:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a next_page_token of ListProcesses")
-        (_, roles_version), procs = self._registry.listing(request.job_id)
+        roles_version, procs = self._registry.listing(request.job_id)
         hostname = len_field(0x12, self._hostname.encode()) if self._hostname else b""  # hostname = 2
         with self._listing_lock:
             if request.job_id:
@@ -105,7 +105,7 @@ class TraceRpcs:
                 self._infos.keep_only(procs)
                 # a command line is at most 4 bytes a character: no need to add up their encodings to know that
                 # none is cut (_page)
-                if not request.page_token and _fits(sum(map(len, map(_CMDLINE, procs))) * 4, len(procs)):
+                if not request.page_token and _fits(sum(map(len, map(_CMDLINE, procs))) * 4, len(procs), len(hostname)):
                     return self._whole.processes(procs, roles, caller) + hostname
             return self._page(request, procs, roles, caller, context, hostname)
 
@@ -122,7 +122,7 @@ class TraceRpcs:
         for, each command line cut to its share of MAX_PROCESS_LIST_BYTES when all of them would not fit."""
         # one share for every page: the command lines of all the processes would not fit in one answer
         share = None
-        if not _fits(sum(len(p.cmdline.encode()) for p in procs), len(procs)):
+        if not _fits(sum(len(p.cmdline.encode()) for p in procs), len(procs), len(hostname)):
             share = max(_MIN_CMDLINE_BYTES, MAX_PROCESS_LIST_BYTES // len(procs) - _RECORD_BYTES)
         if request.page_token:
             try:
@@ -136,8 +136,8 @@ class TraceRpcs:
         last: RegisteredProcess | None = None
         for p in procs:  # built one at a time, never past the bound
             role = roles.get(p.pid, "")
-            msg, field = self._infos.info(p, role)
             if share is not None and len(p.cmdline.encode()) > share and caller.may_touch(p.uid):
+                msg, _ = self._infos.info(p, role)
                 field = with_cmdline(msg, cut_text(msg.cmdline, share))
             else:
                 field = self._infos.visible(p, role, caller)
@@ -278,9 +278,10 @@ class TraceRpcs:
             )
 
 
-def _fits(cmdline_bytes: int, processes: int) -> bool:
-    """Whether processes with this many bytes of command lines in all surely fit in one answer, uncut."""
-    return cmdline_bytes + processes * _RECORD_BYTES <= MAX_PROCESS_LIST_BYTES
+def _fits(cmdline_bytes: int, processes: int, hostname_bytes: int) -> bool:
+    """Whether processes with this many bytes of command lines in all surely fit in one answer, uncut, beside the
+    answer's hostname field and room for a page token (what _page reserves)."""
+    return cmdline_bytes + processes * _RECORD_BYTES + hostname_bytes + 2 * _MAX_PAGE_TOKEN <= MAX_PROCESS_LIST_BYTES
 
 
 def _some_jobs(jobs: Sequence[str]) -> list[str]:
