@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from dyno.client.format import human_duration, table
 from dyno.job_columns import top_rule
 from dyno.trace_summary import AnalysisFailure
-from dyno.trace_summary_pb import summary_from_proto
+from dyno.trace_summary_pb import failure_from_proto
 from dyno.v1 import dyno_pb2
 
 __all__ = [
@@ -170,8 +170,7 @@ def analysis_words(state: int, failure: int, rule: str, share: float) -> str:
     """analysis_text of an analysis in this state (dyno.v1.AnalysisState), failure (dyno.v1.AnalysisFailure) and
     costliest rule ("": no rules) with its time_lost_share."""
     if state == dyno_pb2.ANALYSIS_STATE_FAILED:
-        # a value this client does not know: CRASHED
-        reason = summary_from_proto(dyno_pb2.TraceSummary(failure=failure), with_ranks=False).failure  # type: ignore[arg-type]
+        reason = failure_from_proto(failure)  # a value this client does not know: CRASHED
         words = "unknown" if reason is AnalysisFailure.NONE else reason.value.replace("_", " ").lower()
         return f"analysis failed: {words}"
     if state != dyno_pb2.ANALYSIS_STATE_DONE:

@@ -70,14 +70,10 @@ def gather_jobs(
     call: Callable[[dyno_pb2.ListJobsRequest], dyno_pb2.ListJobsResponse], request: dyno_pb2.ListJobsRequest
 ) -> dyno_pb2.ListJobsResponse:
     """ListJobs' pages as one answer; every page is asked with `request`'s filters."""
-    answer = call(request)
-    while answer.next_page_token:
-        follow = dyno_pb2.ListJobsRequest()
-        follow.CopyFrom(request)
-        follow.page_token = answer.next_page_token
-        page = call(follow)
+    answer, *rest = job_pages(call, request)
+    for page in rest:
         answer.jobs.extend(page.jobs)
-        answer.next_page_token = page.next_page_token
+    answer.next_page_token = ""
     return answer
 
 

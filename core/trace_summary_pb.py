@@ -6,7 +6,7 @@ from dyno.message_fields import from_message
 from dyno.trace_summary import AnalysisFailure, AnalysisState, RankStepStats, RuleLoss, TraceSummary
 from dyno.v1 import dyno_pb2
 
-__all__ = ["summary_from_proto", "summary_to_proto"]
+__all__ = ["failure_from_proto", "summary_from_proto", "summary_to_proto"]
 
 _STATE_PREFIX = "ANALYSIS_STATE_"
 _FAILURE_PREFIX = "ANALYSIS_FAILURE_"
@@ -34,14 +34,22 @@ def summary_to_proto(s: TraceSummary, rank_parts: bytes = b"", thinned: bool = F
     )
 
 
+def failure_from_proto(value: int) -> AnalysisFailure:
+    """A dyno.v1.AnalysisFailure value as AnalysisFailure: UNSPECIFIED is NONE, a value this side does not know (a
+    newer daemon's) CRASHED."""
+    name = dyno_pb2.AnalysisFailure.Name(value) if value in dyno_pb2.AnalysisFailure.values() else ""  # type: ignore[arg-type]
+    failure = name.removeprefix(_FAILURE_PREFIX)
+    if failure in ("UNSPECIFIED", ""):
+        return AnalysisFailure.NONE if name else AnalysisFailure.CRASHED
+    return AnalysisFailure(failure) if failure in AnalysisFailure.__members__ else AnalysisFailure.CRASHED
+
+
 def summary_from_proto(m: dyno_pb2.TraceSummary, *, with_ranks: bool = True) -> TraceSummary:
     """The summary a daemon sent (an unknown enum value from a newer daemon reads as PENDING / CRASHED).
     ``with_ranks`` False leaves the per-rank statistics out (most of the conversion's time, for readers of rules
     only: dyno-cli opportunities over a fleet's records)."""
     state_name = dyno_pb2.AnalysisState.Name(m.state) if m.state in dyno_pb2.AnalysisState.values() else ""
-    failure_name = dyno_pb2.AnalysisFailure.Name(m.failure) if m.failure in dyno_pb2.AnalysisFailure.values() else ""
     state = state_name.removeprefix(_STATE_PREFIX)
-    failure = failure_name.removeprefix(_FAILURE_PREFIX)
     return TraceSummary(
         trace_id=m.trace_id,
         job_id=m.job_id,
@@ -49,13 +57,7 @@ def summary_from_proto(m: dyno_pb2.TraceSummary, *, with_ranks: bool = True) -> 
         hostname=m.hostname,
         periodic=m.periodic,
         state=AnalysisState(state) if state in AnalysisState.__members__ else AnalysisState.PENDING,
-        failure=(
-            AnalysisFailure.NONE
-            if failure in ("UNSPECIFIED", "")
-            else AnalysisFailure(failure)
-            if failure in AnalysisFailure.__members__
-            else AnalysisFailure.CRASHED
-        ),
+        failure=failure_from_proto(m.failure),
         failure_message=m.failure_message,
         trace_finished_ms=m.trace_finished_ms,
         analyzed_ms=m.analyzed_ms,

@@ -14,7 +14,8 @@ from dyno.trace_summary import (
     SummaryFormatError,
     TraceSummary,
 )
-from dyno.trace_summary_pb import summary_from_proto, summary_to_proto
+from dyno.trace_summary_pb import failure_from_proto, summary_from_proto, summary_to_proto
+from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
 
@@ -76,3 +77,10 @@ def test_a_bad_document_is_refused_naming_the_field(change: dict[str, object], n
 def test_texts_are_bounded() -> None:
     s = TraceSummary.from_json(DONE.to_json() | {"failure_message": "x" * 5000})
     assert len(s.failure_message) == 1024
+
+
+def test_failure_values_from_the_wire_unspecified_is_none_and_an_unknown_one_crashed() -> None:
+    assert failure_from_proto(dyno_pb2.ANALYSIS_FAILURE_UNSPECIFIED) is AnalysisFailure.NONE
+    assert failure_from_proto(dyno_pb2.ANALYSIS_FAILURE_TIMED_OUT) is AnalysisFailure.TIMED_OUT
+    assert failure_from_proto(999) is AnalysisFailure.CRASHED  # a newer daemon's reason
+    assert summary_from_proto(dyno_pb2.TraceSummary(failure=999)).failure is AnalysisFailure.CRASHED  # type: ignore[arg-type]
