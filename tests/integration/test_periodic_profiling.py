@@ -66,8 +66,13 @@ def _next_trace_id(job: Job, after_s: float = 0.0) -> tuple[str, float]:
 def test_both_hosts_trace_the_same_moment_and_fetch_gathers_them(job: Job) -> None:
     shared: set[str] = set()
 
+    def after_the_first(ids: set[str]) -> set[str]:
+        # a daemon takes the moment it finds a new job at, late by design (its scan pass; on a loaded machine
+        # seconds): the moments after that one are on time
+        return set(sorted(ids)[1:])
+
     def both_done() -> bool:
-        common = _periodic_ids(job.open) & _periodic_ids(job.locked)
+        common = after_the_first(_periodic_ids(job.open)) & after_the_first(_periodic_ids(job.locked))
         for tid in sorted(common):
             views = [_trace(d, job, tid) for d in job.daemons]
             if all(v is not None and v.finished and v.processes[0].state == dyno_pb2.TRACE_STATE_DONE for v in views):
