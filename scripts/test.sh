@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up a virtualenv (.venv) with dyno, its dev tools and CPU torch, then run the whole test suite (pytest).
-# Usage: bash scripts/test.sh [pytest args...]
+# Usage: bash scripts/test.sh [pytest args...]   (DYNO_TEST_WORKERS=N: N parallel workers, default 4; 0: serial)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -28,4 +28,13 @@ if command -v npm >/dev/null 2>&1 && [ ! -d build/node-examples/node_modules/@gr
   npm install --no-audit --no-fund --silent --prefix build/node-examples >/dev/null 2>&1 \
     || echo "note: npm install of the Node examples' packages failed; their tests will be skipped"
 fi
-exec .venv/bin/python -m pytest "$@"
+# Parallel workers (pytest-xdist): much of the suite waits on real processes (dynods, trainers, timeouts), so more
+# workers than CI's 2 cores keep both busy. A file's tests stay on one worker (--dist loadfile): its module-scoped
+# daemons start once. DYNO_TEST_WORKERS=0 runs serially; a -n/--dist given here wins (the last one counts).
+WORKERS=${DYNO_TEST_WORKERS:-4}
+PARALLEL=(-n "$WORKERS" --dist loadfile)
+for arg in "$@"; do
+  case "$arg" in -pno:xdist | no:xdist) PARALLEL=() ;; esac
+done
+if [ "$WORKERS" = 0 ]; then PARALLEL=(); fi
+exec .venv/bin/python -m pytest "${PARALLEL[@]}" "$@"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import faulthandler
+import fcntl
 import os
 import shutil
 import signal
@@ -12,7 +13,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,49 @@ SHARED_TRACES = next(
 EXIT_WATCHDOG_S = float(os.environ.get("DYNO_TEST_EXIT_WATCHDOG_S", "120"))  # the variable: for its own test
 
 
+# A test marked `alone` judges a real program by its share of wall time (the demo's planted antipatterns): beside
+# parallel workers' tests (scripts/test.sh) it would get a fraction of a core. It runs while no other test of the run
+# does: each worker's test holds the run's lock shared, an `alone` one exclusive; the gate, held while a lock is
+# being taken, lets a waiting exclusive one in before new shared ones. Only xdist workers take part (not a pytest
+# that a test runs in a subprocess, which would wait on its own caller).
+LOCKS_ENV = "DYNO_TEST_LOCK_DIR"
+LOCKS_KEY = pytest.StashKey[tuple[int, int]]()  # a worker's open lock files: the gate's and the run's
+
+
+def _worker_locks(config: pytest.Config) -> tuple[int, int] | None:
+    folder = os.environ.get(LOCKS_ENV)
+    if not folder or not hasattr(config, "workerinput"):
+        return None
+    if LOCKS_KEY not in config.stash:
+        gate, run = (os.open(os.path.join(folder, name), os.O_RDWR | os.O_CREAT, 0o600) for name in ("gate", "run"))
+        config.stash[LOCKS_KEY] = (gate, run)
+    return config.stash[LOCKS_KEY]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    locks = _worker_locks(item.config)
+    if locks is None:
+        return (yield)
+    gate, run = locks
+    alone = item.get_closest_marker("alone") is not None
+    fcntl.flock(gate, fcntl.LOCK_EX)
+    try:
+        fcntl.flock(run, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+    finally:
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+    try:
+        return (yield)
+    finally:
+        fcntl.flock(run, fcntl.LOCK_UN)
+        if alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
+        os.environ[LOCKS_ENV] = tempfile.mkdtemp(prefix="dyno-test-locks-")  # the workers started next inherit it
     # A run started in the background by a non-interactive shell (`cmd &`, nohup, some CI runners) inherits SIGINT
     # ignored, and so does every process it starts: the tests' SIGINTs to dyno-cli (a real Ctrl-C) did nothing and
     # they failed. Python's own handler is what a terminal gives; children get the default action back at exec.
@@ -47,6 +90,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput") and LOCKS_ENV in os.environ:
+        shutil.rmtree(os.environ.pop(LOCKS_ENV), ignore_errors=True)
     if sys.__stderr__ is not None:
         faulthandler.dump_traceback_later(EXIT_WATCHDOG_S, exit=True, file=sys.__stderr__)
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.torch]
+# alone: its rules judge the trainers by their share of wall time, which parallel workers' tests would take
+pytestmark = [pytest.mark.integration, pytest.mark.torch, pytest.mark.alone]
 
 
 def _demo_processes() -> list[int]:

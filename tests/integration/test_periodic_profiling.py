@@ -70,8 +70,13 @@ def _next_trace_id(job: Job, after_s: float = 0.0) -> tuple[str, float]:
 def test_both_hosts_trace_the_same_moment_and_fetch_gathers_them(job: Job) -> None:
     shared: set[str] = set()
 
+    def after_the_first(ids: set[str]) -> set[str]:
+        # a daemon takes the moment it finds a new job at, late by design (its scan pass; on a loaded machine
+        # seconds): the moments after that one are on time
+        return set(sorted(ids)[1:])
+
     def both_done() -> bool:
-        common = _periodic_ids(job.open) & _periodic_ids(job.locked)
+        common = after_the_first(_periodic_ids(job.open)) & after_the_first(_periodic_ids(job.locked))
         for tid in sorted(common):
             views = [_trace(d, job, tid) for d in job.daemons]
             if all(v is not None and v.finished and v.processes[0].state == dyno_pb2.TRACE_STATE_DONE for v in views):
@@ -124,13 +129,22 @@ def test_a_dynod_started_over_periodic_traces_resumes_their_budget(job: Job) -> 
 
 def test_an_on_demand_trace_during_a_periodic_one_wins(job: Job) -> None:
     d = job.open
-    periodic_id, _moment = _next_trace_id(job, after_s=1.0)
 
-    def recording() -> bool:
-        v = _trace(d, job, periodic_id)
+    def recording(trace_id: str) -> bool:
+        v = _trace(d, job, trace_id)
         return v is not None and v.processes[0].state == dyno_pb2.TRACE_STATE_RUNNING
 
-    wait_for(recording, INTERVAL_S + 30, 0.05)
+    # the next moment's trace, or the one after: dynod skips a moment it reaches late or while the trainer is busy
+    # (the previous test's trace still ending on a loaded machine)
+    deadline = time.monotonic() + 3 * INTERVAL_S + 30
+    while True:
+        periodic_id, moment = _next_trace_id(job, after_s=1.0)
+        try:
+            wait_for(lambda t=periodic_id: recording(t), moment - time.time() + INTERVAL_S, 0.05)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
     with grpc.insecure_channel(d.target) as ch:
         stub, meta = _stub(d, job, ch)
         started = stub.StartTrace(dyno_pb2.TraceRequest(job_id=job.job_id, iterations=5), timeout=10, metadata=meta)

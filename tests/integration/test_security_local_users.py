@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,14 @@ class Env:
     root_trace: str
 
 
+def _drain(stream: Any) -> None:
+    try:
+        for _ in stream:
+            pass
+    except grpc.RpcError:
+        pass  # cancelled at the module's end
+
+
 @pytest.fixture(scope="module")
 def env() -> Iterator[Env]:
     d = short_tmpdir("dyno-users-")
@@ -124,11 +133,18 @@ def env() -> Iterator[Env]:
     )
     daemon = Daemon(cfg)
     daemon.start()
+    watch: Any = None
     agent_channel = grpc.insecure_channel(f"unix:{cfg.agent_socket_path}")
     root_channel = grpc.insecure_channel(f"127.0.0.1:{daemon.port}")
     try:
         agent = agent_pb2_grpc.AgentStub(agent_channel)
-        agent.Register(agent_pb2.RegisterRequest(pid=os.getpid(), job_id=ROOT_JOB, cmdline=SECRET_CMDLINE), timeout=5)
+        reg = agent.Register(
+            agent_pb2.RegisterRequest(pid=os.getpid(), job_id=ROOT_JOB, cmdline=SECRET_CMDLINE), timeout=5
+        )
+        # its Watch stream open, as a trainer's agent keeps it: an unwatched registration is dropped after
+        # seconds, and the module's calls may take longer than that (a loaded machine, parallel workers)
+        watch = agent.Watch(agent_pb2.WatchRequest(pid=os.getpid(), session_id=reg.session_id))
+        threading.Thread(target=_drain, args=(watch,), daemon=True).start()
         started = dyno_pb2_grpc.DynoStub(root_channel).StartTrace(
             dyno_pb2.TraceRequest(job_id=ROOT_JOB, duration_ms=60000), timeout=5
         )
@@ -144,6 +160,8 @@ def env() -> Iterator[Env]:
             started.trace_id,
         )
     finally:
+        if watch is not None:
+            watch.cancel()
         agent_channel.close()
         root_channel.close()
         daemon.stop(grace_s=0)

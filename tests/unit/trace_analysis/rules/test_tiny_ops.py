@@ -40,8 +40,9 @@ def _torch_trace(path: Path, loop: bool) -> Path:
 
 def test_real_torch_loop_of_tiny_ops_is_named(tmp_path: Path) -> None:
     # the op count is the trace's; an op's duration and the loop's share depend on the machine's load (tests
-    # assert no timing): those two thresholds are opened, the count threshold stays the default
-    loose = {"tiny-ops.max_op_us": 100_000.0, "tiny-ops.min_share": 0.0}
+    # assert no timing; a loaded machine can stall one op past 100 ms): those two thresholds are opened, the count
+    # threshold stays the default
+    loose = {"tiny-ops.max_op_us": 1e9, "tiny-ops.min_share": 0.0}
     report = analyze(_torch_trace(tmp_path / "loop.json", loop=True), thresholds=loose)
     (f,) = report.findings_of("tiny-ops")
     c = f.evidence.counts
@@ -55,7 +56,7 @@ def test_real_torch_loop_of_tiny_ops_is_named(tmp_path: Path) -> None:
 
 
 def test_real_torch_vectorized_step_is_clean(tmp_path: Path) -> None:
-    loose = {"tiny-ops.max_op_us": 100_000.0, "tiny-ops.min_share": 0.0}  # clean by its op count alone
+    loose = {"tiny-ops.max_op_us": 1e9, "tiny-ops.min_share": 0.0}  # clean by its op count alone
     report = analyze(_torch_trace(tmp_path / "vec.json", loop=False), thresholds=loose)
     assert report.findings_of("tiny-ops") == []
     assert any(o.rule_id == "tiny-ops" and o.status == "clean" for o in report.rules)
