@@ -91,16 +91,22 @@ def test_two_hosts_take_the_same_moment_under_the_same_trace_id(tmp_path: Path, 
     assert a.periodic.tick() == []  # a moment is handled once
 
 
-def test_the_budget_is_measured_and_skips_moments(
-    tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture
-) -> None:
-    h = Host(tmp_path / "a", clock, clock.ms - 100_000)
+def _host_after_a_9_s_trace(folder: Path, clock: Clock) -> Host:
+    """A host whose job (100 s old) had one periodic trace that recorded 9 s: a long trace for a 5% budget."""
+    h = Host(folder, clock, clock.ms - 100_000)
     _at_next_moment(h.periodic, clock)
     h.periodic.tick()
     cmd = h.command()
     assert isinstance(cmd, AgentTraceCommand)
-    h.finish(cmd, recording_ms=9_000)  # a long trace: 9 s of a 5% budget
+    h.finish(cmd, recording_ms=9_000)
     h.periodic.tick()
+    return h
+
+
+def test_the_budget_is_measured_and_skips_moments(
+    tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = _host_after_a_9_s_trace(tmp_path / "a", clock)
     assert h.periodic.budget.usage("J").profiled_ms == 9_000
     _at_next_moment(h.periodic, clock)  # ~170 s old: (9 + 9) s > 5% of (170 + 9) s
     with caplog.at_level(logging.INFO, logger="dyno.daemon.profiling.periodic"):
@@ -116,14 +122,7 @@ def test_the_budget_is_measured_and_skips_moments(
 def test_a_restarted_dynod_resumes_the_budget_from_the_trace_records(
     tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    h = Host(tmp_path / "a", clock, clock.ms - 100_000)
-    _at_next_moment(h.periodic, clock)
-    h.periodic.tick()
-    cmd = h.command()
-    assert isinstance(cmd, AgentTraceCommand)
-    h.finish(cmd, recording_ms=9_000)
-    h.periodic.tick()
-    before = h.periodic.budget.usage("J")
+    before = _host_after_a_9_s_trace(tmp_path / "a", clock).periodic.budget.usage("J")
 
     restarted = Host(tmp_path / "a", clock, clock.ms - 100_000)  # the same trace dir, nothing in memory
     with caplog.at_level(logging.INFO, logger="dyno.daemon.profiling.periodic"):
