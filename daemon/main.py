@@ -3,6 +3,7 @@ config)."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -136,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             daemon = Daemon(config)
             daemon.start()
+            # What start-up made (modules, config, servers) lives as long as dynod: out of the cyclic collector's
+            # scans. Its requests allocate short-lived objects that reference counting frees; a young-generation pass
+            # every 20,000 allocations instead of 700 spends less of the GIL on collection under many callers
+            # (bench/registry_scale.py).
+            gc.freeze()
+            gc.set_threshold(20_000, 10, 10)
         except StartupError as e:
             _error(str(e))
             return exit_codes.FAILURE
