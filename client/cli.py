@@ -9,9 +9,7 @@ errors exit 2 (the codes are dyno.exit_codes', and each command's --help lists i
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
-import io
 import json
 import logging
 import os
@@ -25,6 +23,7 @@ import dyno
 from dyno import exit_codes
 from dyno.client import commands
 from dyno.client.commands._catalog import COMMANDS
+from dyno.usage_json import json_requested, parse_args_reporting
 
 __all__ = ["ERROR_SCHEMA", "main", "build_parser", "top_level_parser"]
 
@@ -163,13 +162,13 @@ def _main(argv: list[str] | None) -> int:
     # for the top-level --help, a missing or unknown command, or --version.
     parser = build_parser(argv[:1]) if argv[:1] and argv[0] in names else top_level_parser()
     # --json: a failure is a JSON error object on stdout too (tools read it from there; analyze has its own schema)
-    json_out = argv[:1] != ["analyze"] and "--json" in (argv[: argv.index("--")] if "--" in argv else argv)
+    json_out = argv[:1] != ["analyze"] and json_requested(argv)
     if argv[:1] == ["analyze"]:
         from dyno.trace_analysis.cli import parse_args  # analyze's own --json error schema
 
         args = parse_args(parser, argv)
     elif json_out:
-        args = _parse_args_json(parser, argv)
+        args = parse_args_reporting(parser, argv, lambda message: _print_error_json(exit_codes.USAGE, message))
     else:
         args = parser.parse_args(argv)
     try:
@@ -189,23 +188,6 @@ def _main(argv: list[str] | None) -> int:
     except OSError as e:  # a full disk or a permission on the user's side: say which file, no traceback
         where = f": {e.filename}" if e.filename else ""
         return _fail(f"{e.strerror or e}{where}", json_out)
-
-
-def _parse_args_json(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
-    """``parser.parse_args(argv)`` for a command asked for --json: a usage error is also the JSON error object on
-    stdout (before argparse's usage lines on stderr and its exit 2), so that a tool reading stdout gets JSON."""
-    said = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(said):
-            args = parser.parse_args(argv)
-    except SystemExit as e:
-        if e.code == exit_codes.USAGE:
-            last = said.getvalue().rstrip("\n").rsplit("\n", 1)[-1]
-            _print_error_json(exit_codes.USAGE, last.split(": error: ", 1)[-1])  # "dyno-cli status: error: MESSAGE"
-        sys.stderr.write(said.getvalue())
-        raise
-    sys.stderr.write(said.getvalue())  # anything argparse said without failing
-    return args
 
 
 def _fail(message: str, json_out: bool) -> int:

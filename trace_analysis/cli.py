@@ -10,8 +10,6 @@ stderr, never a traceback; with --json, stdout always holds one JSON object: the
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import logging
 import os
@@ -27,6 +25,7 @@ from dyno import exit_codes
 from dyno.argtypes import number
 from dyno.gc_pause import gc_paused
 from dyno.numpy_import import import_numpy_single_threaded
+from dyno.usage_json import json_requested, parse_args_reporting
 
 __all__ = [
     "DESCRIPTION",
@@ -133,33 +132,12 @@ def error_json(code: int, message: str) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def _json_requested(argv: Sequence[str]) -> bool:
-    """Whether the command line asks for --json (options end at "--")."""
-    words = list(argv)
-    return "--json" in (words[: words.index("--")] if "--" in words else words)
-
-
-def parse_args(
-    parser: argparse.ArgumentParser, argv: Sequence[str], *, out: TextIO | None = None
-) -> argparse.Namespace:
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     """``parser.parse_args(argv)``; when argv asks for --json, a usage error also prints the JSON error object on
-    `out` (stdout) before argparse's usage lines on stderr and its exit 2, so a tool reading stdout gets JSON."""
-    if not _json_requested(argv):
+    stdout before argparse's usage lines on stderr and its exit 2, so a tool reading stdout gets JSON."""
+    if not json_requested(argv):
         return parser.parse_args(argv)
-    captured = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(captured):
-            args = parser.parse_args(argv)
-    except SystemExit as e:
-        said = captured.getvalue()
-        if e.code == exit_codes.USAGE:
-            last = said.rstrip("\n").rsplit("\n", 1)[-1]
-            message = last.split(": error: ", 1)[-1]  # "dyno-cli analyze: error: MESSAGE"
-            (out or sys.stdout).write(error_json(exit_codes.USAGE, message))
-        sys.stderr.write(said)
-        raise
-    sys.stderr.write(captured.getvalue())  # anything argparse said without failing
-    return args
+    return parse_args_reporting(parser, argv, lambda message: sys.stdout.write(error_json(exit_codes.USAGE, message)))
 
 
 def run_analyze(
