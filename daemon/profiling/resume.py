@@ -22,15 +22,13 @@ from dyno.daemon.tracing.journal import load_record
 from dyno.daemon.tracing.values import TraceView
 from dyno.trace_ids import is_trace_id
 from dyno.trace_layout import RECORD_NAME
+from dyno.trace_summary import PERIODIC_PREFIX
 
 __all__ = ["MAX_RESUMED_RECORDS", "ResumedBudget", "periodic_records", "resume_budget"]
 
 # Records read at start at most: each is a few KB of JSON, ~0.1-0.2 s for all (1-8 processes each, warm cache); at
 # the default interval (30 min) that is days of traces of tens of jobs, more than retention usually keeps.
 MAX_RESUMED_RECORDS = 1000
-# Periodic trace ids start so (schedule.Schedule.trace_id): folders named otherwise are never read. Only a filter
-# on what to read: whether a trace is periodic, and of which job, is what its record says.
-_PERIODIC_PREFIX = "periodic-"
 
 
 @dataclass(frozen=True)
@@ -61,7 +59,9 @@ def periodic_records(trace_dir: Path, limit: int = MAX_RESUMED_RECORDS) -> list[
     record's time), oldest first (by creation). Records not believed are skipped (load_record warns)."""
     try:
         with os.scandir(trace_dir) as entries:
-            names = [e.name for e in entries if e.name.startswith(_PERIODIC_PREFIX) and is_trace_id(e.name)]
+            # folders named otherwise are never read; whether a trace is periodic, and of which job, is what its
+            # record says (the prefix only filters what to read)
+            names = [e.name for e in entries if e.name.startswith(PERIODIC_PREFIX) and is_trace_id(e.name)]
     except OSError:  # no trace dir yet: nothing traced
         return []
     dated = [(t, n) for n in names if (t := _record_mtime_ns(trace_dir, n)) is not None]
