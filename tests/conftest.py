@@ -41,11 +41,14 @@ EXIT_WATCHDOG_S = float(os.environ.get("DYNO_TEST_EXIT_WATCHDOG_S", "120"))  # t
 
 # A test marked `alone` judges a real program by its share of wall time (the demo's planted antipatterns): beside
 # parallel workers' tests (scripts/test.sh) it would get a fraction of a core. It runs while no other test of the run
-# does: each worker's test holds the run's lock shared, an `alone` one exclusive; the gate, held while a lock is
-# being taken, lets a waiting exclusive one in before new shared ones. Only xdist workers take part (not a pytest
-# that a test runs in a subprocess, which would wait on its own caller).
+# does: a worker holds the run's lock shared from the first to the last test of a file it runs in a row (so that
+# module-scoped fixtures, trainers among them, are set up and torn down under it), an `alone` test exclusive; the
+# gate, held while a lock is being taken, lets a waiting exclusive one in before new shared ones. Only xdist workers
+# take part (not a pytest that a test runs in a subprocess, which would wait on its own caller).
 LOCKS_ENV = "DYNO_TEST_LOCK_DIR"
 LOCKS_KEY = pytest.StashKey[tuple[int, int]]()  # a worker's open lock files: the gate's and the run's
+SHARED_KEY = pytest.StashKey[bool]()  # whether this worker holds the run's lock shared now
+LOCK_DIR_KEY = pytest.StashKey[str]()  # the lock folder the controller made (and removes)
 
 
 def _worker_locks(config: pytest.Config) -> tuple[int, int] | None:
@@ -64,24 +67,34 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if locks is None:
         return (yield)
     gate, run = locks
+    stash = item.config.stash
     alone = item.get_closest_marker("alone") is not None
-    fcntl.flock(gate, fcntl.LOCK_EX)
-    try:
-        fcntl.flock(run, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-    finally:
-        if not alone:
-            fcntl.flock(gate, fcntl.LOCK_UN)
+    if alone and stash.get(SHARED_KEY, False):  # a file that mixes both: its shared hold ends here
+        fcntl.flock(run, fcntl.LOCK_UN)
+        stash[SHARED_KEY] = False
+    if not stash.get(SHARED_KEY, False):
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(run, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+        stash[SHARED_KEY] = not alone
     try:
         return (yield)
     finally:
-        fcntl.flock(run, fcntl.LOCK_UN)
         if alone:
+            fcntl.flock(run, fcntl.LOCK_UN)
             fcntl.flock(gate, fcntl.LOCK_UN)
+        elif nextitem is None or nextitem.path != item.path:  # its file's teardown ran in this item's
+            fcntl.flock(run, fcntl.LOCK_UN)
+            stash[SHARED_KEY] = False
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
-        os.environ[LOCKS_ENV] = tempfile.mkdtemp(prefix="dyno-test-locks-")  # the workers started next inherit it
+        config.stash[LOCK_DIR_KEY] = tempfile.mkdtemp(prefix="dyno-test-locks-")
+        os.environ[LOCKS_ENV] = config.stash[LOCK_DIR_KEY]  # the workers started next inherit it
     # A run started in the background by a non-interactive shell (`cmd &`, nohup, some CI runners) inherits SIGINT
     # ignored, and so does every process it starts: the tests' SIGINTs to dyno-cli (a real Ctrl-C) did nothing and
     # they failed. Python's own handler is what a terminal gives; children get the default action back at exec.
@@ -90,8 +103,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput") and LOCKS_ENV in os.environ:
-        shutil.rmtree(os.environ.pop(LOCKS_ENV), ignore_errors=True)
+    if LOCK_DIR_KEY in config.stash:
+        os.environ.pop(LOCKS_ENV, None)
+        shutil.rmtree(config.stash[LOCK_DIR_KEY], ignore_errors=True)
     if sys.__stderr__ is not None:
         faulthandler.dump_traceback_later(EXIT_WATCHDOG_S, exit=True, file=sys.__stderr__)
 
