@@ -278,11 +278,14 @@ class Report:
     def rules_not_run(self) -> tuple[tuple[RuleOutcome, ...], tuple[str, ...]]:
         """(outcomes of the rules that could not run for a reason worth a line each: missing data, an error; the
         ids of those merely not applicable to these traces, e.g. GPU rules on a CPU-only trace, once each)."""
-        skipped = [o for o in self.rules if o.status in ("skipped", "error")]
-        na = [o for o in skipped if o.status == "skipped" and o.reason.startswith("not applicable")]
-        # by identity: `o not in na` compared outcomes pairwise, quadratic in a CPU-only job of many ranks
-        na_ids = {id(o) for o in na}
-        return tuple(o for o in skipped if id(o) not in na_ids), tuple(sorted({o.rule_id for o in na}))
+        worth: list[RuleOutcome] = []
+        na: set[str] = set()
+        for o in self.rules:
+            if o.status == "skipped" and o.reason.startswith("not applicable"):
+                na.add(o.rule_id)
+            elif o.status in ("skipped", "error"):
+                worth.append(o)
+        return tuple(worth), tuple(sorted(na))
 
     def to_dict(self) -> dict[str, object]:
         return {
