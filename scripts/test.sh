@@ -37,4 +37,4 @@ for arg in "$@"; do
   case "$arg" in -pno:xdist | no:xdist) PARALLEL=() ;; esac
 done
 if [ "$WORKERS" = 0 ]; then PARALLEL=(); fi
-exec .venv/bin/python -m pytest "${PARALLEL[@]}" "$@"
+exec .venv/bin/python -m pytest ${PARALLEL[@]+"${PARALLEL[@]}"} "$@"  # (an empty array is "unbound" to bash < 4.4)
