@@ -19,32 +19,20 @@ import time
 
 from dyno.client.opportunities.ranking import rank
 from dyno.client.opportunities.records import from_records
-from dyno.trace_summary import AnalysisFailure, AnalysisState, RankStepStats, RuleLoss, TraceSummary
-from dyno.trace_summary_pb import summary_to_proto
+from dyno.daemon.fake_server import fake_analysis
 from dyno.v1 import dyno_pb2
-
-_RULES = ("dataloader", "sync-calls", "tiny-ops", "host-bound", "straggler", "exposed-comm")
 
 
 def _records(hosts: int, jobs: int) -> list[tuple[str, dyno_pb2.JobRecord]]:
-    ranks = tuple(RankStepStats(rank=r, steps=5, mean_step_us=1e5, has_gpu=True) for r in range(8))
     out = []
     for h in range(hosts):
         for j in range(jobs):
-            i = h * jobs + j
             rec = dyno_pb2.JobRecord(
                 job_id=f"job-{j}", user=f"user{j % 50}", hostname=f"gpu{h:04d}", gpu_seconds=8 * 3600.0
             )
-            if i % 10:
-                rules = tuple(
-                    RuleLoss(_RULES[(i + k) % len(_RULES)], "HIGH", 0.05 * (k + 1), fix="fix") for k in range(3)
-                )
-                s = TraceSummary(
-                    trace_id=f"periodic-job-{j}", state=AnalysisState.DONE, analyzed_ms=i, rules=rules, ranks=ranks
-                )
-                if i % 50 == 1:
-                    s = s.failed(AnalysisFailure.TIMED_OUT, "worker killed", i)
-                rec.latest_analysis.CopyFrom(summary_to_proto(s))
+            latest = fake_analysis(h * jobs + j)
+            if latest is not None:
+                rec.latest_analysis.CopyFrom(latest)
             out.append((f"gpu{h:04d}:1778", rec))
     return out
 
