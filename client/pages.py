@@ -81,8 +81,19 @@ def job_pages(
     call: Callable[[dyno_pb2.ListJobsRequest], dyno_pb2.ListJobsResponse], request: dyno_pb2.ListJobsRequest
 ) -> list[dyno_pb2.ListJobsResponse]:
     """ListJobs' pages as answered, each asked with `request`'s filters (a columnar page's columns are its own:
-    pages of columns are not merged into one)."""
+    pages of columns are not merged into one). Asked for `analysis_rules`, a daemon that answers columns without
+    `analyses` (one older than that field) is asked again for records, whose analyses are whole."""
     answers = [call(request)]
+    first = answers[0]
+    if request.analysis_rules and first.HasField("columns") and not first.columns.HasField("analyses"):
+        request = dyno_pb2.ListJobsRequest(
+            since_ms=request.since_ms,
+            until_ms=request.until_ms,
+            job_id=request.job_id,
+            user=request.user,
+            running_only=request.running_only,
+        )
+        answers = [call(request)]
     while answers[-1].next_page_token:
         follow = dyno_pb2.ListJobsRequest()
         follow.CopyFrom(request)

@@ -93,22 +93,24 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
         return dyno_pb2.ListJobsResponse.FromString(self.ListJobsEncoded(request, context))
 
     def ListJobsEncoded(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> bytes:
-        """`jobs` ended records in pages of 1000, or of job_columns.MAX_ROWS as columns when asked for (filters
-        not applied), sent as encoded (serve() registers it so): a page's bytes are built once for every fake server
-        of the process (a fan-out benchmark of hundreds of servers holding thousands of records each), the host's own
-        fields appended (protobuf merges concatenated messages)."""
+        """`jobs` ended records in pages of 1000, or of job_columns.MAX_ROWS as columns when asked for (with their
+        analyses' rules when asked for those too; filters not applied), sent as encoded (serve() registers it so): a
+        page's bytes are built once for every fake server of the process (a fan-out benchmark of hundreds of servers
+        holding thousands of records each), the host's own fields appended (protobuf merges concatenated messages)."""
         self._enter(context)
         start = int(request.page_token) if request.page_token.isdigit() else 0
         columnar = request.columnar and self.columnar
+        rules = columnar and request.analysis_rules
         end = min(self.jobs, start + (job_columns.MAX_ROWS if columnar else _JOB_PAGE))
-        key = (start, end, columnar, self.analyses)
+        key = (start, end, columnar, rules, self.analyses)
         page = _JOB_PAGES.get(key)
         if page is None:
             records = [fake_job_record("fake", i, self.analyses) for i in range(start, end)]
             if columnar:
-                end = start + job_columns.fitting(records)
-                key = (start, end, columnar, self.analyses)
-                answer = dyno_pb2.ListJobsResponse(columns=job_columns.job_columns(records[: end - start]))
+                end = start + job_columns.fitting(records, analysis_rules=rules)
+                key = (start, end, columnar, rules, self.analyses)
+                columns = job_columns.job_columns(records[: end - start], analysis_rules=rules)
+                answer = dyno_pb2.ListJobsResponse(columns=columns)
                 answer.columns.SetInParent()
             else:
                 answer = dyno_pb2.ListJobsResponse(jobs=records)
@@ -222,7 +224,8 @@ class FakeServer(Generic[S]):
 
 
 _JOB_PAGE = 1000
-_JOB_PAGES: dict[tuple[int, int, bool, bool], bytes] = {}  # (first, end, columnar, analyses) -> the encoded page
+# (first, end, columnar, analysis_rules, analyses) -> the encoded page
+_JOB_PAGES: dict[tuple[int, int, bool, bool, bool], bytes] = {}
 _FAKE_RULES = ("dataloader", "sync-calls", "tiny-ops", "host-bound", "straggler", "exposed-comm")
 
 

@@ -33,6 +33,14 @@ class HostRecords:
                 for page in r.value:
                     yield host, page
 
+    def take_pages(self) -> Iterator[tuple[str, dyno_pb2.ListJobsResponse]]:
+        """pages(), each host's let go once given (a fleet's answer need not stay in memory once read)."""
+        for r in self.results:
+            if r.ok and r.value is not None:
+                host = str(r.host)
+                while r.value:
+                    yield host, r.value.pop(0)
+
     def records(self) -> Iterator[tuple[str, dyno_pb2.JobRecord]]:
         """The records of the hosts that answered (of pages of records), each with its daemon (streamed: a fleet's
         are millions)."""
