@@ -150,8 +150,14 @@ def test_an_unidentified_caller_is_refused_unless_dynod_trusts_such_callers(tmp_
 
 
 def test_a_columnar_page_with_analysis_rules_carries_every_rule_and_ends_at_the_byte_bound(
-    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    acc = _accounting(tmp_path, 3)
+    rpc = ListJobsRpc(lambda: acc, "h")
+    (asked,) = _columnar_pages(rpc, analysis_rules=True)  # the RPC passes the flag on (no analysis stored: empty)
+    assert asked.columns.HasField("analyses") and not asked.columns.analyses.rule_count
+    assert not _columnar_pages(rpc)[0].columns.HasField("analyses")
+
     def analysed(i: int) -> bytes:
         rules = [dyno_pb2.RuleLoss(rule=f"r{k}", time_lost_share=0.1, title=f"{i}-{k}" * 10) for k in range(3)]
         s = dyno_pb2.TraceSummary(state=dyno_pb2.ANALYSIS_STATE_DONE, analyzed_ms=i, rules=rules)
