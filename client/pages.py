@@ -86,13 +86,11 @@ def job_pages(
     answers = [call(request)]
     first = answers[0]
     if request.analysis_rules and first.HasField("columns") and not first.columns.HasField("analyses"):
-        request = dyno_pb2.ListJobsRequest(
-            since_ms=request.since_ms,
-            until_ms=request.until_ms,
-            job_id=request.job_id,
-            user=request.user,
-            running_only=request.running_only,
-        )
+        records = dyno_pb2.ListJobsRequest()
+        records.CopyFrom(request)  # the same filters; records in pages of the default size
+        records.columnar = records.analysis_rules = False
+        records.page_size = 0
+        request = records
         answers = [call(request)]
     while answers[-1].next_page_token:
         follow = dyno_pb2.ListJobsRequest()

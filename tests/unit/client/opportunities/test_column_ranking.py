@@ -6,12 +6,12 @@ of records (an older dynod) and both mixed: equal Opportunities (floats to the b
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import random
 
 import pytest
+from job_pages import on_daemons, pages_of, shuffled_pages
 from opportunity_cases import job_hosts
 
 from dyno.client.opportunities.column_ranking import rank_pages
@@ -59,7 +59,7 @@ def _analysis(rng: random.Random) -> dyno_pb2.TraceSummary | None:
 def _records(seed: int, n: int, *, odd_hours: bool = False) -> list[tuple[str, dyno_pb2.JobRecord]]:
     rng = random.Random(seed)
     hours = [0.0, 1.0, 8.0, 8.0, -1.0, math.nan] + ([math.inf] if odd_hours else [])
-    out = []
+    made = []
     for _ in range(n):
         r = dyno_pb2.JobRecord(
             job_id=f"job-{rng.randrange(25)}",
@@ -67,37 +67,14 @@ def _records(seed: int, n: int, *, odd_hours: bool = False) -> list[tuple[str, d
             hostname=rng.choice(["node1", "node2", "node3", ""]),
             gpu_seconds=rng.choice([*hours, rng.uniform(0, 1e5)]) * 3600.0,
         )
-        analysis = _analysis(rng)
-        if analysis is not None:
-            r.latest_analysis.CopyFrom(analysis)
-        out.append((f"host{rng.randrange(6)}:1778", r))
-    out.sort(key=lambda dr: dr[0])  # a daemon's records come together, as a fan-out's answers do
-    return out
-
-
-def _pages(
-    records: list[tuple[str, dyno_pb2.JobRecord]], columnar: set[str]
-) -> list[tuple[str, dyno_pb2.ListJobsResponse]]:
-    """Pages of at most 7 records per daemon: columns for the daemons in `columnar`, records for the others."""
-    pages: list[tuple[str, dyno_pb2.ListJobsResponse]] = []
-    for daemon, run in itertools.groupby(records, key=lambda dr: dr[0]):
-        mine = [r for _, r in run]
-        for i in range(0, len(mine), 7):
-            chunk = mine[i : i + 7]
-            if daemon in columnar:
-                page = dyno_pb2.ListJobsResponse(columns=job_columns(chunk, analysis_rules=True))
-            else:
-                page = dyno_pb2.ListJobsResponse(jobs=chunk)
-            pages.append((daemon, dyno_pb2.ListJobsResponse.FromString(page.SerializeToString())))
-        empty = dyno_pb2.ListJobsResponse(columns=job_columns([], analysis_rules=True))
-        pages.append((daemon, dyno_pb2.ListJobsResponse.FromString(empty.SerializeToString())))
-    return pages
+        made.append((r, _analysis(rng)))
+    return on_daemons(rng, made)
 
 
 def _both(records: list[tuple[str, dyno_pb2.JobRecord]], columnar: set[str], top: int = 3) -> tuple[str, str]:
     kw = {"since_s": 86400.0, "source": "daemons", "top": top, "failed_hosts": [("h:1", "Unavailable: x")]}
     expected = rank(job_hosts(records), **kw)  # type: ignore[arg-type]
-    got = rank_pages(_pages(records, columnar), **kw)  # type: ignore[arg-type]
+    got = rank_pages(pages_of(records, columnar, analysis_rules=True), **kw)  # type: ignore[arg-type]
     assert json.dumps(to_json(got)) == json.dumps(to_json(expected))
     assert render(got, 100) == render(expected, 100)
     return repr(got), repr(expected)  # repr: floats to the bit (NaN too), and a numpy scalar would show
@@ -120,6 +97,14 @@ def test_endless_gpu_hours_rank_alike_too(seed: int) -> None:
     records = _records(100 + seed, 200, odd_hours=True)
     got, want = _both(records, {d for d, _ in records[::3]}, top=50)
     assert got == want
+
+
+def test_a_daemons_pages_need_not_come_together() -> None:
+    records = _records(8, 300)
+    pages = shuffled_pages(records, random.Random(8), analysis_rules=True)
+    assert len(pages) > 2 * len({d for d, _ in records})
+    expected = rank(job_hosts(records), since_s=1.0, source="daemons", top=20)
+    assert repr(rank_pages(pages, since_s=1.0, source="daemons", top=20)) == repr(expected)
 
 
 def test_many_listed_jobs_and_no_records() -> None:
