@@ -1,5 +1,5 @@
 """The daemons' job records as `dyno-cli jobs` and `dyno-cli opportunities` gather them: ListJobs on every host the
-host options name, every page of its answer (columns where `jobs` asks for them: HostRecords.pages)."""
+host options name, every page of its answer (as columns: both commands ask for them)."""
 
 from __future__ import annotations
 
@@ -40,13 +40,6 @@ class HostRecords:
                 host = str(r.host)
                 while r.value:
                     yield host, r.value.pop(0)
-
-    def records(self) -> Iterator[tuple[str, dyno_pb2.JobRecord]]:
-        """The records of the hosts that answered (of pages of records), each with its daemon (streamed: a fleet's
-        are millions)."""
-        for host, page in self.pages():
-            for j in page.jobs:
-                yield host, j
 
 
 def gather_records(args: argparse.Namespace, request: dyno_pb2.ListJobsRequest) -> HostRecords:

@@ -86,7 +86,7 @@ def _checked(gathered: HostRecords) -> HostRecords:
     results = []
     for r in gathered.results:
         try:
-            for page in r.value or () if r.ok else ():
+            for page in (r.value or []) if r.ok else []:
                 check_page(page)
         except MalformedPage as e:
             r = HostResult(r.host, False, error=str(e), error_type="MalformedPage", elapsed_s=r.elapsed_s)
