@@ -46,23 +46,33 @@ def fitting(
     MAX_BYTES, read at the call)."""
     max_bytes = MAX_BYTES if max_bytes is None else max_bytes
     take, size = 0, 0
-    strings: set[tuple[int, str]] = set()  # (table, string): the analyses' strings the page holds so far
+    seen: tuple[set[str], ...] = (set(), set(), set(), set())  # the page's failure messages, rule ids, titles, fixes
     for r in records[:max_rows]:
         size += _ROW_BYTES + len(r.job_id.encode()) + len(r.user.encode())
         if analysis_rules and r.HasField("latest_analysis"):
-            s = r.latest_analysis
-            size += _ANALYSIS_BYTES + _RULE_BYTES * len(s.rules)
-            named = [(0, s.failure_message)] + [
-                (k, t) for x in s.rules for k, t in ((1, x.rule), (2, x.title), (3, x.fix))
-            ]
-            for key in named:
-                if key not in strings:
-                    strings.add(key)
-                    size += _STRING_BYTES + len(key[1].encode())
+            size += _analysis_bytes(r.latest_analysis, *seen)
         if take and size > max_bytes:
             break
         take += 1
     return take
+
+
+def _analysis_bytes(
+    s: dyno_pb2.TraceSummary, messages: set[str], ids: set[str], titles: set[str], fixes: set[str]
+) -> int:
+    """An analysis' most bytes in AnalysisColumns: its entries, and its strings that the page's tables (the sets,
+    added to) do not hold yet."""
+    size = _ANALYSIS_BYTES + _RULE_BYTES * len(s.rules) + _new(messages, s.failure_message)
+    for x in s.rules:
+        size += _new(ids, x.rule) + _new(titles, x.title) + _new(fixes, x.fix)
+    return size
+
+
+def _new(table: set[str], text: str) -> int:
+    if text in table:
+        return 0
+    table.add(text)
+    return _STRING_BYTES + len(text.encode())
 
 
 def job_columns(rows: Sequence[dyno_pb2.JobRecord], *, analysis_rules: bool = False) -> dyno_pb2.JobColumns:
