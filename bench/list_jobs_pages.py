@@ -6,6 +6,7 @@ through real gRPC on loopback.
     python bench/list_jobs_pages.py --records 20000 --page-size 1000
     python bench/list_jobs_pages.py --analyses        # each job with an analysis (ListJobs' latest_analysis)
     python bench/list_jobs_pages.py --columnar        # the columnar form (JobColumns), pages of 10,000
+    python bench/list_jobs_pages.py --columnar --analyses --analysis-rules   # with every rule (dyno-cli opportunities)
 
 Prints p50/p99/max per page for each page size (the first page of each run included).
 """
@@ -113,6 +114,7 @@ def main() -> int:
     p.add_argument("--page-size", type=int, action="append", default=[])
     p.add_argument("--analyses", action="store_true", help="give every job an analysis (JobRecord.latest_analysis)")
     p.add_argument("--columnar", action="store_true", help="ask for the columnar form (ListJobsRequest.columnar)")
+    p.add_argument("--analysis-rules", action="store_true", help="with --columnar: ask for every analysis' rules too")
     args = p.parse_args()
     sizes = args.page_size or ([10_000] if args.columnar else [500, 1000])
     with tempfile.TemporaryDirectory(prefix="dyno-bench-jobs-") as d:
@@ -145,7 +147,12 @@ def main() -> int:
                     while True:
                         t = time.perf_counter()
                         answer = call(
-                            dyno_pb2.ListJobsRequest(page_size=size_, page_token=token, columnar=args.columnar)
+                            dyno_pb2.ListJobsRequest(
+                                page_size=size_,
+                                page_token=token,
+                                columnar=args.columnar,
+                                analysis_rules=args.analysis_rules,
+                            )
                         )
                         per_page.append(time.perf_counter() - t)
                         answer = parse(answer)  # in-process: the servicer's work timed, the client's parse not
@@ -153,7 +160,7 @@ def main() -> int:
                         token = answer.next_page_token
                         if not token:
                             break
-                    form = "columnar " if args.columnar else ""
+                    form = ("columnar " if args.columnar else "") + ("with rules " if args.analysis_rules else "")
                     _report(f"{form}page_size {size_}, {what}", per_page, total)
         finally:
             channel.close()

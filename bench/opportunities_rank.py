@@ -1,12 +1,13 @@
-"""`dyno-cli opportunities`' own work on a fleet's answer: the ListJobs records (each with its latest analysis: 3
-rules, 8 ranks' step statistics) made into inputs (opportunities.records.from_records) and ranked
-(opportunities.ranking.rank), in this process, without the fan-out (bench/jobs_fanout.py measures that).
+"""`dyno-cli opportunities`' own work on a fleet's answer, in this process, without the fan-out (bench/jobs_fanout.py
+--opportunities times the whole command): the ListJobs pages ranked by column_ranking.rank_pages, as columns (what
+dynod answers with analysis_rules) and as pages of records (an older dynod's, made columns by the client first).
 
     python bench/opportunities_rank.py                   # 256 hosts x 2,000 records, 3 repeats
     python bench/opportunities_rank.py --hosts 64 --jobs 500
 
-Every 10th record has no analysis and every 50th a FAILED one. Prints the time of each step per repeat (garbage
-collection paused, as the command does), and the process' peak RSS before the first and after the last.
+Each record has its latest analysis as dyno.daemon.fake_server.fake_analysis makes it (3 rules, 8 ranks' step
+statistics; every 10th none, every 50th FAILED). Prints the time of each form per repeat (garbage collection paused,
+as the command does), and the process' peak RSS before the first and after the last.
 """
 
 from __future__ import annotations
@@ -17,36 +18,33 @@ import resource
 import statistics
 import time
 
-from dyno.client.opportunities.ranking import rank
-from dyno.client.opportunities.records import from_records
-from dyno.trace_summary import AnalysisFailure, AnalysisState, RankStepStats, RuleLoss, TraceSummary
-from dyno.trace_summary_pb import summary_to_proto
+from dyno.client.opportunities.column_ranking import rank_pages
+from dyno.daemon.fake_server import fake_analysis
+from dyno.job_columns import job_columns
 from dyno.v1 import dyno_pb2
 
-_RULES = ("dataloader", "sync-calls", "tiny-ops", "host-bound", "straggler", "exposed-comm")
+_PAGE = 1000  # records per page of records, as dynod's largest
 
 
-def _records(hosts: int, jobs: int) -> list[tuple[str, dyno_pb2.JobRecord]]:
-    ranks = tuple(RankStepStats(rank=r, steps=5, mean_step_us=1e5, has_gpu=True) for r in range(8))
-    out = []
+def _pages(hosts: int, jobs: int) -> tuple[list[tuple[str, dyno_pb2.ListJobsResponse]], ...]:
+    """Each host's records as pages of records and as one columnar page, both decoded from the wire."""
+    records, columns = [], []
     for h in range(hosts):
+        daemon, mine = f"gpu{h:04d}:1778", []
         for j in range(jobs):
-            i = h * jobs + j
             rec = dyno_pb2.JobRecord(
                 job_id=f"job-{j}", user=f"user{j % 50}", hostname=f"gpu{h:04d}", gpu_seconds=8 * 3600.0
             )
-            if i % 10:
-                rules = tuple(
-                    RuleLoss(_RULES[(i + k) % len(_RULES)], "HIGH", 0.05 * (k + 1), fix="fix") for k in range(3)
-                )
-                s = TraceSummary(
-                    trace_id=f"periodic-job-{j}", state=AnalysisState.DONE, analyzed_ms=i, rules=rules, ranks=ranks
-                )
-                if i % 50 == 1:
-                    s = s.failed(AnalysisFailure.TIMED_OUT, "worker killed", i)
-                rec.latest_analysis.CopyFrom(summary_to_proto(s))
-            out.append((f"gpu{h:04d}:1778", rec))
-    return out
+            latest = fake_analysis(h * jobs + j)
+            if latest is not None:
+                rec.latest_analysis.CopyFrom(latest)
+            mine.append(rec)
+        for i in range(0, jobs, _PAGE):
+            page = dyno_pb2.ListJobsResponse(jobs=mine[i : i + _PAGE]).SerializeToString()
+            records.append((daemon, dyno_pb2.ListJobsResponse.FromString(page)))
+        page = dyno_pb2.ListJobsResponse(columns=job_columns(mine, analysis_rules=True)).SerializeToString()
+        columns.append((daemon, dyno_pb2.ListJobsResponse.FromString(page)))
+    return records, columns
 
 
 def _peak_rss_mib() -> float:
@@ -59,28 +57,23 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=2000, help="records per host")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
-    records = _records(args.hosts, args.jobs)
+    forms = dict(zip(("records", "columns"), _pages(args.hosts, args.jobs), strict=True))
     before = _peak_rss_mib()
-    print(f"{len(records):,} records ({args.hosts} hosts x {args.jobs:,}); peak RSS {before:.0f} MiB")
-    times: list[tuple[float, float]] = []
+    print(f"{args.hosts * args.jobs:,} records ({args.hosts} hosts x {args.jobs:,}); peak RSS {before:.0f} MiB")
+    times: dict[str, list[float]] = {form: [] for form in forms}
     for n in range(args.repeats):
-        gc.collect()
-        gc.disable()
-        t0 = time.perf_counter()
-        inputs = from_records(records)
-        t1 = time.perf_counter()
-        answer = rank(inputs, since_s=7 * 86400, source="bench")
-        t2 = time.perf_counter()
-        gc.enable()
-        del inputs
-        times.append((t1 - t0, t2 - t1))
-        print(f"repeat {n + 1}: from_records {t1 - t0:.2f} s, rank {t2 - t1:.2f} s "
-              f"({len(answer.rules)} rules, {answer.job_count:,} jobs)")  # fmt: skip
-    print(
-        f"median: from_records {statistics.median(t[0] for t in times):.2f} s, "
-        f"rank {statistics.median(t[1] for t in times):.2f} s; peak RSS {_peak_rss_mib():.0f} MiB "
-        f"(+{_peak_rss_mib() - before:.0f})"
-    )
+        line = []
+        for form, pages in forms.items():
+            gc.collect()
+            gc.disable()
+            t0 = time.perf_counter()
+            answer = rank_pages(pages, since_s=7 * 86400, source="bench")
+            times[form].append(time.perf_counter() - t0)
+            gc.enable()
+            line.append(f"{form} {times[form][-1]:.2f} s")
+        print(f"repeat {n + 1}: {', '.join(line)} ({len(answer.rules)} rules, {answer.job_count:,} jobs)")
+    medians = ", ".join(f"{form} {statistics.median(t):.2f} s" for form, t in times.items())
+    print(f"median: {medians}; peak RSS {_peak_rss_mib():.0f} MiB (+{_peak_rss_mib() - before:.0f})")
     return 0
 
 

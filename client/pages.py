@@ -81,8 +81,17 @@ def job_pages(
     call: Callable[[dyno_pb2.ListJobsRequest], dyno_pb2.ListJobsResponse], request: dyno_pb2.ListJobsRequest
 ) -> list[dyno_pb2.ListJobsResponse]:
     """ListJobs' pages as answered, each asked with `request`'s filters (a columnar page's columns are its own:
-    pages of columns are not merged into one)."""
+    pages of columns are not merged into one). Asked for `analysis_rules`, a daemon that answers columns without
+    `analyses` (one older than that field) is asked again for records, whose analyses are whole."""
     answers = [call(request)]
+    first = answers[0]
+    if request.analysis_rules and first.HasField("columns") and not first.columns.HasField("analyses"):
+        records = dyno_pb2.ListJobsRequest()
+        records.CopyFrom(request)  # the same filters; records in pages of the default size
+        records.columnar = records.analysis_rules = False
+        records.page_size = 0
+        request = records
+        answers = [call(request)]
     while answers[-1].next_page_token:
         follow = dyno_pb2.ListJobsRequest()
         follow.CopyFrom(request)

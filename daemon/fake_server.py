@@ -24,7 +24,15 @@ from dyno.daemon.rpc_abort import abort
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
-__all__ = ["FAKE_TRACE_FILE", "FakeDynoServicer", "FakeServer", "serve", "start_fake_servers", "whole_file_chunk"]
+__all__ = [
+    "FAKE_TRACE_FILE",
+    "FakeDynoServicer",
+    "FakeServer",
+    "fake_analysis",
+    "serve",
+    "start_fake_servers",
+    "whole_file_chunk",
+]
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +51,11 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
         nprocs: int = 2,
         jobs: int = 0,
         columnar: bool = True,
+        analyses: bool = False,
     ) -> None:
         self.hostname = hostname
         self.jobs = jobs  # ListJobs answers this many ended records, "job-<i>" (the same ids on every fake host)
+        self.analyses = analyses  # True: record i has fake_analysis(i) as its latest_analysis
         self.columnar = columnar  # False: ListJobs ignores `columnar` (answers records, as a dynod before it did)
         self.delay_s = delay_s
         self.job_id = job_id
@@ -83,22 +93,24 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
         return dyno_pb2.ListJobsResponse.FromString(self.ListJobsEncoded(request, context))
 
     def ListJobsEncoded(self, request: dyno_pb2.ListJobsRequest, context: grpc.ServicerContext) -> bytes:
-        """`jobs` ended records in pages of 1000, or of job_columns.MAX_ROWS as columns when asked for (filters
-        not applied), sent as encoded (serve() registers it so): a page's bytes are built once for every fake server
-        of the process (a fan-out benchmark of hundreds of servers holding thousands of records each), the host's own
-        fields appended (protobuf merges concatenated messages)."""
+        """`jobs` ended records in pages of 1000, or of job_columns.MAX_ROWS as columns when asked for (with their
+        analyses' rules when asked for those too; filters not applied), sent as encoded (serve() registers it so): a
+        page's bytes are built once for every fake server of the process (a fan-out benchmark of hundreds of servers
+        holding thousands of records each), the host's own fields appended (protobuf merges concatenated messages)."""
         self._enter(context)
         start = int(request.page_token) if request.page_token.isdigit() else 0
         columnar = request.columnar and self.columnar
+        rules = columnar and request.analysis_rules
         end = min(self.jobs, start + (job_columns.MAX_ROWS if columnar else _JOB_PAGE))
-        key = (start, end, columnar)
+        key = (start, end, columnar, rules, self.analyses)
         page = _JOB_PAGES.get(key)
         if page is None:
-            records = [fake_job_record("fake", i) for i in range(start, end)]
+            records = [fake_job_record("fake", i, self.analyses) for i in range(start, end)]
             if columnar:
-                end = start + job_columns.fitting(records)
-                key = (start, end, columnar)
-                answer = dyno_pb2.ListJobsResponse(columns=job_columns.job_columns(records[: end - start]))
+                end = start + job_columns.fitting(records, analysis_rules=rules)
+                key = (start, end, columnar, rules, self.analyses)
+                columns = job_columns.job_columns(records[: end - start], analysis_rules=rules)
+                answer = dyno_pb2.ListJobsResponse(columns=columns)
                 answer.columns.SetInParent()
             else:
                 answer = dyno_pb2.ListJobsResponse(jobs=records)
@@ -212,12 +224,41 @@ class FakeServer(Generic[S]):
 
 
 _JOB_PAGE = 1000
-_JOB_PAGES: dict[tuple[int, int, bool], bytes] = {}  # (first, end, columnar) -> the encoded page
+# (first, end, columnar, analysis_rules, analyses) -> the encoded page
+_JOB_PAGES: dict[tuple[int, int, bool, bool, bool], bytes] = {}
+_FAKE_RULES = ("dataloader", "sync-calls", "tiny-ops", "host-bound", "straggler", "exposed-comm")
 
 
-def fake_job_record(hostname: str, i: int) -> dyno_pb2.JobRecord:
-    """Record i of a fake host: 8 GPUs for an hour at a busy share that varies with i (deterministic)."""
-    return dyno_pb2.JobRecord(
+def fake_analysis(i: int) -> dyno_pb2.TraceSummary | None:
+    """Record i's latest analysis on a fake host: none for every 10th, FAILED (timed out) for every 50th (i % 50 ==
+    1), else DONE with 3 rules (shares 0.05, 0.10, 0.15, the rules turning with i) and 8 ranks' step statistics."""
+    if i % 10 == 0:
+        return None
+    if i % 50 == 1:
+        return dyno_pb2.TraceSummary(
+            trace_id=f"periodic-job-{i}",
+            state=dyno_pb2.ANALYSIS_STATE_FAILED,
+            failure=dyno_pb2.ANALYSIS_FAILURE_TIMED_OUT,
+            failure_message="worker killed",
+            analyzed_ms=i,
+        )
+    n = len(_FAKE_RULES)
+    return dyno_pb2.TraceSummary(
+        trace_id=f"periodic-job-{i}",
+        state=dyno_pb2.ANALYSIS_STATE_DONE,
+        analyzed_ms=i,
+        rules=[
+            dyno_pb2.RuleLoss(rule=_FAKE_RULES[(i + k) % n], severity="HIGH", time_lost_share=0.05 * (k + 1), fix="fix")
+            for k in range(3)
+        ],
+        ranks=[dyno_pb2.RankStepStats(rank=r, steps=5, mean_step_us=1e5, has_gpu=True) for r in range(8)],
+    )
+
+
+def fake_job_record(hostname: str, i: int, analysis: bool = False) -> dyno_pb2.JobRecord:
+    """Record i of a fake host: 8 GPUs for an hour at a busy share that varies with i (deterministic); with
+    `analysis`, fake_analysis(i) as its latest analysis."""
+    r = dyno_pb2.JobRecord(
         job_id=f"job-{i}",
         user=f"user{i % 50}",
         hostname=hostname,
@@ -234,6 +275,10 @@ def fake_job_record(hostname: str, i: int) -> dyno_pb2.JobRecord:
         source="registered",
         record_id=i + 1,
     )
+    latest = fake_analysis(i) if analysis else None
+    if latest is not None:
+        r.latest_analysis.CopyFrom(latest)
+    return r
 
 
 def start_fake_servers(
@@ -246,12 +291,15 @@ def start_fake_servers(
     delay_s: float = 0.0,
     jobs: int = 0,
     columnar: bool = True,
+    analyses: bool = False,
 ) -> list[FakeServer[FakeDynoServicer]]:
     """Start `count` fake servers on free ports of `host`, sharing `executor` (one is made if None)."""
     pool = executor or futures.ThreadPoolExecutor(max_workers=min(64, 4 + count), thread_name_prefix="fake-dyno")
     return [
         serve(
-            lambda port: FakeDynoServicer(f"fake-{port}", delay_s=delay_s, jobs=jobs, columnar=columnar),
+            lambda port: FakeDynoServicer(
+                f"fake-{port}", delay_s=delay_s, jobs=jobs, columnar=columnar, analyses=analyses
+            ),
             host=host,
             executor=pool,
             interceptors=interceptors,

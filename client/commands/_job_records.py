@@ -1,5 +1,5 @@
 """The daemons' job records as `dyno-cli jobs` and `dyno-cli opportunities` gather them: ListJobs on every host the
-host options name, every page of its answer (columns where `jobs` asks for them: HostRecords.pages)."""
+host options name, every page of its answer (as columns: both commands ask for them)."""
 
 from __future__ import annotations
 
@@ -33,12 +33,13 @@ class HostRecords:
                 for page in r.value:
                     yield host, page
 
-    def records(self) -> Iterator[tuple[str, dyno_pb2.JobRecord]]:
-        """The records of the hosts that answered (of pages of records), each with its daemon (streamed: a fleet's
-        are millions)."""
-        for host, page in self.pages():
-            for j in page.jobs:
-                yield host, j
+    def take_pages(self) -> Iterator[tuple[str, dyno_pb2.ListJobsResponse]]:
+        """pages(), each host's let go once given (a fleet's answer need not stay in memory once read)."""
+        for r in self.results:
+            if r.ok and r.value is not None:
+                host = str(r.host)
+                while r.value:
+                    yield host, r.value.pop(0)
 
 
 def gather_records(args: argparse.Namespace, request: dyno_pb2.ListJobsRequest) -> HostRecords:

@@ -18,6 +18,7 @@ from dyno.client.commands._usage import usage_error
 
 # What the command runs with (protobuf, the ranking, the renderers) is imported by run(): --help loads none of it.
 if TYPE_CHECKING:
+    from dyno.client.commands._job_records import HostRecords
     from dyno.client.opportunities.model import Opportunities
 
 __all__ = ["register"]
@@ -75,14 +76,31 @@ def _prometheus(args: argparse.Namespace) -> Opportunities | None:
     return rank(inputs, since_s=args.since, source=args.prometheus, top=args.top)
 
 
+def _checked(gathered: HostRecords) -> HostRecords:
+    """The hosts' answers with a host whose columnar pages are malformed (columns.check_page) made a failed host,
+    named and counted as one that did not answer."""
+    from dyno.client.cluster import HostResult
+    from dyno.client.commands._job_records import HostRecords
+    from dyno.client.opportunities.columns import MalformedPage, check_page
+
+    results = []
+    for r in gathered.results:
+        try:
+            for page in (r.value or []) if r.ok else []:
+                check_page(page)
+        except MalformedPage as e:
+            r = HostResult(r.host, False, error=str(e), error_type="MalformedPage", elapsed_s=r.elapsed_s)
+        results.append(r)
+    return HostRecords(results, gathered.problems)
+
+
 def run(args: argparse.Namespace) -> int:
     from dyno.client.commands._job_records import gather_records
     from dyno.client.commands._trace_output import check_html
     from dyno.client.jobs_prometheus import PrometheusError, check_url
+    from dyno.client.opportunities.column_ranking import rank_pages
     from dyno.client.opportunities.html import render_html
     from dyno.client.opportunities.jsondoc import to_json
-    from dyno.client.opportunities.ranking import rank
-    from dyno.client.opportunities.records import from_records
     from dyno.client.opportunities.text import render
     from dyno.client.trace.manifest import write_text_atomic
     from dyno.gc_pause import gc_paused
@@ -99,14 +117,15 @@ def run(args: argparse.Namespace) -> int:
             return exit_codes.FAILURE
         code, results = exit_codes.OK, []
     else:
-        request = dyno_pb2.ListJobsRequest(since_ms=int((time.time() - args.since) * 1000), user=args.user)
-        with gc_paused():  # as jobs' gather and join: a fleet's answer is millions of objects, none garbage yet
-            gathered = gather_records(args, request)
+        # columns with every rule of each latest analysis (an older dynod's records are made the same columns)
+        since_ms = int((time.time() - args.since) * 1000)
+        request = dyno_pb2.ListJobsRequest(since_ms=since_ms, user=args.user, columnar=True, analysis_rules=True)
+        with gc_paused():  # as jobs' gather and join: a fleet's answer is many objects, none garbage yet
+            gathered = _checked(gather_records(args, request))
             results = gathered.results
             failed = [(str(r.host), f"{r.error_type}: {r.error}") for r in results if not r.ok]
-            inputs = from_records(gathered.records())
-            answer = rank(
-                inputs,
+            answer = rank_pages(
+                gathered.take_pages(),
                 since_s=args.since,
                 source="daemons",
                 top=args.top,

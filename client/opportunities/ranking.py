@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 
 from dyno.client.opportunities.model import JobHost, JobLoss, Opportunities, RuleOpportunity, Unanalysed
 from dyno.trace_analysis.rule_texts import RULE_TEXTS, RuleText
-from dyno.trace_summary import AnalysisState, TraceSummary
+from dyno.trace_summary import AnalysisFailure, AnalysisState, TraceSummary
 
-__all__ = ["DEFAULT_TOP", "merged", "rank"]
+__all__ = ["DEFAULT_TOP", "MAX_TEXT", "failure_reason", "merged", "rank"]
 
 DEFAULT_TOP = 5
-_MAX_TEXT = 1024  # a fix or reason from a daemon is shown cut to this many characters
+MAX_TEXT = 1024  # a fix or reason from a daemon is shown cut to this many characters
 
 
 def merged(inputs: Iterable[JobHost]) -> list[JobHost]:
@@ -50,10 +50,13 @@ def _share(value: float) -> float:
 
 
 def _reason(s: TraceSummary) -> str:
-    if s.state is not AnalysisState.FAILED:
-        return ""
-    words = s.failure_message[:_MAX_TEXT] or "no reason given"
-    return f"{s.failure.value.lower().replace('_', ' ')}: {words}" if s.failure.value != "NONE" else words
+    return failure_reason(s.failure, s.failure_message) if s.state is AnalysisState.FAILED else ""
+
+
+def failure_reason(failure: AnalysisFailure, message: str) -> str:
+    """A failed analysis' reason as shown: "timed out: worker killed" (the message cut to MAX_TEXT)."""
+    words = message[:MAX_TEXT] or "no reason given"
+    return f"{failure.value.lower().replace('_', ' ')}: {words}" if failure.value != "NONE" else words
 
 
 @dataclass
@@ -117,8 +120,8 @@ def rank(
             rs.daemons.add(j.daemon)
             if gain > rs.fix_weight:
                 rs.fix_weight = gain
-                rs.fix = loss.fix[:_MAX_TEXT] or rs.fix
-                rs.title = loss.title[:_MAX_TEXT] or rs.title
+                rs.fix = loss.fix[:MAX_TEXT] or rs.fix
+                rs.title = loss.title[:MAX_TEXT] or rs.title
     opportunities = [_opportunity(rule, rs, jobs, texts, top) for rule, rs in rules.items()]
     opportunities.sort(key=lambda o: (-o.recoverable_gpu_hours, o.rule))
     never = [

@@ -76,7 +76,9 @@ class ListJobsRpc:
             records, next_after = acc.list_encoded(q, after, request.page_size or default)
         token = f"{_TOKEN_PREFIX}{next_after}" if next_after else ""
         if request.columnar:
-            return columnar_response(self._hostname, records, token, acc.problem())
+            return columnar_response(
+                self._hostname, records, token, acc.problem(), analysis_rules=request.analysis_rules
+            )
         return list_jobs_response(self._hostname, records, token, acc.problem())
 
     def _user_filter(self, asked: str, context: grpc.ServicerContext) -> str | None:
@@ -92,20 +94,23 @@ class ListJobsRpc:
         return own if asked in ("", own) else None
 
 
-def columnar_response(hostname: str, records: list[bytes], next_page_token: str, store_problem: str) -> bytes:
-    """The encoded ListJobsResponse of a columnar request: the page's encoded records (in id order) as JobColumns.
+def columnar_response(
+    hostname: str, records: list[bytes], next_page_token: str, store_problem: str, *, analysis_rules: bool = False
+) -> bytes:
+    """The encoded ListJobsResponse of a columnar request: the page's encoded records (in id order) as JobColumns
+    (with `analysis_rules`, their analyses' rules too).
     Past job_columns' bounds (`fitting`) the page ends at the last stored record that fits (the next page goes on
     after its id). Records without an id (running ones not stored yet, or every record when the database cannot be
     used) are never cut: a page with none stored that fits holds them all, with no token."""
     jobs = dyno_pb2.ListJobsResponse.FromString(list_jobs_response("", records, "", "")).jobs
-    took = job_columns.fitting(jobs)
+    took = job_columns.fitting(jobs, analysis_rules=analysis_rules)
     rows = jobs
     if took < len(jobs):
         cut = next((k for k in range(took, 0, -1) if jobs[k - 1].record_id), 0)
         if cut:
             rows = jobs[:cut]
             next_page_token = f"{_TOKEN_PREFIX}{jobs[cut - 1].record_id}"
-    columns = job_columns.job_columns(rows)
+    columns = job_columns.job_columns(rows, analysis_rules=analysis_rules)
     answer = dyno_pb2.ListJobsResponse(
         hostname=hostname, next_page_token=next_page_token, store_problem=store_problem, columns=columns
     )

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import grpc
 
+from dyno.client.opportunities.model import JobHost
 from dyno.daemon.fake_server import FakeDynoServicer
 from dyno.trace_summary import AnalysisFailure, AnalysisState, RuleLoss, TraceSummary
-from dyno.trace_summary_pb import summary_to_proto
+from dyno.trace_summary_pb import summary_from_proto, summary_to_proto
 from dyno.v1 import dyno_pb2
 
-__all__ = ["H", "RecordsServicer", "analysis", "case_records", "record"]
+__all__ = ["H", "RecordsServicer", "analysis", "case_records", "job_hosts", "record"]
 
 H = 3600.0
 
@@ -30,6 +31,22 @@ def record(job: str, user: str, host: str, gpu_hours: float, a: TraceSummary | N
     if a is not None:
         r.latest_analysis.CopyFrom(summary_to_proto(a))
     return r
+
+
+def job_hosts(records: list[tuple[str, dyno_pb2.JobRecord]]) -> list[JobHost]:
+    """ranking.rank's inputs of ListJobs records, one per record with its daemon: the specification the columnar
+    ranking (column_ranking.rank_pages) is held to."""
+    return [
+        JobHost(
+            daemon=daemon,
+            hostname=r.hostname,
+            job_id=r.job_id,
+            user=r.user,
+            gpu_seconds=r.gpu_seconds,
+            analysis=summary_from_proto(r.latest_analysis, with_ranks=False) if r.HasField("latest_analysis") else None,
+        )
+        for daemon, r in records
+    ]
 
 
 def case_records(a: str, b: str) -> list[tuple[str, dyno_pb2.JobRecord]]:

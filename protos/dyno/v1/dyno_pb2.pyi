@@ -447,7 +447,7 @@ class FileChunk(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., last: _Optional[bool] = ..., total_size: _Optional[int] = ..., filename: _Optional[str] = ..., checksum: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("since_ms", "until_ms", "job_id", "user", "running_only", "page_size", "page_token", "columnar")
+    __slots__ = ("since_ms", "until_ms", "job_id", "user", "running_only", "page_size", "page_token", "columnar", "analysis_rules")
     SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -456,6 +456,7 @@ class ListJobsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     COLUMNAR_FIELD_NUMBER: _ClassVar[int]
+    ANALYSIS_RULES_FIELD_NUMBER: _ClassVar[int]
     since_ms: int
     until_ms: int
     job_id: str
@@ -464,7 +465,8 @@ class ListJobsRequest(_message.Message):
     page_size: int
     page_token: str
     columnar: bool
-    def __init__(self, since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., job_id: _Optional[str] = ..., user: _Optional[str] = ..., running_only: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., columnar: _Optional[bool] = ...) -> None: ...
+    analysis_rules: bool
+    def __init__(self, since_ms: _Optional[int] = ..., until_ms: _Optional[int] = ..., job_id: _Optional[str] = ..., user: _Optional[str] = ..., running_only: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., columnar: _Optional[bool] = ..., analysis_rules: _Optional[bool] = ...) -> None: ...
 
 class JobRecord(_message.Message):
     __slots__ = ("job_id", "user", "hostname", "first_seen_ms", "last_seen_ms", "running", "gpus_held", "gpus_max", "gpu_indices", "gpu_seconds", "busy_gpu_seconds", "sm_active_gpu_seconds", "tensor_active_gpu_seconds", "gpm_gpu_seconds", "gpu_memory_max_bytes", "energy_joules", "cpu_seconds", "ranks", "pids", "pid_count", "traces", "source", "simulated", "record_id", "latest_analysis")
@@ -535,7 +537,7 @@ class ListJobsResponse(_message.Message):
     def __init__(self, hostname: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., store_problem: _Optional[str] = ..., columns: _Optional[_Union[JobColumns, _Mapping]] = ...) -> None: ...
 
 class JobColumns(_message.Message):
-    __slots__ = ("job_id", "users", "user_index", "hostnames", "hostname_index", "first_seen_ms", "last_seen_ms", "running", "gpus_max", "gpu_seconds", "busy_gpu_seconds", "traces", "simulated", "gpm_rows", "sm_active_gpu_seconds", "gpm_gpu_seconds", "analysed_rows", "analyzed_ms", "analysis_state", "analysis_failure", "top_rule", "top_rule_share", "rules")
+    __slots__ = ("job_id", "users", "user_index", "hostnames", "hostname_index", "first_seen_ms", "last_seen_ms", "running", "gpus_max", "gpu_seconds", "busy_gpu_seconds", "traces", "simulated", "gpm_rows", "sm_active_gpu_seconds", "gpm_gpu_seconds", "analysed_rows", "analyzed_ms", "analysis_state", "analysis_failure", "top_rule", "top_rule_share", "rules", "analyses")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     USER_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -559,6 +561,7 @@ class JobColumns(_message.Message):
     TOP_RULE_FIELD_NUMBER: _ClassVar[int]
     TOP_RULE_SHARE_FIELD_NUMBER: _ClassVar[int]
     RULES_FIELD_NUMBER: _ClassVar[int]
+    ANALYSES_FIELD_NUMBER: _ClassVar[int]
     job_id: _containers.RepeatedScalarFieldContainer[str]
     users: _containers.RepeatedScalarFieldContainer[str]
     user_index: _containers.RepeatedScalarFieldContainer[int]
@@ -582,7 +585,30 @@ class JobColumns(_message.Message):
     top_rule: _containers.RepeatedScalarFieldContainer[int]
     top_rule_share: _containers.RepeatedScalarFieldContainer[float]
     rules: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, job_id: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ..., user_index: _Optional[_Iterable[int]] = ..., hostnames: _Optional[_Iterable[str]] = ..., hostname_index: _Optional[_Iterable[int]] = ..., first_seen_ms: _Optional[_Iterable[int]] = ..., last_seen_ms: _Optional[_Iterable[int]] = ..., running: _Optional[_Iterable[bool]] = ..., gpus_max: _Optional[_Iterable[int]] = ..., gpu_seconds: _Optional[_Iterable[float]] = ..., busy_gpu_seconds: _Optional[_Iterable[float]] = ..., traces: _Optional[_Iterable[int]] = ..., simulated: _Optional[_Iterable[bool]] = ..., gpm_rows: _Optional[_Iterable[int]] = ..., sm_active_gpu_seconds: _Optional[_Iterable[float]] = ..., gpm_gpu_seconds: _Optional[_Iterable[float]] = ..., analysed_rows: _Optional[_Iterable[int]] = ..., analyzed_ms: _Optional[_Iterable[int]] = ..., analysis_state: _Optional[_Iterable[_Union[AnalysisState, str]]] = ..., analysis_failure: _Optional[_Iterable[_Union[AnalysisFailure, str]]] = ..., top_rule: _Optional[_Iterable[int]] = ..., top_rule_share: _Optional[_Iterable[float]] = ..., rules: _Optional[_Iterable[str]] = ...) -> None: ...
+    analyses: AnalysisColumns
+    def __init__(self, job_id: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ..., user_index: _Optional[_Iterable[int]] = ..., hostnames: _Optional[_Iterable[str]] = ..., hostname_index: _Optional[_Iterable[int]] = ..., first_seen_ms: _Optional[_Iterable[int]] = ..., last_seen_ms: _Optional[_Iterable[int]] = ..., running: _Optional[_Iterable[bool]] = ..., gpus_max: _Optional[_Iterable[int]] = ..., gpu_seconds: _Optional[_Iterable[float]] = ..., busy_gpu_seconds: _Optional[_Iterable[float]] = ..., traces: _Optional[_Iterable[int]] = ..., simulated: _Optional[_Iterable[bool]] = ..., gpm_rows: _Optional[_Iterable[int]] = ..., sm_active_gpu_seconds: _Optional[_Iterable[float]] = ..., gpm_gpu_seconds: _Optional[_Iterable[float]] = ..., analysed_rows: _Optional[_Iterable[int]] = ..., analyzed_ms: _Optional[_Iterable[int]] = ..., analysis_state: _Optional[_Iterable[_Union[AnalysisState, str]]] = ..., analysis_failure: _Optional[_Iterable[_Union[AnalysisFailure, str]]] = ..., top_rule: _Optional[_Iterable[int]] = ..., top_rule_share: _Optional[_Iterable[float]] = ..., rules: _Optional[_Iterable[str]] = ..., analyses: _Optional[_Union[AnalysisColumns, _Mapping]] = ...) -> None: ...
+
+class AnalysisColumns(_message.Message):
+    __slots__ = ("rule_count", "failure_message_index", "failure_messages", "rule", "time_lost_share", "title_index", "fix_index", "titles", "fixes")
+    RULE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_MESSAGE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    TIME_LOST_SHARE_FIELD_NUMBER: _ClassVar[int]
+    TITLE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    FIX_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TITLES_FIELD_NUMBER: _ClassVar[int]
+    FIXES_FIELD_NUMBER: _ClassVar[int]
+    rule_count: _containers.RepeatedScalarFieldContainer[int]
+    failure_message_index: _containers.RepeatedScalarFieldContainer[int]
+    failure_messages: _containers.RepeatedScalarFieldContainer[str]
+    rule: _containers.RepeatedScalarFieldContainer[int]
+    time_lost_share: _containers.RepeatedScalarFieldContainer[float]
+    title_index: _containers.RepeatedScalarFieldContainer[int]
+    fix_index: _containers.RepeatedScalarFieldContainer[int]
+    titles: _containers.RepeatedScalarFieldContainer[str]
+    fixes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, rule_count: _Optional[_Iterable[int]] = ..., failure_message_index: _Optional[_Iterable[int]] = ..., failure_messages: _Optional[_Iterable[str]] = ..., rule: _Optional[_Iterable[int]] = ..., time_lost_share: _Optional[_Iterable[float]] = ..., title_index: _Optional[_Iterable[int]] = ..., fix_index: _Optional[_Iterable[int]] = ..., titles: _Optional[_Iterable[str]] = ..., fixes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RuleLoss(_message.Message):
     __slots__ = ("rule", "severity", "time_lost_share", "time_lost_us", "ranks", "title", "fix")

@@ -5,14 +5,13 @@ of records (an older dynod) and both mixed."""
 
 from __future__ import annotations
 
-import itertools
 import random
 
 import pytest
+from job_pages import on_daemons, pages_of, shuffled_pages
 
 from dyno.client.jobs_columns import from_pages
 from dyno.client.jobs_table import from_records, to_json
-from dyno.job_columns import job_columns
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
@@ -35,7 +34,7 @@ def _analysis(rng: random.Random) -> dyno_pb2.TraceSummary | None:
 
 def _records(seed: int, n: int) -> list[tuple[str, dyno_pb2.JobRecord]]:
     rng = random.Random(seed)
-    out = []
+    made = []
     for _ in range(n):
         gpu_s = rng.choice([0.0, 3600.0, rng.uniform(0, 1e5)])
         r = dyno_pb2.JobRecord(
@@ -53,31 +52,8 @@ def _records(seed: int, n: int) -> list[tuple[str, dyno_pb2.JobRecord]]:
             gpm_gpu_seconds=rng.choice([gpu_s, gpu_s * 0.9995, gpu_s * 0.5, 0.0]),
             traces=rng.randrange(3),
         )
-        analysis = _analysis(rng)
-        if analysis is not None:
-            r.latest_analysis.CopyFrom(analysis)
-        out.append((f"host{rng.randrange(6)}:1778", r))
-    out.sort(key=lambda dr: dr[0])  # a daemon's records come together, as a fan-out's answers do
-    return out
-
-
-def _pages(
-    records: list[tuple[str, dyno_pb2.JobRecord]], columnar: set[str]
-) -> list[tuple[str, dyno_pb2.ListJobsResponse]]:
-    """Pages of at most 7 records per daemon: columns for the daemons in `columnar`, records for the others."""
-    pages: list[tuple[str, dyno_pb2.ListJobsResponse]] = []
-    for daemon in sorted({d for d, _ in records}):
-        mine = [r for d, r in records if d == daemon]
-        for i in range(0, len(mine), 7):
-            chunk = mine[i : i + 7]
-            if daemon in columnar:
-                page = dyno_pb2.ListJobsResponse(columns=job_columns(chunk))
-                page.columns.SetInParent()
-            else:
-                page = dyno_pb2.ListJobsResponse(jobs=chunk)
-            pages.append((daemon, dyno_pb2.ListJobsResponse.FromString(page.SerializeToString())))
-        pages.append((daemon, dyno_pb2.ListJobsResponse(columns=dyno_pb2.JobColumns())))  # an empty last page
-    return pages
+        made.append((r, _analysis(rng)))
+    return on_daemons(rng, made)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -87,20 +63,14 @@ def test_columns_records_and_a_mixed_fleet_join_to_the_same_rows(seed: int) -> N
     expected = from_records(records)
     assert len(expected) > 20 and any(r.analysis for r in expected) and any(r.host_count > 1 for r in expected)
     for columnar in (set(daemons), set(), set(daemons[::2])):
-        got = from_pages(_pages(records, columnar))
+        got = from_pages(pages_of(records, columnar))
         assert got == expected  # every field, floats to the bit, and the ranking
         assert to_json(got) == to_json(expected)
 
 
 def test_a_daemons_pages_need_not_come_together() -> None:
-    rng = random.Random(7)
     records = _records(7, 200)
-    rng.shuffle(records)
-    pages = []
-    for daemon, run in itertools.groupby(records, key=lambda dr: dr[0]):  # runs of one daemon's records: a page each
-        chunk = [r for _, r in run]
-        columnar = dyno_pb2.ListJobsResponse(columns=job_columns(chunk)) if rng.random() < 0.5 else None
-        pages.append((daemon, columnar or dyno_pb2.ListJobsResponse(jobs=chunk)))
+    pages = shuffled_pages(records, random.Random(7))
     assert len(pages) > 2 * len({d for d, _ in records})
     assert from_pages(pages) == from_records(records)
 

@@ -196,11 +196,12 @@ def test_a_daemon_command_run_loads_the_client_stack_and_nothing_else(
     loaded = loaded_after[f"{name} run"]
     assert {f"dyno.client.commands.{name}", "grpc", "dyno.client.cluster"} <= loaded  # it called the daemon
     others = _EVERY_COMMAND - {f"dyno.client.commands.{name}"}
-    # jobs joins its hosts' columnar pages with numpy (dyno.client.jobs_columns)
-    joins = {"numpy"} if name == "jobs" else set()
+    # jobs joins its hosts' columnar pages with numpy (dyno.client.jobs_columns), opportunities ranks them so
+    # (dyno.client.opportunities.column_ranking)
+    joins = {"numpy"} if name in ("jobs", "opportunities") else set()
     assert loaded & (others | _ANALYSIS) == joins
     # no trainer agent, no analysis (nothing was fetched to analyse), no auth module (no auth option given);
-    # opportunities names each rule's fix from the rules' texts (no numpy: dyno.trace_analysis.rule_texts)
+    # opportunities names each rule's fix from the rules' texts (dyno.trace_analysis.rule_texts, not the analysis stack)
     texts = {"dyno.trace_analysis", "dyno.trace_analysis.rule_texts"} if name == "opportunities" else set()
     allowed = texts | (_prefixed(loaded, "numpy") if joins else set())
     assert _prefixed(loaded, "dyno.client.agent", "dyno.trace_analysis", "numpy", "dyno.client.auth") <= allowed

@@ -61,3 +61,46 @@ def test_a_page_ends_at_the_byte_bound_or_max_rows_and_holds_at_least_one_record
     assert fitting([]) == 0
     many = [dyno_pb2.JobRecord(job_id=f"{i}") for i in range(MAX_ROWS + 5)]
     assert fitting(many) == MAX_ROWS
+
+
+def _analysed(i: int, *rules: tuple[str, float, str]) -> dyno_pb2.JobRecord:
+    s = dyno_pb2.TraceSummary(
+        state=dyno_pb2.ANALYSIS_STATE_DONE,
+        analyzed_ms=i,
+        rules=[dyno_pb2.RuleLoss(rule=r, time_lost_share=x, title=t, fix=f"fix {r}") for r, x, t in rules],
+        ranks=[dyno_pb2.RankStepStats(rank=0, steps=5)],
+    )
+    return dyno_pb2.JobRecord(job_id=f"j{i}", user="u", latest_analysis=s)
+
+
+def test_analysis_rules_add_every_rule_and_failure_message_of_each_analysis() -> None:
+    failed = dyno_pb2.TraceSummary(
+        state=dyno_pb2.ANALYSIS_STATE_FAILED, failure=dyno_pb2.ANALYSIS_FAILURE_CRASHED, failure_message="killed"
+    )
+    records = [
+        _analysed(1, ("x", 0.1, "T1"), ("dataloader", 0.4, ""), ("x", 0.2, "T1")),
+        dyno_pb2.JobRecord(job_id="none"),
+        dyno_pb2.JobRecord(job_id="f", latest_analysis=failed),
+        _analysed(2),
+        _analysed(3, ("dataloader", 0.5, "T3")),
+    ]
+    c = job_columns(records, analysis_rules=True)
+    a = c.analyses
+    assert list(c.analysed_rows) == [0, 2, 3, 4] and list(a.rule_count) == [3, 0, 0, 1]  # a count per analysis
+    assert [a.failure_messages[k] for k in a.failure_message_index] == ["", "killed", "", ""]
+    assert [c.rules[k] for k in a.rule] == ["x", "dataloader", "x", "dataloader"]  # in each analysis' order
+    assert list(a.time_lost_share) == [0.1, 0.4, 0.2, 0.5]
+    assert [a.titles[k] for k in a.title_index] == ["T1", "", "T1", "T3"] and len(a.titles) == 3  # each once
+    assert [a.fixes[k] for k in a.fix_index] == ["fix x", "fix dataloader", "fix x", "fix dataloader"]
+    assert list(c.top_rule) == [0, -1, -1, 0] and list(c.rules) == ["dataloader", "x"]  # top_rule's table, shared
+    assert not job_columns(records).HasField("analyses")  # only when asked
+    assert job_columns([], analysis_rules=True).HasField("analyses")  # asked: set, even on an empty page
+
+
+def test_with_analysis_rules_a_page_ends_at_the_byte_bound_counting_each_string_once() -> None:
+    same = [_analysed(i, ("dataloader", 0.1, "t" * 60), ("x", 0.2, "t" * 60)) for i in range(60)]
+    assert fitting(same, max_bytes=20_000, analysis_rules=True) == 60  # the title counted once a page
+    distinct = [_analysed(i, ("dataloader", 0.1, f"{i}" * 300)) for i in range(60)]
+    took = fitting(distinct, max_bytes=20_000, analysis_rules=True)
+    assert 20 < took < 60 and fitting(distinct, max_bytes=20_000) == 60  # the titles count only when sent
+    assert job_columns(distinct[:took], analysis_rules=True).ByteSize() <= 20_000

@@ -1,5 +1,7 @@
 """`dyno-cli opportunities --hosts`: against real gRPC servers on loopback serving hand-built ListJobs records
-(opportunity_cases.py), a dead host among them (partial answer naming it, exit 3); usage mistakes exit 2."""
+(opportunity_cases.py), a dead host among them (partial answer naming it, exit 3); the same records as columns (as
+dynod answers `analysis_rules`), from a dynod that answers columns without their analyses (asked again for records),
+and a host whose columns are malformed (a failed host); usage mistakes exit 2."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from opportunity_cases import RecordsServicer, case_records
 
 from dyno.client.cli import main as cli_main
 from dyno.daemon.fake_server import FakeServer, serve
+from dyno.job_columns import job_columns
+from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
 
@@ -26,6 +30,65 @@ def servers() -> Iterator[list[FakeServer[RecordsServicer]]]:
     yield s
     for one in s:
         one.server.stop(0)
+
+
+class ColumnsServicer(RecordsServicer):
+    """Answers a columnar request as dynod does (`analyses` with analysis_rules), or, as `kind` says, as a dynod
+    older than analysis_rules ("before": columns without analyses) or a broken one ("malformed": a bad index)."""
+
+    def __init__(self, hostname: str, records: list[dyno_pb2.JobRecord], kind: str) -> None:
+        super().__init__(hostname, records)
+        self.kind = kind
+        self.asked: list[tuple[bool, bool]] = []  # (columnar, analysis_rules) of each request
+
+    def ListJobsEncoded(self, request: dyno_pb2.ListJobsRequest, context: object) -> bytes:  # type: ignore[override]
+        self.asked.append((request.columnar, request.analysis_rules))
+        if not request.columnar:
+            return super().ListJobsEncoded(request, context)  # type: ignore[arg-type]
+        columns = job_columns(self.records, analysis_rules=request.analysis_rules and self.kind != "before")
+        if self.kind == "malformed":
+            columns.analyses.rule[0] = len(columns.rules)
+        return dyno_pb2.ListJobsResponse(hostname=self.hostname, columns=columns).SerializeToString()
+
+
+@pytest.fixture(scope="module")
+def column_servers() -> Iterator[dict[str, FakeServer[ColumnsServicer]]]:
+    records = case_records("a", "b")
+    s = {
+        f"{d}-{kind}": serve(
+            lambda port, d=d, kind=kind: ColumnsServicer(f"host-{d}", [r for h, r in records if h == d], kind)
+        )
+        for d in "ab"
+        for kind in ("now", "before", "malformed")
+    }
+    yield s
+    for one in s.values():
+        one.server.stop(0)
+
+
+def test_columns_and_a_dynod_before_analysis_rules_rank_as_records(
+    servers, column_servers, capsys: pytest.CaptureFixture[str]
+) -> None:  # type: ignore[no-untyped-def]
+    assert cli_main(["opportunities", "--hosts", ",".join(s.target for s in servers), "--json"]) == 0
+    expected = capsys.readouterr().out
+    for a, b in (("now", "now"), ("before", "before"), ("now", "before")):
+        pair = column_servers[f"a-{a}"], column_servers[f"b-{b}"]
+        assert cli_main(["opportunities", "--hosts", ",".join(s.target for s in pair), "--json"]) == 0
+        assert capsys.readouterr().out == expected
+    assert column_servers["a-now"].servicer.asked[-1] == (True, True)  # columns with their analyses' rules
+    assert column_servers["b-before"].servicer.asked[-2:] == [(True, True), (False, False)]  # then records
+
+
+def test_a_host_with_malformed_columns_is_a_failed_host(column_servers, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    good, bad = column_servers["a-now"], column_servers["b-malformed"]
+    assert cli_main(["opportunities", "--hosts", f"{good.target},{bad.target}", "--json"]) == 3
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    (failed,) = doc["failed_hosts"]
+    assert failed["host"] == bad.target and failed["error"].startswith("MalformedPage: a columnar ListJobs page")
+    assert "analyses.rule" in failed["error"] and "Traceback" not in captured.err and bad.target in captured.err
+    # host a's jobs still ranked: sync-calls 10 x 0.1 + 20 x 0.25, dataloader 10 x 0.5
+    assert [(r["rule"], r["recoverable_gpu_hours"]) for r in doc["rules"]] == [("sync-calls", 6.0), ("dataloader", 5.0)]
 
 
 def _code(argv: list[str]) -> int:

@@ -4,11 +4,10 @@ rule, ranked; a job on two hosts adds up per host; never-analysed and failed ana
 from __future__ import annotations
 
 import pytest
-from opportunity_cases import H, analysis, case_records, record
+from opportunity_cases import H, analysis, case_records, job_hosts, record
 
 from dyno.client.opportunities.model import JobHost
 from dyno.client.opportunities.ranking import merged, rank
-from dyno.client.opportunities.records import from_records
 from dyno.trace_analysis.rule_texts import RULE_TEXTS
 from dyno.trace_summary import AnalysisState, RuleLoss, TraceSummary
 
@@ -16,7 +15,7 @@ pytestmark = pytest.mark.unit
 
 
 def _rank(records, **kw):  # type: ignore[no-untyped-def]
-    return rank(from_records(records), since_s=7 * 86400, source="daemons", **kw)
+    return rank(job_hosts(records), since_s=7 * 86400, source="daemons", **kw)
 
 
 def test_rules_ranked_by_recoverable_gpu_hours_over_jobs_and_hosts() -> None:
@@ -99,7 +98,7 @@ def test_records_of_one_job_on_one_host_join_under_the_newest_analysis() -> None
         ("a", record("j", "u", "h", 3, new)),
         ("a", record("j", "u", "h", 1)),
     ]
-    joined = merged(from_records(records))
+    joined = merged(job_hosts(records))
     (one,) = joined
     assert one.gpu_seconds == pytest.approx(5 * H) and one.analysis is not None
     assert [r.rule for r in one.analysis.rules] == ["sync-calls"]

@@ -8,13 +8,12 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-from opportunity_cases import analysis, case_records, record
+from opportunity_cases import analysis, case_records, job_hosts, record
 
 from dyno.client.opportunities.html import render_html
 from dyno.client.opportunities.jsondoc import SCHEMA, VERSION, to_json
 from dyno.client.opportunities.model import Opportunities
 from dyno.client.opportunities.ranking import rank
-from dyno.client.opportunities.records import from_records
 from dyno.client.opportunities.text import render
 
 pytestmark = pytest.mark.unit
@@ -24,7 +23,7 @@ EVIL_USER = "<img src=x onerror=alert(1)>"
 
 
 def _case() -> Opportunities:
-    return rank(from_records(case_records("a:1778", "b:1778")), since_s=7 * 86400, source="daemons")
+    return rank(job_hosts(case_records("a:1778", "b:1778")), since_s=7 * 86400, source="daemons")
 
 
 def _evil() -> Opportunities:
@@ -33,7 +32,7 @@ def _evil() -> Opportunities:
         ("a:1778", record(EVIL_JOB, EVIL_USER, "host-<a>", 50, analysis(("straggler", 0.5)))),
         ("b:1778", record(EVIL_JOB + "2", EVIL_USER, "host-b", 1, analysis(failed="<b>bold</b> \x1b[31mred"))),
     ]
-    return rank(from_records(records), since_s=7 * 86400, source="daemons", failed_hosts=[("c:1778", "<down>")])
+    return rank(job_hosts(records), since_s=7 * 86400, source="daemons", failed_hosts=[("c:1778", "<down>")])
 
 
 def test_json_document_schema() -> None:
@@ -136,7 +135,7 @@ def test_terminal_table_fits_the_width_and_cleans_control_characters() -> None:
 
 
 def test_nothing_analysed_says_so() -> None:
-    o = rank(from_records([("a", record("dark", "u", "h", 3))]), since_s=86400, source="daemons")
+    o = rank(job_hosts([("a", record("dark", "u", "h", 3))]), since_s=86400, source="daemons")
     out = render(o)
     assert "0.00 analysed, 3.00 never analysed" in out and "RANK" not in out
     assert "<svg" not in render_html(o)
@@ -144,7 +143,7 @@ def test_nothing_analysed_says_so() -> None:
 
 def test_a_short_jobs_gpu_hours_do_not_read_as_zero() -> None:
     o = rank(
-        from_records([("a", record("short", "u", "h", 0.0022, analysis(("tiny-ops", 0.5))))]), since_s=3600, source="x"
+        job_hosts([("a", record("short", "u", "h", 0.0022, analysis(("tiny-ops", 0.5))))]), since_s=3600, source="x"
     )
     out = render(o)
     assert "0.0022 GPU-hours in the last 1 hour" in out and "1. tiny-ops: 0.0011 GPU-hours recoverable" in out

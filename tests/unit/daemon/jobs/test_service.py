@@ -12,7 +12,7 @@ from dyno import job_columns
 from dyno.daemon.callers import Caller
 from dyno.daemon.jobs.accounting import AccountingConfig, JobAccounting
 from dyno.daemon.jobs.records import MAX_LISTED, JobRecord
-from dyno.daemon.jobs.service import MAX_PAGE_SIZE, ListJobsRpc
+from dyno.daemon.jobs.service import MAX_PAGE_SIZE, ListJobsRpc, columnar_response
 from dyno.v1 import dyno_pb2
 
 
@@ -147,3 +147,30 @@ def test_an_unidentified_caller_is_refused_unless_dynod_trusts_such_callers(tmp_
     assert "only identified users may list jobs" in e.value.details
     trusted = ListJobsRpc(lambda: acc, "h", lambda context: Caller(None, True, "an unidentified caller"))
     assert len(_jobs(trusted)) == 3
+
+
+def test_a_columnar_page_with_analysis_rules_carries_every_rule_and_ends_at_the_byte_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    acc = _accounting(tmp_path, 3)
+    rpc = ListJobsRpc(lambda: acc, "h")
+    (asked,) = _columnar_pages(rpc, analysis_rules=True)  # the RPC passes the flag on (no analysis stored: empty)
+    assert asked.columns.HasField("analyses") and not asked.columns.analyses.rule_count
+    assert not _columnar_pages(rpc)[0].columns.HasField("analyses")
+
+    def analysed(i: int) -> bytes:
+        rules = [dyno_pb2.RuleLoss(rule=f"r{k}", time_lost_share=0.1, title=f"{i}-{k}" * 10) for k in range(3)]
+        s = dyno_pb2.TraceSummary(state=dyno_pb2.ANALYSIS_STATE_DONE, analyzed_ms=i, rules=rules)
+        return dyno_pb2.JobRecord(job_id=f"j{i}", user="u", record_id=i + 1, latest_analysis=s).SerializeToString()
+
+    stored = [analysed(i) for i in range(200)]
+    records = [dyno_pb2.JobRecord.FromString(r) for r in stored]
+    whole = dyno_pb2.ListJobsResponse.FromString(columnar_response("h", stored, "", "", analysis_rules=True))
+    assert whole.columns == job_columns.job_columns(records, analysis_rules=True) and not whole.next_page_token
+    plain = dyno_pb2.ListJobsResponse.FromString(columnar_response("h", stored, "", ""))
+    assert not plain.columns.HasField("analyses") and plain.columns == job_columns.job_columns(records)
+    monkeypatch.setattr(job_columns, "MAX_BYTES", 20_000)  # titles of ~60 bytes, 3 a record: ~60 records a page
+    cut = dyno_pb2.ListJobsResponse.FromString(columnar_response("h", stored, "", "", analysis_rules=True))
+    took = len(cut.columns.job_id)
+    assert 20 < took < 200 and cut.next_page_token == f"j1:{took}" and cut.columns.ByteSize() <= 20_000
+    assert len(cut.columns.analyses.rule) == 3 * took

@@ -1,0 +1,190 @@
+"""The daemons' columnar ListJobs pages (with `analysis_rules`) read as flat numpy arrays, for ranking over a fleet's
+millions of records (column_ranking.py): entry i of a per-record array is record i of all the pages, in their order;
+per analysis and per rule of an analysis likewise. A page of records (a dynod older than the columnar form) is made
+columns first (dyno.job_columns), so a mixed fleet reads in one pass. Strings (job ids, users, hostnames, rule ids,
+titles, fixes, failure messages) become integer codes into tables of this answer; the only per-record Python is one
+dict pass over the (job id, user) keys, in C.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from dyno.job_columns import job_columns
+from dyno.numpy_import import import_numpy_single_threaded
+from dyno.v1 import dyno_pb2
+
+import_numpy_single_threaded()
+import numpy as np  # noqa: E402
+
+__all__ = ["FleetColumns", "MalformedPage", "check_page", "read_pages"]
+
+_I32 = np.int32
+_I64 = np.int64
+_F64 = np.float64
+
+
+class MalformedPage(ValueError):
+    """A daemon's columnar page whose columns do not agree (lengths, indexes out of their tables)."""
+
+
+@dataclass(frozen=True)
+class FleetColumns:
+    """Every record of the pages. Per record: `daemon` (code in `daemons`), `job` (code in `jobs`: (job id, user),
+    first seen first), `hostname` (code in `hostnames`), `gpu_seconds`. Per analysis: `record`, `analyzed_ms`, `state`
+    and `failure` (dyno.v1 enum values), `message` (code in `messages`), its rules at `rule_start`, `rule_count`. Per
+    rule: `rule` (code in `rules`), `share` (time_lost_share as sent), `title`, `fix` (codes in `texts`)."""
+
+    daemons: list[str]
+    jobs: list[tuple[str, str]]
+    hostnames: list[str]
+    rules: list[str]
+    messages: list[str]
+    texts: list[str]
+    daemon: Any
+    job: Any
+    hostname: Any
+    gpu_seconds: Any
+    record: Any
+    analyzed_ms: Any
+    state: Any
+    failure: Any
+    message: Any
+    rule_start: Any
+    rule_count: Any
+    rule: Any
+    share: Any
+    title: Any
+    fix: Any
+
+
+def _columns(page: dyno_pb2.ListJobsResponse) -> Iterator[dyno_pb2.JobColumns]:
+    if page.HasField("columns"):
+        check_page(page)
+        yield page.columns
+    elif page.jobs:
+        yield job_columns(page.jobs, analysis_rules=True)
+
+
+def _codes(table: dict[str, int], names: Iterable[str], at: Any) -> Any:
+    """`at` (indexes into the page's `names`) as codes in `table` (names added as first seen)."""
+    return np.array([table.setdefault(n, len(table)) for n in names], _I64)[at]
+
+
+def check_page(page: dyno_pb2.ListJobsResponse) -> None:
+    """Raises MalformedPage unless a columnar page has its analyses (asked with analysis_rules), its columns agree in
+    length and their indexes fall in their tables (a daemon's page is untrusted); a page of records passes."""
+    if not page.HasField("columns"):
+        return
+    c = page.columns
+    if not c.HasField("analyses"):
+        raise MalformedPage("a columnar ListJobs page without its analyses' rules (a dynod before analysis_rules)")
+    n, k, a = len(c.job_id), len(c.analysed_rows), c.analyses
+    counts = np.array(a.rule_count, _I64)
+    sizes = {
+        "user_index": (len(c.user_index), n),
+        "hostname_index": (len(c.hostname_index), n),
+        "gpu_seconds": (len(c.gpu_seconds), n),
+        "analyzed_ms": (len(c.analyzed_ms), k),
+        "analysis_state": (len(c.analysis_state), k),
+        "analysis_failure": (len(c.analysis_failure), k),
+        "analyses.rule_count": (len(counts), k),
+        "analyses.failure_message_index": (len(a.failure_message_index), k),
+        "analyses.rule": (len(a.rule), int(counts.sum()) if counts.min(initial=0) >= 0 else -1),
+        "analyses.time_lost_share": (len(a.time_lost_share), len(a.rule)),
+        "analyses.title_index": (len(a.title_index), len(a.rule)),
+        "analyses.fix_index": (len(a.fix_index), len(a.rule)),
+    }
+    bounds = {
+        "user_index": (c.user_index, len(c.users)),
+        "hostname_index": (c.hostname_index, len(c.hostnames)),
+        "analysed_rows": (c.analysed_rows, n),
+        "analyses.failure_message_index": (a.failure_message_index, len(a.failure_messages)),
+        "analyses.rule": (a.rule, len(c.rules)),
+        "analyses.title_index": (a.title_index, len(a.titles)),
+        "analyses.fix_index": (a.fix_index, len(a.fixes)),
+    }
+    wrong = [name for name, (have, want) in sizes.items() if have != want]
+    for name, (at, size) in bounds.items():
+        values = np.array(at, _I64)
+        if len(values) and not 0 <= values.min() <= values.max() < size:
+            wrong.append(name)
+    if wrong:
+        raise MalformedPage(f"a columnar ListJobs page whose columns do not agree: {', '.join(dict.fromkeys(wrong))}")
+
+
+def read_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> FleetColumns:
+    """Every record of the pages (each given with the daemon that answered it), as arrays (filled in place: a
+    fleet's are millions of entries, which a join of per-page arrays would hold twice). Raises MalformedPage."""
+    read: list[tuple[str, dyno_pb2.JobColumns]] = []
+    for daemon, page in pages:
+        try:
+            read += [(daemon, c) for c in _columns(page)]
+        except MalformedPage as bad:
+            raise MalformedPage(f"{daemon}: {bad}") from None
+    records = sum(len(c.job_id) for _, c in read)
+    analyses = sum(len(c.analysed_rows) for _, c in read)
+    rules = sum(len(c.analyses.rule) for _, c in read)
+    f = FleetColumns(
+        daemons=[],
+        jobs=[],
+        hostnames=[],
+        rules=[],
+        messages=[],
+        texts=[],
+        daemon=np.empty(records, _I32),
+        job=np.empty(records, _I64),  # sparse codes until made dense below
+        hostname=np.empty(records, _I32),
+        gpu_seconds=np.empty(records, _F64),
+        record=np.empty(analyses, _I64),
+        analyzed_ms=np.empty(analyses, _I64),
+        state=np.empty(analyses, _I32),
+        failure=np.empty(analyses, _I32),
+        message=np.empty(analyses, _I32),
+        rule_start=np.empty(analyses, _I64),
+        rule_count=np.empty(analyses, _I64),
+        rule=np.empty(rules, _I32),
+        share=np.empty(rules, _F64),
+        title=np.empty(rules, _I32),
+        fix=np.empty(rules, _I32),
+    )
+    daemons: dict[str, int] = {}
+    users: dict[str, int] = {}
+    index: dict[tuple[str, int], int] = {}  # (job id, user's code) -> a sparse code (its first record's number)
+    tables: tuple[dict[str, int], ...] = ({}, {}, {}, {})  # hostnames, rule ids, failure messages, titles and fixes
+    hostnames, rule_ids, messages, texts = tables
+    r = k = e = 0  # the next record, analysis and rule of the arrays
+    for daemon, c in read:
+        n, m, a = len(c.job_id), len(c.analysed_rows), c.analyses
+        user = _codes(users, c.users, np.array(c.user_index, _I64)).tolist()
+        codes = map(index.setdefault, zip(c.job_id, user, strict=True), itertools.count(r))
+        f.daemon[r : r + n] = daemons.setdefault(daemon, len(daemons))
+        f.job[r : r + n] = np.fromiter(codes, _I64, n)
+        f.hostname[r : r + n] = _codes(hostnames, c.hostnames, np.array(c.hostname_index, _I64))
+        f.gpu_seconds[r : r + n] = c.gpu_seconds
+        f.record[k : k + m] = np.array(c.analysed_rows, _I64) + r
+        f.analyzed_ms[k : k + m] = c.analyzed_ms
+        f.state[k : k + m] = c.analysis_state
+        f.failure[k : k + m] = c.analysis_failure
+        f.message[k : k + m] = _codes(messages, a.failure_messages, np.array(a.failure_message_index, _I64))
+        f.rule_count[k : k + m] = a.rule_count
+        size = len(a.rule)
+        f.rule[e : e + size] = _codes(rule_ids, c.rules, np.array(a.rule, _I64))
+        f.share[e : e + size] = a.time_lost_share
+        f.title[e : e + size] = _codes(texts, a.titles, np.array(a.title_index, _I64))
+        f.fix[e : e + size] = _codes(texts, a.fixes, np.array(a.fix_index, _I64))
+        r, k, e = r + n, k + m, e + size
+    dense = np.zeros(records, _I64)  # sparse code -> 0..jobs-1, in the dict's (first seen) order
+    dense[np.fromiter(index.values(), _I64, len(index))] = np.arange(len(index), dtype=_I64)
+    f.job[:] = dense[f.job]
+    np.cumsum(f.rule_count, out=f.rule_start)
+    np.subtract(f.rule_start, f.rule_count, out=f.rule_start)
+    user_names = list(users)
+    f.daemons.extend(daemons)
+    f.jobs.extend((job_id, user_names[u]) for job_id, u in index)
+    for table, names in zip((f.hostnames, f.rules, f.messages, f.texts), tables, strict=True):
+        table.extend(names)
+    return f

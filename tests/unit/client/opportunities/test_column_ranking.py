@@ -1,0 +1,130 @@
+"""column_ranking.rank_pages (the ranking over columnar ListJobs pages) gives exactly ranking.rank's answer over the
+same records: random record sets with every case rank treats (a job's records repeated on a host and spread over
+daemons; analyses DONE / FAILED / PENDING / of an unknown state / none, with equal times; NaN, negative and > 1
+shares; empty and over-long titles, fixes and failure messages; jobs without GPU time), as columnar pages, as pages
+of records (an older dynod) and both mixed: equal Opportunities (floats to the bit) and identical JSON and text."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+from job_pages import on_daemons, pages_of, shuffled_pages
+from opportunity_cases import job_hosts
+
+from dyno.client.opportunities.column_ranking import rank_pages
+from dyno.client.opportunities.columns import MalformedPage
+from dyno.client.opportunities.jsondoc import to_json
+from dyno.client.opportunities.ranking import rank
+from dyno.client.opportunities.text import render
+from dyno.job_columns import job_columns
+from dyno.v1 import dyno_pb2
+
+pytestmark = pytest.mark.unit
+
+_RULES = ["dataloader", "straggler", "sync-calls", "made-up-rule"]
+_TEXTS = ["", "", "short words", "x" * 1100]  # empty ones keep the text before; long ones are cut to 1024
+_SHARES = [0.0, 0.05, 0.1, 0.25, 0.25, 0.5, 1.0, 1.7, -0.1, math.nan, math.inf, -0.0]
+
+
+def _analysis(rng: random.Random) -> dyno_pb2.TraceSummary | None:
+    kind = rng.random()
+    if kind < 0.25:
+        return None
+    analyzed = rng.randrange(4)  # few values: ties, where DONE wins and then the first record's
+    if kind < 0.4:
+        return dyno_pb2.TraceSummary(
+            state=dyno_pb2.ANALYSIS_STATE_FAILED,
+            failure=rng.choice([0, 1, 2, 3, 6, 99]),  # type: ignore[arg-type]  # 99: unknown to this client
+            failure_message=rng.choice(_TEXTS),
+            analyzed_ms=analyzed,
+        )
+    if kind < 0.5:
+        state = rng.choice([dyno_pb2.ANALYSIS_STATE_PENDING, dyno_pb2.ANALYSIS_STATE_RUNNING, 42])
+        return dyno_pb2.TraceSummary(state=state, analyzed_ms=analyzed + 10)  # type: ignore[arg-type]
+    rules = [
+        dyno_pb2.RuleLoss(
+            rule=rng.choice(_RULES),
+            time_lost_share=rng.choice(_SHARES),
+            title=rng.choice(_TEXTS),
+            fix=rng.choice(_TEXTS),
+        )
+        for _ in range(rng.randrange(5))
+    ]
+    return dyno_pb2.TraceSummary(state=dyno_pb2.ANALYSIS_STATE_DONE, analyzed_ms=analyzed, rules=rules)
+
+
+def _records(seed: int, n: int, *, odd_hours: bool = False) -> list[tuple[str, dyno_pb2.JobRecord]]:
+    rng = random.Random(seed)
+    hours = [0.0, 1.0, 8.0, 8.0, -1.0, math.nan] + ([math.inf] if odd_hours else [])
+    made = []
+    for _ in range(n):
+        r = dyno_pb2.JobRecord(
+            job_id=f"job-{rng.randrange(25)}",
+            user=rng.choice(["alice", "bob", ""]),
+            hostname=rng.choice(["node1", "node2", "node3", ""]),
+            gpu_seconds=rng.choice([*hours, rng.uniform(0, 1e5)]) * 3600.0,
+        )
+        made.append((r, _analysis(rng)))
+    return on_daemons(rng, made)
+
+
+def _both(records: list[tuple[str, dyno_pb2.JobRecord]], columnar: set[str], top: int = 3) -> tuple[str, str]:
+    kw = {"since_s": 86400.0, "source": "daemons", "top": top, "failed_hosts": [("h:1", "Unavailable: x")]}
+    expected = rank(job_hosts(records), **kw)  # type: ignore[arg-type]
+    got = rank_pages(pages_of(records, columnar, analysis_rules=True), **kw)  # type: ignore[arg-type]
+    assert json.dumps(to_json(got)) == json.dumps(to_json(expected))
+    assert render(got, 100) == render(expected, 100)
+    return repr(got), repr(expected)  # repr: floats to the bit (NaN too), and a numpy scalar would show
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_columns_records_and_a_mixed_fleet_rank_alike(seed: int) -> None:
+    records = _records(seed, 300)
+    daemons = sorted({d for d, _ in records})
+    expected = rank(job_hosts(records), since_s=86400.0, source="daemons")
+    assert expected.rules and expected.unanalysed and expected.failed_analysis_count  # the cases are there
+    for columnar in (set(daemons), set(), set(daemons[::2])):
+        got, want = _both(records, columnar)
+        assert got == want
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_endless_gpu_hours_rank_alike_too(seed: int) -> None:
+    """An infinite GPU time times a share of 0 is a NaN gain, which rank keeps: the orders agree even then."""
+    records = _records(100 + seed, 200, odd_hours=True)
+    got, want = _both(records, {d for d, _ in records[::3]}, top=50)
+    assert got == want
+
+
+def test_a_daemons_pages_need_not_come_together() -> None:
+    records = _records(8, 300)
+    pages = shuffled_pages(records, random.Random(8), analysis_rules=True)
+    assert len(pages) > 2 * len({d for d, _ in records})
+    expected = rank(job_hosts(records), since_s=1.0, source="daemons", top=20)
+    assert repr(rank_pages(pages, since_s=1.0, source="daemons", top=20)) == repr(expected)
+
+
+def test_many_listed_jobs_and_no_records() -> None:
+    records = _records(77, 400)
+    got, want = _both(records, {d for d, _ in records}, top=10_000)
+    assert got == want
+    empty = rank_pages([], since_s=1.0, source="daemons")
+    assert empty == rank([], since_s=1.0, source="daemons")
+
+
+def test_a_columnar_page_without_analyses_or_with_bad_indexes_is_refused() -> None:
+    records = [r for _, r in _records(5, 30)]
+    old = dyno_pb2.ListJobsResponse(columns=job_columns(records))  # a dynod before analysis_rules
+    with pytest.raises(MalformedPage, match="h:1: .*without its analyses"):
+        rank_pages([("h:1", old)], since_s=1.0, source="daemons")
+    bad = dyno_pb2.ListJobsResponse(columns=job_columns(records, analysis_rules=True))
+    bad.columns.analyses.rule[0] = 99
+    bad.columns.analyses.rule_count.append(1)
+    with pytest.raises(MalformedPage, match=r"h:2: .*agree: analyses\.rule_count, analyses\.rule$"):
+        rank_pages([("h:2", bad)], since_s=1.0, source="daemons")
+    bad.columns.analyses.rule_count.pop()
+    with pytest.raises(MalformedPage, match=r"h:2: .*: analyses\.rule$"):
+        rank_pages([("h:2", bad)], since_s=1.0, source="daemons")
