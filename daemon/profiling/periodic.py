@@ -27,7 +27,8 @@ from dyno.daemon.profiling.policy import (
 )
 from dyno.daemon.profiling.resume import resume_budget
 from dyno.daemon.profiling.schedule import Schedule
-from dyno.daemon.registry import ProcessRegistry, RegisteredProcess, now_ms
+from dyno.daemon.registered_process import RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry, now_ms
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import TraceLimitError, TraceRequestError, UnknownTraceError
 from dyno.logthrottle import ThrottledLog

@@ -16,7 +16,8 @@ from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from dyno.daemon.process_roles import job_roles, order_for_limit
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess, now_ms
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry, now_ms
 from dyno.daemon.tracing import trust
 from dyno.daemon.tracing.agent_side import AgentSide
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier

@@ -12,7 +12,8 @@ from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.callers import CallerIdentity
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.instance_id import new_instance_id
-from dyno.daemon.registry import PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.kineto_ipc import KinetoEndpoint
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.retention import enforce_retention

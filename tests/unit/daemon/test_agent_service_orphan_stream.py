@@ -22,7 +22,8 @@ from agent_service_env import agent_service
 from dyno.daemon import connection_limits
 from dyno.daemon.agent_server import AgentServer
 from dyno.daemon.agent_service import AgentServicer
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 

@@ -17,7 +17,8 @@ from manual_clock import Clock
 from dyno.daemon.jobs.records import JobRecord
 from dyno.daemon.profiling.periodic import SCAN_MS, TICK_S, PeriodicProfiler
 from dyno.daemon.profiling.policy import LATE_MS, PeriodicSettings, SkipReason
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import retention
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import (

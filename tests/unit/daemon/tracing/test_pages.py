@@ -19,7 +19,8 @@ from grpc_context import Aborted, AbortingContext
 from dyno.client.client import DynoClient
 from dyno.daemon.answer_bounds import ELLIPSIS
 from dyno.daemon.history import History
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.server import DynoServicer, add_to_server
 from dyno.daemon.tracing import pages as trace_pages
 from dyno.daemon.tracing import service as trace_service

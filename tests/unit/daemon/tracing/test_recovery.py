@@ -12,7 +12,8 @@ import pytest
 from fake_proc import no_proc_identifier
 
 from dyno.daemon.config import DaemonConfig
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing import retention, streaming
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll

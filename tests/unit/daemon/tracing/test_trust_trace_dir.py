@@ -17,7 +17,8 @@ import pytest
 from grpc_context import Aborted, AbortingContext
 
 from dyno import trace_layout
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing import retention, trust
 from dyno.daemon.tracing.manager import TraceManager

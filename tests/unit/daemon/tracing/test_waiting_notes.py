@@ -26,7 +26,8 @@ from dyno.client.hosts import Host
 from dyno.client.trace.cluster import ClusterTrace
 from dyno.daemon.fake_server import serve
 from dyno.daemon.proto_convert import process_trace_to_pb
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
