@@ -38,6 +38,16 @@ RANK_THRESHOLD = 16
 _SHARES = ("idle", "compute", "non_compute", "communication", "memory", "exposed_communication")
 
 
+def _share(part: float, whole: float) -> float:
+    """`part` as a fraction of `whole`; 0 when the whole is empty."""
+    return part / whole if whole > 0 else 0.0
+
+
+def _pcts(us: Mapping[str, float], whole_us: float, parts: Sequence[str]) -> dict[str, float]:
+    """`<part>_pct` for each of `parts`: its `<part>_us` in percent of `whole_us`, in the order of `parts`."""
+    return {f"{k}_pct": 100.0 * _share(us[f"{k}_us"], whole_us) for k in parts}
+
+
 @dataclass(frozen=True)
 class DeviceBreakdown:
     """One GPU of a rank that drives several: its time over the rank's GPU span, µs (``Breakdown.devices``)."""
@@ -85,7 +95,7 @@ class Breakdown:
     devices: tuple[DeviceBreakdown, ...] = ()
 
     def share(self, v: float) -> float:
-        return v / self.span_us if self.span_us > 0 else 0.0
+        return _share(v, self.span_us)
 
     def to_dict(self) -> dict[str, object]:
         d = {
@@ -97,9 +107,7 @@ class Breakdown:
             "memory_us": self.memory_us,
             "exposed_communication_us": self.exposed_communication_us,
         }
-        out: dict[str, object] = dict(d)
-        for k in _SHARES:
-            out[f"{k}_pct"] = 100.0 * self.share(d[f"{k}_us"])
+        out: dict[str, object] = {**d, **_pcts(d, self.span_us, _SHARES)}
         out["comm_overlap_pct"] = None if self.comm_overlap_share is None else 100.0 * self.comm_overlap_share
         if self.devices:  # only for a rank with several GPUs: one-GPU reports keep their keys
             out["devices"] = [dv.to_dict(self.span_us) for dv in self.devices]
@@ -145,7 +153,7 @@ class HostTime:
     untraced_us: float
 
     def share(self, v: float) -> float:
-        return v / self.window_us if self.window_us > 0 else 0.0
+        return _share(v, self.window_us)
 
     def to_dict(self) -> dict[str, float]:
         d = {
@@ -154,9 +162,7 @@ class HostTime:
             "other_traced_us": self.other_traced_us,
             "untraced_us": self.untraced_us,
         }
-        for k in ("ops", "other_traced", "untraced"):
-            d[f"{k}_pct"] = 100.0 * self.share(d[f"{k}_us"])
-        return d
+        return {**d, **_pcts(d, self.window_us, ("ops", "other_traced", "untraced"))}
 
 
 @dataclass(frozen=True)
