@@ -26,6 +26,7 @@ from dyno.daemon.tracing import pages as trace_pages
 from dyno.daemon.tracing import service as trace_service
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.service import TraceRpcs
+from dyno.daemon.tracing.table import TraceLimits
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 pytestmark = pytest.mark.unit
@@ -98,7 +99,11 @@ class _Daemon:
 def daemon(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[_Daemon]:
     registry = _registry(request.param)
     manager = TraceManager(
-        registry, tmp_path / "traces", "node1", max_active_traces=2, kineto_identifier=no_proc_identifier()
+        registry,
+        tmp_path / "traces",
+        "node1",
+        limits=TraceLimits(max_active_traces=2),
+        kineto_identifier=no_proc_identifier(),
     )
     servicer = DynoServicer(lambda: dyno_pb2.Status(), History(2), "node1", TraceRpcs(manager, registry, "node1"))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))

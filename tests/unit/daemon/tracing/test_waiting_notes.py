@@ -31,6 +31,7 @@ from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.table import TraceLimits
 from dyno.daemon.tracing.values import TraceSpec, TraceState
 from dyno.v1 import dyno_pb2
 
@@ -100,7 +101,7 @@ def tm(tmp_path: Path):  # type: ignore[no-untyped-def]
         reg,
         tmp_path / "traces",
         "hostA",
-        iteration_timeout_s=600,
+        limits=TraceLimits(iteration_timeout_s=600),
         clock_ms=clock,
         kineto_identifier=no_proc_identifier(),
     )
