@@ -61,14 +61,7 @@ class DeviceBreakdown:
     exposed_communication_us: float = 0.0
 
     def to_dict(self, span_us: float) -> dict[str, float | int]:
-        d: dict[str, float] = {
-            "idle_us": self.idle_us,
-            "compute_us": self.compute_us,
-            "non_compute_us": self.non_compute_us,
-            "communication_us": self.communication_us,
-            "memory_us": self.memory_us,
-            "exposed_communication_us": self.exposed_communication_us,
-        }
+        d = _parts_us(self)
         out: dict[str, float | int] = {"device": self.device, **d}
         for k in _SHARES:
             out[f"{k}_pct"] = 100.0 * d[f"{k}_us"] / span_us if span_us > 0 else 0.0
@@ -98,20 +91,24 @@ class Breakdown:
         return _share(v, self.span_us)
 
     def to_dict(self) -> dict[str, object]:
-        d = {
-            "span_us": self.span_us,
-            "idle_us": self.idle_us,
-            "compute_us": self.compute_us,
-            "non_compute_us": self.non_compute_us,
-            "communication_us": self.communication_us,
-            "memory_us": self.memory_us,
-            "exposed_communication_us": self.exposed_communication_us,
-        }
+        d = {"span_us": self.span_us, **_parts_us(self)}
         out: dict[str, object] = {**d, **_pcts(d, self.span_us, _SHARES)}
         out["comm_overlap_pct"] = None if self.comm_overlap_share is None else 100.0 * self.comm_overlap_share
         if self.devices:  # only for a rank with several GPUs: one-GPU reports keep their keys
             out["devices"] = [dv.to_dict(self.span_us) for dv in self.devices]
         return out
+
+
+def _parts_us(b: DeviceBreakdown | Breakdown) -> dict[str, float]:
+    """The parts of a GPU's time, µs, keyed `<part>_us` in the order of _SHARES (the JSON report's order)."""
+    return {
+        "idle_us": b.idle_us,
+        "compute_us": b.compute_us,
+        "non_compute_us": b.non_compute_us,
+        "communication_us": b.communication_us,
+        "memory_us": b.memory_us,
+        "exposed_communication_us": b.exposed_communication_us,
+    }
 
 
 @dataclass(frozen=True)
