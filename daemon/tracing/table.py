@@ -67,7 +67,7 @@ class TraceLimits:
     completion_slack_s: float = 30.0  # a duration trace's process fails this long after its window's end
     iteration_timeout_s: float = 600.0  # an iteration trace's process fails this long after delivery
     max_active_traces: int = 32  # unfinished traces; StartTrace past it is refused
-    max_kept_traces: int = 1000  # finished ones past it are forgotten, the oldest first
+    max_kept_traces: int = 1000  # traces kept: past it, the oldest finished ones are forgotten
 
 
 DEFAULT_LIMITS = TraceLimits()
