@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_common import HTA_CASES, SHARED_GPU_TRACES
+from synthetic_trace import write_synthetic_trace
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -178,109 +179,6 @@ def _decompressed(files: list[Path], tmp: Path) -> list[str]:
     return out
 
 
-def _synthetic(path: Path, n_events: int) -> int:
-    """Write a Kineto-shaped trace of about ``n_events`` events (cpu_op, runtime, kernel, flows); return its size."""
-    import orjson
-
-    units = n_events // 5
-    pid, tid = 4242, 4242
-    with open(path, "wb") as fh:
-        fh.write(b'{"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8},\n')
-        fh.write(
-            b'"deviceProperties": [{"id": 0, "name": "NVIDIA H100", "totalGlobalMem": 85000000000, '
-            b'"computeMajor": 9, "computeMinor": 0, "numSms": 132}],\n"traceEvents": [\n'
-        )
-        ts = 1_700_000_000_000_000.0
-        gpu_t = ts
-        first = True
-        step_every = 5000
-        for start in range(0, units, 10_000):
-            batch = []
-            for u in range(start, min(units, start + 10_000)):
-                if u % step_every == 0:
-                    batch.append(
-                        {
-                            "ph": "X",
-                            "cat": "user_annotation",
-                            "name": f"ProfilerStep#{u // step_every}",
-                            "pid": pid,
-                            "tid": tid,
-                            "ts": ts,
-                            "dur": step_every * 20.0,
-                            "args": {"External id": u, "Ev Idx": u},
-                        }
-                    )
-                corr = 1_000_000 + u
-                name = ("aten::mm", "aten::add", "aten::relu", "aten::copy_")[u % 4]
-                kname = (
-                    "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_nn_align4>(Params)",
-                    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>()",
-                    "void at::native::vectorized_elementwise_kernel<4, at::native::relu_kernel>()",
-                    "Memcpy DtoD (Device -> Device)",
-                )[u % 4]
-                kcat = "gpu_memcpy" if u % 4 == 3 else "kernel"
-                batch.append(
-                    {
-                        "ph": "X",
-                        "cat": "cpu_op",
-                        "name": name,
-                        "pid": pid,
-                        "tid": tid,
-                        "ts": ts,
-                        "dur": 15.5,
-                        "args": {"External id": u, "Ev Idx": u, "Sequence number": u, "Fwd thread id": 0},
-                    }
-                )
-                batch.append(
-                    {
-                        "ph": "X",
-                        "cat": "cuda_runtime",
-                        "name": "cudaLaunchKernel",
-                        "pid": pid,
-                        "tid": tid,
-                        "ts": ts + 5.0,
-                        "dur": 6.25,
-                        "args": {"External id": u, "cbid": 211, "correlation": corr},
-                    }
-                )
-                batch.append(
-                    {"ph": "s", "id": corr, "pid": pid, "tid": tid, "ts": ts + 5.0, "cat": "ac2g", "name": "ac2g"}
-                )
-                gpu_t = max(gpu_t, ts + 12.0)
-                kdur = (9.0, 3.5, 2.25, 4.0)[u % 4]
-                kargs: dict[str, Any] = {"External id": u, "device": 0, "context": 1, "stream": 7, "correlation": corr}
-                if kcat == "kernel":
-                    kargs.update(
-                        {
-                            "queued": 0,
-                            "registers per thread": 128,
-                            "shared memory": 49152,
-                            "blocks per SM": 1.5,
-                            "warps per SM": 12.0,
-                            "grid": [264, 1, 1],
-                            "block": [256, 1, 1],
-                            "est. achieved occupancy %": 19,
-                        }
-                    )
-                else:
-                    kargs.update({"bytes": 1 << 20, "memory bandwidth (GB/s)": 250.0})
-                batch.append(
-                    {"ph": "X", "cat": kcat, "name": kname, "pid": 0, "tid": 7, "ts": gpu_t, "dur": kdur, "args": kargs}
-                )
-                batch.append(
-                    {"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": gpu_t, "cat": "ac2g", "name": "ac2g", "bp": "e"}
-                )
-                gpu_t += kdur + 0.5
-                ts += 20.0
-            for e in batch:
-                if not first:
-                    fh.write(b",\n")
-                fh.write(orjson.dumps(e))
-                first = False
-        fh.write(b'\n],\n"traceName": "synthetic.json", "displayTimeUnit": "ms"}\n')
-    return path.stat().st_size
-
-
 def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b > 0 else "n/a"
 
@@ -339,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         synth = None
         if args.events:
             sp = tmp / "synthetic.json"
-            size = _synthetic(sp, args.events)
+            size = write_synthetic_trace(sp, args.events)
             dyno = _best([*me, "--worker", "dyno", str(sp)], 1, "work_s", env)
             load = _best([*me, "--worker", "load", str(sp)], 1, "work_s", env)
             bare = _best([*me, "--worker", "json", str(sp)], 1, "work_s")

@@ -75,7 +75,8 @@ def pass_cost() -> None:
     from dyno.daemon.jobs.records import JobRecord
     from dyno.daemon.profiling.periodic import PeriodicProfiler
     from dyno.daemon.profiling.policy import PeriodicSettings
-    from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+    from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+    from dyno.daemon.registry import ProcessRegistry
     from dyno.daemon.tracing.manager import TraceManager
 
     reg = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: os.getuid(), max_per_uid=4096)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dyno.daemon.profiling.budget import Budget
 from dyno.daemon.profiling.resume import MAX_RESUMED_RECORDS, resume_budget
-from dyno.daemon.registry import PROTOCOL_AGENT
+from dyno.daemon.registered_process import PROTOCOL_AGENT
 from dyno.daemon.tracing import journal
 from dyno.daemon.tracing.trust import make_trace_dir
 from dyno.daemon.tracing.values import ProcessTraceView, TraceSpec, TraceState, TraceView

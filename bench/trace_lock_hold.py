@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import TraceSpec
 

@@ -17,7 +17,7 @@ class ThrottledLog:
     """`warning(key, msg, *args)` (or `emit`, for a `level` other than WARNING): a line at `level` at most every
     `every_s` per key, DEBUG in between (`every_s` inf: once per key). At most `max_keys` keys are remembered (the
     least recently logged is forgotten first), so keys that others choose (a file's identity) cannot grow it without
-    bound."""
+    bound. `emit_built` takes the args as a function, called only for a line that is logged."""
 
     def __init__(
         self,
@@ -41,6 +41,11 @@ class ThrottledLog:
 
     def emit(self, key: str, msg: str, *args: Any) -> None:
         """The line at this log's level (WARNING unless given), throttled per key."""
+        self.emit_built(key, msg, lambda: args)
+
+    def emit_built(self, key: str, msg: str, build_args: Callable[[], tuple[Any, ...]]) -> None:
+        """emit() whose args cost something to build: `build_args()` is called only when the line is logged, not
+        for one held back (unless DEBUG is on) nor below the logger's level."""
         now = self._clock()
         with self._lock:
             since = now - self._last.get(key, now - self._every_s)
@@ -53,9 +58,10 @@ class ThrottledLog:
                 held = self._held.pop(key, 0)
                 while len(self._last) > self._max_keys:
                     self._held.pop(self._last.popitem(last=False)[0], None)
-        if held < 0:
-            self._logger.debug(msg, *args)
-        elif held:
-            self._logger.log(self._level, msg + " (and %d more like it in the last %.0f s)", *args, held, since)
+        level = logging.DEBUG if held < 0 else self._level
+        if not self._logger.isEnabledFor(level):
+            return
+        if held > 0:
+            self._logger.log(level, msg + " (and %d more like it in the last %.0f s)", *build_args(), held, since)
         else:
-            self._logger.log(self._level, msg, *args)
+            self._logger.log(level, msg, *build_args())

@@ -13,7 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, pid_uid
+from dyno.daemon.registered_process import PROTOCOL_AGENT
+from dyno.daemon.registry import ProcessRegistry, pid_uid
 from dyno.request_limits import JOB_ID_RULE, job_id_ok
 
 __all__ = [

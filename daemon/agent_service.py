@@ -26,13 +26,8 @@ from dyno.daemon import proto_convert as pc
 from dyno.daemon.agent_admission import MAX_TEXT, Admission, Refusal, RefusalKind, RefusalReason
 from dyno.daemon.aio_serving import TIMED_OUT, WakingQueue, next_item
 from dyno.daemon.peer_identity import PeerTable
-from dyno.daemon.registry import (
-    PROTOCOL_AGENT,
-    JobOfAnotherUserError,
-    ProcessRegistry,
-    RegisteredProcess,
-    RegistryFullError,
-)
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import JobOfAnotherUserError, ProcessRegistry, RegistryFullError
 from dyno.daemon.rpc_abort import abort, reason_trailer
 from dyno.daemon.tracing.agent_side import GONE_REASON
 from dyno.daemon.tracing.manager import TraceManager

@@ -51,7 +51,7 @@ class DynodProcess:
 
     def _pump(self, proc: subprocess.Popen[str], ready: threading.Event) -> None:
         """Collect one process's stderr. `ready` is that start's own event: after a restart, the previous process's
-        pump reaching EOF must not wake the new start's wait (it did, failing the restart as "not ready")."""
+        pump reaching EOF must not wake the new start's wait (which would fail the restart as "not ready")."""
         assert proc.stderr is not None
         for line in proc.stderr:
             self.lines.append(line)

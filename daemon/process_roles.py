@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping
 
-from dyno.daemon.registry import RegisteredProcess
+from dyno.daemon.registered_process import RegisteredProcess
 
 __all__ = [
     "ROLE_TRAINER",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dyno.daemon.process_roles import ROLE_DATALOADER, ROLE_LAUNCHER, ROLE_TRAINER
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
 from dyno.daemon.tracing.values import ProcessTraceView, TraceReason, TraceSpec, TraceState, TraceView
 from dyno.trace_options import options_from_pb, options_to_pb
 from dyno.v1 import agent_pb2, dyno_pb2

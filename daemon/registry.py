@@ -21,15 +21,12 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from dyno.daemon.job_users import JobOfAnotherUserError, JobUsers
+from dyno.daemon.registered_process import PROTOCOL_KINETO, PROTOCOLS, RegisteredProcess
 
 __all__ = [
-    "PROTOCOL_AGENT",
-    "PROTOCOL_KINETO",
-    "RegisteredProcess",
-    "RegisteredProcess",
     "ProcessRegistry",
     "RegistryFullError",
     "JobOfAnotherUserError",
@@ -42,9 +39,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_AGENT = "agent"
-PROTOCOL_KINETO = "kineto"
-_PROTOCOLS = (PROTOCOL_AGENT, PROTOCOL_KINETO)
 MAX_ANCESTRY = 32
 # The default caps (dynod's max_processes and max_processes_per_uid, config.py). A host runs a few dozen trainers
 # (8 GPUs x (trainer + DataLoader workers) + launchers); an entry is ~5 KB at most (its command line is capped at
@@ -87,53 +81,6 @@ def pid_uid(pid: int) -> int:
 
 class RegistryFullError(Exception):
     """A new process past the registry's total or per-uid cap; the message says which (RESOURCE_EXHAUSTED)."""
-
-
-@dataclass(frozen=True)
-class RegisteredProcess:
-    """One process registered with this daemon: its identity, and what the trace manager keeps on it."""
-
-    pid: int
-    job_id: str
-    protocol: str  # PROTOCOL_AGENT | PROTOCOL_KINETO
-    ancestry: tuple[int, ...] = ()  # parent first
-    rank: int | None = None
-    local_rank: int | None = None
-    world_size: int | None = None
-    gpu: int = -1
-    registered_ms: int = 0
-    last_seen_ms: int = 0
-    busy: bool = False
-    current_trace_id: str = ""
-    cmdline: str = ""
-    hostname: str = ""
-    session_id: str = ""  # agent: the Register session (a secret of its agent); "" for kineto
-    # agent: it sends its session in ReportTrace (agents from before sessions do not: their reports are believed
-    # without one, as they were)
-    reports_with_session: bool = False
-    connected: bool = False  # agent: a Watch stream is open (liveness comes from the stream, not polls)
-    uid: int = -1  # kineto: kernel-reported uid of the sender; agent: owner of /proc/<pid>; -1: unknown
-    # Other job ids it answers to: kineto's decimal integer when its environment named another (kineto_identity.py)
-    job_aliases: tuple[str, ...] = ()
-    # kineto: the process's start time (/proc/<pid>/stat), which tells it from a later process reusing its pid; 0:
-    # unknown
-    start_time: int = 0
-    # kineto: the torch launcher it runs ("torchrun", "torch.distributed.run"...; kineto_identity.py), "" for any other
-    # program; such a process only starts workers and waits, and is never traced (the agent never registers one)
-    launcher: str = ""
-
-    def same_process(self, start_time: int) -> bool:
-        """False when both start times are known and differ: the pid now belongs to another process."""
-        return not (self.start_time and start_time and self.start_time != start_time)
-
-    def answers_to(self, job_id: str) -> bool:
-        """Whether a request for this job id matches it: its own id or an alias."""
-        return job_id == self.job_id or job_id in self.job_aliases
-
-    @property
-    def job_ids(self) -> tuple[str, ...]:
-        """Every job id a request may name it by: its own and its aliases."""
-        return (self.job_id, *self.job_aliases)
 
 
 RemovalListener = Callable[[RegisteredProcess, str], None]
@@ -197,7 +144,7 @@ class ProcessRegistry:
         of another process that had the pid (its start time differs) is removed first: the listeners hear it
         exited. Raises RegistryFullError for a new process past a cap (see the module's doc), JobOfAnotherUserError
         for one joining a job of other users' (dyno.daemon.job_users)."""
-        if proc.protocol not in _PROTOCOLS:
+        if proc.protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {proc.protocol!r}")
         if proc.uid < 0:
             proc = replace(proc, uid=self._uid_of(proc.pid))  # a /proc read, outside the lock

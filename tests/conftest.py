@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -221,6 +221,34 @@ def run_cli(*args: str, timeout: float = 60.0, env: dict[str, str] | None = None
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+def start_cli(*args: str, stderr: int | None = subprocess.PIPE) -> subprocess.Popen[str]:
+    """Start `dyno-cli` as users do (a separate process), its stdout (and stderr, unless told) piped as text."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "dyno.client", *args], stdout=subprocess.PIPE, stderr=stderr, text=True
+    )
+
+
+def ctrl_c(cli: subprocess.Popen[str], when: Callable[[], object], timeout_s: float = 30.0) -> tuple[str, str]:
+    """Once `when()` returns, Ctrl-C (SIGINT) a running `dyno-cli` and wait for it to exit: its stdout and stderr.
+    It is killed when `when` raises or it outlives `timeout_s`."""
+    try:
+        when()
+        cli.send_signal(signal.SIGINT)
+        return cli.communicate(timeout=timeout_s)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+
+
+def trace_unknown_job(out: Path, *hosts: str) -> subprocess.CompletedProcess:
+    """`dyno-cli trace` of a job no daemon has ("no-such-job") on `hosts` (its host options), into `out`; checks what
+    every daemon answers: exit 1, naming the job asked for."""
+    res = run_cli("trace", *hosts, "--job-id", "no-such-job", "--duration-ms", "100", "--output-dir", str(out))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "no process of job 'no-such-job'" in res.stderr
+    return res
 
 
 def wait_for(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):

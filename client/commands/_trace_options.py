@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # protobuf is not loaded for the commands' parsers (`trace --
 __all__ = [
     "AFTER_WINDOW_S",
     "COLLECT_EXIT_CODES",
+    "COLLECT_FAILURES",
     "DEFAULT_ANALYSIS_WAIT_S",
     "ITERATION_WAIT_S",
     "MAX_FETCH_CONCURRENCY",
@@ -54,6 +55,8 @@ COLLECT_EXIT_CODES: dict[int, str] = {
     exit_codes.INTERRUPTED: "interrupted by Ctrl-C or SIGTERM (manifest.json is still written; during the analysis "
     "only the analysis stops)",
 }
+# The end of each command's FAILURE text: the flow's own failures, the same for trace and fetch.
+COLLECT_FAILURES = "manifest.json could not be written (--summaries: no host's analysis could be merged)"
 AFTER_WINDOW_S = 60.0  # a duration trace is waited for until its window's end plus this
 
 

@@ -13,6 +13,7 @@ from dyno.client.commands._hosts import add_host_command, client_auth, resolve_h
 from dyno.client.commands._trace_options import (
     AFTER_WINDOW_S,
     COLLECT_EXIT_CODES,
+    COLLECT_FAILURES,
     ITERATION_WAIT_S,
     add_collect_arguments,
     check_collect_arguments,
@@ -33,8 +34,7 @@ EXIT_CODES = {
     PARTIAL: "partial: some files arrived, but a host failed or does not know the trace, or a process failed, timed "
     "out or is still tracing when --timeout-s ends (never cancelled: fetch again later), or its file did not arrive "
     "(each listed on stderr with its reason)",
-    FAILURE: "nothing fetched, no daemon knows the trace, or manifest.json could not be written (--summaries: no "
-    "host's analysis could be merged)",
+    FAILURE: f"nothing fetched, no daemon knows the trace, or {COLLECT_FAILURES}",
 }
 
 

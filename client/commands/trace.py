@@ -16,6 +16,7 @@ from dyno.client.commands._hosts import add_host_command, client_auth, resolve_h
 from dyno.client.commands._trace_options import (
     AFTER_WINDOW_S,
     COLLECT_EXIT_CODES,
+    COLLECT_FAILURES,
     ITERATION_WAIT_S,
     add_collect_arguments,
     check_collect_arguments,
@@ -71,8 +72,7 @@ _process_limit = number(int, ge=0, le=INT32_MAX)  # 0: no limit, as the daemons 
 EXIT_CODES = {
     **COLLECT_EXIT_CODES,
     FAILURE: "nothing traced (no process triggered on any host; --no-fail-on-no-process makes that 0 when every host "
-    "answered, 3 when only some did), no file "
-    "arrived, or manifest.json could not be written (--summaries: no host's analysis could be merged)",
+    f"answered, 3 when only some did), no file arrived, or {COLLECT_FAILURES}",
 }
 
 

@@ -20,8 +20,7 @@ from pathlib import Path
 
 from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster
-from dyno.client.errors import DeadlineExceeded, DynoError, InvalidArgument, NotFound, Unavailable
-from dyno.client.reasons import is_reason
+from dyno.client.errors import DeadlineExceeded, DynoError, NotFound, Unavailable
 from dyno.client.trace import answers
 from dyno.client.trace.fetch import TraceFetcher
 from dyno.client.trace.records import (
@@ -35,8 +34,7 @@ from dyno.client.trace.records import (
     host_dir_name,
 )
 from dyno.client.trace.restarts import DaemonInstances, restarted_text
-from dyno.client.trace.start import IN_USE_HINT, NOT_FOUND_HINT, start_trace_retrying
-from dyno.error_reasons import ErrorReason
+from dyno.client.trace.start import NOT_FOUND_HINT, StartFanout, start_trace_retrying
 from dyno.v1 import dyno_pb2
 
 __all__ = ["ClusterTrace", "start_trace_retrying"]  # start_trace_retrying re-exported from trace.start
@@ -76,7 +74,7 @@ class ClusterTrace:
         self.poll_s = poll_s
         self.hosts = [HostRecord(h, host_dir_name(h)) for h in cluster.hosts]
         self.started_monotonic = 0.0
-        self.start_fanout_s = 0.0  # the StartTrace fan-out (or attach()'s GetTrace fan-out)
+        self._attach_fanout_s = 0.0
         self.created_ms = 0  # attach(): when the daemons created the trace (the earliest of them)
         self.owns_trace = True  # started here: ours to cancel; attach() makes it False
         self._lock = threading.Lock()
@@ -97,72 +95,22 @@ class ClusterTrace:
         self._host_slots = threading.Semaphore(cluster.max_concurrency)
         self._workers_done: list[threading.Event] = []  # one per following thread, set when it ends
         self._cancel_reasons: dict[str, str] = {}  # host dir -> why we cancelled its trace
-        self._starting = threading.Event()
-        self._starting.set()  # no StartTrace in flight
-        self._start_error: Exception | None = None
-        # Hosts whose StartTrace got no answer in time: the request may have reached the daemon and started the
-        # trace all the same (a slow or lost reply), so interrupt() cancels there too.
-        self._unconfirmed: set[str] = set()
         self._instances = DaemonInstances()  # which daemon answered last on each host: restarts mid-trace
+        self._start = StartFanout(
+            cluster, request, self.hosts, lock=self._lock, stop=self._stop, instances=self._instances
+        )
 
     # -- start ------------------------------------------------------------------------------------------------
     def start(self) -> None:
-        """StartTrace on every host at once; fills each host's record (triggered processes or the reason).
-
-        The fan-out runs on its own thread: a Ctrl-C here interrupts only the wait, and interrupt() then waits
-        for the StartTrace calls still in flight, so it can cancel what they started."""
+        """StartTrace on every host at once (start.StartFanout); fills each host's record (triggered processes or
+        the reason)."""
         self.started_monotonic = time.monotonic()
-        self._starting = threading.Event()
-        threading.Thread(target=self._start_all, name="trace-start", daemon=True).start()
-        # An Event, not Thread.join(): CPython <= 3.12 marks a thread finished (is_alive() False, later joins
-        # return at once) when a Ctrl-C interrupts a join() on it.
-        self._starting.wait()
-        if self._start_error is not None:
-            raise self._start_error
+        self._start.run(self.started_monotonic)
 
-    def _start_all(self) -> None:
-        try:
-            self._start_fanout()
-        except Exception as e:  # handed to start(), as if the fan-out had run on its thread
-            self._start_error = e
-        finally:
-            self._starting.set()
-
-    def _start_fanout(self) -> None:
-        results = self.cluster.call(lambda c: start_trace_retrying(c, self.request))
-        self.start_fanout_s = time.monotonic() - self.started_monotonic
-        with self._lock:
-            for h, r in zip(self.hosts, results, strict=True):
-                h.start_s = round(r.elapsed_s, 4)
-                if not r.ok or r.value is None:
-                    h.state, h.error, h.error_type = HOST_FAILED, r.error or "", r.error_type or ""
-                    if r.error_type == InvalidArgument.__name__ and _in_use(r.reason):
-                        h.error += IN_USE_HINT
-                    if r.error_type == DeadlineExceeded.__name__:
-                        self._unconfirmed.add(h.dir)
-                    continue
-                resp: dyno_pb2.StartTraceResponse = r.value
-                self._instances.set(h.dir, resp.instance_id)
-                answers.apply_start(h, resp)
-        self._confirm_unanswered()
-
-    def _confirm_unanswered(self) -> None:
-        """A host whose StartTrace reply missed the deadline may have started the trace all the same (a slow or lost
-        reply): ask it once with GetTrace, and follow it like the others when it has the trace's processes, instead
-        of leaving that trace running unseen. Skipped once interrupted: interrupt() cancels there instead."""
-        with self._lock:
-            asked = [h for h in self.hosts if h.dir in self._unconfirmed]
-        if not asked or self._stop.is_set():
-            return
-        results = self.cluster.call(lambda c: c.get_trace(self.trace_id), hosts=[h.host for h in asked])
-        with self._lock:
-            for h, r in zip(asked, results, strict=True):
-                status = r.value
-                if status is None or not status.processes:
-                    continue  # NOT_FOUND (it never started there), or no answer again: the host stays failed
-                self._instances.set(h.dir, status.instance_id)
-                answers.apply_confirmed_start(h, status)
-                self._unconfirmed.discard(h.dir)
+    @property
+    def start_fanout_s(self) -> float:
+        """How long the StartTrace fan-out took (or attach()'s GetTrace fan-out)."""
+        return self._start.fanout_s if self.owns_trace else self._attach_fanout_s
 
     # -- attach -----------------------------------------------------------------------------------------------
     def attach(self) -> None:
@@ -175,7 +123,7 @@ class ClusterTrace:
         self.owns_trace = False
         self.started_monotonic = time.monotonic()
         results = self.cluster.call(lambda c: c.get_trace(self.trace_id))
-        self.start_fanout_s = time.monotonic() - self.started_monotonic
+        self._attach_fanout_s = time.monotonic() - self.started_monotonic
         created: list[int] = []
         have_request = False
         with self._lock:
@@ -220,7 +168,7 @@ class ClusterTrace:
                 t.start()
 
     def wait(self, timeout_s: float | None = None) -> bool:
-        """Wait for the workers; True when all have finished. Events, not Thread.join(): see start()."""
+        """Wait for the workers; True when all have finished. Events, not Thread.join(): see StartFanout.run()."""
         end = None if timeout_s is None else time.monotonic() + timeout_s
         return all(d.wait(None if end is None else max(0.0, end - time.monotonic())) for d in self._workers_done)
 
@@ -232,13 +180,13 @@ class ClusterTrace:
         to every host at once right away, while the host threads stop, so a wedged daemon cannot double it."""
         self._stop.set()
         # A StartTrace still in flight may yet start traces: wait for its answer (the fan-out ends by its
-        # deadline, the GetTrace of _confirm_unanswered by one more); hosts that never answered keep the state
+        # deadline, StartFanout's GetTrace confirmation by one more); hosts that never answered keep the state
         # "tracing" and are cancelled below all the same.
-        self._starting.wait(2 * self.cluster.deadline_s + 1.0)
+        self._start.wait_answered(2 * self.cluster.deadline_s + 1.0)
         end = time.monotonic() + grace_s
         with self._lock:
             pending = [h for h in self.hosts if h.state == HOST_TRACING]
-            unconfirmed = [h for h in self.hosts if h.dir in self._unconfirmed]
+            unconfirmed = [h for h in self.hosts if h.dir in self._start.unconfirmed]
         if (pending or unconfirmed) and self.owns_trace:
             self._cancel_all(pending + unconfirmed, unconfirmed, end - _CLOSE_RESERVE_S - time.monotonic())
         self.wait(max(0.0, end - _CLOSE_RESERVE_S - time.monotonic()))
@@ -399,8 +347,3 @@ class ClusterTrace:
 # then end at once), and the least a cancel is given (a grace_s below it still sends the cancels)
 _CLOSE_RESERVE_S = 0.25
 _MIN_CANCEL_S = 0.2
-
-
-def _in_use(reason: str) -> bool:
-    """Whether StartTrace was refused because the trace id is in use on that host."""
-    return is_reason(reason, ErrorReason.TRACE_ID_IN_USE)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from dyno.daemon.history import Sample
 from dyno.daemon.jobs.attribution import Attributor, ProcReader
 from dyno.daemon.jobs.records import GpuTick, Observation, ProcTick
-from dyno.daemon.registry import RegisteredProcess
+from dyno.daemon.registered_process import RegisteredProcess
 from dyno.daemon.samplers import gpu_metrics as gm
 from dyno.daemon.samplers.base import GpuProcess
 

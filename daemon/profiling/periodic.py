@@ -27,7 +27,8 @@ from dyno.daemon.profiling.policy import (
 )
 from dyno.daemon.profiling.resume import resume_budget
 from dyno.daemon.profiling.schedule import Schedule
-from dyno.daemon.registry import ProcessRegistry, RegisteredProcess, now_ms
+from dyno.daemon.registered_process import RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry, now_ms
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import TraceLimitError, TraceRequestError, UnknownTraceError
 from dyno.logthrottle import ThrottledLog
@@ -197,12 +198,11 @@ class PeriodicProfiler:
         return why
 
     def _log_skip(self, job: JobState, trace_id: str, why: SkipReason, detail: str, now: int) -> None:
-        self._skips.emit(
+        """Throttled per job and reason; the reason's text is built only for a line that is logged."""
+        self._skips.emit_built(
             f"{job.job_id}\0{why.value}",
             "periodic profiling: %s of job %r skipped: %s",
-            trace_id,
-            job.job_id,
-            self._why(job, why, detail, now),
+            lambda: (trace_id, job.job_id, self._why(job, why, detail, now)),
         )
 
     def _why(self, job: JobState, why: SkipReason, detail: str, now: int) -> str:

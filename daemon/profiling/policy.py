@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from dyno.daemon.process_roles import ROLE_TRAINER
-from dyno.daemon.registry import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
 from dyno.daemon.tracing.values import TraceSpec
 
 __all__ = [

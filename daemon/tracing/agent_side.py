@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from dyno import trace_layout
-from dyno.daemon.registry import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing import trust
 from dyno.daemon.tracing.protocol import FileNotes

@@ -32,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO
+from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO
 from dyno.daemon.tracing.trust import open_trace_file, trace_dir_problem, write_file_atomically
 from dyno.daemon.tracing.values import FINAL_STATES, ProcessTraceView, TraceReason, TraceSpec, TraceState, TraceView
 from dyno.logthrottle import ThrottledLog

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from dyno.daemon.registry import PROTOCOL_AGENT
+from dyno.daemon.registered_process import PROTOCOL_AGENT
 from dyno.daemon.tracing.values import FINAL_STATES, ProcessTraceView, TraceState
 from dyno.trace_layout import agent_temporaries, kineto_tmp
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dyno.daemon.registry import ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 
 __all__ = ["LISTED_WORKERS_MAX_AGE_MS", "ListedWorkers"]

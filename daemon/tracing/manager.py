@@ -16,7 +16,8 @@ from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from dyno.daemon.process_roles import job_roles, order_for_limit
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess, now_ms
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry, now_ms
 from dyno.daemon.tracing import trust
 from dyno.daemon.tracing.agent_side import AgentSide
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
@@ -27,7 +28,7 @@ from dyno.daemon.tracing.listed_workers import LISTED_WORKERS_MAX_AGE_MS
 from dyno.daemon.tracing.preemption import preempt_periodic
 from dyno.daemon.tracing.protocol import ProtocolSide
 from dyno.daemon.tracing.requests import only_launchers, others_only, validate_spec, why_nothing
-from dyno.daemon.tracing.table import ProcTrace, TraceEntry, TraceTable
+from dyno.daemon.tracing.table import DEFAULT_LIMITS, ProcTrace, TraceEntry, TraceLimits, TraceTable
 from dyno.daemon.tracing.values import (
     FINAL_STATES,
     AgentCommand,
@@ -62,11 +63,7 @@ class TraceManager:
         trace_dir: Path,
         hostname: str,
         *,
-        delivery_timeout_s: float = 30.0,
-        completion_slack_s: float = 30.0,
-        iteration_timeout_s: float = 600.0,
-        max_active_traces: int = 32,
-        max_kept_traces: int = 1000,
+        limits: TraceLimits = DEFAULT_LIMITS,
         clock_ms: Callable[[], int] = now_ms,
         on_start: Callable[[], None] = lambda: None,
         kineto_identifier: KinetoIdentifier | None = None,
@@ -81,11 +78,7 @@ class TraceManager:
             trace_dir,
             hostname,
             resume_part=lambda trace, pt: self._side(pt.view.protocol).resume(trace, pt),
-            delivery_timeout_s=delivery_timeout_s,
-            completion_slack_s=completion_slack_s,
-            iteration_timeout_s=iteration_timeout_s,
-            max_active_traces=max_active_traces,
-            max_kept_traces=max_kept_traces,
+            limits=limits,
             clock_ms=clock_ms,
         )
         self.agents = AgentSide(self.table)

@@ -20,7 +20,7 @@ from itertools import compress, count
 
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.callers import Caller
-from dyno.daemon.registry import RegisteredProcess
+from dyno.daemon.registered_process import RegisteredProcess
 from dyno.daemon.tracing.listed_workers import LISTED_WORKERS_MAX_AGE_MS
 from dyno.pbwire import len_field
 from dyno.v1 import dyno_pb2

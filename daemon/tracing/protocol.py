@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from dyno.daemon.registry import RegisteredProcess
+from dyno.daemon.registered_process import RegisteredProcess
 from dyno.daemon.tracing.table import ProcTrace, TraceEntry
 
 __all__ = ["FileNotes", "ProtocolSide"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dyno.daemon.registry import RegisteredProcess
+from dyno.daemon.registered_process import RegisteredProcess
 from dyno.daemon.tracing.values import TraceRequestError, TraceSpec
 from dyno.error_reasons import ErrorReason
 from dyno.request_limits import (

@@ -19,7 +19,8 @@ from dyno.daemon import process_pages
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.answer_bounds import cut_text
 from dyno.daemon.callers import ADMIN, Caller
-from dyno.daemon.registry import ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.stream_slots import MAX_FETCH_STREAMS, StreamSlots
 from dyno.daemon.tracing import pages as trace_pages

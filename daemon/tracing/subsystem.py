@@ -12,11 +12,13 @@ from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.callers import CallerIdentity
 from dyno.daemon.config import DaemonConfig
 from dyno.daemon.instance_id import new_instance_id
-from dyno.daemon.registry import PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.kineto_ipc import KinetoEndpoint
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.retention import enforce_retention
 from dyno.daemon.tracing.service import TraceRpcs
+from dyno.daemon.tracing.table import TraceLimits
 from dyno.daemon.tracing.usage import TraceDirUsage
 
 __all__ = ["Tracing"]
@@ -54,7 +56,7 @@ class Tracing:
             self.registry,
             config.trace_dir,
             hostname,
-            delivery_timeout_s=delivery_timeout_s,
+            limits=TraceLimits(delivery_timeout_s=delivery_timeout_s),
             on_start=self._wake.set,
         )
         # who calls, for the per-user rules (dyno.daemon.callers; None: every caller may touch every process)

@@ -25,7 +25,7 @@ from dyno.daemon.tracing.values import (
 )
 from dyno.error_reasons import ErrorReason
 
-__all__ = ["ProcTrace", "RESUMED_TIMEOUT", "PartResumer", "TraceEntry", "TraceTable"]
+__all__ = ["DEFAULT_LIMITS", "ProcTrace", "RESUMED_TIMEOUT", "PartResumer", "TraceEntry", "TraceLimits", "TraceTable"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,20 @@ class TraceEntry:
 PartResumer = Callable[[TraceEntry, ProcTrace], str]
 
 
+@dataclass(frozen=True)
+class TraceLimits:
+    """How long a trace's processes may take, and how many traces the table holds."""
+
+    delivery_timeout_s: float = 30.0  # a process that has not picked up the request by then fails
+    completion_slack_s: float = 30.0  # a duration trace's process fails this long after its window's end
+    iteration_timeout_s: float = 600.0  # an iteration trace's process fails this long after delivery
+    max_active_traces: int = 32  # unfinished traces; StartTrace past it is refused
+    max_kept_traces: int = 1000  # traces kept: past it, the oldest finished ones are forgotten
+
+
+DEFAULT_LIMITS = TraceLimits()
+
+
 class TraceTable:
     """The traces and their processes' states, under one lock (`lock`: every method named "under the lock" expects
     the caller to hold it)."""
@@ -70,23 +84,19 @@ class TraceTable:
         hostname: str,
         *,
         resume_part: PartResumer,
-        delivery_timeout_s: float = 30.0,
-        completion_slack_s: float = 30.0,
-        iteration_timeout_s: float = 600.0,
-        max_active_traces: int = 32,
-        max_kept_traces: int = 1000,
+        limits: TraceLimits = DEFAULT_LIMITS,
         clock_ms: Callable[[], int] = now_ms,
     ) -> None:
         self.registry = registry
         self.trace_dir = trace_dir
         self.hostname = hostname
         self.clock_ms = clock_ms
-        self.delivery_timeout_ms = int(delivery_timeout_s * 1000)
-        self.max_active = max_active_traces
+        self.delivery_timeout_ms = int(limits.delivery_timeout_s * 1000)
+        self.max_active = limits.max_active_traces
         self._resume_part = resume_part
-        self._slack_ms = int(completion_slack_s * 1000)
-        self._iteration_timeout_ms = int(iteration_timeout_s * 1000)
-        self._max_kept = max_kept_traces
+        self._slack_ms = int(limits.completion_slack_s * 1000)
+        self._iteration_timeout_ms = int(limits.iteration_timeout_s * 1000)
+        self._max_kept = limits.max_kept_traces
         self.lock = threading.Lock()
         self.traces: OrderedDict[str, TraceEntry] = OrderedDict()
         # trace id -> its entry, queued under the lock at each process's end, its record written to disk outside it

@@ -24,6 +24,7 @@ import os
 import queue
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,23 @@ def _call(fn: Any, request: Any) -> tuple[str, str, Any]:
         return "OK", "", fn(request, timeout=10)
     except grpc.RpcError as e:
         return e.code().name, e.details() or "", None
+
+
+def read_watch(watch: Any, on_trace: Callable[[Any], None] = lambda _config: None) -> threading.Thread:
+    """Read an agent's Watch stream on a daemon thread until it ends (cancelled, or the daemon gone), handing each
+    trace command's TraceConfig to `on_trace`: what keeps a trainer's registration, as its agent does."""
+
+    def read() -> None:
+        try:
+            for cmd in watch:
+                if cmd.HasField("trace"):
+                    on_trace(cmd.trace)
+        except grpc.RpcError:
+            pass  # cancelled by its owner, or the daemon stopped
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return reader
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -97,16 +115,7 @@ def _own(dyno: Any, agent: Any, job_id: str) -> dict[str, Any]:
         return {"code": code, "detail": f"register: {detail}"}
     commands: queue.Queue[Any] = queue.Queue()
     watch = agent.Watch(agent_pb2.WatchRequest(pid=pid, session_id=reg.session_id))
-
-    def read() -> None:
-        try:
-            for cmd in watch:
-                if cmd.HasField("trace"):
-                    commands.put(cmd.trace)
-        except grpc.RpcError:
-            pass
-
-    threading.Thread(target=read, daemon=True).start()
+    read_watch(watch, commands.put)
     out: dict[str, Any] = {"pid": pid}
     try:
         # 1: traced, the file written as the agent writes it, reported, fetched

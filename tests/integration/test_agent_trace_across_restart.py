@@ -61,7 +61,7 @@ def test_a_recording_trace_survives_a_daemon_restart_and_is_fetched(dynod_factor
             c.start_trace(dyno_pb2.TraceRequest(job_id=job, trace_id=trace_id, duration_ms=4000))
             wait_for(lambda: _state(c, trace_id).state == dyno_pb2.TRACE_STATE_RUNNING, 30, 0.05)
             running_at = time.monotonic()
-        d.stop()  # the agent's stream ends: it used to cancel the trace here
+        d.stop()  # the agent's stream ends: the agent goes on recording (its stream ending cancels nothing)
         down_s = time.monotonic() - running_at  # of the 4 s window, what had been recorded by then (at most)
         down_at = time.time()
         d.start()

@@ -23,7 +23,7 @@ from dyno.daemon.tracing.journal import RECORD_NAME
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2
 
-from conftest import run_cli, wait_for
+from conftest import ctrl_c, run_cli, start_cli, wait_for
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("torch")
@@ -127,16 +127,9 @@ def test_fetch_after_the_trace_command_was_killed(job: Job, tmp_path: Path) -> N
 
 def test_ctrl_c_stops_waiting_but_leaves_the_trace_running(job: Job, tmp_path: Path) -> None:
     _start(job, "fe-int", duration_ms=30000)
-    cmd = [sys.executable, "-m", "dyno.client", "fetch", "--hosts", job.hosts, "--trace-id", "fe-int",
-           "--output-dir", str(tmp_path), "--no-analyze"]  # fmt: skip
-    cli = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: (tmp_path / "fe-int" / "manifest.json").exists(), 60, 0.05)
-        cli.send_signal(signal.SIGINT)
-        out, err = cli.communicate(timeout=30)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
+    cli = start_cli("fetch", "--hosts", job.hosts, "--trace-id", "fe-int", "--output-dir", str(tmp_path),
+                    "--no-analyze")  # fmt: skip
+    out, err = ctrl_c(cli, lambda: wait_for(lambda: (tmp_path / "fe-int" / "manifest.json").exists(), 60, 0.05))
     assert cli.returncode == 130, out + err
     assert "Traceback" not in err and "the trace goes on" in err
     manifest = json.loads((tmp_path / "fe-int" / "manifest.json").read_text())

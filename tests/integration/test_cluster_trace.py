@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
-import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from two_host_job import Job, two_host_job
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
-from conftest import Dynod, free_port, run_cli, wait_for
+from conftest import Dynod, ctrl_c, free_port, run_cli, start_cli, trace_unknown_job, wait_for
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("torch")
@@ -123,21 +121,8 @@ def test_missing_token_is_partial_with_a_clear_reason(job: Job, tmp_path: Path) 
 
 
 def test_unknown_job_is_exit_1_with_the_reason(job: Job, tmp_path: Path) -> None:
-    res = run_cli(
-        "trace",
-        "--hosts",
-        job.hosts,
-        "--auth-token-file",
-        str(job.token),
-        "--job-id",
-        "no-such-job",
-        "--duration-ms",
-        "100",
-        "--output-dir",
-        str(tmp_path),
-    )
-    assert res.returncode == 1, res.stdout + res.stderr
-    assert "no process of job 'no-such-job'" in res.stderr and job.job_id in res.stderr
+    res = trace_unknown_job(tmp_path, "--hosts", job.hosts, "--auth-token-file", str(job.token))
+    assert job.job_id in res.stderr
     assert "nothing traced" in res.stderr
     assert not list(tmp_path.iterdir())
 
@@ -172,9 +157,8 @@ def test_iterations_json_result(job: Job, tmp_path: Path) -> None:
 
 
 def _start_cli(job: Job, out: Path, *args: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "dyno.client", "trace", "--hosts", job.hosts, "--auth-token-file", str(job.token),
-           "--job-id", job.job_id, "--output-dir", str(out), *args]  # fmt: skip
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_cli("trace", "--hosts", job.hosts, "--auth-token-file", str(job.token), "--job-id", job.job_id,
+                     "--output-dir", str(out), *args)  # fmt: skip
 
 
 def _wait_running(d: Dynod, trace_id: str) -> None:
@@ -188,13 +172,7 @@ def _wait_running(d: Dynod, trace_id: str) -> None:
 
 def test_ctrl_c_cancels_and_still_writes_the_manifest(job: Job, tmp_path: Path) -> None:
     cli = _start_cli(job, tmp_path, "--duration-ms", "30000", "--start-delay-s", "0.5", "--trace-id", "ct-int")
-    try:
-        _wait_running(job.open, "ct-int")
-        cli.send_signal(signal.SIGINT)
-        out, err = cli.communicate(timeout=30)
-    finally:
-        if cli.poll() is None:
-            cli.kill()
+    out, err = ctrl_c(cli, lambda: _wait_running(job.open, "ct-int"))
     assert cli.returncode == 130, out + err
     manifest = json.loads((tmp_path / "ct-int" / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["exit_code"] == 130

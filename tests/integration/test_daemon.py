@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from dyno.client import DynoClient
 from dyno.client.errors import InvalidArgument, Unavailable
 
-from conftest import run_cli, wait_for
+from conftest import run_cli, start_cli, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -122,23 +122,8 @@ def test_cli_status_version_metrics(dynod):
 
 
 def test_cli_metrics_watch_redraws(dynod):
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dyno.client",
-            "metrics",
-            "--watch",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(dynod.port),
-            "--names",
-            "gpu_power_watts",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    args = ("--host", "127.0.0.1", "--port", str(dynod.port), "--names", "gpu_power_watts")
+    proc = start_cli("metrics", "--watch", *args, stderr=None)
     try:
         seen = 0
         for line in proc.stdout:  # type: ignore[union-attr]
@@ -205,7 +190,6 @@ def test_auto_backend_without_driver_runs_on(dynod_factory):
 
 
 def _daemon_cmd() -> list[str]:
-    import sys
 
     return [sys.executable, "-m", "dyno.daemon"]
 

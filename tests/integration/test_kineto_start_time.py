@@ -1,9 +1,8 @@
-"""A synchronized start too close for libkineto when it picks the request up: dynod used to send no start time, and
-the note said libkineto started "when it picked the request up, N s before the synchronized start time" while it
-really started ~2 s after the pickup, i.e. after that time. dynod now moves the start to 1.3 s after the pickup (its
-profiler thread looks at a config once a second and refuses a start already past), and the note says how late that
-is. A real KINETO_USE_DAEMON=1 CPU torch trainer (1 s poll), a real dynod; the file's recording window is checked
-against the note (libkineto never starts before the start time it was given: a lower bound only, never a timing)."""
+"""A synchronized start too close for libkineto when it picks the request up: given no start time, libkineto starts
+~2 s after the pickup (its profiler thread looks at a config once a second and refuses a start already past), so dynod
+sends a start 1.3 s after the pickup, and the note says how late that is after the synchronized start time. A real
+KINETO_USE_DAEMON=1 CPU torch trainer (1 s poll), a real dynod; the file's recording window is checked against the
+note (libkineto never starts before the start time it was given: a lower bound only, never a timing)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """`torchrun --standalone --nproc-per-node 2 train.py` with KINETO_USE_DAEMON=1 (no dyno agent) against a real dynod:
 libkineto registers all three processes, the launcher included; dynod recognises the launcher from its command line
 (`dyno-cli ps` shows its role), and a plain `dyno-cli trace --iterations N` with no --process-limit completes with
-exactly the two workers (it used to include the launcher, which never steps an optimizer: a 500 ms fallback window
-with a note), as does `--pids <launcher>`. The agent-path equivalent: test_agent_torchrun.py."""
+exactly the two workers (never the launcher, which never steps an optimizer and would record a 500 ms fallback
+window with a note), as does `--pids <launcher>`. The agent-path equivalent: test_agent_torchrun.py."""
 
 from __future__ import annotations
 

@@ -5,37 +5,19 @@ connection was lost mid-call, not a TLS hint for a connection that had worked. A
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 
 import pytest
 
 from dyno.client.errors import translate
 
-from conftest import Dynod
+from conftest import Dynod, start_cli
 
 pytestmark = pytest.mark.integration
 
 
 def test_watch_reports_a_lost_daemon_not_a_tls_mismatch(dynod_factory) -> None:
     d: Dynod = dynod_factory()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dyno.client",
-            "metrics",
-            "--watch",
-            "--json",
-            "--host",
-            d.target,
-            "--names",
-            "load_average_1m",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_cli("metrics", "--watch", "--json", "--host", d.target, "--names", "load_average_1m")
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()  # a sample arrived: the stream works

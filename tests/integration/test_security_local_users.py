@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 import grpc
 import pytest
+from local_user_calls import read_watch
 
 from dyno.daemon.app import Daemon
 from dyno.daemon.config import DaemonConfig
@@ -109,14 +109,6 @@ class Env:
     root_trace: str
 
 
-def _drain(stream: Any) -> None:
-    try:
-        for _ in stream:
-            pass
-    except grpc.RpcError:
-        pass  # cancelled at the module's end
-
-
 @pytest.fixture(scope="module")
 def env() -> Iterator[Env]:
     d = short_tmpdir("dyno-users-")
@@ -144,7 +136,7 @@ def env() -> Iterator[Env]:
         # its Watch stream open, as a trainer's agent keeps it: an unwatched registration is dropped after
         # seconds, and the module's calls may take longer than that (a loaded machine, parallel workers)
         watch = agent.Watch(agent_pb2.WatchRequest(pid=os.getpid(), session_id=reg.session_id))
-        threading.Thread(target=_drain, args=(watch,), daemon=True).start()
+        read_watch(watch)
         started = dyno_pb2_grpc.DynoStub(root_channel).StartTrace(
             dyno_pb2.TraceRequest(job_id=ROOT_JOB, duration_ms=60000), timeout=5
         )

@@ -3,8 +3,8 @@ dyno-cli as a separate process): each process that did not finish says why, in t
 and the exit code is that of a partial trace when some finished.
 
 - dyno agent processes that never stepped, or stepped and then stopped: when dyno-cli's --timeout-s cancels them,
-  the agent's own reason (`no optimizer step in N s: ...`, `no optimizer step for N s ...`) is what the user reads
-  (it used to be cancelled before the agent could say it: only `no optimizer step had started the trace`).
+  the agent's own reason (`no optimizer step in N s: ...`, `no optimizer step for N s ...`) is what the user reads,
+  not the bare `no optimizer step had started the trace` of a cancel that came before the agent could say it.
 - libkineto (KINETO_USE_DAEMON=1) processes: one that stepped, stopped, and exits fails at once with
   `exited before the trace finished`; one that stays alive without stepping says that libkineto picked the request
   up and has not started recording (dynod cannot see its steps), and what to do.

@@ -38,6 +38,16 @@ RANK_THRESHOLD = 16
 _SHARES = ("idle", "compute", "non_compute", "communication", "memory", "exposed_communication")
 
 
+def _share(part: float, whole: float) -> float:
+    """`part` as a fraction of `whole`; 0 when the whole is empty."""
+    return part / whole if whole > 0 else 0.0
+
+
+def _pcts(us: Mapping[str, float], whole_us: float, parts: Sequence[str]) -> dict[str, float]:
+    """`<part>_pct` for each of `parts`: its `<part>_us` in percent of `whole_us`, in the order of `parts`."""
+    return {f"{k}_pct": 100.0 * _share(us[f"{k}_us"], whole_us) for k in parts}
+
+
 @dataclass(frozen=True)
 class DeviceBreakdown:
     """One GPU of a rank that drives several: its time over the rank's GPU span, µs (``Breakdown.devices``)."""
@@ -51,14 +61,7 @@ class DeviceBreakdown:
     exposed_communication_us: float = 0.0
 
     def to_dict(self, span_us: float) -> dict[str, float | int]:
-        d: dict[str, float] = {
-            "idle_us": self.idle_us,
-            "compute_us": self.compute_us,
-            "non_compute_us": self.non_compute_us,
-            "communication_us": self.communication_us,
-            "memory_us": self.memory_us,
-            "exposed_communication_us": self.exposed_communication_us,
-        }
+        d = _parts_us(self)
         out: dict[str, float | int] = {"device": self.device, **d}
         for k in _SHARES:
             out[f"{k}_pct"] = 100.0 * d[f"{k}_us"] / span_us if span_us > 0 else 0.0
@@ -85,25 +88,27 @@ class Breakdown:
     devices: tuple[DeviceBreakdown, ...] = ()
 
     def share(self, v: float) -> float:
-        return v / self.span_us if self.span_us > 0 else 0.0
+        return _share(v, self.span_us)
 
     def to_dict(self) -> dict[str, object]:
-        d = {
-            "span_us": self.span_us,
-            "idle_us": self.idle_us,
-            "compute_us": self.compute_us,
-            "non_compute_us": self.non_compute_us,
-            "communication_us": self.communication_us,
-            "memory_us": self.memory_us,
-            "exposed_communication_us": self.exposed_communication_us,
-        }
-        out: dict[str, object] = dict(d)
-        for k in _SHARES:
-            out[f"{k}_pct"] = 100.0 * self.share(d[f"{k}_us"])
+        d = {"span_us": self.span_us, **_parts_us(self)}
+        out: dict[str, object] = {**d, **_pcts(d, self.span_us, _SHARES)}
         out["comm_overlap_pct"] = None if self.comm_overlap_share is None else 100.0 * self.comm_overlap_share
         if self.devices:  # only for a rank with several GPUs: one-GPU reports keep their keys
             out["devices"] = [dv.to_dict(self.span_us) for dv in self.devices]
         return out
+
+
+def _parts_us(b: DeviceBreakdown | Breakdown) -> dict[str, float]:
+    """The parts of a GPU's time, µs, keyed `<part>_us` in the order of _SHARES (the JSON report's order)."""
+    return {
+        "idle_us": b.idle_us,
+        "compute_us": b.compute_us,
+        "non_compute_us": b.non_compute_us,
+        "communication_us": b.communication_us,
+        "memory_us": b.memory_us,
+        "exposed_communication_us": b.exposed_communication_us,
+    }
 
 
 @dataclass(frozen=True)
@@ -145,7 +150,7 @@ class HostTime:
     untraced_us: float
 
     def share(self, v: float) -> float:
-        return v / self.window_us if self.window_us > 0 else 0.0
+        return _share(v, self.window_us)
 
     def to_dict(self) -> dict[str, float]:
         d = {
@@ -154,9 +159,7 @@ class HostTime:
             "other_traced_us": self.other_traced_us,
             "untraced_us": self.untraced_us,
         }
-        for k in ("ops", "other_traced", "untraced"):
-            d[f"{k}_pct"] = 100.0 * self.share(d[f"{k}_us"])
-        return d
+        return {**d, **_pcts(d, self.window_us, ("ops", "other_traced", "untraced"))}
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from dyno.client.hosts import Host
 from dyno.client.trace.cluster import ClusterTrace
 from dyno.client.trace.records import ProcRecord
 from dyno.daemon.instance_id import new_instance_id
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.service import TraceRpcs
 from dyno.error_reasons import ErrorReason

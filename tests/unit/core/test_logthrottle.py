@@ -52,3 +52,32 @@ def test_a_throttled_log_at_another_level_logs_there(caplog: pytest.LogCaptureFi
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert infos == ["skipped a", "skipped c (and 1 more like it in the last 600 s)"]
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_built_args_are_built_only_for_a_line_that_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    log = ThrottledLog(logging.getLogger("throttle.built"), every_s=600, clock=lambda: now[0], level=logging.INFO)
+    built: list[str] = []
+
+    def args(text: str) -> tuple[str]:
+        built.append(text)
+        return (text,)
+
+    caplog.set_level(logging.INFO, logger="throttle.built")
+    log.emit_built("k", "skipped %s", lambda: args("a"))
+    log.emit_built("k", "skipped %s", lambda: args("b"))  # held back, DEBUG off: never built
+    assert built == ["a"]
+    caplog.set_level(logging.DEBUG, logger="throttle.built")
+    log.emit_built("k", "skipped %s", lambda: args("c"))  # held back, logged at DEBUG
+    now[0] += 600
+    log.emit_built("k", "skipped %s", lambda: args("d"))
+    assert built == ["a", "c", "d"]
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.INFO, "skipped a"),
+        (logging.DEBUG, "skipped c"),
+        (logging.INFO, "skipped d (and 2 more like it in the last 600 s)"),
+    ]
+    caplog.set_level(logging.WARNING, logger="throttle.built")
+    now[0] += 600
+    log.emit_built("k", "skipped %s", lambda: args("e"))  # below the logger's level: not built
+    assert built == ["a", "c", "d"]

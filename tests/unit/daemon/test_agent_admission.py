@@ -8,7 +8,8 @@ import pytest
 
 from dyno.daemon import agent_admission
 from dyno.daemon.agent_admission import Admission, Refusal, RefusalKind, RefusalReason
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 
 pytestmark = pytest.mark.unit
 

@@ -22,7 +22,8 @@ from agent_service_env import agent_service
 from dyno.daemon import connection_limits
 from dyno.daemon.agent_server import AgentServer
 from dyno.daemon.agent_service import AgentServicer
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.v1 import agent_pb2, agent_pb2_grpc
 
@@ -130,17 +131,21 @@ def test_the_connection_a_fork_child_keeps_open_is_closed_once_idle(monkeypatch:
     reg = ProcessRegistry()
     server = AgentServer(AgentServicer(TraceManager(reg, d / "traces", "hostO"), reg, keepalive_ms=100), d / "a.sock")
     server.start()
-    child = 0
+    child: int | None = None  # a pidfd of the fork child: no child of ours, its pid may name another process later
     try:
         before = _open_sockets()
         out = subprocess.run([sys.executable, "-c", _TRAINER, str(server.path)], capture_output=True, timeout=30)
         assert out.returncode == 0, out.stderr.decode()[-2000:]
-        child = int(out.stdout)
+        child = os.pidfd_open(int(out.stdout))  # it sleeps 30 s: alive here
         assert _open_sockets() == before + 1  # the child's connection
         wait_for(lambda: (reg.collect_garbage(), len(reg) == 0)[1], 10, 0.1)  # the trainer exited
         wait_for(lambda: _open_sockets() == before, 8, 0.1)  # the orphaned connection is closed
     finally:
-        if child:
-            os.kill(child, signal.SIGKILL)
+        if child is not None:
+            try:
+                signal.pidfd_send_signal(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # it has ended on its own
+            os.close(child)
         server.stop(0)
         shutil.rmtree(d, ignore_errors=True)

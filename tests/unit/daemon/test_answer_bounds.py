@@ -19,7 +19,8 @@ from grpc_context import Aborted, AbortingContext
 from dyno.daemon import server as server_module
 from dyno.daemon.answer_bounds import ELLIPSIS, fit_texts
 from dyno.daemon.history import History, Sample
-from dyno.daemon.registry import MAX_PROCESSES, PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import MAX_PROCESSES, ProcessRegistry
 from dyno.daemon.samplers.base import Reading, labels
 from dyno.daemon.server import DynoServicer, add_to_server
 from dyno.daemon.tracing.manager import TraceManager

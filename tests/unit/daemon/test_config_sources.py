@@ -50,8 +50,8 @@ def test_dynod_exits_2_with_one_line_for_a_too_short_interval(tmp_path: Path, ca
 def test_a_bad_file_value_is_reported_even_when_a_flag_overrides_it(
     tmp_path: Path, content: str, argv: list[str], message: str
 ) -> None:
-    """The flag used to win silently: the broken file then failed only at the first restart without the flag
-    (a removed drop-in, a changed unit), far from the edit that broke it."""
+    """A flag over a broken file value does not hide it: else the file would fail only at the first restart
+    without the flag (a removed drop-in, a changed unit), far from the edit that broke it."""
     f = config_file(tmp_path, content)
     with pytest.raises(ConfigError) as e:
         resolve(["--config", f, *argv])

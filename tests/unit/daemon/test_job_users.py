@@ -16,7 +16,8 @@ from fake_proc import no_proc_identifier
 from dyno.daemon.agent_server import AgentServer
 from dyno.daemon.agent_service import AgentServicer
 from dyno.daemon.job_users import JobConflict, JobOfAnotherUserError, JobUsers
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.error_reasons import ErrorReason, reason_of

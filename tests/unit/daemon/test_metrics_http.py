@@ -1,8 +1,7 @@
 """dynod's Prometheus endpoint over a real socket: idle and slow clients cannot grow its threads or keep a scrape out,
-and every answer is the one prometheus_client's own server gives.
-
-Before: prometheus_client's start_http_server started one thread per connection, with no bound and no timeout;
-200 connections that sent nothing were 200 threads, for as long as the clients liked."""
+and every answer is the one prometheus_client's own server gives (its start_http_server starts one thread per
+connection, with no bound and no timeout: 200 connections that send nothing would be 200 threads, for as long as the
+clients like)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ from fake_proc import no_proc_identifier
 from grpc_context import Aborted, AbortingContext
 
 from dyno.daemon.answer_bounds import ELLIPSIS
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import service as trace_service
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 from dyno.daemon.tracing.manager import LISTED_WORKERS_MAX_AGE_MS, TraceManager

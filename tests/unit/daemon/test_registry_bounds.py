@@ -18,14 +18,8 @@ from agent_service_env import agent_service
 from manual_clock import Clock
 
 from dyno.daemon import registry as registry_module
-from dyno.daemon.registry import (
-    PROTOCOL_AGENT,
-    PROTOCOL_KINETO,
-    ProcessRegistry,
-    RegisteredProcess,
-    RegistryFullError,
-    pid_uid,
-)
+from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry, RegistryFullError, pid_uid
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager

@@ -144,7 +144,7 @@ def _security_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogReco
 
 
 def test_a_dynod_on_loopback_without_a_token_does_not_warn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Local callers are told apart by the kernel (dyno.daemon.callers): a root dynod on loopback no longer hands
+    """Local callers are told apart by the kernel (dyno.daemon.callers): a root dynod on loopback does not hand
     every local user every process, so it has nothing to warn about; beyond loopback it still warns (when allowed to
     start at all: test_exposure_beyond_loopback_is_refused_unless_insecure_is_named)."""
     with caplog.at_level(logging.WARNING):

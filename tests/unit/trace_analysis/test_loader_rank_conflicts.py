@@ -1,6 +1,6 @@
 """Two files of a folder claiming one rank: the one whose own distributedInfo names the rank is kept, whatever the
-path order. The first in path order used to win, so a file ranked only by its name ("rank0.json") dropped a trace
-that said "rank": 0 itself ("rank2.json.gz", copied from another job), and the report was missing the real rank."""
+path order: a file ranked only by its name ("rank0.json") never drops a trace that says "rank": 0 itself
+("rank2.json.gz", copied from another job), whose rank the report would then miss."""
 
 from __future__ import annotations
 

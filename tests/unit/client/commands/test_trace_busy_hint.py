@@ -1,5 +1,5 @@
 """`dyno-cli trace` on a job whose processes are all being traced already: the host's reason says which pids and
-where to see their trace. Before: the daemon's bare "every matched process is already tracing"."""
+where to see their trace, not only the daemon's bare "every matched process is already tracing"."""
 
 from __future__ import annotations
 

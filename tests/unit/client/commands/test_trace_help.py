@@ -1,6 +1,6 @@
-"""Help text that matches behaviour. Before: `dyno-cli fetch --help` listed "an output folder that exists" among
-its usage errors (fetch resumes into the folder an interrupted run left: that is what it is for) and "a host ...
-matched nothing" among its partial results (fetch matches nothing: it attaches to a trace by id)."""
+"""Help text that matches behaviour: `dyno-cli fetch --help` lists neither "an output folder that exists" among its
+usage errors (fetch resumes into the folder an interrupted run left: that is what it is for) nor "a host ... matched
+nothing" among its partial results (fetch matches nothing: it attaches to a trace by id)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_trace_help_still_refuses_an_existing_folder() -> None:
 
 
 def test_trace_help_gives_the_process_limit_order_the_daemons_use() -> None:
-    """Before: "leaf workers before their launchers", while the daemons take trainers, then launchers, then
-    DataLoader workers (which are leaf processes too), as `ps --help` and docs/CLUSTER.md say."""
+    """The daemons' order (trainers, then launchers, then DataLoader workers, which are leaf processes too), as
+    `ps --help` and docs/CLUSTER.md say: not "leaf workers before their launchers"."""
     text = _help("trace")
     assert "--process-limit N" in text and "trainers first, then launchers, then DataLoader workers" in text

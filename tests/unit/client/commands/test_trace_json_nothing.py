@@ -1,6 +1,6 @@
-"""`fetch --json` (and `trace --json`) when no host has anything: the same keys as any other run. Before: a smaller
-object ({trace_id, ok, hosts, processes, errors}) without `exit_code`, `status`, `summary` or `schema`, so a tool
-reading `exit_code` or `status` as docs/CLUSTER.md documents them failed exactly on the runs that went wrong."""
+"""`fetch --json` (and `trace --json`) when no host has anything: the same keys as any other run (`exit_code`,
+`status`, `summary`, `schema` among them), so a tool reading `exit_code` or `status` as docs/CLUSTER.md documents
+them works on the runs that went wrong too."""
 
 from __future__ import annotations
 

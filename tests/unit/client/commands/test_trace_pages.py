@@ -19,7 +19,8 @@ from fake_proc import no_proc_identifier
 
 from dyno.client.cli import main as cli_main
 from dyno.daemon.history import History
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.server import DynoServicer, add_to_server
 from dyno.daemon.tracing import service as trace_service
 from dyno.daemon.tracing.manager import TraceManager

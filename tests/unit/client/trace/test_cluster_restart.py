@@ -22,7 +22,8 @@ from dyno.client.trace.cluster import ClusterTrace
 from dyno.client.trace.records import ProcRecord
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.fake_server import FakeDynoServicer, serve
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.agent_side import RESUMED_TIMEOUT
 from dyno.daemon.tracing.kineto_progress import KinetoProgress

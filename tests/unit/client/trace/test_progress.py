@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 import pytest
+from host_records import fetched_proc, host_record
 
 from dyno.client.hosts import Host
 from dyno.client.trace.progress import PlainProgress, RichProgress, SyncStart, counts, total_line
@@ -74,3 +75,38 @@ def test_a_done_process_whose_fetch_failed_counts_once() -> None:
     c = counts(h)
     assert (c.matched, c.running, c.done, c.failed, c.fetched) == (2, 0, 1, 1, 1)
     assert "processes: 2 matched, 0 running, 1 done, 1 failed" in total_line([h])
+
+
+# Host changes and totals, with and without the live table.
+
+
+def test_plain_progress_prints_host_changes_and_periodic_totals() -> None:
+    out = io.StringIO()
+    now = [0.0]
+    view = PlainProgress(out, every_s=2.0, clock=lambda: now[0])
+    tracing = host_record("a", "tracing", ProcRecord(1, state="running"))
+    view.update([tracing, host_record("b", "failed", error="cannot reach dynod")])
+    now[0] = 1.0
+    view.update([tracing])  # nothing changed, no total yet
+    now[0] = 2.5
+    view.close([host_record("a", "done", fetched_proc(1))])
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "  a:1778: tracing 1 process(es), pids 1"
+    assert lines[1] == "  b:1778: failed: cannot reach dynod"
+    assert lines[2].startswith("[   0.0s] hosts: 1 tracing, 1 failed | processes: 1 matched, 1 running")
+    assert lines[3].startswith("  a:1778: done, 1 file(s) fetched")
+    assert lines[4].startswith("[   2.5s] hosts: 1 done") and "fetched 1 file(s), 10 B" in lines[4]
+    assert len(lines) == 5
+
+
+def test_rich_progress_draws_one_row_perhost_record() -> None:
+    out = io.StringIO()
+    view = RichProgress(out, "trace t1 (job j)")
+    view._console.width = 150
+    hosts = [host_record("a", "done", fetched_proc(1)), host_record("bad", "failed", error="cannot reach dynod")]
+    view.update(hosts)
+    view.close(hosts)
+    text = out.getvalue()
+    assert "trace t1 (job j)" in text and "REASON" in text
+    row = next(line for line in text.splitlines() if "bad:1778" in line)
+    assert "failed" in row and "cannot reach dynod" in row

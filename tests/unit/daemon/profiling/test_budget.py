@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dyno.daemon.profiling.budget import Budget, binding_note, profiled_ms
-from dyno.daemon.registry import PROTOCOL_AGENT
+from dyno.daemon.registered_process import PROTOCOL_AGENT
 from dyno.daemon.tracing.values import ProcessTraceView, TraceSpec, TraceState, TraceView
 
 pytestmark = pytest.mark.unit

@@ -16,8 +16,9 @@ from manual_clock import Clock
 
 from dyno.daemon.jobs.records import JobRecord
 from dyno.daemon.profiling.periodic import SCAN_MS, TICK_S, PeriodicProfiler
-from dyno.daemon.profiling.policy import LATE_MS, PeriodicSettings, SkipReason
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.profiling.policy import LATE_MS, JobState, PeriodicSettings, SkipReason
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import retention
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import (
@@ -183,6 +184,34 @@ def test_young_and_ended_jobs_are_skipped(tmp_path: Path, clock: Clock) -> None:
     _at_next_moment(h.periodic, clock)
     assert h.periodic.tick()[0][2] == SkipReason.ENDING
     assert h.q.empty()
+
+
+def test_a_skip_line_held_back_by_the_throttle_builds_no_text(
+    tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = Host(tmp_path / "a", clock, clock.ms)
+    built: list[SkipReason] = []
+    why = h.periodic._why
+
+    def counted(job: JobState, reason: SkipReason, detail: str, now: int) -> str:
+        built.append(reason)
+        return why(job, reason, detail, now)
+
+    monkeypatch.setattr(h.periodic, "_why", counted)
+    h.records = []  # not running: every moment is skipped for the same reason
+    with caplog.at_level(logging.INFO, logger="dyno.daemon.profiling.periodic"):
+        for _ in range(3):  # a minute apart: within the throttle's 10 minutes, one line
+            _at_next_moment(h.periodic, clock)
+            assert h.periodic.tick()[0][2] == SkipReason.NOT_RUNNING
+    skipped = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(skipped) == 1 and "the job is not running in job accounting" in skipped[0]
+    assert built == [SkipReason.NOT_RUNNING]  # the logged line's text only
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="dyno.daemon.profiling.periodic"):  # held-back lines go to DEBUG
+        _at_next_moment(h.periodic, clock)
+        h.periodic.tick()
+    assert built == [SkipReason.NOT_RUNNING] * 2
+    assert [r.levelno for r in caplog.records if "skipped" in r.getMessage()] == [logging.DEBUG]
 
 
 def test_status_says_on_with_the_interval_and_next_moment(tmp_path: Path, clock: Clock) -> None:

@@ -18,7 +18,7 @@ from dyno.daemon.profiling.policy import (
     skip_reason,
     trace_spec,
 )
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
 
 pytestmark = pytest.mark.unit
 

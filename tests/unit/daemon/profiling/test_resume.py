@@ -13,7 +13,7 @@ import pytest
 from dyno.daemon.profiling import resume
 from dyno.daemon.profiling.budget import Budget, JobUsage
 from dyno.daemon.profiling.resume import ResumedBudget, periodic_records, resume_budget
-from dyno.daemon.registry import PROTOCOL_AGENT
+from dyno.daemon.registered_process import PROTOCOL_AGENT
 from dyno.daemon.tracing import journal
 from dyno.daemon.tracing.trust import make_trace_dir
 from dyno.daemon.tracing.values import ProcessTraceView, TraceSpec, TraceState, TraceView

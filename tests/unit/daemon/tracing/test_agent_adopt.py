@@ -13,7 +13,8 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno import trace_layout
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.agent_side import ADOPTED_NOTE, GONE_REASON, REVIVED_NOTE
 from dyno.daemon.tracing.manager import TraceManager

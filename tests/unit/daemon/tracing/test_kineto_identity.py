@@ -14,7 +14,8 @@ import pytest
 from manual_clock import Clock
 
 from dyno.client.agent import env as agent_env
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.kineto_identity import (
     MAX_ENVIRON_BYTES,
     KinetoIdentifier,

@@ -29,7 +29,7 @@ from dyno.daemon.process_roles import (
     order_for_limit,
     process_roles,
 )
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
 from dyno.daemon.server import DynoServicer, add_to_server
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll

@@ -15,6 +15,7 @@ from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.kineto_leftovers import discard_unfinished_kineto_file
 from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.table import TraceLimits
 from dyno.daemon.tracing.values import TraceSpec, TraceState
 
 pytestmark = pytest.mark.unit
@@ -24,7 +25,12 @@ def _timed_out_reason(tmp_path: Path, content: bytes) -> tuple[str, Path]:
     clock = Clock()
     reg = ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: True, clock_ms=clock)
     tm = TraceManager(
-        reg, tmp_path / "traces", "hostA", completion_slack_s=5, clock_ms=clock, kineto_identifier=no_proc_identifier()
+        reg,
+        tmp_path / "traces",
+        "hostA",
+        limits=TraceLimits(completion_slack_s=5),
+        clock_ms=clock,
+        kineto_identifier=no_proc_identifier(),
     )
     poll = KinetoPoll(pid=300, ancestry=(), job_id="7", type_mask=3)
     tm.kineto_poll(poll)

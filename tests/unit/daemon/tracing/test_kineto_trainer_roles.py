@@ -10,7 +10,7 @@ import pytest
 from fake_proc import ProcTable as Proc
 from fake_proc import kineto_manager
 
-from dyno.daemon.registry import PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_KINETO, RegisteredProcess
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import order_for_limit

@@ -12,7 +12,8 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno.client.agent.output import OutputFiles
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import TraceSpec, TraceState

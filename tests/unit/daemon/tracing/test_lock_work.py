@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.table import TraceTable
 from dyno.daemon.tracing.values import TraceSpec

@@ -9,10 +9,12 @@ import pytest
 from fake_proc import no_proc, no_proc_identifier
 from manual_clock import Clock
 
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager, order_for_limit
+from dyno.daemon.tracing.table import TraceLimits
 from dyno.daemon.tracing.values import (
     AgentCancelCommand,
     AgentTraceCommand,
@@ -41,10 +43,7 @@ def env(tmp_path: Path):  # type: ignore[no-untyped-def]
         reg,
         tmp_path / "traces",
         "hostA",
-        delivery_timeout_s=10,
-        completion_slack_s=5,
-        iteration_timeout_s=60,
-        max_active_traces=3,
+        limits=TraceLimits(delivery_timeout_s=10, completion_slack_s=5, iteration_timeout_s=60, max_active_traces=3),
         clock_ms=clock,
         kineto_identifier=no_proc_identifier(),  # the fake pids may be real processes here
     )

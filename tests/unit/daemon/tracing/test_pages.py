@@ -19,12 +19,14 @@ from grpc_context import Aborted, AbortingContext
 from dyno.client.client import DynoClient
 from dyno.daemon.answer_bounds import ELLIPSIS
 from dyno.daemon.history import History
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.server import DynoServicer, add_to_server
 from dyno.daemon.tracing import pages as trace_pages
 from dyno.daemon.tracing import service as trace_service
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.service import TraceRpcs
+from dyno.daemon.tracing.table import TraceLimits
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 pytestmark = pytest.mark.unit
@@ -97,7 +99,11 @@ class _Daemon:
 def daemon(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[_Daemon]:
     registry = _registry(request.param)
     manager = TraceManager(
-        registry, tmp_path / "traces", "node1", max_active_traces=2, kineto_identifier=no_proc_identifier()
+        registry,
+        tmp_path / "traces",
+        "node1",
+        limits=TraceLimits(max_active_traces=2),
+        kineto_identifier=no_proc_identifier(),
     )
     servicer = DynoServicer(lambda: dyno_pb2.Status(), History(2), "node1", TraceRpcs(manager, registry, "node1"))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))

@@ -13,7 +13,8 @@ import pytest
 from fake_proc import no_proc_identifier
 
 from dyno.daemon.callers import ADMIN, Caller
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.process_listing import OTHERS_CMDLINE, RolesCache
 from dyno.daemon.tracing.service import TraceRpcs

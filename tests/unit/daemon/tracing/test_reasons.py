@@ -14,11 +14,11 @@ from small_daemon import small_daemon
 
 from dyno.client.client import DynoClient
 from dyno.client.errors import InvalidArgument, NotFound, Unavailable, translate
-from dyno.client.trace.cluster import _in_use
 from dyno.client.trace.restarts import restarted_text
-from dyno.client.trace.start import start_trace_retrying
+from dyno.client.trace.start import _in_use, start_trace_retrying
 from dyno.daemon.proto_convert import REASON_TO_PB, process_trace_to_pb
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.rpc_abort import abort
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.agent_side import GONE_REASON

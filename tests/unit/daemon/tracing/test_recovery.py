@@ -12,12 +12,14 @@ import pytest
 from fake_proc import no_proc_identifier
 
 from dyno.daemon.config import DaemonConfig
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing import retention, streaming
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.subsystem import Tracing
+from dyno.daemon.tracing.table import DEFAULT_LIMITS, TraceLimits
 from dyno.daemon.tracing.values import TraceSpec, TraceState, UnknownTraceError
 from dyno.filechunks import checksum_of, new_digest
 
@@ -45,9 +47,11 @@ FULL_SPEC = TraceSpec(
 )
 
 
-def manager(trace_dir: Path, hostname: str = "hostA", **kw: int) -> tuple[ProcessRegistry, TraceManager]:
+def manager(
+    trace_dir: Path, hostname: str = "hostA", limits: TraceLimits = DEFAULT_LIMITS
+) -> tuple[ProcessRegistry, TraceManager]:
     reg = ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: True, uid_of=_test_user)
-    return reg, TraceManager(reg, trace_dir, hostname, kineto_identifier=no_proc_identifier(), **kw)  # type: ignore[arg-type]
+    return reg, TraceManager(reg, trace_dir, hostname, limits=limits, kineto_identifier=no_proc_identifier())
 
 
 def finish(
@@ -304,7 +308,7 @@ def test_memory_holds_at_most_max_kept_and_evicted_traces_come_back(tmp_path: Pa
     reg, tm = manager(traces)
     for i in range(4):
         finish(tm, reg, TraceSpec(job_id="J", duration_ms=100, trace_id=f"k{i}"), {7: b"x" * (i + 1)})
-    _reg2, tm2 = manager(traces, max_kept_traces=2)
+    _reg2, tm2 = manager(traces, limits=TraceLimits(max_kept_traces=2))
     for i in range(4):
         assert tm2.get(f"k{i}").processes[0].size_bytes == i + 1
     assert len(tm2.table.traces) == 2  # the oldest recovered ones were dropped from memory...

@@ -13,7 +13,8 @@ from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
 from dyno import trace_layout
-from dyno.daemon.registry import PROTOCOL_AGENT, PROTOCOL_KINETO, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.agent_side import ADOPTED_NOTE, RESUMED_NOTE
 from dyno.daemon.tracing.manager import TraceManager

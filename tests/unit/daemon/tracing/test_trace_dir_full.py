@@ -10,7 +10,8 @@ import grpc
 import pytest
 from grpc_context import Aborted, AbortingContext
 
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import trust
 from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.service import TraceRpcs

@@ -17,7 +17,8 @@ import pytest
 from grpc_context import Aborted, AbortingContext
 
 from dyno import trace_layout
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing import retention, trust
 from dyno.daemon.tracing.manager import TraceManager
@@ -139,9 +140,9 @@ def _nest(folder: Path, depth: int) -> Path:
 
 
 def test_a_folder_tree_nested_deeper_than_pythons_recursion_limit_is_measured_and_deleted(tmp_path: Path) -> None:
-    """Any trainer may create folders in a trace folder (1733). Nested 1200 deep, they made the recursive size walk
-    and shutil.rmtree raise RecursionError at every retention pass: no trace was ever deleted again (the disk filled)
-    and dynod, whose start runs a pass, no longer started."""
+    """Any trainer may create folders in a trace folder (1733). Nested 1200 deep, they must not make the size walk
+    or the removal raise RecursionError (as a recursive walk and shutil.rmtree do) at every retention pass: no trace
+    would ever be deleted again (the disk fills), and dynod, whose start runs a pass, would not start."""
     outside = _dir(tmp_path / "outside")
     (outside / "keep").write_text("not dynod's")
     trace_dir = _dir(tmp_path / "traces")

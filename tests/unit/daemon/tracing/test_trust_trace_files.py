@@ -14,7 +14,8 @@ import pytest
 from fake_proc import no_proc_identifier
 from manual_clock import Clock
 
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import trust
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager

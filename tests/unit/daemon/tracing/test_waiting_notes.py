@@ -26,10 +26,12 @@ from dyno.client.hosts import Host
 from dyno.client.trace.cluster import ClusterTrace
 from dyno.daemon.fake_server import serve
 from dyno.daemon.proto_convert import process_trace_to_pb
-from dyno.daemon.registry import PROTOCOL_AGENT, ProcessRegistry, RegisteredProcess
+from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
+from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.table import TraceLimits
 from dyno.daemon.tracing.values import TraceSpec, TraceState
 from dyno.v1 import dyno_pb2
 
@@ -99,7 +101,7 @@ def tm(tmp_path: Path):  # type: ignore[no-untyped-def]
         reg,
         tmp_path / "traces",
         "hostA",
-        iteration_timeout_s=600,
+        limits=TraceLimits(iteration_timeout_s=600),
         clock_ms=clock,
         kineto_identifier=no_proc_identifier(),
     )
