@@ -71,9 +71,9 @@ def fakes() -> Iterator:
     pool = futures.ThreadPoolExecutor(max_workers=16)
     servers: list[grpc.Server] = []
 
-    def make(finish: bool = True, cls: type[TracingServicer] = TracingServicer) -> tuple[Host, TracingServicer]:
+    def make(finish: bool = True) -> tuple[Host, TracingServicer]:
         name = f"node{len(servers)}"
-        fake = serve(lambda _port: cls(name, finish), executor=pool)
+        fake = serve(lambda _port: TracingServicer(name, finish), executor=pool)
         servers.append(fake.server)
         return Host("127.0.0.1", fake.port), fake.servicer
 

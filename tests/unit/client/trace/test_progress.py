@@ -18,9 +18,7 @@ START_MS = 1_796_000_007_000
 
 
 def _hosts() -> list[HostRecord]:
-    h = HostRecord(Host("gpu1", 1778), "gpu1_1778", state="tracing", matched_pids=[11, 12])
-    h.processes = [ProcRecord(pid=11, state="delivered"), ProcRecord(pid=12, state="running")]
-    return [h]
+    return [host_record("gpu1", "tracing", ProcRecord(pid=11, state="delivered"), ProcRecord(pid=12, state="running"))]
 
 
 def _clock(now_ms: list[float]) -> SyncStart:
@@ -99,7 +97,7 @@ def test_plain_progress_prints_host_changes_and_periodic_totals() -> None:
     assert len(lines) == 5
 
 
-def test_rich_progress_draws_one_row_perhost_record() -> None:
+def test_rich_progress_draws_one_row_per_host() -> None:
     out = io.StringIO()
     view = RichProgress(out, "trace t1 (job j)")
     view._console.width = 150
