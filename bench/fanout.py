@@ -41,7 +41,7 @@ from dyno.client.client import DynoClient
 from dyno.client.cluster import Cluster, open_client
 from dyno.client.errors import DynoError
 from dyno.client.hosts import Host
-from dyno.client.trace.cluster import start_trace_retrying
+from dyno.client.trace.start import start_trace_retrying
 from dyno.daemon.process import READY_LINE
 from dyno.v1 import dyno_pb2
 

@@ -25,9 +25,10 @@ import dyno
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.agent_admission import MAX_TEXT, Admission, Refusal, RefusalKind, RefusalReason
 from dyno.daemon.aio_serving import TIMED_OUT, WakingQueue, next_item
+from dyno.daemon.job_users import JobOfAnotherUserError
 from dyno.daemon.peer_identity import PeerTable
 from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
-from dyno.daemon.registry import JobOfAnotherUserError, ProcessRegistry, RegistryFullError
+from dyno.daemon.registry import ProcessRegistry, RegistryFullError
 from dyno.daemon.rpc_abort import abort, reason_trailer
 from dyno.daemon.tracing.agent_side import GONE_REASON
 from dyno.daemon.tracing.manager import TraceManager

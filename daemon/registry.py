@@ -29,7 +29,6 @@ from dyno.daemon.registered_process import PROTOCOL_KINETO, PROTOCOLS, Registere
 __all__ = [
     "ProcessRegistry",
     "RegistryFullError",
-    "JobOfAnotherUserError",
     "MAX_PROCESSES",
     "MAX_PROCESSES_PER_UID",
     "pid_alive",

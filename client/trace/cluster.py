@@ -34,10 +34,10 @@ from dyno.client.trace.records import (
     host_dir_name,
 )
 from dyno.client.trace.restarts import DaemonInstances, restarted_text
-from dyno.client.trace.start import NOT_FOUND_HINT, StartFanout, start_trace_retrying
+from dyno.client.trace.start import NOT_FOUND_HINT, StartFanout
 from dyno.v1 import dyno_pb2
 
-__all__ = ["ClusterTrace", "start_trace_retrying"]  # start_trace_retrying re-exported from trace.start
+__all__ = ["ClusterTrace"]
 
 log = logging.getLogger(__name__)
 

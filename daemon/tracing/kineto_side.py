@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from dyno import trace_layout
+from dyno.daemon.job_users import JobOfAnotherUserError
 from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
-from dyno.daemon.registry import JobOfAnotherUserError, RegistryFullError
+from dyno.daemon.registry import RegistryFullError
 from dyno.daemon.tracing import kineto_leftovers, trust
 from dyno.daemon.tracing.kineto_config import ConfigValueError, trace_config
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier, KinetoIdentity

@@ -18,7 +18,7 @@ from two_host_job import Job, two_host_job
 from dyno.client.auth import ClientAuth
 from dyno.client.cluster import Cluster
 from dyno.client.hosts import parse_hosts
-from dyno.client.trace.cluster import start_trace_retrying
+from dyno.client.trace.start import start_trace_retrying
 from dyno.daemon.tracing.journal import RECORD_NAME
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2
