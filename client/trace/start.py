@@ -55,7 +55,7 @@ def start_trace_retrying(c: DynoClient, request: dyno_pb2.TraceRequest) -> dyno_
                 raise
             time.sleep(backoff)
         except InvalidArgument as e:
-            if not (attempt and is_reason(e.reason, ErrorReason.TRACE_ID_IN_USE)):
+            if not (attempt and _in_use(e.reason)):
                 raise
             status = c.get_trace(request.trace_id)
             return dyno_pb2.StartTraceResponse(

@@ -190,7 +190,6 @@ def test_auto_backend_without_driver_runs_on(dynod_factory):
 
 
 def _daemon_cmd() -> list[str]:
-
     return [sys.executable, "-m", "dyno.daemon"]
 
 
