@@ -48,7 +48,7 @@ def rank_pages(
     g = _Groups(f)
     pos = g.gpu_seconds > 0  # rank leaves out jobs without GPU time (NaN too)
     hours = g.gpu_seconds / 3600.0
-    state = np.where(g.analysis >= 0, f.state[np.maximum(g.analysis, 0)], 0)
+    state = np.r_[f.state, 0][g.analysis]  # a group without an analysis (-1): state 0 (none, too)
     done = pos & (state == _DONE)
     unknown = pos & ~done
     failed = pos & (state == _FAILED)
