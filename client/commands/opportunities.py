@@ -77,17 +77,17 @@ def _prometheus(args: argparse.Namespace) -> Opportunities | None:
 
 
 def _checked(gathered: HostRecords) -> HostRecords:
-    """The hosts' answers with a host whose columnar pages are malformed (columns.check_page) made a failed host,
+    """The hosts' answers with a host whose columnar pages are malformed (column_pages.check_page) made a failed host,
     named and counted as one that did not answer."""
     from dyno.client.cluster import HostResult
+    from dyno.client.column_pages import MalformedPage, check_page
     from dyno.client.commands._job_records import HostRecords
-    from dyno.client.opportunities.columns import MalformedPage, check_page
 
     results = []
     for r in gathered.results:
         try:
             for page in (r.value or []) if r.ok else []:
-                check_page(page)
+                check_page(page, analyses=True)
         except MalformedPage as e:
             r = HostResult(r.host, False, error=str(e), error_type="MalformedPage", elapsed_s=r.elapsed_s)
         results.append(r)

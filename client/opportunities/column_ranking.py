@@ -43,7 +43,7 @@ def rank_pages(
     texts: Mapping[str, RuleText] = RULE_TEXTS,
 ) -> Opportunities:
     """ranking.rank of the pages' records (each page given with its daemon; columns asked with analysis_rules, or
-    records). Raises columns.MalformedPage."""
+    records). Raises column_pages.MalformedPage."""
     f = read_pages(pages)
     g = _Groups(f)
     pos = g.gpu_seconds > 0  # rank leaves out jobs without GPU time (NaN too)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from dyno.client.column_pages import MalformedPage, check_page
 from dyno.job_columns import job_columns
 from dyno.numpy_import import import_numpy_single_threaded
 from dyno.v1 import dyno_pb2
@@ -20,15 +21,11 @@ from dyno.v1 import dyno_pb2
 import_numpy_single_threaded()
 import numpy as np  # noqa: E402
 
-__all__ = ["FleetColumns", "MalformedPage", "check_page", "read_pages"]
+__all__ = ["FleetColumns", "read_pages"]
 
 _I32 = np.int32
 _I64 = np.int64
 _F64 = np.float64
-
-
-class MalformedPage(ValueError):
-    """A daemon's columnar page whose columns do not agree (lengths, indexes out of their tables)."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +60,7 @@ class FleetColumns:
 
 def _columns(page: dyno_pb2.ListJobsResponse) -> Iterator[dyno_pb2.JobColumns]:
     if page.HasField("columns"):
-        check_page(page)
+        check_page(page, analyses=True)
         yield page.columns
     elif page.jobs:
         yield job_columns(page.jobs, analysis_rules=True)
@@ -72,48 +69,6 @@ def _columns(page: dyno_pb2.ListJobsResponse) -> Iterator[dyno_pb2.JobColumns]:
 def _codes(table: dict[str, int], names: Iterable[str], at: Any) -> Any:
     """`at` (indexes into the page's `names`) as codes in `table` (names added as first seen)."""
     return np.array([table.setdefault(n, len(table)) for n in names], _I64)[at]
-
-
-def check_page(page: dyno_pb2.ListJobsResponse) -> None:
-    """Raises MalformedPage unless a columnar page has its analyses (asked with analysis_rules), its columns agree in
-    length and their indexes fall in their tables (a daemon's page is untrusted); a page of records passes."""
-    if not page.HasField("columns"):
-        return
-    c = page.columns
-    if not c.HasField("analyses"):
-        raise MalformedPage("a columnar ListJobs page without its analyses' rules (a dynod before analysis_rules)")
-    n, k, a = len(c.job_id), len(c.analysed_rows), c.analyses
-    counts = np.array(a.rule_count, _I64)
-    sizes = {
-        "user_index": (len(c.user_index), n),
-        "hostname_index": (len(c.hostname_index), n),
-        "gpu_seconds": (len(c.gpu_seconds), n),
-        "analyzed_ms": (len(c.analyzed_ms), k),
-        "analysis_state": (len(c.analysis_state), k),
-        "analysis_failure": (len(c.analysis_failure), k),
-        "analyses.rule_count": (len(counts), k),
-        "analyses.failure_message_index": (len(a.failure_message_index), k),
-        "analyses.rule": (len(a.rule), int(counts.sum()) if counts.min(initial=0) >= 0 else -1),
-        "analyses.time_lost_share": (len(a.time_lost_share), len(a.rule)),
-        "analyses.title_index": (len(a.title_index), len(a.rule)),
-        "analyses.fix_index": (len(a.fix_index), len(a.rule)),
-    }
-    bounds = {
-        "user_index": (c.user_index, len(c.users)),
-        "hostname_index": (c.hostname_index, len(c.hostnames)),
-        "analysed_rows": (c.analysed_rows, n),
-        "analyses.failure_message_index": (a.failure_message_index, len(a.failure_messages)),
-        "analyses.rule": (a.rule, len(c.rules)),
-        "analyses.title_index": (a.title_index, len(a.titles)),
-        "analyses.fix_index": (a.fix_index, len(a.fixes)),
-    }
-    wrong = [name for name, (have, want) in sizes.items() if have != want]
-    for name, (at, size) in bounds.items():
-        values = np.array(at, _I64)
-        if len(values) and not 0 <= values.min() <= values.max() < size:
-            wrong.append(name)
-    if wrong:
-        raise MalformedPage(f"a columnar ListJobs page whose columns do not agree: {', '.join(dict.fromkeys(wrong))}")
 
 
 def read_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> FleetColumns:

@@ -17,8 +17,8 @@ import pytest
 from job_pages import on_daemons, pages_of, shuffled_pages
 from opportunity_cases import job_hosts
 
+from dyno.client.column_pages import MalformedPage
 from dyno.client.opportunities.column_ranking import rank_pages
-from dyno.client.opportunities.columns import MalformedPage
 from dyno.client.opportunities.jsondoc import to_json
 from dyno.client.opportunities.ranking import rank
 from dyno.client.opportunities.text import render
