@@ -36,7 +36,8 @@ def _columns(page: dyno_pb2.ListJobsResponse) -> Iterator[dyno_pb2.JobColumns]:
 
 
 def from_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> list[JobRow]:
-    """jobs_table.from_records of every record of the pages, each page given with the daemon that answered it."""
+    """jobs_table.from_records of every record of the pages, each page given with the daemon that answered it (columns
+    checked, as DynoClient.list_job_pages gives them: column_pages.check_page)."""
     index: dict[tuple[str, int], int] = {}  # (job id, user's code) -> a code (the number of a record of its first page)
     users: dict[str, int] = {}
     hostnames: dict[str, int] = {}

@@ -42,8 +42,8 @@ def rank_pages(
     store_problems: Iterable[str] = (),
     texts: Mapping[str, RuleText] = RULE_TEXTS,
 ) -> Opportunities:
-    """ranking.rank of the pages' records (each page given with its daemon; columns asked with analysis_rules, or
-    records). Raises column_pages.MalformedPage."""
+    """ranking.rank of the pages' records (each page given with its daemon; columns asked with analysis_rules and
+    checked, as DynoClient.list_job_pages gives them, or records)."""
     f = read_pages(pages)
     g = _Groups(f)
     pos = g.gpu_seconds > 0  # rank leaves out jobs without GPU time (NaN too)

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from dyno.client.column_pages import MalformedPage, check_page
 from dyno.job_columns import job_columns
 from dyno.numpy_import import import_numpy_single_threaded
 from dyno.v1 import dyno_pb2
@@ -60,7 +59,6 @@ class FleetColumns:
 
 def _columns(page: dyno_pb2.ListJobsResponse) -> Iterator[dyno_pb2.JobColumns]:
     if page.HasField("columns"):
-        check_page(page, analyses=True)
         yield page.columns
     elif page.jobs:
         yield job_columns(page.jobs, analysis_rules=True)
@@ -72,14 +70,10 @@ def _codes(table: dict[str, int], names: Iterable[str], at: Any) -> Any:
 
 
 def read_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> FleetColumns:
-    """Every record of the pages (each given with the daemon that answered it), as arrays (filled in place: a
-    fleet's are millions of entries, which a join of per-page arrays would hold twice). Raises MalformedPage."""
-    read: list[tuple[str, dyno_pb2.JobColumns]] = []
-    for daemon, page in pages:
-        try:
-            read += [(daemon, c) for c in _columns(page)]
-        except MalformedPage as bad:
-            raise MalformedPage(f"{daemon}: {bad}") from None
+    """Every record of the pages (each given with the daemon that answered it; columns checked, as list_job_pages
+    gives them: column_pages.check_page), as arrays (filled in place: a fleet's are millions of entries, which a join
+    of per-page arrays would hold twice)."""
+    read = [(daemon, c) for daemon, page in pages for c in _columns(page)]
     records = sum(len(c.job_id) for _, c in read)
     analyses = sum(len(c.analysed_rows) for _, c in read)
     rules = sum(len(c.analyses.rule) for _, c in read)

@@ -83,6 +83,18 @@ def test_columns_and_a_dynod_before_analysis_rules_rank_as_records(
     assert column_servers["b-before"].servicer.asked[-2:] == [(True, True), (False, False)]  # then records
 
 
+def test_each_page_is_checked_once(column_servers, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """As the pages arrive (pages.job_pages), not again when ranked: check_columns and check_analyses once a page."""
+    from dyno.client import column_pages
+
+    checked: list[int] = []
+    real = column_pages._out_of_bounds
+    monkeypatch.setattr(column_pages, "_out_of_bounds", lambda bounds: checked.append(len(bounds)) or real(bounds))
+    pair = column_servers["a-now"], column_servers["b-now"]  # a page each
+    assert cli_main(["opportunities", "--hosts", ",".join(s.target for s in pair), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rules"] and sorted(checked) == [4, 4, 5, 5]
+
+
 def test_a_host_with_malformed_columns_is_a_failed_host(column_servers, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     good, bad = column_servers["a-now"], column_servers["b-malformed"]
     assert cli_main(["opportunities", "--hosts", f"{good.target},{bad.target}", "--json"]) == 3

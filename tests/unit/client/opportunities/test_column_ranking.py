@@ -17,12 +17,10 @@ import pytest
 from job_pages import on_daemons, pages_of, shuffled_pages
 from opportunity_cases import job_hosts
 
-from dyno.client.column_pages import MalformedPage
 from dyno.client.opportunities.column_ranking import rank_pages
 from dyno.client.opportunities.jsondoc import to_json
 from dyno.client.opportunities.ranking import rank
 from dyno.client.opportunities.text import render
-from dyno.job_columns import job_columns
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
@@ -160,18 +158,3 @@ def test_many_listed_jobs_and_no_records() -> None:
     assert got == want
     empty = rank_pages([], since_s=1.0, source="daemons")
     assert empty == rank([], since_s=1.0, source="daemons")
-
-
-def test_a_columnar_page_without_analyses_or_with_bad_indexes_is_refused() -> None:
-    records = [r for _, r in _records(5, 30)]
-    old = dyno_pb2.ListJobsResponse(columns=job_columns(records))  # a dynod before analysis_rules
-    with pytest.raises(MalformedPage, match="h:1: .*without its analyses"):
-        rank_pages([("h:1", old)], since_s=1.0, source="daemons")
-    bad = dyno_pb2.ListJobsResponse(columns=job_columns(records, analysis_rules=True))
-    bad.columns.analyses.rule[0] = 99
-    bad.columns.analyses.rule_count.append(1)
-    with pytest.raises(MalformedPage, match=r"h:2: .*agree: analyses\.rule_count, analyses\.rule$"):
-        rank_pages([("h:2", bad)], since_s=1.0, source="daemons")
-    bad.columns.analyses.rule_count.pop()
-    with pytest.raises(MalformedPage, match=r"h:2: .*: analyses\.rule$"):
-        rank_pages([("h:2", bad)], since_s=1.0, source="daemons")
