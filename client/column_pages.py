@@ -3,21 +3,26 @@ client/jobs_columns.py; `dyno-cli opportunities`' arrays, client/opportunities/c
 
 A daemon's page is untrusted: `check_page` (run by pages.job_pages on every page as it arrives, so every reader gets
 checked pages) raises MalformedPage unless the columns the readers read agree in length and their indexes fall in
-their tables.
+their tables. `columns_of` gives a page's columns (a page of records, from a dynod older than the columnar form,
+made columns). `JobKeys` codes each record's (job id, user), first seen first: the order both readers add in, which
+makes their float sums those of the record-at-a-time joins to the bit.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from typing import Any
 
 from dyno.client.errors import DynoError
+from dyno.job_columns import job_columns
 from dyno.numpy_import import import_numpy_single_threaded
 from dyno.v1 import dyno_pb2
 
 import_numpy_single_threaded()
 import numpy as np  # noqa: E402
 
-__all__ = ["MalformedPage", "check_analyses", "check_columns", "check_page"]
+__all__ = ["JobKeys", "MalformedPage", "check_analyses", "check_columns", "check_page", "columns_of"]
 
 _I64 = np.int64
 
@@ -105,3 +110,46 @@ def _out_of_bounds(bounds: dict[str, tuple[Any, int, int]]) -> list[str]:
         if len(values) and not low <= values.min() <= values.max() < size:
             wrong.append(name)
     return wrong
+
+
+def columns_of(page: dyno_pb2.ListJobsResponse, *, analysis_rules: bool = False) -> Iterator[dyno_pb2.JobColumns]:
+    """A page's columns, or its records made columns (with `analysis_rules`, their analyses' rules too); nothing for
+    a page of neither."""
+    if page.HasField("columns"):
+        yield page.columns
+    elif page.jobs:
+        yield job_columns(page.jobs, analysis_rules=analysis_rules)
+
+
+class JobKeys:
+    """The (job id, user) key of every record of the columns added, as an integer code: `add` gives the columns'
+    sparse codes (a key's is the number of its first record among all added), `dense` maps them to 0..len-1 in the
+    order the keys were first seen, `keys` lists them in that order. One dict pass over the keys, in C."""
+
+    def __init__(self) -> None:
+        self.records = 0  # records added
+        self._users: dict[str, int] = {}
+        self._index: dict[tuple[str, int], int] = {}  # (job id, user's code) -> its sparse code
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def add(self, c: dyno_pb2.JobColumns) -> Any:
+        """The sparse codes (int64) of `c`'s records, in their order."""
+        n = len(c.job_id)
+        user_of = np.array([self._users.setdefault(u, len(self._users)) for u in c.users], _I64)
+        user = user_of[np.array(c.user_index, _I64)].tolist()
+        codes = map(self._index.setdefault, zip(c.job_id, user, strict=True), itertools.count(self.records))
+        self.records += n
+        return np.fromiter(codes, _I64, n)
+
+    def dense(self) -> Any:
+        """Sparse code -> dense code: an int64 array indexed by the codes `add` gave (its other entries undefined)."""
+        dense = np.empty(self.records, _I64)
+        dense[np.fromiter(self._index.values(), _I64, len(self._index))] = np.arange(len(self._index), dtype=_I64)
+        return dense
+
+    def keys(self) -> list[tuple[str, str]]:
+        """Each key as (job id, user), by dense code."""
+        users = list(self._users)
+        return [(job_id, users[user]) for job_id, user in self._index]

@@ -1,19 +1,18 @@
 """The daemons' columnar ListJobs pages (with `analysis_rules`) read as flat numpy arrays, for ranking over a fleet's
 millions of records (column_ranking.py): entry i of a per-record array is record i of all the pages, in their order;
 per analysis and per rule of an analysis likewise. A page of records (a dynod older than the columnar form) is made
-columns first (dyno.job_columns), so a mixed fleet reads in one pass. Strings (job ids, users, hostnames, rule ids,
-titles, fixes, failure messages) become integer codes into tables of this answer; the only per-record Python is one
-dict pass over the (job id, user) keys, in C.
+columns first (column_pages.columns_of), so a mixed fleet reads in one pass. Strings (job ids, users, hostnames,
+rule ids, titles, fixes, failure messages) become integer codes into tables of this answer; the only per-record
+Python is one dict pass over the (job id, user) keys, in C (column_pages.JobKeys).
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dyno.job_columns import job_columns
+from dyno.client.column_pages import JobKeys, columns_of
 from dyno.numpy_import import import_numpy_single_threaded
 from dyno.v1 import dyno_pb2
 
@@ -57,13 +56,6 @@ class FleetColumns:
     fix: Any
 
 
-def _columns(page: dyno_pb2.ListJobsResponse) -> Iterator[dyno_pb2.JobColumns]:
-    if page.HasField("columns"):
-        yield page.columns
-    elif page.jobs:
-        yield job_columns(page.jobs, analysis_rules=True)
-
-
 def _codes(table: dict[str, int], names: Iterable[str], at: Any) -> Any:
     """`at` (indexes into the page's `names`) as codes in `table` (names added as first seen)."""
     return np.array([table.setdefault(n, len(table)) for n in names], _I64)[at]
@@ -73,7 +65,7 @@ def read_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> FleetC
     """Every record of the pages (each given with the daemon that answered it; columns checked, as list_job_pages
     gives them: column_pages.check_page), as arrays (filled in place: a fleet's are millions of entries, which a join
     of per-page arrays would hold twice)."""
-    read = [(daemon, c) for daemon, page in pages for c in _columns(page)]
+    read = [(daemon, c) for daemon, page in pages for c in columns_of(page, analysis_rules=True)]
     records = sum(len(c.job_id) for _, c in read)
     analyses = sum(len(c.analysed_rows) for _, c in read)
     rules = sum(len(c.analyses.rule) for _, c in read)
@@ -101,17 +93,14 @@ def read_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> FleetC
         fix=np.empty(rules, _I32),
     )
     daemons: dict[str, int] = {}
-    users: dict[str, int] = {}
-    index: dict[tuple[str, int], int] = {}  # (job id, user's code) -> a sparse code (its first record's number)
+    keys = JobKeys()
     tables: tuple[dict[str, int], ...] = ({}, {}, {}, {})  # hostnames, rule ids, failure messages, titles and fixes
     hostnames, rule_ids, messages, texts = tables
     r = k = e = 0  # the next record, analysis and rule of the arrays
     for daemon, c in read:
         n, m, a = len(c.job_id), len(c.analysed_rows), c.analyses
-        user = _codes(users, c.users, np.array(c.user_index, _I64)).tolist()
-        codes = map(index.setdefault, zip(c.job_id, user, strict=True), itertools.count(r))
         f.daemon[r : r + n] = daemons.setdefault(daemon, len(daemons))
-        f.job[r : r + n] = np.fromiter(codes, _I64, n)
+        f.job[r : r + n] = keys.add(c)
         f.hostname[r : r + n] = _codes(hostnames, c.hostnames, np.array(c.hostname_index, _I64))
         f.gpu_seconds[r : r + n] = c.gpu_seconds
         f.record[k : k + m] = np.array(c.analysed_rows, _I64) + r
@@ -126,14 +115,11 @@ def read_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> FleetC
         f.title[e : e + size] = _codes(texts, a.titles, np.array(a.title_index, _I64))
         f.fix[e : e + size] = _codes(texts, a.fixes, np.array(a.fix_index, _I64))
         r, k, e = r + n, k + m, e + size
-    dense = np.zeros(records, _I64)  # sparse code -> 0..jobs-1, in the dict's (first seen) order
-    dense[np.fromiter(index.values(), _I64, len(index))] = np.arange(len(index), dtype=_I64)
-    f.job[:] = dense[f.job]
+    f.job[:] = keys.dense()[f.job]
     np.cumsum(f.rule_count, out=f.rule_start)
     np.subtract(f.rule_start, f.rule_count, out=f.rule_start)
-    user_names = list(users)
     f.daemons.extend(daemons)
-    f.jobs.extend((job_id, user_names[u]) for job_id, u in index)
+    f.jobs.extend(keys.keys())
     for table, names in zip((f.hostnames, f.rules, f.messages, f.texts), tables, strict=True):
         table.extend(names)
     return f

@@ -1,12 +1,13 @@
 """column_pages.check_page: a daemon's columnar ListJobs page is refused (MalformedPage, naming the columns) when a
 column the readers read is not one entry a row (record, analysis, GPM row, rule) or an index falls out of its table;
-dynod's own pages (job_columns), pages of records and top_rule -1 pass. pages.job_pages checks every page."""
+dynod's own pages (job_columns), pages of records and top_rule -1 pass. pages.job_pages checks every page. JobKeys
+codes (job id, user) keys over pages, first seen first; columns_of makes a page of records columns."""
 
 from __future__ import annotations
 
 import pytest
 
-from dyno.client.column_pages import MalformedPage, check_page
+from dyno.client.column_pages import JobKeys, MalformedPage, check_page, columns_of
 from dyno.client.errors import DynoError
 from dyno.client.pages import job_pages
 from dyno.daemon.fake_server import fake_job_record
@@ -146,3 +147,19 @@ def test_job_pages_checks_every_page_and_a_malformed_one_is_a_dyno_error() -> No
     assert isinstance(e.value, DynoError) and e.value.message == str(e.value)
     bad.columns.hostname_index[3] = 0
     assert job_pages(lambda r: answers[r.page_token], request) == [good, bad]
+
+
+def test_job_keys_over_pages_first_seen_first() -> None:
+    """A key's sparse code is its first record's number over all pages; dense codes and keys follow first sight.
+    The same job id of two users is two keys; a user's code is shared across pages of different user tables."""
+    rec = dyno_pb2.JobRecord
+    first = job_columns([rec(job_id="b", user="u"), rec(job_id="a", user="v"), rec(job_id="b", user="u")])
+    (second,) = columns_of(dyno_pb2.ListJobsResponse(jobs=[rec(job_id="a", user="u"), rec(job_id="a", user="v")]))
+    keys = JobKeys()
+    assert keys.add(first).tolist() == [0, 1, 0]
+    assert keys.add(job_columns([])).tolist() == []
+    assert keys.add(second).tolist() == [3, 1]
+    assert keys.records == 5 and len(keys) == 3
+    assert keys.dense()[[0, 1, 3]].tolist() == [0, 1, 2]
+    assert keys.keys() == [("b", "u"), ("a", "v"), ("a", "u")]
+    assert list(columns_of(dyno_pb2.ListJobsResponse())) == []
