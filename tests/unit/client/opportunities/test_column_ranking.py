@@ -17,6 +17,7 @@ import pytest
 from job_pages import on_daemons, pages_of, shuffled_pages
 from opportunity_cases import job_hosts
 
+from dyno.client.column_pages import check_page
 from dyno.client.opportunities.column_ranking import rank_pages
 from dyno.client.opportunities.jsondoc import to_json
 from dyno.client.opportunities.ranking import rank
@@ -98,7 +99,10 @@ def _records(
 def _both(records: list[tuple[str, dyno_pb2.JobRecord]], columnar: set[str], top: int = 3) -> tuple[str, str]:
     kw = {"since_s": 86400.0, "source": "daemons", "top": top, "failed_hosts": [("h:1", "Unavailable: x")]}
     expected = rank(job_hosts(records), **kw)  # type: ignore[arg-type]
-    got = rank_pages(pages_of(records, columnar, analysis_rules=True), **kw)  # type: ignore[arg-type]
+    pages = pages_of(records, columnar, analysis_rules=True)
+    for _, page in pages:
+        check_page(page, analyses=True)  # as dynod makes them: pages.job_pages lets them through
+    got = rank_pages(pages, **kw)  # type: ignore[arg-type]
     assert json.dumps(to_json(got)) == json.dumps(to_json(expected))
     assert render(got, 100) == render(expected, 100)
     return repr(got), repr(expected)  # repr: floats to the bit (NaN too), and a numpy scalar would show
