@@ -48,8 +48,8 @@ def check_page(page: dyno_pb2.ListJobsResponse, *, analyses: bool = False) -> No
 
 def check_columns(c: dyno_pb2.JobColumns) -> list[str]:
     """The columns of `c` that a reader of columns reads and that do not agree: a per-record column not one entry a
-    record, a per-analysis (analysed_rows) or per-GPM-row (gpm_rows) one not one an entry of those, an index out of
-    its table (top_rule: -1 for none as well)."""
+    record (job_id), a per-analysis one not one entry an analysed row (analysed_rows), a GPM one not one entry a GPM
+    row (gpm_rows), an index out of its table (top_rule may be -1 too: no rule)."""
     n, k, g = len(c.job_id), len(c.analysed_rows), len(c.gpm_rows)
     sizes = {
         "user_index": (c.user_index, n),
