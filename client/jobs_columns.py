@@ -2,19 +2,19 @@
 jobs_table.from_records, exactly, for millions of records (a fleet's) in a fraction of its time.
 
 A columnar page (ListJobsResponse.columns) is read as arrays; a page of records (a dynod older than the columnar
-form answers those) is first made columns (dyno.job_columns), so a mixed fleet joins in one pass. Each (job id,
-user) gets an integer code from one dict pass; every sum, min, max and "any" over a job's records is then an array
-operation over the codes. Sums add in the records' order, as from_records does, so the floats agree to the bit.
+form answers those) is first made columns (column_pages.columns_of), so a mixed fleet joins in one pass. Each
+(job id, user) gets an integer code from one dict pass (column_pages.JobKeys); every sum, min, max and "any" over a
+job's records is then an array operation over the codes. Sums add in the records' order, as from_records does, so
+the floats agree to the bit.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from dyno.client.column_pages import JobKeys, columns_of
 from dyno.client.jobs_table import GPM_COVERED, JobRow, analysis_words, ranked
-from dyno.job_columns import job_columns
 from dyno.numpy_import import import_numpy_single_threaded
 from dyno.v1 import dyno_pb2
 
@@ -27,36 +27,21 @@ _I64 = np.int64
 _F64 = np.float64
 
 
-def _columns(page: dyno_pb2.ListJobsResponse) -> Iterator[dyno_pb2.JobColumns]:
-    if page.HasField("columns"):
-        yield page.columns
-        return
-    if page.jobs:
-        yield job_columns(page.jobs)
-
-
 def from_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> list[JobRow]:
-    """jobs_table.from_records of every record of the pages, each page given with the daemon that answered it."""
-    index: dict[tuple[str, int], int] = {}  # (job id, user's code) -> a code (the number of a record of its first page)
-    users: dict[str, int] = {}
+    """jobs_table.from_records of every record of the pages, each page given with the daemon that answered it (columns
+    checked, as DynoClient.list_job_pages gives them: column_pages.check_page)."""
+    keys = JobKeys()
     hostnames: dict[str, int] = {}
     rules: dict[str, int] = {}
-    coded: list[tuple[str, dyno_pb2.JobColumns, Any]] = []  # (daemon, page, its records' job codes)
-    count = 0
-    for daemon, page in pages:  # the codes, page by page: one dict pass over the keys, in C
-        for c in _columns(page):
-            n = len(c.job_id)
-            if n:
-                user_of = np.array([users.setdefault(u, len(users)) for u in c.users], _I64)
-                user = user_of[np.array(c.user_index, _I64)].tolist()
-                codes = map(index.setdefault, zip(c.job_id, user, strict=True), itertools.count(count))
-                coded.append((daemon, c, np.fromiter(codes, _I64, n)))
-                count += n
-    if not count:
+    coded: list[tuple[str, dyno_pb2.JobColumns, Any]] = []  # (daemon, page, its records' sparse job codes)
+    for daemon, page in pages:  # the codes, page by page
+        for c in columns_of(page):
+            if len(c.job_id):
+                coded.append((daemon, c, keys.add(c)))
+    if not keys.records:
         return []
-    dense = np.empty(count, _I64)  # sparse code -> 0..jobs-1, in the dict's (first seen) order
-    dense[np.fromiter(index.values(), _I64, len(index))] = np.arange(len(index), dtype=_I64)
-    t = _Totals(len(index))
+    dense = keys.dense()
+    t = _Totals(len(keys))
     by_daemon: dict[str, list[tuple[Any, Any]]] = {}
     for i, (daemon, c, sparse) in enumerate(coded):
         code = dense[sparse]
@@ -66,9 +51,7 @@ def from_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> list[J
         by_daemon.setdefault(daemon, []).append((code, np.array(c.gpus_max, _I64)))
     for daemon_pages in by_daemon.values():
         t.add_daemon(daemon_pages)
-    user_names = list(users)
-    keys = [(job_id, user_names[user]) for job_id, user in index]
-    return ranked(t.rows(keys, list(hostnames), list(rules)))
+    return ranked(t.rows(keys.keys(), list(hostnames), list(rules)))
 
 
 class _Totals:

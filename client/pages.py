@@ -82,7 +82,10 @@ def job_pages(
 ) -> list[dyno_pb2.ListJobsResponse]:
     """ListJobs' pages as answered, each asked with `request`'s filters (a columnar page's columns are its own:
     pages of columns are not merged into one). Asked for `analysis_rules`, a daemon that answers columns without
-    `analyses` (one older than that field) is asked again for records, whose analyses are whole."""
+    `analyses` (one older than that field) is asked again for records, whose analyses are whole. Raises
+    column_pages.MalformedPage (a DynoError: the host failed) at a page whose columns do not agree."""
+    from dyno.client.column_pages import check_page  # numpy: loaded by the callers of columns only
+
     answers = [call(request)]
     first = answers[0]
     if request.analysis_rules and first.HasField("columns") and not first.columns.HasField("analyses"):
@@ -92,11 +95,13 @@ def job_pages(
         records.page_size = 0
         request = records
         answers = [call(request)]
+    check_page(answers[0], analyses=request.analysis_rules)
     while answers[-1].next_page_token:
         follow = dyno_pb2.ListJobsRequest()
         follow.CopyFrom(request)
         follow.page_token = answers[-1].next_page_token
         answers.append(call(follow))
+        check_page(answers[-1], analyses=request.analysis_rules)
     return answers
 
 

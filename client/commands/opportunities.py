@@ -18,7 +18,6 @@ from dyno.client.commands._usage import usage_error
 
 # What the command runs with (protobuf, the ranking, the renderers) is imported by run(): --help loads none of it.
 if TYPE_CHECKING:
-    from dyno.client.commands._job_records import HostRecords
     from dyno.client.opportunities.model import Opportunities
 
 __all__ = ["register"]
@@ -76,24 +75,6 @@ def _prometheus(args: argparse.Namespace) -> Opportunities | None:
     return rank(inputs, since_s=args.since, source=args.prometheus, top=args.top)
 
 
-def _checked(gathered: HostRecords) -> HostRecords:
-    """The hosts' answers with a host whose columnar pages are malformed (columns.check_page) made a failed host,
-    named and counted as one that did not answer."""
-    from dyno.client.cluster import HostResult
-    from dyno.client.commands._job_records import HostRecords
-    from dyno.client.opportunities.columns import MalformedPage, check_page
-
-    results = []
-    for r in gathered.results:
-        try:
-            for page in (r.value or []) if r.ok else []:
-                check_page(page)
-        except MalformedPage as e:
-            r = HostResult(r.host, False, error=str(e), error_type="MalformedPage", elapsed_s=r.elapsed_s)
-        results.append(r)
-    return HostRecords(results, gathered.problems)
-
-
 def run(args: argparse.Namespace) -> int:
     from dyno.client.commands._job_records import gather_records
     from dyno.client.commands._trace_output import check_html
@@ -121,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         since_ms = int((time.time() - args.since) * 1000)
         request = dyno_pb2.ListJobsRequest(since_ms=since_ms, user=args.user, columnar=True, analysis_rules=True)
         with gc_paused():  # as jobs' gather and join: a fleet's answer is many objects, none garbage yet
-            gathered = _checked(gather_records(args, request))
+            gathered = gather_records(args, request)  # a host with malformed columns: a failed one
             results = gathered.results
             failed = [(str(r.host), f"{r.error_type}: {r.error}") for r in results if not r.ok]
             answer = rank_pages(

@@ -42,13 +42,13 @@ def rank_pages(
     store_problems: Iterable[str] = (),
     texts: Mapping[str, RuleText] = RULE_TEXTS,
 ) -> Opportunities:
-    """ranking.rank of the pages' records (each page given with its daemon; columns asked with analysis_rules, or
-    records). Raises columns.MalformedPage."""
+    """ranking.rank of the pages' records (each page given with its daemon; columns asked with analysis_rules and
+    checked, as DynoClient.list_job_pages gives them, or records)."""
     f = read_pages(pages)
     g = _Groups(f)
     pos = g.gpu_seconds > 0  # rank leaves out jobs without GPU time (NaN too)
     hours = g.gpu_seconds / 3600.0
-    state = np.where(g.analysis >= 0, f.state[np.maximum(g.analysis, 0)], 0)
+    state = np.r_[f.state, 0][g.analysis]  # a group without an analysis (-1): state 0 (none, too)
     done = pos & (state == _DONE)
     unknown = pos & ~done
     failed = pos & (state == _FAILED)
@@ -61,7 +61,6 @@ def rank_pages(
     order = seen[np.argsort(first)].tolist()  # rank's jobs dict: by the first group with GPU time
     analysed = sum(job_done[order].tolist())
     never_hours = sum(job_unknown[order].tolist())
-    job_user = np.array([u for _, u in f.jobs], dtype=object)
     listed = [_rule(f, g, r, job_done, texts, top) for r in _contributions(f, g, hours, done)]
     listed.sort(key=lambda o: (-o.recoverable_gpu_hours, o.rule))
     unknown_hours = job_unknown.tolist()
@@ -75,7 +74,7 @@ def rank_pages(
         never_analysed_gpu_hours=never_hours,
         job_count=len(order),
         analysed_job_count=int(np.count_nonzero(job_done[order] > 0)),
-        user_count=len(set(job_user[order].tolist())),
+        user_count=len({f.jobs[j][1] for j in order}),
         host_count=len(np.unique(g.daemon[pos])),
         rules=tuple(listed),
         unanalysed=_unanalysed(f, g, never[:top], unknown_hours, unknown, failed),

@@ -1,34 +1,29 @@
 """The daemons' columnar ListJobs pages (with `analysis_rules`) read as flat numpy arrays, for ranking over a fleet's
 millions of records (column_ranking.py): entry i of a per-record array is record i of all the pages, in their order;
 per analysis and per rule of an analysis likewise. A page of records (a dynod older than the columnar form) is made
-columns first (dyno.job_columns), so a mixed fleet reads in one pass. Strings (job ids, users, hostnames, rule ids,
-titles, fixes, failure messages) become integer codes into tables of this answer; the only per-record Python is one
-dict pass over the (job id, user) keys, in C.
+columns first (column_pages.columns_of), so a mixed fleet reads in one pass. Strings (job ids, users, hostnames,
+rule ids, titles, fixes, failure messages) become integer codes into tables of this answer; the only per-record
+Python is one dict pass over the (job id, user) keys, in C (column_pages.JobKeys).
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dyno.job_columns import job_columns
+from dyno.client.column_pages import JobKeys, columns_of
 from dyno.numpy_import import import_numpy_single_threaded
 from dyno.v1 import dyno_pb2
 
 import_numpy_single_threaded()
 import numpy as np  # noqa: E402
 
-__all__ = ["FleetColumns", "MalformedPage", "check_page", "read_pages"]
+__all__ = ["FleetColumns", "read_pages"]
 
 _I32 = np.int32
 _I64 = np.int64
 _F64 = np.float64
-
-
-class MalformedPage(ValueError):
-    """A daemon's columnar page whose columns do not agree (lengths, indexes out of their tables)."""
 
 
 @dataclass(frozen=True)
@@ -61,70 +56,16 @@ class FleetColumns:
     fix: Any
 
 
-def _columns(page: dyno_pb2.ListJobsResponse) -> Iterator[dyno_pb2.JobColumns]:
-    if page.HasField("columns"):
-        check_page(page)
-        yield page.columns
-    elif page.jobs:
-        yield job_columns(page.jobs, analysis_rules=True)
-
-
 def _codes(table: dict[str, int], names: Iterable[str], at: Any) -> Any:
     """`at` (indexes into the page's `names`) as codes in `table` (names added as first seen)."""
     return np.array([table.setdefault(n, len(table)) for n in names], _I64)[at]
 
 
-def check_page(page: dyno_pb2.ListJobsResponse) -> None:
-    """Raises MalformedPage unless a columnar page has its analyses (asked with analysis_rules), its columns agree in
-    length and their indexes fall in their tables (a daemon's page is untrusted); a page of records passes."""
-    if not page.HasField("columns"):
-        return
-    c = page.columns
-    if not c.HasField("analyses"):
-        raise MalformedPage("a columnar ListJobs page without its analyses' rules (a dynod before analysis_rules)")
-    n, k, a = len(c.job_id), len(c.analysed_rows), c.analyses
-    counts = np.array(a.rule_count, _I64)
-    sizes = {
-        "user_index": (len(c.user_index), n),
-        "hostname_index": (len(c.hostname_index), n),
-        "gpu_seconds": (len(c.gpu_seconds), n),
-        "analyzed_ms": (len(c.analyzed_ms), k),
-        "analysis_state": (len(c.analysis_state), k),
-        "analysis_failure": (len(c.analysis_failure), k),
-        "analyses.rule_count": (len(counts), k),
-        "analyses.failure_message_index": (len(a.failure_message_index), k),
-        "analyses.rule": (len(a.rule), int(counts.sum()) if counts.min(initial=0) >= 0 else -1),
-        "analyses.time_lost_share": (len(a.time_lost_share), len(a.rule)),
-        "analyses.title_index": (len(a.title_index), len(a.rule)),
-        "analyses.fix_index": (len(a.fix_index), len(a.rule)),
-    }
-    bounds = {
-        "user_index": (c.user_index, len(c.users)),
-        "hostname_index": (c.hostname_index, len(c.hostnames)),
-        "analysed_rows": (c.analysed_rows, n),
-        "analyses.failure_message_index": (a.failure_message_index, len(a.failure_messages)),
-        "analyses.rule": (a.rule, len(c.rules)),
-        "analyses.title_index": (a.title_index, len(a.titles)),
-        "analyses.fix_index": (a.fix_index, len(a.fixes)),
-    }
-    wrong = [name for name, (have, want) in sizes.items() if have != want]
-    for name, (at, size) in bounds.items():
-        values = np.array(at, _I64)
-        if len(values) and not 0 <= values.min() <= values.max() < size:
-            wrong.append(name)
-    if wrong:
-        raise MalformedPage(f"a columnar ListJobs page whose columns do not agree: {', '.join(dict.fromkeys(wrong))}")
-
-
 def read_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> FleetColumns:
-    """Every record of the pages (each given with the daemon that answered it), as arrays (filled in place: a
-    fleet's are millions of entries, which a join of per-page arrays would hold twice). Raises MalformedPage."""
-    read: list[tuple[str, dyno_pb2.JobColumns]] = []
-    for daemon, page in pages:
-        try:
-            read += [(daemon, c) for c in _columns(page)]
-        except MalformedPage as bad:
-            raise MalformedPage(f"{daemon}: {bad}") from None
+    """Every record of the pages (each given with the daemon that answered it; columns checked, as list_job_pages
+    gives them: column_pages.check_page), as arrays (filled in place: a fleet's are millions of entries, which a join
+    of per-page arrays would hold twice)."""
+    read = [(daemon, c) for daemon, page in pages for c in columns_of(page, analysis_rules=True)]
     records = sum(len(c.job_id) for _, c in read)
     analyses = sum(len(c.analysed_rows) for _, c in read)
     rules = sum(len(c.analyses.rule) for _, c in read)
@@ -152,17 +93,14 @@ def read_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> FleetC
         fix=np.empty(rules, _I32),
     )
     daemons: dict[str, int] = {}
-    users: dict[str, int] = {}
-    index: dict[tuple[str, int], int] = {}  # (job id, user's code) -> a sparse code (its first record's number)
+    keys = JobKeys()
     tables: tuple[dict[str, int], ...] = ({}, {}, {}, {})  # hostnames, rule ids, failure messages, titles and fixes
     hostnames, rule_ids, messages, texts = tables
     r = k = e = 0  # the next record, analysis and rule of the arrays
     for daemon, c in read:
         n, m, a = len(c.job_id), len(c.analysed_rows), c.analyses
-        user = _codes(users, c.users, np.array(c.user_index, _I64)).tolist()
-        codes = map(index.setdefault, zip(c.job_id, user, strict=True), itertools.count(r))
         f.daemon[r : r + n] = daemons.setdefault(daemon, len(daemons))
-        f.job[r : r + n] = np.fromiter(codes, _I64, n)
+        f.job[r : r + n] = keys.add(c)
         f.hostname[r : r + n] = _codes(hostnames, c.hostnames, np.array(c.hostname_index, _I64))
         f.gpu_seconds[r : r + n] = c.gpu_seconds
         f.record[k : k + m] = np.array(c.analysed_rows, _I64) + r
@@ -177,14 +115,11 @@ def read_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> FleetC
         f.title[e : e + size] = _codes(texts, a.titles, np.array(a.title_index, _I64))
         f.fix[e : e + size] = _codes(texts, a.fixes, np.array(a.fix_index, _I64))
         r, k, e = r + n, k + m, e + size
-    dense = np.zeros(records, _I64)  # sparse code -> 0..jobs-1, in the dict's (first seen) order
-    dense[np.fromiter(index.values(), _I64, len(index))] = np.arange(len(index), dtype=_I64)
-    f.job[:] = dense[f.job]
+    f.job[:] = keys.dense()[f.job]
     np.cumsum(f.rule_count, out=f.rule_start)
     np.subtract(f.rule_start, f.rule_count, out=f.rule_start)
-    user_names = list(users)
     f.daemons.extend(daemons)
-    f.jobs.extend((job_id, user_names[u]) for job_id, u in index)
+    f.jobs.extend(keys.keys())
     for table, names in zip((f.hostnames, f.rules, f.messages, f.texts), tables, strict=True):
         table.extend(names)
     return f

@@ -10,6 +10,7 @@ import random
 import pytest
 from job_pages import on_daemons, pages_of, shuffled_pages
 
+from dyno.client.column_pages import check_page
 from dyno.client.jobs_columns import from_pages
 from dyno.client.jobs_table import from_records, to_json
 from dyno.v1 import dyno_pb2
@@ -63,7 +64,10 @@ def test_columns_records_and_a_mixed_fleet_join_to_the_same_rows(seed: int) -> N
     expected = from_records(records)
     assert len(expected) > 20 and any(r.analysis for r in expected) and any(r.host_count > 1 for r in expected)
     for columnar in (set(daemons), set(), set(daemons[::2])):
-        got = from_pages(pages_of(records, columnar))
+        pages = pages_of(records, columnar)
+        for _, page in pages:
+            check_page(page)  # as dynod makes them: pages.job_pages lets them through
+        got = from_pages(pages)
         assert got == expected  # every field, floats to the bit, and the ranking
         assert to_json(got) == to_json(expected)
 

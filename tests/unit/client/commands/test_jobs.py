@@ -1,5 +1,6 @@
 """`dyno-cli jobs`: one row per job across hosts ranked by wasted GPU-hours, SM-active basis only where every host
-measured it, partial answers (exit 3), JSON with integers as numbers. Against real gRPC servers on loopback."""
+measured it, partial answers (exit 3), JSON with integers as numbers, a host whose columns are malformed a failed
+host. Against real gRPC servers on loopback."""
 
 from __future__ import annotations
 
@@ -172,3 +173,62 @@ def test_a_host_without_its_job_database_is_named_on_stderr_and_in_the_json(caps
         assert f"job database of {s.target}: disk full (running jobs only)" in err
     finally:
         s.server.stop(0)
+
+
+class _Malformed(FakeDynoServicer):
+    """A dynod whose columnar page is broken as `kind` says: an index out of its table, or a column one short."""
+
+    def __init__(self, hostname: str, kind: str) -> None:
+        super().__init__(hostname, jobs=20, analyses=True)  # analysed records: top_rule and analysed_rows filled
+        self.kind = kind
+
+    def ListJobsEncoded(self, request: dyno_pb2.ListJobsRequest, context: object) -> bytes:
+        page = dyno_pb2.ListJobsResponse.FromString(super().ListJobsEncoded(request, context))  # type: ignore[arg-type]
+        c = page.columns
+        n = len(c.job_id)
+        if self.kind == "gpm_rows":
+            c.gpm_rows.append(n)
+            c.sm_active_gpu_seconds.append(1.0)
+            c.gpm_gpu_seconds.append(1.0)
+        elif self.kind == "gpu_seconds":
+            del c.gpu_seconds[-1]
+        else:
+            table = {
+                "hostname_index": c.hostnames,
+                "user_index": c.users,
+                "top_rule": c.rules,
+                "analysed_rows": c.job_id,
+            }
+            getattr(c, self.kind)[0] = len(table[self.kind])
+        return page.SerializeToString()
+
+
+_KINDS = ["hostname_index", "user_index", "top_rule", "analysed_rows", "gpm_rows", "gpu_seconds"]
+
+
+@pytest.fixture(scope="module")
+def malformed() -> Iterator[dict[str, FakeServer[FakeDynoServicer]]]:
+    s: dict[str, FakeServer[FakeDynoServicer]] = {
+        kind: serve(lambda port, k=kind: _Malformed("bad", k)) for kind in _KINDS
+    }
+    s["good"] = serve(lambda port: FakeDynoServicer("good", jobs=20))
+    yield s
+    for one in s.values():
+        one.server.stop(0)
+
+
+@pytest.mark.parametrize("kind", _KINDS)
+def test_a_host_with_malformed_columns_is_a_failed_host(
+    malformed: dict[str, FakeServer[FakeDynoServicer]], kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A buggy or hostile dynod's columns (an index out of its table, a column of another length) make its host a
+    failed one, named on stderr and in the JSON's failed hosts (exit 3), as opportunities does; the rest are joined."""
+    good, bad = malformed["good"].target, malformed[kind].target
+    assert cli_main(["jobs", "--hosts", f"{good},{bad}", "--json"]) == 3
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    says = f"a columnar ListJobs page whose columns do not agree: {kind}"
+    assert doc["failed_hosts"] == [{"host": bad, "error": says}] and len(doc["jobs"]) == 20
+    assert f"dyno-cli: error: {bad}: {says} (MalformedPage)" in err and "Traceback" not in err
+    assert cli_main(["jobs", "--hosts", bad]) == 1  # no host answered
+    assert says in capsys.readouterr().err

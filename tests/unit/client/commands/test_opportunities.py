@@ -1,7 +1,7 @@
 """`dyno-cli opportunities --hosts`: against real gRPC servers on loopback serving hand-built ListJobs records
 (opportunity_cases.py), a dead host among them (partial answer naming it, exit 3); the same records as columns (as
 dynod answers `analysis_rules`), from a dynod that answers columns without their analyses (asked again for records),
-and a host whose columns are malformed (a failed host); usage mistakes exit 2."""
+and a host whose columns are malformed (a failed host); records without any analysis; usage mistakes exit 2."""
 
 from __future__ import annotations
 
@@ -13,10 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from opportunity_cases import RecordsServicer, case_records
+from opportunity_cases import RecordsServicer, case_records, job_hosts
 
 from dyno.client.cli import main as cli_main
-from dyno.daemon.fake_server import FakeServer, serve
+from dyno.client.commands._common import json_document
+from dyno.client.opportunities.jsondoc import to_json
+from dyno.client.opportunities.ranking import rank
+from dyno.client.opportunities.text import render
+from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, fake_job_record, serve
 from dyno.job_columns import job_columns
 from dyno.v1 import dyno_pb2
 
@@ -79,6 +83,18 @@ def test_columns_and_a_dynod_before_analysis_rules_rank_as_records(
     assert column_servers["b-before"].servicer.asked[-2:] == [(True, True), (False, False)]  # then records
 
 
+def test_each_page_is_checked_once(column_servers, monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """As the pages arrive (pages.job_pages), not again when ranked: check_columns and check_analyses once a page."""
+    from dyno.client import column_pages
+
+    checked: list[int] = []
+    real = column_pages._out_of_bounds
+    monkeypatch.setattr(column_pages, "_out_of_bounds", lambda bounds: checked.append(len(bounds)) or real(bounds))
+    pair = column_servers["a-now"], column_servers["b-now"]  # a page each
+    assert cli_main(["opportunities", "--hosts", ",".join(s.target for s in pair), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rules"] and sorted(checked) == [4, 4, 5, 5]
+
+
 def test_a_host_with_malformed_columns_is_a_failed_host(column_servers, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     good, bad = column_servers["a-now"], column_servers["b-malformed"]
     assert cli_main(["opportunities", "--hosts", f"{good.target},{bad.target}", "--json"]) == 3
@@ -89,6 +105,25 @@ def test_a_host_with_malformed_columns_is_a_failed_host(column_servers, capsys: 
     assert "analyses.rule" in failed["error"] and "Traceback" not in captured.err and bad.target in captured.err
     # host a's jobs still ranked: sync-calls 10 x 0.1 + 20 x 0.25, dataloader 10 x 0.5
     assert [(r["rule"], r["recoverable_gpu_hours"]) for r in doc["rules"]] == [("sync-calls", 6.0), ("dataloader", 5.0)]
+
+
+def test_records_without_any_analysis_rank_as_ranking_rank_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """A new fleet (or a window with nothing analysed): records, none with an analysis, from dynods answering columns
+    and one answering records; every GPU-hour is never analysed, as ranking.rank says, and the command exits 0."""
+    s = [serve(lambda port, c=c: FakeDynoServicer("fake", jobs=30, columnar=c)) for c in (True, True, False)]
+    try:
+        hosts = ",".join(one.target for one in s)
+        records = [(one.target, fake_job_record("fake", i)) for one in s for i in range(30)]
+        expected = rank(job_hosts(records), since_s=7 * 86400.0, source="daemons", top=5)
+        assert expected.never_analysed_gpu_hours > 0 and not expected.rules
+        assert cli_main(["opportunities", "--hosts", hosts, "--json"]) == 0
+        captured = capsys.readouterr()
+        assert captured.out == json_document(to_json(expected)) + "\n" and captured.err == ""
+        assert cli_main(["opportunities", "--hosts", hosts]) == 0
+        assert capsys.readouterr().out == render(expected, None) + "\n"
+    finally:
+        for one in s:
+            one.server.stop(0)
 
 
 def _code(argv: list[str]) -> int:

@@ -1,25 +1,27 @@
 """column_ranking.rank_pages (the ranking over columnar ListJobs pages) gives exactly ranking.rank's answer over the
 same records: random record sets with every case rank treats (a job's records repeated on a host and spread over
 daemons; analyses DONE / FAILED / PENDING / of an unknown state / none, with equal times; NaN, negative and > 1
-shares; empty and over-long titles, fixes and failure messages; jobs without GPU time), as columnar pages, as pages
-of records (an older dynod) and both mixed: equal Opportunities (floats to the bit) and identical JSON and text."""
+shares; empty and over-long titles, fixes and failure messages; jobs without GPU time), and fleets whose arrays are
+empty (records without any analysis, analyses without rules, only FAILED ones, no GPU time), as columnar pages, as
+pages of records (an older dynod) and both mixed: equal Opportunities (floats to the bit) and identical JSON and
+text."""
 
 from __future__ import annotations
 
 import json
 import math
 import random
+from dataclasses import dataclass
 
 import pytest
 from job_pages import on_daemons, pages_of, shuffled_pages
 from opportunity_cases import job_hosts
 
+from dyno.client.column_pages import check_page
 from dyno.client.opportunities.column_ranking import rank_pages
-from dyno.client.opportunities.columns import MalformedPage
 from dyno.client.opportunities.jsondoc import to_json
 from dyno.client.opportunities.ranking import rank
 from dyno.client.opportunities.text import render
-from dyno.job_columns import job_columns
 from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
@@ -29,12 +31,31 @@ _TEXTS = ["", "", "short words", "x" * 1100]  # empty ones keep the text before;
 _SHARES = [0.0, 0.05, 0.1, 0.25, 0.25, 0.5, 1.0, 1.7, -0.1, math.nan, math.inf, -0.0]
 
 
-def _analysis(rng: random.Random) -> dyno_pb2.TraceSummary | None:
+@dataclass(frozen=True)
+class _Fleet:
+    """What a random fleet's records may hold (the defaults: every case)."""
+
+    analyses: bool = True  # False: no record has an analysis
+    only_failed: bool = False  # every analysis FAILED
+    most_rules: int = 4  # a DONE analysis has 0..most_rules rules
+    gpu_time: bool = True  # False: no record has GPU time
+
+
+_EVERY_CASE = _Fleet()
+_EMPTY_FLEETS = {
+    "no analyses": _Fleet(analyses=False),
+    "analyses without rules": _Fleet(most_rules=0),
+    "only failed analyses": _Fleet(only_failed=True),
+    "no GPU time": _Fleet(gpu_time=False),
+}
+
+
+def _analysis(rng: random.Random, fleet: _Fleet = _EVERY_CASE) -> dyno_pb2.TraceSummary | None:
     kind = rng.random()
-    if kind < 0.25:
+    if kind < 0.25 or not fleet.analyses:
         return None
     analyzed = rng.randrange(4)  # few values: ties, where DONE wins and then the first record's
-    if kind < 0.4:
+    if kind < 0.4 or fleet.only_failed:
         return dyno_pb2.TraceSummary(
             state=dyno_pb2.ANALYSIS_STATE_FAILED,
             failure=rng.choice([0, 1, 2, 3, 6, 99]),  # type: ignore[arg-type]  # 99: unknown to this client
@@ -51,30 +72,37 @@ def _analysis(rng: random.Random) -> dyno_pb2.TraceSummary | None:
             title=rng.choice(_TEXTS),
             fix=rng.choice(_TEXTS),
         )
-        for _ in range(rng.randrange(5))
+        for _ in range(rng.randrange(fleet.most_rules + 1))
     ]
     return dyno_pb2.TraceSummary(state=dyno_pb2.ANALYSIS_STATE_DONE, analyzed_ms=analyzed, rules=rules)
 
 
-def _records(seed: int, n: int, *, odd_hours: bool = False) -> list[tuple[str, dyno_pb2.JobRecord]]:
+def _records(
+    seed: int, n: int, *, odd_hours: bool = False, fleet: _Fleet = _EVERY_CASE
+) -> list[tuple[str, dyno_pb2.JobRecord]]:
     rng = random.Random(seed)
     hours = [0.0, 1.0, 8.0, 8.0, -1.0, math.nan] + ([math.inf] if odd_hours else [])
+    if not fleet.gpu_time:
+        hours = [0.0, -1.0, math.nan]
     made = []
     for _ in range(n):
         r = dyno_pb2.JobRecord(
             job_id=f"job-{rng.randrange(25)}",
             user=rng.choice(["alice", "bob", ""]),
             hostname=rng.choice(["node1", "node2", "node3", ""]),
-            gpu_seconds=rng.choice([*hours, rng.uniform(0, 1e5)]) * 3600.0,
+            gpu_seconds=rng.choice([*hours, rng.uniform(0, 1e5) if fleet.gpu_time else 0.0]) * 3600.0,
         )
-        made.append((r, _analysis(rng)))
+        made.append((r, _analysis(rng, fleet)))
     return on_daemons(rng, made)
 
 
 def _both(records: list[tuple[str, dyno_pb2.JobRecord]], columnar: set[str], top: int = 3) -> tuple[str, str]:
     kw = {"since_s": 86400.0, "source": "daemons", "top": top, "failed_hosts": [("h:1", "Unavailable: x")]}
     expected = rank(job_hosts(records), **kw)  # type: ignore[arg-type]
-    got = rank_pages(pages_of(records, columnar, analysis_rules=True), **kw)  # type: ignore[arg-type]
+    pages = pages_of(records, columnar, analysis_rules=True)
+    for _, page in pages:
+        check_page(page, analyses=True)  # as dynod makes them: pages.job_pages lets them through
+    got = rank_pages(pages, **kw)  # type: ignore[arg-type]
     assert json.dumps(to_json(got)) == json.dumps(to_json(expected))
     assert render(got, 100) == render(expected, 100)
     return repr(got), repr(expected)  # repr: floats to the bit (NaN too), and a numpy scalar would show
@@ -89,6 +117,27 @@ def test_columns_records_and_a_mixed_fleet_rank_alike(seed: int) -> None:
     for columnar in (set(daemons), set(), set(daemons[::2])):
         got, want = _both(records, columnar)
         assert got == want
+
+
+@pytest.mark.parametrize("fleet", _EMPTY_FLEETS)
+@pytest.mark.parametrize("hosts", ["one host", "several hosts"])
+def test_fleets_with_empty_arrays_rank_alike(fleet: str, hosts: str) -> None:
+    """Records but no analysis (a new fleet, a window with nothing analysed), analyses without rules, only failed
+    ones, no GPU time: on one host or several, as columns, records, and columns mixed with records-only hosts."""
+    for seed in range(3):
+        records = _records(200 + seed, 60, fleet=_EMPTY_FLEETS[fleet])
+        if hosts == "one host":
+            records = [("host0:1778", r) for _, r in records]
+        daemons = sorted({d for d, _ in records})
+        assert len(daemons) == 1 if hosts == "one host" else len(daemons) > 2
+        for columnar in (set(daemons), set(), set(daemons[::2])):
+            got, want = _both(records, columnar)
+            assert got == want
+    expected = rank(job_hosts(records), since_s=86400.0, source="daemons")
+    rules, gpu_hours = bool(expected.rules), expected.total_gpu_hours > 0
+    assert (rules, gpu_hours) == (False, fleet != "no GPU time")  # each fleet is what its name says
+    if fleet == "only failed analyses":
+        assert expected.failed_analysis_count > 0
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -113,18 +162,3 @@ def test_many_listed_jobs_and_no_records() -> None:
     assert got == want
     empty = rank_pages([], since_s=1.0, source="daemons")
     assert empty == rank([], since_s=1.0, source="daemons")
-
-
-def test_a_columnar_page_without_analyses_or_with_bad_indexes_is_refused() -> None:
-    records = [r for _, r in _records(5, 30)]
-    old = dyno_pb2.ListJobsResponse(columns=job_columns(records))  # a dynod before analysis_rules
-    with pytest.raises(MalformedPage, match="h:1: .*without its analyses"):
-        rank_pages([("h:1", old)], since_s=1.0, source="daemons")
-    bad = dyno_pb2.ListJobsResponse(columns=job_columns(records, analysis_rules=True))
-    bad.columns.analyses.rule[0] = 99
-    bad.columns.analyses.rule_count.append(1)
-    with pytest.raises(MalformedPage, match=r"h:2: .*agree: analyses\.rule_count, analyses\.rule$"):
-        rank_pages([("h:2", bad)], since_s=1.0, source="daemons")
-    bad.columns.analyses.rule_count.pop()
-    with pytest.raises(MalformedPage, match=r"h:2: .*: analyses\.rule$"):
-        rank_pages([("h:2", bad)], since_s=1.0, source="daemons")
