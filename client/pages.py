@@ -11,12 +11,40 @@ from collections.abc import Callable, Sequence
 
 import grpc
 
-from dyno.client.errors import ResourceExhausted
+from dyno.client.errors import Internal, ResourceExhausted
 from dyno.v1 import dyno_pb2
 
-__all__ = ["gather_jobs", "gather_metrics", "gather_processes", "job_pages", "rest_of_trace", "trace_pages"]
+__all__ = [
+    "PagesNotEnding",
+    "gather_jobs",
+    "gather_metrics",
+    "gather_processes",
+    "job_pages",
+    "rest_of_trace",
+    "trace_pages",
+]
 
 GetTraceCall = Callable[[dyno_pb2.GetTraceRequest], dyno_pb2.TraceStatus]
+
+
+class PagesNotEnding(Internal):
+    """A daemon handed out a page token it had already given in this answer: asked on, it would answer the same
+    pages forever (a daemon's tokens name positions, each past the last)."""
+
+
+class _Tokens:
+    """The page tokens of one answer, each let through once."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def next(self, token: str) -> str:
+        """`token` ("" at the last page), or PagesNotEnding when it came before."""
+        if token in self._seen:
+            raise PagesNotEnding(f"the daemon's pages do not end: it gave the page token {token[:64]!r} twice")
+        if token:
+            self._seen.add(token)
+        return token
 
 
 def gather_metrics(
@@ -34,7 +62,8 @@ def gather_metrics(
     )
     answer = call(request)
     size = answer.ByteSize()
-    while answer.next_page_token:
+    tokens = _Tokens()
+    while tokens.next(answer.next_page_token):
         request = dyno_pb2.GetMetricsRequest(names=list(names), page_token=answer.next_page_token)
         page = call(request)
         size += page.ByteSize()
@@ -59,7 +88,8 @@ def gather_processes(
 ) -> dyno_pb2.ListProcessesResponse:
     """ListProcesses' pages (of `job_id`, "" for all) as one answer."""
     answer = call(dyno_pb2.ListProcessesRequest(job_id=job_id))
-    while answer.next_page_token:
+    tokens = _Tokens()
+    while tokens.next(answer.next_page_token):
         page = call(dyno_pb2.ListProcessesRequest(job_id=job_id, page_token=answer.next_page_token))
         answer.processes.extend(page.processes)
         answer.next_page_token = page.next_page_token
@@ -96,7 +126,8 @@ def job_pages(
         request = records
         answers = [call(request)]
     check_page(answers[0], analyses=request.analysis_rules)
-    while answers[-1].next_page_token:
+    tokens = _Tokens()
+    while tokens.next(answers[-1].next_page_token):
         follow = dyno_pb2.ListJobsRequest()
         follow.CopyFrom(request)
         follow.page_token = answers[-1].next_page_token
@@ -116,7 +147,8 @@ def rest_of_trace(call: GetTraceCall, answer: dyno_pb2.TraceStatus) -> dyno_pb2.
 def trace_pages(call: GetTraceCall, trace_id: str, page_token: str) -> list[dyno_pb2.ProcessTrace]:
     """The processes of the GetTrace pages from `page_token` on."""
     out: list[dyno_pb2.ProcessTrace] = []
-    while page_token:
+    tokens = _Tokens()
+    while tokens.next(page_token):
         page = call(dyno_pb2.GetTraceRequest(trace_id=trace_id, page_token=page_token))
         out.extend(page.processes)
         page_token = page.next_page_token
