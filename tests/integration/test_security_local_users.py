@@ -220,41 +220,45 @@ def test_nobody_sees_none_of_roots_processes_in_roots_trace(env: Env, transport:
 
 
 @pytest.fixture
-def nobodys_sleep() -> Iterator[int]:
+def nobodys_sleep() -> Iterator[subprocess.Popen[bytes]]:
     with subprocess.Popen(["sleep", "60"], user=65534) as p:
         try:
-            yield p.pid
+            yield p
         finally:
             p.kill()
 
 
 @needs_nobody
-def test_nobody_sees_only_its_own_process_of_a_trace_of_both_users(env: Env, nobodys_sleep: int) -> None:
-    job = "mixed-job"
-    assert as_nobody(env.unix, "register", env.agent_socket, str(nobodys_sleep), job)["code"] == "OK"
+def test_nobody_sees_only_its_own_process_of_a_trace_of_both_users(
+    env: Env, nobodys_sleep: subprocess.Popen[bytes]
+) -> None:
+    job, sleeper = "mixed-job", nobodys_sleep.pid
+    got = as_nobody(env.unix, "register", env.agent_socket, str(sleeper), job)
+    # poll(): None while the sleep lives, else how it ended (-9: killed), which a refused pid comes down to
+    assert got["code"] == "OK", (got, nobodys_sleep.poll())
     with subprocess.Popen(["sleep", "60"]) as roots, grpc.insecure_channel(f"unix:{env.agent_socket}") as channel:
         try:  # root's process joins nobody's job: an admin's may
             agent_pb2_grpc.AgentStub(channel).Register(agent_pb2.RegisterRequest(pid=roots.pid, job_id=job), timeout=5)
             with grpc.insecure_channel(env.unix) as root_channel:
                 dyno = dyno_pb2_grpc.DynoStub(root_channel)
                 started = dyno.StartTrace(dyno_pb2.TraceRequest(job_id=job, duration_ms=60000), timeout=5)
-                assert sorted(started.matched_pids) == sorted([nobodys_sleep, roots.pid])
+                assert sorted(started.matched_pids) == sorted([sleeper, roots.pid])
                 for target in (env.unix, env.tcp):
                     got = as_nobody(target, "get", started.trace_id)
-                    assert got["code"] == "OK" and got["pids"] == [nobodys_sleep], got
+                    assert got["code"] == "OK" and got["pids"] == [sleeper], got
                 roots_view = dyno.GetTrace(dyno_pb2.GetTraceRequest(trace_id=started.trace_id), timeout=5)
-                assert sorted(p.pid for p in roots_view.processes) == sorted([nobodys_sleep, roots.pid])
+                assert sorted(p.pid for p in roots_view.processes) == sorted([sleeper, roots.pid])
                 dyno.CancelTrace(dyno_pb2.CancelTraceRequest(trace_id=started.trace_id), timeout=5)
         finally:
             roots.kill()
 
 
 @needs_nobody
-def test_nobody_cannot_make_its_own_process_join_roots_job(env: Env, nobodys_sleep: int) -> None:
-    got = as_nobody(env.unix, "register", env.agent_socket, str(nobodys_sleep), ROOT_JOB)
+def test_nobody_cannot_make_its_own_process_join_roots_job(env: Env, nobodys_sleep: subprocess.Popen[bytes]) -> None:
+    got = as_nobody(env.unix, "register", env.agent_socket, str(nobodys_sleep.pid), ROOT_JOB)
     assert got["code"] == "PERMISSION_DENIED" and got["reason"] == "JOB_OF_ANOTHER_USER", got
     assert f"job {ROOT_JOB!r} has registered processes of another user (uid 0)" in got["detail"], got
-    assert env.daemon.tracing.registry.get(nobodys_sleep) is None
+    assert env.daemon.tracing.registry.get(nobodys_sleep.pid) is None
 
 
 @needs_nobody
