@@ -3,7 +3,7 @@
 
 Each record goes through journal.load_record (every check of an untrusted record; one not believed is skipped with
 its WARNING). Only the newest `limit` folders (by their record's time) are read: a record is a few KB of JSON, so
-MAX_RECORDS_READ of them cost ~0.1-0.2 s at start (bench/bench_recorded_traces.py; docs/BENCHMARKS.md).
+MAX_RECORDS_READ of them cost ~0.1-0.2 s at start (bench/analysis_requeue.py; docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
