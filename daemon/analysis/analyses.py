@@ -73,8 +73,8 @@ class Analyses:
         self.queue.start(first=None if trace_dir is None else lambda: self._requeue(trace_dir))
 
     def stop(self) -> None:
-        """The running worker's process group is killed; queued traces are left (the next start queues them again:
-        _requeue)."""
+        """The running worker's process group is killed; queued traces are left (the next start queues the newest
+        of them again: _requeue)."""
         self.runner.stop()
         self.queue.stop()
 
@@ -132,7 +132,7 @@ class Analyses:
             return
         try:
             end = self.runner.run(job, out)
-            if end.stopped:  # dynod stops: not the trace's failure (GetTraceSummary queues it after a restart)
+            if end.stopped:  # dynod stops: not the trace's failure (the next start queues it again: _requeue)
                 return
             outcome = outcome_of(job, end, self._clock_ms())
         except OSError as e:

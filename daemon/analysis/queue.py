@@ -1,5 +1,5 @@
-"""The analyses waiting for the worker: a bounded queue (the oldest dropped, with a logged reason, when full) and
-one thread that runs them one at a time."""
+"""The analyses waiting for the worker: a bounded queue (the oldest dropped, with a logged reason, when full; `offer`
+takes only a free place) and one thread that runs them one at a time."""
 
 from __future__ import annotations
 
