@@ -134,7 +134,9 @@ class Daemon:
             return None
         store = AnalysisStore(self.jobs.store, retention_s=cfg.job_retention_s, max_bytes=cfg.job_retention_bytes // 2)
         limits = WorkerLimits(timeout_s=cfg.analysis_timeout_s, memory_mb=cfg.analysis_memory_mb)
-        analyses = Analyses(self.hostname, store, WorkerRunner(limits), max_queued=cfg.analysis_queue)
+        analyses = Analyses(
+            self.hostname, store, WorkerRunner(limits), max_queued=cfg.analysis_queue, trace_dir=cfg.trace_dir
+        )
         self.tracing.manager.table.finished_listener = analyses.trace_finished
         self.jobs.latest_analyses = analyses.latest_listed
         return analyses

@@ -6,6 +6,9 @@ Failure is a result, never dynod's problem: a worker that crashes, runs out of t
 gives a FAILED summary with the reason; a trace that wrote no file gives TRACE_FAILED without a worker. A database
 that cannot be used is logged (throttled) and the summaries stay in memory (the newest MAX_RECENT, without their
 rank parts) until it works again. dynod never imports dyno.trace_analysis: only the worker does.
+
+At start, the traces of the trace dir's records that finished with no analysis stored (left queued by a restart,
+finished while analysis was off) are queued again on the queue's thread before its first analysis (requeue.py).
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ import logging
 import shutil
 import threading
 from collections.abc import Callable, Collection
+from pathlib import Path
 
 from dyno.daemon.analysis.listed import listed_form
 from dyno.daemon.analysis.outcome import Outcome, outcome_of
 from dyno.daemon.analysis.queue import AnalysisQueue
+from dyno.daemon.analysis.requeue import requeue_unanalysed
 from dyno.daemon.analysis.runner import WorkerRunner
 from dyno.daemon.analysis.store import AnalysisStore, Key
 from dyno.daemon.analysis.work import AnalysisJob, job_of, trace_failed
@@ -48,8 +53,10 @@ class Analyses:
         max_queued: int = 16,
         name_of: Callable[[int], str] = user_name,
         clock_ms: Callable[[], int] = now_ms,
+        trace_dir: Path | None = None,
     ) -> None:
         self.hostname = hostname
+        self.trace_dir = trace_dir  # its records' finished traces without an analysis are queued at start (None: not)
         self.store = store
         self.runner = runner
         self._name_of = name_of
@@ -62,11 +69,12 @@ class Analyses:
         self._db_problems = ThrottledLog(log, every_s=600.0)
 
     def start(self) -> None:
-        self.queue.start()
+        trace_dir = self.trace_dir
+        self.queue.start(first=None if trace_dir is None else lambda: self._requeue(trace_dir))
 
     def stop(self) -> None:
-        """The running worker's process group is killed; queued traces are left (GetTraceSummary queues them again
-        after a restart)."""
+        """The running worker's process group is killed; queued traces are left (the next start queues the newest
+        of them again: _requeue)."""
         self.runner.stop()
         self.queue.stop()
 
@@ -93,6 +101,25 @@ class Analyses:
         return job.summary(self.queue.state_of(job.trace_id) or AnalysisState.PENDING)
 
     # -- the queue's thread ------------------------------------------------------------------------------------
+    def _requeue(self, trace_dir: Path) -> None:
+        """Before the first analysis: the finished traces recorded in `trace_dir` that have no analysis stored."""
+        try:
+            r = requeue_unanalysed(
+                trace_dir,
+                self.store.analysed,
+                self.queue,
+                lambda view: job_of(view, self.hostname, self._name_of),
+            )
+        except StoreError as e:
+            self._db_problems.warning("read", "analyses: traces left unanalysed before this start not queued: %s", e)
+            return
+        log.info(
+            "analysis: %d finished trace(s) without an analysis queued again, of %d trace record(s) read in %s",
+            r.queued,
+            r.records,
+            trace_dir,
+        )
+
     def _analyse(self, job: AnalysisJob) -> None:
         if not job.files:  # the trace wrote none: no worker
             self._record(Outcome(trace_failed(job, self._clock_ms())))
@@ -105,7 +132,7 @@ class Analyses:
             return
         try:
             end = self.runner.run(job, out)
-            if end.stopped:  # dynod stops: not the trace's failure (GetTraceSummary queues it after a restart)
+            if end.stopped:  # dynod stops: not the trace's failure (the next start queues it again: _requeue)
                 return
             outcome = outcome_of(job, end, self._clock_ms())
         except OSError as e:

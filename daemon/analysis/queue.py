@@ -1,5 +1,5 @@
-"""The analyses waiting for the worker: a bounded queue (the oldest dropped, with a logged reason, when full) and
-one thread that runs them one at a time."""
+"""The analyses waiting for the worker: a bounded queue (the oldest dropped, with a logged reason, when full; `offer`
+takes only a free place) and one thread that runs them one at a time."""
 
 from __future__ import annotations
 
@@ -29,8 +29,9 @@ class AnalysisQueue:
         self._stopping = False
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="trace-analysis", daemon=True)
+    def start(self, first: Callable[[], None] | None = None) -> None:
+        """`first` runs on the queue's thread before any job (a raise is logged; the jobs run after it anyway)."""
+        self._thread = threading.Thread(target=self._loop, args=(first,), name="trace-analysis", daemon=True)
         self._thread.start()
 
     def stop(self, timeout_s: float = 5.0) -> None:
@@ -59,6 +60,20 @@ class AnalysisQueue:
                 )
             self._cond.notify()
 
+    def offer(self, job: AnalysisJob) -> bool:
+        """Queue `job` only where a place is free, dropping none (False: the queue is full, or stopping). A trace
+        queued or running already is left as it is (True)."""
+        with self._cond:
+            if self._stopping:
+                return False
+            if job.trace_id in self._queued or job.trace_id == self._running:
+                return True
+            if len(self._queued) >= self._max:
+                return False
+            self._queued[job.trace_id] = job
+            self._cond.notify()
+            return True
+
     def state_of(self, trace_id: str) -> AnalysisState | None:
         """PENDING while queued, RUNNING while its worker runs, else None."""
         with self._cond:
@@ -66,7 +81,12 @@ class AnalysisQueue:
                 return AnalysisState.RUNNING
             return AnalysisState.PENDING if trace_id in self._queued else None
 
-    def _loop(self) -> None:
+    def _loop(self, first: Callable[[], None] | None) -> None:
+        if first is not None:
+            try:
+                first()
+            except Exception:
+                log.exception("the analysis queue's start-up work failed")
         while True:
             with self._cond:
                 while not self._queued and not self._stopping:

@@ -88,6 +88,17 @@ class AnalysisStore:
         )
         return None if row is None else Outcome(_summary(row[0]), bytes(row[1]), bool(row[2]))
 
+    def analysed(self, trace_ids: Collection[str]) -> set[str]:
+        """Those of `trace_ids` that have an analysis stored (analyses_trace: one indexed look-up each)."""
+        ids = list(trace_ids)
+        found: set[str] = set()
+        for i in range(0, len(ids), _CHUNK):
+            chunk = ids[i : i + _CHUNK]
+            sql = f"SELECT DISTINCT trace_id FROM analyses WHERE trace_id IN ({', '.join('?' for _ in chunk)})"
+            rows = self._db().read(lambda c: c.execute(sql, chunk).fetchall())  # noqa: B023 (called at once)
+            found.update(r[0] for r in rows)
+        return found
+
     def latest_listed(self, keys: Collection[Key]) -> dict[Key, bytes]:
         """Each key's newest analysis in its ListJobs form."""
         return {k: bytes(v) for k, v in self._latest(keys, "listed")}

@@ -1,11 +1,14 @@
 """Host-side analysis in a real dynod with real CPU torch trainers registered through the agent: an on-demand trace
 is analysed on the host (GetTraceSummary DONE with rules and ranks, ListJobs' latest_analysis, the Prometheus
 gauges) without dynod loading numpy; a worker SIGKILLed mid-analysis and a trainer whose trace file is garbage give
-FAILED summaries with their reasons, and dynod stays healthy. One dynod and one trainer for the module."""
+FAILED summaries with their reasons, and dynod stays healthy; a trace that finished while analysis was off is
+analysed once dynod restarts with it on, without being asked for. One dynod and one trainer for the module (the last
+test restarts the dynod)."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +22,7 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from dyno.trace_layout import RECORD_NAME
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
 from conftest import Dynod, wait_for
@@ -201,3 +205,20 @@ def test_a_garbage_trace_file_is_a_failed_analysis_naming_it_and_dynod_stays_hea
     assert (s.state, s.failure) == (dyno_pb2.ANALYSIS_STATE_FAILED, dyno_pb2.ANALYSIS_FAILURE_NO_TRACE)
     assert trace_id in s.failure_message and "no trace could be analysed" in s.failure_message
     _healthy(dynod)
+
+
+def test_a_trace_that_finished_while_analysis_was_off_is_analysed_at_the_next_start(dynod: Dynod, trainer) -> None:  # type: ignore[no-untyped-def]
+    job, proc = trainer
+    dynod.args.append("--no-analysis-enabled")
+    try:
+        dynod.restart()
+        trace_id = _traced(dynod, job, proc)  # once the trainer's agent has registered with this dynod
+        wait_for((dynod.trace_dir / trace_id / RECORD_NAME).is_file, 10, 0.05)
+        assert _summary(dynod, trace_id).state == dyno_pb2.ANALYSIS_STATE_DISABLED
+    finally:
+        dynod.args.remove("--no-analysis-enabled")
+    dynod.restart()
+    # nothing asks for its summary: the job's record gets it as its latest analysis
+    record = _job_record(dynod, job, trace_id)
+    assert record.latest_analysis.state == dyno_pb2.ANALYSIS_STATE_DONE, record.latest_analysis.failure_message
+    assert re.search(r"analysis: [1-9]\d* finished trace\(s\) without an analysis queued again", dynod.log)

@@ -67,3 +67,30 @@ def test_a_raising_job_is_logged_and_the_next_runs(caplog: pytest.LogCaptureFixt
     assert "trace bad: the analysis failed in dynod" in caplog.text
     q.submit(_job("late"))
     assert q.state_of("late") is None  # stopped: nothing is queued any more
+
+
+def test_offer_takes_only_a_free_place_and_drops_nothing() -> None:
+    q = AnalysisQueue(lambda job: None, max_queued=2)  # not started: what is queued stays queued
+    q.submit(_job("live"))
+    assert q.offer(_job("a")) and not q.offer(_job("b"))  # full: b refused, neither live nor a dropped
+    assert q.offer(_job("live"))  # queued already: left where it is
+    assert [q.state_of(t) for t in ("live", "a", "b")] == [AnalysisState.PENDING, AnalysisState.PENDING, None]
+    q.stop()
+    assert not q.offer(_job("c")) and q.state_of("c") is None
+
+
+def test_the_start_up_work_runs_on_the_queues_thread_before_any_job(caplog: pytest.LogCaptureFixture) -> None:
+    order: list[str] = []
+    done = threading.Event()
+
+    def first() -> None:
+        order.append(f"first on {threading.current_thread().name}")
+        raise RuntimeError("bug")  # logged; the jobs run anyway
+
+    q = AnalysisQueue(lambda job: (order.append(job.trace_id), done.set()), max_queued=4)  # type: ignore[func-returns-value]
+    q.submit(_job("a"))
+    q.start(first=first)
+    assert done.wait(10)
+    q.stop()
+    assert order == ["first on trace-analysis", "a"]
+    assert "the analysis queue's start-up work failed" in caplog.text

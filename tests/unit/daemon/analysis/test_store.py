@@ -54,6 +54,18 @@ def test_rows_come_back_whole_and_the_latest_of_each_job_is_found(tmp_path: Path
     db.close()
 
 
+def test_analysed_names_the_trace_ids_with_a_stored_analysis(tmp_path: Path) -> None:
+    db, st = _store(tmp_path, per_job=5000)
+    for i in range(0, 500, 2):
+        st.save(_outcome(f"t{i}"), b"", now_ms=10 * DAY_MS)
+    asked = [f"t{i}" for i in range(500)] + ["nope"]  # past one query's chunk
+    assert st.analysed(asked) == {f"t{i}" for i in range(0, 500, 2)}
+    assert st.analysed([]) == set()
+    db.close()
+    with pytest.raises(StoreError):
+        AnalysisStore(lambda: None, retention_s=1.0, max_bytes=1).analysed(["t0"])
+
+
 def test_old_rows_go_a_job_keeps_its_newest_and_the_oldest_go_past_the_byte_budget(tmp_path: Path) -> None:
     db, st = _store(tmp_path, max_bytes=16_000)
     st.save(_outcome("old", at=1 * DAY_MS), b"", now_ms=1 * DAY_MS)

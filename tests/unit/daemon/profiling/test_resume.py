@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from dyno.daemon.profiling import resume
 from dyno.daemon.profiling.budget import Budget, JobUsage
 from dyno.daemon.profiling.resume import ResumedBudget, periodic_records, resume_budget
 from dyno.daemon.registered_process import PROTOCOL_AGENT
-from dyno.daemon.tracing import journal
+from dyno.daemon.tracing import journal, recorded
 from dyno.daemon.tracing.trust import make_trace_dir
 from dyno.daemon.tracing.values import ProcessTraceView, TraceSpec, TraceState, TraceView
 from dyno.trace_layout import RECORD_NAME, agent_output
@@ -92,7 +91,7 @@ def test_only_the_newest_records_are_read(tmp_path: Path, monkeypatch: pytest.Mo
         loaded.append(trace_id)
         return real(trace_dir, trace_id, quiet=quiet)
 
-    monkeypatch.setattr(resume, "load_record", counting)
+    monkeypatch.setattr(recorded, "load_record", counting)
     budget = Budget(0.01, 500)
     assert resume_budget(budget, traces, limit=2) == ResumedBudget(2, 1, 4_000 + 5_000)
     assert sorted(loaded) == ["periodic-A-3", "periodic-A-4"]  # the others are never opened

@@ -1,0 +1,92 @@
+"""Start-up cost of queueing again the analyses a restart left undone (dyno.daemon.analysis.requeue): a trace dir of
+FOLDERS finished trace folders (PROCS processes each, every one DONE with its file), a real job database in which
+every other trace has its analysis stored, read back as a restarted dynod does on its analysis queue's thread: the
+newest 1000 records (tracing/recorded.py), one query for the stored ones, the queue's free places filled. Everything
+is written under a temporary folder, removed at the end. Target: well under 1 s (off the RPC path either way).
+
+    python bench/analysis_requeue.py [--folders 1000] [--procs 1] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from dyno.daemon.analysis.outcome import Outcome
+from dyno.daemon.analysis.queue import AnalysisQueue
+from dyno.daemon.analysis.requeue import requeue_unanalysed
+from dyno.daemon.analysis.store import AnalysisStore
+from dyno.daemon.analysis.work import job_of
+from dyno.daemon.jobs.store import JobStore
+from dyno.daemon.registered_process import PROTOCOL_AGENT
+from dyno.daemon.tracing import journal
+from dyno.daemon.tracing.recorded import MAX_RECORDS_READ, recorded_traces
+from dyno.daemon.tracing.trust import make_trace_dir
+from dyno.daemon.tracing.values import ProcessTraceView, TraceSpec, TraceState, TraceView
+from dyno.trace_layout import agent_output
+from dyno.trace_summary import AnalysisState, TraceSummary
+
+_JOBS = 50
+_QUEUE = 16  # analysis_queue's default
+
+
+def write_traces(d: Path, store: AnalysisStore, folders: int, procs: int) -> None:
+    for i in range(folders):
+        job = f"job{i % _JOBS}"
+        tid = f"periodic-{job}-{i:06d}" if i % 2 else f"ondemand-{i:06d}"
+        make_trace_dir(d, tid)
+        ps = []
+        for pid in range(1, procs + 1):
+            path = agent_output(d, tid, "h", pid)
+            path.write_bytes(b"trace")
+            ps.append(
+                ProcessTraceView(pid, job, pid, PROTOCOL_AGENT, TraceState.DONE, str(path), 5, updated_ms=2000 + i)
+            )
+        spec = TraceSpec(job_id=job, iterations=5, trace_id=tid, periodic=bool(i % 2))
+        journal.write_record(d, TraceView(tid, spec, tuple(ps), True, i), "h", 3000)
+        if i % 2 == 0:
+            s = TraceSummary(tid, job_id=job, user="u", hostname="h", state=AnalysisState.DONE, analyzed_ms=3000 + i)
+            store.save(Outcome(s), b"", 3000 + i)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--folders", type=int, default=1000)
+    p.add_argument("--procs", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="dyno-requeue-bench-"))
+    try:
+        d = root / "traces"
+        db = JobStore.in_dir(root)
+        store = AnalysisStore(lambda: db, retention_s=1e12, max_bytes=2**40, per_job=10**9)
+        write_traces(d, store, args.folders, args.procs)
+        best = best_read = float("inf")
+        records = queued = 0
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            recorded_traces(d)
+            best_read = min(best_read, time.perf_counter() - t)
+            queue = AnalysisQueue(lambda job: None, _QUEUE)  # not started: what is queued stays queued
+            t = time.perf_counter()
+            r = requeue_unanalysed(d, store.analysed, queue, lambda v: job_of(v, "h", str))
+            best = min(best, time.perf_counter() - t)
+            records, queued = r.records, r.queued
+        db.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(
+        f"{args.folders} finished trace folders, {args.procs} process(es) each, half analysed: read {records} records "
+        f"(limit {MAX_RECORDS_READ}) in {best_read * 1000:.0f} ms; requeue_unanalysed (records, the stored ones, "
+        f"{queued} queued of analysis_queue {_QUEUE}) in {best * 1000:.0f} ms (best of {args.repeat}); "
+        "target: well under 1 s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Analyses a dynod restart left undone, queued again at the next start without anyone asking.
+
+The analysis queue lives in memory: the traces queued when dynod stopped (an upgrade, a crash), those that
+finished while analysis_enabled was false, and those dropped from a full queue have no analysis until
+GetTraceSummary asks for one, and periodic traces are never asked for. So, at start, on the analysis queue's own
+thread before its first analysis (dynod answers RPCs meanwhile), the records of the newest MAX_RECORDS_READ trace
+folders are read (tracing/recorded.py: every check of an untrusted record), and each finished trace with no stored
+analysis is queued, newest record first, while the queue has a free place: a job's latest analysis is what ListJobs,
+`dyno-cli jobs` / `opportunities` and the Prometheus series show, so the newest matter most, and the queue's bound
+(analysis_queue) holds as it does for live traces (none of them is dropped for an older one).
+
+A trace whose files are gone since (deleted by hand; retention deletes the record with them) is queued too: it
+gives TRACE_FAILED naming them, without a worker, as it does live and through GetTraceSummary, so that its job
+shows why it has no analysis rather than nothing. A database that cannot be used queues nothing (StoreError to the
+caller, which logs it): with no way to tell what was analysed, every trace would be analysed again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from dyno.daemon.analysis.work import AnalysisJob
+from dyno.daemon.tracing.recorded import MAX_RECORDS_READ, recorded_traces
+from dyno.daemon.tracing.values import TraceView
+from dyno.trace_summary import AnalysisState
+
+__all__ = ["Requeued", "requeue_unanalysed"]
+
+
+class _Queue(Protocol):
+    def offer(self, job: AnalysisJob) -> bool: ...
+
+    def state_of(self, trace_id: str) -> AnalysisState | None: ...
+
+
+@dataclass(frozen=True)
+class Requeued:
+    """What start-up found: records read (believed) and traces queued again."""
+
+    records: int
+    queued: int
+
+
+def requeue_unanalysed(
+    trace_dir: Path,
+    analysed: Callable[[Collection[str]], set[str]],
+    queue: _Queue,
+    job_of: Callable[[TraceView], AnalysisJob],
+    limit: int = MAX_RECORDS_READ,
+) -> Requeued:
+    """Queue the finished traces recorded in `trace_dir` that `analysed` (AnalysisStore.analysed: raises StoreError)
+    does not know, newest first, until the queue is full."""
+    views = recorded_traces(trace_dir, limit)
+    finished = [v for v in views if v.finished]
+    done = analysed([v.trace_id for v in finished]) if finished else set()
+    queued = 0
+    for v in finished:
+        if v.trace_id in done or queue.state_of(v.trace_id) is not None:
+            continue
+        if not queue.offer(job_of(v)):
+            break
+        queued += 1
+    return Requeued(len(views), queued)

@@ -1,0 +1,248 @@
+"""Analyses a restart left undone, queued at the next start: over records written by the journal's own writer and a
+real job database, newest first, only finished traces without a stored analysis, at most the queue's free places,
+records not believed skipped; nothing when the database cannot be used or analysis is off."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from analysis_fakes import ME, NAMES, analyses
+from small_daemon import OneValueSampler
+
+from dyno.daemon.analysis.outcome import Outcome
+from dyno.daemon.analysis.queue import AnalysisQueue
+from dyno.daemon.analysis.requeue import Requeued, requeue_unanalysed
+from dyno.daemon.analysis.store import AnalysisStore
+from dyno.daemon.analysis.work import AnalysisJob, job_of
+from dyno.daemon.app import Daemon
+from dyno.daemon.config import DaemonConfig
+from dyno.daemon.jobs.store import JobStore, StoreError
+from dyno.daemon.registered_process import PROTOCOL_AGENT
+from dyno.daemon.tracing import journal
+from dyno.daemon.tracing.trust import make_trace_dir
+from dyno.daemon.tracing.values import ProcessTraceView, TraceSpec, TraceState, TraceView
+from dyno.trace_layout import RECORD_NAME, agent_output
+from dyno.trace_summary import AnalysisState, TraceSummary
+
+from conftest import short_tmpdir
+
+pytestmark = pytest.mark.unit
+
+T0 = 1_800_000_000_000
+
+
+def _record(
+    trace_dir: Path, trace_id: str, seconds_ago: int, *, state: TraceState = TraceState.DONE, file: bool = True
+) -> Path:
+    """A one-process trace recorded as dynod records it (its file written for a DONE process unless `file` is
+    false), its record dated `seconds_ago`."""
+    make_trace_dir(trace_dir, trace_id)
+    path = agent_output(trace_dir, trace_id, "h", 7)
+    if state == TraceState.DONE and file:
+        path.write_bytes(b"trace")
+    proc = ProcessTraceView(7, "job-1", 0, PROTOCOL_AGENT, state, str(path), 5, updated_ms=T0 + 1000, uid=ME)
+    spec = TraceSpec(job_id="job-1", iterations=5, trace_id=trace_id)
+    view = TraceView(trace_id, spec, (proc,), state != TraceState.RUNNING, T0)
+    assert journal.write_record(trace_dir, view, "h", T0 + 1000) is not None
+    record = trace_dir / trace_id / RECORD_NAME
+    t = time.time() - seconds_ago
+    os.utime(record, (t, t))
+    return record
+
+
+class RecordingQueue:
+    """Takes `free` jobs, then says it is full; `busy` traces are queued or running already."""
+
+    def __init__(self, free: int, busy: tuple[str, ...] = ()) -> None:
+        self.free = free
+        self.busy = busy
+        self.offered: list[AnalysisJob] = []
+
+    def offer(self, job: AnalysisJob) -> bool:
+        if len(self.offered) >= self.free:
+            return False
+        self.offered.append(job)
+        return True
+
+    def state_of(self, trace_id: str) -> AnalysisState | None:
+        return AnalysisState.PENDING if trace_id in self.busy else None
+
+
+def _store(db: JobStore | None) -> AnalysisStore:
+    return AnalysisStore(lambda: db, retention_s=86400.0 * 365 * 100, max_bytes=2**30)
+
+
+def _analysed(store: AnalysisStore, trace_id: str) -> None:
+    s = TraceSummary(trace_id, job_id="job-1", user="alice", hostname="h", state=AnalysisState.DONE, analyzed_ms=T0)
+    store.save(Outcome(s), b"", T0)
+
+
+def _job_of(view: TraceView) -> AnalysisJob:
+    return job_of(view, "node1", lambda uid: NAMES.get(uid, str(uid)))
+
+
+def test_finished_traces_without_an_analysis_are_queued_newest_first_up_to_the_free_places(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    for i, tid in enumerate(("t1", "t2", "t3", "t4", "t5", "t6")):
+        _record(traces, tid, seconds_ago=100 - 10 * i)  # t6 the newest
+    _record(traces, "running", seconds_ago=1, state=TraceState.RUNNING)  # a partial record: not finished
+    db = JobStore.in_dir(tmp_path)
+    store = _store(db)
+    _analysed(store, "t5")
+    queue = RecordingQueue(free=3, busy=("t4",))  # t4: queued already (its live listener, GetTraceSummary)
+
+    got = requeue_unanalysed(traces, store.analysed, queue, _job_of)
+
+    assert got == Requeued(records=7, queued=3)
+    assert [j.trace_id for j in queue.offered] == ["t6", "t3", "t2"]  # t1: no free place left
+    job = queue.offered[0]
+    assert (job.job_id, job.user, job.hostname, job.files) == (
+        "job-1",
+        "alice",
+        "node1",
+        (str(agent_output(traces, "t6", "h", 7)),),
+    )
+    db.close()
+
+
+def test_only_the_newest_records_are_read_and_a_real_queue_keeps_its_bound(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    for i in range(6):
+        _record(traces, f"t{i}", seconds_ago=100 - i)
+    db = JobStore.in_dir(tmp_path)
+    queue = AnalysisQueue(lambda job: None, max_queued=2)  # not started: what is queued stays queued
+    queue.submit(_job_of(journal.load_record(traces, "t0", quiet=True)))  # type: ignore[arg-type]  # a live trace
+
+    got = requeue_unanalysed(traces, _store(db).analysed, queue, _job_of, limit=4)
+
+    assert got == Requeued(records=4, queued=1)  # one free place
+    pending = [tid for tid in (f"t{i}" for i in range(6)) if queue.state_of(tid) == AnalysisState.PENDING]
+    assert pending == ["t0", "t5"]  # the live one kept, the newest record queued
+    db.close()
+
+
+def test_a_trace_whose_files_are_gone_is_queued_for_its_trace_failed_result(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    _record(traces, "gone", seconds_ago=5, file=False)
+    db = JobStore.in_dir(tmp_path)
+    queue = RecordingQueue(free=16)
+    assert requeue_unanalysed(traces, _store(db).analysed, queue, _job_of) == Requeued(1, 1)
+    (job,) = queue.offered
+    assert job.files == () and "is gone since the trace finished" in job.no_file
+    db.close()
+
+
+def test_records_not_believed_are_skipped_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    traces = tmp_path / "traces"
+    _record(traces, "good", seconds_ago=30)
+    bad = _record(traces, "bad", seconds_ago=20)
+    bad.write_bytes(bad.read_bytes().replace(b'"size_bytes": 5', b'"size_bytes": -5'))
+    planted = _record(traces, "planted", seconds_ago=10)
+    data = planted.read_bytes()
+    planted.unlink()
+    (tmp_path / "elsewhere.json").write_bytes(data)
+    planted.symlink_to(tmp_path / "elsewhere.json")
+    (traces / "no-record").mkdir()  # still running at the restart
+    db = JobStore.in_dir(tmp_path)
+    queue = RecordingQueue(free=16)
+    with caplog.at_level(logging.WARNING):
+        assert requeue_unanalysed(traces, _store(db).analysed, queue, _job_of) == Requeued(1, 1)
+    assert [j.trace_id for j in queue.offered] == ["good"]
+    warned = sorted(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert len(warned) == 2 and "size_bytes" in warned[0] and "symlink" in warned[1]
+    db.close()
+
+
+def test_a_database_that_cannot_be_used_queues_nothing(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    _record(traces, "t1", seconds_ago=5)
+    queue = RecordingQueue(free=16)
+    with pytest.raises(StoreError):
+        requeue_unanalysed(traces, _store(None).analysed, queue, _job_of)
+    assert queue.offered == []
+    assert requeue_unanalysed(tmp_path / "absent", _store(None).analysed, queue, _job_of) == Requeued(0, 0)
+
+
+def _wait(cond, what: str):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        found = cond()
+        if found:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(what)
+
+
+def test_analyses_started_over_a_trace_dir_analyse_its_unanalysed_traces_without_being_asked(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    traces = tmp_path / "traces"
+    _record(traces, "old", seconds_ago=20)
+    _record(traces, "new", seconds_ago=10)
+    db = JobStore.in_dir(tmp_path)
+    _analysed(_store(db), "old")
+    a = analyses(tmp_path, db=db, trace_dir=traces)
+    with caplog.at_level(logging.INFO):
+        a.start()
+        found = _wait(lambda: a.lookup("new"), "new not analysed")
+    a.stop()
+    assert found.summary.state == AnalysisState.DONE and found.summary.job_id == "job-1"
+    lines = [r.getMessage() for r in caplog.records if "queued again" in r.getMessage()]
+    said = "analysis: 1 finished trace(s) without an analysis queued again, of 2 trace record(s) read in"
+    assert lines == [f"{said} {traces}"]
+    db.close()
+
+
+def test_analyses_without_a_database_log_once_and_queue_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    traces = tmp_path / "traces"
+    _record(traces, "t1", seconds_ago=5)
+    a = analyses(tmp_path, "raise SystemExit('no worker must start')", db=None, trace_dir=traces)
+    with caplog.at_level(logging.WARNING):
+        a.start()
+        _wait(lambda: [r for r in caplog.records if "not queued" in r.getMessage()], "no warning")
+        time.sleep(0.2)
+    assert a.state_of("t1") is None and a.lookup("t1") is None
+    a.stop()
+    assert len([r for r in caplog.records if "not queued" in r.getMessage()]) == 1
+
+
+def _config(d: Path, **kw: object) -> DaemonConfig:
+    base: dict = dict(
+        port=0,
+        metrics_port=0,
+        kineto_endpoint="off",
+        interval_s=0.1,
+        history_s=10,
+        state_dir=d / "state",
+        trace_dir=d / "traces",
+        agent_socket=d / "agent.sock",
+    )
+    return DaemonConfig(**{**base, **kw})
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_dynod_queues_them_at_start_only_with_analysis_enabled(enabled: bool, caplog: pytest.LogCaptureFixture) -> None:
+    d = short_tmpdir("dyno-requeue-")
+    _record(d / "traces", "t1", seconds_ago=5, file=False)  # TRACE_FAILED at once: no worker
+    daemon = Daemon(_config(d, analysis_enabled=enabled), samplers=[OneValueSampler()])  # type: ignore[list-item]
+    try:
+        with caplog.at_level(logging.INFO):
+            daemon.start()
+            if enabled:
+                assert daemon.analyses is not None
+                s = _wait(lambda: daemon.analyses.lookup("t1"), "t1 not analysed").summary  # type: ignore[union-attr]
+                assert s.state == AnalysisState.FAILED and "is gone" in s.failure_message
+            else:
+                time.sleep(0.3)
+                assert daemon.analyses is None
+        assert any("queued again" in r.getMessage() for r in caplog.records) == enabled
+    finally:
+        daemon.stop(grace_s=0)
+        shutil.rmtree(d, ignore_errors=True)
