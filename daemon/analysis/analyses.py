@@ -182,11 +182,15 @@ class Analyses:
         latest = s
         try:
             self.store.save(outcome, listed_form(s), self._clock_ms())
-            # the job's latest as stored now: an older trace's summary (analysed last) is not it, and a key not
-            # cached (evicted, or no scrape since the start) must not be cached as this one
-            latest = self.store.latest_summaries([key]).get(key, s)
         except StoreError as e:
             self._db_problems.warning("save", "analyses kept in memory only: %s", e)
+        else:
+            # the job's latest as stored now, for the Prometheus cache: not `s` when it is of an older trace than
+            # one analysed before, also when that one is not cached (evicted, or no scrape since the start)
+            try:
+                latest = self.store.latest_summaries([key]).get(key, s)
+            except StoreError as e:
+                self._db_problems.warning("read", "analyses: %s", e)
         with self._lock:
             self._recent[s.trace_id] = s
             self._recent.move_to_end(s.trace_id)
@@ -257,5 +261,6 @@ class Analyses:
 
 
 def _newer(a: TraceSummary, b: TraceSummary) -> bool:
-    """`a` is of a newer trace than `b` (store.py's order; a tie: the one recorded last, so `b` is not older)."""
+    """`a` is of a newer trace than `b`: store.py's order, in which of two traces finished at the same time the one
+    recorded last is the latest (so a tie is not newer)."""
     return a.trace_finished_ms > b.trace_finished_ms

@@ -64,6 +64,7 @@ def test_a_trace_that_wrote_no_file_is_trace_failed_without_a_worker(tmp_path: P
     s = _wait_done(a, "t2").summary
     assert (s.state, s.failure) == (AnalysisState.FAILED, AnalysisFailure.TRACE_FAILED)
     assert "pid 100 failed (it failed); pid 101 cancelled" in s.failure_message
+    assert s.trace_finished_ms == 5001  # its processes' last update: a job's latest is ordered by it
     a.stop()
 
 
@@ -85,6 +86,7 @@ def test_a_crashing_worker_is_a_crashed_result_and_the_next_trace_is_analysed(tm
     a.trace_finished(view("t4", TraceState.DONE))
     s = _wait_done(a, "t4").summary
     assert (s.state, s.failure) == (AnalysisState.FAILED, AnalysisFailure.CRASHED) and "SIGABRT" in s.failure_message
+    assert s.trace_finished_ms == 5000
     a.stop()
 
 
