@@ -80,15 +80,18 @@ def _fill_analyses(state: Path, n: int) -> None:
             f"user{i % 300}",
             "node001",
             state=AnalysisState.DONE,
+            trace_finished_ms=1_700_000_000_000 + i - 60_000,
             analyzed_ms=1_700_000_000_000 + i,
             rules=rules,
             ranks=ranks,
         )
-        rows.append((s.trace_id, s.job_id, s.user, "node001", "DONE", s.analyzed_ms, "{}", listed_form(s), b"", 0, 1))
+        rows.append(
+            (s.trace_id, s.job_id, s.user, "node001", "DONE", s.analyzed_ms, s.trace_finished_ms, "{}", listed_form(s))
+        )
     store.write(
         lambda c: c.executemany(
-            "INSERT INTO analyses (trace_id, job_id, user, hostname, state, finished_ms, summary, listed, rank_parts, "
-            "thinned, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO analyses (trace_id, job_id, user, hostname, state, finished_ms, trace_finished_ms, summary, "
+            "listed, rank_parts, thinned, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, x'', 0, 1)",
             rows,
         )
     )

@@ -8,7 +8,11 @@ that cannot be used is logged (throttled) and the summaries stay in memory (the 
 rank parts) until it works again. dynod never imports dyno.trace_analysis: only the worker does.
 
 At start, the traces of the trace dir's records that finished with no analysis stored (left queued by a restart,
-finished while analysis was off) are queued again on the queue's thread before its first analysis (requeue.py).
+finished while analysis was off) are queued again on the queue's thread before its first analysis (requeue.py),
+remembered as the listener's are (a record rewritten right after start queues nothing again).
+
+A (job, user)'s latest analysis (ListJobs, Prometheus) is its newest trace's (`trace_finished_ms`), whatever order
+its traces were analysed in (store.py); the Prometheus cache and the in-memory fallback follow the same rule.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 
 from dyno.daemon.analysis.listed import listed_form
 from dyno.daemon.analysis.outcome import Outcome, outcome_of
-from dyno.daemon.analysis.queue import AnalysisQueue
+from dyno.daemon.analysis.queue import AnalysisQueue, Offered
 from dyno.daemon.analysis.requeue import requeue_unanalysed
 from dyno.daemon.analysis.runner import WorkerRunner
 from dyno.daemon.analysis.store import AnalysisStore, Key
@@ -84,13 +88,19 @@ class Analyses:
         Called on the trace manager's threads and the agent socket's event loop: it only takes a lock and queues."""
         job = job_of(view, self.hostname, self._name_of)
         with self._lock:
-            if self._seen.get(view.trace_id) == job.files:
+            if not self._remember(job):
                 return
-            self._seen[view.trace_id] = job.files
-            self._seen.move_to_end(view.trace_id)
-            while len(self._seen) > _MAX_SEEN:
-                self._seen.popitem(last=False)
         self.queue.submit(job)  # even without files: the database is written on the queue's thread only
+
+    def _remember(self, job: AnalysisJob) -> bool:
+        """Under the lock: note `job`'s trace as queued with its files; False when it was already, with the same."""
+        if self._seen.get(job.trace_id) == job.files:
+            return False
+        self._seen[job.trace_id] = job.files
+        self._seen.move_to_end(job.trace_id)
+        while len(self._seen) > _MAX_SEEN:
+            self._seen.popitem(last=False)
+        return True
 
     def analyse_again(self, job: AnalysisJob) -> TraceSummary:
         """A finished trace (``job_of`` its view) with no analysis here (dropped from a full queue, or finished
@@ -107,7 +117,7 @@ class Analyses:
             r = requeue_unanalysed(
                 trace_dir,
                 self.store.analysed,
-                self.queue,
+                self._offer,
                 lambda view: job_of(view, self.hostname, self._name_of),
             )
         except StoreError as e:
@@ -119,6 +129,15 @@ class Analyses:
             r.records,
             trace_dir,
         )
+
+    def _offer(self, job: AnalysisJob) -> Offered:
+        """The requeue's offer: a trace it queues is remembered as the listener's are (under the lock with the
+        offer, so that a rewrite of its record meanwhile is either queued by the listener or seen here)."""
+        with self._lock:
+            got = self.queue.offer(job)
+            if got in (Offered.QUEUED, Offered.ALREADY):
+                self._remember(job)
+        return got
 
     def _analyse(self, job: AnalysisJob) -> None:
         if not job.files:  # the trace wrote none: no worker
@@ -159,16 +178,32 @@ class Analyses:
             log.warning("trace %s: analysis failed: %s: %s", s.trace_id, s.failure.value, s.failure_message)
         # Stored before it is kept in memory: lookup() reads the database first, so a reader never sees the summary
         # without the rank parts the database holds (a --summaries client would merge nothing of the host).
+        key = (s.job_id, s.user)
+        latest = s
         try:
             self.store.save(outcome, listed_form(s), self._clock_ms())
         except StoreError as e:
             self._db_problems.warning("save", "analyses kept in memory only: %s", e)
+        else:
+            # the job's latest as stored now, for the Prometheus cache: not `s` when it is of an older trace than
+            # one analysed before, also when that one is not cached (evicted, or no scrape since the start)
+            try:
+                latest = self.store.latest_summaries([key]).get(key, s)
+            except StoreError as e:
+                self._db_problems.warning("read", "analyses: %s", e)
         with self._lock:
             self._recent[s.trace_id] = s
             self._recent.move_to_end(s.trace_id)
             while len(self._recent) > MAX_RECENT:
                 self._recent.popitem(last=False)
-            self._cache_export((s.job_id, s.user), s)
+            self._offer_export(key, latest)
+
+    def _offer_export(self, key: Key, s: TraceSummary) -> None:
+        """Under the lock: `s` becomes the key's cached latest unless the cached one is of a newer trace (one a
+        scrape read from the database meanwhile, or, without a database, one recorded before)."""
+        cached = self._export.get(key)
+        if cached is None or not _newer(cached, s):
+            self._cache_export(key, s)
 
     def _cache_export(self, key: Key, s: TraceSummary | None) -> None:
         """Under the lock."""
@@ -203,7 +238,8 @@ class Analyses:
         except StoreError as e:
             self._db_problems.warning("read", "analyses: %s", e)
         with self._lock:
-            recent = {(s.job_id, s.user): s for s in self._recent.values()}
+            newest_last = sorted(self._recent.values(), key=lambda s: s.trace_finished_ms)  # stable: ties as recorded
+        recent = {(s.job_id, s.user): s for s in newest_last}
         return {k: listed_form(recent[k]) for k in keys if k in recent}
 
     def latest(self, keys: Collection[Key]) -> dict[Key, TraceSummary]:
@@ -222,3 +258,9 @@ class Analyses:
                             self._cache_export(k, found.get(k))
         with self._lock:
             return {k: s for k in keys if (s := self._export.get(k)) is not None}
+
+
+def _newer(a: TraceSummary, b: TraceSummary) -> bool:
+    """`a` is of a newer trace than `b`: store.py's order, in which of two traces finished at the same time the one
+    recorded last is the latest (so a tie is not newer)."""
+    return a.trace_finished_ms > b.trace_finished_ms

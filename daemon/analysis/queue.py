@@ -4,6 +4,7 @@ takes only a free place) and one thread that runs them one at a time."""
 from __future__ import annotations
 
 import collections
+import enum
 import logging
 import threading
 from collections.abc import Callable
@@ -11,9 +12,18 @@ from collections.abc import Callable
 from dyno.daemon.analysis.work import AnalysisJob
 from dyno.trace_summary import AnalysisState
 
-__all__ = ["AnalysisQueue"]
+__all__ = ["AnalysisQueue", "Offered"]
 
 log = logging.getLogger(__name__)
+
+
+class Offered(enum.Enum):
+    """What `AnalysisQueue.offer` did with a job."""
+
+    QUEUED = "queued"
+    ALREADY = "already"  # its trace is queued or running already: left as it is
+    FULL = "full"  # no free place: not queued, nothing dropped
+    STOPPING = "stopping"  # the queue is stopping: not queued
 
 
 class AnalysisQueue:
@@ -60,19 +70,18 @@ class AnalysisQueue:
                 )
             self._cond.notify()
 
-    def offer(self, job: AnalysisJob) -> bool:
-        """Queue `job` only where a place is free, dropping none (False: the queue is full, or stopping). A trace
-        queued or running already is left as it is (True)."""
+    def offer(self, job: AnalysisJob) -> Offered:
+        """Queue `job` only where a place is free, dropping none."""
         with self._cond:
             if self._stopping:
-                return False
+                return Offered.STOPPING
             if job.trace_id in self._queued or job.trace_id == self._running:
-                return True
+                return Offered.ALREADY
             if len(self._queued) >= self._max:
-                return False
+                return Offered.FULL
             self._queued[job.trace_id] = job
             self._cond.notify()
-            return True
+            return Offered.QUEUED
 
     def state_of(self, trace_id: str) -> AnalysisState | None:
         """PENDING while queued, RUNNING while its worker runs, else None."""

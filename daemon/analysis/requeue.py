@@ -20,20 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
+from dyno.daemon.analysis.queue import Offered
 from dyno.daemon.analysis.work import AnalysisJob
 from dyno.daemon.tracing.recorded import MAX_RECORDS_READ, recorded_traces
 from dyno.daemon.tracing.values import TraceView
-from dyno.trace_summary import AnalysisState
 
 __all__ = ["Requeued", "requeue_unanalysed"]
-
-
-class _Queue(Protocol):
-    def offer(self, job: AnalysisJob) -> bool: ...
-
-    def state_of(self, trace_id: str) -> AnalysisState | None: ...
 
 
 @dataclass(frozen=True)
@@ -47,20 +40,21 @@ class Requeued:
 def requeue_unanalysed(
     trace_dir: Path,
     analysed: Callable[[Collection[str]], set[str]],
-    queue: _Queue,
+    offer: Callable[[AnalysisJob], Offered],
     job_of: Callable[[TraceView], AnalysisJob],
     limit: int = MAX_RECORDS_READ,
 ) -> Requeued:
-    """Queue the finished traces recorded in `trace_dir` that `analysed` (AnalysisStore.analysed: raises StoreError)
-    does not know, newest first, until the queue is full."""
+    """Offer (AnalysisQueue.offer: never drops a queued trace) the finished traces recorded in `trace_dir` that
+    `analysed` (AnalysisStore.analysed: raises StoreError) does not know, newest first, until the queue is full."""
     views = recorded_traces(trace_dir, limit)
     finished = [v for v in views if v.finished]
     done = analysed([v.trace_id for v in finished]) if finished else set()
     queued = 0
     for v in finished:
-        if v.trace_id in done or queue.state_of(v.trace_id) is not None:
+        if v.trace_id in done:
             continue
-        if not queue.offer(job_of(v)):
+        got = offer(job_of(v))
+        if got in (Offered.FULL, Offered.STOPPING):
             break
-        queued += 1
+        queued += got == Offered.QUEUED
     return Requeued(len(views), queued)

@@ -1,16 +1,20 @@
 """The analyses' table of the job database (its schema: dyno.daemon.jobs.store.MIGRATIONS): one row per finished
-analysis (trace id, job, user, host, state, finished time, the summary as JSON, its ListJobs form, the rank parts).
+analysis (trace id, job, user, host, state, finished time, the trace's own finished time, the summary as JSON, its
+ListJobs form, the rank parts).
 
-Bounded at each save: rows older than the job records' retention go, a job keeps its newest `per_job`, and all
-rows together take at most `max_bytes` (the oldest go first). Every method raises StoreError when the database
-cannot be used (the caller keeps dynod going: analyses.py)."""
+A (job, user)'s latest analysis is its newest trace's: the greatest `trace_finished_ms`, then the one saved last
+(rows written before that column have 0), whatever order the traces were analysed in (a restart's requeue queues
+the newest first; GetTraceSummary analyses an old trace on demand). Bounded at each save: rows older than the job
+records' retention go, a job keeps its `per_job` newest traces' analyses, and all rows together take at most
+`max_bytes` (the oldest saved go first). Every method raises StoreError when the database cannot be used (the
+caller keeps dynod going: analyses.py)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, TypeVar
 
 from dyno.daemon.analysis.outcome import Outcome
 from dyno.daemon.jobs.store import JobStore, StoreError
@@ -20,6 +24,8 @@ __all__ = ["AnalysisStore", "Key"]
 
 Key = tuple[str, str]  # (job id, user), as job records are keyed
 _CHUNK = 200  # keys per query (two parameters each)
+_NEWEST = "ORDER BY trace_finished_ms DESC, id DESC"  # a job's analyses, its newest trace's first (analyses_job_newest)
+T = TypeVar("T")
 
 
 def _unavailable() -> StoreError:
@@ -52,18 +58,18 @@ class AnalysisStore:
         s = outcome.summary
         text = json.dumps(s.to_json(), allow_nan=False)
         size = len(text) + len(listed) + len(outcome.rank_parts)
-        row = (s.trace_id, s.job_id, s.user, s.hostname, s.state.value, s.analyzed_ms or now_ms, text, listed)
+        row = (s.trace_id, s.job_id, s.user, s.hostname, s.state.value, s.analyzed_ms or now_ms, s.trace_finished_ms)
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT INTO analyses (trace_id, job_id, user, hostname, state, finished_ms, summary, listed, "
-                "rank_parts, thinned, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*row, outcome.rank_parts, int(outcome.thinned), size),
+                "INSERT INTO analyses (trace_id, job_id, user, hostname, state, finished_ms, trace_finished_ms, "
+                "summary, listed, rank_parts, thinned, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*row, text, listed, outcome.rank_parts, int(outcome.thinned), size),
             )
             conn.execute("DELETE FROM analyses WHERE finished_ms < ?", (now_ms - int(self.retention_s * 1000),))
             conn.execute(
                 "DELETE FROM analyses WHERE job_id = ? AND user = ? AND id NOT IN (SELECT id FROM analyses WHERE "
-                "job_id = ? AND user = ? ORDER BY id DESC LIMIT ?)",
+                f"job_id = ? AND user = ? {_NEWEST} LIMIT ?)",
                 (s.job_id, s.user, s.job_id, s.user, self.per_job),
             )
             total = int(conn.execute("SELECT COALESCE(SUM(bytes), 0) FROM analyses").fetchone()[0])
@@ -90,33 +96,41 @@ class AnalysisStore:
 
     def analysed(self, trace_ids: Collection[str]) -> set[str]:
         """Those of `trace_ids` that have an analysis stored (analyses_trace: one indexed look-up each)."""
-        ids = list(trace_ids)
-        found: set[str] = set()
-        for i in range(0, len(ids), _CHUNK):
-            chunk = ids[i : i + _CHUNK]
-            sql = f"SELECT DISTINCT trace_id FROM analyses WHERE trace_id IN ({', '.join('?' for _ in chunk)})"
-            rows = self._db().read(lambda c: c.execute(sql, chunk).fetchall())  # noqa: B023 (called at once)
-            found.update(r[0] for r in rows)
-        return found
+
+        def query(chunk: Sequence[str]) -> tuple[str, list[object]]:
+            marks = ", ".join("?" for _ in chunk)
+            return f"SELECT DISTINCT trace_id FROM analyses WHERE trace_id IN ({marks})", list(chunk)
+
+        return {r[0] for r in self._in_chunks(list(trace_ids), query)}
 
     def latest_listed(self, keys: Collection[Key]) -> dict[Key, bytes]:
-        """Each key's newest analysis in its ListJobs form."""
-        return {k: bytes(v) for k, v in self._latest(keys, "listed")}
+        """Each key's latest analysis (its newest trace's) in its ListJobs form."""
+        return {(job, user): bytes(v) for job, user, v in self._latest(keys, "listed")}
 
     def latest_summaries(self, keys: Collection[Key]) -> dict[Key, TraceSummary]:
-        return {k: _summary(v) for k, v in self._latest(keys, "summary")}
+        """Each key's latest analysis (its newest trace's)."""
+        return {(job, user): _summary(v) for job, user, v in self._latest(keys, "summary")}
 
-    def _latest(self, keys: Collection[Key], column: str) -> Iterable[tuple[Key, Any]]:
-        keys = list(keys)
-        out: list[tuple[Key, Any]] = []
-        for i in range(0, len(keys), _CHUNK):
-            chunk = keys[i : i + _CHUNK]
+    def _latest(self, keys: Collection[Key], column: str) -> list[tuple[Any, ...]]:
+        """(job id, user, `column`) of each key's newest row: one index search per key (analyses_job_newest)."""
+
+        def query(chunk: Sequence[Key]) -> tuple[str, list[object]]:
             values = ", ".join("(?, ?)" for _ in chunk)
             sql = (
-                f"SELECT a.job_id, a.user, a.{column} FROM analyses a JOIN (SELECT MAX(id) AS m FROM analyses WHERE "
-                f"(job_id, user) IN (VALUES {values}) GROUP BY job_id, user) l ON a.id = l.m"
+                f"WITH k(job_id, user) AS (VALUES {values}) SELECT a.job_id, a.user, a.{column} FROM k JOIN analyses "
+                f"a ON a.id = (SELECT id FROM analyses WHERE job_id = k.job_id AND user = k.user {_NEWEST} LIMIT 1)"
             )
-            params = [v for k in chunk for v in k]
-            rows = self._db().read(lambda c: c.execute(sql, params).fetchall())  # noqa: B023 (called at once)
-            out += [((job, user), value) for job, user, value in rows]
-        return out
+            return sql, [v for k in chunk for v in k]
+
+        return self._in_chunks(list(keys), query)
+
+    def _in_chunks(
+        self, items: Sequence[T], query: Callable[[Sequence[T]], tuple[str, list[object]]]
+    ) -> list[tuple[Any, ...]]:
+        """The rows of `query(chunk)` (its SQL and parameters) over `items` _CHUNK at a time (SQLite's bound on a
+        statement's parameters)."""
+        rows: list[tuple[Any, ...]] = []
+        for i in range(0, len(items), _CHUNK):
+            sql, params = query(items[i : i + _CHUNK])
+            rows += self._db().read(lambda c: c.execute(sql, params).fetchall())  # noqa: B023 (called at once)
+        return rows

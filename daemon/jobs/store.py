@@ -71,6 +71,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX analyses_job ON analyses (job_id, user, id)",
         "CREATE INDEX analyses_finished ON analyses (finished_ms)",
     ),
+    # a job's latest analysis is its newest trace's, whatever order traces were analysed in (a restart's requeue,
+    # GetTraceSummary of an old trace): rows written before this have 0 and order among themselves by id; the index
+    # serves the per-job "newest" (ORDER BY trace_finished_ms DESC, id DESC) and replaces (job_id, user, id)
+    (
+        "ALTER TABLE analyses ADD COLUMN trace_finished_ms INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX analyses_job_newest ON analyses (job_id, user, trace_finished_ms, id)",
+        "DROP INDEX analyses_job",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 _COLUMNS = ("job_id", "user", "hostname", "first_seen_ms", "last_seen_ms", "running")
@@ -125,10 +133,11 @@ def _proto_from_row(row: tuple[Any, ...]) -> dyno_pb2.JobRecord:
 _STALE_SQL = "running = 0 AND instr(data, x'3001') > 0"
 
 
-# The newest analysis of a row's job (dyno.daemon.analysis.store), in its ListJobs form: one index search per row
-# (analyses_job), ~3 µs, in SQLite's loop rather than a query per key
+# The latest analysis of a row's job (dyno.daemon.analysis.store: its newest trace's), in its ListJobs form: one
+# index search per row (analyses_job_newest), ~3 µs, in SQLite's loop rather than a query per key
 _LATEST_SQL = (
-    "(SELECT listed FROM analyses a WHERE a.job_id = jobs.job_id AND a.user = jobs.user ORDER BY a.id DESC LIMIT 1)"
+    "(SELECT listed FROM analyses a WHERE a.job_id = jobs.job_id AND a.user = jobs.user "
+    "ORDER BY a.trace_finished_ms DESC, a.id DESC LIMIT 1)"
 )
 # (job id, user), the encoded JobRecord, the encoded TraceSummary of its job's latest analysis (b"": none)
 KeyedRecord = tuple[tuple[str, str], bytes, bytes]

@@ -36,7 +36,10 @@ GOOD_WORKER = textwrap.dedent(
 )
 
 
-def view(trace_id: str, *states: TraceState, uid: int = ME, finished: bool = True, job: str = "job-1") -> TraceView:
+def view(
+    trace_id: str, *states: TraceState, uid: int = ME, finished: bool = True, job: str = "job-1", at: int = 5000
+) -> TraceView:
+    """`at`: when its first process's file was written (its trace_finished_ms: the last one's, at + processes - 1)."""
     procs = tuple(
         ProcessTraceView(
             100 + i,
@@ -46,12 +49,12 @@ def view(trace_id: str, *states: TraceState, uid: int = ME, finished: bool = Tru
             s,
             f"/traces/{trace_id}/h_{100 + i}.pt.trace.json.gz",
             error="" if s == TraceState.DONE else "it failed",
-            updated_ms=5000 + i,
+            updated_ms=at + i,
             uid=uid,
         )
         for i, s in enumerate(states)
     )
-    return TraceView(trace_id, TraceSpec(job_id=job), procs, finished, created_ms=4000)
+    return TraceView(trace_id, TraceSpec(job_id=job), procs, finished, created_ms=at - 1000)
 
 
 def worker(code: str) -> WorkerCommand:

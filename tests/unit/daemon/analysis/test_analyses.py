@@ -13,6 +13,7 @@ from dyno.daemon.analysis.work import job_of
 from dyno.daemon.jobs.store import JobStore
 from dyno.daemon.tracing.values import TraceState
 from dyno.trace_summary import AnalysisFailure, AnalysisState
+from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.unit
 
@@ -25,6 +26,11 @@ def _wait_done(a, trace_id: str):  # type: ignore[no-untyped-def]
             return found
         time.sleep(0.02)
     raise AssertionError(f"{trace_id} not analysed")
+
+
+def _listed_trace(a, key: tuple[str, str]) -> str:  # type: ignore[no-untyped-def]
+    """The trace of ListJobs' latest_analysis of `key`."""
+    return dyno_pb2.TraceSummary.FromString(a.latest_listed({key})[key]).trace_id
 
 
 def test_a_finished_trace_is_analysed_once_and_its_summary_kept_with_the_daemons_fields(tmp_path: Path) -> None:
@@ -58,6 +64,7 @@ def test_a_trace_that_wrote_no_file_is_trace_failed_without_a_worker(tmp_path: P
     s = _wait_done(a, "t2").summary
     assert (s.state, s.failure) == (AnalysisState.FAILED, AnalysisFailure.TRACE_FAILED)
     assert "pid 100 failed (it failed); pid 101 cancelled" in s.failure_message
+    assert s.trace_finished_ms == 5001  # its processes' last update: a job's latest is ordered by it
     a.stop()
 
 
@@ -79,6 +86,7 @@ def test_a_crashing_worker_is_a_crashed_result_and_the_next_trace_is_analysed(tm
     a.trace_finished(view("t4", TraceState.DONE))
     s = _wait_done(a, "t4").summary
     assert (s.state, s.failure) == (AnalysisState.FAILED, AnalysisFailure.CRASHED) and "SIGABRT" in s.failure_message
+    assert s.trace_finished_ms == 5000
     a.stop()
 
 
@@ -86,6 +94,42 @@ def test_analyse_again_queues_a_finished_trace_and_says_pending(tmp_path: Path) 
     a = analyses(tmp_path, db=JobStore.in_dir(tmp_path))
     s = a.analyse_again(job_of(view("t5", TraceState.DONE), "h", lambda uid: "u"))  # not started: stays queued
     assert s.state == AnalysisState.PENDING and a.state_of("t5") == AnalysisState.PENDING
+    a.stop()
+
+
+def test_analysing_an_old_trace_after_a_newer_one_leaves_the_newer_the_jobs_latest(tmp_path: Path) -> None:
+    """ListJobs' latest_analysis and the Prometheus series (latest: cached per key) both stay the newer trace's."""
+    db = JobStore.in_dir(tmp_path)
+    a = analyses(tmp_path, db=db)
+    a.start()
+    key = ("job-1", "alice")
+    a.trace_finished(view("t-new", TraceState.DONE, at=8000))
+    _wait_done(a, "t-new")
+    assert a.latest([key])[key].trace_id == "t-new"  # cached for the next scrapes
+    a.analyse_again(job_of(view("t-old", TraceState.DONE, at=6000), "node1", lambda uid: "alice"))  # GetTraceSummary
+    _wait_done(a, "t-old")
+    assert a.latest([key])[key].trace_id == "t-new"
+    assert _listed_trace(a, key) == "t-new"
+    a.stop()
+    again = analyses(tmp_path, db=db)  # a new dynod: nothing cached; an old trace analysed before any scrape
+    again.start()
+    again.analyse_again(job_of(view("t-older", TraceState.DONE, at=5000), "node1", lambda uid: "alice"))
+    _wait_done(again, "t-older")
+    assert again.latest([key])[key].trace_id == "t-new"
+    again.stop()
+    db.close()
+
+
+def test_without_a_database_an_old_traces_summary_does_not_replace_the_newer_in_memory(tmp_path: Path) -> None:
+    a = analyses(tmp_path, db=None)
+    a.start()
+    key = ("job-1", "alice")
+    a.trace_finished(view("t-new", TraceState.DONE, at=8000))
+    _wait_done(a, "t-new")
+    a.trace_finished(view("t-old", TraceState.DONE, at=6000))
+    _wait_done(a, "t-old")
+    assert a.latest([key])[key].trace_id == "t-new"
+    assert _listed_trace(a, key) == "t-new"
     a.stop()
 
 

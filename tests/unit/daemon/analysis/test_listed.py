@@ -156,3 +156,24 @@ def test_a_running_record_not_flushed_yet_carries_its_jobs_latest_analysis(tmp_p
     assert jobs["new"].latest_analysis.trace_id == "t-new" and not jobs["ended"].HasField("latest_analysis")
     assert asked == [{("new", "bob")}]  # the stored rows' keys were answered by their own query
     acc.stop()
+
+
+def test_listjobs_carries_the_newest_traces_analysis_though_an_older_one_was_analysed_last(tmp_path: Path) -> None:
+    acc = JobAccounting(AccountingConfig(state_dir=tmp_path, hostname="h"), list, list)
+    acc.start()
+    assert acc._store is not None
+    now = int(time.time() * 1000)
+    acc._store.save([JobRecord("ended", "alice", "h", now - 10, now - 5, False)])
+    acc.book.resume([JobRecord("new", "alice", "h", now - 10, now, True)])  # no row yet: looked up by key
+    store = AnalysisStore(acc.store, retention_s=1e9, max_bytes=2**40)
+    acc.latest_analyses = store.latest_listed
+    for tid, finished in (("t-newer", now - 6), ("t-older", now - 8)):  # the older trace analysed last
+        for job in ("ended", "new"):
+            s = TraceSummary(
+                f"{tid}-{job}", job_id=job, user="alice", state=AnalysisState.DONE, trace_finished_ms=finished
+            )
+            store.save(Outcome(s), listed_form(s), now)
+    jobs = {j.job_id: j for j in ListJobsRpc(lambda: acc, "h")(dyno_pb2.ListJobsRequest(), AbortingContext()).jobs}  # type: ignore[arg-type]
+    assert jobs["ended"].latest_analysis.trace_id == "t-newer-ended"
+    assert jobs["new"].latest_analysis.trace_id == "t-newer-new"
+    acc.stop()

@@ -86,6 +86,7 @@ def test_a_broken_or_hostile_output_is_bad_output(
     assert (s.state, s.failure) == (AnalysisState.FAILED, AnalysisFailure.BAD_OUTPUT)
     assert words in s.failure_message and len(s.failure_message) <= 1024
     assert (s.job_id, s.user, s.analyzed_ms, s.rules, s.ranks) == ("job-7", "alice", 5, (), ())
+    assert s.trace_finished_ms == JOB.trace_finished_ms > 0  # a job's latest is ordered by it (store.py)
 
 
 def test_a_link_in_place_of_an_output_file_is_not_followed(tmp_path: Path) -> None:
@@ -125,3 +126,4 @@ def test_exits_and_signals_are_their_failures(
     s = outcome_of(JOB, WorkerExit(end.exit_code, end.timed_out, False, end.cpu_s, tmp_path), now_ms=5).summary
     assert (s.state, s.failure) == (AnalysisState.FAILED, failure)
     assert words in s.failure_message and s.analysis_cpu_s == end.cpu_s
+    assert s.trace_finished_ms == JOB.trace_finished_ms > 0

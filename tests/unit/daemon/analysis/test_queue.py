@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from dyno.daemon.analysis.queue import AnalysisQueue
+from dyno.daemon.analysis.queue import AnalysisQueue, Offered
 from dyno.daemon.analysis.work import AnalysisJob
 from dyno.trace_summary import AnalysisState
 
@@ -72,11 +72,12 @@ def test_a_raising_job_is_logged_and_the_next_runs(caplog: pytest.LogCaptureFixt
 def test_offer_takes_only_a_free_place_and_drops_nothing() -> None:
     q = AnalysisQueue(lambda job: None, max_queued=2)  # not started: what is queued stays queued
     q.submit(_job("live"))
-    assert q.offer(_job("a")) and not q.offer(_job("b"))  # full: b refused, neither live nor a dropped
-    assert q.offer(_job("live"))  # queued already: left where it is
+    assert q.offer(_job("a")) == Offered.QUEUED
+    assert q.offer(_job("b")) == Offered.FULL  # b refused, neither live nor a dropped
+    assert q.offer(_job("live")) == Offered.ALREADY  # queued already: left where it is
     assert [q.state_of(t) for t in ("live", "a", "b")] == [AnalysisState.PENDING, AnalysisState.PENDING, None]
     q.stop()
-    assert not q.offer(_job("c")) and q.state_of("c") is None
+    assert q.offer(_job("c")) == Offered.STOPPING and q.state_of("c") is None
 
 
 def test_the_start_up_work_runs_on_the_queues_thread_before_any_job(caplog: pytest.LogCaptureFixture) -> None:

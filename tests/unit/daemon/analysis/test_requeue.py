@@ -11,16 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-from analysis_fakes import ME, NAMES, analyses
-from small_daemon import OneValueSampler
+from analysis_fakes import ME, NAMES, analyses, view
+from small_daemon import OneValueSampler, daemon_config
 
 from dyno.daemon.analysis.outcome import Outcome
-from dyno.daemon.analysis.queue import AnalysisQueue
+from dyno.daemon.analysis.queue import AnalysisQueue, Offered
 from dyno.daemon.analysis.requeue import Requeued, requeue_unanalysed
 from dyno.daemon.analysis.store import AnalysisStore
 from dyno.daemon.analysis.work import AnalysisJob, job_of
 from dyno.daemon.app import Daemon
-from dyno.daemon.config import DaemonConfig
 from dyno.daemon.jobs.store import JobStore, StoreError
 from dyno.daemon.registered_process import PROTOCOL_AGENT
 from dyno.daemon.tracing import journal
@@ -28,6 +27,7 @@ from dyno.daemon.tracing.trust import make_trace_dir
 from dyno.daemon.tracing.values import ProcessTraceView, TraceSpec, TraceState, TraceView
 from dyno.trace_layout import RECORD_NAME, agent_output
 from dyno.trace_summary import AnalysisState, TraceSummary
+from dyno.v1.dyno_pb2 import TraceSummary as TraceSummaryPb
 
 from conftest import short_tmpdir
 
@@ -40,12 +40,14 @@ def _record(
     trace_dir: Path, trace_id: str, seconds_ago: int, *, state: TraceState = TraceState.DONE, file: bool = True
 ) -> Path:
     """A one-process trace recorded as dynod records it (its file written for a DONE process unless `file` is
-    false), its record dated `seconds_ago`."""
+    false), its record dated `seconds_ago` and its process's file then (trace_finished_ms)."""
     make_trace_dir(trace_dir, trace_id)
     path = agent_output(trace_dir, trace_id, "h", 7)
     if state == TraceState.DONE and file:
         path.write_bytes(b"trace")
-    proc = ProcessTraceView(7, "job-1", 0, PROTOCOL_AGENT, state, str(path), 5, updated_ms=T0 + 1000, uid=ME)
+    proc = ProcessTraceView(
+        7, "job-1", 0, PROTOCOL_AGENT, state, str(path), 5, updated_ms=T0 - seconds_ago * 1000, uid=ME
+    )
     spec = TraceSpec(job_id="job-1", iterations=5, trace_id=trace_id)
     view = TraceView(trace_id, spec, (proc,), state != TraceState.RUNNING, T0)
     assert journal.write_record(trace_dir, view, "h", T0 + 1000) is not None
@@ -63,14 +65,13 @@ class RecordingQueue:
         self.busy = busy
         self.offered: list[AnalysisJob] = []
 
-    def offer(self, job: AnalysisJob) -> bool:
+    def offer(self, job: AnalysisJob) -> Offered:
+        if job.trace_id in self.busy:
+            return Offered.ALREADY
         if len(self.offered) >= self.free:
-            return False
+            return Offered.FULL
         self.offered.append(job)
-        return True
-
-    def state_of(self, trace_id: str) -> AnalysisState | None:
-        return AnalysisState.PENDING if trace_id in self.busy else None
+        return Offered.QUEUED
 
 
 def _store(db: JobStore | None) -> AnalysisStore:
@@ -96,7 +97,7 @@ def test_finished_traces_without_an_analysis_are_queued_newest_first_up_to_the_f
     _analysed(store, "t5")
     queue = RecordingQueue(free=3, busy=("t4",))  # t4: queued already (its live listener, GetTraceSummary)
 
-    got = requeue_unanalysed(traces, store.analysed, queue, _job_of)
+    got = requeue_unanalysed(traces, store.analysed, queue.offer, _job_of)
 
     assert got == Requeued(records=7, queued=3)
     assert [j.trace_id for j in queue.offered] == ["t6", "t3", "t2"]  # t1: no free place left
@@ -118,7 +119,7 @@ def test_only_the_newest_records_are_read_and_a_real_queue_keeps_its_bound(tmp_p
     queue = AnalysisQueue(lambda job: None, max_queued=2)  # not started: what is queued stays queued
     queue.submit(_job_of(journal.load_record(traces, "t0", quiet=True)))  # type: ignore[arg-type]  # a live trace
 
-    got = requeue_unanalysed(traces, _store(db).analysed, queue, _job_of, limit=4)
+    got = requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of, limit=4)
 
     assert got == Requeued(records=4, queued=1)  # one free place
     pending = [tid for tid in (f"t{i}" for i in range(6)) if queue.state_of(tid) == AnalysisState.PENDING]
@@ -131,7 +132,7 @@ def test_a_trace_whose_files_are_gone_is_queued_for_its_trace_failed_result(tmp_
     _record(traces, "gone", seconds_ago=5, file=False)
     db = JobStore.in_dir(tmp_path)
     queue = RecordingQueue(free=16)
-    assert requeue_unanalysed(traces, _store(db).analysed, queue, _job_of) == Requeued(1, 1)
+    assert requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of) == Requeued(1, 1)
     (job,) = queue.offered
     assert job.files == () and "is gone since the trace finished" in job.no_file
     db.close()
@@ -151,7 +152,7 @@ def test_records_not_believed_are_skipped_with_a_warning(tmp_path: Path, caplog:
     db = JobStore.in_dir(tmp_path)
     queue = RecordingQueue(free=16)
     with caplog.at_level(logging.WARNING):
-        assert requeue_unanalysed(traces, _store(db).analysed, queue, _job_of) == Requeued(1, 1)
+        assert requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of) == Requeued(1, 1)
     assert [j.trace_id for j in queue.offered] == ["good"]
     warned = sorted(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     assert len(warned) == 2 and "size_bytes" in warned[0] and "symlink" in warned[1]
@@ -163,9 +164,9 @@ def test_a_database_that_cannot_be_used_queues_nothing(tmp_path: Path) -> None:
     _record(traces, "t1", seconds_ago=5)
     queue = RecordingQueue(free=16)
     with pytest.raises(StoreError):
-        requeue_unanalysed(traces, _store(None).analysed, queue, _job_of)
+        requeue_unanalysed(traces, _store(None).analysed, queue.offer, _job_of)
     assert queue.offered == []
-    assert requeue_unanalysed(tmp_path / "absent", _store(None).analysed, queue, _job_of) == Requeued(0, 0)
+    assert requeue_unanalysed(tmp_path / "absent", _store(None).analysed, queue.offer, _job_of) == Requeued(0, 0)
 
 
 def _wait(cond, what: str):  # type: ignore[no-untyped-def]
@@ -198,6 +199,33 @@ def test_analyses_started_over_a_trace_dir_analyse_its_unanalysed_traces_without
     db.close()
 
 
+def test_requeued_traces_are_not_queued_again_by_their_record_rewritten_and_the_newest_stays_latest(
+    tmp_path: Path,
+) -> None:
+    """The requeue queues newest first, so the older trace is analysed last: the job's latest is still the newer
+    one's; the live listener, told of a requeued trace again (its record rewritten), does not analyse it twice."""
+    traces = tmp_path / "traces"
+    _record(traces, "old", seconds_ago=20)
+    _record(traces, "new", seconds_ago=10)
+    db = JobStore.in_dir(tmp_path)
+    a = analyses(tmp_path, db=db, trace_dir=traces)
+    a.start()
+    _wait(lambda: a.lookup("old"), "old not analysed")
+    assert a.lookup("new") is not None  # analysed before old
+    key = ("job-1", "alice")
+    assert a.latest([key])[key].trace_id == "new"
+    assert TraceSummaryPb.FromString(a.latest_listed({key})[key]).trace_id == "new"
+    again = journal.load_record(traces, "new", quiet=True)
+    assert again is not None
+    a.trace_finished(again)  # its record rewritten: the same files
+    a.trace_finished(view("after", TraceState.DONE))  # FIFO: "new" again would run before it
+    _wait(lambda: a.lookup("after"), "after not analysed")
+    a.stop()
+    runs = db.read(lambda c: c.execute("SELECT trace_id, COUNT(*) FROM analyses GROUP BY trace_id").fetchall())
+    assert dict(runs) == {"old": 1, "new": 1, "after": 1}
+    db.close()
+
+
 def test_analyses_without_a_database_log_once_and_queue_nothing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -213,25 +241,11 @@ def test_analyses_without_a_database_log_once_and_queue_nothing(
     assert len([r for r in caplog.records if "not queued" in r.getMessage()]) == 1
 
 
-def _config(d: Path, **kw: object) -> DaemonConfig:
-    base: dict = dict(
-        port=0,
-        metrics_port=0,
-        kineto_endpoint="off",
-        interval_s=0.1,
-        history_s=10,
-        state_dir=d / "state",
-        trace_dir=d / "traces",
-        agent_socket=d / "agent.sock",
-    )
-    return DaemonConfig(**{**base, **kw})
-
-
 @pytest.mark.parametrize("enabled", [True, False])
 def test_dynod_queues_them_at_start_only_with_analysis_enabled(enabled: bool, caplog: pytest.LogCaptureFixture) -> None:
     d = short_tmpdir("dyno-requeue-")
     _record(d / "traces", "t1", seconds_ago=5, file=False)  # TRACE_FAILED at once: no worker
-    daemon = Daemon(_config(d, analysis_enabled=enabled), samplers=[OneValueSampler()])  # type: ignore[list-item]
+    daemon = Daemon(daemon_config(d, analysis_enabled=enabled), samplers=[OneValueSampler()])  # type: ignore[list-item]
     try:
         with caplog.at_level(logging.INFO):
             daemon.start()

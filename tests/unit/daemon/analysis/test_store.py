@@ -18,13 +18,17 @@ pytestmark = pytest.mark.unit
 DAY_MS = 86_400_000
 
 
-def _outcome(tid: str, job: str = "j", user: str = "u", at: int = 10 * DAY_MS, parts: bytes = b"") -> Outcome:
+def _outcome(
+    tid: str, job: str = "j", user: str = "u", at: int = 10 * DAY_MS, parts: bytes = b"", traced: int = 0
+) -> Outcome:
+    """`traced`: the trace's trace_finished_ms."""
     s = TraceSummary(
         tid,
         job_id=job,
         user=user,
         hostname="h",
         state=AnalysisState.DONE,
+        trace_finished_ms=traced,
         analyzed_ms=at,
         rules=(RuleLoss("r", "LOW", 0.1),),
     )
@@ -51,6 +55,33 @@ def test_rows_come_back_whole_and_the_latest_of_each_job_is_found(tmp_path: Path
     assert st.latest_listed({("k", "u")}) == {("k", "u"): listed_form(failed.summary)}
     keys = {(f"job{i}", "u") for i in range(1000)} | {("j", "u")}  # past one query's chunk
     assert set(st.latest_listed(keys)) == {("j", "u")}
+    db.close()
+
+
+def test_a_jobs_latest_is_its_newest_traces_analysis_whatever_order_they_were_analysed_in(tmp_path: Path) -> None:
+    db, st = _store(tmp_path)
+    newer = _outcome("t-new", traced=9 * DAY_MS)
+    older = _outcome("t-old", traced=8 * DAY_MS)  # analysed last (a restart's requeue, GetTraceSummary)
+    other = Outcome(
+        _outcome("t-k", job="k", traced=7 * DAY_MS).summary.failed(AnalysisFailure.CRASHED, "x", 10 * DAY_MS)
+    )
+    for o in (newer, other, older):
+        st.save(o, listed_form(o.summary), now_ms=10 * DAY_MS)
+    assert st.latest_summaries({("j", "u"), ("k", "u")}) == {("j", "u"): newer.summary, ("k", "u"): other.summary}
+    assert st.latest_listed({("j", "u")}) == {("j", "u"): listed_form(newer.summary)}
+    same = _outcome("t-same", traced=9 * DAY_MS)  # the same trace time: the one saved last
+    st.save(same, listed_form(same.summary), now_ms=10 * DAY_MS)
+    assert st.latest_summaries([("j", "u")]) == {("j", "u"): same.summary}
+    assert st.get("t-old") is not None  # every trace's own analysis stays readable
+    db.close()
+
+
+def test_a_job_keeps_its_newest_traces_analyses_not_the_ones_analysed_last(tmp_path: Path) -> None:
+    db, st = _store(tmp_path)  # per_job 3
+    for t in (5, 4, 3, 2, 1):  # newest first, as the requeue queues them
+        st.save(_outcome(f"t{t}", traced=t * DAY_MS), b"", now_ms=10 * DAY_MS)
+    assert [t for t in range(1, 6) if st.get(f"t{t}") is not None] == [3, 4, 5]
+    assert st.latest_summaries([("j", "u")])[("j", "u")].trace_id == "t5"
     db.close()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from dataclasses import replace
@@ -9,8 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from dyno.daemon.analysis.listed import listed_form
+from dyno.daemon.analysis.outcome import Outcome
+from dyno.daemon.analysis.store import AnalysisStore
 from dyno.daemon.jobs.records import JobRecord
 from dyno.daemon.jobs.store import MIGRATIONS, SCHEMA_VERSION, JobQuery, JobStore, StoreError, _error
+from dyno.trace_summary import AnalysisState, TraceSummary
 from dyno.v1 import dyno_pb2
 
 
@@ -93,9 +98,53 @@ def test_a_version_3_database_gains_the_analyses_table_and_keeps_its_records(tmp
     (r,) = store.query(JobQuery())
     assert (r.job_id, r.user, r.gpu_seconds) == ("v3job", "bob", 2.0)
     assert store.read(lambda c: c.execute("SELECT COUNT(*) FROM analyses").fetchone()[0]) == 0
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     indexes = {row[0] for row in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type='index'")}
-    assert {"analyses_trace", "analyses_job", "analyses_finished"} <= indexes
+    assert {"analyses_trace", "analyses_job_newest", "analyses_finished"} <= indexes
+    store.close()
+
+
+def test_a_version_4_databases_analyses_still_answer_and_any_newer_trace_comes_after_them(tmp_path: Path) -> None:
+    """Rows written before trace_finished_ms was a column have 0: among themselves the one saved last is the
+    latest, and an analysis saved since (its trace's time set) is newer than all of them."""
+    path = tmp_path / "jobs.sqlite3"
+    conn = sqlite3.connect(path)
+    for migration in MIGRATIONS[:4]:
+        for statement in migration:
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 4")
+    data = dyno_pb2.JobRecord().SerializeToString()
+    conn.execute(
+        "INSERT INTO jobs (job_id, user, hostname, first_seen_ms, last_seen_ms, running, data) "
+        "VALUES ('j', 'alice', 'h', 0, 10, 0, ?)",
+        (data,),
+    )
+    for tid in ("t-a", "t-b"):
+        s = TraceSummary(tid, job_id="j", user="alice", hostname="h", state=AnalysisState.DONE, analyzed_ms=10)
+        conn.execute(
+            "INSERT INTO analyses (trace_id, job_id, user, hostname, state, finished_ms, summary, listed, rank_parts, "
+            "thinned, bytes) VALUES (?, 'j', 'alice', 'h', 'DONE', 10, ?, ?, x'', 0, 1)",
+            (tid, json.dumps(s.to_json()), listed_form(s)),
+        )
+    conn.commit()
+    conn.close()
+    store = JobStore(path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    indexes = {row[0] for row in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert "analyses_job_newest" in indexes and "analyses_job" not in indexes
+    analyses = AnalysisStore(lambda: store, retention_s=1e9, max_bytes=2**30)
+    assert analyses.latest_summaries([("j", "alice")])[("j", "alice")].trace_id == "t-b"
+    got = analyses.get("t-a")
+    assert got is not None and got.summary.trace_finished_ms == 0
+
+    def listed() -> str:
+        (row,) = store.query_encoded(JobQuery())
+        return dyno_pb2.TraceSummary.FromString(row[1][2]).trace_id
+
+    assert listed() == "t-b"
+    s = TraceSummary("t-c", job_id="j", user="alice", hostname="h", state=AnalysisState.DONE, trace_finished_ms=1)
+    analyses.save(Outcome(s), listed_form(s), 20)
+    assert analyses.latest_summaries([("j", "alice")])[("j", "alice")].trace_id == "t-c" == listed()
     store.close()
 
 
