@@ -3,11 +3,11 @@ analysis (trace id, job, user, host, state, finished time, the trace's own finis
 ListJobs form, the rank parts).
 
 A (job, user)'s latest analysis is its newest trace's: the greatest `trace_finished_ms`, then the one saved last
-(rows written before that column have 0), whatever order the traces were analysed in (a restart's requeue queues
-the newest first; GetTraceSummary analyses an old trace on demand). Bounded at each save: rows older than the job
-records' retention go, a job keeps its `per_job` newest traces' analyses, and all rows together take at most
-`max_bytes` (the oldest saved go first). Every method raises StoreError when the database cannot be used (the
-caller keeps dynod going: analyses.py)."""
+(rows written before that column take their summary's), whatever order the traces were analysed in (a restart's
+requeue queues the newest first; GetTraceSummary analyses an old trace on demand). Bounded at each save: rows
+older than the job records' retention go, a job keeps the analysis just saved and its `per_job` - 1 newest traces'
+others, and all rows together take at most `max_bytes` (the oldest saved go first). Every method raises StoreError
+when the database cannot be used (the caller keeps dynod going: analyses.py)."""
 
 from __future__ import annotations
 
@@ -61,16 +61,18 @@ class AnalysisStore:
         row = (s.trace_id, s.job_id, s.user, s.hostname, s.state.value, s.analyzed_ms or now_ms, s.trace_finished_ms)
 
         def write(conn: sqlite3.Connection) -> None:
-            conn.execute(
+            new = conn.execute(
                 "INSERT INTO analyses (trace_id, job_id, user, hostname, state, finished_ms, trace_finished_ms, "
                 "summary, listed, rank_parts, thinned, bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (*row, text, listed, outcome.rank_parts, int(outcome.thinned), size),
-            )
+            ).lastrowid
             conn.execute("DELETE FROM analyses WHERE finished_ms < ?", (now_ms - int(self.retention_s * 1000),))
+            # the job keeps the row just saved (an older trace's, analysed when asked for, is read back at once)
+            # and its per_job - 1 newest others
             conn.execute(
-                "DELETE FROM analyses WHERE job_id = ? AND user = ? AND id NOT IN (SELECT id FROM analyses WHERE "
-                f"job_id = ? AND user = ? {_NEWEST} LIMIT ?)",
-                (s.job_id, s.user, s.job_id, s.user, self.per_job),
+                "DELETE FROM analyses WHERE job_id = ? AND user = ? AND id != ? AND id NOT IN (SELECT id FROM "
+                f"analyses WHERE job_id = ? AND user = ? AND id != ? {_NEWEST} LIMIT ?)",
+                (s.job_id, s.user, new, s.job_id, s.user, new, max(self.per_job - 1, 0)),
             )
             total = int(conn.execute("SELECT COALESCE(SUM(bytes), 0) FROM analyses").fetchone()[0])
             if total > self.max_bytes:

@@ -72,10 +72,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX analyses_finished ON analyses (finished_ms)",
     ),
     # a job's latest analysis is its newest trace's, whatever order traces were analysed in (a restart's requeue,
-    # GetTraceSummary of an old trace): rows written before this have 0 and order among themselves by id; the index
-    # serves the per-job "newest" (ORDER BY trace_finished_ms DESC, id DESC) and replaces (job_id, user, id)
+    # GetTraceSummary of an old trace): the rows written before take the time their summary holds (0 where it has
+    # none: they order among themselves by id); the index serves the per-job "newest" (ORDER BY trace_finished_ms
+    # DESC, id DESC) and replaces (job_id, user, id)
     (
         "ALTER TABLE analyses ADD COLUMN trace_finished_ms INTEGER NOT NULL DEFAULT 0",
+        "UPDATE analyses SET trace_finished_ms = COALESCE(json_extract(summary, '$.trace_finished_ms'), 0)",
         "CREATE INDEX analyses_job_newest ON analyses (job_id, user, trace_finished_ms, id)",
         "DROP INDEX analyses_job",
     ),

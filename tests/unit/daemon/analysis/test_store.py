@@ -76,12 +76,15 @@ def test_a_jobs_latest_is_its_newest_traces_analysis_whatever_order_they_were_an
     db.close()
 
 
-def test_a_job_keeps_its_newest_traces_analyses_not_the_ones_analysed_last(tmp_path: Path) -> None:
+def test_a_job_keeps_its_newest_traces_analyses_and_the_one_just_saved(tmp_path: Path) -> None:
     db, st = _store(tmp_path)  # per_job 3
     for t in (5, 4, 3, 2, 1):  # newest first, as the requeue queues them
         st.save(_outcome(f"t{t}", traced=t * DAY_MS), b"", now_ms=10 * DAY_MS)
-    assert [t for t in range(1, 6) if st.get(f"t{t}") is not None] == [3, 4, 5]
+        assert st.get(f"t{t}") is not None  # an older trace's analysis reads back once saved (GetTraceSummary's)
+    assert [t for t in range(1, 6) if st.get(f"t{t}") is not None] == [1, 4, 5]
     assert st.latest_summaries([("j", "u")])[("j", "u")].trace_id == "t5"
+    st.save(_outcome("t6", traced=6 * DAY_MS), b"", now_ms=10 * DAY_MS)
+    assert [t for t in range(1, 7) if st.get(f"t{t}") is not None] == [4, 5, 6]  # the old one goes first
     db.close()
 
 

@@ -104,9 +104,10 @@ def test_a_version_3_database_gains_the_analyses_table_and_keeps_its_records(tmp
     store.close()
 
 
-def test_a_version_4_databases_analyses_still_answer_and_any_newer_trace_comes_after_them(tmp_path: Path) -> None:
-    """Rows written before trace_finished_ms was a column have 0: among themselves the one saved last is the
-    latest, and an analysis saved since (its trace's time set) is newer than all of them."""
+def test_a_version_4_databases_analyses_still_answer_by_the_trace_times_their_summaries_hold(tmp_path: Path) -> None:
+    """Rows written before trace_finished_ms was a column take the time their summary holds (0 where it has none,
+    ordered among themselves by the one saved last); an analysis saved since is placed among them by its trace's
+    time."""
     path = tmp_path / "jobs.sqlite3"
     conn = sqlite3.connect(path)
     for migration in MIGRATIONS[:4]:
@@ -119,8 +120,16 @@ def test_a_version_4_databases_analyses_still_answer_and_any_newer_trace_comes_a
         "VALUES ('j', 'alice', 'h', 0, 10, 0, ?)",
         (data,),
     )
-    for tid in ("t-a", "t-b"):
-        s = TraceSummary(tid, job_id="j", user="alice", hostname="h", state=AnalysisState.DONE, analyzed_ms=10)
+    for tid, traced in (("t-a", 200), ("t-b", 100), ("t-x", 0), ("t-y", 0)):  # t-b: an older trace analysed later
+        s = TraceSummary(
+            tid,
+            job_id="j",
+            user="alice",
+            hostname="h",
+            state=AnalysisState.DONE,
+            analyzed_ms=10,
+            trace_finished_ms=traced,
+        )
         conn.execute(
             "INSERT INTO analyses (trace_id, job_id, user, hostname, state, finished_ms, summary, listed, rank_parts, "
             "thinned, bytes) VALUES (?, 'j', 'alice', 'h', 'DONE', 10, ?, ?, x'', 0, 1)",
@@ -133,18 +142,21 @@ def test_a_version_4_databases_analyses_still_answer_and_any_newer_trace_comes_a
     indexes = {row[0] for row in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "analyses_job_newest" in indexes and "analyses_job" not in indexes
     analyses = AnalysisStore(lambda: store, retention_s=1e9, max_bytes=2**30)
-    assert analyses.latest_summaries([("j", "alice")])[("j", "alice")].trace_id == "t-b"
-    got = analyses.get("t-a")
-    assert got is not None and got.summary.trace_finished_ms == 0
+    assert analyses.latest_summaries([("j", "alice")])[("j", "alice")].trace_id == "t-a"  # by its summary's time
+    carried = dict(sqlite3.connect(path).execute("SELECT trace_id, trace_finished_ms FROM analyses").fetchall())
+    assert carried == {"t-a": 200, "t-b": 100, "t-x": 0, "t-y": 0}
 
     def listed() -> str:
         (row,) = store.query_encoded(JobQuery())
         return dyno_pb2.TraceSummary.FromString(row[1][2]).trace_id
 
-    assert listed() == "t-b"
-    s = TraceSummary("t-c", job_id="j", user="alice", hostname="h", state=AnalysisState.DONE, trace_finished_ms=1)
+    assert listed() == "t-a"
+    s = TraceSummary("t-c", job_id="j", user="alice", hostname="h", state=AnalysisState.DONE, trace_finished_ms=150)
     analyses.save(Outcome(s), listed_form(s), 20)
-    assert analyses.latest_summaries([("j", "alice")])[("j", "alice")].trace_id == "t-c" == listed()
+    assert analyses.latest_summaries([("j", "alice")])[("j", "alice")].trace_id == "t-a" == listed()  # older
+    s = TraceSummary("t-d", job_id="j", user="alice", hostname="h", state=AnalysisState.DONE, trace_finished_ms=300)
+    analyses.save(Outcome(s), listed_form(s), 20)
+    assert analyses.latest_summaries([("j", "alice")])[("j", "alice")].trace_id == "t-d" == listed()
     store.close()
 
 
