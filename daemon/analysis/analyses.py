@@ -132,10 +132,11 @@ class Analyses:
 
     def _offer(self, job: AnalysisJob) -> Offered:
         """The requeue's offer: a trace it queues is remembered as the listener's are (under the lock with the
-        offer, so that a rewrite of its record meanwhile is either queued by the listener or seen here)."""
+        offer, so that a rewrite of its record meanwhile is either queued by the listener or seen here). One queued
+        already is the listener's, remembered with its own files."""
         with self._lock:
             got = self.queue.offer(job)
-            if got in (Offered.QUEUED, Offered.ALREADY):
+            if got == Offered.QUEUED:
                 self._remember(job)
         return got
 
