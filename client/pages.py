@@ -114,8 +114,6 @@ def job_pages(
     pages of columns are not merged into one). Asked for `analysis_rules`, a daemon that answers columns without
     `analyses` (one older than that field) is asked again for records, whose analyses are whole. Raises
     column_pages.MalformedPage (a DynoError: the host failed) at a page whose columns do not agree."""
-    from dyno.client.column_pages import check_page  # numpy: loaded by the callers of columns only
-
     answers = [call(request)]
     first = answers[0]
     if request.analysis_rules and first.HasField("columns") and not first.columns.HasField("analyses"):
@@ -125,15 +123,23 @@ def job_pages(
         records.page_size = 0
         request = records
         answers = [call(request)]
-    check_page(answers[0], analyses=request.analysis_rules)
+    _check(answers[0], request.analysis_rules)
     tokens = _Tokens()
     while tokens.next(answers[-1].next_page_token):
         follow = dyno_pb2.ListJobsRequest()
         follow.CopyFrom(request)
         follow.page_token = answers[-1].next_page_token
         answers.append(call(follow))
-        check_page(answers[-1], analyses=request.analysis_rules)
+        _check(answers[-1], request.analysis_rules)
     return answers
+
+
+def _check(page: dyno_pb2.ListJobsResponse, analyses: bool) -> None:
+    """column_pages.check_page of a columnar page (a page of records needs none: numpy is not loaded for it)."""
+    if page.HasField("columns"):
+        from dyno.client.column_pages import check_page
+
+        check_page(page, analyses=analyses)
 
 
 def rest_of_trace(call: GetTraceCall, answer: dyno_pb2.TraceStatus) -> dyno_pb2.TraceStatus:

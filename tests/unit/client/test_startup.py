@@ -36,6 +36,20 @@ def test_building_the_cli_parser_loads_no_numpy() -> None:
     assert out == "[]"
 
 
+def test_gathering_pages_of_job_records_loads_no_numpy() -> None:
+    """DynoClient.list_jobs (pages of records) checks no columns: only a columnar page loads numpy to check it."""
+    out = _run(
+        "import sys\n"
+        "from dyno.client import pages\n"
+        "from dyno.v1 import dyno_pb2\n"
+        "answers = iter([dyno_pb2.ListJobsResponse(jobs=[dyno_pb2.JobRecord(job_id='a')], next_page_token='1'),\n"
+        "                dyno_pb2.ListJobsResponse(jobs=[dyno_pb2.JobRecord(job_id='b')])])\n"
+        "got = pages.gather_jobs(lambda r: next(answers), dyno_pb2.ListJobsRequest())\n"
+        "print([j.job_id for j in got.jobs], 'numpy' in sys.modules)"
+    )
+    assert out == "['a', 'b'] False"
+
+
 def test_library_names_still_resolve_lazily() -> None:
     out = _run(
         "import dyno.trace_analysis as ta\n"
