@@ -116,6 +116,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def dead_target() -> str:
+    """A loopback host:port nothing listens on: a host that is down."""
+    return f"127.0.0.1:{free_port()}"
+
+
 def short_tmpdir(prefix: str = "dyno-") -> Path:
     """A short temp dir: Unix socket paths must stay under 108 bytes, pytest's tmp_path may not."""
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
