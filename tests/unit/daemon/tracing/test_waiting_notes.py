@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from fake_proc import no_proc_identifier
+from fake_proc import host_a_manager
 from manual_clock import Clock, TickingClock
 from until_cancelled_fake import RunsUntilCancelled
 
@@ -97,14 +97,7 @@ def tm(tmp_path: Path):  # type: ignore[no-untyped-def]
     clock = Clock()
     alive: set[int] = {10, 300}
     reg = ProcessRegistry(is_alive=lambda pid: pid in alive, clock_ms=clock, uid_of=lambda pid: os.getuid())
-    manager = TraceManager(
-        reg,
-        tmp_path / "traces",
-        "hostA",
-        limits=TraceLimits(iteration_timeout_s=600),
-        clock_ms=clock,
-        kineto_identifier=no_proc_identifier(),
-    )
+    manager = host_a_manager(reg, tmp_path / "traces", clock, TraceLimits(iteration_timeout_s=600))
     return clock, alive, reg, manager
 
 
