@@ -173,6 +173,11 @@ class Dynod(DynodProcess):
         self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def close(self) -> None:
+        """Stop it as a service manager would, then remove its dirs."""
+        self.stop()
+        self.cleanup()
+
 
 @pytest.fixture
 def fake_dynod() -> Iterator[FakeServer[FakeDynoServicer]]:
@@ -204,8 +209,7 @@ def dynod_factory() -> Iterator:
 
     yield make
     for d in started:
-        d.stop()
-        d.cleanup()
+        d.close()
 
 
 @pytest.fixture(scope="module")
@@ -213,8 +217,7 @@ def dynod() -> Iterator[Dynod]:
     """One simulated-GPU daemon shared by a test module (read-only tests)."""
     d = Dynod().start()
     yield d
-    d.stop()
-    d.cleanup()
+    d.close()
 
 
 def run_cli(*args: str, timeout: float = 60.0, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -29,8 +29,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def mtls_dynod(certs: Path) -> Iterator[Dynod]:
     d = Dynod(tls_certs.mtls_dynod_args(certs), metrics=False).start()
     yield d
-    d.stop()
-    d.cleanup()
+    d.close()
 
 
 def _client_tls(certs: Path, cert: str = "client.pem", key: str = "client.key") -> tuple[str, ...]:
