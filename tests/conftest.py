@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import faulthandler
 import fcntl
 import os
@@ -119,6 +120,15 @@ def free_port() -> int:
 def dead_target() -> str:
     """A loopback host:port nothing listens on: a host that is down."""
     return f"127.0.0.1:{free_port()}"
+
+
+def cli_help(command: str) -> str:
+    """`dyno-cli COMMAND --help`, its runs of white space folded into one space."""
+    from dyno.client.cli import build_parser  # here: the CLI's parser is for the help tests alone
+
+    parser = build_parser([command])
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return " ".join(sub.choices[command].format_help().split())
 
 
 def short_tmpdir(prefix: str = "dyno-") -> Path:
