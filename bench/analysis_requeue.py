@@ -9,12 +9,13 @@ is written under a temporary folder, removed at the end. Target: well under 1 s 
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_common import trace_folders_args
 
 from dyno.daemon.analysis.outcome import Outcome
 from dyno.daemon.analysis.queue import AnalysisQueue
@@ -54,11 +55,7 @@ def write_traces(d: Path, store: AnalysisStore, folders: int, procs: int) -> Non
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--folders", type=int, default=1000)
-    p.add_argument("--procs", type=int, default=1)
-    p.add_argument("--repeat", type=int, default=3)
-    args = p.parse_args()
+    args = trace_folders_args(__doc__)
     root = Path(tempfile.mkdtemp(prefix="dyno-requeue-bench-"))
     try:
         d = root / "traces"
@@ -73,7 +70,7 @@ def main() -> int:
             best_read = min(best_read, time.perf_counter() - t)
             queue = AnalysisQueue(lambda job: None, _QUEUE)  # not started: what is queued stays queued
             t = time.perf_counter()
-            r = requeue_unanalysed(d, store.analysed, queue, lambda v: job_of(v, "h", str))
+            r = requeue_unanalysed(d, store.analysed, queue.offer, lambda v: job_of(v, "h", str))
             best = min(best, time.perf_counter() - t)
             records, queued = r.records, r.queued
         db.close()

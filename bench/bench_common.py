@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import sys
@@ -9,7 +10,15 @@ from pathlib import Path
 
 from dyno.job_ids import JOB_ID_VARIABLES
 
-__all__ = ["HTA_CASES", "SHARED_GPU_TRACES", "bytecode_env", "dyno_cli", "env_without_job_ids", "free_port"]
+__all__ = [
+    "HTA_CASES",
+    "SHARED_GPU_TRACES",
+    "bytecode_env",
+    "dyno_cli",
+    "env_without_job_ids",
+    "free_port",
+    "trace_folders_args",
+]
 
 _REPO = Path(__file__).resolve().parent.parent
 # The shared GPU traces (HTA's test traces, one folder per case): beside the checkout, or one level further up
@@ -66,3 +75,13 @@ def dyno_cli() -> list[str]:
     """The command that runs dyno-cli: the venv's script beside this interpreter, else ``python -m dyno.client``."""
     script = Path(sys.executable).with_name("dyno-cli")
     return [str(script)] if script.exists() else [sys.executable, "-m", "dyno.client"]
+
+
+def trace_folders_args(doc: str) -> argparse.Namespace:
+    """The command line of a bench over a trace dir of --folders trace folders of --procs processes each, timed
+    --repeat times (`doc`: the script's docstring, whose first paragraph is its description)."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--folders", type=int, default=1000)
+    p.add_argument("--procs", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=3)
+    return p.parse_args()

@@ -7,12 +7,13 @@ its first periodic pass. Everything is written under a temporary folder, removed
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_common import trace_folders_args
 
 from dyno.daemon.profiling.budget import Budget
 from dyno.daemon.profiling.resume import MAX_RESUMED_RECORDS, resume_budget
@@ -49,11 +50,7 @@ def write_records(d: Path, folders: int, procs: int) -> None:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--folders", type=int, default=1000)
-    p.add_argument("--procs", type=int, default=1)
-    p.add_argument("--repeat", type=int, default=3)
-    args = p.parse_args()
+    args = trace_folders_args(__doc__)
     root = Path(tempfile.mkdtemp(prefix="dyno-resume-bench-"))
     try:
         d = root / "traces"

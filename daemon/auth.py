@@ -21,6 +21,7 @@ import grpc
 
 from dyno import secretfiles
 from dyno.daemon.config import ConfigError
+from dyno.daemon.handler_interceptor import HandlerInterceptor
 from dyno.daemon.rpc_abort import abort
 from dyno.logthrottle import ThrottledLog
 from dyno.v1 import dyno_pb2
@@ -159,7 +160,7 @@ def _bearer(metadata: Iterable[tuple[str, Any]] | None) -> bytes | None:
     return None
 
 
-class TokenAuthInterceptor(grpc.ServerInterceptor):
+class TokenAuthInterceptor(HandlerInterceptor):
     """Rejects calls to `protected` methods whose `authorization: Bearer <token>` metadata does not match, with
     UNAUTHENTICATED "missing or invalid bearer token"; answers `redacted` methods to such callers edited by their
     function. Other methods pass untouched."""
@@ -184,17 +185,12 @@ class TokenAuthInterceptor(grpc.ServerInterceptor):
         # compare_digest: the time taken does not reveal how much of a guess was right.
         return presented is not None and hmac.compare_digest(presented, self._token)
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        method = handler_call_details.method
+    def wrap(self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        method = details.method
         redact = self._redacted.get(method)
-        if handler is None or (method not in self._protected and redact is None):
+        if method not in self._protected and redact is None:
             return handler
-        if self.authorized(handler_call_details.invocation_metadata):
+        if self.authorized(details.invocation_metadata):
             return handler
         if redact is not None:  # open to all, but not all of the answer
             return _redacting_handler(handler, redact)

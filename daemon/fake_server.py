@@ -181,6 +181,13 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
         done = dyno_pb2.ProcessTrace(pid=1000, rank=0, state=dyno_pb2.TRACE_STATE_DONE, size_bytes=len(FAKE_TRACE_FILE))
         return dyno_pb2.TraceStatus(trace_id=trace_id, processes=[done], finished=True, hostname=self.hostname)
 
+    def running_status(self, trace_id: str, cancelled: bool) -> dyno_pb2.TraceStatus:
+        """The trace of every process of this fake: RUNNING, or CANCELLED and finished once `cancelled`: for
+        subclasses whose traces run until CancelTrace."""
+        state = dyno_pb2.TRACE_STATE_CANCELLED if cancelled else dyno_pb2.TRACE_STATE_RUNNING
+        procs = [dyno_pb2.ProcessTrace(pid=p.pid, rank=p.rank, state=state) for p in self._processes()]
+        return dyno_pb2.TraceStatus(trace_id=trace_id, processes=procs, finished=cancelled, hostname=self.hostname)
+
     def CancelTrace(self, request: dyno_pb2.CancelTraceRequest, context: grpc.ServicerContext) -> dyno_pb2.TraceStatus:
         self._enter(context)
         return dyno_pb2.TraceStatus(trace_id=request.trace_id, finished=True, hostname=self.hostname)
@@ -221,6 +228,12 @@ class FakeServer(Generic[S]):
 
     def stop(self, grace: float | None = None) -> None:
         self.server.stop(grace).wait()
+
+    def __enter__(self) -> FakeServer[S]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop(0)  # a with block's end stops it at once, not waiting for calls in flight
 
 
 _JOB_PAGE = 1000

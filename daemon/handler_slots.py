@@ -18,11 +18,12 @@ handoffs and contention for the GIL cost dynod ~1.0 ms of CPU per call against ~
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from concurrent import futures
 from typing import Any
 
 import grpc
+
+from dyno.daemon.handler_interceptor import HandlerInterceptor
 
 __all__ = ["HANDLER_SLOTS", "HandlerSlots", "UNARY_THREADS"]
 
@@ -31,7 +32,7 @@ HANDLER_SLOTS = 4  # a few, so that a handler waiting on the disk does not stop 
 UNARY_THREADS = 2 * HANDLER_SLOTS
 
 
-class HandlerSlots(grpc.ServerInterceptor):
+class HandlerSlots(HandlerInterceptor):
     """Runs each unary-unary handler while holding one of `slots` places, on `pool` when given (grpc runs a
     handler on its behavior's `experimental_thread_pool`, when that is a ThreadPoolExecutor; else on the server's).
     Put it before RequestDecoding, so that decoding happens inside the slot too."""
@@ -40,13 +41,8 @@ class HandlerSlots(grpc.ServerInterceptor):
         self._slots = threading.BoundedSemaphore(slots)
         self._pool = pool
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None or handler.request_streaming or handler.response_streaming:
+    def wrap(self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        if handler.request_streaming or handler.response_streaming:
             return handler
         inner = handler.unary_unary
         slots = self._slots

@@ -24,6 +24,7 @@ from typing import Any
 
 import grpc
 
+from dyno.daemon.handler_interceptor import HandlerInterceptor
 from dyno.daemon.rpc_abort import abort, reason_trailer
 from dyno.error_reasons import ErrorReason
 from dyno.logthrottle import ThrottledLog
@@ -40,7 +41,7 @@ _Deserializer = Callable[[bytes], Any]
 _BEHAVIOR_ATTRS = ("experimental_non_blocking", "experimental_thread_pool")
 
 
-class RequestDecoding(grpc.ServerInterceptor):
+class RequestDecoding(HandlerInterceptor):
     """Serves each method's handler with raw request bytes in and the decoding inside it (module docstring). Put it
     last among a server's interceptors, so that every check before it sees the call before its body is parsed."""
 
@@ -48,15 +49,10 @@ class RequestDecoding(grpc.ServerInterceptor):
         # any client can cause these at will: one WARNING per method and interval, the rest counted into the next
         self._refusals = ThrottledLog(log, every_s=log_every_s)
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None or handler.request_deserializer is None:
-            return handler  # unknown method (grpc answers UNIMPLEMENTED), or raw bytes already
-        return self._raw_handler(handler, handler_call_details.method)
+    def wrap(self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        if handler.request_deserializer is None:
+            return handler  # raw bytes already
+        return self._raw_handler(handler, details.method)
 
     def _decoder(self, deserialize: _Deserializer, method: str) -> Callable[[bytes, grpc.ServicerContext], Any]:
         def decode(raw: bytes, context: grpc.ServicerContext) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import faulthandler
 import fcntl
 import os
@@ -116,6 +117,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def dead_target() -> str:
+    """A loopback host:port nothing listens on: a host that is down."""
+    return f"127.0.0.1:{free_port()}"
+
+
+def cli_help(command: str) -> str:
+    """`dyno-cli COMMAND --help`, its runs of white space folded into one space."""
+    from dyno.client.cli import build_parser  # here: the CLI's parser is for the help tests alone
+
+    parser = build_parser([command])
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return " ".join(sub.choices[command].format_help().split())
+
+
 def short_tmpdir(prefix: str = "dyno-") -> Path:
     """A short temp dir: Unix socket paths must stay under 108 bytes, pytest's tmp_path may not."""
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
@@ -168,6 +183,11 @@ class Dynod(DynodProcess):
         self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def close(self) -> None:
+        """Stop it as a service manager would, then remove its dirs."""
+        self.stop()
+        self.cleanup()
+
 
 @pytest.fixture
 def fake_dynod() -> Iterator[FakeServer[FakeDynoServicer]]:
@@ -199,8 +219,7 @@ def dynod_factory() -> Iterator:
 
     yield make
     for d in started:
-        d.stop()
-        d.cleanup()
+        d.close()
 
 
 @pytest.fixture(scope="module")
@@ -208,8 +227,7 @@ def dynod() -> Iterator[Dynod]:
     """One simulated-GPU daemon shared by a test module (read-only tests)."""
     d = Dynod().start()
     yield d
-    d.stop()
-    d.cleanup()
+    d.close()
 
 
 def run_cli(*args: str, timeout: float = 60.0, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -13,6 +13,8 @@ the failures' reasons: the hosts' answers (`--hosts`) give them.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dyno.client.jobs_prometheus import instant_query, label_value, records_from_prometheus
 from dyno.client.opportunities.model import JobHost
 from dyno.trace_summary import AnalysisState, RuleLoss, TraceSummary
@@ -48,23 +50,13 @@ def from_prometheus(base: str, since_s: float, *, user: str = "", timeout_s: flo
     for daemon, rec in records:
         key = (rec.job_id, rec.user, rec.hostname, daemon)
         analysis = None
+        of_job = TraceSummary(trace_id="prometheus", job_id=rec.job_id, user=rec.user, hostname=rec.hostname)
         if key in ended:
             rules = sorted(shares.get(key, []), key=lambda x: (-x.time_lost_share, x.rule))
-            analysis = TraceSummary(
-                trace_id="prometheus",
-                job_id=rec.job_id,
-                user=rec.user,
-                hostname=rec.hostname,
-                state=AnalysisState.DONE,
-                analyzed_ms=int(ended[key] * 1000),
-                rules=tuple(rules),
-            )
+            analysis = replace(of_job, state=AnalysisState.DONE, analyzed_ms=int(ended[key] * 1000), rules=tuple(rules))
         elif key in failed:
-            analysis = TraceSummary(
-                trace_id="prometheus",
-                job_id=rec.job_id,
-                user=rec.user,
-                hostname=rec.hostname,
+            analysis = replace(
+                of_job,
                 state=AnalysisState.FAILED,
                 failure_message="failed (Prometheus has no reason: see dyno-cli jobs --hosts)",
             )

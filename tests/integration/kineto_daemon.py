@@ -107,8 +107,7 @@ class KinetoDaemon:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-        self.daemon.stop()
-        self.daemon.cleanup()
+        self.daemon.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -134,8 +134,7 @@ def explicit() -> Iterator[tuple[Dynod, str, Trainer]]:
         yield d, job, t
     finally:
         t.stop()
-        d.stop()
-        d.cleanup()
+        d.close()
 
 
 def test_explicit_agent_traced_by_duration_and_by_iterations(explicit: tuple[Dynod, str, Trainer]) -> None:

@@ -5,6 +5,7 @@ that is not the certificate's, --tls-ca against a plaintext dynod, a token that 
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,13 +29,17 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def mtls_dynod(certs: Path) -> Iterator[Dynod]:
     d = Dynod(tls_certs.mtls_dynod_args(certs), metrics=False).start()
     yield d
-    d.stop()
-    d.cleanup()
+    d.close()
 
 
 def _client_tls(certs: Path, cert: str = "client.pem", key: str = "client.key") -> tuple[str, ...]:
     """The options of a client trusting the test CA and presenting `cert` and `key` (paths under `certs`)."""
     return ("--tls-ca", str(certs / "ca.pem"), "--tls-cert", str(certs / cert), "--tls-key", str(certs / key))
+
+
+def _status(d: Dynod, *options: str, timeout_s: str = "3") -> subprocess.CompletedProcess[str]:
+    """`dyno-cli status` of `d` with `options`."""
+    return run_cli("status", "--host", d.target, *options, "--timeout-s", timeout_s)
 
 
 def _only_line(stderr: str) -> str:
@@ -44,7 +49,7 @@ def _only_line(stderr: str) -> str:
 
 
 def test_tls_without_a_client_certificate_asks_for_one(mtls_dynod: Dynod, certs: Path) -> None:
-    r = run_cli("status", "--host", mtls_dynod.target, "--tls-ca", str(certs / "ca.pem"), "--timeout-s", "3")
+    r = _status(mtls_dynod, "--tls-ca", str(certs / "ca.pem"))
     assert r.returncode == 1
     line = _only_line(r.stderr)
     assert "client certificate" in line and "--tls-cert" in line, line
@@ -52,13 +57,7 @@ def test_tls_without_a_client_certificate_asks_for_one(mtls_dynod: Dynod, certs:
 
 
 def test_a_certificate_not_naming_the_host_says_so(mtls_dynod: Dynod, certs: Path) -> None:
-    r = run_cli(
-        "status",
-        "--host", mtls_dynod.target,
-        *_client_tls(certs),
-        "--tls-server-name", "not-in-the-certificate.example",
-        "--timeout-s", "3",
-    )  # fmt: skip
+    r = _status(mtls_dynod, *_client_tls(certs), "--tls-server-name", "not-in-the-certificate.example")
     assert r.returncode == 1
     line = _only_line(r.stderr)
     assert "does not name the host" in line and "--tls-server-name" in line, line
@@ -66,7 +65,7 @@ def test_a_certificate_not_naming_the_host_says_so(mtls_dynod: Dynod, certs: Pat
 
 
 def test_a_key_file_given_as_tls_ca_is_a_usage_error(mtls_dynod: Dynod, certs: Path) -> None:
-    r = run_cli("status", "--host", mtls_dynod.target, "--tls-ca", str(certs / "client.key"), "--timeout-s", "3")
+    r = _status(mtls_dynod, "--tls-ca", str(certs / "client.key"))
     assert r.returncode == 2
     line = _only_line(r.stderr)  # and none of grpc's "ssl_transport_security.cc" lines
     assert line.startswith("dyno-cli: error: --tls-ca") and "certificate" in line, line
@@ -97,7 +96,7 @@ def test_the_right_options_still_work(mtls_dynod: Dynod, certs: Path) -> None:
 
 
 def test_tls_against_a_plaintext_dynod_says_it_is_plaintext(dynod: Dynod, certs: Path) -> None:
-    r = run_cli("status", "--host", dynod.target, "--tls-ca", str(certs / "ca.pem"), "--timeout-s", "2")
+    r = _status(dynod, "--tls-ca", str(certs / "ca.pem"), timeout_s="2")
     assert r.returncode == 1
     line = _only_line(r.stderr)
     assert "does not speak TLS" in line and "leave out --tls-ca" in line, line
@@ -105,12 +104,7 @@ def test_tls_against_a_plaintext_dynod_says_it_is_plaintext(dynod: Dynod, certs:
 
 
 def test_a_client_certificate_of_another_ca_is_said_to_be_refused(mtls_dynod: Dynod, certs: Path) -> None:
-    r = run_cli(
-        "status",
-        "--host", mtls_dynod.target,
-        *_client_tls(certs, cert="other/client.pem", key="other/client.key"),
-        "--timeout-s", "3",
-    )  # fmt: skip
+    r = _status(mtls_dynod, *_client_tls(certs, cert="other/client.pem", key="other/client.key"))
     assert r.returncode == 1
     line = _only_line(r.stderr)
     assert "one of another CA" in line and "then pass --tls-ca" not in line, line

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
-from dyno.v1 import dyno_pb2
 
 pytestmark = pytest.mark.integration
 
@@ -36,33 +35,25 @@ class RunsUntilCancelled(FakeDynoServicer):
         self.cancelled = threading.Event()
         self.on_cancel: object = None
 
-    def _trace(self, trace_id: str) -> dyno_pb2.TraceStatus:
-        state = dyno_pb2.TRACE_STATE_CANCELLED if self.cancelled.is_set() else dyno_pb2.TRACE_STATE_RUNNING
-        procs = [dyno_pb2.ProcessTrace(pid=p.pid, rank=p.rank, state=state) for p in self._processes()]
-        return dyno_pb2.TraceStatus(
-            trace_id=trace_id, processes=procs, finished=self.cancelled.is_set(), hostname=self.hostname
-        )
-
     def StartTrace(self, request, context):  # noqa: N802 - grpc method name
         self.events.append(f"started {request.trace_id}")
         return super().StartTrace(request, context)
 
     def GetTrace(self, request, context):  # noqa: N802
-        return self._trace(request.trace_id)
+        return self.running_status(request.trace_id, self.cancelled.is_set())
 
     def CancelTrace(self, request, context):  # noqa: N802
         if callable(self.on_cancel):
             self.on_cancel()
         self.events.append(f"cancelled {request.trace_id}")
         self.cancelled.set()
-        return self._trace(request.trace_id)
+        return self.running_status(request.trace_id, self.cancelled.is_set())
 
 
 @pytest.fixture
 def daemon() -> Iterator[FakeServer[RunsUntilCancelled]]:
-    fake = serve(lambda _port: RunsUntilCancelled())
-    yield fake
-    fake.server.stop(0)
+    with serve(lambda _port: RunsUntilCancelled()) as fake:
+        yield fake
 
 
 # dyno-cli with Python's SIGINT handler (a background test job's children inherit SIGINT ignored), whose n-th

@@ -64,8 +64,7 @@ def three_hosts() -> Iterator[tuple[list[Dynod], list[subprocess.Popen[bytes]], 
             a.kill()
             a.wait(10)
         for d in daemons:
-            d.stop()
-            d.cleanup()
+            d.close()
 
 
 def test_ctrl_c_with_a_wedged_host_keeps_the_files_cancels_the_rest_and_exits_130(three_hosts) -> None:

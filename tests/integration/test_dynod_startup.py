@@ -69,8 +69,7 @@ def test_second_daemon_on_the_same_kineto_socket_dir_is_refused(workdir: Path) -
         assert sock.is_socket()  # the first daemon's endpoint is still there
         assert first.proc is not None and first.proc.poll() is None
     finally:
-        first.stop()
-        first.cleanup()
+        first.close()
 
 
 def test_kineto_socket_dir_too_long_says_why(workdir: Path) -> None:

@@ -46,8 +46,7 @@ def big_dynod():
             wait_for(lambda: history_bytes() > 2 * STOCK_LIMIT, timeout_s=60)
         yield d
     finally:
-        d.stop()
-        d.cleanup()
+        d.close()
 
 
 def _stub(channel: grpc.Channel) -> dyno_pb2_grpc.DynoStub:

@@ -38,8 +38,7 @@ WORKER_MODULE = b"dyno.daemon.analysis.worker_main"
 def dynod() -> Iterator[Dynod]:
     d = Dynod(["--job-flush-s", "1", "--analysis-timeout-s", "120"]).start()
     yield d
-    d.stop()
-    d.cleanup()
+    d.close()
 
 
 def _stub(d: Dynod) -> dyno_pb2_grpc.DynoStub:

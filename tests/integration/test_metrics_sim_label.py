@@ -4,11 +4,9 @@ dynod with the simulated backend."""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
-from conftest import run_cli, wait_for
+from conftest import dead_target, run_cli, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -20,9 +18,7 @@ def _gpu_table(stdout: str) -> list[list[str]]:
 
 
 def test_simulated_gpus_are_labelled_in_the_fleet_table(dynod) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    dead = dead_target()
     wait_for(lambda: "UTIL" in run_cli("metrics", "--hosts", f"{dynod.target},{dead}", "--timeout-s", "2").stdout)
     r = run_cli("metrics", "--hosts", f"{dynod.target},{dead}", "--timeout-s", "2")
     assert r.returncode == 3, r.stderr

@@ -84,8 +84,7 @@ def _get_status(channel: grpc.Channel) -> dyno_pb2.Status:
 def bare() -> Iterator[Dynod]:
     d = Dynod(gpu_backend="none", metrics=False).start()
     yield d
-    d.stop()
-    d.cleanup()
+    d.close()
 
 
 @pytest.mark.parametrize(
@@ -153,8 +152,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dynod]:
     token.chmod(0o600)
     d = Dynod(["--auth-token-file", str(token)], gpu_backend="none", metrics=False).start()
     yield d
-    d.stop()
-    d.cleanup()
+    d.close()
 
 
 @pytest.mark.parametrize(

@@ -23,9 +23,9 @@ from typing import Any
 import grpc
 import pytest
 from local_user_calls import read_watch
+from small_daemon import daemon_config
 
 from dyno.daemon.app import Daemon
-from dyno.daemon.config import DaemonConfig
 from dyno.daemon.jobs.records import JobRecord
 from dyno.daemon.tracing.service import OTHERS_CMDLINE
 from dyno.daemon.tracing.trust import make_trace_dir
@@ -113,16 +113,7 @@ class Env:
 def env() -> Iterator[Env]:
     d = short_tmpdir("dyno-users-")
     d.chmod(0o755)  # nobody reaches the sockets in it
-    cfg = DaemonConfig(
-        port=0,
-        metrics_port=0,
-        kineto_endpoint="off",
-        interval_s=0.5,
-        history_s=10,
-        state_dir=d / "state",
-        trace_dir=d / "traces",
-        agent_socket=d / "run" / "agent.sock",
-    )
+    cfg = daemon_config(d, interval_s=0.5, agent_socket=d / "run" / "agent.sock")
     daemon = Daemon(cfg)
     daemon.start()
     watch: Any = None

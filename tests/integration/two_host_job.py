@@ -88,8 +88,7 @@ def two_host_job(prefix: str, *, ddp: bool, dynod_args: tuple[str, ...] = ()) ->
             t.kill()
             t.wait(10)
         for d in daemons:
-            d.stop()
-            d.cleanup()
+            d.close()
         for f in work.iterdir():
             f.unlink()
         work.rmdir()

@@ -11,6 +11,7 @@ from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.kineto_identity import KinetoIdentifier
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.manager import TraceManager
+from dyno.daemon.tracing.table import DEFAULT_LIMITS, TraceLimits
 
 
 def no_proc(pid: int, name: str, limit: int) -> bytes:
@@ -19,6 +20,13 @@ def no_proc(pid: int, name: str, limit: int) -> bytes:
 
 def no_proc_identifier() -> KinetoIdentifier:
     return KinetoIdentifier(no_proc)
+
+
+def host_a_manager(
+    reg: ProcessRegistry, trace_dir: Path, clock: Clock, limits: TraceLimits = DEFAULT_LIMITS
+) -> TraceManager:
+    """The TraceManager of host "hostA" on `clock` that reads no /proc."""
+    return TraceManager(reg, trace_dir, "hostA", limits=limits, clock_ms=clock, kineto_identifier=no_proc_identifier())
 
 
 class ProcTable:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 
 class Clock:
-    def __init__(self) -> None:
-        self.ms = 1_700_000_000_000
+    def __init__(self, ms: int = 1_700_000_000_000) -> None:
+        self.ms = ms
 
     def __call__(self) -> int:
         return self.ms

@@ -22,6 +22,8 @@ from dyno.daemon import config as dynod_config
 from dyno.daemon.fake_server import FakeServer, start_fake_servers
 from dyno.trace_analysis import cli as analyze_cli
 
+from conftest import cli_help
+
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -68,8 +70,7 @@ def _folded(text: str) -> str:
 def _help(command: str) -> str:
     if command == "dynod":
         return _folded(dynod_config.build_parser().format_help())
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return _folded(sub.choices[command].format_help())
+    return cli_help(command)
 
 
 def returned_codes(source: str) -> set[int]:

@@ -5,13 +5,11 @@ value (checked here for every such phrasing, with a self-test that a drifted num
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 
 import pytest
 
-from dyno.client.cli import build_parser
 from dyno.client.format import human_bytes
 from dyno.request_limits import (
     JOB_ID_RULE,
@@ -25,6 +23,8 @@ from dyno.request_limits import (
     MAX_NAME_PATTERNS,
     MAX_PIDS,
 )
+
+from conftest import cli_help
 
 pytestmark = pytest.mark.unit
 
@@ -106,15 +106,9 @@ def test_the_scanner_catches_a_drifted_number_in_each_phrasing() -> None:
     assert [s for _, s, _, _ in stated_limits("`--limit` 0-100 000")] == [100_000]  # thousands written apart
 
 
-def _help(parser: argparse.ArgumentParser, command: str) -> str:
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return _folded(sub.choices[command].format_help())
-
-
 def test_help_prints_every_range_from_request_limits() -> None:
     """What docs/CLUSTER.md refers readers to: each option's range, from the constants."""
-    parser = build_parser(["trace", "metrics"])
-    trace, metrics = _help(parser, "trace"), _help(parser, "metrics")
+    trace, metrics = cli_help("trace"), cli_help("metrics")
     for text in (
         f"trace for this long (1-{MAX_DURATION_MS} ms)",
         f"trace this many optimizer steps (1-{MAX_ITERATIONS})",

@@ -12,6 +12,7 @@ import grpc
 import pytest
 from fake_proc import no_proc_identifier
 from grpc_context import Aborted, AbortingContext
+from manual_clock import Clock
 
 from dyno.daemon.answer_bounds import ELLIPSIS
 from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
@@ -25,15 +26,7 @@ from dyno.v1 import dyno_pb2
 pytestmark = pytest.mark.unit
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.ms = 1_000_000
-
-    def __call__(self) -> int:
-        return self.ms
-
-
-def _rpcs(tmp_path: Path, comm: dict[int, bytes], clock: _Clock) -> tuple[TraceRpcs, ProcessRegistry]:
+def _rpcs(tmp_path: Path, comm: dict[int, bytes], clock: Clock) -> tuple[TraceRpcs, ProcessRegistry]:
     reg = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: 1000, clock_ms=clock)
     identifier = KinetoIdentifier(read=lambda pid, name, limit: comm.get(pid, b"python\n"))
     manager = TraceManager(reg, tmp_path / "traces", "hostL", clock_ms=clock, kineto_identifier=identifier)
@@ -46,7 +39,7 @@ def _listed(rpcs: TraceRpcs, job_id: str = "") -> dict[int, dyno_pb2.ProcessInfo
 
 
 def test_a_changed_record_shows_in_the_next_answer(tmp_path: Path) -> None:
-    clock = _Clock()
+    clock = Clock(ms=1_000_000)
     rpcs, reg = _rpcs(tmp_path, {}, clock)
     reg.register(RegisteredProcess(pid=101, job_id="J", protocol=PROTOCOL_AGENT, cmdline="python a.py"))
     reg.register(RegisteredProcess(pid=102, job_id="J", protocol=PROTOCOL_AGENT))
@@ -65,7 +58,7 @@ def test_a_changed_record_shows_in_the_next_answer(tmp_path: Path) -> None:
 
 
 def test_a_process_that_became_a_data_worker_shows_as_one_within_the_memo_age(tmp_path: Path) -> None:
-    clock = _Clock()
+    clock = Clock(ms=1_000_000)
     comm = {202: b"python\n"}
     rpcs, reg = _rpcs(tmp_path, comm, clock)
     reg.register(RegisteredProcess(pid=201, job_id="7", protocol=PROTOCOL_KINETO, ancestry=()))

@@ -89,11 +89,17 @@ def test_real_trace_and_its_gzip_copy_are_one_recording(cycles_folder: Path, tmp
     assert Path(e.path) == tmp_path / src.name and e.reason.startswith(f"the same recording as {plain}")
 
 
+def _two_cycles_per_rank(d: Path, rank1_ahead_us: int) -> None:
+    """Rank 0's cycles at 0 and 10,000 µs (a.json, b.json), rank 1's (pid 8) as much later by its clock (c.json,
+    d.json)."""
+    _write(d / "a.json", _doc(0, rank=0))
+    _write(d / "b.json", _doc(10_000, rank=0))
+    _write(d / "c.json", _doc(rank1_ahead_us, rank=1, pid=8))
+    _write(d / "d.json", _doc(10_000 + rank1_ahead_us, rank=1, pid=8))
+
+
 def test_distributed_cycles_keep_the_latest_per_rank(tmp_path: Path) -> None:
-    _write(tmp_path / "a.json", _doc(0, rank=0))
-    _write(tmp_path / "b.json", _doc(10_000, rank=0))
-    _write(tmp_path / "c.json", _doc(5, rank=1, pid=8))
-    _write(tmp_path / "d.json", _doc(10_005, rank=1, pid=8))
+    _two_cycles_per_rank(tmp_path, rank1_ahead_us=5)
     m = load_traces(tmp_path)
     assert m.ranks == [0, 1]
     assert [Path(m[r].meta.path).name for r in (0, 1)] == ["b.json", "d.json"]
@@ -164,9 +170,6 @@ def test_same_process_overlapping_but_not_a_copy_is_kept(tmp_path: Path) -> None
 
 def test_as_many_cycles_on_every_rank_keep_the_latest_whatever_the_clocks(tmp_path: Path) -> None:
     # rank 1's host clock is a whole cycle ahead: with as many cycles on each rank, the latest ones still match
-    _write(tmp_path / "a.json", _doc(0, rank=0))
-    _write(tmp_path / "b.json", _doc(10_000, rank=0))
-    _write(tmp_path / "c.json", _doc(10_000, rank=1, pid=8))
-    _write(tmp_path / "d.json", _doc(20_000, rank=1, pid=8))
+    _two_cycles_per_rank(tmp_path, rank1_ahead_us=10_000)
     m = load_traces(tmp_path)
     assert [Path(m[r].meta.path).name for r in (0, 1)] == ["b.json", "d.json"]

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from dyno.client.cli import build_parser, main
+from dyno.client.cli import main
 from dyno.trace_analysis.cli import DESCRIPTION, ERROR_SCHEMA, EXIT_CODES, error_json
+
+from conftest import cli_help
 
 pytestmark = pytest.mark.unit
 
@@ -113,19 +115,13 @@ def test_the_error_object_is_documented_with_its_fields() -> None:
 # severity), that --rules repeats, and that SIGTERM is an interruption (130)
 
 
-def _subparser_help(name: str) -> str:
-    parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command")
-    return sub.choices[name].format_help()  # type: ignore[attr-defined]
-
-
 def test_analyze_help_is_the_trace_analysis_description() -> None:
-    text = " ".join(_subparser_help("analyze").split())
+    text = cli_help("analyze")
     assert " ".join(DESCRIPTION.split()) in text
     assert "by severity, then time lost" in text
 
 
 def test_analyze_help_says_rules_repeats_and_sigterm_is_130() -> None:
-    text = " ".join(_subparser_help("analyze").split())
+    text = cli_help("analyze")
     assert "--list-rules; repeatable" in text
     assert "SIGTERM" in EXIT_CODES[130] and "130 interrupted (Ctrl-C or SIGTERM)" in text

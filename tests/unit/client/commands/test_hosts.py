@@ -22,6 +22,8 @@ from dyno.client.commands._hosts import (
 )
 from dyno.client.hosts import Host, HostSpecError, parse_hosts, read_hostfile
 
+from conftest import cli_help
+
 pytestmark = pytest.mark.unit
 
 
@@ -240,12 +242,6 @@ def test_a_tls_file_named_like_the_token_file_is_not_blamed_on_the_variable(
 # The host options' help says an MPI hostfile works
 
 
-def _subparser_help(name: str) -> str:
-    parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command")
-    return sub.choices[name].format_help()  # type: ignore[attr-defined]
-
-
 def test_hostfile_help_says_an_mpi_hostfile_works() -> None:
-    text = " ".join(_subparser_help("status").split())
+    text = cli_help("status")
     assert "further words ignored (an MPI hostfile's 'node1 slots=8' works)" in text

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +15,8 @@ from dyno.client.commands.jobs import parse_since
 from dyno.client.jobs_table import BASIS_BUSY, BASIS_SM, from_records, render, to_json
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 from dyno.v1 import dyno_pb2
+
+from conftest import dead_target
 
 pytestmark = pytest.mark.unit
 H = 3600.0
@@ -100,12 +101,6 @@ def servers() -> Iterator[list[FakeServer[FakeDynoServicer]]]:
         one.server.stop(0)
 
 
-def _dead() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
-
-
 def test_jobs_across_hosts_json_and_a_failed_host_is_partial(servers, capsys: pytest.CaptureFixture[str]) -> None:
     hosts = ",".join(s.target for s in servers)
     assert cli_main(["jobs", "--hosts", hosts, "--json"]) == 0
@@ -116,7 +111,7 @@ def test_jobs_across_hosts_json_and_a_failed_host_is_partial(servers, capsys: py
     assert top["host_count"] == 2 and top["gpus"] == 16 and isinstance(top["start_ms"], int)
     wasted = [j["wasted_gpu_hours"] for j in jobs]
     assert wasted == sorted(wasted, reverse=True)
-    dead = _dead()
+    dead = dead_target()
     code = cli_main(["jobs", "--hosts", f"{hosts},{dead}", "--timeout-s", "1"])
     out, err = capsys.readouterr()
     assert code == 3
@@ -125,13 +120,13 @@ def test_jobs_across_hosts_json_and_a_failed_host_is_partial(servers, capsys: py
 
 
 def test_all_hosts_down_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_main(["jobs", "--hosts", _dead(), "--timeout-s", "1"]) == 1
+    assert cli_main(["jobs", "--hosts", dead_target(), "--timeout-s", "1"]) == 1
 
 
 def test_prometheus_url_mistakes_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["jobs", "--prometheus", "prometheus:9090"]) == 1
     assert "give the server's URL, e.g. http://prometheus:9090" in capsys.readouterr().err
-    dead = _dead()
+    dead = dead_target()
     assert cli_main(["jobs", "--prometheus", f"http://{dead}", "--timeout-s", "2"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"dyno-cli jobs: error: cannot reach Prometheus at http://{dead}") and "Traceback" not in err

@@ -5,7 +5,6 @@ gRPC servers on free loopback ports and a port nothing listens on."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Iterator
 
@@ -18,6 +17,8 @@ from dyno.client.commands.metrics import render_selected
 from dyno.client.hosts import Host
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
 from dyno.v1 import dyno_pb2
+
+from conftest import dead_target
 
 pytestmark = pytest.mark.unit
 
@@ -36,12 +37,6 @@ def servers() -> Iterator[tuple[FakeServer[FakeDynoServicer], FakeServer[NoSampl
     empty.server.stop(0)
 
 
-def _dead() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
-
-
 def _host_table(stdout: str) -> dict[str, list[str]]:
     block = stdout.strip().split("\n\n")[-1].splitlines()
     assert block[0].split()[:3] == ["HOST", "CPU", "USER"], stdout
@@ -50,7 +45,7 @@ def _host_table(stdout: str) -> dict[str, list[str]]:
 
 def test_every_host_has_a_row(servers, capsys: pytest.CaptureFixture[str]) -> None:
     full, empty = servers
-    dead = _dead()
+    dead = dead_target()
     code = cli_main(["metrics", "--hosts", f"{full.target},{dead},{empty.target}", "--timeout-s", "1"])
     out, err = capsys.readouterr()
     assert code == 3
@@ -62,7 +57,7 @@ def test_every_host_has_a_row(servers, capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_all_hosts_failed_still_shows_them(capsys: pytest.CaptureFixture[str]) -> None:
-    dead = [_dead(), _dead()]
+    dead = [dead_target(), dead_target()]
     assert cli_main(["metrics", "--hosts", ",".join(dead), "--timeout-s", "1"]) == 1
     assert list(_host_table(capsys.readouterr().out)) == dead
 

@@ -6,7 +6,6 @@ and a host whose columns are malformed (a failed host); records without any anal
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +22,8 @@ from dyno.client.opportunities.text import render
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, fake_job_record, serve
 from dyno.job_columns import job_columns
 from dyno.v1 import dyno_pb2
+
+from conftest import dead_target
 
 pytestmark = pytest.mark.unit
 
@@ -134,12 +135,6 @@ def _code(argv: list[str]) -> int:
         return int(e.code or 0)
 
 
-def _dead() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
-
-
 def test_json_from_two_hosts(servers, capsys: pytest.CaptureFixture[str]) -> None:
     hosts = ",".join(s.target for s in servers)
     assert cli_main(["opportunities", "--hosts", hosts, "--json"]) == 0
@@ -154,7 +149,7 @@ def test_json_from_two_hosts(servers, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_a_dead_host_gives_a_partial_answer_naming_it(servers, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    dead = _dead()
+    dead = dead_target()
     hosts = ",".join([*(s.target for s in servers), dead])
     page = tmp_path / "opps.html"
     assert cli_main(["opportunities", "--hosts", hosts, "--timeout-s", "1", "--html", str(page)]) == 3
@@ -170,7 +165,7 @@ def test_a_dead_host_gives_a_partial_answer_naming_it(servers, tmp_path: Path, c
 
 
 def test_no_host_answers_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_main(["opportunities", "--hosts", _dead(), "--timeout-s", "1"]) == 1
+    assert cli_main(["opportunities", "--hosts", dead_target(), "--timeout-s", "1"]) == 1
 
 
 @pytest.mark.parametrize(
@@ -184,13 +179,13 @@ def test_no_host_answers_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     ],
 )
 def test_usage_mistakes_exit_2(args: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _code(["opportunities", "--hosts", _dead(), *args]) == 2
+    assert _code(["opportunities", "--hosts", dead_target(), *args]) == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err
 
 
 def test_an_unreachable_prometheus_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
-    dead = _dead()
+    dead = dead_target()
     assert cli_main(["opportunities", "--prometheus", f"http://{dead}", "--timeout-s", "2"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"dyno-cli opportunities: error: cannot reach Prometheus at http://{dead}")

@@ -8,13 +8,14 @@ Real `python -m dyno.client` processes against fake daemons on free loopback por
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fetch_cmd_fakes import PYTHON_M_DYNO_CLIENT, FakeDaemons, KnownTraceServicer
+
+from conftest import dead_target
 
 pytestmark = pytest.mark.unit
 
@@ -80,9 +81,7 @@ def test_json_fetch_keeps_its_exit_code_when_stdout_is_closed(daemons, tmp_path:
 
 def test_status_across_hosts_keeps_exit_3_when_stdout_is_closed(daemons) -> None:
     alive, _ = daemons.start(set())
-    with socket.socket() as s:  # a port nothing listens on: a host that is down
-        s.bind(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    dead = dead_target()
     code, err = _run_with_stdout_closed(["status", "--hosts", f"{alive},{dead}", "--timeout-s", "2"])
     assert code == 3, err
     assert f"dyno-cli: error: {dead}: cannot reach dynod" in err and "Traceback" not in err

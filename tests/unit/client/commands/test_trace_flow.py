@@ -129,9 +129,8 @@ class CancelRecorder(FakeDynoServicer):
 
 @pytest.fixture
 def fake() -> Iterator[tuple[str, CancelRecorder]]:
-    fake = serve(lambda _port: CancelRecorder())
-    yield fake.target, fake.servicer
-    fake.server.stop(0)
+    with serve(lambda _port: CancelRecorder()) as fake:
+        yield fake.target, fake.servicer
 
 
 def test_trace_is_cancelled_when_its_manifest_cannot_be_written(

@@ -6,29 +6,23 @@ from __future__ import annotations
 
 import pytest
 
-from dyno.client.cli import build_parser
+from conftest import cli_help
 
 pytestmark = pytest.mark.unit
 
 
-def _help(command: str) -> str:
-    parser = build_parser([command])
-    sub = next(a for a in parser._actions if a.dest == "command")
-    return " ".join(sub.choices[command].format_help().split())  # type: ignore[attr-defined]
-
-
 def test_fetch_help_does_not_refuse_an_existing_folder() -> None:
-    text = _help("fetch")
+    text = cli_help("fetch")
     assert "an output folder that exists" not in text and "matched nothing" not in text
     assert "still tracing" in text
 
 
 def test_trace_help_still_refuses_an_existing_folder() -> None:
-    assert "an output folder that exists" in _help("trace")
+    assert "an output folder that exists" in cli_help("trace")
 
 
 def test_trace_help_gives_the_process_limit_order_the_daemons_use() -> None:
     """The daemons' order (trainers, then launchers, then DataLoader workers, which are leaf processes too), as
     `ps --help` and docs/CLUSTER.md say: not "leaf workers before their launchers"."""
-    text = _help("trace")
+    text = cli_help("trace")
     assert "--process-limit N" in text and "trainers first, then launchers, then DataLoader workers" in text

@@ -6,7 +6,6 @@ did. Against real gRPC servers on free loopback ports and ports nothing listens 
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,8 @@ import pytest
 
 from dyno.client.cli import main as cli_main
 from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
+
+from conftest import dead_target
 
 pytestmark = pytest.mark.unit
 
@@ -25,12 +26,6 @@ def server() -> Iterator[FakeServer[FakeDynoServicer]]:
     srv.server.stop(0)
 
 
-def _dead() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
-
-
 def _trace(hosts: str, tmp_path: Path, capsys) -> tuple[int, dict]:
     code = cli_main(
         ["trace", "--hosts", hosts, "--job-id", "job1", "--duration-ms", "100", "--start-delay-s", "0"]
@@ -40,12 +35,12 @@ def _trace(hosts: str, tmp_path: Path, capsys) -> tuple[int, dict]:
 
 
 def test_every_host_down_is_still_a_failure(tmp_path: Path, capsys) -> None:
-    code, doc = _trace(f"{_dead()},{_dead()}", tmp_path, capsys)
+    code, doc = _trace(f"{dead_target()},{dead_target()}", tmp_path, capsys)
     assert code == 1 and doc["exit_code"] == 1 and doc["status"] == "failed"
 
 
 def test_some_hosts_down_is_partial(server, tmp_path: Path, capsys) -> None:
-    code, doc = _trace(f"{server.target},{_dead()}", tmp_path, capsys)
+    code, doc = _trace(f"{server.target},{dead_target()}", tmp_path, capsys)
     assert code == 3 and doc["exit_code"] == 3 and doc["status"] == "partial"
 
 

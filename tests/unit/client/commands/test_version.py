@@ -5,19 +5,18 @@ python, grpc, error}`), failed ones with null values, as `status --json` has `"s
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 
 from dyno.client.cli import main as cli_main
 
+from conftest import dead_target
+
 pytestmark = pytest.mark.unit
 
 
 def test_failed_daemons_have_every_key_with_null(fake_dynod, capsys: pytest.CaptureFixture[str]) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    dead = dead_target()
     code = cli_main(["version", "--json", "--hosts", f"{fake_dynod.target},{dead}", "--timeout-s", "2"])
     daemons = json.loads(capsys.readouterr().out)["daemons"]
     assert code == 3

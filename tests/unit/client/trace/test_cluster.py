@@ -87,6 +87,14 @@ def _request(trace_id: str = "t-unit") -> dyno_pb2.TraceRequest:
     return dyno_pb2.TraceRequest(job_id="job1", trace_id=trace_id, duration_ms=100)
 
 
+def _following(cluster: Cluster, out: Path, wait_s: float) -> ClusterTrace:
+    """The trace of _request() started on `cluster` and followed (polled every 0.05 s) into `out`."""
+    ct = ClusterTrace(cluster, _request(), out, wait_s=wait_s, poll_s=0.05)
+    ct.start()
+    ct.follow()
+    return ct
+
+
 def test_every_host_fetched_into_its_folder_and_a_dead_host_reported(fakes, tmp_path: Path) -> None:
     (a, _), (b, _) = fakes(), fakes()
     dead = Host("127.0.0.1", free_port())
@@ -114,9 +122,7 @@ def test_every_host_fetched_into_its_folder_and_a_dead_host_reported(fakes, tmp_
 def test_unfinished_traces_are_cancelled_after_the_wait(fakes, tmp_path: Path) -> None:
     host, servicer = fakes(finish=False)
     with Cluster([host], deadline_s=2) as cluster:
-        ct = ClusterTrace(cluster, _request(), tmp_path, wait_s=0.3, poll_s=0.05)
-        ct.start()
-        ct.follow()
+        ct = _following(cluster, tmp_path, wait_s=0.3)
         assert ct.wait(10)
     assert servicer.cancelled.is_set()
     (h,) = ct.snapshot()
@@ -128,9 +134,7 @@ def test_unfinished_traces_are_cancelled_after_the_wait(fakes, tmp_path: Path) -
 def test_interrupt_cancels_and_marks_what_did_not_arrive(fakes, tmp_path: Path) -> None:
     host, servicer = fakes(finish=False)
     with Cluster([host], deadline_s=2) as cluster:
-        ct = ClusterTrace(cluster, _request(), tmp_path, wait_s=60, poll_s=0.05)
-        ct.start()
-        ct.follow()
+        ct = _following(cluster, tmp_path, wait_s=60)
         ct.interrupt(grace_s=2)
     (h,) = ct.snapshot()
     assert servicer.cancelled.is_set() and h.state == "failed" and h.error == "interrupted"

@@ -32,25 +32,18 @@ class WedgedServicer(FakeDynoServicer):
         self.get_held = threading.Event()  # a GetTrace is being held
         self.cancel_at: float | None = None  # when CancelTrace arrived (monotonic)
 
-    def _status(self, trace_id: str) -> dyno_pb2.TraceStatus:
-        state = dyno_pb2.TRACE_STATE_CANCELLED if self.cancelled.is_set() else dyno_pb2.TRACE_STATE_RUNNING
-        procs = [dyno_pb2.ProcessTrace(pid=p.pid, rank=p.rank, state=state) for p in self._processes()]
-        return dyno_pb2.TraceStatus(
-            trace_id=trace_id, processes=procs, finished=self.cancelled.is_set(), hostname=self.hostname
-        )
-
     def GetTrace(self, request, context):  # noqa: N802 - grpc method name
         if self.wedged.is_set():
             self.get_held.set()
             self.release.wait(30)
-        return self._status(request.trace_id)
+        return self.running_status(request.trace_id, self.cancelled.is_set())
 
     def CancelTrace(self, request, context):  # noqa: N802
         self.cancel_at = time.monotonic()
         if self.wedged.is_set():
             self.release.wait(30)
         self.cancelled.set()
-        return self._status(request.trace_id)
+        return self.running_status(request.trace_id, self.cancelled.is_set())
 
 
 @pytest.fixture

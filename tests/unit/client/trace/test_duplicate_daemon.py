@@ -46,9 +46,8 @@ class OneIdOnce(FakeDynoServicer):
 
 @pytest.fixture
 def fake() -> Iterator[FakeServer[OneIdOnce]]:
-    fake = serve(lambda _port: OneIdOnce())
-    yield fake
-    fake.server.stop(0)
+    with serve(lambda _port: OneIdOnce()) as fake:
+        yield fake
 
 
 def test_a_daemon_listed_twice_is_named_as_the_likely_cause(

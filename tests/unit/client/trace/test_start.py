@@ -91,9 +91,8 @@ class LateReply(FakeDynoServicer):
 
 @pytest.fixture
 def late() -> Iterator[FakeServer[LateReply]]:
-    fake = serve(lambda _port: LateReply())
-    yield fake
-    fake.server.stop(0)
+    with serve(lambda _port: LateReply()) as fake:
+        yield fake
 
 
 def _trace(target: str, out: Path) -> int:

@@ -56,18 +56,25 @@ def test_running_resumes_recent_records_and_closes_stale_ones(tmp_path: Path) ->
     assert [r.running for r in again.query(JobQuery(job_id="old"))] == [False]
 
 
-def test_a_first_version_database_opens_under_the_current_schema(tmp_path: Path) -> None:
-    path = tmp_path / "jobs.sqlite3"
+def _old_database(path: Path, version: int, job_id: str, user: str, record: dyno_pb2.JobRecord) -> sqlite3.Connection:
+    """A job database at schema `version` (its first `version` migrations) holding one ended job of `user` on host
+    "h"; the connection left open, nothing committed."""
     conn = sqlite3.connect(path)
-    for statement in MIGRATIONS[0]:
-        conn.execute(statement)
-    conn.execute("PRAGMA user_version = 1")
-    data = dyno_pb2.JobRecord(gpu_seconds=3.0, pids=[5]).SerializeToString()
+    for migration in MIGRATIONS[:version]:
+        for statement in migration:
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {version}")
     conn.execute(
         "INSERT INTO jobs (job_id, user, hostname, first_seen_ms, last_seen_ms, running, data) "
-        "VALUES ('v1job', 'alice', 'h', 0, 10, 0, ?)",
-        (data,),
+        "VALUES (?, ?, 'h', 0, 10, 0, ?)",
+        (job_id, user, record.SerializeToString()),
     )
+    return conn
+
+
+def test_a_first_version_database_opens_under_the_current_schema(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite3"
+    conn = _old_database(path, 1, "v1job", "alice", dyno_pb2.JobRecord(gpu_seconds=3.0, pids=[5]))
     conn.commit()
     conn.close()
     store = JobStore(path)
@@ -81,17 +88,7 @@ def test_a_first_version_database_opens_under_the_current_schema(tmp_path: Path)
 
 def test_a_version_3_database_gains_the_analyses_table_and_keeps_its_records(tmp_path: Path) -> None:
     path = tmp_path / "jobs.sqlite3"
-    conn = sqlite3.connect(path)
-    for migration in MIGRATIONS[:3]:
-        for statement in migration:
-            conn.execute(statement)
-    conn.execute("PRAGMA user_version = 3")
-    data = dyno_pb2.JobRecord(gpu_seconds=2.0).SerializeToString()
-    conn.execute(
-        "INSERT INTO jobs (job_id, user, hostname, first_seen_ms, last_seen_ms, running, data) "
-        "VALUES ('v3job', 'bob', 'h', 0, 10, 0, ?)",
-        (data,),
-    )
+    conn = _old_database(path, 3, "v3job", "bob", dyno_pb2.JobRecord(gpu_seconds=2.0))
     conn.commit()
     conn.close()
     store = JobStore(path)
@@ -109,17 +106,7 @@ def test_a_version_4_databases_analyses_still_answer_by_the_trace_times_their_su
     ordered among themselves by the one saved last); an analysis saved since is placed among them by its trace's
     time."""
     path = tmp_path / "jobs.sqlite3"
-    conn = sqlite3.connect(path)
-    for migration in MIGRATIONS[:4]:
-        for statement in migration:
-            conn.execute(statement)
-    conn.execute("PRAGMA user_version = 4")
-    data = dyno_pb2.JobRecord().SerializeToString()
-    conn.execute(
-        "INSERT INTO jobs (job_id, user, hostname, first_seen_ms, last_seen_ms, running, data) "
-        "VALUES ('j', 'alice', 'h', 0, 10, 0, ?)",
-        (data,),
-    )
+    conn = _old_database(path, 4, "j", "alice", dyno_pb2.JobRecord())
     for tid, traced in (("t-a", 200), ("t-b", 100), ("t-x", 0), ("t-y", 0)):  # t-b: an older trace analysed later
         s = TraceSummary(
             tid,

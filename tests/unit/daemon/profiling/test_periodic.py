@@ -74,6 +74,13 @@ def _at_next_moment(p: PeriodicProfiler, clock: Clock) -> int:
     return clock.ms
 
 
+def _periodic_trace(h: Host, clock: Clock) -> tuple[str, AgentCommand | None]:
+    """The periodic trace `h` starts at its job's next moment: its id, and the first command its process hears."""
+    _at_next_moment(h.periodic, clock)
+    trace_id = h.periodic.tick()[0][1]
+    return trace_id, h.command()
+
+
 def test_two_hosts_take_the_same_moment_under_the_same_trace_id(tmp_path: Path, clock: Clock) -> None:
     a = Host(tmp_path / "a", clock, clock.ms - 600_000)
     b = Host(tmp_path / "b", clock, clock.ms - 500_000)
@@ -95,9 +102,7 @@ def test_two_hosts_take_the_same_moment_under_the_same_trace_id(tmp_path: Path, 
 def _host_after_a_9_s_trace(folder: Path, clock: Clock) -> Host:
     """A host whose job (100 s old) had one periodic trace that recorded 9 s: a long trace for a 5% budget."""
     h = Host(folder, clock, clock.ms - 100_000)
-    _at_next_moment(h.periodic, clock)
-    h.periodic.tick()
-    cmd = h.command()
+    _, cmd = _periodic_trace(h, clock)
     assert isinstance(cmd, AgentTraceCommand)
     h.finish(cmd, recording_ms=9_000)
     h.periodic.tick()
@@ -138,9 +143,7 @@ def test_a_restarted_dynod_resumes_the_budget_from_the_trace_records(
 
 def test_an_on_demand_trace_wins_over_a_periodic_one(tmp_path: Path, clock: Clock) -> None:
     h = Host(tmp_path / "a", clock, clock.ms - 600_000)
-    _at_next_moment(h.periodic, clock)
-    periodic_id = h.periodic.tick()[0][1]
-    periodic_cmd = h.command()
+    periodic_id, periodic_cmd = _periodic_trace(h, clock)
     assert isinstance(periodic_cmd, AgentTraceCommand)
     h.tm.agent_delivered(7, periodic_id)
     h.tm.agent_report(7, periodic_id, TraceState.RUNNING)
@@ -224,9 +227,7 @@ def test_status_says_on_with_the_interval_and_next_moment(tmp_path: Path, clock:
 
 def test_retention_removes_finished_periodic_traces_like_any_other(tmp_path: Path, clock: Clock) -> None:
     h = Host(tmp_path / "a", clock, clock.ms - 600_000)
-    _at_next_moment(h.periodic, clock)
-    trace_id = h.periodic.tick()[0][1]
-    cmd = h.command()
+    trace_id, cmd = _periodic_trace(h, clock)
     assert isinstance(cmd, AgentTraceCommand)
     h.finish(cmd, recording_ms=100)
     h.tm.start(TraceSpec(job_id="J", iterations=1, trace_id="newer"))  # retention never removes the newest

@@ -50,7 +50,11 @@ class FakeClock:
         return self.t
 
 
-def as_dict(readings: list[Reading]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+# (name, labels) -> value
+Sample = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def as_dict(readings: list[Reading]) -> Sample:
     out = {(r.name, r.labels): r.value for r in readings}
     assert len(out) == len(readings), "duplicate (name, labels) in one sample"
     return out
@@ -144,28 +148,18 @@ def test_counter_reset_skips_the_interval_then_recovers(proc: Path) -> None:
     clock = FakeClock()
     sampler = HostSampler(proc_root=proc, clock=clock)
     sampler.sample()
-    clock.t += 1.0
+
+    def a_second_later(cpu: list[int], eth0: tuple[int, int, int, int]) -> Sample:
+        clock.t += 1.0
+        write_proc(proc, cpu={"cpu": cpu}, net=net_line("eth0", *eth0), disk="", mem_avail_kib=12000000)
+        return as_dict(sampler.sample())
+
     # eth0 counters went down (driver reload / 32-bit wrap): no rate this interval, and no negative spike
-    write_proc(
-        proc,
-        cpu={"cpu": [100, 0, 50, 800, 50, 0, 0, 0]},
-        net=net_line("eth0", 10, 1, 20, 2),
-        disk="",
-        mem_avail_kib=12000000,
-    )
-    got = as_dict(sampler.sample())
+    got = a_second_later([100, 0, 50, 800, 50, 0, 0, 0], (10, 1, 20, 2))
     assert not any(name.startswith("net_") for name, _ in got)
     # identical cpu counters (no jiffy elapsed) give no percentages rather than a division by zero
     assert not any(name.startswith("cpu_") for name, _ in got)
-    clock.t += 1.0
-    write_proc(
-        proc,
-        cpu={"cpu": [101, 0, 50, 803, 50, 0, 0, 0]},
-        net=net_line("eth0", 110, 2, 20, 2),
-        disk="",
-        mem_avail_kib=12000000,
-    )
-    got = as_dict(sampler.sample())
+    got = a_second_later([101, 0, 50, 803, 50, 0, 0, 0], (110, 2, 20, 2))
     assert got[("net_rx_bytes_per_second", labels(device="eth0"))] == pytest.approx(100.0)
     assert got[("cpu_user_percent", labels(cpu="total"))] == pytest.approx(25.0)
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_proc import no_proc_identifier
+from fake_proc import host_a_manager
 from manual_clock import Clock
 
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.kineto_ipc import KinetoPoll
 from dyno.daemon.tracing.kineto_leftovers import discard_unfinished_kineto_file
-from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.table import TraceLimits
 from dyno.daemon.tracing.values import TraceSpec, TraceState
 
@@ -24,14 +23,7 @@ pytestmark = pytest.mark.unit
 def _timed_out_reason(tmp_path: Path, content: bytes) -> tuple[str, Path]:
     clock = Clock()
     reg = ProcessRegistry(silent_timeout_s=30, is_alive=lambda pid: True, clock_ms=clock)
-    tm = TraceManager(
-        reg,
-        tmp_path / "traces",
-        "hostA",
-        limits=TraceLimits(completion_slack_s=5),
-        clock_ms=clock,
-        kineto_identifier=no_proc_identifier(),
-    )
+    tm = host_a_manager(reg, tmp_path / "traces", clock, TraceLimits(completion_slack_s=5))
     poll = KinetoPoll(pid=300, ancestry=(), job_id="7", type_mask=3)
     tm.kineto_poll(poll)
     tm.start(TraceSpec(job_id="7", duration_ms=500, trace_id="kpast"))

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_proc import no_proc_identifier
+from fake_proc import host_a_manager
 from manual_clock import Clock
 
 from dyno.daemon.registry import ProcessRegistry
@@ -72,7 +72,7 @@ def test_iteration_fallback_note(tmp_path: Path, window_ms: float, steps: int, i
 def _delivered_iteration_trace(tmp_path: Path, iterations: int) -> tuple[TraceManager, str, Path, ProcessRegistry]:
     clock = Clock()
     reg = ProcessRegistry(is_alive=lambda pid: True, clock_ms=clock)
-    tm = TraceManager(reg, tmp_path / "traces", "hostA", clock_ms=clock, kineto_identifier=no_proc_identifier())
+    tm = host_a_manager(reg, tmp_path / "traces", clock)
     poll = KinetoPoll(pid=300, ancestry=(), job_id="7", type_mask=3)
     tm.kineto_poll(poll)
     r = tm.start(TraceSpec(job_id="7", iterations=iterations, trace_id="kit"))

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fake_proc import no_proc_identifier
+from fake_proc import host_a_manager
 from manual_clock import Clock
 
 from dyno.client.agent.output import OutputFiles
@@ -33,7 +33,7 @@ def env(tmp_path: Path) -> tuple[ProcessRegistry, TraceManager]:
     # the processes are gone when removed ("process exited"): an agent one that still runs keeps its files until it
     # is (tests/unit/daemon/tracing/test_agent_reports_at_disconnect.py)
     reg = ProcessRegistry(is_alive=lambda pid: False, clock_ms=clock, uid_of=_test_user)
-    tm = TraceManager(reg, tmp_path / "traces", "hostA", clock_ms=clock, kineto_identifier=no_proc_identifier())
+    tm = host_a_manager(reg, tmp_path / "traces", clock)
     return reg, tm
 
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fake_proc import no_proc_identifier
+from fake_proc import host_a_manager
 from manual_clock import Clock
 
 from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
@@ -28,7 +28,7 @@ def tm(tmp_path: Path) -> TraceManager:
     )
     for pid, rank in ((7, 0), (8, 1)):
         reg.register(RegisteredProcess(pid=pid, job_id="J", protocol=PROTOCOL_AGENT, rank=rank, session_id=f"s{pid}"))
-    return TraceManager(reg, tmp_path / "traces", "hostA", clock_ms=clock, kineto_identifier=no_proc_identifier())
+    return host_a_manager(reg, tmp_path / "traces", clock)
 
 
 def _periodic(pids: tuple[int, ...], trace_id: str = "periodic-J-20261202T000000Z") -> TraceSpec:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fake_proc import no_proc_identifier
+from manual_clock import Clock
 
 from dyno.daemon.callers import ADMIN, Caller
 from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
@@ -26,16 +27,8 @@ ALICE = Caller(uid=1001, admin=False, how="unix socket")
 BOB = Caller(uid=1002, admin=False, how="unix socket")
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.ms = 1_000_000
-
-    def __call__(self) -> int:
-        return self.ms
-
-
-def _setup(tmp_path: Path, callers: list[Caller]) -> tuple[ProcessRegistry, TraceManager, TraceRpcs, _Clock]:
-    clock = _Clock()
+def _setup(tmp_path: Path, callers: list[Caller]) -> tuple[ProcessRegistry, TraceManager, TraceRpcs, Clock]:
+    clock = Clock(ms=1_000_000)
     reg = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: 1001, clock_ms=clock)
     manager = TraceManager(reg, tmp_path / "traces", "h", clock_ms=clock, kineto_identifier=no_proc_identifier())
     return reg, manager, TraceRpcs(manager, reg, "h", caller_of=lambda context: callers[0]), clock
@@ -137,7 +130,7 @@ def test_the_registry_keeps_its_order_across_refreshes_and_says_what_changed() -
 
 
 def test_roles_are_worked_out_again_after_the_worker_checks_age() -> None:
-    clock = _Clock()
+    clock = Clock(ms=1_000_000)
     calls: list[int] = []
 
     def roles_of(procs: list[RegisteredProcess]) -> dict[int, str]:

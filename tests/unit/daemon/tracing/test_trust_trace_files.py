@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from fake_proc import no_proc_identifier
+from fake_proc import host_a_manager
 from manual_clock import Clock
 
 from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
@@ -31,7 +31,7 @@ as_root = pytest.mark.skipif(ME != 0, reason="a file of another user needs root 
 def _manager(tmp_path: Path) -> tuple[TraceManager, ProcessRegistry]:
     clock = Clock()
     reg = ProcessRegistry(is_alive=lambda pid: True, uid_of=lambda pid: ME, clock_ms=clock)
-    tm = TraceManager(reg, tmp_path / "traces", "hostA", clock_ms=clock, kineto_identifier=no_proc_identifier())
+    tm = host_a_manager(reg, tmp_path / "traces", clock)
     return tm, reg
 
 

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from fake_proc import no_proc_identifier
+from fake_proc import host_a_manager
 from manual_clock import Clock, TickingClock
 from until_cancelled_fake import RunsUntilCancelled
 
@@ -97,14 +97,7 @@ def tm(tmp_path: Path):  # type: ignore[no-untyped-def]
     clock = Clock()
     alive: set[int] = {10, 300}
     reg = ProcessRegistry(is_alive=lambda pid: pid in alive, clock_ms=clock, uid_of=lambda pid: os.getuid())
-    manager = TraceManager(
-        reg,
-        tmp_path / "traces",
-        "hostA",
-        limits=TraceLimits(iteration_timeout_s=600),
-        clock_ms=clock,
-        kineto_identifier=no_proc_identifier(),
-    )
+    manager = host_a_manager(reg, tmp_path / "traces", clock, TraceLimits(iteration_timeout_s=600))
     return clock, alive, reg, manager
 
 
@@ -164,15 +157,20 @@ def _poll(manager: TraceManager, mask: int) -> str | None:
     return manager.kineto_poll(KinetoPoll(pid=300, ancestry=(), job_id="7", type_mask=mask, uid=os.getuid()))
 
 
+def _polls_every_5_s(manager: TraceManager, clock: Clock, mask: int, times: int) -> None:
+    """libkineto's next `times` polls (asking `mask`), 5 s apart, each followed by dynod's housekeeping pass."""
+    for _ in range(times):
+        clock.ms += 5000
+        _poll(manager, mask)
+        manager.housekeeping()
+
+
 def test_kineto_iteration_trace_that_never_starts_says_so_and_times_out_with_advice(tm) -> None:  # type: ignore[no-untyped-def]
     clock, _alive, _reg, manager = tm
     _poll(manager, 3)
     r = manager.start(TraceSpec(job_id="7", iterations=3, start_iteration_roundup=10, trace_id="kn"))
     assert _poll(manager, 3)  # picked up
-    for _ in range(12):  # it keeps polling, still asking for a config: libkineto has not started recording
-        clock.ms += 5000
-        _poll(manager, 3)
-        manager.housekeeping()
+    _polls_every_5_s(manager, clock, 3, 12)  # still asking for a config: libkineto has not started recording
     (p,) = manager.get(r.trace_id).processes
     assert p.state == TraceState.DELIVERED
     assert p.waiting.startswith("libkineto picked the request up 60 s ago, and at its last poll (0 s ago) it had not")
@@ -196,10 +194,7 @@ def test_kineto_trace_recording_then_exiting_fails_at_once_saying_so(tm) -> None
     assert _poll(manager, 3)
     clock.ms += 5000
     _poll(manager, 1)  # no longer asking for a config: recording
-    for _ in range(8):  # it polls on, recording, and never finishes its steps
-        clock.ms += 5000
-        _poll(manager, 1)
-        manager.housekeeping()
+    _polls_every_5_s(manager, clock, 1, 8)  # it polls on, recording, and never finishes its steps
     (p,) = manager.get(r.trace_id).processes
     assert p.state == TraceState.RUNNING
     assert p.waiting.startswith("libkineto picked the request up 45 s ago and has recorded for 40 s without finishing")
