@@ -58,6 +58,12 @@ def test_cpu_op_table_agrees_with_key_averages(tmp_path: Path) -> None:
 
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    # one step first: its lazy imports run outside the profile. With with_stack=True, torch's Python tracer keeps
+    # frame names as pointers into code objects, and a module's code object, freed once the import ran, left
+    # undecodable names behind (UnicodeDecodeError in torch's own result parsing, pytorch/pytorch#186359)
+    model(torch.randn(8, 32)).sum().backward()
+    opt.step()
+    opt.zero_grad()
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True, with_stack=True) as prof:
         for _ in range(3):
             with record_function("outer"), record_function("inner \u00e9\u4e2d \U0001f680 " + "x" * 300):
