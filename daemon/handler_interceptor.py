@@ -3,6 +3,7 @@ does not know (no handler) passes through untouched, so that grpc answers it UNI
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 
 import grpc
@@ -23,6 +24,6 @@ class HandlerInterceptor(grpc.ServerInterceptor):
             return None
         return self.wrap(handler, handler_call_details)
 
+    @abc.abstractmethod
     def wrap(self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
         """The handler that serves the call `details` names, whose own handler is `handler`."""
-        raise NotImplementedError
