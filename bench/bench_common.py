@@ -17,6 +17,7 @@ __all__ = [
     "dyno_cli",
     "env_without_job_ids",
     "free_port",
+    "proc_cpu_s",
     "trace_folders_args",
 ]
 

@@ -13,7 +13,6 @@ last and largest RSS and the change from the first reading to the last. Asserts 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import time
 from pathlib import Path
 
 import grpc
-from bench_common import env_without_job_ids
+from bench_common import env_without_job_ids, proc_cpu_s
 from scale.agents import hold_agents
 from soak.dynod import Dynod
 
@@ -35,12 +34,6 @@ def _rss_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
-
-
-def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        fields = f.read().rsplit(b")", 1)[-1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,11 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         start = time.monotonic()
         end = start + args.minutes * 60
         series: list[int] = []
-        last_cpu, last_t = _cpu_s(d.pid), start
+        last_cpu, last_t = proc_cpu_s(d.pid), start
         print("minute  registered  RSS KiB  CPU % of a core since the last reading", flush=True)
         while True:
             now = time.monotonic()
-            rss, cpu = _rss_kib(d.pid), _cpu_s(d.pid)
+            rss, cpu = _rss_kib(d.pid), proc_cpu_s(d.pid)
             registered = stub.GetStatus(dyno_pb2.GetStatusRequest(), timeout=30).registered_processes
             share = 100 * (cpu - last_cpu) / (now - last_t) if now > last_t else 0.0
             last_cpu, last_t = cpu, now
