@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_common import HTA_CASES, SHARED_GPU_TRACES
 from synthetic_trace import write_synthetic_trace
 
 HERE = Path(__file__).resolve().parent
@@ -184,6 +183,9 @@ def _ratio(a: float, b: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # here, not at the top: the measured --worker processes run this file too, and bench_common imports dyno
+    from bench_common import HTA_CASES, SHARED_GPU_TRACES
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--hta-python", help="python of a venv with HolisticTraceAnalysis==0.5.0 (HTA columns skipped if absent)"
