@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from analysis_fakes import ME, NAMES, analyses, view
+from analysis_fakes import ANALYSIS_WAIT_S, ME, NAMES, analyses, listed_trace, view
 from small_daemon import OneValueSampler, daemon_config
 from trace_records import write_trace_record
 
@@ -25,9 +25,8 @@ from dyno.daemon.tracing import journal
 from dyno.daemon.tracing.values import TraceState, TraceView
 from dyno.trace_layout import agent_output
 from dyno.trace_summary import AnalysisState, TraceSummary
-from dyno.v1.dyno_pb2 import TraceSummary as TraceSummaryPb
 
-from conftest import short_tmpdir
+from conftest import short_tmpdir, wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -157,16 +156,6 @@ def test_a_database_that_cannot_be_used_queues_nothing(tmp_path: Path) -> None:
     assert requeue_unanalysed(tmp_path / "absent", _store(None).analysed, queue.offer, _job_of) == Requeued(0, 0)
 
 
-def _wait(cond, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        found = cond()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(what)
-
-
 def test_analyses_started_over_a_trace_dir_analyse_its_unanalysed_traces_without_being_asked(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -178,7 +167,7 @@ def test_analyses_started_over_a_trace_dir_analyse_its_unanalysed_traces_without
     a = analyses(tmp_path, db=db, trace_dir=traces)
     with caplog.at_level(logging.INFO):
         a.start()
-        found = _wait(lambda: a.lookup("new"), "new not analysed")
+        found = wait_for(lambda: a.lookup("new"), timeout_s=ANALYSIS_WAIT_S)
     a.stop()
     assert found.summary.state == AnalysisState.DONE and found.summary.job_id == "job-1"
     lines = [r.getMessage() for r in caplog.records if "queued again" in r.getMessage()]
@@ -198,16 +187,16 @@ def test_requeued_traces_are_not_queued_again_by_their_record_rewritten_and_the_
     db = JobStore.in_dir(tmp_path)
     a = analyses(tmp_path, db=db, trace_dir=traces)
     a.start()
-    _wait(lambda: a.lookup("old"), "old not analysed")
+    wait_for(lambda: a.lookup("old"), timeout_s=ANALYSIS_WAIT_S)
     assert a.lookup("new") is not None  # analysed before old
     key = ("job-1", "alice")
     assert a.latest([key])[key].trace_id == "new"
-    assert TraceSummaryPb.FromString(a.latest_listed({key})[key]).trace_id == "new"
+    assert listed_trace(a, key) == "new"
     again = journal.load_record(traces, "new", quiet=True)
     assert again is not None
     a.trace_finished(again)  # its record rewritten: the same files
     a.trace_finished(view("after", TraceState.DONE))  # FIFO: "new" again would run before it
-    _wait(lambda: a.lookup("after"), "after not analysed")
+    wait_for(lambda: a.lookup("after"), timeout_s=ANALYSIS_WAIT_S)
     a.stop()
     runs = db.read(lambda c: c.execute("SELECT trace_id, COUNT(*) FROM analyses GROUP BY trace_id").fetchall())
     assert dict(runs) == {"old": 1, "new": 1, "after": 1}
@@ -222,7 +211,7 @@ def test_analyses_without_a_database_log_once_and_queue_nothing(
     a = analyses(tmp_path, "raise SystemExit('no worker must start')", db=None, trace_dir=traces)
     with caplog.at_level(logging.WARNING):
         a.start()
-        _wait(lambda: [r for r in caplog.records if "not queued" in r.getMessage()], "no warning")
+        wait_for(lambda: [r for r in caplog.records if "not queued" in r.getMessage()], timeout_s=ANALYSIS_WAIT_S)
         time.sleep(0.2)
     assert a.state_of("t1") is None and a.lookup("t1") is None
     a.stop()
@@ -239,7 +228,7 @@ def test_dynod_queues_them_at_start_only_with_analysis_enabled(enabled: bool, ca
             daemon.start()
             if enabled:
                 assert daemon.analyses is not None
-                s = _wait(lambda: daemon.analyses.lookup("t1"), "t1 not analysed").summary  # type: ignore[union-attr]
+                s = wait_for(lambda: daemon.analyses.lookup("t1"), timeout_s=ANALYSIS_WAIT_S).summary  # type: ignore[union-attr]
                 assert s.state == AnalysisState.FAILED and "is gone" in s.failure_message
             else:
                 time.sleep(0.3)
