@@ -17,7 +17,7 @@ from two_host_job import Job, two_host_job
 from dyno.filechunks import checksum_of, new_digest
 from dyno.v1 import dyno_pb2, dyno_pb2_grpc
 
-from conftest import Dynod, ctrl_c, free_port, run_cli, start_cli, trace_unknown_job, wait_for
+from conftest import Dynod, ctrl_c, dead_target, run_cli, start_cli, trace_unknown_job, wait_for
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("torch")
@@ -68,9 +68,9 @@ def test_ps_across_hosts(job: Job) -> None:
     assert lines[0].split()[:3] == ["HOST", "PID", "JOB"]
     assert any(line.startswith(job.open.target) and " 0/2 " in line for line in lines)
     assert any(line.startswith(job.locked.target) and " 1/2 " in line for line in lines)
-    res = run_cli("ps", "--hosts", f"{job.hosts},127.0.0.1:{free_port()}", "--call-timeout-s", "2", "--json")
+    res = run_cli("ps", "--hosts", f"{job.hosts},{dead_target()}", "--call-timeout-s", "2", "--json")
     assert res.returncode == 3, res.stderr  # every command takes trace's --call-timeout-s (ps: as --timeout-s)
-    res = run_cli("ps", "--hosts", f"{job.hosts},127.0.0.1:{free_port()}", "--timeout-s", "2", "--json")
+    res = run_cli("ps", "--hosts", f"{job.hosts},{dead_target()}", "--timeout-s", "2", "--json")
     assert res.returncode == 3, res.stderr
     rows = json.loads(res.stdout)
     assert [r["ok"] for r in rows] == [True, True, False] and "Unavailable" in rows[2]["error"]

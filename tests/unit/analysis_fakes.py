@@ -15,11 +15,15 @@ from dyno.daemon.analysis.store import AnalysisStore
 from dyno.daemon.analysis.work import AnalysisJob
 from dyno.daemon.jobs.store import JobStore
 from dyno.daemon.tracing.values import ProcessTraceView, TraceSpec, TraceState, TraceView
+from dyno.v1 import dyno_pb2
 
 # the traced processes' user is this test's (a root dynod runs the worker as that user, who must reach Python)
 ME = os.getuid()
 OTHER = ME + 1
 NAMES = {ME: "alice", OTHER: "bob"}
+
+# how long a test waits for an analysis: its worker is a Python process started on a loaded 2-core machine
+ANALYSIS_WAIT_S = 20.0
 
 # writes a good summary for the trace id it is given (the worker's arguments: --trace-id ID --out DIR -- FILES)
 GOOD_WORKER = textwrap.dedent(
@@ -55,6 +59,11 @@ def view(
         for i, s in enumerate(states)
     )
     return TraceView(trace_id, TraceSpec(job_id=job), procs, finished, created_ms=at - 1000)
+
+
+def listed_trace(a: Analyses, key: tuple[str, str]) -> str:
+    """The trace of ListJobs' latest_analysis of `key` (job id, user)."""
+    return dyno_pb2.TraceSummary.FromString(a.latest_listed({key})[key]).trace_id
 
 
 def worker(code: str) -> WorkerCommand:

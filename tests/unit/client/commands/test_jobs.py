@@ -137,18 +137,17 @@ def test_a_mixed_fleet_joins_columns_and_an_older_dynods_records_into_the_same_r
 ) -> None:
     """The command asks for columns; a dynod before them ignores the field and answers records (the fake server
     with columnar=False): every host's records count, whichever form they came in."""
-    columnar = serve(lambda port: FakeDynoServicer(f"fake-{port}", jobs=1500))
-    older = [serve(lambda port: FakeDynoServicer(f"fake-{port}", jobs=1500, columnar=False)) for _ in range(2)]
-    try:
-        assert cli_main(["jobs", "--hosts", f"{columnar.target},{older[0].target}", "--json"]) == 0
+    with (
+        serve(lambda port: FakeDynoServicer(f"fake-{port}", jobs=1500)) as columnar,
+        serve(lambda port: FakeDynoServicer(f"fake-{port}", jobs=1500, columnar=False)) as older,
+        serve(lambda port: FakeDynoServicer(f"fake-{port}", jobs=1500, columnar=False)) as older2,
+    ):
+        assert cli_main(["jobs", "--hosts", f"{columnar.target},{older.target}", "--json"]) == 0
         mixed = json.loads(capsys.readouterr().out)["jobs"]
         assert columnar.servicer.calls == 1  # its 1500 records in one columnar page (records: pages of 1000)
-        assert cli_main(["jobs", "--hosts", ",".join(s.target for s in older), "--json"]) == 0
+        assert cli_main(["jobs", "--hosts", f"{older.target},{older2.target}", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["jobs"] == mixed
         assert len(mixed) == 1500 and mixed[0]["host_count"] == 2 and mixed[0]["gpus"] == 16
-    finally:
-        for s in (columnar, *older):
-            s.server.stop(0)
 
 
 class _NoDatabase(FakeDynoServicer):
@@ -160,14 +159,11 @@ class _NoDatabase(FakeDynoServicer):
 
 
 def test_a_host_without_its_job_database_is_named_on_stderr_and_in_the_json(capsys: pytest.CaptureFixture[str]) -> None:
-    s = serve(lambda port: _NoDatabase(f"fake-{port}", jobs=3))
-    try:
+    with serve(lambda port: _NoDatabase(f"fake-{port}", jobs=3)) as s:
         assert cli_main(["jobs", "--hosts", s.target, "--json"]) == 0
         out, err = capsys.readouterr()
-        assert json.loads(out)["store_problems"] == [f"{s.target}: disk full"] and len(json.loads(out)["jobs"]) == 3
-        assert f"job database of {s.target}: disk full (running jobs only)" in err
-    finally:
-        s.server.stop(0)
+    assert json.loads(out)["store_problems"] == [f"{s.target}: disk full"] and len(json.loads(out)["jobs"]) == 3
+    assert f"job database of {s.target}: disk full (running jobs only)" in err
 
 
 class _Malformed(FakeDynoServicer):

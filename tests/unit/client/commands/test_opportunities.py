@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -111,8 +112,11 @@ def test_a_host_with_malformed_columns_is_a_failed_host(column_servers, capsys: 
 def test_records_without_any_analysis_rank_as_ranking_rank_does(capsys: pytest.CaptureFixture[str]) -> None:
     """A new fleet (or a window with nothing analysed): records, none with an analysis, from dynods answering columns
     and one answering records; every GPU-hour is never analysed, as ranking.rank says, and the command exits 0."""
-    s = [serve(lambda port, c=c: FakeDynoServicer("fake", jobs=30, columnar=c)) for c in (True, True, False)]
-    try:
+    with ExitStack() as stack:
+        s = [
+            stack.enter_context(serve(lambda port, c=c: FakeDynoServicer("fake", jobs=30, columnar=c)))
+            for c in (True, True, False)
+        ]
         hosts = ",".join(one.target for one in s)
         records = [(one.target, fake_job_record("fake", i)) for one in s for i in range(30)]
         expected = rank(job_hosts(records), since_s=7 * 86400.0, source="daemons", top=5)
@@ -122,9 +126,6 @@ def test_records_without_any_analysis_rank_as_ranking_rank_does(capsys: pytest.C
         assert captured.out == json_document(to_json(expected)) + "\n" and captured.err == ""
         assert cli_main(["opportunities", "--hosts", hosts]) == 0
         assert capsys.readouterr().out == render(expected, None) + "\n"
-    finally:
-        for one in s:
-            one.server.stop(0)
 
 
 def _code(argv: list[str]) -> int:

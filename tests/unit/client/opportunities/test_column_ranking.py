@@ -108,13 +108,21 @@ def _both(records: list[tuple[str, dyno_pb2.JobRecord]], columnar: set[str], top
     return repr(got), repr(expected)  # repr: floats to the bit (NaN too), and a numpy scalar would show
 
 
+def _columnar_fleets(records: list[tuple[str, dyno_pb2.JobRecord]]) -> list[set[str]]:
+    """The columnar daemons of three fleets over `records`' daemons: all, none, and every other one (a fleet mixed
+    with records-only daemons whenever there are several)."""
+    daemons = sorted({d for d, _ in records})
+    half = set(daemons[::2])
+    assert len(daemons) < 2 or 0 < len(half) < len(daemons)  # the third fleet is mixed indeed
+    return [set(daemons), set(), half]
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_columns_records_and_a_mixed_fleet_rank_alike(seed: int) -> None:
     records = _records(seed, 300)
-    daemons = sorted({d for d, _ in records})
     expected = rank(job_hosts(records), since_s=86400.0, source="daemons")
     assert expected.rules and expected.unanalysed and expected.failed_analysis_count  # the cases are there
-    for columnar in (set(daemons), set(), set(daemons[::2])):
+    for columnar in _columnar_fleets(records):
         got, want = _both(records, columnar)
         assert got == want
 
@@ -130,7 +138,7 @@ def test_fleets_with_empty_arrays_rank_alike(fleet: str, hosts: str) -> None:
             records = [("host0:1778", r) for _, r in records]
         daemons = sorted({d for d, _ in records})
         assert len(daemons) == 1 if hosts == "one host" else len(daemons) > 2
-        for columnar in (set(daemons), set(), set(daemons[::2])):
+        for columnar in _columnar_fleets(records):
             got, want = _both(records, columnar)
             assert got == want
     expected = rank(job_hosts(records), since_s=86400.0, source="daemons")
@@ -144,21 +152,24 @@ def test_fleets_with_empty_arrays_rank_alike(fleet: str, hosts: str) -> None:
 def test_endless_gpu_hours_rank_alike_too(seed: int) -> None:
     """An infinite GPU time times a share of 0 is a NaN gain, which rank keeps: the orders agree even then."""
     records = _records(100 + seed, 200, odd_hours=True)
-    got, want = _both(records, {d for d, _ in records[::3]}, top=50)
-    assert got == want
+    for columnar in _columnar_fleets(records):
+        got, want = _both(records, columnar, top=50)
+        assert got == want
 
 
 def test_a_daemons_pages_need_not_come_together() -> None:
     records = _records(8, 300)
     pages = shuffled_pages(records, random.Random(8), analysis_rules=True)
     assert len(pages) > 2 * len({d for d, _ in records})
+    assert {page.HasField("columns") for _, page in pages} == {True, False}  # columns and records mixed
     expected = rank(job_hosts(records), since_s=1.0, source="daemons", top=20)
     assert repr(rank_pages(pages, since_s=1.0, source="daemons", top=20)) == repr(expected)
 
 
 def test_many_listed_jobs_and_no_records() -> None:
     records = _records(77, 400)
-    got, want = _both(records, {d for d, _ in records}, top=10_000)
-    assert got == want
+    for columnar in _columnar_fleets(records):
+        got, want = _both(records, columnar, top=10_000)
+        assert got == want
     empty = rank_pages([], since_s=1.0, source="daemons")
     assert empty == rank([], since_s=1.0, source="daemons")

@@ -50,12 +50,8 @@ class LostReply(FakeDynoServicer):
 
 
 def test_start_is_retried_safely_when_the_reply_is_lost() -> None:
-    fake = serve(lambda _port: LostReply())
-    try:
-        with DynoClient(fake.target, timeout_s=5) as c:
-            resp = start_trace_retrying(c, dyno_pb2.TraceRequest(job_id="job1", trace_id="t-lost", duration_ms=100))
-    finally:
-        fake.server.stop(0)
+    with serve(lambda _port: LostReply()) as fake, DynoClient(fake.target, timeout_s=5) as c:
+        resp = start_trace_retrying(c, dyno_pb2.TraceRequest(job_id="job1", trace_id="t-lost", duration_ms=100))
     assert fake.servicer.started == {"t-lost"}  # carried out once
     assert resp.trace_id == "t-lost" and [p.pid for p in resp.triggered] == [1000, 1001]
     assert "after a retry" in resp.message
@@ -114,10 +110,7 @@ def test_a_trace_started_despite_a_late_reply_is_followed_and_fetched(
 
 
 def test_a_late_reply_that_started_nothing_stays_failed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    fake = serve(lambda _port: LateReply(starts=False))
-    try:
+    with serve(lambda _port: LateReply(starts=False)) as fake:
         assert _trace(fake.target, tmp_path) == 1
-    finally:
-        fake.server.stop(0)
     (host,) = json.loads(capsys.readouterr().out)["hosts"]
     assert host["state"] == "failed" and host["error_type"] == "DeadlineExceeded"

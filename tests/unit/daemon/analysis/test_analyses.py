@@ -7,30 +7,16 @@ import time
 from pathlib import Path
 
 import pytest
-from analysis_fakes import analyses, view
+from analysis_fakes import ANALYSIS_WAIT_S, analyses, listed_trace, view
 
 from dyno.daemon.analysis.work import job_of
 from dyno.daemon.jobs.store import JobStore
 from dyno.daemon.tracing.values import TraceState
 from dyno.trace_summary import AnalysisFailure, AnalysisState
-from dyno.v1 import dyno_pb2
+
+from conftest import wait_for
 
 pytestmark = pytest.mark.unit
-
-
-def _wait_done(a, trace_id: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        found = a.lookup(trace_id)
-        if found is not None:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"{trace_id} not analysed")
-
-
-def _listed_trace(a, key: tuple[str, str]) -> str:  # type: ignore[no-untyped-def]
-    """The trace of ListJobs' latest_analysis of `key`."""
-    return dyno_pb2.TraceSummary.FromString(a.latest_listed({key})[key]).trace_id
 
 
 def test_a_finished_trace_is_analysed_once_and_its_summary_kept_with_the_daemons_fields(tmp_path: Path) -> None:
@@ -40,7 +26,7 @@ def test_a_finished_trace_is_analysed_once_and_its_summary_kept_with_the_daemons
     v = view("t1", TraceState.DONE, TraceState.FAILED)
     a.trace_finished(v)
     a.trace_finished(v)  # the record rewritten with the same files: not queued again
-    found = _wait_done(a, "t1")
+    found = wait_for(lambda: a.lookup("t1"), timeout_s=ANALYSIS_WAIT_S)
     s = found.summary
     assert (s.state, s.job_id, s.user, s.hostname, s.trace_finished_ms) == (
         AnalysisState.DONE,
@@ -61,7 +47,7 @@ def test_a_trace_that_wrote_no_file_is_trace_failed_without_a_worker(tmp_path: P
     a = analyses(tmp_path, "raise SystemExit('a worker must not start')", db=JobStore.in_dir(tmp_path))
     a.start()
     a.trace_finished(view("t2", TraceState.FAILED, TraceState.CANCELLED))
-    s = _wait_done(a, "t2").summary
+    s = wait_for(lambda: a.lookup("t2"), timeout_s=ANALYSIS_WAIT_S).summary
     assert (s.state, s.failure) == (AnalysisState.FAILED, AnalysisFailure.TRACE_FAILED)
     assert "pid 100 failed (it failed); pid 101 cancelled" in s.failure_message
     assert s.trace_finished_ms == 5001  # its processes' last update: a job's latest is ordered by it
@@ -72,7 +58,7 @@ def test_without_a_database_summaries_stay_in_memory_without_their_parts(tmp_pat
     a = analyses(tmp_path, db=None)
     a.start()
     a.trace_finished(view("t3", TraceState.DONE))
-    found = _wait_done(a, "t3")
+    found = wait_for(lambda: a.lookup("t3"), timeout_s=ANALYSIS_WAIT_S)
     assert found.summary.state == AnalysisState.DONE and found.rank_parts == b""
     assert "analyses kept in memory only" in caplog.text
     assert set(a.latest_listed({("job-1", "alice")})) == {("job-1", "alice")}
@@ -84,7 +70,7 @@ def test_a_crashing_worker_is_a_crashed_result_and_the_next_trace_is_analysed(tm
     a = analyses(tmp_path, code + "\n" + "", db=JobStore.in_dir(tmp_path))
     a.start()
     a.trace_finished(view("t4", TraceState.DONE))
-    s = _wait_done(a, "t4").summary
+    s = wait_for(lambda: a.lookup("t4"), timeout_s=ANALYSIS_WAIT_S).summary
     assert (s.state, s.failure) == (AnalysisState.FAILED, AnalysisFailure.CRASHED) and "SIGABRT" in s.failure_message
     assert s.trace_finished_ms == 5000
     a.stop()
@@ -104,17 +90,17 @@ def test_analysing_an_old_trace_after_a_newer_one_leaves_the_newer_the_jobs_late
     a.start()
     key = ("job-1", "alice")
     a.trace_finished(view("t-new", TraceState.DONE, at=8000))
-    _wait_done(a, "t-new")
+    wait_for(lambda: a.lookup("t-new"), timeout_s=ANALYSIS_WAIT_S)
     assert a.latest([key])[key].trace_id == "t-new"  # cached for the next scrapes
     a.analyse_again(job_of(view("t-old", TraceState.DONE, at=6000), "node1", lambda uid: "alice"))  # GetTraceSummary
-    _wait_done(a, "t-old")
+    wait_for(lambda: a.lookup("t-old"), timeout_s=ANALYSIS_WAIT_S)
     assert a.latest([key])[key].trace_id == "t-new"
-    assert _listed_trace(a, key) == "t-new"
+    assert listed_trace(a, key) == "t-new"
     a.stop()
     again = analyses(tmp_path, db=db)  # a new dynod: nothing cached; an old trace analysed before any scrape
     again.start()
     again.analyse_again(job_of(view("t-older", TraceState.DONE, at=5000), "node1", lambda uid: "alice"))
-    _wait_done(again, "t-older")
+    wait_for(lambda: again.lookup("t-older"), timeout_s=ANALYSIS_WAIT_S)
     assert again.latest([key])[key].trace_id == "t-new"
     again.stop()
     db.close()
@@ -125,11 +111,11 @@ def test_without_a_database_an_old_traces_summary_does_not_replace_the_newer_in_
     a.start()
     key = ("job-1", "alice")
     a.trace_finished(view("t-new", TraceState.DONE, at=8000))
-    _wait_done(a, "t-new")
+    wait_for(lambda: a.lookup("t-new"), timeout_s=ANALYSIS_WAIT_S)
     a.trace_finished(view("t-old", TraceState.DONE, at=6000))
-    _wait_done(a, "t-old")
+    wait_for(lambda: a.lookup("t-old"), timeout_s=ANALYSIS_WAIT_S)
     assert a.latest([key])[key].trace_id == "t-new"
-    assert _listed_trace(a, key) == "t-new"
+    assert listed_trace(a, key) == "t-new"
     a.stop()
 
 

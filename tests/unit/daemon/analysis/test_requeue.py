@@ -5,14 +5,14 @@ records not believed skipped; nothing when the database cannot be used or analys
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import time
 from pathlib import Path
 
 import pytest
-from analysis_fakes import ME, NAMES, analyses, view
+from analysis_fakes import ANALYSIS_WAIT_S, ME, NAMES, analyses, listed_trace, view
 from small_daemon import OneValueSampler, daemon_config
+from trace_records import write_trace_record
 
 from dyno.daemon.analysis.outcome import Outcome
 from dyno.daemon.analysis.queue import AnalysisQueue, Offered
@@ -21,15 +21,12 @@ from dyno.daemon.analysis.store import AnalysisStore
 from dyno.daemon.analysis.work import AnalysisJob, job_of
 from dyno.daemon.app import Daemon
 from dyno.daemon.jobs.store import JobStore, StoreError
-from dyno.daemon.registered_process import PROTOCOL_AGENT
 from dyno.daemon.tracing import journal
-from dyno.daemon.tracing.trust import make_trace_dir
-from dyno.daemon.tracing.values import ProcessTraceView, TraceSpec, TraceState, TraceView
-from dyno.trace_layout import RECORD_NAME, agent_output
+from dyno.daemon.tracing.values import TraceState, TraceView
+from dyno.trace_layout import agent_output
 from dyno.trace_summary import AnalysisState, TraceSummary
-from dyno.v1.dyno_pb2 import TraceSummary as TraceSummaryPb
 
-from conftest import short_tmpdir
+from conftest import short_tmpdir, wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -39,22 +36,19 @@ T0 = 1_800_000_000_000
 def _record(
     trace_dir: Path, trace_id: str, seconds_ago: int, *, state: TraceState = TraceState.DONE, file: bool = True
 ) -> Path:
-    """A one-process trace recorded as dynod records it (its file written for a DONE process unless `file` is
-    false), its record dated `seconds_ago` and its process's file then (trace_finished_ms)."""
-    make_trace_dir(trace_dir, trace_id)
-    path = agent_output(trace_dir, trace_id, "h", 7)
-    if state == TraceState.DONE and file:
-        path.write_bytes(b"trace")
-    proc = ProcessTraceView(
-        7, "job-1", 0, PROTOCOL_AGENT, state, str(path), 5, updated_ms=T0 - seconds_ago * 1000, uid=ME
+    """A one-process trace of job-1 by this user recorded as dynod records it (its file written for a DONE process
+    unless `file` is false), its record dated `seconds_ago` and its process's file then (trace_finished_ms)."""
+    return write_trace_record(
+        trace_dir,
+        trace_id,
+        state=state,
+        file=file,
+        created_ms=T0,
+        updated_ms=T0 - seconds_ago * 1000,
+        uid=ME,
+        recorded_ms=T0 + 1000,
+        mtime_s=time.time() - seconds_ago,
     )
-    spec = TraceSpec(job_id="job-1", iterations=5, trace_id=trace_id)
-    view = TraceView(trace_id, spec, (proc,), state != TraceState.RUNNING, T0)
-    assert journal.write_record(trace_dir, view, "h", T0 + 1000) is not None
-    record = trace_dir / trace_id / RECORD_NAME
-    t = time.time() - seconds_ago
-    os.utime(record, (t, t))
-    return record
 
 
 class RecordingQueue:
@@ -138,24 +132,17 @@ def test_a_trace_whose_files_are_gone_is_queued_for_its_trace_failed_result(tmp_
     db.close()
 
 
-def test_records_not_believed_are_skipped_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_records_not_believed_are_neither_read_nor_queued(tmp_path: Path) -> None:
+    """Which records are not believed, and their warnings: tests/unit/daemon/tracing/test_recorded.py."""
     traces = tmp_path / "traces"
     _record(traces, "good", seconds_ago=30)
     bad = _record(traces, "bad", seconds_ago=20)
     bad.write_bytes(bad.read_bytes().replace(b'"size_bytes": 5', b'"size_bytes": -5'))
-    planted = _record(traces, "planted", seconds_ago=10)
-    data = planted.read_bytes()
-    planted.unlink()
-    (tmp_path / "elsewhere.json").write_bytes(data)
-    planted.symlink_to(tmp_path / "elsewhere.json")
     (traces / "no-record").mkdir()  # still running at the restart
     db = JobStore.in_dir(tmp_path)
     queue = RecordingQueue(free=16)
-    with caplog.at_level(logging.WARNING):
-        assert requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of) == Requeued(1, 1)
+    assert requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of) == Requeued(1, 1)
     assert [j.trace_id for j in queue.offered] == ["good"]
-    warned = sorted(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
-    assert len(warned) == 2 and "size_bytes" in warned[0] and "symlink" in warned[1]
     db.close()
 
 
@@ -169,16 +156,6 @@ def test_a_database_that_cannot_be_used_queues_nothing(tmp_path: Path) -> None:
     assert requeue_unanalysed(tmp_path / "absent", _store(None).analysed, queue.offer, _job_of) == Requeued(0, 0)
 
 
-def _wait(cond, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        found = cond()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(what)
-
-
 def test_analyses_started_over_a_trace_dir_analyse_its_unanalysed_traces_without_being_asked(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -190,7 +167,7 @@ def test_analyses_started_over_a_trace_dir_analyse_its_unanalysed_traces_without
     a = analyses(tmp_path, db=db, trace_dir=traces)
     with caplog.at_level(logging.INFO):
         a.start()
-        found = _wait(lambda: a.lookup("new"), "new not analysed")
+        found = wait_for(lambda: a.lookup("new"), timeout_s=ANALYSIS_WAIT_S)
     a.stop()
     assert found.summary.state == AnalysisState.DONE and found.summary.job_id == "job-1"
     lines = [r.getMessage() for r in caplog.records if "queued again" in r.getMessage()]
@@ -210,16 +187,16 @@ def test_requeued_traces_are_not_queued_again_by_their_record_rewritten_and_the_
     db = JobStore.in_dir(tmp_path)
     a = analyses(tmp_path, db=db, trace_dir=traces)
     a.start()
-    _wait(lambda: a.lookup("old"), "old not analysed")
+    wait_for(lambda: a.lookup("old"), timeout_s=ANALYSIS_WAIT_S)
     assert a.lookup("new") is not None  # analysed before old
     key = ("job-1", "alice")
     assert a.latest([key])[key].trace_id == "new"
-    assert TraceSummaryPb.FromString(a.latest_listed({key})[key]).trace_id == "new"
+    assert listed_trace(a, key) == "new"
     again = journal.load_record(traces, "new", quiet=True)
     assert again is not None
     a.trace_finished(again)  # its record rewritten: the same files
     a.trace_finished(view("after", TraceState.DONE))  # FIFO: "new" again would run before it
-    _wait(lambda: a.lookup("after"), "after not analysed")
+    wait_for(lambda: a.lookup("after"), timeout_s=ANALYSIS_WAIT_S)
     a.stop()
     runs = db.read(lambda c: c.execute("SELECT trace_id, COUNT(*) FROM analyses GROUP BY trace_id").fetchall())
     assert dict(runs) == {"old": 1, "new": 1, "after": 1}
@@ -234,7 +211,7 @@ def test_analyses_without_a_database_log_once_and_queue_nothing(
     a = analyses(tmp_path, "raise SystemExit('no worker must start')", db=None, trace_dir=traces)
     with caplog.at_level(logging.WARNING):
         a.start()
-        _wait(lambda: [r for r in caplog.records if "not queued" in r.getMessage()], "no warning")
+        wait_for(lambda: [r for r in caplog.records if "not queued" in r.getMessage()], timeout_s=ANALYSIS_WAIT_S)
         time.sleep(0.2)
     assert a.state_of("t1") is None and a.lookup("t1") is None
     a.stop()
@@ -251,7 +228,7 @@ def test_dynod_queues_them_at_start_only_with_analysis_enabled(enabled: bool, ca
             daemon.start()
             if enabled:
                 assert daemon.analyses is not None
-                s = _wait(lambda: daemon.analyses.lookup("t1"), "t1 not analysed").summary  # type: ignore[union-attr]
+                s = wait_for(lambda: daemon.analyses.lookup("t1"), timeout_s=ANALYSIS_WAIT_S).summary  # type: ignore[union-attr]
                 assert s.state == AnalysisState.FAILED and "is gone" in s.failure_message
             else:
                 time.sleep(0.3)

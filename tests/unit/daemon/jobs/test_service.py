@@ -28,31 +28,23 @@ def _accounting(tmp_path: Path, n: int) -> JobAccounting:
     return acc
 
 
-def test_pages_cover_every_record_once_and_a_full_page_fits_a_stock_client(tmp_path: Path) -> None:
-    acc = _accounting(tmp_path, 2500)
-    rpc = ListJobsRpc(lambda: acc, "h")
-    seen: list[int] = []
-    token = ""
-    sizes = []
-    while True:
-        answer = rpc(dyno_pb2.ListJobsRequest(page_size=MAX_PAGE_SIZE, page_token=token), AbortingContext())  # type: ignore[arg-type]
-        seen += [j.record_id for j in answer.jobs]
-        sizes.append(answer.ByteSize())
-        token = answer.next_page_token
-        if not token:
-            break
-    assert sorted(seen) == list(range(1, 2501)) and len(set(seen)) == 2500
-    assert max(sizes) < 4 * 1024 * 1024 - 64 * 1024
-
-
-def _columnar_pages(rpc: ListJobsRpc, **fields: object) -> list[dyno_pb2.ListJobsResponse]:
+def _pages(rpc: ListJobsRpc, **fields: object) -> list[dyno_pb2.ListJobsResponse]:
+    """Every page of the ListJobs answer to a request of `fields` (page_token aside), following next_page_token."""
     pages, token = [], ""
     while True:
-        request = dyno_pb2.ListJobsRequest(columnar=True, page_token=token, **fields)  # type: ignore[arg-type]
+        request = dyno_pb2.ListJobsRequest(page_token=token, **fields)  # type: ignore[arg-type]
         pages.append(rpc(request, AbortingContext()))  # type: ignore[arg-type]
         token = pages[-1].next_page_token
         if not token:
             return pages
+
+
+def test_pages_cover_every_record_once_and_a_full_page_fits_a_stock_client(tmp_path: Path) -> None:
+    acc = _accounting(tmp_path, 2500)
+    pages = _pages(ListJobsRpc(lambda: acc, "h"), page_size=MAX_PAGE_SIZE)
+    seen = [j.record_id for page in pages for j in page.jobs]
+    assert sorted(seen) == list(range(1, 2501)) and len(set(seen)) == 2500
+    assert max(page.ByteSize() for page in pages) < 4 * 1024 * 1024 - 64 * 1024
 
 
 def test_columnar_pages_hold_the_records_pages_as_columns_and_end_at_the_byte_bound(
@@ -60,34 +52,28 @@ def test_columnar_pages_hold_the_records_pages_as_columns_and_end_at_the_byte_bo
 ) -> None:
     acc = _accounting(tmp_path, 1200)
     rpc = ListJobsRpc(lambda: acc, "h")
-    records = [j for page in _record_pages(rpc) for j in page.jobs]
-    (whole,) = _columnar_pages(rpc)  # 1200 rows of long strings (~250 bytes each): one page
+    records = [j for page in _pages(rpc) for j in page.jobs]
+    (whole,) = _pages(rpc, columnar=True)  # 1200 rows of long strings (~250 bytes each): one page
     assert not whole.jobs and whole.hostname == "h" and len(whole.columns.job_id) == 1200
     assert whole.columns == job_columns.job_columns(records)  # the record pages' fields, in their order
-    assert len(_columnar_pages(rpc, page_size=100)) == 12 and not _columnar_pages(rpc, user="nobody")[0].columns.job_id
+    assert (
+        len(_pages(rpc, columnar=True, page_size=100)) == 12
+        and not _pages(rpc, columnar=True, user="nobody")[0].columns.job_id
+    )
     monkeypatch.setattr(job_columns, "MAX_BYTES", 30_000)  # the bound (2 MiB) scaled down: pages of ~120 rows
-    pages = _columnar_pages(rpc)
+    pages = _pages(rpc, columnar=True)
     assert len(pages) > 5 and all(p.columns.ByteSize() <= 30_000 for p in pages)
     assert [j for p in pages for j in p.columns.first_seen_ms] == [r.first_seen_ms for r in records]  # each once
-
-
-def _record_pages(rpc: ListJobsRpc) -> list[dyno_pb2.ListJobsResponse]:
-    pages, token = [], ""
-    while True:
-        pages.append(rpc(dyno_pb2.ListJobsRequest(page_token=token), AbortingContext()))  # type: ignore[arg-type]
-        token = pages[-1].next_page_token
-        if not token:
-            return pages
 
 
 def test_a_columnar_page_may_hold_up_to_max_rows_and_an_empty_one_is_still_columnar(tmp_path: Path) -> None:
     acc = _two_users(tmp_path)
     alice = ListJobsRpc(lambda: acc, "h", lambda context: Caller(1000, False, "uid 1000"), {1000: "alice"}.get)
-    (none,) = _columnar_pages(alice, user="bob")
+    (none,) = _pages(alice, columnar=True, user="bob")
     assert none.HasField("columns") and not none.columns.job_id
-    assert len(_columnar_pages(alice, page_size=job_columns.MAX_ROWS)[0].columns.job_id) == 2
+    assert len(_pages(alice, columnar=True, page_size=job_columns.MAX_ROWS)[0].columns.job_id) == 2
     with pytest.raises(Aborted) as e:
-        _columnar_pages(alice, page_size=job_columns.MAX_ROWS + 1)
+        _pages(alice, columnar=True, page_size=job_columns.MAX_ROWS + 1)
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "0-10000" in e.value.details
 
 
@@ -154,9 +140,9 @@ def test_a_columnar_page_with_analysis_rules_carries_every_rule_and_ends_at_the_
 ) -> None:
     acc = _accounting(tmp_path, 3)
     rpc = ListJobsRpc(lambda: acc, "h")
-    (asked,) = _columnar_pages(rpc, analysis_rules=True)  # the RPC passes the flag on (no analysis stored: empty)
+    (asked,) = _pages(rpc, columnar=True, analysis_rules=True)  # the RPC passes the flag on (no analysis stored: empty)
     assert asked.columns.HasField("analyses") and not asked.columns.analyses.rule_count
-    assert not _columnar_pages(rpc)[0].columns.HasField("analyses")
+    assert not _pages(rpc, columnar=True)[0].columns.HasField("analyses")
 
     def analysed(i: int) -> bytes:
         rules = [dyno_pb2.RuleLoss(rule=f"r{k}", time_lost_share=0.1, title=f"{i}-{k}" * 10) for k in range(3)]

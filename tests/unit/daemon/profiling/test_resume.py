@@ -4,19 +4,16 @@ most, records not believed skipped."""
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 
 import pytest
+from trace_records import write_trace_record
 
 from dyno.daemon.profiling.budget import Budget, JobUsage
 from dyno.daemon.profiling.resume import ResumedBudget, periodic_records, resume_budget
-from dyno.daemon.registered_process import PROTOCOL_AGENT
 from dyno.daemon.tracing import journal, recorded
-from dyno.daemon.tracing.trust import make_trace_dir
-from dyno.daemon.tracing.values import ProcessTraceView, TraceSpec, TraceState, TraceView
-from dyno.trace_layout import RECORD_NAME, agent_output
+from dyno.daemon.tracing.values import TraceState, TraceView
 
 pytestmark = pytest.mark.unit
 
@@ -34,25 +31,18 @@ def _record(
     state: TraceState = TraceState.DONE,
 ) -> Path:
     """A one-process trace of `job_id` whose profiler ran `ms`, recorded as dynod records it."""
-    make_trace_dir(trace_dir, trace_id)
-    path = agent_output(trace_dir, trace_id, "h", 7)
-    if state == TraceState.DONE:
-        path.write_bytes(b"trace")
-    proc = ProcessTraceView(
-        7,
-        job_id,
-        0,
-        PROTOCOL_AGENT,
-        state,
-        str(path),
-        5,
+    return write_trace_record(
+        trace_dir,
+        trace_id,
+        job_id=job_id,
+        state=state,
+        periodic=periodic,
+        start_iteration_roundup=10,
+        created_ms=created_ms,
         updated_ms=created_ms + 1000 + ms,
         running_ms=created_ms + 1000,
+        recorded_ms=created_ms + 1000 + ms,
     )
-    spec = TraceSpec(job_id=job_id, iterations=5, start_iteration_roundup=10, trace_id=trace_id, periodic=periodic)
-    view = TraceView(trace_id, spec, (proc,), state != TraceState.RUNNING, created_ms)
-    assert journal.write_record(trace_dir, view, "h", created_ms + 1000 + ms) is not None
-    return trace_dir / trace_id / RECORD_NAME
 
 
 def _age(record: Path, seconds_ago: int) -> None:
@@ -98,25 +88,14 @@ def test_only_the_newest_records_are_read(tmp_path: Path, monkeypatch: pytest.Mo
     assert budget.usage("A").last_ms == 5_000
 
 
-def test_records_not_believed_are_skipped_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_records_not_believed_are_not_counted(tmp_path: Path) -> None:
+    """Which records are not believed, and their warnings: tests/unit/daemon/tracing/test_recorded.py."""
     traces = tmp_path / "traces"
     _record(traces, "periodic-A-1", "A", 1_000, created_ms=T0)
     bad = _record(traces, "periodic-A-2", "A", 50_000, created_ms=T0 + 1)
     bad.write_bytes(bad.read_bytes().replace(b'"running_ms": ', b'"running_ms": -'))
-    planted = _record(traces, "periodic-A-3", "A", 50_000, created_ms=T0 + 2)
-    data = planted.read_bytes()
-    planted.unlink()
-    planted.symlink_to(tmp_path / "elsewhere.json")
-    (tmp_path / "elsewhere.json").write_bytes(data)
     (traces / "periodic-A-4").mkdir()  # a folder without a record: a trace still running at the restart
-    with caplog.at_level(logging.INFO):
-        views = periodic_records(traces)
-    assert [v.trace_id for v in views] == ["periodic-A-1"]
-    warned = sorted(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
-    assert len(warned) == 2
-    assert "periodic-A-2" in warned[0] and "running_ms" in warned[0]
-    assert "periodic-A-3" in warned[1] and "symlink" in warned[1]
-    assert not [r for r in caplog.records if r.levelno == logging.INFO]  # quiet: the caller logs one line
+    assert [v.trace_id for v in periodic_records(traces)] == ["periodic-A-1"]
 
 
 def test_no_trace_dir_yet_resumes_nothing(tmp_path: Path) -> None:

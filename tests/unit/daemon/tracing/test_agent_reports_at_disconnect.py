@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from fake_proc import no_proc_identifier
+from fake_proc import host_a_manager
 from manual_clock import Clock
 
 from dyno.client.agent.output import OutputFiles
@@ -16,7 +16,6 @@ from dyno.daemon.registered_process import PROTOCOL_AGENT, RegisteredProcess
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing import journal as tj
 from dyno.daemon.tracing.agent_side import FINISHED_NOTE, GONE_REASON, REVIVED_NOTE
-from dyno.daemon.tracing.manager import TraceManager
 from dyno.daemon.tracing.values import TraceSpec, TraceState
 
 pytestmark = pytest.mark.unit
@@ -31,9 +30,7 @@ class Env:
         self.reg = ProcessRegistry(
             is_alive=lambda pid: pid not in self.dead, clock_ms=clock, uid_of=lambda pid: os.getuid()
         )
-        self.tm = TraceManager(
-            self.reg, tmp_path / "traces", "hostA", clock_ms=clock, kineto_identifier=no_proc_identifier()
-        )
+        self.tm = host_a_manager(self.reg, tmp_path / "traces", clock)
         self.reg.register(RegisteredProcess(pid=101, job_id="J", protocol=PROTOCOL_AGENT, session_id="s1"))
         result = self.tm.start(TraceSpec(job_id="J", duration_ms=5000))
         self.trace_id = result.trace_id
