@@ -17,7 +17,7 @@ from dyno.daemon.callers import ADMIN, Caller
 from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.manager import TraceManager
-from dyno.daemon.tracing.process_listing import OTHERS_CMDLINE, RolesCache
+from dyno.daemon.tracing.process_listing import OTHERS_CMDLINE, ProcessFields, RolesCache, WholeListing
 from dyno.daemon.tracing.service import TraceRpcs
 from dyno.v1 import dyno_pb2
 
@@ -145,3 +145,22 @@ def test_roles_are_worked_out_again_after_the_worker_checks_age() -> None:
     clock.ms += 1000
     cache.roles(2, [])
     assert len(calls) == 3
+
+
+def test_the_kept_answers_stay_within_their_byte_budget_the_least_recently_built_going_first() -> None:
+    procs = [
+        RegisteredProcess(pid=pid, job_id="j" * 1000, protocol=PROTOCOL_AGENT, uid=1001) for pid in range(10, 20)
+    ]  # no command line to hide: every caller's answer is as long
+    roles = {p.pid: "trainer" for p in procs}
+    size = len(WholeListing(ProcessFields()).processes(procs, roles, ADMIN))
+    listing = WholeListing(ProcessFields(), max_bytes=size * 5 // 2)  # two answers, not three
+    callers = [ADMIN, ALICE, BOB, Caller(uid=1003, admin=False, how="unix socket")]
+    first = {}
+    for caller in callers:
+        first[caller.uid] = listing.processes(procs, roles, caller)
+        assert 0 < listing.kept_bytes <= size * 5 // 2
+    last = callers[-1]
+    assert listing.processes(procs, roles, last) is first[last.uid]  # kept
+    again = listing.processes(procs, roles, ADMIN)
+    assert again == first[ADMIN.uid] and again is not first[ADMIN.uid]  # evicted, built again
+    assert listing.kept_bytes <= size * 5 // 2
