@@ -7,6 +7,7 @@ callers polling ListProcesses over 1,000 processes saturated dynod's GIL (bench/
 from __future__ import annotations
 
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,35 @@ def test_the_kept_answers_stay_within_their_byte_budget_the_least_recently_built
     again = listing.processes(procs, roles, ADMIN)
     assert again == first[ADMIN.uid] and again is not first[ADMIN.uid]  # evicted, built again
     assert listing.kept_bytes <= size * 5 // 2
+
+
+def test_a_jobs_roles_read_slowly_hold_up_no_other_listing(tmp_path: Path) -> None:
+    """A per-job ListProcesses works its roles out (TraceManager.roles may read /proc) before it takes the lock
+    around the shared caches: the whole registry's answer meanwhile is not kept waiting."""
+    reg, manager, rpcs, _ = _setup(tmp_path, [ADMIN])
+    reg.register(RegisteredProcess(pid=31, job_id="j", protocol=PROTOCOL_AGENT))
+    reading, release = threading.Event(), threading.Event()
+    roles_of = manager.roles
+
+    def slow_roles(procs: list[RegisteredProcess]) -> dict[int, str]:
+        if threading.current_thread().name == "job-listing":
+            reading.set()
+            release.wait(10)
+        return roles_of(procs)
+
+    manager.roles = slow_roles  # type: ignore[method-assign]
+    job_answers: list[bytes] = []
+    job = threading.Thread(target=lambda: job_answers.append(_answer(rpcs, "j")), name="job-listing", daemon=True)
+    whole_answers: list[bytes] = []
+    whole = threading.Thread(target=lambda: whole_answers.append(_answer(rpcs)), daemon=True)
+    try:
+        job.start()
+        assert reading.wait(10)
+        whole.start()
+        whole.join(5)
+        assert whole_answers, "the whole listing waited for a job's roles"
+    finally:
+        release.set()
+        job.join(10)
+        whole.join(10)
+    assert [p.pid for p in dyno_pb2.ListProcessesResponse.FromString(job_answers[0]).processes] == [31]
