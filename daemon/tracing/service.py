@@ -77,7 +77,7 @@ class TraceRpcs:
         self._instance_id = instance_id  # dyno.daemon.instance_id: tells dyno-cli a restarted daemon from this one
         self._checksums = ChecksumCache()
         self._infos = ProcessFields()
-        self._roles = RolesCache(lambda procs: manager.roles(procs), lambda: manager.clock_ms())  # read when listing
+        self._roles = RolesCache(manager.roles, manager.table.clock_ms)  # read when listing
         self._whole = WholeListing(self._infos)
         self._listing_lock = threading.Lock()  # the caches above, shared by the handler threads
         # each stream holds an RPC thread until the client has read the file (a slow link: minutes); refusals carry
