@@ -70,7 +70,7 @@ def main() -> int:
             best_read = min(best_read, time.perf_counter() - t)
             queue = AnalysisQueue(lambda job: None, _QUEUE)  # not started: what is queued stays queued
             t = time.perf_counter()
-            r = requeue_unanalysed(d, store.analysed, queue.offer, lambda v: job_of(v, "h", str))
+            r = requeue_unanalysed(d, store.analysed, queue.offer, lambda v: job_of(v, "h", str), per_job=store.per_job)
             best = min(best, time.perf_counter() - t)
             records, queued = r.records, r.queued
         db.close()

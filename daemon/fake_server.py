@@ -101,20 +101,21 @@ class FakeDynoServicer(dyno_pb2_grpc.DynoServicer):
         start = int(request.page_token) if request.page_token.isdigit() else 0
         columnar = request.columnar and self.columnar
         rules = columnar and request.analysis_rules
-        end = min(self.jobs, start + (job_columns.MAX_ROWS if columnar else _JOB_PAGE))
-        key = (start, end, columnar, rules, self.analyses)
-        page = _JOB_PAGES.get(key)
-        if page is None:
-            records = [fake_job_record("fake", i, self.analyses) for i in range(start, end)]
+        asked = min(self.jobs, start + (job_columns.MAX_ROWS if columnar else _JOB_PAGE))
+        key = (start, asked, columnar, rules, self.analyses)  # the request's: a columnar page may end before `asked`
+        kept = _JOB_PAGES.get(key)
+        if kept is None:
+            records = [fake_job_record("fake", i, self.analyses) for i in range(start, asked)]
+            end = asked
             if columnar:
                 end = start + job_columns.fitting(records, analysis_rules=rules)
-                key = (start, end, columnar, rules, self.analyses)
                 columns = job_columns.job_columns(records[: end - start], analysis_rules=rules)
                 answer = dyno_pb2.ListJobsResponse(columns=columns)
                 answer.columns.SetInParent()
             else:
                 answer = dyno_pb2.ListJobsResponse(jobs=records)
-            page = _JOB_PAGES[key] = answer.SerializeToString()
+            kept = _JOB_PAGES[key] = (answer.SerializeToString(), end)
+        page, end = kept
         own = dyno_pb2.ListJobsResponse(hostname=self.hostname, next_page_token=str(end) if end < self.jobs else "")
         return page + own.SerializeToString()
 
@@ -237,8 +238,8 @@ class FakeServer(Generic[S]):
 
 
 _JOB_PAGE = 1000
-# (first, end, columnar, analysis_rules, analyses) -> the encoded page
-_JOB_PAGES: dict[tuple[int, int, bool, bool, bool], bytes] = {}
+# (first, end asked for, columnar, analysis_rules, analyses) -> (the encoded page, the end it reached)
+_JOB_PAGES: dict[tuple[int, int, bool, bool, bool], tuple[bytes, int]] = {}
 _FAKE_RULES = ("dataloader", "sync-calls", "tiny-ops", "host-bound", "straggler", "exposed-comm")
 
 

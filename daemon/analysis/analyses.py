@@ -119,6 +119,7 @@ class Analyses:
                 self.store.analysed,
                 self._offer,
                 lambda view: job_of(view, self.hostname, self._name_of),
+                per_job=self.store.per_job,
             )
         except StoreError as e:
             self._db_problems.warning("read", "analyses: traces left unanalysed before this start not queued: %s", e)

@@ -7,7 +7,9 @@ thread before its first analysis (dynod answers RPCs meanwhile), the records of 
 folders are read (tracing/recorded.py: every check of an untrusted record), and each finished trace with no stored
 analysis is queued, newest record first, while the queue has a free place: a job's latest analysis is what ListJobs,
 `dyno-cli jobs` / `opportunities` and the Prometheus series show, so the newest matter most, and the queue's bound
-(analysis_queue) holds as it does for live traces (none of them is dropped for an older one).
+(analysis_queue) holds as it does for live traces (none of them is dropped for an older one). Only a (job, user)'s
+`per_job` newest finished traces are looked at: the store keeps that many analyses per job (analysis/store.py), so an
+older one's analysis would evict a newer one's at its save, and that one would be queued again at the next start.
 
 A trace whose files are gone since (deleted by hand; retention deletes the record with them) is queued too: it
 gives TRACE_FAILED naming them, without a worker, as it does live and through GetTraceSummary, so that its job
@@ -17,6 +19,7 @@ caller, which logs it): with no way to tell what was analysed, every trace would
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,17 +46,28 @@ def requeue_unanalysed(
     offer: Callable[[AnalysisJob], Offered],
     job_of: Callable[[TraceView], AnalysisJob],
     limit: int = MAX_RECORDS_READ,
+    *,
+    per_job: int,
 ) -> Requeued:
     """Offer (AnalysisQueue.offer: never drops a queued trace) the finished traces recorded in `trace_dir` that
-    `analysed` (AnalysisStore.analysed: raises StoreError) does not know, newest first, until the queue is full."""
+    `analysed` (AnalysisStore.analysed: raises StoreError) does not know, newest first, until the queue is full;
+    of each (job id, user) only its `per_job` (AnalysisStore.per_job) newest finished traces."""
     views = recorded_traces(trace_dir, limit)
-    finished = [v for v in views if v.finished]
-    done = analysed([v.trace_id for v in finished]) if finished else set()
-    queued = 0
-    for v in finished:
-        if v.trace_id in done:
+    seen: collections.Counter[tuple[str, str]] = collections.Counter()
+    kept: list[AnalysisJob] = []
+    for v in views:
+        if not v.finished:
             continue
-        got = offer(job_of(v))
+        job = job_of(v)
+        seen[job.job_id, job.user] += 1
+        if seen[job.job_id, job.user] <= per_job:
+            kept.append(job)
+    done = analysed([j.trace_id for j in kept]) if kept else set()
+    queued = 0
+    for job in kept:
+        if job.trace_id in done:
+            continue
+        got = offer(job)
         if got in (Offered.FULL, Offered.STOPPING):
             break
         queued += got == Offered.QUEUED

@@ -214,11 +214,6 @@ class TraceManager:
             self.trace_listener(tuple(p.pid for p in todo))
         return StartResult(trace_id, tuple(p.pid for p in matched), triggered, tuple(p.pid for p in busy), msg, jobs)
 
-    @property
-    def clock_ms(self) -> Callable[[], int]:
-        """The manager's clock (unix ms), which the DataLoader worker checks are timed by."""
-        return self._clock_ms
-
     def roles(self, procs: list[RegisteredProcess]) -> dict[int, str]:
         """pid -> role (dyno.daemon.process_roles) of each of `procs`, within its job, as a job-wide request sees it;
         the DataLoader workers as recently read (listed_workers). A trace request reads them fresh."""

@@ -20,6 +20,7 @@ from itertools import compress, count
 
 from dyno.daemon import proto_convert as pc
 from dyno.daemon.callers import Caller
+from dyno.daemon.encoded_answers import MAX_CACHED_BYTES
 from dyno.daemon.registered_process import RegisteredProcess
 from dyno.daemon.tracing.listed_workers import LISTED_WORKERS_MAX_AGE_MS
 from dyno.pbwire import len_field
@@ -102,12 +103,21 @@ class RolesCache:
 
 class WholeListing:
     """The encoded processes of the whole registry, for each visibility, with the records, roles and fields they
-    were built of. Not thread-safe: the caller holds a lock around `fields`."""
+    were built of: at most _MAX_VISIBILITIES of them and `max_bytes` of joined answers together (each up to
+    MAX_PROCESS_LIST_BYTES; the same budget as EncodedAnswers', dynod's memory being budgeted), the least recently
+    built going first; the newest is always kept. Not thread-safe: the caller holds a lock around `fields`."""
 
-    def __init__(self, fields: ProcessFields) -> None:
+    def __init__(self, fields: ProcessFields, max_bytes: int = MAX_CACHED_BYTES) -> None:
         self._fields = fields
-        # visibility (None: admin, else the uid; -1: nobody's) -> (records, roles, fields, encoded processes)
+        self._max_bytes = max_bytes
+        # visibility (None: admin, else the uid; -1: nobody's) -> (records, roles, fields, encoded processes),
+        # the least recently built first
         self._kept: dict[int | None, tuple[list[RegisteredProcess], dict[int, str], list[bytes], bytes]] = {}
+        self._bytes = 0  # the joined answers kept (their fields are mostly ProcessFields' own)
+
+    @property
+    def kept_bytes(self) -> int:
+        return self._bytes
 
     def processes(self, procs: list[RegisteredProcess], roles: dict[int, str], caller: Caller) -> bytes:
         """The ListProcessesResponse.processes fields of `procs` (every registered process, in the registry's
@@ -135,8 +145,13 @@ class WholeListing:
         roles: dict[int, str],
         fields: list[bytes],
     ) -> bytes:
-        if visibility not in self._kept and len(self._kept) >= _MAX_VISIBILITIES:
-            self._kept.clear()
+        old = self._kept.pop(visibility, None)
+        if old is not None:
+            self._bytes -= len(old[3])
         joined = b"".join(fields)
+        while self._kept and (len(self._kept) >= _MAX_VISIBILITIES or self._bytes + len(joined) > self._max_bytes):
+            evicted = self._kept.pop(next(iter(self._kept)))
+            self._bytes -= len(evicted[3])
         self._kept[visibility] = (procs, roles, fields, joined)
+        self._bytes += len(joined)
         return joined

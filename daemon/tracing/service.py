@@ -77,7 +77,7 @@ class TraceRpcs:
         self._instance_id = instance_id  # dyno.daemon.instance_id: tells dyno-cli a restarted daemon from this one
         self._checksums = ChecksumCache()
         self._infos = ProcessFields()
-        self._roles = RolesCache(lambda procs: manager.roles(procs), lambda: manager.clock_ms())  # read when listing
+        self._roles = RolesCache(manager.roles, manager.table.clock_ms)  # read when listing
         self._whole = WholeListing(self._infos)
         self._listing_lock = threading.Lock()  # the caches above, shared by the handler threads
         # each stream holds an RPC thread until the client has read the file (a slow link: minutes); refusals carry
@@ -98,16 +98,17 @@ class TraceRpcs:
             abort(context, grpc.StatusCode.INVALID_ARGUMENT, "page_token: not a next_page_token of ListProcesses")
         roles_version, procs = self._registry.listing(request.job_id)
         hostname = len_field(0x12, self._hostname.encode()) if self._hostname else b""  # hostname = 2
+        if request.job_id:
+            roles = self._tm.roles(procs)  # may read /proc: outside the lock, which only the shared caches need
+            with self._listing_lock:
+                return self._page(request, procs, roles, caller, context, hostname)
         with self._listing_lock:
-            if request.job_id:
-                roles = self._tm.roles(procs)
-            else:
-                roles = self._roles.roles(roles_version, procs)
-                self._infos.keep_only(procs)
-                # a command line is at most 4 bytes a character: no need to add up their encodings to know that
-                # none is cut (_page)
-                if not request.page_token and _fits(sum(map(len, map(_CMDLINE, procs))) * 4, len(procs), len(hostname)):
-                    return self._whole.processes(procs, roles, caller) + hostname
+            roles = self._roles.roles(roles_version, procs)
+            self._infos.keep_only(procs)
+            # a command line is at most 4 bytes a character: no need to add up their encodings to know that none is
+            # cut (_page)
+            if not request.page_token and _fits(sum(map(len, map(_CMDLINE, procs))) * 4, len(procs), len(hostname)):
+                return self._whole.processes(procs, roles, caller) + hostname
             return self._page(request, procs, roles, caller, context, hostname)
 
     def _page(

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
+from types import SimpleNamespace
 
 import grpc
 import pytest
@@ -36,10 +37,15 @@ _CHUNK = 4096
 
 
 class _OneFile:
-    """The part of TraceManager that FetchTraceFile calls: every (trace id, pid) names `path`."""
+    """The part of TraceManager that FetchTraceFile calls: every (trace id, pid) names `path`; and what TraceRpcs
+    takes for its roles cache when built (`roles`, `table.clock_ms`: not called, nothing is listed here)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.table = SimpleNamespace(clock_ms=lambda: 0)
+
+    def roles(self, procs: list[object]) -> dict[int, str]:
+        return {}
 
     def trace_file(self, trace_id: str, pid: int) -> Path:
         return self.path

@@ -91,7 +91,7 @@ def test_finished_traces_without_an_analysis_are_queued_newest_first_up_to_the_f
     _analysed(store, "t5")
     queue = RecordingQueue(free=3, busy=("t4",))  # t4: queued already (its live listener, GetTraceSummary)
 
-    got = requeue_unanalysed(traces, store.analysed, queue.offer, _job_of)
+    got = requeue_unanalysed(traces, store.analysed, queue.offer, _job_of, per_job=20)
 
     assert got == Requeued(records=7, queued=3)
     assert [j.trace_id for j in queue.offered] == ["t6", "t3", "t2"]  # t1: no free place left
@@ -113,7 +113,7 @@ def test_only_the_newest_records_are_read_and_a_real_queue_keeps_its_bound(tmp_p
     queue = AnalysisQueue(lambda job: None, max_queued=2)  # not started: what is queued stays queued
     queue.submit(_job_of(journal.load_record(traces, "t0", quiet=True)))  # type: ignore[arg-type]  # a live trace
 
-    got = requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of, limit=4)
+    got = requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of, limit=4, per_job=20)
 
     assert got == Requeued(records=4, queued=1)  # one free place
     pending = [tid for tid in (f"t{i}" for i in range(6)) if queue.state_of(tid) == AnalysisState.PENDING]
@@ -126,7 +126,7 @@ def test_a_trace_whose_files_are_gone_is_queued_for_its_trace_failed_result(tmp_
     _record(traces, "gone", seconds_ago=5, file=False)
     db = JobStore.in_dir(tmp_path)
     queue = RecordingQueue(free=16)
-    assert requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of) == Requeued(1, 1)
+    assert requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of, per_job=20) == Requeued(1, 1)
     (job,) = queue.offered
     assert job.files == () and "is gone since the trace finished" in job.no_file
     db.close()
@@ -141,7 +141,7 @@ def test_records_not_believed_are_neither_read_nor_queued(tmp_path: Path) -> Non
     (traces / "no-record").mkdir()  # still running at the restart
     db = JobStore.in_dir(tmp_path)
     queue = RecordingQueue(free=16)
-    assert requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of) == Requeued(1, 1)
+    assert requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of, per_job=20) == Requeued(1, 1)
     assert [j.trace_id for j in queue.offered] == ["good"]
     db.close()
 
@@ -151,9 +151,10 @@ def test_a_database_that_cannot_be_used_queues_nothing(tmp_path: Path) -> None:
     _record(traces, "t1", seconds_ago=5)
     queue = RecordingQueue(free=16)
     with pytest.raises(StoreError):
-        requeue_unanalysed(traces, _store(None).analysed, queue.offer, _job_of)
+        requeue_unanalysed(traces, _store(None).analysed, queue.offer, _job_of, per_job=20)
     assert queue.offered == []
-    assert requeue_unanalysed(tmp_path / "absent", _store(None).analysed, queue.offer, _job_of) == Requeued(0, 0)
+    absent = requeue_unanalysed(tmp_path / "absent", _store(None).analysed, queue.offer, _job_of, per_job=20)
+    assert absent == Requeued(0, 0)
 
 
 def test_analyses_started_over_a_trace_dir_analyse_its_unanalysed_traces_without_being_asked(
@@ -237,3 +238,29 @@ def test_dynod_queues_them_at_start_only_with_analysis_enabled(enabled: bool, ca
     finally:
         daemon.stop(grace_s=0)
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_only_a_jobs_newest_per_job_traces_are_queued_so_a_restart_evicts_no_newer_analysis(tmp_path: Path) -> None:
+    """The store keeps a job's per_job newest analyses: an older trace, however often dynod restarts, is not
+    analysed again (its save would evict a newer one's, which the next restart would queue again)."""
+    traces = tmp_path / "traces"
+    for i in range(5):
+        _record(traces, f"t{i}", seconds_ago=100 - 10 * i)  # t4 the newest
+    db = JobStore.in_dir(tmp_path)
+    store = AnalysisStore(lambda: db, retention_s=86400.0 * 365 * 100, max_bytes=2**30, per_job=3)
+
+    def restart() -> list[str]:
+        queue = RecordingQueue(free=16)
+        requeue_unanalysed(traces, store.analysed, queue.offer, _job_of, per_job=store.per_job)
+        for job in queue.offered:  # analysed, as the workers would, and saved (the store trims the job's oldest)
+            store.save(Outcome(job.summary(AnalysisState.DONE)), b"", T0)
+        return [j.trace_id for j in queue.offered]
+
+    assert restart() == ["t4", "t3", "t2"]
+    assert restart() == []
+    assert store.analysed([f"t{i}" for i in range(5)]) == {"t4", "t3", "t2"}
+    _record(traces, "t5", seconds_ago=1)
+    assert restart() == ["t5"]  # its save trims t2, which is now older than the job's 3 newest
+    assert restart() == []
+    assert store.analysed([f"t{i}" for i in range(6)]) == {"t5", "t4", "t3"}
+    db.close()

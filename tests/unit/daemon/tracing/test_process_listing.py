@@ -7,6 +7,7 @@ callers polling ListProcesses over 1,000 processes saturated dynod's GIL (bench/
 from __future__ import annotations
 
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from dyno.daemon.callers import ADMIN, Caller
 from dyno.daemon.registered_process import PROTOCOL_AGENT, PROTOCOL_KINETO, RegisteredProcess
 from dyno.daemon.registry import ProcessRegistry
 from dyno.daemon.tracing.manager import TraceManager
-from dyno.daemon.tracing.process_listing import OTHERS_CMDLINE, RolesCache
+from dyno.daemon.tracing.process_listing import OTHERS_CMDLINE, ProcessFields, RolesCache, WholeListing
 from dyno.daemon.tracing.service import TraceRpcs
 from dyno.v1 import dyno_pb2
 
@@ -145,3 +146,54 @@ def test_roles_are_worked_out_again_after_the_worker_checks_age() -> None:
     clock.ms += 1000
     cache.roles(2, [])
     assert len(calls) == 3
+
+
+def test_the_kept_answers_stay_within_their_byte_budget_the_least_recently_built_going_first() -> None:
+    procs = [
+        RegisteredProcess(pid=pid, job_id="j" * 1000, protocol=PROTOCOL_AGENT, uid=1001) for pid in range(10, 20)
+    ]  # no command line to hide: every caller's answer is as long
+    roles = {p.pid: "trainer" for p in procs}
+    size = len(WholeListing(ProcessFields()).processes(procs, roles, ADMIN))
+    listing = WholeListing(ProcessFields(), max_bytes=size * 5 // 2)  # two answers, not three
+    callers = [ADMIN, ALICE, BOB, Caller(uid=1003, admin=False, how="unix socket")]
+    first = {}
+    for caller in callers:
+        first[caller.uid] = listing.processes(procs, roles, caller)
+        assert 0 < listing.kept_bytes <= size * 5 // 2
+    last = callers[-1]
+    assert listing.processes(procs, roles, last) is first[last.uid]  # kept
+    again = listing.processes(procs, roles, ADMIN)
+    assert again == first[ADMIN.uid] and again is not first[ADMIN.uid]  # evicted, built again
+    assert listing.kept_bytes <= size * 5 // 2
+
+
+def test_a_jobs_roles_read_slowly_hold_up_no_other_listing(tmp_path: Path) -> None:
+    """A per-job ListProcesses works its roles out (TraceManager.roles may read /proc) before it takes the lock
+    around the shared caches: the whole registry's answer meanwhile is not kept waiting."""
+    reg, manager, rpcs, _ = _setup(tmp_path, [ADMIN])
+    reg.register(RegisteredProcess(pid=31, job_id="j", protocol=PROTOCOL_AGENT))
+    reading, release = threading.Event(), threading.Event()
+    roles_of = manager.roles
+
+    def slow_roles(procs: list[RegisteredProcess]) -> dict[int, str]:
+        if threading.current_thread().name == "job-listing":
+            reading.set()
+            release.wait(10)
+        return roles_of(procs)
+
+    manager.roles = slow_roles  # type: ignore[method-assign]
+    job_answers: list[bytes] = []
+    job = threading.Thread(target=lambda: job_answers.append(_answer(rpcs, "j")), name="job-listing", daemon=True)
+    whole_answers: list[bytes] = []
+    whole = threading.Thread(target=lambda: whole_answers.append(_answer(rpcs)), daemon=True)
+    try:
+        job.start()
+        assert reading.wait(10)
+        whole.start()
+        whole.join(5)
+        assert whole_answers, "the whole listing waited for a job's roles"
+    finally:
+        release.set()
+        job.join(10)
+        whole.join(10)
+    assert [p.pid for p in dyno_pb2.ListProcessesResponse.FromString(job_answers[0]).processes] == [31]
