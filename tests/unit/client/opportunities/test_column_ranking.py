@@ -199,3 +199,25 @@ def test_a_hosts_newest_trace_stands_for_its_runs_not_the_one_analysed_last() ->
         for columnar in ({"h:1778"}, set()):
             got = rank_pages(pages_of(records, columnar, analysis_rules=True), since_s=1.0, source="daemons")
             assert repr(got) == repr(expected)
+
+
+@pytest.mark.parametrize("seed", [0, 2, 3])
+def test_an_older_dynods_columns_without_trace_times_rank_as_times_of_0(seed: int) -> None:
+    """Columns from a dynod before analysis_trace_finished_ms (the column empty), beside newer hosts' columns and
+    records: ranked as its records would be with every trace time 0 (by analyzed_ms, DONE first, the first record's)."""
+    records = _records(300 + seed, 300)  # (seeds where the times change the answer)
+    daemons = sorted({d for d, _ in records})
+    columnar = set(daemons[:4])
+    old = columnar & set(daemons[::2])  # (the others' records carry the trace times)
+    pages = pages_of(records, columnar, analysis_rules=True)
+    for daemon, page in pages:
+        if daemon in old and page.HasField("columns"):
+            del page.columns.analysis_trace_finished_ms[:]
+            check_page(page, analyses=True)
+    zeroed = [(d, dyno_pb2.JobRecord.FromString(r.SerializeToString())) for d, r in records]
+    for daemon, r in zeroed:
+        if daemon in old and r.HasField("latest_analysis"):
+            r.latest_analysis.trace_finished_ms = 0
+    expected = rank(job_hosts(zeroed), since_s=1.0, source="daemons", top=50)
+    assert repr(expected) != repr(rank(job_hosts(records), since_s=1.0, source="daemons", top=50))  # times matter
+    assert repr(rank_pages(pages, since_s=1.0, source="daemons", top=50)) == repr(expected)
