@@ -5,13 +5,15 @@ A daemon's page is untrusted: `check_page` (run by pages.job_pages on every page
 checked pages) raises MalformedPage unless the columns the readers read agree in length and their indexes fall in
 their tables. `columns_of` gives a page's columns (a page of records, from a dynod older than the columnar form,
 made columns). `JobKeys` codes each record's (job id, user), first seen first: the order both readers add in, which
-makes their float sums those of the record-at-a-time joins to the bit.
+makes their float sums those of the record-at-a-time joins to the bit; `codes` turns a page's table indexes into
+codes of the fleet's tables. `trace_finished` and `newest_first` give both readers the order of a job's analyses
+that the record-at-a-time joins take (dyno.trace_summary.newness).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from dyno.client.errors import DynoError
@@ -22,7 +24,17 @@ from dyno.v1 import dyno_pb2
 import_numpy_single_threaded()
 import numpy as np  # noqa: E402
 
-__all__ = ["JobKeys", "MalformedPage", "check_analyses", "check_columns", "check_page", "columns_of"]
+__all__ = [
+    "JobKeys",
+    "MalformedPage",
+    "check_analyses",
+    "check_columns",
+    "check_page",
+    "codes",
+    "columns_of",
+    "newest_first",
+    "trace_finished",
+]
 
 _I64 = np.int64
 
@@ -49,7 +61,8 @@ def check_page(page: dyno_pb2.ListJobsResponse, *, analyses: bool = False) -> No
 def check_columns(c: dyno_pb2.JobColumns) -> list[str]:
     """The columns of `c` that a reader of columns reads and that do not agree: a per-record column not one entry a
     record (job_id), a per-analysis one not one entry an analysed row (analysed_rows), a GPM one not one entry a GPM
-    row (gpm_rows), an index out of its table (top_rule may be -1 too: no rule)."""
+    row (gpm_rows), an index out of its table (top_rule may be -1 too: no rule); analysis_trace_finished_ms may be
+    empty too (a dynod before it)."""
     n, k, g = len(c.job_id), len(c.analysed_rows), len(c.gpm_rows)
     sizes = {
         "user_index": (c.user_index, n),
@@ -77,7 +90,10 @@ def check_columns(c: dyno_pb2.JobColumns) -> list[str]:
         "analysed_rows": (c.analysed_rows, 0, n),
         "top_rule": (c.top_rule, -1, len(c.rules)),
     }
-    return [name for name, (column, size) in sizes.items() if len(column) != size] + _out_of_bounds(bounds)
+    wrong = [name for name, (column, size) in sizes.items() if len(column) != size]
+    if len(c.analysis_trace_finished_ms) not in (0, k):
+        wrong.append("analysis_trace_finished_ms")
+    return wrong + _out_of_bounds(bounds)
 
 
 def check_analyses(c: dyno_pb2.JobColumns) -> list[str]:
@@ -121,6 +137,26 @@ def columns_of(page: dyno_pb2.ListJobsResponse, *, analysis_rules: bool = False)
         yield job_columns(page.jobs, analysis_rules=analysis_rules)
 
 
+def codes(table: dict[str, int], names: Iterable[str], at: Any) -> Any:
+    """`at` (indexes into a page's table `names`; -1 stays -1) as int64 codes in `table` (names added as first
+    seen)."""
+    return np.array([table.setdefault(n, len(table)) for n in names] + [-1], _I64)[np.asarray(at, _I64)]
+
+
+def trace_finished(c: dyno_pb2.JobColumns) -> Any:
+    """Each analysis' analysis_trace_finished_ms (int64), 0 for all from a dynod before the column."""
+    if len(c.analysis_trace_finished_ms):
+        return np.array(c.analysis_trace_finished_ms, _I64)
+    return np.zeros(len(c.analysed_rows), _I64)
+
+
+def newest_first(trace_finished_ms: Any, analyzed_ms: Any) -> tuple[Any, Any]:
+    """np.lexsort's keys (the least significant first) that put a job's analyses newest first as
+    dyno.trace_summary.newness orders them: by trace_finished_ms, then analyzed_ms, the greater first. (~x = -x - 1
+    reverses the order of int64s without -x's overflow at INT64_MIN, a value a daemon may send.)"""
+    return ~np.asarray(analyzed_ms, _I64), ~np.asarray(trace_finished_ms, _I64)
+
+
 class JobKeys:
     """The (job id, user) key of every record of the columns added, as an integer code: `add` gives the columns'
     sparse codes (a key's is the number of its first record among all added), `dense` maps them to 0..len-1 in the
@@ -137,11 +173,10 @@ class JobKeys:
     def add(self, c: dyno_pb2.JobColumns) -> Any:
         """The sparse codes (int64) of `c`'s records, in their order."""
         n = len(c.job_id)
-        user_of = np.array([self._users.setdefault(u, len(self._users)) for u in c.users], _I64)
-        user = user_of[np.array(c.user_index, _I64)].tolist()
-        codes = map(self._index.setdefault, zip(c.job_id, user, strict=True), itertools.count(self.records))
+        user = codes(self._users, c.users, c.user_index).tolist()
+        sparse = map(self._index.setdefault, zip(c.job_id, user, strict=True), itertools.count(self.records))
         self.records += n
-        return np.fromiter(codes, _I64, n)
+        return np.fromiter(sparse, _I64, n)
 
     def dense(self) -> Any:
         """Sparse code -> dense code: an int64 array indexed by the codes `add` gave (its other entries undefined)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from dyno.client.column_pages import JobKeys, columns_of
+from dyno.client.column_pages import JobKeys, codes, columns_of, newest_first, trace_finished
 from dyno.client.jobs_table import GPM_COVERED, JobRow, analysis_words, ranked
 from dyno.numpy_import import import_numpy_single_threaded
 from dyno.v1 import dyno_pb2
@@ -45,9 +45,7 @@ def from_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> list[J
     by_daemon: dict[str, list[tuple[Any, Any]]] = {}
     for i, (daemon, c, sparse) in enumerate(coded):
         code = dense[sparse]
-        host_of = np.array([hostnames.setdefault(h, len(hostnames)) for h in c.hostnames] or [0], _I64)
-        rule_of = np.array([rules.setdefault(r, len(rules)) for r in c.rules] + [-1], _I64)  # top_rule -1 stays
-        t.add(code, c, host_of[np.array(c.hostname_index, _I64)], rule_of[np.array(c.top_rule, _I64)], i)
+        t.add(code, c, codes(hostnames, c.hostnames, c.hostname_index), codes(rules, c.rules, c.top_rule), i)
         by_daemon.setdefault(daemon, []).append((code, np.array(c.gpus_max, _I64)))
     for daemon_pages in by_daemon.values():
         t.add_daemon(daemon_pages)
@@ -73,7 +71,7 @@ class _Totals:
         self.gpus = np.zeros(jobs, _I64)
         self.host_count = np.zeros(jobs, _I64)
         self.hosts: list[Any] = []  # per page: code << _HOST_BITS | hostname id, per record
-        self.analysed: list[tuple[Any, ...]] = []  # per page: (page, position, code, analyzed, state, failure, ...)
+        self.analysed: list[tuple[Any, ...]] = []  # per page: (page, position, code, trace, analyzed, state, ...)
 
     def add(self, code: Any, c: dyno_pb2.JobColumns, host: Any, rule: Any, page: int) -> None:
         np.minimum.at(self.start, code, np.array(c.first_seen_ms, _I64))
@@ -99,7 +97,8 @@ class _Totals:
             state = np.array(c.analysis_state, _I64)
             failure = np.array(c.analysis_failure, _I64)
             share = np.array(c.top_rule_share, _F64)
-            self.analysed.append((np.full(len(at), page), at, code[at], analyzed, state, failure, rule, share))
+            trace = trace_finished(c)
+            self.analysed.append((np.full(len(at), page), at, code[at], trace, analyzed, state, failure, rule, share))
 
     def add_daemon(self, pages: list[tuple[Any, Any]]) -> None:
         """One daemon's records (code, gpus_max per page): the most GPUs of each of its jobs, added to the job's."""
@@ -158,13 +157,14 @@ class _Totals:
             )
 
     def _latest_analyses(self, rules: list[str]) -> dict[int, str]:
-        """Each analysed job's newest analysis (the first record of its greatest analyzed_ms) in words, by job."""
+        """Each analysed job's newest analysis (column_pages.newest_first; the first record's of equally new ones) in
+        words, by job."""
         if not self.analysed:
             return {}
-        page, at, code, analyzed, state, failure, rule, share = (
+        page, at, code, trace, analyzed, state, failure, rule, share = (
             np.concatenate(c) for c in zip(*self.analysed, strict=True)
         )
-        order = np.lexsort((at, page, -analyzed, code))
+        order = np.lexsort((at, page, *newest_first(trace, analyzed), code))
         first = order[np.r_[True, code[order][1:] != code[order][:-1]]]
         return {
             j: analysis_words(st, f, rules[r] if r >= 0 else "", sh)

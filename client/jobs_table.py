@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from dyno.client.format import human_duration, table
 from dyno.job_columns import top_rule
-from dyno.trace_summary import AnalysisFailure
+from dyno.trace_summary import AnalysisFailure, newness
 from dyno.trace_summary_pb import failure_from_proto
 from dyno.v1 import dyno_pb2
 
@@ -106,12 +106,14 @@ class _Totals:
         self.covered: bool | None = None  # None: no record with GPU time yet
         self.traces = 0
         self.simulated = False
-        self.analysis: dyno_pb2.TraceSummary | None = None  # the newest over its hosts
+        self.analysis: dyno_pb2.TraceSummary | None = None  # the newest (trace_summary.newness) over its records
 
 
 def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobRow]:
     """One row per (job id, user) over every daemon's records of it, each given with the daemon it came from (a job
-    spans hosts; a host may hold several records of one job id when it ran more than once: they add up)."""
+    spans hosts; a host may hold several records of one job id when it ran more than once: they add up). Its
+    analysis is the newest of its records' latest analyses by dyno.trace_summary.newness (its newest trace's, not
+    the one analysed last), the first record's of equally new ones."""
     jobs: dict[tuple[str, str], _Totals] = {}
     for daemon, r in records:
         key = (r.job_id, r.user)
@@ -133,8 +135,8 @@ def from_records(records: Iterable[tuple[str, dyno_pb2.JobRecord]]) -> list[JobR
         t.sm += r.sm_active_gpu_seconds
         t.traces += r.traces
         if r.HasField("latest_analysis") and (
-            t.analysis is None or r.latest_analysis.analyzed_ms > t.analysis.analyzed_ms
-        ):
+            t.analysis is None or newness(r.latest_analysis) > newness(t.analysis)
+        ):  # (the first record's of equally new ones)
             t.analysis = r.latest_analysis
         if gpu_s > 0:
             full = r.gpm_gpu_seconds >= GPM_COVERED * gpu_s

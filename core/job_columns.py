@@ -19,9 +19,9 @@ __all__ = ["MAX_BYTES", "MAX_ROWS", "fitting", "job_columns", "top_rule"]
 
 MAX_ROWS = 10_000
 MAX_BYTES = 2 << 20
-# a record's most bytes in the page besides its job id and user: 10 varints of at most 10 bytes, 5 doubles, 2 bools,
+# a record's most bytes in the page besides its job id and user: 11 varints of at most 10 bytes, 5 doubles, 2 bools,
 # the strings' lengths (the user counted as if every record had its own; the page's hostnames and rule ids: a few)
-_ROW_BYTES = 10 * 10 + 5 * 8 + 2 + 4
+_ROW_BYTES = 11 * 10 + 5 * 8 + 2 + 4
 # with analysis_rules: an analysis' 2 varints; a rule's 3 varints and a double; a string of the page's tables: its
 # length and tag (counted once a page)
 _ANALYSIS_BYTES = 2 * 5
@@ -102,6 +102,7 @@ def job_columns(rows: Sequence[dyno_pb2.JobRecord], *, analysis_rules: bool = Fa
     for i in c.analysed_rows:
         s = rows[i].latest_analysis
         c.analyzed_ms.append(s.analyzed_ms)
+        c.analysis_trace_finished_ms.append(s.trace_finished_ms)
         c.analysis_state.append(s.state)
         c.analysis_failure.append(s.failure)
         top = top_rule(s) if s.state == dyno_pb2.ANALYSIS_STATE_DONE else None

@@ -14,7 +14,7 @@ import enum
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "AnalysisFailure",
@@ -26,6 +26,7 @@ __all__ = [
     "SummaryFormatError",
     "TraceSummary",
     "PERIODIC_PREFIX",
+    "newness",
 ]
 
 SUMMARY_SCHEMA = "dyno.trace_summary"
@@ -258,3 +259,20 @@ def _enum(cls: type[enum.Enum], v: object, key: str) -> Any:
         return cls(v)
     except ValueError:
         raise SummaryFormatError(f"{key}: unknown value {v!r:.80}") from None
+
+
+class _Timed(Protocol):
+    """A summary as this module or dyno.v1.TraceSummary holds it: the two times that order a job's analyses."""
+
+    @property
+    def trace_finished_ms(self) -> int: ...
+
+    @property
+    def analyzed_ms(self) -> int: ...
+
+
+def newness(s: _Timed) -> tuple[int, int]:
+    """What orders one job's analyses (decision 68), the greater the newer: its trace's end, then its analysis' (an
+    older trace analysed later, after a restart or on request, is not the job's latest). The client's joins of a
+    job's records compare these, their columns' readers the same pair (dyno.client.column_pages.newest_first)."""
+    return (s.trace_finished_ms, s.analyzed_ms)

@@ -245,7 +245,8 @@ _FAKE_RULES = ("dataloader", "sync-calls", "tiny-ops", "host-bound", "straggler"
 
 def fake_analysis(i: int) -> dyno_pb2.TraceSummary | None:
     """Record i's latest analysis on a fake host: none for every 10th, FAILED (timed out) for every 50th (i % 50 ==
-    1), else DONE with 3 rules (shares 0.05, 0.10, 0.15, the rules turning with i) and 8 ranks' step statistics."""
+    1), else DONE with 3 rules (shares 0.05, 0.10, 0.15, the rules turning with i) and 8 ranks' step statistics; its
+    trace ended when record i was last seen (fake_job_record)."""
     if i % 10 == 0:
         return None
     if i % 50 == 1:
@@ -254,12 +255,14 @@ def fake_analysis(i: int) -> dyno_pb2.TraceSummary | None:
             state=dyno_pb2.ANALYSIS_STATE_FAILED,
             failure=dyno_pb2.ANALYSIS_FAILURE_TIMED_OUT,
             failure_message="worker killed",
+            trace_finished_ms=_fake_last_seen_ms(i),
             analyzed_ms=i,
         )
     n = len(_FAKE_RULES)
     return dyno_pb2.TraceSummary(
         trace_id=f"periodic-job-{i}",
         state=dyno_pb2.ANALYSIS_STATE_DONE,
+        trace_finished_ms=_fake_last_seen_ms(i),
         analyzed_ms=i,
         rules=[
             dyno_pb2.RuleLoss(rule=_FAKE_RULES[(i + k) % n], severity="HIGH", time_lost_share=0.05 * (k + 1), fix="fix")
@@ -267,6 +270,10 @@ def fake_analysis(i: int) -> dyno_pb2.TraceSummary | None:
         ],
         ranks=[dyno_pb2.RankStepStats(rank=r, steps=5, mean_step_us=1e5, has_gpu=True) for r in range(8)],
     )
+
+
+def _fake_last_seen_ms(i: int) -> int:
+    return 1_700_003_600_000 + i * 1000
 
 
 def fake_job_record(hostname: str, i: int, analysis: bool = False) -> dyno_pb2.JobRecord:
@@ -277,7 +284,7 @@ def fake_job_record(hostname: str, i: int, analysis: bool = False) -> dyno_pb2.J
         user=f"user{i % 50}",
         hostname=hostname,
         first_seen_ms=1_700_000_000_000 + i * 1000,
-        last_seen_ms=1_700_003_600_000 + i * 1000,
+        last_seen_ms=_fake_last_seen_ms(i),
         gpus_max=8,
         gpu_indices=range(8),
         gpu_seconds=8 * 3600.0,

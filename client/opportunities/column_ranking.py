@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from dyno.client.column_pages import newest_first
 from dyno.client.opportunities.columns import FleetColumns, read_pages
 from dyno.client.opportunities.model import JobLoss, Opportunities, RuleOpportunity, Unanalysed
 from dyno.client.opportunities.ranking import DEFAULT_TOP, MAX_TEXT, failure_reason
@@ -88,8 +89,8 @@ def rank_pages(
 class _Groups:
     """ranking.merged over the records: one group per (daemon, job, user), numbered by its first record; its summed
     GPU-seconds, its first non-empty hostname (else its daemon) as `host` (a code: hostnames, then daemons), and its
-    newest finished analysis (`analysis`, -1: none): the greatest analyzed_ms, DONE before FAILED, the first record's
-    of equal ones."""
+    newest finished analysis (`analysis`, -1: none): the newest by column_pages.newest_first (its trace's end, then
+    analyzed_ms), DONE before FAILED, the first record's of equal ones."""
 
     def __init__(self, f: FleetColumns) -> None:
         key = f.job * max(1, len(f.daemons)) + f.daemon
@@ -119,9 +120,8 @@ class _Groups:
         if not len(finished):
             return newest
         group = self.of_record[f.record[finished]]
-        _, time_rank = np.unique(f.analyzed_ms[finished], return_inverse=True)  # (no negation to overflow)
-        later_first = -time_rank.reshape(-1)
-        order = np.lexsort((f.record[finished], f.state[finished] != _DONE, later_first, group))
+        later = newest_first(f.trace_finished_ms[finished], f.analyzed_ms[finished])
+        order = np.lexsort((f.record[finished], f.state[finished] != _DONE, *later, group))
         lead = order[np.r_[True, group[order][1:] != group[order][:-1]]]
         newest[group[lead]] = finished[lead]
         return newest

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dyno.client.column_pages import JobKeys, columns_of
+from dyno.client.column_pages import JobKeys, codes, columns_of, trace_finished
 from dyno.numpy_import import import_numpy_single_threaded
 from dyno.v1 import dyno_pb2
 
@@ -29,9 +29,10 @@ _F64 = np.float64
 @dataclass(frozen=True)
 class FleetColumns:
     """Every record of the pages. Per record: `daemon` (code in `daemons`), `job` (code in `jobs`: (job id, user),
-    first seen first), `hostname` (code in `hostnames`), `gpu_seconds`. Per analysis: `record`, `analyzed_ms`, `state`
-    and `failure` (dyno.v1 enum values), `message` (code in `messages`), its rules at `rule_start`, `rule_count`. Per
-    rule: `rule` (code in `rules`), `share` (time_lost_share as sent), `title`, `fix` (codes in `texts`)."""
+    first seen first), `hostname` (code in `hostnames`), `gpu_seconds`. Per analysis: `record`, `trace_finished_ms`
+    (0 from a dynod before the column), `analyzed_ms`, `state` and `failure` (dyno.v1 enum values), `message` (code in
+    `messages`), its rules at `rule_start`, `rule_count`. Per rule: `rule` (code in `rules`), `share`
+    (time_lost_share as sent), `title`, `fix` (codes in `texts`)."""
 
     daemons: list[str]
     jobs: list[tuple[str, str]]
@@ -44,6 +45,7 @@ class FleetColumns:
     hostname: Any
     gpu_seconds: Any
     record: Any
+    trace_finished_ms: Any
     analyzed_ms: Any
     state: Any
     failure: Any
@@ -54,11 +56,6 @@ class FleetColumns:
     share: Any
     title: Any
     fix: Any
-
-
-def _codes(table: dict[str, int], names: Iterable[str], at: Any) -> Any:
-    """`at` (indexes into the page's `names`) as codes in `table` (names added as first seen)."""
-    return np.array([table.setdefault(n, len(table)) for n in names], _I64)[at]
 
 
 def read_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> FleetColumns:
@@ -81,6 +78,7 @@ def read_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> FleetC
         hostname=np.empty(records, _I32),
         gpu_seconds=np.empty(records, _F64),
         record=np.empty(analyses, _I64),
+        trace_finished_ms=np.empty(analyses, _I64),
         analyzed_ms=np.empty(analyses, _I64),
         state=np.empty(analyses, _I32),
         failure=np.empty(analyses, _I32),
@@ -101,19 +99,20 @@ def read_pages(pages: Iterable[tuple[str, dyno_pb2.ListJobsResponse]]) -> FleetC
         n, m, a = len(c.job_id), len(c.analysed_rows), c.analyses
         f.daemon[r : r + n] = daemons.setdefault(daemon, len(daemons))
         f.job[r : r + n] = keys.add(c)
-        f.hostname[r : r + n] = _codes(hostnames, c.hostnames, np.array(c.hostname_index, _I64))
+        f.hostname[r : r + n] = codes(hostnames, c.hostnames, c.hostname_index)
         f.gpu_seconds[r : r + n] = c.gpu_seconds
         f.record[k : k + m] = np.array(c.analysed_rows, _I64) + r
+        f.trace_finished_ms[k : k + m] = trace_finished(c)
         f.analyzed_ms[k : k + m] = c.analyzed_ms
         f.state[k : k + m] = c.analysis_state
         f.failure[k : k + m] = c.analysis_failure
-        f.message[k : k + m] = _codes(messages, a.failure_messages, np.array(a.failure_message_index, _I64))
+        f.message[k : k + m] = codes(messages, a.failure_messages, a.failure_message_index)
         f.rule_count[k : k + m] = a.rule_count
         size = len(a.rule)
-        f.rule[e : e + size] = _codes(rule_ids, c.rules, np.array(a.rule, _I64))
+        f.rule[e : e + size] = codes(rule_ids, c.rules, a.rule)
         f.share[e : e + size] = a.time_lost_share
-        f.title[e : e + size] = _codes(texts, a.titles, np.array(a.title_index, _I64))
-        f.fix[e : e + size] = _codes(texts, a.fixes, np.array(a.fix_index, _I64))
+        f.title[e : e + size] = codes(texts, a.titles, a.title_index)
+        f.fix[e : e + size] = codes(texts, a.fixes, a.fix_index)
         r, k, e = r + n, k + m, e + size
     f.job[:] = keys.dense()[f.job]
     np.cumsum(f.rule_count, out=f.rule_start)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from dyno.client.opportunities.model import JobHost, JobLoss, Opportunities, RuleOpportunity, Unanalysed
 from dyno.trace_analysis.rule_texts import RULE_TEXTS, RuleText
-from dyno.trace_summary import AnalysisFailure, AnalysisState, TraceSummary
+from dyno.trace_summary import AnalysisFailure, AnalysisState, TraceSummary, newness
 
 __all__ = ["DEFAULT_TOP", "MAX_TEXT", "failure_reason", "merged", "rank"]
 
@@ -20,8 +20,8 @@ MAX_TEXT = 1024  # a fix or reason from a daemon is shown cut to this many chara
 
 def merged(inputs: Iterable[JobHost]) -> list[JobHost]:
     """One JobHost per (daemon, job id, user): a host holds several records of a job that ran more than once there;
-    their GPU-seconds add up and the newest finished analysis (by analyzed_ms; DONE before FAILED at a tie) stands
-    for them all."""
+    their GPU-seconds add up and the newest finished analysis (by trace_summary.newness: its trace's end, then
+    analyzed_ms; DONE before FAILED at a tie; then the first record's) stands for them all."""
     out: dict[tuple[str, str, str], JobHost] = {}
     for j in inputs:
         key = (j.daemon, j.job_id, j.user)
@@ -41,7 +41,7 @@ def _newer(a: TraceSummary | None, b: TraceSummary | None) -> bool:
         return True
     if a is None or not a.finished:
         return False
-    return (a.analyzed_ms, a.state is AnalysisState.DONE) >= (b.analyzed_ms, b.state is AnalysisState.DONE)
+    return (*newness(a), a.state is AnalysisState.DONE) >= (*newness(b), b.state is AnalysisState.DONE)
 
 
 def _share(value: float) -> float:

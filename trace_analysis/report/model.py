@@ -63,6 +63,8 @@ class DeviceBreakdown:
     def to_dict(self, span_us: float) -> dict[str, float | int]:
         d = _parts_us(self)
         out: dict[str, float | int] = {"device": self.device, **d}
+        # 100 * x / span, not _pcts' 100 * (x / span): they round apart (x / span = 1 / 3: 33.333333333333336 against
+        # 33.33333333333333, about a third of values), and a device's percents stay the JSON report's numbers
         for k in _SHARES:
             out[f"{k}_pct"] = 100.0 * d[f"{k}_us"] / span_us if span_us > 0 else 0.0
         return out

@@ -537,7 +537,7 @@ class ListJobsResponse(_message.Message):
     def __init__(self, hostname: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobRecord, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., store_problem: _Optional[str] = ..., columns: _Optional[_Union[JobColumns, _Mapping]] = ...) -> None: ...
 
 class JobColumns(_message.Message):
-    __slots__ = ("job_id", "users", "user_index", "hostnames", "hostname_index", "first_seen_ms", "last_seen_ms", "running", "gpus_max", "gpu_seconds", "busy_gpu_seconds", "traces", "simulated", "gpm_rows", "sm_active_gpu_seconds", "gpm_gpu_seconds", "analysed_rows", "analyzed_ms", "analysis_state", "analysis_failure", "top_rule", "top_rule_share", "rules", "analyses")
+    __slots__ = ("job_id", "users", "user_index", "hostnames", "hostname_index", "first_seen_ms", "last_seen_ms", "running", "gpus_max", "gpu_seconds", "busy_gpu_seconds", "traces", "simulated", "gpm_rows", "sm_active_gpu_seconds", "gpm_gpu_seconds", "analysed_rows", "analyzed_ms", "analysis_state", "analysis_failure", "top_rule", "top_rule_share", "rules", "analyses", "analysis_trace_finished_ms")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     USER_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -562,6 +562,7 @@ class JobColumns(_message.Message):
     TOP_RULE_SHARE_FIELD_NUMBER: _ClassVar[int]
     RULES_FIELD_NUMBER: _ClassVar[int]
     ANALYSES_FIELD_NUMBER: _ClassVar[int]
+    ANALYSIS_TRACE_FINISHED_MS_FIELD_NUMBER: _ClassVar[int]
     job_id: _containers.RepeatedScalarFieldContainer[str]
     users: _containers.RepeatedScalarFieldContainer[str]
     user_index: _containers.RepeatedScalarFieldContainer[int]
@@ -586,7 +587,8 @@ class JobColumns(_message.Message):
     top_rule_share: _containers.RepeatedScalarFieldContainer[float]
     rules: _containers.RepeatedScalarFieldContainer[str]
     analyses: AnalysisColumns
-    def __init__(self, job_id: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ..., user_index: _Optional[_Iterable[int]] = ..., hostnames: _Optional[_Iterable[str]] = ..., hostname_index: _Optional[_Iterable[int]] = ..., first_seen_ms: _Optional[_Iterable[int]] = ..., last_seen_ms: _Optional[_Iterable[int]] = ..., running: _Optional[_Iterable[bool]] = ..., gpus_max: _Optional[_Iterable[int]] = ..., gpu_seconds: _Optional[_Iterable[float]] = ..., busy_gpu_seconds: _Optional[_Iterable[float]] = ..., traces: _Optional[_Iterable[int]] = ..., simulated: _Optional[_Iterable[bool]] = ..., gpm_rows: _Optional[_Iterable[int]] = ..., sm_active_gpu_seconds: _Optional[_Iterable[float]] = ..., gpm_gpu_seconds: _Optional[_Iterable[float]] = ..., analysed_rows: _Optional[_Iterable[int]] = ..., analyzed_ms: _Optional[_Iterable[int]] = ..., analysis_state: _Optional[_Iterable[_Union[AnalysisState, str]]] = ..., analysis_failure: _Optional[_Iterable[_Union[AnalysisFailure, str]]] = ..., top_rule: _Optional[_Iterable[int]] = ..., top_rule_share: _Optional[_Iterable[float]] = ..., rules: _Optional[_Iterable[str]] = ..., analyses: _Optional[_Union[AnalysisColumns, _Mapping]] = ...) -> None: ...
+    analysis_trace_finished_ms: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, job_id: _Optional[_Iterable[str]] = ..., users: _Optional[_Iterable[str]] = ..., user_index: _Optional[_Iterable[int]] = ..., hostnames: _Optional[_Iterable[str]] = ..., hostname_index: _Optional[_Iterable[int]] = ..., first_seen_ms: _Optional[_Iterable[int]] = ..., last_seen_ms: _Optional[_Iterable[int]] = ..., running: _Optional[_Iterable[bool]] = ..., gpus_max: _Optional[_Iterable[int]] = ..., gpu_seconds: _Optional[_Iterable[float]] = ..., busy_gpu_seconds: _Optional[_Iterable[float]] = ..., traces: _Optional[_Iterable[int]] = ..., simulated: _Optional[_Iterable[bool]] = ..., gpm_rows: _Optional[_Iterable[int]] = ..., sm_active_gpu_seconds: _Optional[_Iterable[float]] = ..., gpm_gpu_seconds: _Optional[_Iterable[float]] = ..., analysed_rows: _Optional[_Iterable[int]] = ..., analyzed_ms: _Optional[_Iterable[int]] = ..., analysis_state: _Optional[_Iterable[_Union[AnalysisState, str]]] = ..., analysis_failure: _Optional[_Iterable[_Union[AnalysisFailure, str]]] = ..., top_rule: _Optional[_Iterable[int]] = ..., top_rule_share: _Optional[_Iterable[float]] = ..., rules: _Optional[_Iterable[str]] = ..., analyses: _Optional[_Union[AnalysisColumns, _Mapping]] = ..., analysis_trace_finished_ms: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class AnalysisColumns(_message.Message):
     __slots__ = ("rule_count", "failure_message_index", "failure_messages", "rule", "time_lost_share", "title_index", "fix_index", "titles", "fixes")

@@ -5,9 +5,18 @@ codes (job id, user) keys over pages, first seen first; columns_of makes a page 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from dyno.client.column_pages import JobKeys, MalformedPage, check_page, columns_of
+from dyno.client.column_pages import (
+    JobKeys,
+    MalformedPage,
+    check_page,
+    codes,
+    columns_of,
+    newest_first,
+    trace_finished,
+)
 from dyno.client.errors import DynoError
 from dyno.client.pages import job_pages
 from dyno.daemon.fake_server import fake_job_record
@@ -29,7 +38,14 @@ _PER_RECORD = [
     "simulated",
 ]
 _PER_GPM_ROW = ["sm_active_gpu_seconds", "gpm_gpu_seconds"]
-_PER_ANALYSIS = ["analyzed_ms", "analysis_state", "analysis_failure", "top_rule", "top_rule_share"]
+_PER_ANALYSIS = [
+    "analyzed_ms",
+    "analysis_state",
+    "analysis_failure",
+    "top_rule",
+    "top_rule_share",
+    "analysis_trace_finished_ms",
+]
 _PER_ANALYSIS_RULES = ["rule_count", "failure_message_index"]
 _PER_RULE = ["time_lost_share", "title_index", "fix_index"]
 # index column -> the table it indexes (a column of the page, or of its analyses)
@@ -163,3 +179,30 @@ def test_job_keys_over_pages_first_seen_first() -> None:
     assert keys.dense()[[0, 1, 3]].tolist() == [0, 1, 2]
     assert keys.keys() == [("b", "u"), ("a", "v"), ("a", "u")]
     assert list(columns_of(dyno_pb2.ListJobsResponse())) == []
+
+
+def test_an_older_dynods_page_without_trace_times_passes_and_reads_as_0() -> None:
+    page = _page()
+    c = page.columns
+    assert len(c.analysis_trace_finished_ms) == len(c.analysed_rows) > 0
+    assert trace_finished(c).tolist() == list(c.analysis_trace_finished_ms)
+    del c.analysis_trace_finished_ms[:]
+    check_page(page, analyses=True)
+    assert trace_finished(c).tolist() == [0] * len(c.analysed_rows)
+
+
+def test_codes_of_a_pages_tables_in_the_fleets() -> None:
+    table: dict[str, int] = {"b": 0}
+    assert codes(table, ["a", "b", "c"], [2, 0, 1, -1, 0]).tolist() == [2, 1, 0, -1, 1]  # -1 stays -1 (no rule)
+    assert table == {"b": 0, "a": 1, "c": 2}
+    assert codes(table, [], []).tolist() == []
+
+
+def test_newest_first_orders_by_trace_then_analysis_time_without_overflow() -> None:
+    """Indexes as np.lexsort of newest_first's keys puts them: the greatest trace time first, then analyzed_ms, then
+    the earlier index; int64's least (whose negation overflows) last of all."""
+    least, most = -(2**63), 2**63 - 1
+    trace = [0, 5, 5, least, 5, most, least]
+    analyzed = [9, 1, 2, most, 2, least, least]
+    order = np.lexsort((np.arange(len(trace)), *newest_first(trace, analyzed)))
+    assert order.tolist() == [5, 2, 4, 1, 0, 3, 6]

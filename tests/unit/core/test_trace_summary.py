@@ -13,6 +13,7 @@ from dyno.trace_summary import (
     RuleLoss,
     SummaryFormatError,
     TraceSummary,
+    newness,
 )
 from dyno.trace_summary_pb import failure_from_proto, summary_from_proto, summary_to_proto
 from dyno.v1 import dyno_pb2
@@ -84,3 +85,12 @@ def test_failure_values_from_the_wire_unspecified_is_none_and_an_unknown_one_cra
     assert failure_from_proto(dyno_pb2.ANALYSIS_FAILURE_TIMED_OUT) is AnalysisFailure.TIMED_OUT
     assert failure_from_proto(999) is AnalysisFailure.CRASHED  # a newer daemon's reason
     assert summary_from_proto(dyno_pb2.TraceSummary(failure=999)).failure is AnalysisFailure.CRASHED  # type: ignore[arg-type]
+
+
+def test_newness_orders_by_the_traces_end_then_the_analysis_alike_for_the_proto() -> None:
+    """An older trace analysed later is older (decision 68); at equal trace times the one analysed later is newer."""
+    older_trace = TraceSummary("a", trace_finished_ms=1_000, analyzed_ms=9_000)
+    newer_trace = TraceSummary("b", trace_finished_ms=2_000, analyzed_ms=3_000)
+    analysed_later = TraceSummary("c", trace_finished_ms=2_000, analyzed_ms=4_000)
+    assert newness(older_trace) < newness(newer_trace) < newness(analysed_later)
+    assert newness(summary_to_proto(analysed_later)) == newness(analysed_later) == (2_000, 4_000)

@@ -1,6 +1,7 @@
 """column_ranking.rank_pages (the ranking over columnar ListJobs pages) gives exactly ranking.rank's answer over the
 same records: random record sets with every case rank treats (a job's records repeated on a host and spread over
-daemons; analyses DONE / FAILED / PENDING / of an unknown state / none, with equal times; NaN, negative and > 1
+daemons; analyses DONE / FAILED / PENDING / of an unknown state / none, with equal trace and analysis times, an
+older trace analysed later, times at int64's ends; NaN, negative and > 1
 shares; empty and over-long titles, fixes and failure messages; jobs without GPU time), and fleets whose arrays are
 empty (records without any analysis, analyses without rules, only FAILED ones, no GPU time), as columnar pages, as
 pages of records (an older dynod) and both mixed: equal Opportunities (floats to the bit) and identical JSON and
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.unit
 
 _RULES = ["dataloader", "straggler", "sync-calls", "made-up-rule"]
 _TEXTS = ["", "", "short words", "x" * 1100]  # empty ones keep the text before; long ones are cut to 1024
+_MIN, _MAX = -(2**63), 2**63 - 1
 _SHARES = [0.0, 0.05, 0.1, 0.25, 0.25, 0.5, 1.0, 1.7, -0.1, math.nan, math.inf, -0.0]
 
 
@@ -54,17 +56,20 @@ def _analysis(rng: random.Random, fleet: _Fleet = _EVERY_CASE) -> dyno_pb2.Trace
     kind = rng.random()
     if kind < 0.25 or not fleet.analyses:
         return None
-    analyzed = rng.randrange(4)  # few values: ties, where DONE wins and then the first record's
+    # few values: ties, where DONE wins and then the first record's; the newest trace analysed before an older one
+    analyzed = rng.choice([0, 1, 2, 3, _MIN, _MAX])
+    trace = rng.choice([0, 0, 1, 2, _MIN, _MAX])
     if kind < 0.4 or fleet.only_failed:
         return dyno_pb2.TraceSummary(
             state=dyno_pb2.ANALYSIS_STATE_FAILED,
             failure=rng.choice([0, 1, 2, 3, 6, 99]),  # type: ignore[arg-type]  # 99: unknown to this client
             failure_message=rng.choice(_TEXTS),
             analyzed_ms=analyzed,
+            trace_finished_ms=trace,
         )
     if kind < 0.5:
         state = rng.choice([dyno_pb2.ANALYSIS_STATE_PENDING, dyno_pb2.ANALYSIS_STATE_RUNNING, 42])
-        return dyno_pb2.TraceSummary(state=state, analyzed_ms=analyzed + 10)  # type: ignore[arg-type]
+        return dyno_pb2.TraceSummary(state=state, analyzed_ms=analyzed, trace_finished_ms=_MAX)  # type: ignore[arg-type]
     rules = [
         dyno_pb2.RuleLoss(
             rule=rng.choice(_RULES),
@@ -74,7 +79,9 @@ def _analysis(rng: random.Random, fleet: _Fleet = _EVERY_CASE) -> dyno_pb2.Trace
         )
         for _ in range(rng.randrange(fleet.most_rules + 1))
     ]
-    return dyno_pb2.TraceSummary(state=dyno_pb2.ANALYSIS_STATE_DONE, analyzed_ms=analyzed, rules=rules)
+    return dyno_pb2.TraceSummary(
+        state=dyno_pb2.ANALYSIS_STATE_DONE, analyzed_ms=analyzed, trace_finished_ms=trace, rules=rules
+    )
 
 
 def _records(
@@ -173,3 +180,55 @@ def test_many_listed_jobs_and_no_records() -> None:
         assert got == want
     empty = rank_pages([], since_s=1.0, source="daemons")
     assert empty == rank([], since_s=1.0, source="daemons")
+
+
+def test_a_hosts_newest_trace_stands_for_its_runs_not_the_one_analysed_last() -> None:
+    """Two runs of a job on one host: the older run's trace analysed after the newer's (a restart's requeue). The
+    newer trace's analysis stands for the host, from columns and records alike; at equal trace times the one analysed
+    last, DONE before FAILED at equal times too."""
+
+    def record(trace: int, analyzed: int, rule: str, state: int = dyno_pb2.ANALYSIS_STATE_DONE) -> dyno_pb2.JobRecord:
+        summary = dyno_pb2.TraceSummary(
+            state=state,  # type: ignore[arg-type]
+            trace_finished_ms=trace,
+            analyzed_ms=analyzed,
+            rules=[dyno_pb2.RuleLoss(rule=rule, time_lost_share=0.5)],
+        )
+        return dyno_pb2.JobRecord(job_id="j", user="u", gpu_seconds=3600.0, latest_analysis=summary)
+
+    failed = dyno_pb2.ANALYSIS_STATE_FAILED
+    cases = [
+        ([record(1_000, 9_000, "older-trace"), record(2_000, 3_000, "newer-trace")], "newer-trace"),
+        ([record(2_000, 3_000, "earlier"), record(2_000, 9_000, "later")], "later"),
+        ([record(2_000, 9_000, "failed", failed), record(2_000, 9_000, "done")], "done"),
+        ([record(_MIN + 1, _MIN, "next"), record(_MIN, _MAX, "least")], "next"),
+    ]
+    for runs, rule in cases:
+        records = [("h:1778", r) for r in runs]
+        expected = rank(job_hosts(records), since_s=1.0, source="daemons")
+        assert [o.rule for o in expected.rules] == [rule]
+        for columnar in ({"h:1778"}, set()):
+            got = rank_pages(pages_of(records, columnar, analysis_rules=True), since_s=1.0, source="daemons")
+            assert repr(got) == repr(expected)
+
+
+@pytest.mark.parametrize("seed", [0, 2, 3])
+def test_an_older_dynods_columns_without_trace_times_rank_as_times_of_0(seed: int) -> None:
+    """Columns from a dynod before analysis_trace_finished_ms (the column empty), beside newer hosts' columns and
+    records: ranked as its records would be with every trace time 0 (by analyzed_ms, DONE first, the first record's)."""
+    records = _records(300 + seed, 300)  # (seeds where the times change the answer)
+    daemons = sorted({d for d, _ in records})
+    columnar = set(daemons[:4])
+    old = columnar & set(daemons[::2])  # (the others' records carry the trace times)
+    pages = pages_of(records, columnar, analysis_rules=True)
+    for daemon, page in pages:
+        if daemon in old and page.HasField("columns"):
+            del page.columns.analysis_trace_finished_ms[:]
+            check_page(page, analyses=True)
+    zeroed = [(d, dyno_pb2.JobRecord.FromString(r.SerializeToString())) for d, r in records]
+    for daemon, r in zeroed:
+        if daemon in old and r.HasField("latest_analysis"):
+            r.latest_analysis.trace_finished_ms = 0
+    expected = rank(job_hosts(zeroed), since_s=1.0, source="daemons", top=50)
+    assert repr(expected) != repr(rank(job_hosts(records), since_s=1.0, source="daemons", top=50))  # times matter
+    assert repr(rank_pages(pages, since_s=1.0, source="daemons", top=50)) == repr(expected)

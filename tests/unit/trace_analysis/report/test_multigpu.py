@@ -11,6 +11,7 @@ from multigpu_trace_builder import MultiGpuTraceBuilder
 
 from dyno.trace_analysis import analyze
 from dyno.trace_analysis.report.html import render_html
+from dyno.trace_analysis.report.model import Breakdown, DeviceBreakdown
 from dyno.trace_analysis.report.text import render_text
 from dyno.trace_analysis.rules.host_bound import HostBound
 from dyno.trace_analysis.rules.startup import STARTUP_FIX
@@ -91,3 +92,13 @@ def test_host_bound_second_gpu_repeat_launches_keep_the_launch_fix(tmp_path):
     f = _host_bound_gpu1(tmp_path, warm=True)
     assert "start-up" not in f.title and "startup_share" not in f.evidence.counts
     assert f.fix == HostBound.fix  # fusion / CUDA graphs: the host launches too slowly
+
+
+def test_a_devices_percents_are_100_x_over_the_span_as_written_before() -> None:
+    """A device's `_pct` is 100 * x / span (the rank's own are 100 * (x / span)): the two round apart, and the JSON
+    report keeps the numbers it wrote."""
+    dv = DeviceBreakdown(device=1, idle_us=1.0, compute_us=2.0, non_compute_us=0.0, communication_us=0.0, memory_us=0.0)
+    b = Breakdown(span_us=3.0, idle_us=1.0, compute_us=2.0, non_compute_us=0.0, communication_us=0.0, memory_us=0.0)
+    assert dv.to_dict(3.0)["idle_pct"] == 100.0 * 1.0 / 3.0 == 33.333333333333336
+    assert b.to_dict()["idle_pct"] == 100.0 * (1.0 / 3.0) != 100.0 * 1.0 / 3.0
+    assert dv.to_dict(0.0)["idle_pct"] == 0.0
