@@ -6,7 +6,8 @@ A (job, user)'s latest analysis is its newest trace's: the greatest `trace_finis
 (rows written before that column take their summary's), whatever order the traces were analysed in (a restart's
 requeue queues the newest first; GetTraceSummary analyses an old trace on demand). Bounded at each save: rows
 older than the job records' retention go, a job keeps the analysis just saved and its `per_job` - 1 newest traces'
-others, and all rows together take at most `max_bytes` (the oldest saved go first). Every method raises StoreError
+others, and all rows together take at most `max_bytes` (the oldest traces' go first, never the row just saved; the
+total is kept by the schema's triggers in `analyses_bytes`). Every method raises StoreError
 when the database cannot be used (the caller keeps dynod going: analyses.py)."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = ["AnalysisStore", "Key"]
 Key = tuple[str, str]  # (job id, user), as job records are keyed
 _CHUNK = 200  # keys per query (two parameters each)
 _NEWEST = "ORDER BY trace_finished_ms DESC, id DESC"  # a job's analyses, its newest trace's first (analyses_job_newest)
+_OLDEST = "ORDER BY trace_finished_ms, id"  # every analysis, the oldest trace's first (analyses_trace_time)
 T = TypeVar("T")
 
 
@@ -74,15 +76,18 @@ class AnalysisStore:
                 f"analyses WHERE job_id = ? AND user = ? AND id != ? {_NEWEST} LIMIT ?)",
                 (s.job_id, s.user, new, s.job_id, s.user, new, max(self.per_job - 1, 0)),
             )
-            total = int(conn.execute("SELECT COALESCE(SUM(bytes), 0) FROM analyses").fetchone()[0])
+            total = int(conn.execute("SELECT total FROM analyses_bytes").fetchone()[0])
             if total > self.max_bytes:
-                cut = 0
-                for rid, n in conn.execute("SELECT id, bytes FROM analyses ORDER BY id"):
-                    if total <= self.max_bytes:
-                        break
-                    total -= n
-                    cut = rid
-                conn.execute("DELETE FROM analyses WHERE id <= ?", (cut,))
+                cut: list[tuple[int]] = []
+                oldest = conn.execute(f"SELECT id, bytes FROM analyses WHERE id != ? {_OLDEST}", (new,))
+                while total > self.max_bytes and (batch := oldest.fetchmany(256)):
+                    for rid, n in batch:
+                        if total <= self.max_bytes:
+                            break
+                        total -= n
+                        cut.append((rid,))
+                oldest.close()
+                conn.executemany("DELETE FROM analyses WHERE id = ?", cut)
 
         self._db().write(write)
 
@@ -90,7 +95,7 @@ class AnalysisStore:
         """The newest analysis of a trace id (a reused id: the latest trace's)."""
         row = self._db().read(
             lambda c: c.execute(
-                "SELECT summary, rank_parts, thinned FROM analyses WHERE trace_id = ? ORDER BY id DESC LIMIT 1",
+                f"SELECT summary, rank_parts, thinned FROM analyses WHERE trace_id = ? {_NEWEST} LIMIT 1",
                 (trace_id,),
             ).fetchone()
         )

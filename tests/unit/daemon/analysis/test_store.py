@@ -129,3 +129,59 @@ def test_a_summary_row_that_does_not_read_back_is_a_store_error(tmp_path: Path) 
     with pytest.raises(StoreError, match="does not read back"):
         st.get("t1")
     db.close()
+
+
+def _bytes(db: JobStore) -> tuple[int, int]:
+    """(the byte budget's running total, the SUM over every row): they must agree."""
+    return db.read(
+        lambda c: (
+            c.execute("SELECT total FROM analyses_bytes").fetchone()[0],
+            c.execute("SELECT COALESCE(SUM(bytes), 0) FROM analyses").fetchone()[0],
+        )
+    )
+
+
+def _traced(day: int) -> int:
+    """A trace time `day` days on, of the same number of digits for every day below."""
+    return 10**12 + day * DAY_MS
+
+
+def test_past_the_byte_budget_the_oldest_traces_go_whatever_order_they_were_saved_in(tmp_path: Path) -> None:
+    (tmp_path / "probe").mkdir()
+    probe_db, probe = _store(tmp_path / "probe")
+    probe.save(_outcome("t0", traced=_traced(0)), b"", now_ms=10 * DAY_MS)
+    row = _bytes(probe_db)[0]  # every row below has this size (ids and times of one length)
+    probe_db.close()
+    db, st = _store(tmp_path, per_job=20, max_bytes=3 * row)
+    for t in (5, 4, 3, 2, 1):  # newest first, as a restart's requeue saves them
+        st.save(_outcome(f"t{t}", traced=_traced(t)), b"", now_ms=10 * DAY_MS)
+        assert st.get(f"t{t}") is not None  # the row just saved stays, however old its trace
+    # t2 and t3 went (the oldest traces but the one just saved), not t5 and t4 (the first saved)
+    assert [t for t in range(1, 6) if st.get(f"t{t}") is not None] == [1, 4, 5]
+    st.save(_outcome("t6", traced=_traced(6)), b"", now_ms=10 * DAY_MS)
+    assert [t for t in range(1, 7) if st.get(f"t{t}") is not None] == [4, 5, 6]
+    assert _bytes(db) == (3 * row, 3 * row)
+    db.close()
+
+
+def test_the_byte_total_follows_every_insert_and_every_trim(tmp_path: Path) -> None:
+    db, st = _store(tmp_path, per_job=2, max_bytes=9_000)
+    assert _bytes(db) == (0, 0)
+    st.save(_outcome("old", at=1 * DAY_MS), b"", now_ms=1 * DAY_MS)
+    for i in range(6):  # per_job trims, then the retention's
+        st.save(_outcome(f"t{i}", job=f"j{i % 3}", traced=i), b"", now_ms=10 * DAY_MS)
+        total, summed = _bytes(db)
+        assert total == summed > 0
+    st.save(_outcome("big", job="k", parts=b"\x1f\x8b" + b"p" * 8_000), b"", now_ms=10 * DAY_MS)  # the budget's
+    total, summed = _bytes(db)
+    assert total == summed <= 9_000 and st.get("big") is not None and st.get("old") is None
+    db.close()
+
+
+def test_a_reused_trace_id_reads_back_its_newest_traces_analysis(tmp_path: Path) -> None:
+    db, st = _store(tmp_path)
+    st.save(_outcome("t", traced=9 * DAY_MS), b"", now_ms=10 * DAY_MS)
+    st.save(_outcome("t", traced=8 * DAY_MS), b"", now_ms=10 * DAY_MS)  # an older trace of the id, analysed later
+    got = st.get("t")
+    assert got is not None and got.summary.trace_finished_ms == 9 * DAY_MS
+    db.close()

@@ -147,6 +147,26 @@ def test_a_version_4_databases_analyses_still_answer_by_the_trace_times_their_su
     store.close()
 
 
+def test_a_version_5_databases_byte_total_starts_at_the_sum_of_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sqlite3"
+    conn = _old_database(path, 5, "j", "alice", dyno_pb2.JobRecord())
+    for tid, size in (("t-a", 300), ("t-b", 200)):
+        conn.execute(
+            "INSERT INTO analyses (trace_id, job_id, user, hostname, state, finished_ms, summary, listed, rank_parts, "
+            "thinned, bytes) VALUES (?, 'j', 'alice', 'h', 'DONE', 10, '{}', x'', x'', 0, ?)",
+            (tid, size),
+        )
+    conn.commit()
+    conn.close()
+    store = JobStore(path)
+    assert store.read(lambda c: c.execute("SELECT total FROM analyses_bytes").fetchall()) == [(500,)]
+    store.write(lambda c: c.execute("DELETE FROM analyses WHERE trace_id = 't-b'"))  # the triggers keep it since
+    assert store.read(lambda c: c.execute("SELECT total FROM analyses_bytes").fetchall()) == [(300,)]
+    indexes = {row[0] for row in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert "analyses_trace_time" in indexes
+    store.close()
+
+
 def test_a_newer_schema_is_refused_with_a_message(tmp_path: Path) -> None:
     path = tmp_path / "jobs.sqlite3"
     conn = sqlite3.connect(path)
