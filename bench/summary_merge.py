@@ -107,7 +107,7 @@ def base_parts(source: Path, tmp: Path, bases: int, noise: float, slow_factor: f
 
 def renumbered(part: Any, rank: int) -> Any:
     """``part`` as rank ``rank``'s (its summary, outcomes, findings and digest say the new rank)."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     def finding(f: Any) -> Any:
         return replace(f, rank=rank) if f.rank is not None else f

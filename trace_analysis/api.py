@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from .loader import TraceLoadError, load_traces
 from .model import Trace
@@ -35,8 +36,7 @@ class AnalysisError(Exception):
     """Nothing could be analysed (every input failed to load); the message names each file and why."""
 
 
-@dataclass(frozen=True)
-class RankPart:
+class RankPart(msgspec.Struct, frozen=True):
     """One rank analysed: what the report needs of it once its trace is let go (the per-rank rules' outcomes and
     findings, its summary, and the digest the cross-rank rules read)."""
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterator, Sized
-from dataclasses import dataclass
 from typing import IO, Any
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -53,8 +53,7 @@ _OPEN = (123, 91)  # { [
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
 
 
-@dataclass
-class ScanResult:
+class ScanResult(msgspec.Struct):
     """Filled in while iterating: the top-level object without its traceEvents array, and counts."""
 
     meta: dict[str, Any] | None = None

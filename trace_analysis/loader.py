@@ -15,12 +15,13 @@ loaded by ``traceload``, and opened (gzip, pipes, devices) by ``traceopen``.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+import msgspec
 
 from dyno.trace_analysis.builder import release_free_memory
 from dyno.trace_analysis.cycles import other_process, split_cycles
@@ -211,5 +212,5 @@ def _number_unranked(unranked: list[Trace], traces: dict[int, Trace]) -> None:
     for t in unranked:
         r = next(free)
         if r != t.rank:
-            t.meta = dataclasses.replace(t.meta, rank=r, rank_source="order")
+            t.meta = msgspec.structs.replace(t.meta, rank=r, rank_source="order")
         traces[r] = t

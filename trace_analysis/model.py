@@ -68,9 +68,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
 from typing import Any
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -98,15 +98,14 @@ __all__ += categories.__all__
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class TraceMeta:
+class TraceMeta(msgspec.Struct, frozen=True):
     """Top-level metadata of one trace file."""
 
     path: str
     rank: int
     world_size: int | None = None
     rank_source: str = "default"  # "distributedInfo" | "filename" | "default" | "order" (see load_traces)
-    distributed_info: Mapping[str, Any] = field(default_factory=dict)
+    distributed_info: Mapping[str, Any] = msgspec.field(default_factory=dict)
     device_properties: tuple[Mapping[str, Any], ...] = ()
     trace_id: str | None = None
     host_name: str | None = None
@@ -114,9 +113,9 @@ class TraceMeta:
     schema_version: int | None = None
     display_time_unit: str | None = None
     float_timestamps: bool = False  # some ts were JSON floats (ns-resolution traces; HTA rounds these)
-    process_names: Mapping[int, str] = field(default_factory=dict)
-    thread_names: Mapping[tuple[int, int], str] = field(default_factory=dict)
-    other: Mapping[str, Any] = field(default_factory=dict)
+    process_names: Mapping[int, str] = msgspec.field(default_factory=dict)
+    thread_names: Mapping[tuple[int, int], str] = msgspec.field(default_factory=dict)
+    other: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
     def device_property(self, device: int) -> Mapping[str, Any] | None:
         for p in self.device_properties:
@@ -273,20 +272,18 @@ class Trace:
         """Approximate memory held by the arrays."""
         total = self.events.nbytes
         for part in (self.flows, self.memory, self.instants):
-            total += sum(getattr(part, f.name).nbytes for f in fields(part))
+            total += sum(getattr(part, f).nbytes for f in part.__struct_fields__)
         return total
 
 
-@dataclass(frozen=True)
-class LoadError:
+class LoadError(msgspec.Struct, frozen=True):
     """Why one trace file could not be loaded."""
 
     path: str
     reason: str
 
 
-@dataclass(frozen=True)
-class MultiRankTrace:
+class MultiRankTrace(msgspec.Struct, frozen=True):
     """The ranks of one job, ``{rank: Trace}`` ordered by rank, plus the files that failed to load."""
 
     traces: Mapping[int, Trace]

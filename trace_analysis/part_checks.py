@@ -1,7 +1,7 @@
 """What a rank-parts document may hold, as msgspec types: ``part_codec.decode_parts`` validates a remote host's
 document against them in C before decoding it into the model.
 
-The types are derived from the model's dataclasses (their type hints), so a field added to the model is checked
+The types are derived from the model's msgspec Structs (their type hints), so a field added to the model is checked
 without a change here: every field has its type (no NaN or infinity: not JSON; no bool for a number), numbers are
 non-negative and integers below 2**63 unless the field is in ``SIGNED``, lists and objects hold at most ``MAX_LIST``
 items, a document at most ``MAX_PARTS`` ranks, and a required field must be there. msgspec names the bad field
@@ -10,7 +10,6 @@ items, a document at most ``MAX_PARTS`` ranks, and a required field must be ther
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import functools
 import types
@@ -73,21 +72,20 @@ def _checked(hint: Any, signed: bool = False) -> Any:
         return Annotated[dict[str, value], msgspec.Meta(max_length=MAX_LIST)]  # type: ignore[valid-type]
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return hint
-    if dataclasses.is_dataclass(hint):
-        return _struct(typing.cast(type, hint))
+    if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
+        return _struct(hint)
     raise TypeError(f"rank parts cannot carry a {hint!r} field")  # a model change to follow here
 
 
 def _struct(cls: type) -> Any:
-    """The checked struct of the model dataclass ``cls``: its fields checked, the optional ones left out or not."""
+    """The checked struct of the model Struct ``cls``: its fields checked, the optional ones left out or not."""
     import msgspec
 
     hints = typing.get_type_hints(cls)
     fields: list[tuple[Any, ...]] = []
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in msgspec.structs.fields(cls):
         checked = _checked(hints[f.name], f.name in SIGNED)
-        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        fields.append((f.name, checked) if required else (f.name, checked, None))
+        fields.append((f.name, checked) if f.required else (f.name, checked, None))
     # required fields first (msgspec's rule; the order of fields does not matter in JSON)
     fields.sort(key=len)
     return msgspec.defstruct(f"Checked{cls.__name__}", fields)

@@ -1,15 +1,15 @@
 """Rank parts on the wire: what a host sends so that the cross-rank step runs elsewhere without the raw traces.
 
 ``encode_parts(parts, max_bytes)`` writes the ranks' ``api.RankPart`` as gzip of one JSON document
-``{"schema": "dyno.trace_analysis.rank_parts", "version": 1, "parts": [...]}`` (each dataclass an object of its
-fields, tuples as lists, enums as their values). Over ``max_bytes`` it thins the parts stage by stage (``THINNING``)
-and says so; ``api.report_of`` over the decoded parts then renders the report of the original ones, byte for byte,
-when nothing was thinned.
+``{"schema": "dyno.trace_analysis.rank_parts", "version": 1, "parts": [...]}`` (each msgspec Struct an object of its
+fields in their order, tuples as lists, enums as their values). Over ``max_bytes`` it thins the parts stage by stage
+(``THINNING``) and says so; ``api.report_of`` over the decoded parts then renders the report of the original ones,
+byte for byte, when nothing was thinned.
 
 ``decode_parts(data)`` reads what a remote host sent, so it trusts nothing: the inflated size is capped
 (``MAX_INFLATED``: a gzip bomb stops there), lists are bounded, every field is checked against its type in the model
 (no NaN / infinity; no negative count, duration or share: ``part_checks.SIGNED`` names the fields that may be
-negative), and anything else raises ``PartFormatError`` naming the field. The model's dataclasses are read through
+negative), and anything else raises ``PartFormatError`` naming the field. The model's Structs are read through
 their type hints, so a field added to the model travels without a change here.
 
 numpy and the report model are imported when a function runs, not with this module (the client imports it).
@@ -17,7 +17,6 @@ numpy and the report model are imported when a function runs, not with this modu
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import gzip
 import zlib
@@ -57,12 +56,19 @@ class PartsTooLargeError(ValueError):
     """The parts do not fit in ``max_bytes`` even with everything thinnable left out."""
 
 
+def _replace(obj: Any, **changes: Any) -> Any:
+    """``msgspec.structs.replace`` (msgspec imported when a part is thinned, not with this module)."""
+    import msgspec
+
+    return msgspec.structs.replace(obj, **changes)
+
+
 def _drop_timelines(p: RankPart) -> RankPart:
-    return dataclasses.replace(p, summary=dataclasses.replace(p.summary, timelines=()))
+    return _replace(p, summary=_replace(p.summary, timelines=()))
 
 
 def _drop_tables(p: RankPart) -> RankPart:
-    return dataclasses.replace(p, summary=dataclasses.replace(p.summary, tables=None))
+    return _replace(p, summary=_replace(p.summary, tables=None))
 
 
 def _examples(p: RankPart, keep: int) -> RankPart:
@@ -70,24 +76,22 @@ def _examples(p: RankPart, keep: int) -> RankPart:
         ev = f.evidence
         if len(ev.examples) <= keep:
             return f
-        return dataclasses.replace(f, evidence=dataclasses.replace(ev, examples=tuple(ev.examples[:keep])))
+        return _replace(f, evidence=_replace(ev, examples=tuple(ev.examples[:keep])))
 
-    return dataclasses.replace(p, rules=tuple((o, tuple(cut(f) for f in fs)) for o, fs in p.rules))
+    return _replace(p, rules=tuple((o, tuple(cut(f) for f in fs)) for o, fs in p.rules))
 
 
 def _top_rows(p: RankPart) -> RankPart:
     s = p.summary
-    cut = dataclasses.replace(
-        s, top_kernels=s.top_kernels[:TOP_ROWS_THINNED], top_cpu_ops=s.top_cpu_ops[:TOP_ROWS_THINNED]
-    )
-    return dataclasses.replace(p, summary=cut)
+    cut = _replace(s, top_kernels=s.top_kernels[:TOP_ROWS_THINNED], top_cpu_ops=s.top_cpu_ops[:TOP_ROWS_THINNED])
+    return _replace(p, summary=cut)
 
 
 def _step_durations(p: RankPart) -> RankPart:
     s = p.summary
     if s.steps is None:
         return p
-    return dataclasses.replace(p, summary=dataclasses.replace(s, steps=dataclasses.replace(s.steps, durations_us=())))
+    return _replace(p, summary=_replace(s, steps=_replace(s.steps, durations_us=())))
 
 
 # Applied in turn, each on top of the ones before, until the document fits: what matters least to the job-wide report
@@ -121,18 +125,24 @@ def encode_parts(parts: Sequence[RankPart], max_bytes: int) -> tuple[bytes, bool
 
 def _compress(parts: Sequence[RankPart]) -> bytes:
     import orjson
+    from msgspec import Struct
+    from msgspec.structs import asdict
 
     doc = {"schema": SCHEMA, "version": SCHEMA_VERSION, "parts": list(parts)}
-    # dataclasses as objects of their fields, enums as values, numpy scalars as numbers (a non-finite float in a field
-    # that cannot be None is written as null, which decode_parts refuses: the model never holds one there)
-    raw = orjson.dumps(doc, default=_plain, option=orjson.OPT_SERIALIZE_NUMPY)
+
+    # Structs as objects of their fields, enums as values, numpy scalars as numbers (a non-finite float in a field
+    # that cannot be None is written as null, which decode_parts refuses: the model never holds one there). orjson,
+    # not msgspec.json, writes it: the two write some floats differently (1e+16 / 1e16), and version 1's bytes are
+    # orjson's.
+    def plain(v: object) -> object:
+        if isinstance(v, Struct):
+            return asdict(v)
+        if isinstance(v, Mapping):
+            return dict(v)
+        raise TypeError(f"cannot encode {type(v).__name__} in rank parts")
+
+    raw = orjson.dumps(doc, default=plain, option=orjson.OPT_SERIALIZE_NUMPY)
     return gzip.compress(raw, compresslevel=6, mtime=0)
-
-
-def _plain(v: object) -> object:
-    if isinstance(v, Mapping):
-        return dict(v)
-    raise TypeError(f"cannot encode {type(v).__name__} in rank parts")
 
 
 def decode_parts(data: bytes) -> list[RankPart]:
@@ -187,7 +197,7 @@ def _document_decoder() -> Any:
     from .api import RankPart
 
     fields = [("schema", str), ("version", int), ("parts", list[RankPart])]
-    return msgspec.json.Decoder(dataclasses.make_dataclass("RankPartsDocument", fields))
+    return msgspec.json.Decoder(msgspec.defstruct("RankPartsDocument", fields))
 
 
 def _inflate(data: bytes) -> bytes:

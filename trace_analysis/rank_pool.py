@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from .api import AnalysisError, RankPart, Resolved, Rules, analyze_rank, report_of
 from .loader import TraceLoadError, load_or_error, trace_files
@@ -123,8 +124,7 @@ def _start_method() -> str:
     return "fork" if alone and sys.platform == "linux" else "forkserver"
 
 
-@dataclass(frozen=True)
-class _Job:
+class _Job(msgspec.Struct, frozen=True):
     rules: Rules
     resolved: Resolved
 

@@ -4,9 +4,9 @@ re-exports them)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from typing import Any, ClassVar, TypeVar
 
+import msgspec
 import numpy as np
 
 from dyno.trace_analysis.categories import FLOW_FINISH, FLOW_START
@@ -19,8 +19,10 @@ _T = TypeVar("_T", bound="_Table")
 class _Table:
     """Equal-length numpy columns; DTYPES gives each column's dtype, so `empty()` needs no list of its own."""
 
-    # Set unannotated in each subclass, so that dataclass does not list it among the fields.
+    __slots__ = ()  # the Struct subclasses' instances hold their fields only (no __dict__)
+    # Set unannotated in each subclass, so that msgspec does not list it among the fields.
     DTYPES: ClassVar[dict[str, Any]]
+    __struct_fields__: ClassVar[tuple[str, ...]]  # the subclass's field names (msgspec.Struct)
     ts: np.ndarray
 
     def __len__(self) -> int:
@@ -28,15 +30,14 @@ class _Table:
 
     def take(self: _T, rows: np.ndarray) -> _T:
         """The same table with only `rows` (an index array or mask), in that order."""
-        return type(self)(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})  # type: ignore[arg-type]
+        return type(self)(**{f: getattr(self, f)[rows] for f in self.__struct_fields__})
 
     @classmethod
     def empty(cls: type[_T]) -> _T:
-        return cls(**{f.name: np.empty(0, cls.DTYPES[f.name]) for f in fields(cls)})  # type: ignore[arg-type]
+        return cls(**{f: np.empty(0, cls.DTYPES[f]) for f in cls.__struct_fields__})
 
 
-@dataclass(frozen=True, eq=False)
-class Flows(_Table):
+class Flows(_Table, msgspec.Struct, frozen=True, eq=False):
     """Flow events (ph s / f / t), sorted by ts. ``cat`` is a string id ("ac2g", "fwdbwd", ...)."""
 
     DTYPES = dict(id=np.int64, ts=np.float64, pid=np.int64, tid=np.int64, phase=np.int8, cat=np.int32)
@@ -65,8 +66,7 @@ class Flows(_Table):
         return s_rows[s_order[pos[hit]]], f_rows[hit]
 
 
-@dataclass(frozen=True, eq=False)
-class MemoryEvents(_Table):
+class MemoryEvents(_Table, msgspec.Struct, frozen=True, eq=False):
     """``[memory]`` instant events from the caching allocator (profile_memory=True), sorted by ts."""
 
     DTYPES = dict(
@@ -90,8 +90,7 @@ class MemoryEvents(_Table):
     device_id: np.ndarray  # int16
 
 
-@dataclass(frozen=True, eq=False)
-class Instants(_Table):
+class Instants(_Table, msgspec.Struct, frozen=True, eq=False):
     """Other instant events (ph i / I), sorted by ts."""
 
     DTYPES = dict(ts=np.float64, name=np.int32, pid=np.int64, tid=np.int64)

@@ -11,7 +11,6 @@ merged. dyno.trace_analysis (and numpy) is loaded when the first parts are decod
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -204,6 +203,8 @@ def _common_rules(parts: list[RankPart]) -> tuple[Rules, list[RankPart]]:
     """The rules to merge by and the parts with their per-rank rules in that order: the per-rank rules every part
     ran that this dyno knows (hosts of another version may run a few others), in catalogue order, and every
     cross-rank rule (they run here, over the parts' digests)."""
+    from msgspec.structs import replace
+
     from dyno.trace_analysis.rules.engine import ALL_RULES
 
     if not parts:
@@ -216,6 +217,6 @@ def _common_rules(parts: list[RankPart]) -> tuple[Rules, list[RankPart]]:
     for p in parts:
         if [o.rule_id for o, _ in p.rules] != order:
             kept = sorted((x for x in p.rules if x[0].rule_id in at), key=lambda x: at[x[0].rule_id])
-            p = dataclasses.replace(p, rules=tuple(kept))
+            p = replace(p, rules=tuple(kept))
         out.append(p)
     return rules, out

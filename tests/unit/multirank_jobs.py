@@ -10,11 +10,11 @@ makes its 1,024)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from analysis_trace_builder import TraceBuilder
+from msgspec.structs import replace
 
 if TYPE_CHECKING:
     from dyno.trace_analysis.api import RankPart

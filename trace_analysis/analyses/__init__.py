@@ -1,4 +1,4 @@
-"""Analyses: pure functions over the trace model, one module each, returning frozen dataclasses.
+"""Analyses: pure functions over the trace model, one module each, returning frozen msgspec Structs.
 
 ``temporal_breakdown``, ``idle_time_breakdown``, ``kernel_breakdown``, ``kernel_type_overlap``,
 ``comm_comp_overlap``, ``launch_stats``, ``queue_length``, ``memory_copies``, ``step_timings``, ``cpu_op_summary``

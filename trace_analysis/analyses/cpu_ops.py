@@ -8,8 +8,7 @@ A call nested directly in a call of the same name counts as part of it (calls an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+import msgspec
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import INT16_MAX, flatnonzero
@@ -19,8 +18,7 @@ from dyno.trace_analysis.model import Cat, Events, Trace
 __all__ = ["OpStat", "CpuOpSummary", "cpu_op_summary", "op_parents", "self_times", "parents"]
 
 
-@dataclass(frozen=True)
-class OpStat:
+class OpStat(msgspec.Struct, frozen=True):
     name: str
     count: int
     total_us: float
@@ -30,8 +28,7 @@ class OpStat:
     example_ts: float  # start of the longest call
 
 
-@dataclass(frozen=True)
-class CpuOpSummary:
+class CpuOpSummary(msgspec.Struct, frozen=True):
     rank: int
     n_ops: int
     wall_us: float  # union of top-level op time
@@ -167,8 +164,7 @@ def cpu_op_summary(trace: Trace, *, top_n: int = 20) -> CpuOpSummary:
     return CpuOpSummary(trace.rank, g.n_ops, g.wall, by_total, by_self)
 
 
-@dataclass(frozen=True, eq=False)
-class _OpGroups:
+class _OpGroups(msgspec.Struct, frozen=True, eq=False):
     """Per distinct cpu_op name: what ``cpu_op_summary`` reads for any ``top_n``. Python lists (``tolist()``):
     the OpStats are built from Python numbers, not one numpy scalar conversion per field."""
 
@@ -182,7 +178,7 @@ class _OpGroups:
     example_ts: list[float]  # start of each group's longest call
     by_total: list[int]  # group order by total time, descending (stable)
     by_self: list[int]
-    built: dict[int, OpStat] = field(default_factory=dict)
+    built: dict[int, OpStat] = msgspec.field(default_factory=dict)
 
     @classmethod
     def of(cls, trace: Trace) -> _OpGroups | None:

@@ -21,9 +21,9 @@ GPUs in one trace"). HTA keys streams by id alone and pools devices.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from enum import IntEnum
 
+import msgspec
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import distinct, flatnonzero, readonly
@@ -218,8 +218,7 @@ def launch_rows(trace: Trace, gpu: Events) -> np.ndarray:
     return np.where(hit, rows_sorted[pos_c], -1)
 
 
-@dataclass(frozen=True, eq=False)
-class GpuScope:
+class GpuScope(msgspec.Struct, frozen=True, eq=False):
     """The GPU rows the analyses use (see module docstring) and where they came from.
 
     ``rows``: GPU rows as HTA sees them (kernels, memcpy, memset and cuda_sync rows with a stream), windowed.
@@ -241,7 +240,7 @@ class GpuScope:
     launch_end: np.ndarray
     device: np.ndarray
     devices: tuple[int, ...]
-    activity_mask: np.ndarray = field(repr=False)  # over ``rows``: real GPU work (``activity``), read-only
+    activity_mask: np.ndarray  # over ``rows``: real GPU work (``activity``), read-only
 
     @property
     def is_activity(self) -> np.ndarray:

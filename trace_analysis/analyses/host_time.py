@@ -11,8 +11,7 @@ profiler's own span cover the whole step and so explain nothing: they are not co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import member
@@ -25,8 +24,7 @@ __all__ = ["HostTime", "host_time"]
 _OTHER_CATS = (Cat.USER_ANNOTATION, Cat.PYTHON_FUNCTION, Cat.CUDA_RUNTIME, Cat.CUDA_DRIVER)
 
 
-@dataclass(frozen=True)
-class HostTime:
+class HostTime(msgspec.Struct, frozen=True):
     window_us: float
     ops_us: float
     other_us: float

@@ -14,8 +14,7 @@ the figures are the same.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import readonly
@@ -27,8 +26,7 @@ __all__ = ["StreamIdle", "IdleTimeBreakdown", "idle_time_breakdown", "HOST_WAIT"
 HOST_WAIT, KERNEL_WAIT, OTHER = 0, 1, 2
 
 
-@dataclass(frozen=True)
-class StreamIdle:
+class StreamIdle(msgspec.Struct, frozen=True):
     stream: int
     host_wait_us: float
     kernel_wait_us: float
@@ -47,8 +45,7 @@ class StreamIdle:
         return v / self.idle_us if self.idle_us > 0 else 0.0
 
 
-@dataclass(frozen=True)
-class IdleTimeBreakdown:
+class IdleTimeBreakdown(msgspec.Struct, frozen=True):
     rank: int
     streams: tuple[StreamIdle, ...]
     consecutive_kernel_delay_us: float

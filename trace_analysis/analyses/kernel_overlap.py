@@ -14,8 +14,7 @@ GPUs each device is swept on its own and the times summed (HTA pools devices, wh
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from dyno.trace_analysis.analyses.gpu import KernelType, device_groups, gpu_scope, scope_kernel_types
@@ -28,15 +27,13 @@ __all__ = ["KernelTypeShare", "KernelTypeOverlap", "kernel_type_overlap"]
 _ANALYSED = (KernelType.COMPUTATION, KernelType.COMMUNICATION, KernelType.MEMORY)
 
 
-@dataclass(frozen=True)
-class KernelTypeShare:
+class KernelTypeShare(msgspec.Struct, frozen=True):
     kernel_type: str  # "COMPUTATION", "COMPUTATION overlapping COMMUNICATION", ...
     us: float
     share: float  # of ``KernelTypeOverlap.total_us``
 
 
-@dataclass(frozen=True)
-class KernelTypeOverlap:
+class KernelTypeOverlap(msgspec.Struct, frozen=True):
     rank: int
     include_memory: bool
     total_us: float  # union of the analysed types' time (summed over devices)

@@ -6,8 +6,7 @@ Over the analysis window's GPU work (kernels, memcpy, memset; see ``gpu.GpuScope
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+import msgspec
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import INT16_MAX, unique_inverse
@@ -17,16 +16,14 @@ from dyno.trace_analysis.model import Trace
 __all__ = ["KernelTypeTime", "KernelStat", "KernelBreakdown", "kernel_breakdown", "group_by_name", "group_rows_by_name"]
 
 
-@dataclass(frozen=True)
-class KernelTypeTime:
+class KernelTypeTime(msgspec.Struct, frozen=True):
     kernel_type: str
     count: int
     total_us: float
     share: float  # of all GPU work time
 
 
-@dataclass(frozen=True)
-class KernelStat:
+class KernelStat(msgspec.Struct, frozen=True):
     name: str
     kernel_type: str
     count: int
@@ -38,8 +35,7 @@ class KernelStat:
     example_ts: float  # start of the longest instance (find it in Perfetto)
 
 
-@dataclass(frozen=True)
-class KernelBreakdown:
+class KernelBreakdown(msgspec.Struct, frozen=True):
     rank: int
     total_us: float
     by_type: tuple[KernelTypeTime, ...]
@@ -104,8 +100,7 @@ def kernel_breakdown(trace: Trace, *, top_n: int = 20, include_last_step: bool =
 _TYPE_NAMES = tuple(k.name for k in sorted(KernelType))  # by value (0..3)
 
 
-@dataclass(frozen=True, eq=False)
-class _KernelGroups:
+class _KernelGroups(msgspec.Struct, frozen=True, eq=False):
     """Per distinct kernel name over the window's GPU work: what ``kernel_breakdown`` reads for any ``top_n``.
     Python lists (``tolist()``): the KernelStats are built from Python numbers."""
 
@@ -120,7 +115,7 @@ class _KernelGroups:
     kt: list[int]  # per group: kernel type (of its longest row; one name has one type)
     example_ts: list[float]  # per group: start of the longest row
     order: list[int]  # groups by total time, descending (stable)
-    built: dict[int, KernelStat] = field(default_factory=dict)
+    built: dict[int, KernelStat] = msgspec.field(default_factory=dict)
 
     @classmethod
     def of(cls, trace: Trace, include_last_step: bool) -> _KernelGroups:

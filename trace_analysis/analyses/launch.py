@@ -13,8 +13,7 @@ pair (device, stream id): two devices of a multi-GPU trace can both have a strea
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+import msgspec
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import flatnonzero, readonly
@@ -24,8 +23,7 @@ from dyno.trace_analysis.model import Cat, Trace
 __all__ = ["LaunchStats", "QueueLength", "launch_stats", "queue_length"]
 
 
-@dataclass(frozen=True)
-class LaunchStats:
+class LaunchStats(msgspec.Struct, frozen=True):
     rank: int
     n_launches: int
     # per launch (rows of the GPU scope with a launching runtime call)
@@ -115,8 +113,7 @@ def _launch_stats(
     )
 
 
-@dataclass(frozen=True)
-class QueueLength:
+class QueueLength(msgspec.Struct, frozen=True):
     """Launch-queue length over time: concatenated per-stream step functions (sorted by device, stream, then time).
 
     ``max_by_device_stream``: the peak per (device, stream); ``max_by_stream``: per stream id, the highest peak
@@ -127,8 +124,8 @@ class QueueLength:
     ts: np.ndarray
     length: np.ndarray
     max_by_stream: dict[int, int]
-    device: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    max_by_device_stream: dict[tuple[int, int], int] = field(default_factory=dict)
+    device: np.ndarray = msgspec.field(default_factory=lambda: np.empty(0, np.int64))
+    max_by_device_stream: dict[tuple[int, int], int] = msgspec.field(default_factory=dict)
 
     @property
     def max_length(self) -> int:

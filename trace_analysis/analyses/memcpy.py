@@ -7,8 +7,8 @@ Pageable host memory forces a staged, synchronous-to-the-host copy: ``pageable``
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import unique_inverse
@@ -20,8 +20,7 @@ __all__ = ["CopyKind", "MemoryCopies", "memory_copies"]
 _NAME_RX = re.compile(r"^(Memcpy|Memset)\s*(\w+)?\s*(?:\((.*)\))?")
 
 
-@dataclass(frozen=True)
-class CopyKind:
+class CopyKind(msgspec.Struct, frozen=True):
     name: str  # the Kineto name, e.g. "Memcpy HtoD (Pageable -> Device)"
     op: str  # "Memcpy" | "Memset"
     direction: str  # "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "Device", ...
@@ -34,8 +33,7 @@ class CopyKind:
     example_ts: float
 
 
-@dataclass(frozen=True)
-class MemoryCopies:
+class MemoryCopies(msgspec.Struct, frozen=True):
     rank: int
     kinds: tuple[CopyKind, ...]  # sorted by total time, descending
 

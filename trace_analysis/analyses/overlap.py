@@ -11,8 +11,7 @@ cuda:0 hides nothing of an NCCL kernel on cuda:1); the rank's µs figures are th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from dyno.trace_analysis.analyses.gpu import KernelType, device_groups, gpu_scope, scope_kernel_types
@@ -22,16 +21,14 @@ from dyno.trace_analysis.model import Trace
 __all__ = ["CommCompOverlap", "DeviceOverlap", "comm_comp_overlap"]
 
 
-@dataclass(frozen=True)
-class DeviceOverlap:
+class DeviceOverlap(msgspec.Struct, frozen=True):
     device: int
     communication_us: float
     computation_us: float
     overlap_us: float
 
 
-@dataclass(frozen=True)
-class CommCompOverlap:
+class CommCompOverlap(msgspec.Struct, frozen=True):
     rank: int
     communication_us: float  # union of NCCL kernels (mean over the devices)
     computation_us: float  # union of computation kernels (mean over the devices)

@@ -18,8 +18,8 @@ the wait is often the only trace of a straggler. A rank is flagged when
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import median
@@ -31,8 +31,7 @@ from dyno.trace_analysis.model import Cat, MultiRankTrace, Trace
 __all__ = ["RankTiming", "RankSpread", "rank_spread", "rank_timing", "spread_of"]
 
 
-@dataclass(frozen=True)
-class RankTiming:
+class RankTiming(msgspec.Struct, frozen=True):
     rank: int
     n_steps: int
     mean_step_us: float
@@ -40,8 +39,7 @@ class RankTiming:
     window_us: float = 0.0  # the time the figures cover: steps x mean step, else the span
 
 
-@dataclass(frozen=True)
-class RankSpread:
+class RankSpread(msgspec.Struct, frozen=True):
     ranks: tuple[RankTiming, ...]
     median_step_us: float
     mad_step_us: float
@@ -51,10 +49,10 @@ class RankSpread:
     reasons: dict[int, str]
     # per straggler, over the traced window: its step time beyond the median x its steps, or the time the others
     # wait for it in collectives
-    lost_us: dict[int, float] = field(default_factory=dict)
+    lost_us: dict[int, float] = msgspec.field(default_factory=dict)
     # per straggler, the window its lost time is a share of: its own (step time) or the waiting ranks' (collective
     # wait: the others lose that time in their windows, and a rank that joined the trace late has a short one)
-    lost_window_us: dict[int, float] = field(default_factory=dict)
+    lost_window_us: dict[int, float] = msgspec.field(default_factory=dict)
 
     @property
     def step_spread(self) -> float:

@@ -14,8 +14,8 @@ one window.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from dyno.trace_analysis.analyses.arrays import median
@@ -34,8 +34,7 @@ __all__ = ["Step", "StepStats", "closed_at_stop", "step_timings", "spread", "wor
 _OPT_RX = re.compile(r"^Optimizer\.step#")
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(msgspec.Struct, frozen=True):
     number: int  # N of ProfilerStep#N, else the optimizer call's index
     ts: float
     dur_us: float
@@ -50,8 +49,7 @@ class Step:
         return self.gpu_busy_us / self.dur_us if self.dur_us > 0 else 0.0
 
 
-@dataclass(frozen=True)
-class StepStats:
+class StepStats(msgspec.Struct, frozen=True):
     rank: int
     source: str  # "profiler_step" | "optimizer" | "none"
     steps: tuple[Step, ...]

@@ -13,8 +13,7 @@ not 100% (HTA pools the devices' kernels into one union). With one device both a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from dyno.trace_analysis.analyses.gpu import KernelType, device_groups, gpu_scope, scope_kernel_types
@@ -24,8 +23,7 @@ from dyno.trace_analysis.model import Trace
 __all__ = ["DeviceTime", "TemporalBreakdown", "temporal_breakdown"]
 
 
-@dataclass(frozen=True)
-class DeviceTime:
+class DeviceTime(msgspec.Struct, frozen=True):
     """One GPU's time over the rank's GPU span (µs): busy + idle = the span."""
 
     device: int
@@ -38,8 +36,7 @@ class DeviceTime:
     n_gpu_events: int
 
 
-@dataclass(frozen=True)
-class TemporalBreakdown:
+class TemporalBreakdown(msgspec.Struct, frozen=True):
     """The rank's breakdown; with several devices the µs figures are the mean over ``devices`` (module docstring)."""
 
     rank: int

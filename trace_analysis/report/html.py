@@ -9,8 +9,9 @@ findings on many ranks, or a rule that could not run on many, as one entry.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from html import escape
+
+from msgspec.structs import replace
 
 from ..rules.base import Finding
 from ..units import clip_name, fmt_count, fmt_ts, fmt_us

@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+
+import msgspec
 
 from ..rules.base import Finding, Severity, ThresholdValue
 from ..rules.engine import RuleOutcome
@@ -48,8 +49,7 @@ def _pcts(us: Mapping[str, float], whole_us: float, parts: Sequence[str]) -> dic
     return {f"{k}_pct": 100.0 * _share(us[f"{k}_us"], whole_us) for k in parts}
 
 
-@dataclass(frozen=True)
-class DeviceBreakdown:
+class DeviceBreakdown(msgspec.Struct, frozen=True):
     """One GPU of a rank that drives several: its time over the rank's GPU span, µs (``Breakdown.devices``)."""
 
     device: int
@@ -70,8 +70,7 @@ class DeviceBreakdown:
         return out
 
 
-@dataclass(frozen=True)
-class Breakdown:
+class Breakdown(msgspec.Struct, frozen=True):
     """GPU time over the GPU span (first to last GPU activity), µs. ``busy = compute + non_compute``.
 
     A rank driving several GPUs: each device over that span in ``devices`` (ascending), and the figures here are
@@ -113,8 +112,7 @@ def _parts_us(b: DeviceBreakdown | Breakdown) -> dict[str, float]:
     }
 
 
-@dataclass(frozen=True)
-class StepStats:
+class StepStats(msgspec.Struct, frozen=True):
     """Step times. ``source``: "profiler_step" (ProfilerStep#N) or "optimizer" (between optimizer.step calls)."""
 
     source: str
@@ -141,8 +139,7 @@ class StepStats:
         }
 
 
-@dataclass(frozen=True)
-class HostTime:
+class HostTime(msgspec.Struct, frozen=True):
     """Where the host's time in the window went (``analyses.host_time``), µs: in CPU ops (any thread), in other
     traced host regions outside ops (annotations, Python frames, runtime calls), and in nothing traced."""
 
@@ -164,8 +161,7 @@ class HostTime:
         return {**d, **_pcts(d, self.window_us, ("ops", "other_traced", "untraced"))}
 
 
-@dataclass(frozen=True)
-class TableRow:
+class TableRow(msgspec.Struct, frozen=True):
     """One row of a top table. ``share``: of all GPU work time (kernels) or of the window (CPU ops)."""
 
     name: str
@@ -188,8 +184,7 @@ class TableRow:
         }
 
 
-@dataclass(frozen=True)
-class Timeline:
+class Timeline(msgspec.Struct, frozen=True):
     """GPU utilization per equal-width bin of one device: ``edges_us`` has ``len(utilization) + 1`` values."""
 
     device: int
@@ -206,8 +201,7 @@ _TABLE_KEYS = ("idle_time_breakdown", "kernel_type_breakdown", "kernel_launch_st
 CPU_OP_TIME = "CPU-op time"
 
 
-@dataclass(frozen=True)
-class RankSummary:
+class RankSummary(msgspec.Struct, frozen=True):
     rank: int
     source: str
     has_gpu: bool
@@ -250,8 +244,7 @@ class RankSummary:
         }
 
 
-@dataclass(frozen=True)
-class LoadProblem:
+class LoadProblem(msgspec.Struct, frozen=True):
     path: str
     reason: str
 
@@ -259,8 +252,7 @@ class LoadProblem:
         return {"path": self.path, "reason": self.reason}
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(msgspec.Struct, frozen=True):
     sources: tuple[str, ...]
     ranks: tuple[RankSummary, ...]
     findings: tuple[Finding, ...]
@@ -268,7 +260,7 @@ class Report:
     thresholds: Mapping[str, Mapping[str, ThresholdValue]]
     errors: tuple[LoadProblem, ...] = ()
     generated_by: str = "dyno"
-    meta: Mapping[str, object] = field(default_factory=dict)
+    meta: Mapping[str, object] = msgspec.field(default_factory=dict)
 
     def findings_of(self, rule_id: str) -> list[Finding]:
         return [f for f in self.findings if f.rule_id == rule_id]

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from ..rules.base import Finding
 from ..rules.engine import RuleOutcome
@@ -56,8 +57,7 @@ def finding_share(f: Finding, windows: dict[int, float]) -> float | None:
     return e.time_lost_us / window if window > 0 else None
 
 
-@dataclass(frozen=True)
-class FindingGroup:
+class FindingGroup(msgspec.Struct, frozen=True):
     """One rule's findings on ``len(ranks)`` ranks (two or more) of ``of_ranks``. ``example``: the first of them in
     the report's order (the most severe, then most costly); ``shares``: each one's share of its rank's window lost
     (those that have one), ascending."""
@@ -109,8 +109,7 @@ def group_findings(report: Report) -> list[Finding | FindingGroup]:
     return out
 
 
-@dataclass(frozen=True)
-class OutcomeGroup:
+class OutcomeGroup(msgspec.Struct, frozen=True):
     """A rule that could not run, with one status and reason, on ``ranks`` (empty: a cross-rank rule)."""
 
     outcome: RuleOutcome

@@ -5,8 +5,8 @@ queue-length summary. Values only; ``summary.gpu_tables`` fills them from the an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 __all__ = [
@@ -22,8 +22,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Distribution:
+class Distribution(msgspec.Struct, frozen=True):
     """pandas' ``describe()`` of a series, as HTA reports its tables: ``std`` with ddof 1 (None for fewer than 2
     values), quartiles by linear interpolation; all None but ``count`` for an empty series."""
 
@@ -63,8 +62,7 @@ def describe(values: np.ndarray) -> Distribution:
     return Distribution(n, float(a.mean()), std if std is None or math.isfinite(std) else None, *q)
 
 
-@dataclass(frozen=True)
-class StreamIdleRow:
+class StreamIdleRow(msgspec.Struct, frozen=True):
     device: int
     stream: int
     host_wait_us: float
@@ -91,8 +89,7 @@ class StreamIdleRow:
         }
 
 
-@dataclass(frozen=True)
-class IdleTable:
+class IdleTable(msgspec.Struct, frozen=True):
     consecutive_kernel_delay_us: float
     streams: tuple[StreamIdleRow, ...]
 
@@ -103,8 +100,7 @@ class IdleTable:
         }
 
 
-@dataclass(frozen=True)
-class KernelTypeRow:
+class KernelTypeRow(msgspec.Struct, frozen=True):
     kernel_type: str
     us: float
     share: float
@@ -113,8 +109,7 @@ class KernelTypeRow:
         return {"kernel_type": self.kernel_type, "us": self.us, "share": self.share}
 
 
-@dataclass(frozen=True)
-class KernelTypeTable:
+class KernelTypeTable(msgspec.Struct, frozen=True):
     total_us: float
     rows: tuple[KernelTypeRow, ...]
 
@@ -122,8 +117,7 @@ class KernelTypeTable:
         return {"total_us": self.total_us, "types": [r.to_dict() for r in self.rows]}
 
 
-@dataclass(frozen=True)
-class LaunchTable:
+class LaunchTable(msgspec.Struct, frozen=True):
     launches: int
     runtime_cutoff_us: float
     launch_delay_cutoff_us: float
@@ -148,8 +142,7 @@ class LaunchTable:
         }
 
 
-@dataclass(frozen=True)
-class QueueRow:
+class QueueRow(msgspec.Struct, frozen=True):
     device: int
     stream: int
     length: Distribution  # over the step function's points (+1 at a launch, -1 at its GPU start), as HTA
@@ -158,8 +151,7 @@ class QueueRow:
         return {"device": self.device, "stream": self.stream, **self.length.to_dict()}
 
 
-@dataclass(frozen=True)
-class GpuTables:
+class GpuTables(msgspec.Struct, frozen=True):
     idle_time: IdleTable
     kernel_types: KernelTypeTable
     launch: LaunchTable

@@ -4,9 +4,9 @@ and the window the GPU-side rules count in (with the analyses' scope that covers
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import ClassVar
 
+import msgspec
 import numpy as np
 
 from ..analyses.arrays import unique_inverse
@@ -119,8 +119,7 @@ def gpu_utilization(ctx: RuleContext) -> float:
     return float(ctx.trace.cached(("rules.gpu_utilization",), compute))
 
 
-@dataclass(frozen=True)
-class GpuBound:
+class GpuBound(msgspec.Struct, frozen=True):
     """Whether the GPU is the bottleneck (busy at least ``limit`` of its span), for the rules that count host
     time on the launch path (short-kernels, slow-runtime-calls) or judge launch delays (launch-queue).
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import msgspec
 
 if TYPE_CHECKING:
     from .context import RuleContext
@@ -78,8 +79,7 @@ def severity_for_share(share: float | None, *, floor: Severity = Severity.LOW) -
     return floor
 
 
-@dataclass(frozen=True)
-class Example:
+class Example(msgspec.Struct, frozen=True):
     """One event a user can look up in Perfetto / chrome://tracing (``ts`` is the trace's own µs clock)."""
 
     name: str
@@ -104,8 +104,7 @@ class Example:
         }
 
 
-@dataclass(frozen=True)
-class Evidence:
+class Evidence(msgspec.Struct, frozen=True):
     """What a finding rests on. ``time_lost_us`` orders findings; ``share`` is of the analysed window, or of what
     ``share_of`` names ("GPU span": the rules about GPU time on a trace without steps).
 
@@ -115,7 +114,7 @@ class Evidence:
 
     time_lost_us: float = 0.0
     share: float | None = None
-    counts: Mapping[str, float | int] = field(default_factory=dict)  # int counts stay ints in the JSON report
+    counts: Mapping[str, float | int] = msgspec.field(default_factory=dict)  # int counts stay ints in the JSON report
     examples: Sequence[Example] = ()
     share_of: str | None = None
     time_lost_basis: str | None = None
@@ -138,8 +137,7 @@ class Evidence:
         }
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(msgspec.Struct, frozen=True):
     rule_id: str
     severity: Severity
     title: str
@@ -158,8 +156,7 @@ class Finding:
         }
 
 
-@dataclass(frozen=True)
-class Skip:
+class Skip(msgspec.Struct, frozen=True):
     """Why a rule did not run on a trace, and what trace option would let it run (``None`` when none would)."""
 
     reason: str

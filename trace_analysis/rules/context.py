@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from functools import cached_property
 
+import msgspec
 import numpy as np
 
 from ..analyses.arrays import distinct, flatnonzero
@@ -24,8 +24,7 @@ __all__ = ["RuleContext", "StepWindow"]
 _STEP_RX = re.compile(r"^ProfilerStep#\d+$")
 
 
-@dataclass(frozen=True)
-class StepWindow:
+class StepWindow(msgspec.Struct, frozen=True):
     name: str
     ts: float
     dur: float

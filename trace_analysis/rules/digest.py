@@ -8,7 +8,8 @@ number of ranks.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+
+import msgspec
 
 from ..analyses.ranks import RankTiming, rank_timing
 from .context import RuleContext
@@ -18,8 +19,7 @@ __all__ = ["RankDigest"]
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class RankDigest:
+class RankDigest(msgspec.Struct, frozen=True):
     rank: int
     span: tuple[float, float]  # the rank's trace span (µs): where its findings' examples are placed
     timing: RankTiming | None  # mean step, time in collectives, window (analyses.ranks); None: ``error``

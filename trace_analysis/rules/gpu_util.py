@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 import numpy as np
+from msgspec.structs import replace
 
 from ..analyses.arrays import flatnonzero, linspace, readonly
 from ..analyses.intervals import coverage_before

@@ -11,8 +11,7 @@ covers (Python code without ``with_stack``, I/O, sleeping), make the note:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from ..analyses.arrays import distinct, flatnonzero
@@ -33,8 +32,7 @@ _LOOKAHEAD = 256  # GPU rows after a gap searched first for the one ending it (o
 _LOOP_ROWS = 128  # up to this many events in a gap the nesting is a plain loop (cheaper than the numpy pass)
 
 
-@dataclass(frozen=True, eq=False)
-class _Host:
+class _Host(msgspec.Struct, frozen=True, eq=False):
     """Which rows of ``trace.events`` are host-side (by category code; ``ProfilerStep#N`` frames by name id left
     out) and the longest of them: a gap's host rows start at most that long before it. Read on the full table's
     own columns, a slice per gap: a host sub-table would gather every column of it once per rank."""

@@ -10,8 +10,8 @@ own (a finding per device, titled "GPU d compute stream s"): streams are per dev
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from ..analyses.arrays import flatnonzero, unique_inverse
@@ -33,8 +33,7 @@ def _idle(ctx: RuleContext, kernel_wait_us: float) -> IdleTimeBreakdown:
     )
 
 
-@dataclass(frozen=True)
-class _Gaps:
+class _Gaps(msgspec.Struct, frozen=True):
     """The idle gaps of one category, cut to the window: per gap its stream, device, start and length there."""
 
     stream: int  # the compute stream
@@ -111,8 +110,7 @@ def _gaps(ctx: RuleContext, idle: IdleTimeBreakdown, category: int) -> list[_Gap
     return out
 
 
-@dataclass(frozen=True)
-class ComputeStreamIdle:
+class ComputeStreamIdle(msgspec.Struct, frozen=True):
     """The compute stream's idle gaps inside ``gpu_window`` by category (HTA's split), µs."""
 
     stream: int

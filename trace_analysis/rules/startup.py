@@ -32,8 +32,7 @@ n calls of an ``INIT_CALLS`` name can be start-up (runtime calls carry no device
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from ..analyses.arrays import flatnonzero, unique_inverse
@@ -133,8 +132,7 @@ def _first_kernel_launches(ctx: RuleContext, st: LaunchStats) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True, eq=False)
-class StartupCalls:
+class StartupCalls(msgspec.Struct, frozen=True, eq=False):
     """The start-up calls of one rank (module docstring): their rows in ``trace.events`` (by ts) and the union of
     their intervals as sorted disjoint (start, end)."""
 
@@ -206,8 +204,7 @@ def startup_calls(ctx: RuleContext) -> StartupCalls:
     return got
 
 
-@dataclass(frozen=True)
-class StartupPart:
+class StartupPart(msgspec.Struct, frozen=True):
     """How much of a finding's time lost is start-up: ``us`` of ``lost_us`` (``share``), against the rule's
     ``min_startup_share`` threshold (``dominant``)."""
 

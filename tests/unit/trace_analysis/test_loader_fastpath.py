@@ -148,7 +148,7 @@ def _canonical(t: Trace) -> dict[str, Any]:
             out[col] = ["nan" if isinstance(v, float) and math.isnan(v) else v for v in vals.tolist()]
     for part in ("flows", "memory", "instants"):
         obj = getattr(t, part)
-        for f in obj.__dataclass_fields__:
+        for f in obj.__struct_fields__:
             vals = getattr(obj, f)
             out[f"{part}.{f}"] = (
                 [s[v] for v in vals] if (part, f) in (("flows", "cat"), ("instants", "name")) else vals.tolist()

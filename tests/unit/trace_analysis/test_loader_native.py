@@ -63,7 +63,7 @@ def _assert_identical(a: Trace, b: Trace, what: Any) -> None:
         assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), (what, col)
     for part in ("flows", "memory", "instants"):
         pa, pb = getattr(a, part), getattr(b, part)
-        for f in pa.__dataclass_fields__:
+        for f in pa.__struct_fields__:
             x, y = getattr(pa, f), getattr(pb, f)
             assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), (what, part, f)
     assert sorted(a.extra_args.items()) == sorted(b.extra_args.items()), what

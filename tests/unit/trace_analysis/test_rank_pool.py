@@ -114,7 +114,7 @@ def test_a_rank_part_holds_no_trace(tmp_path: Path) -> None:
         children = v.values() if isinstance(v, dict) else v if isinstance(v, list | tuple | set | frozenset) else ()
         for c in children:
             walk(c)
-        for name in getattr(type(v), "__dataclass_fields__", {}):
+        for name in getattr(type(v), "__struct_fields__", ()):
             walk(getattr(v, name))
 
     walk(part)

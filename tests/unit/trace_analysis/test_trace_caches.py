@@ -76,11 +76,11 @@ def test_kernel_types_and_launch_table_equal_fresh_classification(tmp_path) -> N
 
 
 def _same(a, b) -> bool:
-    """Deep equality of analysis results (frozen dataclasses holding numpy arrays, tuples, dicts)."""
-    import dataclasses
+    """Deep equality of analysis results (frozen msgspec Structs holding numpy arrays, tuples, dicts)."""
+    import msgspec
 
-    if dataclasses.is_dataclass(a):
-        return type(a) is type(b) and all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    if isinstance(a, msgspec.Struct):
+        return type(a) is type(b) and all(_same(getattr(a, f), getattr(b, f)) for f in a.__struct_fields__)
     if isinstance(a, np.ndarray):
         return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
     if isinstance(a, tuple | list):

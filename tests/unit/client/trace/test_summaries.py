@@ -9,6 +9,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 from multirank_jobs import gpu_job
 
@@ -103,10 +104,10 @@ def test_hosts_with_different_rule_sets_merge_over_the_rules_they_share(job: Pat
     a, b = host_of(job, "node-a", [0, 1]), host_of(job, "node-b", [2, 3])
     # node-b runs an older dyno without sync-calls, and a newer one's rule this dyno does not know
     old = [
-        dataclasses.replace(
+        msgspec.structs.replace(
             p,
             rules=tuple(
-                (dataclasses.replace(o, rule_id="future-rule") if o.rule_id == "tiny-ops" else o, f)
+                (msgspec.structs.replace(o, rule_id="future-rule") if o.rule_id == "tiny-ops" else o, f)
                 for o, f in p.rules
                 if o.rule_id != "sync-calls"
             ),

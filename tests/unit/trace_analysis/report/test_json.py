@@ -43,15 +43,15 @@ def test_times_and_shares_stay_floats(tmp_path: Path) -> None:
 
 def test_non_finite_floats_are_null_and_keys_strings(tmp_path: Path) -> None:
     """JSON has no NaN/Infinity: any consumer must parse the document (Python's and numpy's floats; int keys)."""
-    import dataclasses
     import math
 
+    import msgspec
     import numpy as np
 
     b = TraceBuilder()
     b.busy_gpu(0.0, 5)
     report = analyze([b.write(tmp_path / "t.json")], rules=["launch-queue"])
-    report = dataclasses.replace(
+    report = msgspec.structs.replace(
         report, meta={"nan": math.nan, "inf": np.float32("inf"), "a": np.array([1.0, -np.inf]), 7: {3: -math.inf}}
     )
     text = render_json(report)

@@ -1,11 +1,10 @@
-"""with_offsets builds the placed finding with positional constructor calls (dataclasses.replace costs ~2x more on
-small traces); it must keep every field of Example, Evidence and Finding, including ones added later."""
+"""with_offsets builds the placed finding with positional constructor calls; it must keep every field of Example,
+Evidence and Finding, including ones added later."""
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
-
 import pytest
+from msgspec.structs import fields, replace
 
 from dyno.trace_analysis.rules.base import Evidence, Example, Finding, Severity
 from dyno.trace_analysis.rules.engine import with_offsets
