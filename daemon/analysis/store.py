@@ -80,12 +80,11 @@ class AnalysisStore:
             if total > self.max_bytes:
                 cut: list[tuple[int]] = []
                 oldest = conn.execute(f"SELECT id, bytes FROM analyses WHERE id != ? {_OLDEST}", (new,))
-                while total > self.max_bytes and (batch := oldest.fetchmany(256)):
-                    for rid, n in batch:
-                        if total <= self.max_bytes:
-                            break
-                        total -= n
-                        cut.append((rid,))
+                for rid, n in oldest:  # read a row at a time: only as many as the budget needs
+                    if total <= self.max_bytes:
+                        break
+                    total -= n
+                    cut.append((rid,))
                 oldest.close()
                 conn.executemany("DELETE FROM analyses WHERE id = ?", cut)
 

@@ -179,6 +179,9 @@ def migrate(conn: sqlite3.Connection, path: Path) -> int:
         )
     for v in range(version, SCHEMA_VERSION):
         with conn:
+            # sqlite3's implicit BEGIN comes only before DML: a CREATE or ALTER before it would commit on its own and
+            # stay behind a failed step, failing every later start ("already exists"); SQLite's DDL is transactional
+            conn.execute("BEGIN")
             for statement in MIGRATIONS[v]:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {v + 1}")

@@ -10,8 +10,9 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
+from msgspec.structs import replace
 
-from .base import CrossRankRule, Evidence, Example, Finding, Rule, ThresholdValue
+from .base import CrossRankRule, Finding, Rule, ThresholdValue
 from .context import RuleContext
 from .digest import RankDigest
 from .gpu_util import GpuStarvation, LowGpuUtil
@@ -210,14 +211,8 @@ def with_offsets(finding: Finding, origin_us: float) -> Finding:
     ex = finding.evidence.examples
     if not ex or all(e.offset_us is not None for e in ex):
         return finding
-    # positional constructor calls (tests/unit/trace_analysis/rules/test_with_offsets.py checks they pass every field)
-    placed = tuple(
-        e if e.offset_us is not None else Example(e.name, e.ts_us, e.dur_us, e.where, e.ts_us - origin_us, e.note)
-        for e in ex
-    )
-    e = finding.evidence
-    evidence = Evidence(e.time_lost_us, e.share, e.counts, placed, e.share_of, e.time_lost_basis, e.no_time_lost_reason)
-    return Finding(finding.rule_id, finding.severity, finding.title, evidence, finding.fix, finding.rank)
+    placed = tuple(e if e.offset_us is not None else replace(e, offset_us=e.ts_us - origin_us) for e in ex)
+    return replace(finding, evidence=replace(finding.evidence, examples=placed))
 
 
 def _run_cross(

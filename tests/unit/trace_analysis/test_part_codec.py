@@ -80,15 +80,18 @@ def _fields_in_order(v: object) -> object:
     return v
 
 
-@pytest.mark.skipif(not SHARED, reason=f"shared GPU traces not found at {SHARED_TRACES}")
-@pytest.mark.parametrize("name", SHARED)
-def test_the_document_is_version_1s_bytes_on_the_shared_traces(name: str) -> None:
-    parts = parts_of(SHARED_TRACES / name)
+def _assert_version_1_bytes(parts: list[RankPart]) -> None:
     # a float that msgspec.json would write differently (1e16, where orjson and version 1 write 1e+16)
     parts[0] = msgspec.structs.replace(parts[0], summary=msgspec.structs.replace(parts[0].summary, span_us=1e16))
     doc = {"schema": SCHEMA, "version": 1, "parts": [_fields_in_order(p) for p in parts]}
     want = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
     assert gzip.decompress(encode_parts(parts, BIG)[0]) == want
+
+
+@pytest.mark.skipif(not SHARED, reason=f"shared GPU traces not found at {SHARED_TRACES}")
+@pytest.mark.parametrize("name", SHARED)
+def test_the_document_is_version_1s_bytes_on_the_shared_traces(name: str) -> None:
+    _assert_version_1_bytes(parts_of(SHARED_TRACES / name))
 
 
 @pytest.mark.torch
@@ -101,6 +104,11 @@ def test_round_trip_of_real_torch_cpu_traces(cpu_traces: dict[str, Path]) -> Non
 @pytest.fixture(scope="module")
 def gpu_parts(tmp_path_factory: pytest.TempPathFactory) -> list[RankPart]:
     return parts_of(gpu_job(tmp_path_factory.mktemp("gpu"), [100_000, 101_000, 99_500, 160_000]))
+
+
+def test_the_document_is_version_1s_bytes_on_generated_jobs(gpu_parts: list[RankPart], tmp_path: Path) -> None:
+    _assert_version_1_bytes(list(gpu_parts))
+    _assert_version_1_bytes(parts_of(cpu_job(tmp_path / "cpu", [100_000, 99_000, 150_000])))
 
 
 def test_round_trip_of_a_generated_job_keeps_its_straggler(gpu_parts: list[RankPart], tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from dyno.daemon.analysis.listed import listed_form
 from dyno.daemon.analysis.outcome import Outcome
 from dyno.daemon.analysis.store import AnalysisStore
 from dyno.daemon.jobs.records import JobRecord
+from dyno.daemon.jobs import store as job_store
 from dyno.daemon.jobs.store import MIGRATIONS, SCHEMA_VERSION, JobQuery, JobStore, StoreError, _error
 from dyno.trace_summary import AnalysisState, TraceSummary
 from dyno.v1 import dyno_pb2
@@ -164,6 +165,27 @@ def test_a_version_5_databases_byte_total_starts_at_the_sum_of_its_rows(tmp_path
     assert store.read(lambda c: c.execute("SELECT total FROM analyses_bytes").fetchall()) == [(300,)]
     indexes = {row[0] for row in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "analyses_trace_time" in indexes
+    store.close()
+
+
+def test_a_migration_that_fails_midway_leaves_the_database_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step's DDL is in its transaction too: a CREATE before the failure does not stay behind, which would fail
+    every later start ("already exists")."""
+    path = tmp_path / "jobs.sqlite3"
+    conn = _old_database(path, SCHEMA_VERSION - 1, "j", "alice", dyno_pb2.JobRecord(gpu_seconds=4.0))
+    conn.commit()
+    conn.close()
+    monkeypatch.setattr(job_store, "MIGRATIONS", (*MIGRATIONS[:-1], (*MIGRATIONS[-1], "CREATE TABLE oops (")))
+    with pytest.raises(StoreError):
+        JobStore(path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION - 1
+    monkeypatch.undo()
+    store = JobStore(path)  # the next start runs the step whole
+    (r,) = store.query(JobQuery())
+    assert (r.job_id, r.gpu_seconds) == ("j", 4.0)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     store.close()
 
 
