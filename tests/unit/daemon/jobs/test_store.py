@@ -13,8 +13,8 @@ import pytest
 from dyno.daemon.analysis.listed import listed_form
 from dyno.daemon.analysis.outcome import Outcome
 from dyno.daemon.analysis.store import AnalysisStore
-from dyno.daemon.jobs.records import JobRecord
 from dyno.daemon.jobs import store as job_store
+from dyno.daemon.jobs.records import JobRecord
 from dyno.daemon.jobs.store import MIGRATIONS, SCHEMA_VERSION, JobQuery, JobStore, StoreError, _error
 from dyno.trace_summary import AnalysisState, TraceSummary
 from dyno.v1 import dyno_pb2
