@@ -1,9 +1,9 @@
 """Host-side analysis in a real dynod with real CPU torch trainers registered through the agent: an on-demand trace
 is analysed on the host (GetTraceSummary DONE with rules and ranks, ListJobs' latest_analysis, the Prometheus
 gauges) without dynod loading numpy; a worker SIGKILLed mid-analysis and a trainer whose trace file is garbage give
-FAILED summaries with their reasons, and dynod stays healthy; a trace that finished while analysis was off is
-analysed once dynod restarts with it on, without being asked for. One dynod and one trainer for the module (the last
-test restarts the dynod)."""
+FAILED summaries with their reasons, and dynod stays healthy; traces that finished while analysis was off, more
+than the queue's places, are all analysed once dynod restarts with it on, without being asked for. One dynod and
+one trainer for the module (the last test restarts the dynod)."""
 
 from __future__ import annotations
 
@@ -206,18 +206,29 @@ def test_a_garbage_trace_file_is_a_failed_analysis_naming_it_and_dynod_stays_hea
     _healthy(dynod)
 
 
-def test_a_trace_that_finished_while_analysis_was_off_is_analysed_at_the_next_start(dynod: Dynod, trainer) -> None:  # type: ignore[no-untyped-def]
+def test_traces_finished_while_analysis_was_off_are_all_analysed_at_the_next_start(dynod: Dynod, trainer) -> None:  # type: ignore[no-untyped-def]
+    """Three traces against a queue of one place: one queued at start, two analysed from the backlog."""
     job, proc = trainer
     dynod.args.append("--no-analysis-enabled")
     try:
         dynod.restart()
-        trace_id = _traced(dynod, job, proc)  # once the trainer's agent has registered with this dynod
-        wait_for((dynod.trace_dir / trace_id / RECORD_NAME).is_file, 10, 0.05)
-        assert _summary(dynod, trace_id).state == dyno_pb2.ANALYSIS_STATE_DISABLED
+        trace_ids = [_traced(dynod, job, proc) for _ in range(3)]  # once the trainer's agent has registered
+        for trace_id in trace_ids:
+            wait_for((dynod.trace_dir / trace_id / RECORD_NAME).is_file, 10, 0.05)
+        assert _summary(dynod, trace_ids[-1]).state == dyno_pb2.ANALYSIS_STATE_DISABLED
     finally:
         dynod.args.remove("--no-analysis-enabled")
-    dynod.restart()
-    # nothing asks for its summary: the job's record gets it as its latest analysis
-    record = _job_record(dynod, job, trace_id)
-    assert record.latest_analysis.state == dyno_pb2.ANALYSIS_STATE_DONE, record.latest_analysis.failure_message
-    assert re.search(r"analysis: [1-9]\d* finished trace\(s\) without an analysis queued again", dynod.log)
+    dynod.args += ["--analysis-queue", "1"]
+    try:
+        dynod.restart()
+        # nothing asks for their summaries: the job's record gets the newest as its latest analysis
+        record = _job_record(dynod, job, trace_ids[-1])
+        assert record.latest_analysis.state == dyno_pb2.ANALYSIS_STATE_DONE, record.latest_analysis.failure_message
+        queued = r"analysis: 1 finished trace\(s\) without an analysis queued again, 2 left in the backlog"
+        assert re.search(queued, dynod.log)
+        done = r"analysis: the backlog's 2 trace\(s\), left unanalysed before this start, are analysed"
+        wait_for(lambda: re.search(done, dynod.log), 60, 0.2)
+        # analysed already: GetTraceSummary finds each stored (a trace without one would be queued now, PENDING)
+        assert [_summary(dynod, t).state for t in trace_ids] == [dyno_pb2.ANALYSIS_STATE_DONE] * 3
+    finally:
+        del dynod.args[-2:]
