@@ -154,9 +154,9 @@ class Analyses:
             log.info("analysis: the backlog's %d trace(s), left unanalysed before this start, are analysed", n)
 
     def _offer(self, job: AnalysisJob) -> Offered:
-        """The requeue's offer: a trace it queues is remembered as the listener's are (under the lock with the
-        offer, so that a rewrite of its record meanwhile is either queued by the listener or seen here). One queued
-        already is the listener's, remembered with its own files."""
+        """The requeue's and the backlog's offer: a trace it queues is remembered as the listener's are (under the
+        lock with the offer, so that a rewrite of its record meanwhile is either queued by the listener or seen
+        here). One queued already is the listener's, remembered with its own files."""
         with self._lock:
             got = self.queue.offer(job)
             if got == Offered.QUEUED:
