@@ -9,7 +9,9 @@ rank parts) until it works again. dynod never imports dyno.trace_analysis: only 
 
 At start, the traces of the trace dir's records that finished with no analysis stored (left queued by a restart,
 finished while analysis was off) are queued again on the queue's thread before its first analysis (requeue.py),
-remembered as the listener's are (a record rewritten right after start queues nothing again).
+remembered as the listener's are (a record rewritten right after start queues nothing again); those the queue has
+no place for wait in a backlog (backlog.py), one offered each time the queue is empty (its idle hook), so that live
+traces go first and wait behind at most one of them.
 
 A (job, user)'s latest analysis (ListJobs, Prometheus) is its newest trace's (`trace_finished_ms`), whatever order
 its traces were analysed in (store.py); the Prometheus cache and the in-memory fallback follow the same rule.
@@ -24,6 +26,7 @@ import threading
 from collections.abc import Callable, Collection
 from pathlib import Path
 
+from dyno.daemon.analysis.backlog import Backlog, BacklogStep
 from dyno.daemon.analysis.listed import listed_form
 from dyno.daemon.analysis.outcome import Outcome, outcome_of
 from dyno.daemon.analysis.queue import AnalysisQueue, Offered
@@ -71,14 +74,16 @@ class Analyses:
         self._recent: collections.OrderedDict[str, TraceSummary] = collections.OrderedDict()
         self._export: collections.OrderedDict[Key, TraceSummary | None] = collections.OrderedDict()
         self._db_problems = ThrottledLog(log, every_s=600.0)
+        self._backlog = Backlog(())  # the queue's thread's only (set by _requeue, served by _next_from_backlog)
 
     def start(self) -> None:
         trace_dir = self.trace_dir
-        self.queue.start(first=None if trace_dir is None else lambda: self._requeue(trace_dir))
+        first = None if trace_dir is None else lambda: self._requeue(trace_dir)
+        self.queue.start(first=first, idle=self._next_from_backlog)
 
     def stop(self) -> None:
-        """The running worker's process group is killed; queued traces are left (the next start queues the newest
-        of them again: _requeue)."""
+        """The running worker's process group is killed; queued traces and the backlog are left (the next start
+        finds them again: _requeue)."""
         self.runner.stop()
         self.queue.stop()
 
@@ -112,7 +117,8 @@ class Analyses:
 
     # -- the queue's thread ------------------------------------------------------------------------------------
     def _requeue(self, trace_dir: Path) -> None:
-        """Before the first analysis: the finished traces recorded in `trace_dir` that have no analysis stored."""
+        """Before the first analysis: the finished traces recorded in `trace_dir` that have no analysis stored,
+        queued into the free places, the rest kept as the backlog."""
         try:
             r = requeue_unanalysed(
                 trace_dir,
@@ -124,17 +130,33 @@ class Analyses:
         except StoreError as e:
             self._db_problems.warning("read", "analyses: traces left unanalysed before this start not queued: %s", e)
             return
+        self._backlog = Backlog(r.backlog)
         log.info(
-            "analysis: %d finished trace(s) without an analysis queued again, of %d trace record(s) read in %s",
+            "analysis: %d finished trace(s) without an analysis queued again, %d left in the backlog, of %d trace "
+            "record(s) read in %s",
             r.queued,
+            len(r.backlog),
             r.records,
             trace_dir,
         )
 
+    def _next_from_backlog(self) -> None:
+        """The queue's idle hook (the queue is empty): the backlog's next trace still unanalysed is queued. Where
+        the database cannot tell, the backlog waits for the queue's next idle turn (after the next analysis)."""
+        try:
+            step = self._backlog.offer_next(self.store.analysed, self._offer)
+        except StoreError as e:
+            n = len(self._backlog)
+            self._db_problems.warning("read", "analyses: %d trace(s) left unanalysed before this start wait: %s", n, e)
+            return
+        if step == BacklogStep.FINISHED:
+            n = self._backlog.total
+            log.info("analysis: the backlog's %d trace(s), left unanalysed before this start, are analysed", n)
+
     def _offer(self, job: AnalysisJob) -> Offered:
-        """The requeue's offer: a trace it queues is remembered as the listener's are (under the lock with the
-        offer, so that a rewrite of its record meanwhile is either queued by the listener or seen here). One queued
-        already is the listener's, remembered with its own files."""
+        """The requeue's and the backlog's offer: a trace it queues is remembered as the listener's are (under the
+        lock with the offer, so that a rewrite of its record meanwhile is either queued by the listener or seen
+        here). One queued already is the listener's, remembered with its own files."""
         with self._lock:
             got = self.queue.offer(job)
             if got == Offered.QUEUED:

@@ -1,5 +1,7 @@
 """The analyses waiting for the worker: a bounded queue (the oldest dropped, with a logged reason, when full; `offer`
-takes only a free place) and one thread that runs them one at a time."""
+takes only a free place) and one thread that runs them one at a time. Its idle hook runs on that thread each time the
+queue is empty, so that what it offers (the start-up backlog: analyses.py) waits for every live job and delays a
+live one by at most the one job it offered."""
 
 from __future__ import annotations
 
@@ -39,9 +41,11 @@ class AnalysisQueue:
         self._stopping = False
         self._thread: threading.Thread | None = None
 
-    def start(self, first: Callable[[], None] | None = None) -> None:
-        """`first` runs on the queue's thread before any job (a raise is logged; the jobs run after it anyway)."""
-        self._thread = threading.Thread(target=self._loop, args=(first,), name="trace-analysis", daemon=True)
+    def start(self, first: Callable[[], None] | None = None, idle: Callable[[], None] | None = None) -> None:
+        """`first` runs on the queue's thread before any job; `idle` on that thread whenever the queue is empty and
+        not stopping (after `first`, and after each job), and may `offer` a job; when it offers none, it runs again
+        only after the next job. A raise of either is logged; the jobs run anyway."""
+        self._thread = threading.Thread(target=self._loop, args=(first, idle), name="trace-analysis", daemon=True)
         self._thread.start()
 
     def stop(self, timeout_s: float = 5.0) -> None:
@@ -90,13 +94,22 @@ class AnalysisQueue:
                 return AnalysisState.RUNNING
             return AnalysisState.PENDING if trace_id in self._queued else None
 
-    def _loop(self, first: Callable[[], None] | None) -> None:
+    def _loop(self, first: Callable[[], None] | None, idle: Callable[[], None] | None) -> None:
         if first is not None:
             try:
                 first()
             except Exception:
                 log.exception("the analysis queue's start-up work failed")
         while True:
+            with self._cond:
+                if self._stopping:
+                    return
+                empty = not self._queued
+            if empty and idle is not None:
+                try:
+                    idle()
+                except Exception:
+                    log.exception("the analysis queue's idle work failed")
             with self._cond:
                 while not self._queued and not self._stopping:
                     self._cond.wait()

@@ -7,7 +7,8 @@ thread before its first analysis (dynod answers RPCs meanwhile), the records of 
 folders are read (tracing/recorded.py: every check of an untrusted record), and each finished trace with no stored
 analysis is queued, newest record first, while the queue has a free place: a job's latest analysis is what ListJobs,
 `dyno-cli jobs` / `opportunities` and the Prometheus series show, so the newest matter most, and the queue's bound
-(analysis_queue) holds as it does for live traces (none of them is dropped for an older one). Only a (job, user)'s
+(analysis_queue) holds as it does for live traces (none of them is dropped for an older one). The rest, in the same
+order, are the backlog, which analyses.py offers one at a time whenever the queue is empty. Only a (job, user)'s
 `per_job` newest finished traces are looked at: the store keeps that many analyses per job (analysis/store.py), so an
 older one's analysis would evict a newer one's at its save, and that one would be queued again at the next start.
 
@@ -34,10 +35,12 @@ __all__ = ["Requeued", "requeue_unanalysed"]
 
 @dataclass(frozen=True)
 class Requeued:
-    """What start-up found: records read (believed) and traces queued again."""
+    """What start-up found: records read (believed), traces queued again, and those it found no free place for,
+    newest first (some may be queued or analysed by the time their turn comes)."""
 
     records: int
     queued: int
+    backlog: tuple[AnalysisJob, ...] = ()
 
 
 def requeue_unanalysed(
@@ -50,8 +53,9 @@ def requeue_unanalysed(
     per_job: int,
 ) -> Requeued:
     """Offer (AnalysisQueue.offer: never drops a queued trace) the finished traces recorded in `trace_dir` that
-    `analysed` (AnalysisStore.analysed: raises StoreError) does not know, newest first, until the queue is full;
-    of each (job id, user) only its `per_job` (AnalysisStore.per_job) newest finished traces."""
+    `analysed` (AnalysisStore.analysed: raises StoreError) does not know, newest first, until the queue is full
+    (those left: the backlog; none when it is stopping); of each (job id, user) only its `per_job`
+    (AnalysisStore.per_job) newest finished traces."""
     views = recorded_traces(trace_dir, limit)
     seen: collections.Counter[tuple[str, str]] = collections.Counter()
     kept: list[AnalysisJob] = []
@@ -63,12 +67,13 @@ def requeue_unanalysed(
         if seen[job.job_id, job.user] <= per_job:
             kept.append(job)
     done = analysed([j.trace_id for j in kept]) if kept else set()
+    left = [j for j in kept if j.trace_id not in done]
     queued = 0
-    for job in kept:
-        if job.trace_id in done:
-            continue
+    for i, job in enumerate(left):
         got = offer(job)
-        if got in (Offered.FULL, Offered.STOPPING):
+        if got == Offered.FULL:
+            return Requeued(len(views), queued, tuple(left[i:]))
+        if got == Offered.STOPPING:
             break
         queued += got == Offered.QUEUED
     return Requeued(len(views), queued)

@@ -1,9 +1,9 @@
 """Host-side analysis in a real dynod with real CPU torch trainers registered through the agent: an on-demand trace
 is analysed on the host (GetTraceSummary DONE with rules and ranks, ListJobs' latest_analysis, the Prometheus
 gauges) without dynod loading numpy; a worker SIGKILLed mid-analysis and a trainer whose trace file is garbage give
-FAILED summaries with their reasons, and dynod stays healthy; a trace that finished while analysis was off is
-analysed once dynod restarts with it on, without being asked for. One dynod and one trainer for the module (the last
-test restarts the dynod)."""
+FAILED summaries with their reasons, and dynod stays healthy; traces that finished while analysis was off, more
+than the queue's places, are all analysed once dynod restarts with it on, without being asked for. One dynod and
+one trainer for the module (the last test restarts the dynod)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -166,26 +167,35 @@ def _workers(parent: int) -> list[int]:
     return found
 
 
+def _kill_workers(parent: int, stop: threading.Event, killed: list[int]) -> None:
+    """Until `stop`: SIGKILL each analysis worker of `parent` as soon as it shows (noted in `killed`)."""
+    while not stop.is_set():
+        for pid in _workers(parent):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.001)
+
+
 def test_a_worker_killed_mid_analysis_is_crashed_and_dynod_stays_healthy(dynod: Dynod, trainer) -> None:  # type: ignore[no-untyped-def]
     job, proc = trainer
-    for _ in range(5):  # the analysis takes about a second: a kill that comes too late is tried again
-        trace_id = _traced(dynod, job, proc)
-        deadline, killed = time.monotonic() + 30, False
-        while (
-            not killed
-            and time.monotonic() < deadline
-            and _summary(dynod, trace_id).state in (dyno_pb2.ANALYSIS_STATE_PENDING, dyno_pb2.ANALYSIS_STATE_RUNNING)
-        ):
-            for pid in _workers(dynod.pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed = True
-                except ProcessLookupError:
-                    pass
+    killed: list[int] = []
+    for _ in range(5):  # the analysis takes a fraction of a second: a trace analysed before a kill is taken again
+        stop = threading.Event()
+        # watching from before the trace: its analysis may be over before GetTrace, polled, says it finished
+        killer = threading.Thread(target=_kill_workers, args=(dynod.pid, stop, killed), daemon=True)
+        killer.start()
+        try:
+            trace_id = _traced(dynod, job, proc)
+            s = _finished(dynod, trace_id)
+        finally:
+            stop.set()
+            killer.join()
         if killed:
             break
     assert killed
-    s = _finished(dynod, trace_id)
     assert (s.state, s.failure) == (dyno_pb2.ANALYSIS_STATE_FAILED, dyno_pb2.ANALYSIS_FAILURE_CRASHED)
     assert "killed by SIGKILL" in s.failure_message
     _healthy(dynod)
@@ -206,18 +216,29 @@ def test_a_garbage_trace_file_is_a_failed_analysis_naming_it_and_dynod_stays_hea
     _healthy(dynod)
 
 
-def test_a_trace_that_finished_while_analysis_was_off_is_analysed_at_the_next_start(dynod: Dynod, trainer) -> None:  # type: ignore[no-untyped-def]
+def test_traces_finished_while_analysis_was_off_are_all_analysed_at_the_next_start(dynod: Dynod, trainer) -> None:  # type: ignore[no-untyped-def]
+    """Three traces against a queue of one place: one queued at start, two analysed from the backlog."""
     job, proc = trainer
     dynod.args.append("--no-analysis-enabled")
     try:
         dynod.restart()
-        trace_id = _traced(dynod, job, proc)  # once the trainer's agent has registered with this dynod
-        wait_for((dynod.trace_dir / trace_id / RECORD_NAME).is_file, 10, 0.05)
-        assert _summary(dynod, trace_id).state == dyno_pb2.ANALYSIS_STATE_DISABLED
+        trace_ids = [_traced(dynod, job, proc) for _ in range(3)]  # once the trainer's agent has registered
+        for trace_id in trace_ids:
+            wait_for((dynod.trace_dir / trace_id / RECORD_NAME).is_file, 10, 0.05)
+        assert _summary(dynod, trace_ids[-1]).state == dyno_pb2.ANALYSIS_STATE_DISABLED
     finally:
         dynod.args.remove("--no-analysis-enabled")
-    dynod.restart()
-    # nothing asks for its summary: the job's record gets it as its latest analysis
-    record = _job_record(dynod, job, trace_id)
-    assert record.latest_analysis.state == dyno_pb2.ANALYSIS_STATE_DONE, record.latest_analysis.failure_message
-    assert re.search(r"analysis: [1-9]\d* finished trace\(s\) without an analysis queued again", dynod.log)
+    dynod.args += ["--analysis-queue", "1"]
+    try:
+        dynod.restart()
+        # nothing asks for their summaries: the job's record gets the newest as its latest analysis
+        record = _job_record(dynod, job, trace_ids[-1])
+        assert record.latest_analysis.state == dyno_pb2.ANALYSIS_STATE_DONE, record.latest_analysis.failure_message
+        queued = r"analysis: 1 finished trace\(s\) without an analysis queued again, 2 left in the backlog"
+        assert re.search(queued, dynod.log)
+        done = r"analysis: the backlog's 2 trace\(s\), left unanalysed before this start, are analysed"
+        wait_for(lambda: re.search(done, dynod.log), 60, 0.2)
+        # analysed already: GetTraceSummary finds each stored (a trace without one would be queued now, PENDING)
+        assert [_summary(dynod, t).state for t in trace_ids] == [dyno_pb2.ANALYSIS_STATE_DONE] * 3
+    finally:
+        del dynod.args[-2:]

@@ -1,14 +1,18 @@
-"""The analysis queue: one job at a time, oldest first, bounded (the oldest dropped), states while queued/running."""
+"""The analysis queue: one job at a time, oldest first, bounded (the oldest dropped), states while queued/running;
+the idle hook runs only while it is empty, so what it offers waits for every live job."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from dyno.daemon.analysis.queue import AnalysisQueue, Offered
 from dyno.daemon.analysis.work import AnalysisJob
 from dyno.trace_summary import AnalysisState
+
+from conftest import wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -95,3 +99,85 @@ def test_the_start_up_work_runs_on_the_queues_thread_before_any_job(caplog: pyte
     q.stop()
     assert order == ["first on trace-analysis", "a"]
     assert "the analysis queue's start-up work failed" in caplog.text
+
+
+class Backlog:
+    """An idle hook offering the next of `tids` (one a call), noting what had run at each call."""
+
+    def __init__(self, q: AnalysisQueue, tids: list[str], ran: list[str]) -> None:
+        self.q, self.tids, self.ran = q, tids, ran
+        self.calls: list[tuple[str, ...]] = []
+        self.empty = threading.Event()
+
+    def __call__(self) -> None:
+        self.calls.append(tuple(self.ran))
+        if not self.tids:
+            self.empty.set()
+            return
+        assert self.q.offer(_job(self.tids.pop(0))) == Offered.QUEUED
+
+
+def test_the_idle_hook_runs_only_when_the_queue_is_empty_and_its_jobs_after_the_live_ones() -> None:
+    ran: list[str] = []
+    q = AnalysisQueue(lambda job: ran.append(job.trace_id), max_queued=4)  # type: ignore[func-returns-value]
+    idle = Backlog(q, ["x", "y"], ran)
+    q.submit(_job("a"))
+    q.submit(_job("b"))
+    q.start(first=lambda: ran.append("first"), idle=idle)
+    assert idle.empty.wait(10)
+    q.stop()
+    assert ran == ["first", "a", "b", "x", "y"]
+    assert idle.calls == [("first", "a", "b"), ("first", "a", "b", "x"), ("first", "a", "b", "x", "y")]
+
+
+def test_a_live_job_submitted_while_an_idle_job_runs_runs_next() -> None:
+    ran: list[str] = []
+    running, gate = threading.Event(), threading.Event()
+
+    def run(job: AnalysisJob) -> None:
+        if job.trace_id == "x1":
+            running.set()
+            gate.wait(10)
+        ran.append(job.trace_id)
+
+    q = AnalysisQueue(run, max_queued=4)
+    idle = Backlog(q, ["x1", "x2", "x3"], ran)
+    q.start(idle=idle)  # empty from the start: the idle hook runs at once
+    assert running.wait(10)
+    q.submit(_job("live"))
+    gate.set()
+    assert idle.empty.wait(10)
+    q.stop()
+    assert ran == ["x1", "live", "x2", "x3"]
+
+
+def test_a_raising_idle_hook_is_logged_and_the_queue_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    done = threading.Event()
+
+    def idle() -> None:
+        raise RuntimeError("bug")
+
+    q = AnalysisQueue(lambda job: done.set(), max_queued=4)
+    q.start(idle=idle)
+    q.submit(_job("a"))
+    assert done.wait(10)
+    q.stop()
+    assert "the analysis queue's idle work failed" in caplog.text
+
+
+def test_stop_returns_promptly_however_much_the_idle_hook_has_left() -> None:
+    count = [0]
+
+    def idle() -> None:  # an endless backlog
+        count[0] += 1
+        q.offer(_job(f"x{count[0]}"))
+
+    q = AnalysisQueue(lambda job: None, max_queued=4)
+    q.start(idle=idle)
+    wait_for(lambda: count[0] > 10, timeout_s=10)
+    t0 = time.monotonic()
+    q.stop()
+    assert time.monotonic() - t0 < 2 and q._thread is not None and not q._thread.is_alive()
+    after = count[0]
+    time.sleep(0.05)
+    assert count[0] == after  # no idle work after stop

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from analysis_fakes import ANALYSIS_WAIT_S, ME, NAMES, analyses, listed_trace, view
+from analysis_fakes import ANALYSIS_WAIT_S, GOOD_WORKER, ME, NAMES, analyses, listed_trace, view
 from small_daemon import OneValueSampler, daemon_config
 from trace_records import write_trace_record
 
@@ -93,8 +93,9 @@ def test_finished_traces_without_an_analysis_are_queued_newest_first_up_to_the_f
 
     got = requeue_unanalysed(traces, store.analysed, queue.offer, _job_of, per_job=20)
 
-    assert got == Requeued(records=7, queued=3)
-    assert [j.trace_id for j in queue.offered] == ["t6", "t3", "t2"]  # t1: no free place left
+    assert (got.records, got.queued) == (7, 3)
+    assert [j.trace_id for j in queue.offered] == ["t6", "t3", "t2"]
+    assert [j.trace_id for j in got.backlog] == ["t1"]  # no free place left: analysed once the queue is empty
     job = queue.offered[0]
     assert (job.job_id, job.user, job.hostname, job.files) == (
         "job-1",
@@ -115,9 +116,13 @@ def test_only_the_newest_records_are_read_and_a_real_queue_keeps_its_bound(tmp_p
 
     got = requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of, limit=4, per_job=20)
 
-    assert got == Requeued(records=4, queued=1)  # one free place
+    assert (got.records, got.queued) == (4, 1)  # one free place
     pending = [tid for tid in (f"t{i}" for i in range(6)) if queue.state_of(tid) == AnalysisState.PENDING]
     assert pending == ["t0", "t5"]  # the live one kept, the newest record queued
+    assert [j.trace_id for j in got.backlog] == ["t4", "t3", "t2"]  # the rest read, newest first
+    queue.stop()
+    stopping = requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of, limit=4, per_job=20)
+    assert stopping == Requeued(records=4, queued=0)  # a stopping queue: nothing for later either
     db.close()
 
 
@@ -172,8 +177,8 @@ def test_analyses_started_over_a_trace_dir_analyse_its_unanalysed_traces_without
     a.stop()
     assert found.summary.state == AnalysisState.DONE and found.summary.job_id == "job-1"
     lines = [r.getMessage() for r in caplog.records if "queued again" in r.getMessage()]
-    said = "analysis: 1 finished trace(s) without an analysis queued again, of 2 trace record(s) read in"
-    assert lines == [f"{said} {traces}"]
+    said = "analysis: 1 finished trace(s) without an analysis queued again, 0 left in the backlog, of 2 trace record(s)"
+    assert lines == [f"{said} read in {traces}"]
     db.close()
 
 
@@ -263,4 +268,91 @@ def test_only_a_jobs_newest_per_job_traces_are_queued_so_a_restart_evicts_no_new
     assert restart() == ["t5"]  # its save trims t2, which is now older than the job's 3 newest
     assert restart() == []
     assert store.analysed([f"t{i}" for i in range(6)]) == {"t5", "t4", "t3"}
+    db.close()
+
+
+def _saved(db: JobStore) -> list[str]:
+    """The traces whose analyses were saved, in the order they were."""
+    return [r[0] for r in db.read(lambda c: c.execute("SELECT trace_id FROM analyses ORDER BY id").fetchall())]
+
+
+def _held_while(flag: Path, trace_id: str) -> str:
+    """A good worker that, for `trace_id`, first waits while `flag` exists."""
+    hold = (
+        "import os, sys, time\n"
+        f"while sys.argv[sys.argv.index('--trace-id') + 1] == {trace_id!r} and os.path.exists({str(flag)!r}):\n"
+        "    time.sleep(0.02)\n"
+    )
+    return hold + GOOD_WORKER
+
+
+def test_traces_beyond_the_queues_places_are_all_analysed_newest_first_without_being_asked(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    traces = tmp_path / "traces"
+    for i in range(1, 5):
+        _record(traces, f"t{i}", seconds_ago=100 - 10 * i)  # t4 the newest
+    db = JobStore.in_dir(tmp_path)
+    a = analyses(tmp_path, db=db, trace_dir=traces, max_queued=1)
+    with caplog.at_level(logging.INFO):
+        a.start()
+        wait_for(lambda: len(_saved(db)) == 4, timeout_s=4 * ANALYSIS_WAIT_S)
+        said = wait_for(lambda: [r.getMessage() for r in caplog.records if "before this start" in r.getMessage()])
+    a.stop()
+    assert _saved(db) == ["t4", "t3", "t2", "t1"]
+    start = [r.getMessage() for r in caplog.records if "queued again" in r.getMessage()]
+    assert start == [
+        f"analysis: 1 finished trace(s) without an analysis queued again, 3 left in the backlog, of 4 trace "
+        f"record(s) read in {traces}"
+    ]
+    assert said == ["analysis: the backlog's 3 trace(s), left unanalysed before this start, are analysed"]
+    db.close()
+
+
+def test_live_traces_go_before_the_backlog_and_a_backlog_trace_analysed_meanwhile_is_skipped(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    for i in range(1, 5):
+        _record(traces, f"t{i}", seconds_ago=100 - 10 * i)
+    flag = tmp_path / "hold"
+    flag.touch()
+    db = JobStore.in_dir(tmp_path)
+    a = analyses(tmp_path, _held_while(flag, "t2"), db=db, trace_dir=traces, max_queued=2)
+    a.start()  # t4 and t3 queued; t2 and t1 in the backlog
+    wait_for(lambda: a.state_of("t2") == AnalysisState.RUNNING, timeout_s=3 * ANALYSIS_WAIT_S)
+    a.trace_finished(view("live", TraceState.DONE))  # the listener
+    record = journal.load_record(traces, "t1", quiet=True)
+    assert record is not None
+    a.analyse_again(_job_of(record))  # GetTraceSummary of a backlog trace
+    flag.unlink()
+    wait_for(lambda: len(_saved(db)) == 5, timeout_s=3 * ANALYSIS_WAIT_S)
+    time.sleep(0.3)  # t1 would be analysed again now if the backlog did not skip it
+    a.stop()
+    assert _saved(db) == ["t4", "t3", "t2", "live", "t1"]
+    db.close()
+
+
+def test_a_database_that_cannot_tell_keeps_the_backlog_for_after_the_next_analysis(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    traces = tmp_path / "traces"
+    for i in range(1, 4):
+        _record(traces, f"t{i}", seconds_ago=100 - 10 * i)
+    flag = tmp_path / "hold"
+    flag.touch()
+    db = JobStore.in_dir(tmp_path)
+    open_db: list[JobStore | None] = [db]
+    a = analyses(tmp_path, _held_while(flag, "t3"), db=db, trace_dir=traces, max_queued=1)
+    a.store = AnalysisStore(lambda: open_db[0], retention_s=86400.0, max_bytes=2**30)
+    a.start()  # t3 queued; t2 and t1 in the backlog
+    wait_for(lambda: a.state_of("t3") == AnalysisState.RUNNING, timeout_s=ANALYSIS_WAIT_S)
+    open_db[0] = None  # t3's analysis is kept in memory; the backlog's turn cannot tell what is analysed
+    flag.unlink()
+    wait_for(lambda: "left unanalysed before this start wait" in caplog.text, timeout_s=ANALYSIS_WAIT_S)
+    assert a.state_of("t2") is None and a.lookup("t2") is None
+    open_db[0] = db
+    a.trace_finished(view("live", TraceState.DONE))
+    wait_for(lambda: len(_saved(db)) == 3, timeout_s=3 * ANALYSIS_WAIT_S)
+    a.stop()
+    assert _saved(db) == ["live", "t2", "t1"]
+    assert caplog.text.count("left unanalysed before this start wait") == 1
     db.close()
