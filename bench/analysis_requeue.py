@@ -1,11 +1,10 @@
-"""Start-up cost of queueing again the analyses a restart left undone (dyno.daemon.analysis.requeue): a trace dir of
+"""Start-up cost of finding again the analyses a restart left undone (dyno.daemon.analysis.requeue): a trace dir of
 FOLDERS finished trace folders (PROCS processes each, every one DONE with its file), a real job database in which
 every other trace has its analysis stored, read back as a restarted dynod does on its analysis queue's thread: the
-newest 1000 records (tracing/recorded.py), one query for the stored ones, the queue's free places filled, the rest
-kept as the backlog; then the backlog's turns (dyno.daemon.analysis.backlog: one query and one offer each, on the
-queue's thread between two analyses), all of it drained into a queue that takes each. Everything is written under a
-temporary folder, removed at the end. Targets: the requeue well under 1 s (off the RPC path either way); a backlog
-turn under 1 ms (beside a worker's ~0.4 s).
+newest 1000 records (tracing/recorded.py) and one query for the stored ones give the backlog; then its turns
+(dyno.daemon.analysis.backlog: one query and one offer each, on the queue's thread between two analyses), all of it
+drained into a queue that takes each. Everything is written under a temporary folder, removed at the end. Targets:
+the requeue well under 1 s (off the RPC path either way); a backlog turn under 1 ms (beside a worker's ~0.4 s).
 
     python bench/analysis_requeue.py [--folders 1000] [--procs 1] [--repeat 3]
 """
@@ -22,7 +21,7 @@ from bench_common import trace_folders_args
 
 from dyno.daemon.analysis.backlog import Backlog, BacklogStep
 from dyno.daemon.analysis.outcome import Outcome
-from dyno.daemon.analysis.queue import AnalysisQueue, Offered
+from dyno.daemon.analysis.queue import Offered
 from dyno.daemon.analysis.requeue import requeue_unanalysed
 from dyno.daemon.analysis.store import AnalysisStore
 from dyno.daemon.analysis.work import AnalysisJob, job_of
@@ -36,7 +35,6 @@ from dyno.trace_layout import agent_output
 from dyno.trace_summary import AnalysisState, TraceSummary
 
 _JOBS = 50
-_QUEUE = 16  # analysis_queue's default
 
 
 def write_traces(d: Path, store: AnalysisStore, folders: int, procs: int) -> None:
@@ -72,16 +70,15 @@ def main() -> int:
         store = AnalysisStore(lambda: db, retention_s=1e12, max_bytes=2**40, per_job=10**9)
         write_traces(d, store, args.folders, args.procs)
         best = best_read = best_turn = float("inf")
-        records = queued = backlog = 0
+        records = backlog = 0
         for _ in range(args.repeat):
             t = time.perf_counter()
             recorded_traces(d)
             best_read = min(best_read, time.perf_counter() - t)
-            queue = AnalysisQueue(lambda job: None, _QUEUE)  # not started: what is queued stays queued
             t = time.perf_counter()
-            r = requeue_unanalysed(d, store.analysed, queue.offer, lambda v: job_of(v, "h", str), per_job=store.per_job)
+            r = requeue_unanalysed(d, store.analysed, lambda v: job_of(v, "h", str), per_job=store.per_job)
             best = min(best, time.perf_counter() - t)
-            records, queued, backlog = r.records, r.queued, len(r.backlog)
+            records, backlog = r.records, len(r.backlog)
             b = Backlog(r.backlog)
             t = time.perf_counter()
             while b.offer_next(store.analysed, _taken) == BacklogStep.QUEUED:
@@ -92,8 +89,8 @@ def main() -> int:
         shutil.rmtree(root, ignore_errors=True)
     print(
         f"{args.folders} finished trace folders, {args.procs} process(es) each, half analysed: read {records} records "
-        f"(limit {MAX_RECORDS_READ}) in {best_read * 1000:.0f} ms; requeue_unanalysed (records, the stored ones, "
-        f"{queued} queued of analysis_queue {_QUEUE}) in {best * 1000:.0f} ms (best of {args.repeat}); "
+        f"(limit {MAX_RECORDS_READ}) in {best_read * 1000:.0f} ms; requeue_unanalysed (records, the stored ones) "
+        f"in {best * 1000:.0f} ms (best of {args.repeat}); "
         f"target: well under 1 s; {backlog} in the backlog, a turn of it {best_turn * 1e6:.0f} µs; target: under 1 ms"
     )
     return 0

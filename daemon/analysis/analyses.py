@@ -8,10 +8,10 @@ that cannot be used is logged (throttled) and the summaries stay in memory (the 
 rank parts) until it works again. dynod never imports dyno.trace_analysis: only the worker does.
 
 At start, the traces of the trace dir's records that finished with no analysis stored (left queued by a restart,
-finished while analysis was off) are queued again on the queue's thread before its first analysis (requeue.py),
-remembered as the listener's are (a record rewritten right after start queues nothing again); those the queue has
-no place for wait in a backlog (backlog.py), one offered each time the queue is empty (its idle hook), so that live
-traces go first and wait behind at most one of them.
+finished while analysis was off) are found on the queue's thread before its first analysis (requeue.py) and become
+a backlog (backlog.py), one offered each time the queue is empty (its idle hook), so that live traces go first and
+wait behind at most one of them; each is remembered as the listener's are when queued (a record rewritten then
+queues nothing again).
 
 A (job, user)'s latest analysis (ListJobs, Prometheus) is its newest trace's (`trace_finished_ms`), whatever order
 its traces were analysed in (store.py); the Prometheus cache and the in-memory fallback follow the same rule.
@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 MAX_RECENT = 64  # summaries kept in memory (for a database that cannot be used), without rank parts
 _MAX_SEEN = 4096  # traces remembered as queued already (a trace's record is rewritten at each process's end)
 _MAX_EXPORT_CACHE = 1024  # (job, user) -> latest summary, for Prometheus' scrapes
+BACKLOG_RETRY_S = 60.0  # an idle queue asks again after a database error this long before, for the backlog's sake
 
 
 class Analyses:
@@ -117,13 +118,12 @@ class Analyses:
 
     # -- the queue's thread ------------------------------------------------------------------------------------
     def _requeue(self, trace_dir: Path) -> None:
-        """Before the first analysis: the finished traces recorded in `trace_dir` that have no analysis stored,
-        queued into the free places, the rest kept as the backlog."""
+        """Before the first analysis: the finished traces recorded in `trace_dir` that have no analysis stored
+        become the backlog (its first is offered at once: the queue is empty)."""
         try:
             r = requeue_unanalysed(
                 trace_dir,
                 self.store.analysed,
-                self._offer,
                 lambda view: job_of(view, self.hostname, self._name_of),
                 per_job=self.store.per_job,
             )
@@ -132,29 +132,29 @@ class Analyses:
             return
         self._backlog = Backlog(r.backlog)
         log.info(
-            "analysis: %d finished trace(s) without an analysis queued again, %d left in the backlog, of %d trace "
-            "record(s) read in %s",
-            r.queued,
+            "analysis: %d finished trace(s) without an analysis, of %d trace record(s) read in %s: analysed newest "
+            "first, one at a time while no live trace waits",
             len(r.backlog),
             r.records,
             trace_dir,
         )
 
-    def _next_from_backlog(self) -> None:
+    def _next_from_backlog(self) -> float | None:
         """The queue's idle hook (the queue is empty): the backlog's next trace still unanalysed is queued. Where
-        the database cannot tell, the backlog waits for the queue's next idle turn (after the next analysis)."""
+        the database cannot tell, it is tried again BACKLOG_RETRY_S later (or after the next analysis)."""
         try:
             step = self._backlog.offer_next(self.store.analysed, self._offer)
         except StoreError as e:
             n = len(self._backlog)
             self._db_problems.warning("read", "analyses: %d trace(s) left unanalysed before this start wait: %s", n, e)
-            return
+            return BACKLOG_RETRY_S
         if step == BacklogStep.FINISHED:
             n = self._backlog.total
             log.info("analysis: the backlog's %d trace(s), left unanalysed before this start, are analysed", n)
+        return None
 
     def _offer(self, job: AnalysisJob) -> Offered:
-        """The requeue's and the backlog's offer: a trace it queues is remembered as the listener's are (under the
+        """The backlog's offer: a trace it queues is remembered as the listener's are (under the
         lock with the offer, so that a rewrite of its record meanwhile is either queued by the listener or seen
         here). One queued already is the listener's, remembered with its own files."""
         with self._lock:

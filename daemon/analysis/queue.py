@@ -41,10 +41,11 @@ class AnalysisQueue:
         self._stopping = False
         self._thread: threading.Thread | None = None
 
-    def start(self, first: Callable[[], None] | None = None, idle: Callable[[], None] | None = None) -> None:
+    def start(self, first: Callable[[], None] | None = None, idle: Callable[[], float | None] | None = None) -> None:
         """`first` runs on the queue's thread before any job; `idle` on that thread whenever the queue is empty and
-        not stopping (after `first`, and after each job), and may `offer` a job; when it offers none, it runs again
-        only after the next job. A raise of either is logged; the jobs run anyway."""
+        not stopping (after `first`, and after each job), and may `offer` a job. It returns None, or the seconds
+        after which it runs again if the queue is still empty then (it could not tell what to offer); otherwise it
+        runs again after the next job. A raise of either is logged; the jobs run anyway."""
         self._thread = threading.Thread(target=self._loop, args=(first, idle), name="trace-analysis", daemon=True)
         self._thread.start()
 
@@ -94,7 +95,7 @@ class AnalysisQueue:
                 return AnalysisState.RUNNING
             return AnalysisState.PENDING if trace_id in self._queued else None
 
-    def _loop(self, first: Callable[[], None] | None, idle: Callable[[], None] | None) -> None:
+    def _loop(self, first: Callable[[], None] | None, idle: Callable[[], float | None] | None) -> None:
         if first is not None:
             try:
                 first()
@@ -105,16 +106,22 @@ class AnalysisQueue:
                 if self._stopping:
                     return
                 empty = not self._queued
+            again = None
             if empty and idle is not None:
                 try:
-                    idle()
+                    again = idle()
                 except Exception:
                     log.exception("the analysis queue's idle work failed")
             with self._cond:
-                while not self._queued and not self._stopping:
-                    self._cond.wait()
+                if again is None:
+                    while not self._queued and not self._stopping:
+                        self._cond.wait()
+                elif not self._queued and not self._stopping:
+                    self._cond.wait(again)
                 if self._stopping:
                     return
+                if not self._queued:  # the idle hook's time to try again
+                    continue
                 _, job = self._queued.popitem(last=False)
                 self._running = job.trace_id
             try:

@@ -181,3 +181,23 @@ def test_stop_returns_promptly_however_much_the_idle_hook_has_left() -> None:
     after = count[0]
     time.sleep(0.05)
     assert count[0] == after  # no idle work after stop
+
+
+def test_an_idle_hook_that_asks_for_a_retry_runs_again_then_without_any_job() -> None:
+    ran: list[str] = []
+    calls = [0]
+
+    def idle() -> float | None:  # the first call cannot tell (a database error): it asks again in 0.05 s
+        calls[0] += 1
+        if calls[0] == 1:
+            return 0.05
+        if calls[0] == 2:
+            q.offer(_job("x"))
+        return None
+
+    q = AnalysisQueue(lambda job: ran.append(job.trace_id), max_queued=4)  # type: ignore[func-returns-value]
+    q.start(idle=idle)
+    wait_for(lambda: ran == ["x"], timeout_s=10)
+    time.sleep(0.1)
+    q.stop()
+    assert calls[0] == 3  # after x ran, once more; then it waits for a job (None: no retry)

@@ -1,6 +1,6 @@
-"""Analyses a restart left undone, queued at the next start: over records written by the journal's own writer and a
-real job database, newest first, only finished traces without a stored analysis, at most the queue's free places,
-records not believed skipped; nothing when the database cannot be used or analysis is off."""
+"""Analyses a restart left undone, analysed after the next start: over records written by the journal's own writer
+and a real job database, newest first, only finished traces without a stored analysis, one at a time while no live
+trace waits, records not believed skipped; nothing when the database cannot be used or analysis is off."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from analysis_fakes import ANALYSIS_WAIT_S, GOOD_WORKER, ME, NAMES, analyses, li
 from small_daemon import OneValueSampler, daemon_config
 from trace_records import write_trace_record
 
+from dyno.daemon.analysis import analyses as analyses_module
 from dyno.daemon.analysis.outcome import Outcome
-from dyno.daemon.analysis.queue import AnalysisQueue, Offered
 from dyno.daemon.analysis.requeue import Requeued, requeue_unanalysed
 from dyno.daemon.analysis.store import AnalysisStore
 from dyno.daemon.analysis.work import AnalysisJob, job_of
@@ -51,23 +51,6 @@ def _record(
     )
 
 
-class RecordingQueue:
-    """Takes `free` jobs, then says it is full; `busy` traces are queued or running already."""
-
-    def __init__(self, free: int, busy: tuple[str, ...] = ()) -> None:
-        self.free = free
-        self.busy = busy
-        self.offered: list[AnalysisJob] = []
-
-    def offer(self, job: AnalysisJob) -> Offered:
-        if job.trace_id in self.busy:
-            return Offered.ALREADY
-        if len(self.offered) >= self.free:
-            return Offered.FULL
-        self.offered.append(job)
-        return Offered.QUEUED
-
-
 def _store(db: JobStore | None) -> AnalysisStore:
     return AnalysisStore(lambda: db, retention_s=86400.0 * 365 * 100, max_bytes=2**30)
 
@@ -81,7 +64,7 @@ def _job_of(view: TraceView) -> AnalysisJob:
     return job_of(view, "node1", lambda uid: NAMES.get(uid, str(uid)))
 
 
-def test_finished_traces_without_an_analysis_are_queued_newest_first_up_to_the_free_places(tmp_path: Path) -> None:
+def test_finished_traces_without_an_analysis_are_the_backlog_newest_first(tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     for i, tid in enumerate(("t1", "t2", "t3", "t4", "t5", "t6")):
         _record(traces, tid, seconds_ago=100 - 10 * i)  # t6 the newest
@@ -89,14 +72,12 @@ def test_finished_traces_without_an_analysis_are_queued_newest_first_up_to_the_f
     db = JobStore.in_dir(tmp_path)
     store = _store(db)
     _analysed(store, "t5")
-    queue = RecordingQueue(free=3, busy=("t4",))  # t4: queued already (its live listener, GetTraceSummary)
 
-    got = requeue_unanalysed(traces, store.analysed, queue.offer, _job_of, per_job=20)
+    got = requeue_unanalysed(traces, store.analysed, _job_of, per_job=20)
 
-    assert (got.records, got.queued) == (7, 3)
-    assert [j.trace_id for j in queue.offered] == ["t6", "t3", "t2"]
-    assert [j.trace_id for j in got.backlog] == ["t1"]  # no free place left: analysed once the queue is empty
-    job = queue.offered[0]
+    assert got.records == 7
+    assert [j.trace_id for j in got.backlog] == ["t6", "t4", "t3", "t2", "t1"]
+    job = got.backlog[0]
     assert (job.job_id, job.user, job.hostname, job.files) == (
         "job-1",
         "alice",
@@ -106,33 +87,24 @@ def test_finished_traces_without_an_analysis_are_queued_newest_first_up_to_the_f
     db.close()
 
 
-def test_only_the_newest_records_are_read_and_a_real_queue_keeps_its_bound(tmp_path: Path) -> None:
+def test_only_the_newest_records_are_read(tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     for i in range(6):
         _record(traces, f"t{i}", seconds_ago=100 - i)
     db = JobStore.in_dir(tmp_path)
-    queue = AnalysisQueue(lambda job: None, max_queued=2)  # not started: what is queued stays queued
-    queue.submit(_job_of(journal.load_record(traces, "t0", quiet=True)))  # type: ignore[arg-type]  # a live trace
-
-    got = requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of, limit=4, per_job=20)
-
-    assert (got.records, got.queued) == (4, 1)  # one free place
-    pending = [tid for tid in (f"t{i}" for i in range(6)) if queue.state_of(tid) == AnalysisState.PENDING]
-    assert pending == ["t0", "t5"]  # the live one kept, the newest record queued
-    assert [j.trace_id for j in got.backlog] == ["t4", "t3", "t2"]  # the rest read, newest first
-    queue.stop()
-    stopping = requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of, limit=4, per_job=20)
-    assert stopping == Requeued(records=4, queued=0)  # a stopping queue: nothing for later either
+    got = requeue_unanalysed(traces, _store(db).analysed, _job_of, limit=4, per_job=20)
+    assert got.records == 4
+    assert [j.trace_id for j in got.backlog] == ["t5", "t4", "t3", "t2"]
     db.close()
 
 
-def test_a_trace_whose_files_are_gone_is_queued_for_its_trace_failed_result(tmp_path: Path) -> None:
+def test_a_trace_whose_files_are_gone_is_in_the_backlog_for_its_trace_failed_result(tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     _record(traces, "gone", seconds_ago=5, file=False)
     db = JobStore.in_dir(tmp_path)
-    queue = RecordingQueue(free=16)
-    assert requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of, per_job=20) == Requeued(1, 1)
-    (job,) = queue.offered
+    got = requeue_unanalysed(traces, _store(db).analysed, _job_of, per_job=20)
+    assert got.records == 1
+    (job,) = got.backlog
     assert job.files == () and "is gone since the trace finished" in job.no_file
     db.close()
 
@@ -145,21 +117,18 @@ def test_records_not_believed_are_neither_read_nor_queued(tmp_path: Path) -> Non
     bad.write_bytes(bad.read_bytes().replace(b'"size_bytes": 5', b'"size_bytes": -5'))
     (traces / "no-record").mkdir()  # still running at the restart
     db = JobStore.in_dir(tmp_path)
-    queue = RecordingQueue(free=16)
-    assert requeue_unanalysed(traces, _store(db).analysed, queue.offer, _job_of, per_job=20) == Requeued(1, 1)
-    assert [j.trace_id for j in queue.offered] == ["good"]
+    got = requeue_unanalysed(traces, _store(db).analysed, _job_of, per_job=20)
+    assert got.records == 1 and [j.trace_id for j in got.backlog] == ["good"]
     db.close()
 
 
-def test_a_database_that_cannot_be_used_queues_nothing(tmp_path: Path) -> None:
+def test_a_database_that_cannot_be_used_finds_nothing(tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     _record(traces, "t1", seconds_ago=5)
-    queue = RecordingQueue(free=16)
     with pytest.raises(StoreError):
-        requeue_unanalysed(traces, _store(None).analysed, queue.offer, _job_of, per_job=20)
-    assert queue.offered == []
-    absent = requeue_unanalysed(tmp_path / "absent", _store(None).analysed, queue.offer, _job_of, per_job=20)
-    assert absent == Requeued(0, 0)
+        requeue_unanalysed(traces, _store(None).analysed, _job_of, per_job=20)
+    absent = requeue_unanalysed(tmp_path / "absent", _store(None).analysed, _job_of, per_job=20)
+    assert absent == Requeued(0, ())
 
 
 def test_analyses_started_over_a_trace_dir_analyse_its_unanalysed_traces_without_being_asked(
@@ -176,9 +145,11 @@ def test_analyses_started_over_a_trace_dir_analyse_its_unanalysed_traces_without
         found = wait_for(lambda: a.lookup("new"), timeout_s=ANALYSIS_WAIT_S)
     a.stop()
     assert found.summary.state == AnalysisState.DONE and found.summary.job_id == "job-1"
-    lines = [r.getMessage() for r in caplog.records if "queued again" in r.getMessage()]
-    said = "analysis: 1 finished trace(s) without an analysis queued again, 0 left in the backlog, of 2 trace record(s)"
-    assert lines == [f"{said} read in {traces}"]
+    lines = [r.getMessage() for r in caplog.records if "without an analysis" in r.getMessage()]
+    assert lines == [
+        f"analysis: 1 finished trace(s) without an analysis, of 2 trace record(s) read in {traces}: analysed newest "
+        "first, one at a time while no live trace waits"
+    ]
     db.close()
 
 
@@ -239,7 +210,7 @@ def test_dynod_queues_them_at_start_only_with_analysis_enabled(enabled: bool, ca
             else:
                 time.sleep(0.3)
                 assert daemon.analyses is None
-        assert any("queued again" in r.getMessage() for r in caplog.records) == enabled
+        assert any("without an analysis, of" in r.getMessage() for r in caplog.records) == enabled
     finally:
         daemon.stop(grace_s=0)
         shutil.rmtree(d, ignore_errors=True)
@@ -255,11 +226,10 @@ def test_only_a_jobs_newest_per_job_traces_are_queued_so_a_restart_evicts_no_new
     store = AnalysisStore(lambda: db, retention_s=86400.0 * 365 * 100, max_bytes=2**30, per_job=3)
 
     def restart() -> list[str]:
-        queue = RecordingQueue(free=16)
-        requeue_unanalysed(traces, store.analysed, queue.offer, _job_of, per_job=store.per_job)
-        for job in queue.offered:  # analysed, as the workers would, and saved (the store trims the job's oldest)
+        found = requeue_unanalysed(traces, store.analysed, _job_of, per_job=store.per_job).backlog
+        for job in found:  # analysed, as the workers would, and saved (the store trims the job's oldest)
             store.save(Outcome(job.summary(AnalysisState.DONE)), b"", T0)
-        return [j.trace_id for j in queue.offered]
+        return [j.trace_id for j in found]
 
     assert restart() == ["t4", "t3", "t2"]
     assert restart() == []
@@ -300,16 +270,18 @@ def test_traces_beyond_the_queues_places_are_all_analysed_newest_first_without_b
         said = wait_for(lambda: [r.getMessage() for r in caplog.records if "before this start" in r.getMessage()])
     a.stop()
     assert _saved(db) == ["t4", "t3", "t2", "t1"]
-    start = [r.getMessage() for r in caplog.records if "queued again" in r.getMessage()]
+    start = [r.getMessage() for r in caplog.records if "without an analysis, of" in r.getMessage()]
     assert start == [
-        f"analysis: 1 finished trace(s) without an analysis queued again, 3 left in the backlog, of 4 trace "
-        f"record(s) read in {traces}"
+        f"analysis: 4 finished trace(s) without an analysis, of 4 trace record(s) read in {traces}: analysed newest "
+        "first, one at a time while no live trace waits"
     ]
-    assert said == ["analysis: the backlog's 3 trace(s), left unanalysed before this start, are analysed"]
+    assert said == ["analysis: the backlog's 4 trace(s), left unanalysed before this start, are analysed"]
     db.close()
 
 
-def test_live_traces_go_before_the_backlog_and_a_backlog_trace_analysed_meanwhile_is_skipped(tmp_path: Path) -> None:
+def test_live_traces_go_before_the_backlog_and_a_backlog_trace_analysed_meanwhile_is_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     traces = tmp_path / "traces"
     for i in range(1, 5):
         _record(traces, f"t{i}", seconds_ago=100 - 10 * i)
@@ -317,22 +289,23 @@ def test_live_traces_go_before_the_backlog_and_a_backlog_trace_analysed_meanwhil
     flag.touch()
     db = JobStore.in_dir(tmp_path)
     a = analyses(tmp_path, _held_while(flag, "t2"), db=db, trace_dir=traces, max_queued=2)
-    a.start()  # t4 and t3 queued; t2 and t1 in the backlog
-    wait_for(lambda: a.state_of("t2") == AnalysisState.RUNNING, timeout_s=3 * ANALYSIS_WAIT_S)
-    a.trace_finished(view("live", TraceState.DONE))  # the listener
-    record = journal.load_record(traces, "t1", quiet=True)
-    assert record is not None
-    a.analyse_again(_job_of(record))  # GetTraceSummary of a backlog trace
-    flag.unlink()
-    wait_for(lambda: len(_saved(db)) == 5, timeout_s=3 * ANALYSIS_WAIT_S)
-    time.sleep(0.3)  # t1 would be analysed again now if the backlog did not skip it
+    with caplog.at_level(logging.INFO):
+        a.start()  # the backlog t4, t3, t2, t1: one queued at a time
+        wait_for(lambda: a.state_of("t2") == AnalysisState.RUNNING, timeout_s=3 * ANALYSIS_WAIT_S)
+        a.trace_finished(view("live", TraceState.DONE))  # the listener
+        record = journal.load_record(traces, "t1", quiet=True)
+        assert record is not None
+        a.analyse_again(_job_of(record))  # GetTraceSummary of a backlog trace
+        flag.unlink()
+        # said only at the idle turn after t1 left the backlog: after its second analysis, were it not skipped
+        wait_for(lambda: "the backlog's 4 trace(s)" in caplog.text, timeout_s=3 * ANALYSIS_WAIT_S)
     a.stop()
     assert _saved(db) == ["t4", "t3", "t2", "live", "t1"]
     db.close()
 
 
-def test_a_database_that_cannot_tell_keeps_the_backlog_for_after_the_next_analysis(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_a_database_that_cannot_tell_keeps_the_backlog_and_it_is_tried_again_later(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     traces = tmp_path / "traces"
     for i in range(1, 4):
@@ -343,16 +316,16 @@ def test_a_database_that_cannot_tell_keeps_the_backlog_for_after_the_next_analys
     open_db: list[JobStore | None] = [db]
     a = analyses(tmp_path, _held_while(flag, "t3"), db=db, trace_dir=traces, max_queued=1)
     a.store = AnalysisStore(lambda: open_db[0], retention_s=86400.0, max_bytes=2**30)
+    monkeypatch.setattr(analyses_module, "BACKLOG_RETRY_S", 0.5)
     a.start()  # t3 queued; t2 and t1 in the backlog
     wait_for(lambda: a.state_of("t3") == AnalysisState.RUNNING, timeout_s=ANALYSIS_WAIT_S)
     open_db[0] = None  # t3's analysis is kept in memory; the backlog's turn cannot tell what is analysed
     flag.unlink()
     wait_for(lambda: "left unanalysed before this start wait" in caplog.text, timeout_s=ANALYSIS_WAIT_S)
     assert a.state_of("t2") is None and a.lookup("t2") is None
-    open_db[0] = db
-    a.trace_finished(view("live", TraceState.DONE))
-    wait_for(lambda: len(_saved(db)) == 3, timeout_s=3 * ANALYSIS_WAIT_S)
+    open_db[0] = db  # no live trace comes: the retry finds the database again
+    wait_for(lambda: len(_saved(db)) == 2, timeout_s=3 * ANALYSIS_WAIT_S)
     a.stop()
-    assert _saved(db) == ["live", "t2", "t1"]
+    assert _saved(db) == ["t2", "t1"]
     assert caplog.text.count("left unanalysed before this start wait") == 1
     db.close()
