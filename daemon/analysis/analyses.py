@@ -64,7 +64,7 @@ class Analyses:
         trace_dir: Path | None = None,
     ) -> None:
         self.hostname = hostname
-        self.trace_dir = trace_dir  # its records' finished traces without an analysis are queued at start (None: not)
+        self.trace_dir = trace_dir  # its records' unanalysed finished traces are analysed after start (None: not)
         self.store = store
         self.runner = runner
         self._name_of = name_of

@@ -1,6 +1,6 @@
-"""The finished traces the start-up requeue found unanalysed but had no free place in the queue for (requeue.py's
-`Requeued.backlog`), newest first, offered one at a time by the queue's idle hook (analyses.py): so every one of
-them is analysed, and a live trace waits behind at most the one backlog analysis running.
+"""The finished traces the start-up requeue found unanalysed (requeue.py's `Requeued.backlog`), newest first,
+offered one at a time by the queue's idle hook (analyses.py): so every one of them is analysed, and a live trace
+waits behind at most the one backlog analysis running.
 
 Each trace's turn asks the database whether it is analysed by then (GetTraceSummary, or the listener after its
 record was rewritten, may have done it) and the queue whether it is queued or running already (Offered.ALREADY):
@@ -24,7 +24,7 @@ class BacklogStep(enum.Enum):
     """What `Backlog.offer_next` did."""
 
     QUEUED = "queued"  # one trace offered and queued
-    WAITING = "waiting"  # the queue took none (full, stopping): the trace stays first
+    WAITING = "waiting"  # the queue took none (stopping; full only if others filled it): the trace stays first
     FINISHED = "finished"  # it has just run out (said once): each of its traces analysed, or queued by another
     EMPTY = "empty"  # nothing in it (any more)
 

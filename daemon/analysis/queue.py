@@ -43,7 +43,7 @@ class AnalysisQueue:
 
     def start(self, first: Callable[[], None] | None = None, idle: Callable[[], float | None] | None = None) -> None:
         """`first` runs on the queue's thread before any job; `idle` on that thread whenever the queue is empty and
-        not stopping (after `first`, and after each job), and may `offer` a job. It returns None, or the seconds
+        not stopping (after `first`, and after each job), and may `offer` a job. It returns None, or the seconds (> 0)
         after which it runs again if the queue is still empty then (it could not tell what to offer); otherwise it
         runs again after the next job. A raise of either is logged; the jobs run anyway."""
         self._thread = threading.Thread(target=self._loop, args=(first, idle), name="trace-analysis", daemon=True)
@@ -112,12 +112,11 @@ class AnalysisQueue:
                     again = idle()
                 except Exception:
                     log.exception("the analysis queue's idle work failed")
+                if again is not None and not again > 0:  # would run it again at once, over and over
+                    log.error("the analysis queue's idle hook asked to run again in %r s: after the next job", again)
+                    again = None
             with self._cond:
-                if again is None:
-                    while not self._queued and not self._stopping:
-                        self._cond.wait()
-                elif not self._queued and not self._stopping:
-                    self._cond.wait(again)
+                self._cond.wait_for(lambda: self._queued or self._stopping, again)
                 if self._stopping:
                     return
                 if not self._queued:  # the idle hook's time to try again

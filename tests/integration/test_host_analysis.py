@@ -217,7 +217,7 @@ def test_a_garbage_trace_file_is_a_failed_analysis_naming_it_and_dynod_stays_hea
 
 
 def test_traces_finished_while_analysis_was_off_are_all_analysed_at_the_next_start(dynod: Dynod, trainer) -> None:  # type: ignore[no-untyped-def]
-    """Three traces against a queue of one place: all three analysed from the backlog, one at a time."""
+    """Three traces, more than the queue's one place: all three analysed from the backlog, one at a time."""
     job, proc = trainer
     dynod.args.append("--no-analysis-enabled")
     try:

@@ -201,3 +201,25 @@ def test_an_idle_hook_that_asks_for_a_retry_runs_again_then_without_any_job() ->
     time.sleep(0.1)
     q.stop()
     assert calls[0] == 3  # after x ran, once more; then it waits for a job (None: no retry)
+
+
+@pytest.mark.parametrize("delay", [0.0, -1.0])
+def test_an_idle_hook_asking_to_run_again_at_once_is_logged_and_waits_for_a_job(
+    delay: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls = [0]
+
+    def idle() -> float:
+        calls[0] += 1
+        return delay
+
+    done = threading.Event()
+    q = AnalysisQueue(lambda job: done.set(), max_queued=4)
+    q.start(idle=idle)
+    time.sleep(0.1)
+    assert calls[0] == 1  # not spinning
+    q.submit(_job("a"))
+    assert done.wait(10)
+    wait_for(lambda: calls[0] == 2, timeout_s=10)
+    q.stop()
+    assert "asked to run again in" in caplog.text

@@ -317,7 +317,7 @@ def test_a_database_that_cannot_tell_keeps_the_backlog_and_it_is_tried_again_lat
     a = analyses(tmp_path, _held_while(flag, "t3"), db=db, trace_dir=traces, max_queued=1)
     a.store = AnalysisStore(lambda: open_db[0], retention_s=86400.0, max_bytes=2**30)
     monkeypatch.setattr(analyses_module, "BACKLOG_RETRY_S", 0.5)
-    a.start()  # t3 queued; t2 and t1 in the backlog
+    a.start()  # the backlog t3, t2, t1: t3 offered first
     wait_for(lambda: a.state_of("t3") == AnalysisState.RUNNING, timeout_s=ANALYSIS_WAIT_S)
     open_db[0] = None  # t3's analysis is kept in memory; the backlog's turn cannot tell what is analysed
     flag.unlink()
