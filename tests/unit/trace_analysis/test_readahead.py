@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import io
 import json
 import os
 import threading
@@ -15,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dyno.trace_analysis import readahead
-from dyno.trace_analysis.cli import _start_read_ahead
+from dyno.trace_analysis import cli, readahead
+from dyno.trace_analysis.cli import _start_read_ahead, add_analyze_arguments, run_analyze
 from dyno.trace_analysis.eventbatches import Batch, EventBatches
 from dyno.trace_analysis.jsonscan import BLOCK_SIZE, ScanError
 from dyno.trace_analysis.model import Trace
@@ -300,3 +301,31 @@ def test_the_cli_reads_ahead_one_trace_file_only(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("DYNO_NATIVE_PARSE", "0")
     assert _start_read_ahead(_args(str(one))) is None
     assert started == []
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    parser = add_analyze_arguments(argparse.ArgumentParser())
+    out, err = io.StringIO(), io.StringIO()
+    rc = run_analyze(parser.parse_args(list(argv)), out=out, err=err)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_run_analyze_reads_ahead_and_reports_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    good = tmp_path / "rank0.json.gz"
+    good.write_bytes(gzip.compress(_trace(20000)))
+    bad = _damaged(tmp_path)["bad crc"]
+    real_start = readahead.start
+
+    def start_and_open(path: Path) -> ReadAhead:  # (in-process the imports are done: the load would come first)
+        ahead = real_start(path)
+        while ahead._state is readahead._State.PENDING:
+            threading.Event().wait(0.001)
+        return ahead
+
+    monkeypatch.setattr(readahead, "start", start_and_open)
+    claimed = _claimed(monkeypatch)
+    with_ahead = [_cli(str(good), "--json"), _cli(str(bad), "--json"), _cli(str(bad), "--threshold", "x")]
+    assert claimed == [True, True] and readahead._pending is None  # (the bad threshold: discarded, not claimed)
+    monkeypatch.setattr(cli, "_start_read_ahead", lambda args: None)
+    assert [_cli(str(good), "--json"), _cli(str(bad), "--json"), _cli(str(bad), "--threshold", "x")] == with_ahead
+    assert claimed == [True, True, False, False] and with_ahead[1][0] == 1 and "checksum" in with_ahead[1][2]
