@@ -10,23 +10,33 @@ The library (``dyno.trace_analysis`` imported by a user's program) does not call
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 
-__all__ = ["import_numpy_single_threaded"]
+__all__ = ["import_numpy_single_threaded", "one_openblas_thread"]
 
 _VAR = "OPENBLAS_NUM_THREADS"
+
+
+@contextlib.contextmanager
+def one_openblas_thread() -> Iterator[None]:
+    """numpy imported inside (by any thread) starts one OpenBLAS thread, unless the user set the variable: for
+    a block where another thread may import numpy first (``dyno-cli analyze``'s read-ahead)."""
+    mine = _VAR not in os.environ
+    if mine:
+        os.environ[_VAR] = "1"
+    try:
+        yield
+    finally:
+        if mine:
+            os.environ.pop(_VAR, None)
 
 
 def import_numpy_single_threaded() -> None:
     """Import numpy; with one OpenBLAS thread unless it is already loaded or the user set the variable."""
     if "numpy" in sys.modules:
         return
-    mine = _VAR not in os.environ
-    if mine:
-        os.environ[_VAR] = "1"
-    try:
+    with one_openblas_thread():
         import numpy  # noqa: F401
-    finally:
-        if mine:
-            os.environ.pop(_VAR, None)

@@ -14,6 +14,10 @@
  * timestamps, float pids, non-string names/categories, args that are not an object), nesting deeper than 64.
  * The caller then uses the Python decoders, which also produce the error messages. What it accepts is a subset
  * of what the typed msgspec decoder accepts, and the columns equal what the builder makes of msgspec's structs.
+*
+ * The parse itself calls no Python API and runs without the GIL (the CLI's read-ahead decodes on a second thread
+ * while the main thread imports): the string tables record where each distinct string lies in the batch, and
+ * their Python objects are made after the parse, with the GIL, in first-seen order.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -59,17 +63,19 @@ static int buf_grow(Buf *b, size_t need) {
 /* per-field tables of distinct strings (keyed by their raw bytes in the batch) */
 
 typedef struct {
-    const char *s;
+    const char *s; /* into the batch (or a static default): the raw bytes, escapes not yet decoded */
     size_t n;
     uint64_t h;
 } Entry;
 
 typedef struct {
     Entry *entries;
+    uint8_t *esc;       /* per entry: the string has escapes (decoded when its object is made; apart from the
+                           entries, which the lookups read, to keep them 24 bytes) */
     size_t count, cap;  /* entries */
     int32_t *slots;     /* open addressing: index + 1, 0 = empty */
     size_t nslots;
-    PyObject *list;     /* the distinct values as Python objects, in first-seen order */
+    PyObject *list;     /* the distinct values as Python objects, in first-seen order (made after the parse) */
     int as_json;        /* raw JSON texts: their compact JSON (str) when canonical, else the raw bytes */
 } StrTable;
 
@@ -91,16 +97,15 @@ static uint64_t hash_bytes(const char *s, size_t n) {
 
 static void table_free(StrTable *t) {
     free(t->entries);
+    free(t->esc);
     free(t->slots);
     Py_XDECREF(t->list);
     memset(t, 0, sizeof(*t));
 }
 
-static int table_init(StrTable *t, int as_json) {
+static void table_init(StrTable *t, int as_json) {
     memset(t, 0, sizeof(*t));
     t->as_json = as_json;
-    t->list = PyList_New(0);
-    return t->list ? 0 : -2;
 }
 
 static int table_rehash(StrTable *t) {
@@ -214,8 +219,10 @@ static int compact_json(const char *s, size_t n, Buf *out) {
     return 1;
 }
 
-/* local id of s[0:n] in t (added if new); -1: decline (bad UTF-8, lone surrogate), -2: out of memory */
-static int32_t table_id(StrTable *t, const char *s, size_t n, int esc, Buf *tmp) {
+/* local id of s[0:n] in t (added if new, in first-seen order); -2: out of memory. No Python API: the parse runs
+ * without the GIL, and the Python objects are made after it (table_objects), which is also where a string that
+ * does not decode declines the batch. */
+static int32_t table_id(StrTable *t, const char *s, size_t n, int esc) {
     uint64_t h = hash_bytes(s, n);
     if (t->nslots) {
         size_t j = h & (t->nslots - 1);
@@ -225,48 +232,18 @@ static int32_t table_id(StrTable *t, const char *s, size_t n, int esc, Buf *tmp)
             j = (j + 1) & (t->nslots - 1);
         }
     }
-    PyObject *obj = NULL;
-    if (t->as_json) {
-        int c = compact_json(s, n, tmp);
-        if (c < 0) return c;
-        if (c) {
-            obj = PyUnicode_DecodeUTF8(tmp->data, (Py_ssize_t)tmp->len, NULL);
-            if (!obj) {
-                if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -2;
-                PyErr_Clear(); /* invalid UTF-8: the raw bytes go to the Python path, which reports it */
-            }
-        }
-        if (!obj) obj = PyBytes_FromStringAndSize(s, (Py_ssize_t)n);
-        if (!obj) return -2;
-    } else {
-        const char *u = s;
-        size_t un = n;
-        if (esc) {
-            int r = unescape(s, n, tmp);
-            if (r < 0) return r;
-            u = tmp->data;
-            un = tmp->len;
-        }
-        obj = PyUnicode_DecodeUTF8(u, (Py_ssize_t)un, NULL);
-        if (!obj) {
-            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-                PyErr_Clear();
-                return -1;
-            }
-            return -2;
-        }
-    }
-    int rc = PyList_Append(t->list, obj);
-    Py_DECREF(obj);
-    if (rc < 0) return -2;
     if (t->count == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 64;
         Entry *e = realloc(t->entries, cap * sizeof(Entry));
         if (!e) return -2;
         t->entries = e;
+        uint8_t *x = realloc(t->esc, cap);
+        if (!x) return -2;
+        t->esc = x;
         t->cap = cap;
     }
     t->entries[t->count] = (Entry){s, n, h};
+    t->esc[t->count] = (uint8_t)esc;
     t->count++;
     if (t->count * 2 > t->nslots) {
         if (table_rehash(t) < 0) return -2;
@@ -276,6 +253,58 @@ static int32_t table_id(StrTable *t, const char *s, size_t n, int esc, Buf *tmp)
         t->slots[j] = (int32_t)t->count;
     }
     return (int32_t)(t->count - 1);
+}
+
+/* One distinct value as a Python object: as_json tables, the compact JSON (str) when canonical and valid UTF-8,
+ * else the raw bytes (the Python path normalizes or reports them); other tables, the decoded string. NULL with
+ * *decline set: bad UTF-8 or a lone surrogate (the batch declines); NULL alone: a Python error is set. */
+static PyObject *entry_object(const StrTable *t, size_t i, Buf *tmp, int *decline) {
+    const Entry *e = &t->entries[i];
+    PyObject *obj = NULL;
+    if (t->as_json) {
+        int c = compact_json(e->s, e->n, tmp);
+        if (c < 0) return PyErr_NoMemory();
+        if (c) {
+            obj = PyUnicode_DecodeUTF8(tmp->data, (Py_ssize_t)tmp->len, NULL);
+            if (!obj) {
+                if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return NULL;
+                PyErr_Clear(); /* invalid UTF-8: the raw bytes go to the Python path, which reports it */
+            }
+        }
+        return obj ? obj : PyBytes_FromStringAndSize(e->s, (Py_ssize_t)e->n);
+    }
+    const char *u = e->s;
+    size_t un = e->n;
+    if (t->esc[i]) {
+        int r = unescape(e->s, e->n, tmp);
+        if (r == -2) return PyErr_NoMemory();
+        if (r < 0) {
+            *decline = 1;
+            return NULL;
+        }
+        u = tmp->data;
+        un = tmp->len;
+    }
+    obj = PyUnicode_DecodeUTF8(u, (Py_ssize_t)un, NULL);
+    if (!obj && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+        *decline = 1;
+    }
+    return obj;
+}
+
+/* t->list: the Python objects of t's distinct values in first-seen order (with the GIL, after the parse).
+ * 0 ok, -1 decline, -2 a Python error is set. */
+static int table_objects(StrTable *t, Buf *tmp) {
+    t->list = PyList_New((Py_ssize_t)t->count);
+    if (!t->list) return -2;
+    for (size_t i = 0; i < t->count; i++) {
+        int decline = 0;
+        PyObject *obj = entry_object(t, i, tmp, &decline);
+        if (!obj) return decline ? -1 : -2;
+        PyList_SET_ITEM(t->list, (Py_ssize_t)i, obj);
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------------- */
@@ -796,14 +825,14 @@ static const char EMPTY_STR[] = "";
 static const char NONE_STR[] = "None";
 
 /* string column value: a string, or (absent / null) -> dflt (NULL: -1); any other type declines */
-static int push_str(Out *o, Buf *col, StrTable *t, const Val *v, const char *dflt) {
+static int push_str(Buf *col, StrTable *t, const Val *v, const char *dflt) {
     int32_t id;
     if (v->type == V_STR) {
-        id = table_id(t, v->s, v->n, v->esc, &o->tmp);
+        id = table_id(t, v->s, v->n, v->esc);
         if (id < 0) return id;
     } else if (v->type == V_ABSENT || v->type == V_NULL) {
         if (dflt) {
-            id = table_id(t, dflt, strlen(dflt), 0, &o->tmp);
+            id = table_id(t, dflt, strlen(dflt), 0);
             if (id < 0) return id;
         } else {
             id = -1;
@@ -816,15 +845,14 @@ static int push_str(Out *o, Buf *col, StrTable *t, const Val *v, const char *dfl
 }
 
 /* pid / tid: an int, or a string (null / absent read as the string "None", as str(None) in Python) */
-static int push_proc(Out *o, ProcCol *c, const Val *v) {
+static int push_proc(ProcCol *c, const Val *v) {
     if (v->type == V_INT) {
         PUSH(&c->vals, int64_t, v->i);
         PUSH(&c->sids, int32_t, -1);
         return 0;
     }
     if (v->type != V_STR && v->type != V_ABSENT && v->type != V_NULL) return -1;
-    int32_t id = v->type == V_STR ? table_id(&c->strs, v->s, v->n, v->esc, &o->tmp)
-                                  : table_id(&c->strs, NONE_STR, 4, 0, &o->tmp);
+    int32_t id = v->type == V_STR ? table_id(&c->strs, v->s, v->n, v->esc) : table_id(&c->strs, NONE_STR, 4, 0);
     if (id < 0) return id;
     c->any_str = 1;
     PUSH(&c->vals, int64_t, 0);
@@ -988,10 +1016,10 @@ static int commit_complete(Out *o, const Fields *F, int64_t row) {
     PUSH(&o->x_ts, double, ts);
     PUSH(&o->x_dur, double, dur);
     PUSH(&o->x_rows, int64_t, row);
-    if ((r = push_str(o, &o->x_cat, &o->t_cat, &F->top[K_CAT], EMPTY_STR)) < 0) return r;
-    if ((r = push_str(o, &o->x_name, &o->t_name, &F->top[K_NAME], EMPTY_STR)) < 0) return r;
-    if ((r = push_proc(o, &o->x_pid, &F->top[K_PID])) < 0) return r;
-    if ((r = push_proc(o, &o->x_tid, &F->top[K_TID])) < 0) return r;
+    if ((r = push_str(&o->x_cat, &o->t_cat, &F->top[K_CAT], EMPTY_STR)) < 0) return r;
+    if ((r = push_str(&o->x_name, &o->t_name, &F->top[K_NAME], EMPTY_STR)) < 0) return r;
+    if ((r = push_proc(&o->x_pid, &F->top[K_PID])) < 0) return r;
+    if ((r = push_proc(&o->x_tid, &F->top[K_TID])) < 0) return r;
     PUSH(&o->x_has_args, uint8_t, F->top[K_ARGS].type == V_OBJECT);
     for (int i = 0; i < N_INT_ARGS; i++) {
         if (num_value(&F->args[i], NAN, &x, NULL) < 0) return -1;
@@ -1007,13 +1035,13 @@ static int commit_complete(Out *o, const Fields *F, int64_t row) {
             /* the raw JSON text of the value (strings: with their quotes) */
             const char *s = raw[i]->type == V_STR ? raw[i]->s - 1 : raw[i]->s;
             size_t n = raw[i]->type == V_STR ? raw[i]->n + 2 : raw[i]->n;
-            id = table_id(raw_t[i], s, n, 0, &o->tmp);
+            id = table_id(raw_t[i], s, n, 0);
             if (id < 0) return id;
         }
         PUSH(raw_col[i], int32_t, id);
     }
-    if ((r = push_str(o, &o->x_coll, &o->t_coll, &F->args[A_COLL_NAME], NULL)) < 0) return r;
-    if ((r = push_str(o, &o->x_dtype, &o->t_dtype, &F->args[A_DTYPE], NULL)) < 0) return r;
+    if ((r = push_str(&o->x_coll, &o->t_coll, &F->args[A_COLL_NAME], NULL)) < 0) return r;
+    if ((r = push_str(&o->x_dtype, &o->t_dtype, &F->args[A_DTYPE], NULL)) < 0) return r;
     o->x_n++;
     return 0;
 }
@@ -1025,10 +1053,10 @@ static int commit_flow(Out *o, const Fields *F, int phase) {
     if (num_value(&F->top[K_TS], NAN, &ts, NULL) < 0) return -1;
     PUSH(&o->f_id, double, id);
     PUSH(&o->f_ts, double, ts);
-    if ((r = push_proc(o, &o->f_pid, &F->top[K_PID])) < 0) return r;
-    if ((r = push_proc(o, &o->f_tid, &F->top[K_TID])) < 0) return r;
+    if ((r = push_proc(&o->f_pid, &F->top[K_PID])) < 0) return r;
+    if ((r = push_proc(&o->f_tid, &F->top[K_TID])) < 0) return r;
     PUSH(&o->f_phase, int8_t, (int8_t)phase);
-    if ((r = push_str(o, &o->f_cat, &o->t_fcat, &F->top[K_CAT], EMPTY_STR)) < 0) return r;
+    if ((r = push_str(&o->f_cat, &o->t_fcat, &F->top[K_CAT], EMPTY_STR)) < 0) return r;
     o->f_n++;
     return 0;
 }
@@ -1138,27 +1166,30 @@ fail:
     return NULL;
 }
 
+/* The parse runs without the GIL (no Python API in it: see table_id), so another thread runs Python meanwhile (the
+ * CLI's read-ahead decodes while the main thread imports). The Py_buffer export pins a bytearray's size; its bytes
+ * must not change until the call returns (jsonscan's batches are its own, touched by no one else meanwhile). */
 static PyObject *decode_batch(PyObject *self, PyObject *arg) {
     (void)self;
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     Out o;
     memset(&o, 0, sizeof(o));
-    PyObject *result = NULL;
-    int ok = 1;
     for (int i = 0; out_tables(&o, i); i++) {
-        int as_json = out_tables(&o, i) == &o.t_dims || out_tables(&o, i) == &o.t_types;
-        if (table_init(out_tables(&o, i), as_json) < 0) ok = 0;
+        table_init(out_tables(&o, i), out_tables(&o, i) == &o.t_dims || out_tables(&o, i) == &o.t_types);
     }
-    if (ok) {
-        int rc = parse_batch(&o, (const unsigned char *)view.buf, (size_t)view.len);
-        if (rc == -2) {
-            if (!PyErr_Occurred()) PyErr_NoMemory();
-        } else if (rc < 0) {
-            result = Py_NewRef(Py_None);
-        } else {
-            result = build_result(&o);
-        }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = parse_batch(&o, (const unsigned char *)view.buf, (size_t)view.len);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; rc == 0 && out_tables(&o, i); i++) rc = table_objects(out_tables(&o, i), &o.tmp);
+    PyObject *result = NULL;
+    if (rc == 0) {
+        result = build_result(&o);
+    } else if (rc == -1) {
+        result = Py_NewRef(Py_None);
+    } else if (!PyErr_Occurred()) { /* out of memory inside the parse: reported now that the GIL is held */
+        PyErr_NoMemory();
     }
     out_free(&o);
     PyBuffer_Release(&view);
@@ -1167,7 +1198,8 @@ static PyObject *decode_batch(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"decode_batch", decode_batch, METH_O,
-     "decode_batch(buf) -> dict | None: column buffers of a JSON array of trace events; None to decline."},
+     "decode_batch(buf) -> dict | None: column buffers of a JSON array of trace events; None to decline. The parse "
+     "releases the GIL: the caller must not change buf's bytes until it returns."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -20,7 +20,6 @@ from operator import attrgetter, itemgetter
 from typing import Any, cast
 
 import numpy as np
-import orjson
 
 from dyno.trace_analysis.assembly import (
     assemble_events,
@@ -36,8 +35,8 @@ from dyno.trace_analysis.eventdecode import (
     EMPTY_ARGS,
     Event,
     NativeBatch,
-    decode_events,
-    decode_native,
+    decode_batch,
+    decode_fast,
     element_texts,
 )
 from dyno.trace_analysis.interning import Interner
@@ -359,19 +358,3 @@ class TraceBuilder:
                 "cat": np.array(self.interner.ids(cat), dtype=np.int32),
             }
         )
-
-
-def decode_fast(batch: bytes | bytearray | memoryview) -> list[Any] | NativeBatch | None:
-    """A speculative cut (see ``jsonscan``): native columns, else ``Event`` structs; None when both decline."""
-    native = decode_native(batch)
-    return native if native is not None else decode_events(batch)
-
-
-def decode_batch(batch: bytes) -> list[Any] | NativeBatch:
-    """Native columns or typed decoding when the batch fits (the common case), else the general parser (dicts),
-    which also raises the error for invalid JSON."""
-    native = decode_native(batch)
-    if native is not None:
-        return native
-    evs = decode_events(batch)
-    return evs if evs is not None else orjson.loads(batch)

@@ -19,13 +19,16 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from dyno import exit_codes
 from dyno.argtypes import number
 from dyno.gc_pause import gc_paused
-from dyno.numpy_import import import_numpy_single_threaded
+from dyno.numpy_import import import_numpy_single_threaded, one_openblas_thread
 from dyno.usage_json import json_requested, parse_args_reporting
+
+if TYPE_CHECKING:
+    from .readahead import ReadAhead
 
 __all__ = [
     "DESCRIPTION",
@@ -154,49 +157,77 @@ def run_analyze(
         return code
 
     # The cyclic collector paused over the imports: they build only long-lived objects (modules, classes,
-    # functions), which each collection would walk again.
-    with gc_paused():
+    # functions), which each collection would walk again. One trace file is read meanwhile on a second thread.
+    with gc_paused(), one_openblas_thread():
+        ahead = _start_read_ahead(args)
         import_numpy_single_threaded()
         from .api import AnalysisError, analyze
         from .rules import ThresholdError, parse_threshold_args
 
-    if getattr(args, "list_rules", False):
-        out.write(_list_rules())
-        return exit_codes.OK
-    if not args.paths:
-        return fail(exit_codes.USAGE, "give at least one trace file or folder (PATH...)")
-    if args.html and (clash := _input_at(args.html, args.paths)):
-        return fail(exit_codes.FAILURE, f"--html {args.html} is the input trace {clash}: refusing to overwrite it")
     try:
-        thresholds = parse_threshold_args(args.threshold or [])
-        report = analyze(args.paths, rules=args.rules, thresholds=thresholds, workers=getattr(args, "jobs", None))
-    except (ThresholdError, AnalysisError) as e:
-        return fail(exit_codes.FAILURE, str(e))
-    except MemoryError:
-        return fail(exit_codes.FAILURE, "out of memory while loading the traces")
-    for problem in report.errors:  # on stderr too: a report redirected to a file must not hide a skipped rank
-        err.write(f"{prog}: warning: skipped {problem.path}: {problem.reason}\n")
-    if args.html:
-        from .report.html import render_html
-
+        if getattr(args, "list_rules", False):
+            out.write(_list_rules())
+            return exit_codes.OK
+        if not args.paths:
+            return fail(exit_codes.USAGE, "give at least one trace file or folder (PATH...)")
+        if args.html and (clash := _input_at(args.html, args.paths)):
+            return fail(exit_codes.FAILURE, f"--html {args.html} is the input trace {clash}: refusing to overwrite it")
         try:
-            Path(args.html).write_text(
-                render_html(report, all_ranks=getattr(args, "all_ranks", False)), encoding="utf-8"
-            )
-        except OSError as e:
-            return fail(exit_codes.FAILURE, f"cannot write {args.html}: {e.strerror or e}")
-    # only the renderer asked for is imported (--json: neither the text nor the HTML one)
-    if args.json:
-        from .report.jsonout import render_json
+            thresholds = parse_threshold_args(args.threshold or [])
+            report = analyze(args.paths, rules=args.rules, thresholds=thresholds, workers=getattr(args, "jobs", None))
+        except (ThresholdError, AnalysisError) as e:
+            return fail(exit_codes.FAILURE, str(e))
+        except MemoryError:
+            return fail(exit_codes.FAILURE, "out of memory while loading the traces")
+        for problem in report.errors:  # on stderr too: a report redirected to a file must not hide a skipped rank
+            err.write(f"{prog}: warning: skipped {problem.path}: {problem.reason}\n")
+        if args.html:
+            from .report.html import render_html
 
-        out.write(render_json(report))
-    else:
-        from .report.text import render_text
+            try:
+                Path(args.html).write_text(
+                    render_html(report, all_ranks=getattr(args, "all_ranks", False)), encoding="utf-8"
+                )
+            except OSError as e:
+                return fail(exit_codes.FAILURE, f"cannot write {args.html}: {e.strerror or e}")
+        # only the renderer asked for is imported (--json: neither the text nor the HTML one)
+        if args.json:
+            from .report.jsonout import render_json
 
-        out.write(render_text(report, all_ranks=getattr(args, "all_ranks", False)))
-    if args.html and not args.json:
-        out.write(f"HTML report written to {args.html}\n")
-    return exit_codes.OK
+            out.write(render_json(report))
+        else:
+            from .report.text import render_text
+
+            out.write(render_text(report, all_ranks=getattr(args, "all_ranks", False)))
+        if args.html and not args.json:
+            out.write(f"HTML report written to {args.html}\n")
+        return exit_codes.OK
+    finally:
+        if ahead is not None:  # not claimed when the command failed before the load: stop its thread
+            from .readahead import discard
+
+            discard(ahead)
+
+
+def _start_read_ahead(args: argparse.Namespace) -> ReadAhead | None:
+    """Start reading the trace file ahead (``readahead``) when the paths name exactly one, to be loaded in this
+    process with the native decoder; None otherwise (the load then reads it as it comes: nothing else changes)."""
+    if getattr(args, "list_rules", False) or not args.paths or getattr(args, "jobs", None) not in (None, 1):
+        return None
+    from .eventdecode import native_enabled
+    from .readahead import start
+    from .tracefiles import trace_paths
+    from .traceopen import TraceLoadError
+
+    if not native_enabled():  # (DYNO_NATIVE_PARSE=0: the decode would hold the GIL, nothing would overlap)
+        return None
+    try:
+        files, empty = trace_paths(args.paths)
+    except (TraceLoadError, OSError):
+        return None  # reported by the load, in its words
+    if len(files) != 1 or empty:
+        return None
+    return start(files[0])
 
 
 def _sigterm_as_interrupt(_signum: int, _frame: FrameType | None) -> None:

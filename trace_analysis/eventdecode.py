@@ -27,13 +27,16 @@ from types import ModuleType
 from typing import Any
 
 import msgspec
+import orjson
 
 __all__ = [
     "Event",
     "EventArgs",
     "EMPTY_ARGS",
     "NativeBatch",
+    "decode_batch",
     "decode_events",
+    "decode_fast",
     "decode_native",
     "element_texts",
     "native_available",
@@ -138,3 +141,19 @@ def decode_native(batch: bytes | bytearray | memoryview) -> NativeBatch | None:
         return None
     cols = _native.decode_batch(batch)
     return None if cols is None else NativeBatch(cols)
+
+
+def decode_fast(batch: bytes | bytearray | memoryview) -> list[Any] | NativeBatch | None:
+    """A speculative cut (see ``jsonscan``): native columns, else ``Event`` structs; None when both decline."""
+    native = decode_native(batch)
+    return native if native is not None else decode_events(batch)
+
+
+def decode_batch(batch: bytes) -> list[Any] | NativeBatch:
+    """Native columns or typed decoding when the batch fits (the common case), else the general parser (dicts),
+    which also raises the error for invalid JSON."""
+    native = decode_native(batch)
+    if native is not None:
+        return native
+    evs = decode_events(batch)
+    return evs if evs is not None else orjson.loads(batch)

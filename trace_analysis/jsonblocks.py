@@ -2,15 +2,18 @@
 
 ``structure`` gives the positions of the brackets outside strings of a block (unescaped quotes, backslash runs)
 and their nesting deltas; ``read_blocks`` cuts the stream so that no backslash run crosses two blocks, which keeps
-that escape detection local to one block. Used by ``jsonscan``.
+that escape detection local to one block. Used by ``jsonscan``. numpy is imported by ``structure`` only, when a
+block needs the scan: the fast path (``jsonscan``'s speculative cuts) does not, and ``dyno-cli analyze``'s
+read-ahead runs the loader on a second thread while the main thread imports numpy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["BLOCK_SIZE", "FIRST_BLOCK_SIZE", "structure", "read_blocks", "first_block_size"]
 
@@ -26,6 +29,8 @@ def structure(buf: bytes, in_string: bool) -> tuple[np.ndarray, np.ndarray, bool
 
     Assumes no backslash run crosses the start of ``buf`` (the reader never ends a block on a backslash).
     """
+    import numpy as np
+
     a = np.frombuffer(buf, dtype=np.uint8)
     q = np.flatnonzero(a == _QUOTE)
     if len(q):

@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator, Sized
 from typing import IO, Any
 
 import msgspec
-import numpy as np
 import orjson
 
 from dyno.trace_analysis.jsonblocks import BLOCK_SIZE, FIRST_BLOCK_SIZE, first_block_size, read_blocks, structure
@@ -206,6 +205,8 @@ def iter_event_batches(
         # positions are in the text carry + block (the carry was scanned with the block it came in)
         buf = block
         base = len(carry)
+        import numpy as np  # (only here: the fast path runs without numpy; see jsonblocks)
+
         pos, delta, end_in_string = structure(block, in_string)
         if base:
             pos += base

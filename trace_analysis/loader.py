@@ -7,10 +7,11 @@ of rank files, reporting bad files in ``MultiRankTrace.errors`` instead of faili
 Memory: the file is decompressed and parsed in blocks (``jsonscan`` cuts them; the optional C extension
 ``_native`` decodes them into column buffers, else ``eventdecode`` into small typed structs; ``builder`` turns each
 batch into numpy columns); a block's objects are dropped before the next block is read, so peak memory is the
-columns plus one block. ``DYNO_NATIVE_PARSE=0`` in the environment forces the Python decoders.
+columns plus one block (``dyno-cli analyze`` may decode up to 64 MiB of batches ahead: ``readahead``).
+``DYNO_NATIVE_PARSE=0`` in the environment forces the Python decoders.
 
-This module is the public surface and the multi-file side (finding the files, assembling the ranks); one file is
-loaded by ``traceload``, and opened (gzip, pipes, devices) by ``traceopen``.
+This module is the public surface and the multi-file side (assembling the ranks); the files are found by
+``tracefiles``, one file is loaded by ``traceload``, and opened (gzip, pipes, devices) by ``traceopen``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import msgspec
 from dyno.trace_analysis.builder import release_free_memory
 from dyno.trace_analysis.cycles import other_process, split_cycles
 from dyno.trace_analysis.model import LoadError, MultiRankTrace, Trace
+from dyno.trace_analysis.tracefiles import find_trace_files, trace_paths
 from dyno.trace_analysis.traceload import load_trace, rank_from_filename
 from dyno.trace_analysis.traceopen import TraceLoadError
 
@@ -41,84 +43,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-# written by `dyno-cli trace` beside the per-host folders; by dynod in each trace's folder (analysing the daemon's
-# trace dir directly)
-_NOT_TRACES = {"manifest.json", "dynod-record.json"}
-
-
-def find_trace_files(folder: str | os.PathLike[str]) -> list[Path]:
-    """Trace files (``*.json`` / ``*.json.gz``) in ``folder`` and its subfolders (``dyno-cli trace`` lays files out
-    as ``<trace_id>/<host>/<file>``), sorted by path; hidden files and folders (partial downloads) and manifests
-    skipped, symlinked folders not followed (as ``Path.rglob``), unreadable folders skipped."""
-    found: list[Path] = []
-    _collect_trace_files(Path(folder), found)
-    return sorted(found)
-
-
-def _collect_trace_files(folder: Path, found: list[Path]) -> None:
-    # os.scandir rather than Path.rglob: same files, a tenth of the time (rglob compiles a pattern and builds a
-    # Path per entry; a fixed cost that showed in the load of small traces)
-    try:
-        with os.scandir(folder) as it:
-            entries = list(it)
-    except OSError:
-        return
-    for e in entries:
-        name = e.name
-        if name.startswith("."):
-            continue
-        if e.is_dir(follow_symlinks=False):
-            _collect_trace_files(folder / name, found)
-        elif name.endswith((".json", ".json.gz")) and name not in _NOT_TRACES and e.is_file():
-            found.append(folder / name)
-
-
-def _refuse_several_traces(folder: Path, files: list[Path]) -> None:
-    """Raise ``TraceLoadError`` when ``folder`` holds several dyno traces (``dyno-cli trace``'s output dir, or
-    dynod's trace dir: one subfolder per trace id, each with its manifest or record): their files are not ranks
-    of one job, and analysed together they were reported as ranks 0, 1, ... of one.
-
-    Trace folders are told apart by their name, the trace id: a cluster trace has one id on every host, so the
-    dynod folders of one trace collected from several hosts (``h1/<id>/``, ``h2/<id>/``) are its ranks."""
-    roots: dict[str, Path] = {}  # by trace id (folder name; "." for files outside any trace folder): the first
-    known: dict[Path, Path | None] = {}
-    for f in files:
-        root = _trace_root(f.parent, folder, known)
-        roots.setdefault("." if root is None or root == folder else root.name, root or folder)
-    if len(roots) > 1:
-        names = sorted(str(r.relative_to(folder)) if r != folder else "." for r in roots.values())
-        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-        raise TraceLoadError(
-            folder,
-            f"holds {len(names)} traces ({shown}), not the ranks of one: analyse one of them, "
-            f"e.g. {folder / names[-1]}",
-        )
-
-
-def _trace_root(d: Path, top: Path, known: dict[Path, Path | None]) -> Path | None:
-    """The outermost folder from ``top`` down to ``d`` that holds a dyno manifest or dynod record, else None
-    (outermost: a daemon's trace folder copied into a host folder of a fetched trace is still that one trace)."""
-    if d in known:
-        return known[d]
-    above = None if d == top or d.parent == d else _trace_root(d.parent, top, known)
-    root = above if above is not None else (d if any((d / n).is_file() for n in _NOT_TRACES) else None)
-    known[d] = root
-    return root
-
-
-def _distinct(files: list[Path]) -> list[Path]:
-    """``files`` without repeats of one file (a folder and a file in it both given), first occurrence kept."""
-    if len(files) < 2:  # (realpath costs a system call per path component)
-        return files
-    seen: set[str] = set()
-    out = []
-    for f in files:
-        key = os.path.realpath(f)
-        if key not in seen:
-            seen.add(key)
-            out.append(f)
-    return out
 
 
 def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> MultiRankTrace:
@@ -169,19 +93,8 @@ def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 def trace_files(items: Sequence[str | os.PathLike[str]]) -> tuple[list[Path], list[LoadError]]:
     """The trace files ``load_traces`` loads from ``items`` (files, folders), each once, in order; and a
     ``LoadError`` for each folder without any. Raises ``TraceLoadError`` for a folder of several dyno traces."""
-    files: list[Path] = []
-    errors: list[LoadError] = []
-    for item in items:
-        p = Path(item)
-        if p.is_dir():
-            found = find_trace_files(p)
-            if not found:
-                errors.append(LoadError(str(p), "folder contains no *.json / *.json.gz trace files"))
-            _refuse_several_traces(p, found)
-            files.extend(found)
-        else:
-            files.append(p)
-    return _distinct(files), errors
+    files, empty = trace_paths(items)
+    return files, [LoadError(str(p), "folder contains no *.json / *.json.gz trace files") for p in empty]
 
 
 def load_or_error(path: Path) -> Trace | LoadError:

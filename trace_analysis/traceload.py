@@ -10,14 +10,17 @@ import contextlib
 import logging
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from dyno.gc_pause import gc_paused
-from dyno.trace_analysis.builder import TraceBuilder, decode_batch, decode_fast, release_free_memory
-from dyno.trace_analysis.jsonscan import BLOCK_SIZE, ScanError, ScanResult, iter_event_batches
+from dyno.trace_analysis import readahead
+from dyno.trace_analysis.builder import TraceBuilder, release_free_memory
+from dyno.trace_analysis.eventbatches import Batch, EventBatches
+from dyno.trace_analysis.jsonscan import BLOCK_SIZE, ScanError
 from dyno.trace_analysis.model import Trace, TraceMeta
-from dyno.trace_analysis.traceopen import GZIP_ERRORS, TraceLoadError, check_gzip_rest, open_stream, trace_size
+from dyno.trace_analysis.traceopen import GZIP_ERRORS, TraceLoadError, check_gzip_rest, trace_size
 from dyno.trace_analysis.valueranges import out_of_range_reason
 
 __all__ = ["load_trace", "rank_from_filename"]
@@ -72,26 +75,36 @@ def _meta(path: Path, raw: dict[str, Any], b: TraceBuilder) -> TraceMeta:
 
 
 def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) -> Trace:
-    """Parse one Chrome-trace JSON file (plain or gzip) into a ``Trace``. Raises ``TraceLoadError``."""
+    """Parse one Chrome-trace JSON file (plain or gzip) into a ``Trace``. Raises ``TraceLoadError``.
+
+    The file's batches come from ``EventBatches``, or from the read-ahead ``dyno-cli analyze`` started for this
+    file (``readahead``: the same batches and errors, begun while the CLI imported the analysis stack)."""
     p = Path(path)
     size = trace_size(p)
     b = TraceBuilder()
-    result = ScanResult()
     # The cyclic GC would rescan the growing heap on every few thousand dicts orjson creates; the per-block
     # objects are freed by reference counting, so pausing it while parsing loses nothing.
     try:
         with gc_paused(), contextlib.ExitStack() as stack:
-            fh, size_hint = open_stream(p, size, stack)
-            stack.enter_context(fh)
+            ahead = readahead.claim(p, block_size)
+            source: EventBatches
+            batches: Iterator[Batch]
+            if ahead is not None and ahead.source is not None:
+                stack.callback(ahead.close)
+                source, batches = ahead.source, ahead.batches()
+            else:
+                source = stack.enter_context(EventBatches(p, size, block_size))
+                batches = source.batches()
+            result = source.result
             arrays = 1
             try:
-                for items in iter_event_batches(fh, result, block_size, decode_batch, decode_fast, size_hint):
-                    if result.arrays != arrays:  # a repeated traceEvents key: its last value stands, as in JSON
-                        b, arrays = TraceBuilder(), result.arrays
-                    b.add(items, result.batch_bytes, result.last_batch)
-                    del items
+                for batch in batches:
+                    if batch.arrays != arrays:  # a repeated traceEvents key: its last value stands, as in JSON
+                        b, arrays = TraceBuilder(), batch.arrays
+                    b.add(batch.items, batch.batch_bytes, batch.last_batch)
+                    del batch
             except ScanError:
-                check_gzip_rest(fh)  # damaged compressed bytes give invalid JSON: name the damage instead
+                check_gzip_rest(source.fh)  # damaged compressed bytes give invalid JSON: name the damage instead
                 raise
             if result.arrays != arrays or result.last_value is not None:
                 b = TraceBuilder()

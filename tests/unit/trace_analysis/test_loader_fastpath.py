@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dyno.trace_analysis import builder, eventdecode, traceopen
+from dyno.trace_analysis import eventdecode, traceopen
 from dyno.trace_analysis.loader import TraceLoadError, load_trace
 from dyno.trace_analysis.model import Trace
 
@@ -170,14 +170,14 @@ def _typed_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             accepted.append(len(got))
         return got
 
-    monkeypatch.setattr(builder, "decode_events", counting)
+    monkeypatch.setattr(eventdecode, "decode_events", counting)
     return accepted
 
 
 def _load_general(path: Path, block_size: int) -> dict[str, Any]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(eventdecode.NATIVE_ENV, "0")
-        mp.setattr(builder, "decode_events", lambda batch: None)
+        mp.setattr(eventdecode, "decode_events", lambda batch: None)
         return _canonical(load_trace(path, block_size=block_size))
 
 
@@ -331,7 +331,7 @@ def test_args_keys_that_usually_come_together_are_read_alone(tmp_path: Path, mon
             with pytest.MonkeyPatch.context() as mp:
                 mp.setenv(eventdecode.NATIVE_ENV, native)
                 if general:
-                    mp.setattr(builder, "decode_events", lambda batch: None)
+                    mp.setattr(eventdecode, "decode_events", lambda batch: None)
                 t = load_trace(path, block_size=block)
             assert (t.events.input_types >= 0).sum() == 150 and (t.events.group_size == 8).sum() == 150
             assert t.arg_json(int(t.events.input_types[1])) == ["float"] and t.strings[t.events.dtype[0]] == "Float"

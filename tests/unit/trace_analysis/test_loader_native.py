@@ -43,9 +43,7 @@ def _native_calls(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
             calls.append(got is not None)
         return got
 
-    from dyno.trace_analysis import builder
-
-    monkeypatch.setattr(builder, "decode_native", counting)
+    monkeypatch.setattr(eventdecode, "decode_native", counting)
     return calls
 
 
