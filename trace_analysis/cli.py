@@ -156,15 +156,16 @@ def run_analyze(
             out.write(error_json(code, message))
         return code
 
-    # The cyclic collector paused over the imports: they build only long-lived objects (modules, classes,
-    # functions), which each collection would walk again. One trace file is read meanwhile on a second thread.
-    with gc_paused(), one_openblas_thread():
-        ahead = _start_read_ahead(args)
-        import_numpy_single_threaded()
-        from .api import AnalysisError, analyze
-        from .rules import ThresholdError, parse_threshold_args
-
+    ahead: ReadAhead | None = None
     try:
+        # The cyclic collector paused over the imports: they build only long-lived objects (modules, classes,
+        # functions), which each collection would walk again. One trace file is read meanwhile on a second thread.
+        with gc_paused(), one_openblas_thread():
+            ahead = _start_read_ahead(args)
+            import_numpy_single_threaded()
+            from .api import AnalysisError, analyze
+            from .rules import ThresholdError, parse_threshold_args
+
         if getattr(args, "list_rules", False):
             out.write(_list_rules())
             return exit_codes.OK
@@ -216,18 +217,12 @@ def _start_read_ahead(args: argparse.Namespace) -> ReadAhead | None:
         return None
     from .eventdecode import native_enabled
     from .readahead import start
-    from .tracefiles import trace_paths
-    from .traceopen import TraceLoadError
+    from .tracefiles import single_trace_file
 
     if not native_enabled():  # (DYNO_NATIVE_PARSE=0: the decode would hold the GIL, nothing would overlap)
         return None
-    try:
-        files, empty = trace_paths(args.paths)
-    except (TraceLoadError, OSError):
-        return None  # reported by the load, in its words
-    if len(files) != 1 or empty:
-        return None
-    return start(files[0])
+    path = single_trace_file(args.paths)
+    return None if path is None else start(path)
 
 
 def _sigterm_as_interrupt(_signum: int, _frame: FrameType | None) -> None:

@@ -150,12 +150,18 @@ class ReadAhead:
         assert self._iter is not None  # (handed over only after the thread began the iteration)
         yield from self._iter
 
-    def close(self) -> None:
-        """The consumer is done: stop the thread, wait for it (one batch at most), close the file."""
+    def stop(self) -> BaseException | None:
+        """Stop the thread and wait for it (one batch at most), the file left open; the exception its iteration
+        ended in that the consumer has not met yet (None: none, or it stopped before)."""
         with self._cond:
             self._cancelled = True
         if self._thread.ident is not None:
             self._thread.join()
+        return self._error
+
+    def close(self) -> None:
+        """The consumer is done: stop the thread, close the file."""
+        self.stop()
         if self.source is not None:
             self.source.close()
 
@@ -164,15 +170,20 @@ _lock = threading.Lock()
 _pending: ReadAhead | None = None
 
 
-def start(path: Path, block_size: int = BLOCK_SIZE) -> ReadAhead:
-    """Start reading ``path`` ahead; ``claim`` hands it to the load of that path."""
+def start(path: Path, block_size: int = BLOCK_SIZE) -> ReadAhead | None:
+    """Start reading ``path`` ahead; ``claim`` hands it to the load of that path. None where no thread can start
+    (the load then reads the file itself)."""
     global _pending
     ahead = ReadAhead(path, block_size)
     with _lock:
         earlier, _pending = _pending, ahead
     if earlier is not None:
         _stop(earlier)
-    ahead.start_thread()
+    try:
+        ahead.start_thread()
+    except RuntimeError:  # can't start new thread (a process or memory limit)
+        discard(ahead)
+        return None
     return ahead
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dyno.trace_analysis.traceopen import TraceLoadError
 
-__all__ = ["find_trace_files", "trace_paths"]
+__all__ = ["find_trace_files", "single_trace_file", "trace_paths"]
 
 # written by `dyno-cli trace` beside the per-host folders; by dynod in each trace's folder (analysing the daemon's
 # trace dir directly)
@@ -91,6 +91,21 @@ def _distinct(files: list[Path]) -> list[Path]:
             seen.add(key)
             out.append(f)
     return out
+
+
+def single_trace_file(items: Sequence[str | os.PathLike[str]]) -> Path | None:
+    """The one trace file ``items`` name as ``trace_paths`` would give it (a file, or a folder holding one), cheaply
+    (one folder walk; no other check); None for anything else (the load finds what it is)."""
+    if len(items) != 1:
+        return None
+    p = Path(items[0])
+    try:
+        if not p.is_dir():
+            return p
+    except OSError:
+        return None
+    found = find_trace_files(p)
+    return found[0] if len(found) == 1 else None
 
 
 def trace_paths(items: Sequence[str | os.PathLike[str]]) -> tuple[list[Path], list[Path]]:

@@ -89,7 +89,8 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
             ahead = readahead.claim(p, block_size)
             source: EventBatches
             batches: Iterator[Batch]
-            if ahead is not None and ahead.source is not None:
+            if ahead is not None:
+                assert ahead.source is not None  # (claimed only once its thread has the file open)
                 stack.callback(ahead.close)
                 source, batches = ahead.source, ahead.batches()
             else:
@@ -104,7 +105,11 @@ def load_trace(path: str | os.PathLike[str], *, block_size: int = BLOCK_SIZE) ->
                     b.add(batch.items, batch.batch_bytes, batch.last_batch)
                     del batch
             except ScanError:
-                check_gzip_rest(source.fh)  # damaged compressed bytes give invalid JSON: name the damage instead
+                # damaged compressed bytes give invalid JSON: name the damage instead. A read-ahead thread may have
+                # read the stream further (to a gzip error, kept for later): it stops first, and its error stands
+                if ahead is not None and isinstance(gzip_error := ahead.stop(), GZIP_ERRORS):
+                    raise gzip_error from None
+                check_gzip_rest(source.fh)
                 raise
             if result.arrays != arrays or result.last_value is not None:
                 b = TraceBuilder()

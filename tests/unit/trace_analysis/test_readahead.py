@@ -171,6 +171,7 @@ def _claimed(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
 def _load_ahead(path: Path) -> object:
     ahead = readahead.start(path)
+    assert ahead is not None
     ahead._thread.join(5)  # (the whole file read ahead: the consumer meets its end or its error in the buffer)
     try:
         return load_trace(path)
@@ -329,3 +330,31 @@ def test_run_analyze_reads_ahead_and_reports_the_same(tmp_path: Path, monkeypatc
     monkeypatch.setattr(cli, "_start_read_ahead", lambda args: None)
     assert [_cli(str(good), "--json"), _cli(str(bad), "--json"), _cli(str(bad), "--threshold", "x")] == with_ahead
     assert claimed == [True, True, False, False] and with_ahead[1][0] == 1 and "checksum" in with_ahead[1][2]
+
+
+def test_an_element_the_builder_refuses_names_the_gzip_damage_the_thread_read_past(tmp_path: Path) -> None:
+    """The builder's own ScanError (bad UTF-8 in a key the decoders skip) while the thread has read the stream to
+    its damaged end: the gzip error stands, as when the load reads the rest of the stream itself."""
+    data = _trace(60000)  # several blocks
+    bad = b'{"ph": "i", "name": "x", "pid": 0, "tid": 7, "ts": 5, "s": "t", "junk": "\xff"}, '
+    at = data.index(b"[") + 1
+    data = data[:at] + bad + data[at:]
+    gz = gzip.compress(data)
+    p = tmp_path / "rank0.json.gz"
+    p.write_bytes(gz[:-8] + ((zlib.crc32(data) + 1) & 0xFFFFFFFF).to_bytes(4, "little") + gz[-4:])
+    direct, ahead = _load(p), _load_ahead(p)
+    assert isinstance(direct, str) and direct.startswith("corrupt gzip stream: the checksum"), direct
+    assert ahead == direct
+
+
+def test_no_thread_to_start_means_no_read_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = tmp_path / "t.json"
+    p.write_bytes(_trace(10))
+
+    def refuse(self: ReadAhead) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(ReadAhead, "start_thread", refuse)
+    assert readahead.start(p) is None
+    assert readahead.claim(p, BLOCK_SIZE) is None  # nothing pending: the load reads the file itself
+    assert len(load_trace(p).events) == 10
