@@ -120,16 +120,20 @@ class Analyses:
     def _requeue(self, trace_dir: Path) -> None:
         """Before the first analysis: the finished traces recorded in `trace_dir` that have no analysis stored
         become the backlog (its first is offered at once: the queue is empty)."""
-        try:
-            r = requeue_unanalysed(
-                trace_dir,
-                self.store.analysed,
-                lambda view: job_of(view, self.hostname, self._name_of),
-                per_job=self.store.per_job,
+        r = requeue_unanalysed(
+            trace_dir,
+            self.store.analysed,
+            lambda view: job_of(view, self.hostname, self._name_of),
+            per_job=self.store.per_job,
+        )
+        if r.unchecked:
+            self._db_problems.warning(
+                "read",
+                "analyses: which of the %d finished trace(s) before this start are analysed cannot be told yet (each "
+                "is looked up at its turn): %s",
+                len(r.backlog),
+                r.unchecked,
             )
-        except StoreError as e:
-            self._db_problems.warning("read", "analyses: traces left unanalysed before this start not queued: %s", e)
-            return
         self._backlog = Backlog(r.backlog)
         log.info(
             "analysis: %d finished trace(s) without an analysis, of %d trace record(s) read in %s: analysed newest "

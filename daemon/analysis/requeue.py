@@ -14,8 +14,9 @@ and that one would be found again at the next start.
 
 A trace whose files are gone since (deleted by hand; retention deletes the record with them) is in it too: it
 gives TRACE_FAILED naming them, without a worker, as it does live and through GetTraceSummary, so that its job
-shows why it has no analysis rather than nothing. A database that cannot be used finds nothing (StoreError to the
-caller, which logs it): with no way to tell what was analysed, every trace would be analysed again.
+shows why it has no analysis rather than nothing. Where the database cannot tell which are analysed (it cannot be
+used now), every finished trace read is in the backlog, `unchecked` saying why: each is checked at its turn
+(backlog.py), which waits until the database answers, so none is analysed twice.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dyno.daemon.analysis.work import AnalysisJob
+from dyno.daemon.jobs.store import StoreError
 from dyno.daemon.tracing.recorded import MAX_RECORDS_READ, recorded_traces
 from dyno.daemon.tracing.values import TraceView
 
@@ -39,6 +41,7 @@ class Requeued:
 
     records: int
     backlog: tuple[AnalysisJob, ...] = ()
+    unchecked: str = ""  # why the stored analyses could not be looked up ("": they were)
 
 
 def requeue_unanalysed(
@@ -49,9 +52,9 @@ def requeue_unanalysed(
     *,
     per_job: int,
 ) -> Requeued:
-    """The finished traces recorded in `trace_dir` that `analysed` (AnalysisStore.analysed: raises StoreError)
-    does not know, newest first; of each (job id, user) only its `per_job` (AnalysisStore.per_job) newest finished
-    traces."""
+    """The finished traces recorded in `trace_dir` that `analysed` (AnalysisStore.analysed) does not know, newest
+    first (all of them, `unchecked`, where it raises StoreError); of each (job id, user) only its `per_job`
+    (AnalysisStore.per_job) newest finished traces."""
     views = recorded_traces(trace_dir, limit)
     seen: collections.Counter[tuple[str, str]] = collections.Counter()
     kept: list[AnalysisJob] = []
@@ -62,5 +65,8 @@ def requeue_unanalysed(
         seen[job.job_id, job.user] += 1
         if seen[job.job_id, job.user] <= per_job:
             kept.append(job)
-    done = analysed([j.trace_id for j in kept]) if kept else set()
+    try:
+        done = analysed([j.trace_id for j in kept]) if kept else set()
+    except StoreError as e:
+        return Requeued(len(views), tuple(kept), str(e))
     return Requeued(len(views), tuple(j for j in kept if j.trace_id not in done))

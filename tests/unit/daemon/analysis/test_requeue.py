@@ -20,7 +20,7 @@ from dyno.daemon.analysis.requeue import Requeued, requeue_unanalysed
 from dyno.daemon.analysis.store import AnalysisStore
 from dyno.daemon.analysis.work import AnalysisJob, job_of
 from dyno.daemon.app import Daemon
-from dyno.daemon.jobs.store import JobStore, StoreError
+from dyno.daemon.jobs.store import JobStore
 from dyno.daemon.tracing import journal
 from dyno.daemon.tracing.values import TraceState, TraceView
 from dyno.trace_layout import agent_output
@@ -122,11 +122,13 @@ def test_records_not_believed_are_neither_read_nor_queued(tmp_path: Path) -> Non
     db.close()
 
 
-def test_a_database_that_cannot_be_used_finds_nothing(tmp_path: Path) -> None:
+def test_a_database_that_cannot_tell_gives_every_finished_trace_unchecked(tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     _record(traces, "t1", seconds_ago=5)
-    with pytest.raises(StoreError):
-        requeue_unanalysed(traces, _store(None).analysed, _job_of, per_job=20)
+    _record(traces, "t2", seconds_ago=1)
+    got = requeue_unanalysed(traces, _store(None).analysed, _job_of, per_job=20)
+    assert [j.trace_id for j in got.backlog] == ["t2", "t1"]  # looked up at their turns (the backlog's)
+    assert got.records == 2 and "the job database is not open" in got.unchecked
     absent = requeue_unanalysed(tmp_path / "absent", _store(None).analysed, _job_of, per_job=20)
     assert absent == Requeued(0, ())
 
@@ -180,7 +182,7 @@ def test_requeued_traces_are_not_queued_again_by_their_record_rewritten_and_the_
     db.close()
 
 
-def test_analyses_without_a_database_log_once_and_queue_nothing(
+def test_analyses_without_a_database_log_once_and_analyse_nothing_until_it_can_tell(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     traces = tmp_path / "traces"
@@ -188,11 +190,12 @@ def test_analyses_without_a_database_log_once_and_queue_nothing(
     a = analyses(tmp_path, "raise SystemExit('no worker must start')", db=None, trace_dir=traces)
     with caplog.at_level(logging.WARNING):
         a.start()
-        wait_for(lambda: [r for r in caplog.records if "not queued" in r.getMessage()], timeout_s=ANALYSIS_WAIT_S)
-        time.sleep(0.2)
+        wait_for(lambda: "cannot be told yet" in caplog.text, timeout_s=ANALYSIS_WAIT_S)
+        time.sleep(0.2)  # the backlog's first turn: it cannot tell either, and waits (BACKLOG_RETRY_S)
     assert a.state_of("t1") is None and a.lookup("t1") is None
     a.stop()
-    assert len([r for r in caplog.records if "not queued" in r.getMessage()]) == 1
+    assert caplog.text.count("cannot be told yet") == 1
+    assert "wait:" not in caplog.text  # the same problem: one WARNING (throttled)
 
 
 @pytest.mark.parametrize("enabled", [True, False])
@@ -328,4 +331,27 @@ def test_a_database_that_cannot_tell_keeps_the_backlog_and_it_is_tried_again_lat
     a.stop()
     assert _saved(db) == ["t2", "t1"]
     assert caplog.text.count("left unanalysed before this start wait") == 1
+    db.close()
+
+
+def test_a_database_back_after_start_analyses_only_the_unanalysed_of_the_unchecked_backlog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    traces = tmp_path / "traces"
+    _record(traces, "old", seconds_ago=20)
+    _record(traces, "new", seconds_ago=10)
+    db = JobStore.in_dir(tmp_path)
+    _analysed(_store(db), "old")
+    open_db: list[JobStore | None] = [None]  # not usable at start: the backlog is "new", "old", unchecked
+    a = analyses(tmp_path, db=db, trace_dir=traces)
+    a.store = AnalysisStore(lambda: open_db[0], retention_s=86400.0 * 365 * 100, max_bytes=2**30)
+    monkeypatch.setattr(analyses_module, "BACKLOG_RETRY_S", 0.3)
+    with caplog.at_level(logging.INFO):
+        a.start()
+        wait_for(lambda: "cannot be told yet" in caplog.text, timeout_s=ANALYSIS_WAIT_S)
+        open_db[0] = db
+        # said at the turn after "old" left the backlog: after its second analysis, were it not looked up
+        wait_for(lambda: "the backlog's 2 trace(s)" in caplog.text, timeout_s=3 * ANALYSIS_WAIT_S)
+    a.stop()
+    assert _saved(db) == ["old", "new"]
     db.close()
