@@ -133,14 +133,20 @@ def test_a_database_that_cannot_tell_gives_every_finished_trace_unchecked(tmp_pa
     assert absent == Requeued(0, ())
 
 
-def test_analyses_started_over_a_trace_dir_analyse_its_unanalysed_traces_without_being_asked(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def _old_analysed_new_not(tmp_path: Path) -> tuple[Path, JobStore]:
+    """Traces "old" and "new" recorded, and a job database holding old's analysis."""
     traces = tmp_path / "traces"
     _record(traces, "old", seconds_ago=20)
     _record(traces, "new", seconds_ago=10)
     db = JobStore.in_dir(tmp_path)
     _analysed(_store(db), "old")
+    return traces, db
+
+
+def test_analyses_started_over_a_trace_dir_analyse_its_unanalysed_traces_without_being_asked(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    traces, db = _old_analysed_new_not(tmp_path)
     a = analyses(tmp_path, db=db, trace_dir=traces)
     with caplog.at_level(logging.INFO):
         a.start()
@@ -282,15 +288,20 @@ def test_traces_beyond_the_queues_places_are_all_analysed_newest_first_without_b
     db.close()
 
 
-def test_live_traces_go_before_the_backlog_and_a_backlog_trace_analysed_meanwhile_is_skipped(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def _held_traces(tmp_path: Path, n: int) -> tuple[Path, Path, JobStore]:
+    """Traces t1..tn (the newest last) recorded, a hold flag set (for _held_while), and a job database."""
     traces = tmp_path / "traces"
-    for i in range(1, 5):
+    for i in range(1, n + 1):
         _record(traces, f"t{i}", seconds_ago=100 - 10 * i)
     flag = tmp_path / "hold"
     flag.touch()
-    db = JobStore.in_dir(tmp_path)
+    return traces, flag, JobStore.in_dir(tmp_path)
+
+
+def test_live_traces_go_before_the_backlog_and_a_backlog_trace_analysed_meanwhile_is_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    traces, flag, db = _held_traces(tmp_path, 4)
     a = analyses(tmp_path, _held_while(flag, "t2"), db=db, trace_dir=traces, max_queued=2)
     with caplog.at_level(logging.INFO):
         a.start()  # the backlog t4, t3, t2, t1: one queued at a time
@@ -310,12 +321,7 @@ def test_live_traces_go_before_the_backlog_and_a_backlog_trace_analysed_meanwhil
 def test_a_database_that_cannot_tell_keeps_the_backlog_and_it_is_tried_again_later(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    traces = tmp_path / "traces"
-    for i in range(1, 4):
-        _record(traces, f"t{i}", seconds_ago=100 - 10 * i)
-    flag = tmp_path / "hold"
-    flag.touch()
-    db = JobStore.in_dir(tmp_path)
+    traces, flag, db = _held_traces(tmp_path, 3)
     open_db: list[JobStore | None] = [db]
     a = analyses(tmp_path, _held_while(flag, "t3"), db=db, trace_dir=traces, max_queued=1)
     a.store = AnalysisStore(lambda: open_db[0], retention_s=86400.0, max_bytes=2**30)
@@ -337,11 +343,7 @@ def test_a_database_that_cannot_tell_keeps_the_backlog_and_it_is_tried_again_lat
 def test_a_database_back_after_start_analyses_only_the_unanalysed_of_the_unchecked_backlog(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    traces = tmp_path / "traces"
-    _record(traces, "old", seconds_ago=20)
-    _record(traces, "new", seconds_ago=10)
-    db = JobStore.in_dir(tmp_path)
-    _analysed(_store(db), "old")
+    traces, db = _old_analysed_new_not(tmp_path)
     open_db: list[JobStore | None] = [None]  # not usable at start: the backlog is "new", "old", unchecked
     a = analyses(tmp_path, db=db, trace_dir=traces)
     a.store = AnalysisStore(lambda: open_db[0], retention_s=86400.0 * 365 * 100, max_bytes=2**30)
