@@ -126,6 +126,7 @@ class Analyses:
             lambda view: job_of(view, self.hostname, self._name_of),
             per_job=self.store.per_job,
         )
+        self._backlog = Backlog(r.backlog)
         if r.unchecked:
             self._db_problems.warning(
                 "read",
@@ -134,7 +135,7 @@ class Analyses:
                 len(r.backlog),
                 r.unchecked,
             )
-        self._backlog = Backlog(r.backlog)
+            return
         log.info(
             "analysis: %d finished trace(s) without an analysis, of %d trace record(s) read in %s: analysed newest "
             "first, one at a time while no live trace waits",
@@ -154,7 +155,7 @@ class Analyses:
             return BACKLOG_RETRY_S
         if step == BacklogStep.FINISHED:
             n = self._backlog.total
-            log.info("analysis: the backlog's %d trace(s), left unanalysed before this start, are analysed", n)
+            log.info("analysis: the backlog is done: the %d trace(s) found at start are analysed", n)
         return None
 
     def _offer(self, job: AnalysisJob) -> Offered:

@@ -236,7 +236,7 @@ def test_traces_finished_while_analysis_was_off_are_all_analysed_at_the_next_sta
         assert record.latest_analysis.state == dyno_pb2.ANALYSIS_STATE_DONE, record.latest_analysis.failure_message
         found = r"analysis: 3 finished trace\(s\) without an analysis, of \d+ trace record\(s\) read in "
         assert re.search(found, dynod.log)
-        done = r"analysis: the backlog's 3 trace\(s\), left unanalysed before this start, are analysed"
+        done = r"analysis: the backlog is done: the 3 trace\(s\) found at start are analysed"
         wait_for(lambda: re.search(done, dynod.log), 60, 0.2)
         # analysed already: GetTraceSummary finds each stored (a trace without one would be queued now, PENDING)
         assert [_summary(dynod, t).state for t in trace_ids] == [dyno_pb2.ANALYSIS_STATE_DONE] * 3

@@ -356,5 +356,6 @@ def test_no_thread_to_start_means_no_read_ahead(tmp_path: Path, monkeypatch: pyt
 
     monkeypatch.setattr(ReadAhead, "start_thread", refuse)
     assert readahead.start(p) is None
+    assert readahead._pending is None  # discarded, not left for a claim
     assert readahead.claim(p, BLOCK_SIZE) is None  # nothing pending: the load reads the file itself
     assert len(load_trace(p).events) == 10

@@ -276,7 +276,7 @@ def test_traces_beyond_the_queues_places_are_all_analysed_newest_first_without_b
     with caplog.at_level(logging.INFO):
         a.start()
         wait_for(lambda: len(_saved(db)) == 4, timeout_s=4 * ANALYSIS_WAIT_S)
-        said = wait_for(lambda: [r.getMessage() for r in caplog.records if "before this start" in r.getMessage()])
+        said = wait_for(lambda: [r.getMessage() for r in caplog.records if "backlog is done" in r.getMessage()])
     a.stop()
     assert _saved(db) == ["t4", "t3", "t2", "t1"]
     start = [r.getMessage() for r in caplog.records if "without an analysis, of" in r.getMessage()]
@@ -284,7 +284,7 @@ def test_traces_beyond_the_queues_places_are_all_analysed_newest_first_without_b
         f"analysis: 4 finished trace(s) without an analysis, of 4 trace record(s) read in {traces}: analysed newest "
         "first, one at a time while no live trace waits"
     ]
-    assert said == ["analysis: the backlog's 4 trace(s), left unanalysed before this start, are analysed"]
+    assert said == ["analysis: the backlog is done: the 4 trace(s) found at start are analysed"]
     db.close()
 
 
@@ -312,7 +312,7 @@ def test_live_traces_go_before_the_backlog_and_a_backlog_trace_analysed_meanwhil
         a.analyse_again(_job_of(record))  # GetTraceSummary of a backlog trace
         flag.unlink()
         # said only at the idle turn after t1 left the backlog: after its second analysis, were it not skipped
-        wait_for(lambda: "the backlog's 4 trace(s)" in caplog.text, timeout_s=3 * ANALYSIS_WAIT_S)
+        wait_for(lambda: "the 4 trace(s) found at start" in caplog.text, timeout_s=3 * ANALYSIS_WAIT_S)
     a.stop()
     assert _saved(db) == ["t4", "t3", "t2", "live", "t1"]
     db.close()
@@ -353,7 +353,7 @@ def test_a_database_back_after_start_analyses_only_the_unanalysed_of_the_uncheck
         wait_for(lambda: "cannot be told yet" in caplog.text, timeout_s=ANALYSIS_WAIT_S)
         open_db[0] = db
         # said at the turn after "old" left the backlog: after its second analysis, were it not looked up
-        wait_for(lambda: "the backlog's 2 trace(s)" in caplog.text, timeout_s=3 * ANALYSIS_WAIT_S)
+        wait_for(lambda: "the 2 trace(s) found at start" in caplog.text, timeout_s=3 * ANALYSIS_WAIT_S)
     a.stop()
     assert _saved(db) == ["old", "new"]
     db.close()
