@@ -35,8 +35,6 @@ from dyno.trace_analysis.eventdecode import (
     EMPTY_ARGS,
     Event,
     NativeBatch,
-    decode_batch,
-    decode_fast,
     element_texts,
 )
 from dyno.trace_analysis.interning import Interner
@@ -52,7 +50,7 @@ from dyno.trace_analysis.model import (
 )
 from dyno.trace_analysis.native_columns import complete_columns, flow_columns
 
-__all__ = ["TraceBuilder", "decode_batch", "decode_fast", "release_free_memory"]
+__all__ = ["TraceBuilder", "release_free_memory"]
 
 logger = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ def load_traces(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
     Bad files become ``LoadError`` entries; two files claiming the same rank keep the first and report the other;
     files that name no rank get the lowest free ones (``rank_source`` "order").
     Raises ``TraceLoadError`` only when nothing could be loaded and there is not a single file to report, or when a
-    folder holds several dyno traces (``_refuse_several_traces``: not the ranks of one job).
+    folder holds several dyno traces (``tracefiles.trace_paths``: not the ranks of one job).
     """
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     files, errors = trace_files(items)

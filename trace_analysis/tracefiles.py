@@ -28,7 +28,8 @@ def find_trace_files(folder: str | os.PathLike[str]) -> list[Path]:
     return sorted(found)
 
 
-def _collect_trace_files(folder: Path, found: list[Path]) -> None:
+def _collect_trace_files(folder: Path, found: list[Path], limit: int | None = None) -> None:
+    """Append the trace files under ``folder`` to ``found``, in walk order, stopping once it holds ``limit``."""
     # os.scandir rather than Path.rglob: same files, a tenth of the time (rglob compiles a pattern and builds a
     # Path per entry; a fixed cost that showed in the load of small traces)
     try:
@@ -37,11 +38,13 @@ def _collect_trace_files(folder: Path, found: list[Path]) -> None:
     except OSError:
         return
     for e in entries:
+        if limit is not None and len(found) >= limit:
+            return
         name = e.name
         if name.startswith("."):
             continue
         if e.is_dir(follow_symlinks=False):
-            _collect_trace_files(folder / name, found)
+            _collect_trace_files(folder / name, found, limit)
         elif name.endswith((".json", ".json.gz")) and name not in _NOT_TRACES and e.is_file():
             found.append(folder / name)
 
@@ -95,7 +98,8 @@ def _distinct(files: list[Path]) -> list[Path]:
 
 def single_trace_file(items: Sequence[str | os.PathLike[str]]) -> Path | None:
     """The one trace file ``items`` name as ``trace_paths`` would give it (a file, or a folder holding one), cheaply
-    (one folder walk; no other check); None for anything else (the load finds what it is)."""
+    (a folder walked up to its second trace file; no other check); None for anything else (the load finds what it
+    is)."""
     if len(items) != 1:
         return None
     p = Path(items[0])
@@ -104,7 +108,8 @@ def single_trace_file(items: Sequence[str | os.PathLike[str]]) -> Path | None:
             return p
     except OSError:
         return None
-    found = find_trace_files(p)
+    found: list[Path] = []
+    _collect_trace_files(p, found, limit=2)  # a second one is enough to know
     return found[0] if len(found) == 1 else None
 
 

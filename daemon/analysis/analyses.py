@@ -119,7 +119,7 @@ class Analyses:
     # -- the queue's thread ------------------------------------------------------------------------------------
     def _requeue(self, trace_dir: Path) -> None:
         """Before the first analysis: the finished traces recorded in `trace_dir` that have no analysis stored
-        become the backlog (its first is offered at once: the queue is empty)."""
+        become the backlog (its first offered at the queue's first idle turn)."""
         r = requeue_unanalysed(
             trace_dir,
             self.store.analysed,
@@ -180,7 +180,7 @@ class Analyses:
             return
         try:
             end = self.runner.run(job, out)
-            if end.stopped:  # dynod stops: not the trace's failure (the next start queues it again: _requeue)
+            if end.stopped:  # dynod stops: not the trace's failure (the next start finds it again: _requeue)
                 return
             outcome = outcome_of(job, end, self._clock_ms())
         except OSError as e:

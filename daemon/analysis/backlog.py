@@ -47,14 +47,15 @@ class Backlog:
         kept) nor queued already; those that are are dropped from the backlog on the way."""
         while self._jobs:
             job = self._jobs[0]
-            if job.trace_id not in analysed([job.trace_id]):
-                got = offer(job)
-                if got in (Offered.FULL, Offered.STOPPING):
-                    return BacklogStep.WAITING
-                if got == Offered.QUEUED:
-                    self._jobs.popleft()
-                    return BacklogStep.QUEUED
-            self._jobs.popleft()  # analysed, or Offered.ALREADY: its analysis is another's
+            if job.trace_id in analysed([job.trace_id]):
+                self._jobs.popleft()
+                continue
+            got = offer(job)
+            if got in (Offered.FULL, Offered.STOPPING):
+                return BacklogStep.WAITING
+            self._jobs.popleft()  # queued now, or Offered.ALREADY: its analysis is another's
+            if got == Offered.QUEUED:
+                return BacklogStep.QUEUED
         if self._finished:
             return BacklogStep.EMPTY
         self._finished = True

@@ -82,8 +82,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "DROP INDEX analyses_job",
     ),
     # the analyses' byte budget (analysis/store.py): its running total, kept by triggers in the transaction of each
-    # row's insert or delete (a SUM over every row at each save took ~14 ms at 50,000 rows), and the oldest traces'
-    # rows found first when it is exceeded
+    # row's insert or delete (a SUM over every row took ~14 ms of each ~16 ms save at 50,000 rows), and the oldest
+    # traces' rows found first when it is exceeded
     (
         "CREATE TABLE analyses_bytes (total INTEGER NOT NULL)",
         "INSERT INTO analyses_bytes (total) SELECT COALESCE(SUM(bytes), 0) FROM analyses",

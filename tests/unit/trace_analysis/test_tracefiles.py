@@ -3,6 +3,7 @@ without numpy; None for anything else (the load then finds what it is)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +43,20 @@ def test_it_imports_no_numpy() -> None:
     code = "import sys, dyno.trace_analysis.tracefiles; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_big_folder_is_walked_only_to_its_second_trace_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(50):
+        sub = tmp_path / f"host{i:02d}"
+        sub.mkdir()
+        (sub / "rank.json").write_text("{}")
+    walked: list[str] = []
+    real = os.scandir
+
+    def scandir(path: object) -> object:
+        walked.append(str(path))
+        return real(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert single_trace_file([str(tmp_path)]) is None
+    assert len(walked) <= 3  # the top folder and the first two subfolders with a file, not 51 folders
