@@ -333,9 +333,7 @@ class DynoClient:
         """FetchTraceFile's raw chunks; like stream(), but a refusal with the daemon's retry hint raises _Busy."""
         try:
             yield from self._fetch_raw(request, timeout=timeout_s, metadata=self._metadata)
-        except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.CANCELLED:
-                return
+        except grpc.RpcError as e:  # CANCELLED among them: a stopping dynod's (errors.py: Unavailable)
             retry_after_s = _retry_hint_s(e)
             if retry_after_s is not None:
                 raise _Busy(self._error(e), retry_after_s) from None

@@ -50,11 +50,13 @@ class TraceFetcher:
         self._slots = threading.Semaphore(concurrency)
 
     def fetch_done(self, client: DynoClient, h: HostRecord) -> None:
-        """Fetch every file of `h` whose process is done and not fetched yet (one after another)."""
+        """Fetch every file of `h` whose process is done and not fetched yet (one after another), and again those
+        whose fetch its daemon cut (UNREACHABLE: it stopped or restarted mid-stream; the caller calls this after the
+        daemon answered again)."""
         with self._lock:
-            todo = [p for p in h.processes if p.state == "done" and not p.fetch]
+            todo = [p for p in h.processes if p.state == "done" and (not p.fetch or _cut(p))]
             for p in todo:
-                p.fetch = "fetching"
+                p.fetch, p.fetch_failure = "fetching", FetchFailure.NONE
         for p in todo:
             self._fetch(client, h, p)
 
@@ -78,7 +80,10 @@ class TraceFetcher:
                 self._failed(p, "interrupted during the fetch", FetchFailure.INTERRUPTED)
                 return
             except DynoError as e:  # its message, not str(e): the host is named already
-                self._failed(p, f"fetch failed: {e.message}", fetch_failure_of(e))
+                if self._stop.is_set():  # the user's interrupt closed the channels, which cut the stream
+                    self._failed(p, "interrupted during the fetch", FetchFailure.INTERRUPTED)
+                else:
+                    self._failed(p, f"fetch failed: {e.message}", fetch_failure_of(e))
                 return
             except OSError as e:  # a full disk's write errors name no file: say where
                 where = f"{e.filename}" if e.filename else f"a file in {dest}"
@@ -115,3 +120,7 @@ class TraceFetcher:
     def _failed(self, p: ProcRecord, reason: str, failure: FetchFailure) -> None:
         with self._lock:
             p.fetch, p.error, p.fetch_failure = "failed", reason, failure
+
+
+def _cut(p: ProcRecord) -> bool:
+    return p.fetch == "failed" and p.fetch_failure is FetchFailure.UNREACHABLE

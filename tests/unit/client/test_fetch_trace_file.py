@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from dyno.client.client import DynoClient
-from dyno.client.errors import DynoError
+from dyno.client.errors import DynoError, Unavailable
 from dyno.filechunks import checksum_of, encode_chunk, new_digest
 from dyno.v1 import dyno_pb2
 
@@ -42,9 +42,15 @@ STREAMS: dict[int, list[bytes]] = {
 }
 
 
+CUT = 99
+
+
 @pytest.fixture(scope="module")
 def client() -> Iterator[DynoClient]:
     def fetch(request: dyno_pb2.FetchTraceFileRequest, context: grpc.ServicerContext) -> Iterator[bytes]:
+        if request.pid == CUT:  # a chunk, then the call cancelled, as a stopping dynod cancels its calls
+            yield _good()[0]
+            context.abort(grpc.StatusCode.CANCELLED, "Cancelling all calls")
         yield from STREAMS[request.pid]
 
     handler = grpc.method_handlers_generic_handler(
@@ -93,4 +99,13 @@ def test_broken_streams_fail_clearly_and_leave_nothing(
     with pytest.raises(DynoError) as err:
         client.fetch_trace_file("t", pid, tmp_path)
     assert message in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stream_the_daemon_cancels_is_unavailable_and_leaves_nothing(client: DynoClient, tmp_path: Path) -> None:
+    """A dynod stopping (a restart) cancels its streams: the fetch may succeed once it is back (dyno-cli trace
+    fetches again), so it is Unavailable, not a stream that ended without its final chunk."""
+    with pytest.raises(Unavailable) as err:
+        client.fetch_trace_file("t", CUT, tmp_path)
+    assert "stopping or restarting" in str(err.value)
     assert list(tmp_path.iterdir()) == []
