@@ -150,10 +150,7 @@ def decode_fast(batch: bytes | bytearray | memoryview) -> list[Any] | NativeBatc
 
 
 def decode_batch(batch: bytes) -> list[Any] | NativeBatch:
-    """Native columns or typed decoding when the batch fits (the common case), else the general parser (dicts),
+    """``decode_fast``'s columns or structs when the batch fits (the common case), else the general parser (dicts),
     which also raises the error for invalid JSON."""
-    native = decode_native(batch)
-    if native is not None:
-        return native
-    evs = decode_events(batch)
-    return evs if evs is not None else orjson.loads(batch)
+    fast = decode_fast(batch)
+    return fast if fast is not None else orjson.loads(batch)
