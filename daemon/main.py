@@ -15,6 +15,7 @@ from typing import TextIO
 from dyno import exit_codes
 from dyno.daemon.config import ConfigError, DaemonConfig, build_parser, resolve_config
 from dyno.daemon.sdnotify import notify
+from dyno.grpc_import import import_grpc
 from dyno.netaddr import host_port
 
 __all__ = ["main", "log_formatter"]
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             config.gpu_backend,
         )
 
+    import_grpc()  # without its fork handlers: dynod forks analysis workers while its threads serve (grpc_import)
     from dyno.daemon.app import Daemon, StartupError  # after logging, so import-time warnings are formatted
 
     # A thread waiting for the GIL waits about this long per thread that holds it before it: the libkineto

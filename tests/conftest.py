@@ -19,8 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve
-from dyno.daemon.process import DynodProcess
+from dyno.grpc_import import import_grpc
+
+# grpc as dynod imports it (without its fork handlers), before any module below imports it: the in-process daemons
+# of the tests serve while the tests fork children (dyno.grpc_import says what the handlers did to those)
+import_grpc()
+
+from dyno.daemon.fake_server import FakeDynoServicer, FakeServer, serve  # noqa: E402
+from dyno.daemon.process import DynodProcess  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 # <repo root>/../shared/traces/gpu (the real GPU traces); a git worktree under /work/wt/<name> finds it one level up

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import sys
 import threading
 import time
 from collections import deque
@@ -26,9 +25,10 @@ from dyno.client.agent.env import (
     socket_candidates,
     socket_named,
 )
+from dyno.grpc_import import import_grpc
 from dyno.logthrottle import ThrottledLog
 
-__all__ = ["DaemonConnection", "import_grpc"]
+__all__ = ["DaemonConnection"]
 
 log = logging.getLogger(__name__)
 
@@ -49,23 +49,6 @@ _NOT_DELIVERED = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "PE
 _REFUSALS = frozenset(
     {"INVALID_ARGUMENT", "PERMISSION_DENIED", "UNAUTHENTICATED", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED"}
 )
-
-
-def import_grpc() -> Any:
-    """grpc, imported without its fork handlers unless the program asked for them: with our Watch call always in
-    flight, every fork() of the trainer (DataLoader workers) would otherwise log "Other threads are currently
-    calling into gRPC, skipping fork() handlers"; the forked children never use our channel."""
-    if "grpc" in sys.modules:
-        return sys.modules["grpc"]
-    added = "GRPC_ENABLE_FORK_SUPPORT" not in os.environ
-    if added:
-        os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
-    try:
-        import grpc
-    finally:
-        if added:
-            os.environ.pop("GRPC_ENABLE_FORK_SUPPORT", None)  # leave the trainer's children as they were
-    return grpc
 
 
 class DaemonConnection:
